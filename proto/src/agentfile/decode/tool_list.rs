@@ -1,0 +1,170 @@
+//! `tools`: builtin names, Ninetrix aliases, effect overrides, and the tool sources that are
+//! not supported yet.
+
+use super::*;
+
+impl Cx {
+    pub(super) fn tools(&mut self, node: &Node, path: &str) -> Option<Vec<ToolSpec>> {
+        if let Kind::Str(s) = &node.kind
+            && s == "all"
+        {
+            return Some(
+                tools::BUILTINS
+                    .iter()
+                    .map(|b| ToolSpec {
+                        name: b.name.into(),
+                        effect: b.effect,
+                    })
+                    .collect(),
+            );
+        }
+        let Kind::Seq(items) = &node.kind else {
+            self.type_error(path, node, "a list of tools (or `all`)");
+            return None;
+        };
+        let mut out: Vec<ToolSpec> = Vec::new();
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let (name, name_loc, effect) = match &item.kind {
+                Kind::Str(s) => (s.clone(), item.loc, None),
+                Kind::Map(_) => {
+                    let Some(fields) = self.fields(item, &p, &TOOL) else {
+                        ok = false;
+                        continue;
+                    };
+                    let mut name = None;
+                    let mut effect = None;
+                    let mut field_ok = true;
+                    for (k, v) in fields {
+                        let fp = join(&p, &k.name);
+                        if k.name == "name" {
+                            name = self.string(v, &fp).map(|s| (s, v.loc));
+                            field_ok &= name.is_some();
+                        } else {
+                            match self.string(v, &fp) {
+                                Some(e) => match Effect::parse(&e) {
+                                    Some(e) => effect = Some(e),
+                                    None => {
+                                        self.error("invalid_value", &fp, v.loc, format!("unknown effect `{e}`"))
+                                            .help = Some("effects are `read` (safe to re-run), `idempotent` (re-running is harmless) and `write` (never re-run silently)".into());
+                                        field_ok = false;
+                                    }
+                                },
+                                None => field_ok = false,
+                            }
+                        }
+                    }
+                    let Some((name, loc)) = name else {
+                        if field_ok {
+                            self.error(
+                                "missing_key",
+                                &join(&p, "name"),
+                                item.loc,
+                                "a tool needs `name`",
+                            );
+                        }
+                        ok = false;
+                        continue;
+                    };
+                    if !field_ok {
+                        ok = false;
+                        continue;
+                    }
+                    (name, loc, effect)
+                }
+                _ => {
+                    self.type_error(&p, item, "a tool name or `{ name, effect }`");
+                    ok = false;
+                    continue;
+                }
+            };
+            let Some(resolved) = self.tool_names(&name, name_loc, &p) else {
+                ok = false;
+                continue;
+            };
+            for builtin in resolved {
+                if out.iter().any(|t| t.name == builtin.name) {
+                    self.error(
+                        "duplicate_tool",
+                        &p,
+                        name_loc,
+                        format!("tool `{}` is listed twice", builtin.name),
+                    )
+                    .help = Some("list each tool once".into());
+                    ok = false;
+                    continue;
+                }
+                out.push(ToolSpec {
+                    name: builtin.name.to_string(),
+                    effect: effect.unwrap_or(builtin.effect),
+                });
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// Resolves a tool name (ours, `builtin://x`, or a Ninetrix alias) to builtins.
+    pub(super) fn tool_names(
+        &mut self,
+        name: &str,
+        loc: Loc,
+        path: &str,
+    ) -> Option<Vec<&'static tools::Builtin>> {
+        let bare = name.strip_prefix("builtin://").unwrap_or(name);
+        if let Some(b) = tools::builtin(bare) {
+            return Some(vec![b]);
+        }
+        if let Some((_, ours)) = tools::NINETRIX_ALIASES.iter().find(|(n, _)| *n == bare) {
+            return Some(ours.iter().filter_map(|n| tools::builtin(n)).collect());
+        }
+        let (code, message, help) = if let Some((scheme, _)) = name.split_once("://") {
+            let what = match scheme {
+                "mcp" => "MCP servers are",
+                "composio" => "Composio tools are",
+                "hub" => "Ninetrix Hub tools are",
+                "openapi" => "OpenAPI tools are",
+                _ => "tool sources other than builtins are",
+            };
+            (
+                "unsupported_tool",
+                format!("tool `{name}` is not supported yet"),
+                format!(
+                    "{what} not supported yet; the builtins are {}",
+                    builtin_names()
+                ),
+            )
+        } else if name.starts_with("./") || name.starts_with('/') {
+            (
+                "unsupported_tool",
+                format!("tool `{name}` is not supported yet"),
+                format!(
+                    "local tool files are not supported yet; the builtins are {}",
+                    builtin_names()
+                ),
+            )
+        } else if tools::NINETRIX_UNSUPPORTED.contains(&bare) {
+            (
+                "unsupported_tool",
+                format!("tool `{name}` is not supported yet"),
+                format!(
+                    "the Ninetrix builtin `{bare}` has no ninetrix equivalent yet; the builtins are {}",
+                    builtin_names()
+                ),
+            )
+        } else {
+            let all: Vec<&str> = tools::BUILTINS
+                .iter()
+                .map(|b| b.name)
+                .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
+                .collect();
+            let help = match closest(bare, &all) {
+                Some(s) => format!("did you mean `{s}`? The builtins are {}", builtin_names()),
+                None => format!("the builtins are {}", builtin_names()),
+            };
+            ("unknown_tool", format!("unknown tool `{name}`"), help)
+        };
+        self.error(code, path, loc, message).help = Some(help);
+        None
+    }
+}

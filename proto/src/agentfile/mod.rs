@@ -1,0 +1,122 @@
+//! The agentfile (DESIGN §4): a YAML file naming a pool's agents, their models, tools, replicas
+//! and durability.
+//!
+//! [`parse`] turns text into a validated, resolved [`Agentfile`] or a [`Report`] of every problem
+//! with its file, line and column; [`load`] does the same for a file on disk, refusing oversized
+//! files before reading them. Key names follow the public Ninetrix agentfile where the concept is
+//! the same.
+
+mod decode;
+mod diagnostic;
+pub mod names;
+pub mod providers;
+mod schema;
+pub mod tools;
+pub mod units;
+pub mod yaml;
+
+use std::path::{Path, PathBuf};
+
+pub use decode::defaults;
+pub use diagnostic::{Diagnostic, Report, Severity};
+pub use schema::{
+    AgentSpec, Agentfile, Effect, Execution, Governance, Metadata, Provider, Resources, ResumeMode,
+    Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
+};
+
+/// A valid agentfile and its warnings.
+#[derive(Clone, Debug)]
+pub struct Parsed {
+    /// The resolved agentfile.
+    pub agentfile: Agentfile,
+    /// Warnings (the report has no errors).
+    pub warnings: Report,
+}
+
+/// Parses and validates agentfile text. `file` names it in diagnostics.
+pub fn parse(file: &str, text: &str) -> Result<Parsed, Report> {
+    let root = match yaml::parse(text) {
+        Ok(root) => root,
+        Err(e) => {
+            let mut d = Diagnostic::new(Severity::Error, "yaml_syntax", "", e.loc, e.message);
+            d.help = e.help;
+            return Err(Report::new(file, text, vec![d]));
+        }
+    };
+    let (agentfile, diagnostics) = decode::decode(&root);
+    let report = Report::new(file, text, diagnostics);
+    match agentfile {
+        Some(agentfile) if !report.has_errors() => Ok(Parsed {
+            agentfile,
+            warnings: report,
+        }),
+        _ => Err(report),
+    }
+}
+
+/// Why an agentfile could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is larger than any agentfile should be.
+    #[error(
+        "{} is {size} bytes; agentfiles are limited to {} bytes (is this the right file?)",
+        path.display(),
+        yaml::MAX_FILE_BYTES
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// The file is not UTF-8 text.
+    #[error("{} is not UTF-8 text (is this the right file?)", path.display())]
+    NotText {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file has errors.
+    #[error("{} has {} error(s)", .0.file, .0.count(Severity::Error))]
+    Invalid(Report),
+}
+
+/// Reads and validates an agentfile. Files over [`yaml::MAX_FILE_BYTES`] are refused before
+/// they are read.
+pub fn load(path: &Path) -> Result<Parsed, LoadError> {
+    use std::io::Read as _;
+    let io = |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    let limit = yaml::MAX_FILE_BYTES as u64;
+    if size > limit {
+        return Err(LoadError::TooLarge {
+            path: path.to_path_buf(),
+            size,
+        });
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    // `take` guards against a file that grows while it is read (or a FIFO).
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(LoadError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| LoadError::NotText {
+        path: path.to_path_buf(),
+    })?;
+    parse(&path.display().to_string(), &text).map_err(LoadError::Invalid)
+}

@@ -1,0 +1,263 @@
+//! The resolved agentfile: what validation produces and every other part consumes.
+//!
+//! These types hold values after defaults, Ninetrix aliases and provider resolution have been
+//! applied, so consumers never re-interpret YAML. They serialise to JSON: the CLI hands an agent's
+//! [`AgentSpec`] to its container as `AGENTFILE_AGENT_SPEC`. They never hold secret values, only
+//! secret names.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::names;
+pub use super::providers::Provider;
+pub use super::tools::Effect;
+
+/// A validated agentfile.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Agentfile {
+    /// The pool name from `name:`, if given.
+    pub name: Option<String>,
+    /// The agents, in the order the file declares them.
+    pub agents: Vec<AgentSpec>,
+}
+
+impl Agentfile {
+    /// The agent with this name.
+    pub fn agent(&self, name: &str) -> Option<&AgentSpec> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// The pool name: `override_name` (`-p/--pool`) if given, else `name:`, else derived from
+    /// the agentfile's directory as Compose derives a project name. `None` when none of these
+    /// yields a valid name.
+    pub fn pool_name(&self, override_name: Option<&str>, agentfile_path: &Path) -> Option<String> {
+        if let Some(name) = override_name {
+            return names::is_valid_name(name).then(|| name.to_string());
+        }
+        if let Some(name) = &self.name {
+            return Some(name.clone());
+        }
+        let dir = std::path::absolute(agentfile_path).ok()?;
+        let dir_name = dir.parent()?.file_name()?.to_str()?;
+        names::normalize_name(dir_name)
+    }
+}
+
+/// One agent, fully resolved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    /// The agent's name (its key under `agents:`).
+    pub name: String,
+    /// Who the agent is: turned into its system prompt.
+    pub metadata: Metadata,
+    /// Its model and container.
+    pub runtime: Runtime,
+    /// The tools it may call.
+    pub tools: Vec<ToolSpec>,
+    /// How it runs.
+    pub execution: Execution,
+    /// Its limits.
+    pub governance: Governance,
+    /// Plain settings for its container.
+    pub env: BTreeMap<String, String>,
+    /// Names of the secrets it needs, mounted at `/run/secrets/<NAME>`; includes the provider's
+    /// API key secret.
+    pub secrets: Vec<String>,
+}
+
+/// Who an agent is.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// A display name.
+    pub name: Option<String>,
+    /// A description for people.
+    pub description: Option<String>,
+    /// "You are a {role}."
+    pub role: Option<String>,
+    /// What it is for.
+    pub goal: Option<String>,
+    /// How it should work.
+    pub instructions: Option<String>,
+    /// What it must not do.
+    pub constraints: Vec<String>,
+}
+
+impl Metadata {
+    /// The system prompt these fields make, in the public Ninetrix's layout; `None` if empty.
+    pub fn system_prompt(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(role) = &self.role {
+            parts.push(format!("You are a {role}."));
+        }
+        if let Some(goal) = &self.goal {
+            parts.push(format!("Goal: {goal}"));
+        }
+        if let Some(instructions) = &self.instructions {
+            parts.push(format!("Instructions: {instructions}"));
+        }
+        if !self.constraints.is_empty() {
+            let list: Vec<String> = self.constraints.iter().map(|c| format!("- {c}")).collect();
+            parts.push(format!("Constraints:\n{}", list.join("\n")));
+        }
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+}
+
+/// An agent's model and container settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    /// The protocol its model speaks.
+    pub provider: Provider,
+    /// The name of the OpenAI-compatible service `provider:` named (e.g. `groq`), if any.
+    pub via: Option<String>,
+    /// The model name.
+    pub model: String,
+    /// The API base URL (OpenAI-compatible servers, proxies).
+    pub base_url: Option<String>,
+    /// The secret holding the API key, if the provider needs one.
+    pub api_key_secret: Option<String>,
+    /// Sampling temperature, 0–2.
+    pub temperature: f64,
+    /// Most tokens per model response.
+    pub max_tokens: u32,
+    /// Seconds a tool call may take.
+    pub tool_timeout_secs: u32,
+    /// A base image to inject the runner into; `None` means `scratch`.
+    pub image: Option<String>,
+    /// CPU and memory limits.
+    pub resources: Resources,
+    /// The responses of the `scripted` provider, in order.
+    pub script: Vec<ScriptStep>,
+}
+
+/// Container limits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    /// CPUs (fractions allowed).
+    pub cpu: Option<f64>,
+    /// Memory limit in bytes.
+    pub memory_bytes: Option<u64>,
+}
+
+/// One canned response of the `scripted` provider. The scripted model answers a model call with
+/// step `k mod len`, where `k` is the number of assistant messages already in the thread's
+/// history: a script that ends with a text-only step answers any number of turns the same way,
+/// and a turn re-run after a crash gets the same responses.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptStep {
+    /// The assistant's text.
+    pub text: Option<String>,
+    /// The tool calls it makes; an empty list ends the turn.
+    pub tool_calls: Vec<ScriptedToolCall>,
+}
+
+/// A tool call made by the `scripted` provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptedToolCall {
+    /// The tool's name (one of the agent's tools).
+    pub name: String,
+    /// Its arguments.
+    pub args: serde_json::Value,
+}
+
+/// A tool an agent may call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// Its effect class (the builtin's default unless the agentfile overrides it).
+    pub effect: Effect,
+}
+
+/// How an agent runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Execution {
+    /// `true`: a warm, crash-surviving agent (restart `on-failure:3`); `false`: a one-shot batch
+    /// job (restart `no`).
+    pub durability: bool,
+    /// Warm pool size.
+    pub replicas: u32,
+    /// Most model rounds in one turn.
+    pub max_turns: u32,
+    /// The input a batch job runs once.
+    pub task: Option<String>,
+    /// What resume does with a turn interrupted mid-tool-call.
+    pub resume: ResumeMode,
+}
+
+/// What resume does with a turn interrupted mid-tool-call (DESIGN §6.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResumeMode {
+    /// Cut the history back to the turn's input and re-run the turn (completed tool calls are
+    /// answered from the ledger).
+    Truncate,
+    /// Keep the model's tool calls and complete them.
+    Complete,
+}
+
+impl ResumeMode {
+    /// The name used in agentfiles.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResumeMode::Truncate => "truncate",
+            ResumeMode::Complete => "complete",
+        }
+    }
+}
+
+/// An agent's limits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Governance {
+    /// Most US dollars one run (turn) may spend on the model; `None` means no limit.
+    pub max_budget_per_run: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_prompt_follows_ninetrix_layout() {
+        let m = Metadata {
+            role: Some("web researcher".into()),
+            goal: Some("find facts".into()),
+            constraints: vec!["cite sources".into(), "be brief".into()],
+            ..Metadata::default()
+        };
+        assert_eq!(
+            m.system_prompt().unwrap(),
+            "You are a web researcher.\n\nGoal: find facts\n\nConstraints:\n- cite sources\n- be brief"
+        );
+        assert_eq!(Metadata::default().system_prompt(), None);
+    }
+
+    #[test]
+    fn pool_name_precedence() {
+        let af = Agentfile {
+            name: None,
+            agents: vec![],
+        };
+        let path = Path::new("/srv/My Agents/agentfile.yaml");
+        assert_eq!(af.pool_name(None, path).as_deref(), Some("my-agents"));
+        assert_eq!(af.pool_name(Some("cli"), path).as_deref(), Some("cli"));
+        assert_eq!(af.pool_name(Some("Bad Name"), path), None);
+        let named = Agentfile {
+            name: Some("research".into()),
+            agents: vec![],
+        };
+        assert_eq!(named.pool_name(None, path).as_deref(), Some("research"));
+    }
+}

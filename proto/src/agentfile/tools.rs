@@ -1,0 +1,104 @@
+//! The builtin tools and their effect classes (DESIGN §6.5, §10).
+//!
+//! The effect class decides what happens when a crash leaves a call without a recorded outcome:
+//! `read` and `idempotent` tools run again, `write` tools are never silently re-run.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a tool may be re-run after a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Only reads: safe to re-run.
+    Read,
+    /// Mutates, but running it twice has the effect of running it once.
+    Idempotent,
+    /// Mutates; a second run would repeat the side effect. The default for mutating tools.
+    Write,
+}
+
+impl Effect {
+    /// The name used in agentfiles.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Read => "read",
+            Effect::Idempotent => "idempotent",
+            Effect::Write => "write",
+        }
+    }
+
+    /// Parses an agentfile name.
+    pub fn parse(name: &str) -> Option<Effect> {
+        match name {
+            "read" => Some(Effect::Read),
+            "idempotent" => Some(Effect::Idempotent),
+            "write" => Some(Effect::Write),
+            _ => None,
+        }
+    }
+}
+
+/// A tool built into the runner.
+#[derive(Clone, Copy, Debug)]
+pub struct Builtin {
+    /// Its name, as the model sees it.
+    pub name: &'static str,
+    /// Its default effect class.
+    pub effect: Effect,
+    /// What it does.
+    pub summary: &'static str,
+}
+
+/// Every builtin tool.
+pub const BUILTINS: &[Builtin] = &[
+    Builtin {
+        name: "file_read",
+        effect: Effect::Read,
+        summary: "read a file in the agent's workspace",
+    },
+    Builtin {
+        name: "file_write",
+        effect: Effect::Write,
+        summary: "write a file in the agent's workspace",
+    },
+    Builtin {
+        name: "list_dir",
+        effect: Effect::Read,
+        summary: "list a directory in the agent's workspace",
+    },
+    Builtin {
+        name: "http_request",
+        effect: Effect::Write,
+        summary: "make an HTTP request (declare `effect: read` for GET-only use)",
+    },
+    Builtin {
+        name: "shell",
+        effect: Effect::Write,
+        summary: "run a command with /bin/sh (only in images that have one)",
+    },
+];
+
+/// Looks up a builtin by name.
+pub fn builtin(name: &str) -> Option<&'static Builtin> {
+    BUILTINS.iter().find(|b| b.name == name)
+}
+
+/// The public Ninetrix's names for the same builtins: (its name, ours).
+pub const NINETRIX_ALIASES: &[(&str, &[&str])] = &[
+    ("bash", &["shell"]),
+    ("read_file", &["file_read"]),
+    ("write_file", &["file_write"]),
+    ("filesystem", &["file_read", "file_write", "list_dir"]),
+];
+
+/// Ninetrix builtins that ninetrix does not have yet.
+pub const NINETRIX_UNSUPPORTED: &[&str] = &[
+    "memory",
+    "scheduler",
+    "web_search",
+    "web_browse",
+    "notify",
+    "ask_user",
+    "sub_agent",
+    "code_interpreter",
+];

@@ -1,0 +1,88 @@
+//! Resource quantities: memory sizes such as `512Mi`, `1Gi`, `2g` parsed to bytes.
+
+/// Docker refuses memory limits below 6 MiB.
+pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
+
+/// Parses a memory size. Units are binary, as Docker's are: `k`/`Ki`/`kb` = 1024, `m`/`Mi`/`mb`
+/// = 1024², `g`/`Gi`/`gb` = 1024³, `t`/`Ti`/`tb` = 1024⁴, case-insensitive; a bare number is
+/// bytes. Fractions are allowed (`1.5Gi`). Returns `None` for anything else.
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "ki" | "kb" | "kib" => 1 << 10,
+        "m" | "mi" | "mb" | "mib" => 1 << 20,
+        "g" | "gi" | "gb" | "gib" => 1 << 30,
+        "t" | "ti" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return None;
+    }
+    Some(bytes.round() as u64)
+}
+
+/// Formats a byte count the way users write it: `512Mi`, `1.5Gi`, `100Ki`, or bytes.
+pub fn format_memory(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [
+        ("Ti", 1 << 40),
+        ("Gi", 1 << 30),
+        ("Mi", 1 << 20),
+        ("Ki", 1 << 10),
+    ];
+    for (unit, size) in UNITS {
+        if bytes >= size {
+            let value = bytes as f64 / size as f64;
+            return if bytes.is_multiple_of(size) {
+                format!("{}{unit}", bytes / size)
+            } else {
+                format!("{:.1}{unit}", value).replace(".0", "")
+            };
+        }
+    }
+    format!("{bytes}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_docker_and_kubernetes_spellings() {
+        assert_eq!(parse_memory("512Mi"), Some(512 << 20));
+        assert_eq!(parse_memory("1Gi"), Some(1 << 30));
+        assert_eq!(parse_memory("2g"), Some(2 << 30));
+        assert_eq!(parse_memory("256m"), Some(256 << 20));
+        assert_eq!(parse_memory("1.5Gi"), Some(3 << 29));
+        assert_eq!(parse_memory("64 MB"), Some(64 << 20));
+        assert_eq!(parse_memory("1048576"), Some(1 << 20));
+    }
+
+    #[test]
+    fn rejects_nonsense() {
+        for bad in [
+            "lots", "", "Gi", "1.5.2Gi", "-1Gi", "1Pb", ".5g", "5.g", "1e3",
+        ] {
+            assert_eq!(parse_memory(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        assert_eq!(format_memory(512 << 20), "512Mi");
+        assert_eq!(format_memory(3 << 29), "1.5Gi");
+        assert_eq!(format_memory(100), "100");
+        for s in ["512Mi", "1Gi", "1.5Gi", "64Ki"] {
+            assert_eq!(format_memory(parse_memory(s).unwrap()), s);
+        }
+    }
+}

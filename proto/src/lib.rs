@@ -1,0 +1,12 @@
+//! Shared types of ninetrix, used by the CLI, the checkpoint API and the runner.
+//!
+//! This crate owns the agentfile (its schema, parsing and validation), the provider-neutral
+//! message model and the ID newtypes. It must stay free of I/O runtimes: no tokio, axum or sqlx,
+//! so every other crate can depend on it cheaply.
+
+pub mod agentfile;
+pub mod ids;
+pub mod message;
+
+pub use ids::{MessageId, ParseIdError, ThreadId};
+pub use message::{Block, Message, Role};

@@ -1,0 +1,405 @@
+//! A table of broken agentfiles: each must fail with its message at its exact line and column.
+
+use ninetrix_proto::agentfile::{self, Diagnostic, Severity};
+
+/// One broken file and the first error it must produce.
+struct Case {
+    name: &'static str,
+    yaml: String,
+    code: &'static str,
+    line: u32,
+    column: u32,
+    message: &'static str,
+}
+
+fn case(
+    name: &'static str,
+    yaml: &str,
+    code: &'static str,
+    at: (u32, u32),
+    message: &'static str,
+) -> Case {
+    Case {
+        name,
+        yaml: yaml.to_string(),
+        code,
+        line: at.0,
+        column: at.1,
+        message,
+    }
+}
+
+const OK_RUNTIME: &str = "    runtime:\n      provider: scripted\n      script: [{ text: hi }]\n";
+
+fn agent(extra: &str) -> String {
+    format!("agents:\n  a:\n{OK_RUNTIME}{extra}")
+}
+
+fn billion_laughs() -> String {
+    let mut s = String::from("lol: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    let mut prev = 'a';
+    for c in 'b'..='j' {
+        let refs = vec![format!("*{prev}"); 9].join(", ");
+        s.push_str(&format!("{c}: &{c} [{refs}]\n"));
+        prev = c;
+    }
+    s.push_str(&agent(""));
+    s
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        case(
+            "broken YAML syntax",
+            "agents:\n  a: [unclosed\n",
+            "yaml_syntax",
+            (2, 6),
+            "unclosed bracket '['",
+        ),
+        case(
+            "tab indentation",
+            "agents:\n\ta:\n",
+            "yaml_syntax",
+            (2, 1),
+            "tab used for indentation",
+        ),
+        case(
+            "unknown key with suggestion",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      temprature: 0.2\n      script: [hi]\n",
+            "unknown_key",
+            (5, 7),
+            "unknown key `temprature` in runtime",
+        ),
+        case(
+            "wrong type",
+            &agent("    execution:\n      max_turns: ten\n"),
+            "wrong_type",
+            (7, 18),
+            "`max_turns` must be a whole number, found the string \"ten\"",
+        ),
+        case(
+            "bad provider",
+            "agents:\n  a:\n    runtime:\n      provider: gpt4\n      model: x\n",
+            "unknown_provider",
+            (4, 17),
+            "unknown provider `gpt4`",
+        ),
+        case(
+            "temperature 3",
+            "agents:\n  a:\n    runtime:\n      provider: openai\n      model: gpt-4o\n      temperature: 3\n",
+            "out_of_range",
+            (6, 20),
+            "`temperature` must be between 0 and 2, found 3",
+        ),
+        case(
+            "memory: lots",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      resources: { memory: lots }\n",
+            "invalid_memory",
+            (6, 28),
+            "`lots` is not a memory size",
+        ),
+        case(
+            "bad agent name",
+            &format!("agents:\n  Research.Bot:\n{OK_RUNTIME}"),
+            "invalid_name",
+            (2, 3),
+            "`Research.Bot` is not a valid agent name",
+        ),
+        case(
+            "duplicate key",
+            &format!("agents:\n  a:\n{OK_RUNTIME}  a:\n{OK_RUNTIME}"),
+            "yaml_syntax",
+            (6, 3),
+            "duplicate key `a`",
+        ),
+        case(
+            "durability: yes (strict booleans)",
+            &agent("    execution:\n      durability: yes\n"),
+            "wrong_type",
+            (7, 19),
+            "`durability` must be true or false, found \"yes\"",
+        ),
+        case(
+            "empty agents",
+            "name: demo\nagents: {}\n",
+            "no_agents",
+            (2, 1),
+            "`agents` is empty",
+        ),
+        case(
+            "unsupported Ninetrix key",
+            &format!("{}triggers:\n  - type: webhook\n", agent("")),
+            "unsupported_key",
+            (6, 1),
+            "`triggers` is not supported yet",
+        ),
+        case(
+            "replicas: 0",
+            &agent("    execution:\n      replicas: 0\n"),
+            "out_of_range",
+            (7, 17),
+            "`replicas` must be between 1 and 100, found 0",
+        ),
+        case(
+            "batch with replicas 2",
+            &agent("    execution:\n      durability: false\n      replicas: 2\n"),
+            "batch_replicas",
+            (8, 17),
+            "a batch agent (`durability: false`) runs once, so it cannot have 2 replicas",
+        ),
+        case(
+            "empty model",
+            "agents:\n  a:\n    runtime:\n      provider: anthropic\n      model: \"\"\n",
+            "empty_value",
+            (5, 14),
+            "`model` is empty",
+        ),
+        case(
+            "empty script",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: []\n",
+            "empty_value",
+            (5, 7),
+            "`script` is empty",
+        ),
+        case(
+            "a secret given as a value",
+            &agent("    secrets:\n      - sk-ant-api03-abcdefghijklmnop\n"),
+            "secret_value",
+            (7, 9),
+            "this looks like a secret value, not a secret name",
+        ),
+        case(
+            "secrets as a name: value mapping",
+            &agent("    secrets:\n      ANTHROPIC_API_KEY: hunter2-and-more\n"),
+            "secret_value",
+            (7, 26),
+            "`secrets` lists secret names, not values",
+        ),
+        case(
+            "a 20 MB file",
+            &format!("# {}\n", "x".repeat(20 * 1024 * 1024)),
+            "yaml_syntax",
+            (1, 1),
+            "the file is 20971523 bytes; agentfiles are limited to 1048576 bytes",
+        ),
+        case(
+            "a billion-laughs alias bomb",
+            &billion_laughs(),
+            "yaml_syntax",
+            (5, 28),
+            "the document is too large or too deeply nested (aliases count once per use)",
+        ),
+        case(
+            "a non-mapping root",
+            "- researcher\n- writer\n",
+            "not_a_mapping",
+            (1, 1),
+            "the agentfile must be a mapping of keys, found a list",
+        ),
+        case(
+            "an empty file",
+            "# nothing here\n",
+            "empty_file",
+            (1, 1),
+            "the agentfile is empty",
+        ),
+        case(
+            "unknown tool with suggestion",
+            &agent("    tools: [file_wirte]\n"),
+            "unknown_tool",
+            (6, 13),
+            "unknown tool `file_wirte`",
+        ),
+        case(
+            "unsupported MCP tool",
+            &agent("    tools: [\"mcp://github\"]\n"),
+            "unsupported_tool",
+            (6, 13),
+            "tool `mcp://github` is not supported yet",
+        ),
+        case(
+            "script calls an undeclared tool",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script:\n        - tool_calls: [{ name: shell, args: { cmd: ls } }]\n        - done\n",
+            "undeclared_tool",
+            (6, 32),
+            "the script calls `shell`, which is not one of the agent's tools",
+        ),
+        case(
+            "ollama as a provider",
+            "agents:\n  a:\n    runtime:\n      provider: ollama\n      model: llama3\n",
+            "unsupported_provider",
+            (4, 17),
+            "provider `ollama` cannot be used directly",
+        ),
+        case(
+            "reserved env name",
+            &agent("    env:\n      AGENTFILE_THREAD_ID: x\n"),
+            "reserved_env",
+            (7, 7),
+            "`AGENTFILE_THREAD_ID` is set by ninetrix itself",
+        ),
+        case(
+            "model missing for a hosted provider",
+            "agents:\n  a:\n    runtime:\n      provider: openai\n",
+            "missing_key",
+            (3, 5),
+            "`runtime.model` is required for provider `openai`",
+        ),
+        case(
+            "script with a real provider",
+            "agents:\n  a:\n    runtime:\n      provider: openai\n      model: gpt-4o\n      script: [hi]\n",
+            "script_not_scripted",
+            (6, 7),
+            "`script` is only used by provider `scripted`, not `openai`",
+        ),
+        case(
+            "misplaced key",
+            &agent("    replicas: 2\n"),
+            "unknown_key",
+            (6, 5),
+            "unknown key `replicas` in an agent",
+        ),
+        case(
+            "bad pool name",
+            &format!("name: My Pool\n{}", agent("")),
+            "invalid_name",
+            (1, 7),
+            "`My Pool` is not a valid pool name",
+        ),
+        case(
+            "cpu 0",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      resources: { cpu: 0 }\n",
+            "out_of_range",
+            (6, 25),
+            "`cpu` must be more than 0, found 0",
+        ),
+        case(
+            "unknown resume mode",
+            &agent("    execution:\n      resume: replay\n"),
+            "invalid_value",
+            (7, 15),
+            "unknown resume mode `replay`",
+        ),
+        case(
+            "two documents",
+            &format!("{}---\nname: other\n", agent("")),
+            "yaml_syntax",
+            (6, 1),
+            "",
+        ),
+    ]
+}
+
+fn first_error(case: &Case) -> Diagnostic {
+    match agentfile::parse("agentfile.yaml", &case.yaml) {
+        Ok(_) => panic!("{}: expected an error, but the file validated", case.name),
+        Err(report) => report
+            .diagnostics
+            .iter()
+            .find(|d| d.severity == Severity::Error)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}: no error in {report:?}", case.name)),
+    }
+}
+
+#[test]
+fn each_bad_agentfile_gets_its_located_error() {
+    let mut failures = Vec::new();
+    for case in cases() {
+        let d = first_error(&case);
+        let got = (d.code, d.line, d.column);
+        let want = (case.code, case.line, case.column);
+        if got != want || !d.message.starts_with(case.message) {
+            failures.push(format!(
+                "{}:\n  want {want:?} {:?}\n  got  {got:?} {:?} (help: {:?})",
+                case.name, case.message, d.message, d.help
+            ));
+        }
+        // Every error tells the user what to do next, except raw YAML syntax errors.
+        if d.code != "yaml_syntax" && d.help.is_none() {
+            failures.push(format!("{}: no help in {d:?}", case.name));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_table_covers_at_least_twenty_cases() {
+    assert!(cases().len() >= 20);
+}
+
+#[test]
+fn secret_values_never_appear_in_rendered_errors() {
+    for case in cases().iter().filter(|c| c.code == "secret_value") {
+        let report = agentfile::parse("agentfile.yaml", &case.yaml).unwrap_err();
+        let text = report.render(false);
+        for secret in ["sk-ant-api03-abcdefghijklmnop", "hunter2-and-more"] {
+            assert!(
+                !text.contains(secret),
+                "{}: secret leaked:\n{text}",
+                case.name
+            );
+        }
+        let json = serde_json::to_string(&report.diagnostics).unwrap();
+        assert!(
+            !json.contains("hunter2") && !json.contains("sk-ant"),
+            "{json}"
+        );
+    }
+}
+
+#[test]
+fn several_errors_are_all_reported() {
+    let yaml = "agents:\n  a:\n    runtime:\n      provider: openai\n      model: x\n      temperature: 5\n    execution:\n      replicas: 0\n  B:\n    runtime: { provider: scripted, script: [hi] }\n    tools: [nope]\n";
+    let report = agentfile::parse("agentfile.yaml", yaml).unwrap_err();
+    let codes: Vec<(&str, u32)> = report
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.line))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("out_of_range", 6),
+            ("out_of_range", 8),
+            ("invalid_name", 9),
+            ("unknown_tool", 11)
+        ],
+        "{}",
+        report.render(false)
+    );
+}
+
+#[test]
+fn env_secrets_warn_without_showing_the_value() {
+    let yaml =
+        agent("    env:\n      OPENAI_API_KEY: sk-proj-1234567890abcdef\n      LOG_LEVEL: debug\n");
+    let parsed =
+        agentfile::parse("agentfile.yaml", &yaml).expect("warnings do not fail validation");
+    let warnings = &parsed.warnings.diagnostics;
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(
+        (warnings[0].code, warnings[0].line, warnings[0].column),
+        ("secret_in_env", 7, 23)
+    );
+    let text = parsed.warnings.render(false);
+    assert!(!text.contains("sk-proj"), "{text}");
+    assert!(text.contains("secrets: [OPENAI_API_KEY]"), "{text}");
+}
+
+#[test]
+fn oversized_files_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentfile.yaml");
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(20 * 1024 * 1024).unwrap();
+    match agentfile::load(&path) {
+        Err(agentfile::LoadError::TooLarge { size, .. }) => assert_eq!(size, 20 * 1024 * 1024),
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}
