@@ -1,0 +1,236 @@
+//! `ninetrix validate`: a readable summary of a valid agentfile, or every error with its place.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use ninetrix_proto::agentfile::{
+    self, AgentSpec, LoadError, Parsed, Provider, Report, Severity, units,
+};
+use serde_json::json;
+
+use crate::EXIT_FAILURE;
+use crate::cli::ValidateArgs;
+use crate::style::Style;
+
+/// Runs `ninetrix validate`.
+pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
+    let file = args.file.display().to_string();
+    let result = agentfile::load(&args.file);
+    if args.json {
+        let (value, ok) = match &result {
+            Ok(parsed) => (valid_json(args, parsed), true),
+            Err(err) => (invalid_json(&file, err), false),
+        };
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(exit(ok));
+    }
+    let err_style = Style::stderr();
+    match result {
+        Ok(parsed) => {
+            if !parsed.warnings.diagnostics.is_empty() {
+                eprint!("{}", parsed.warnings.render(err_style.color));
+            }
+            print!("{}", summary(args, &parsed, Style::stdout()));
+            Ok(exit(true))
+        }
+        Err(LoadError::Invalid(report)) => {
+            eprint!("{}", report.render(err_style.color));
+            eprintln!("{} {}", err_style.error("error:"), counts(&report));
+            Ok(exit(false))
+        }
+        Err(err @ LoadError::Io { .. }) if !args.file.exists() => {
+            anyhow::bail!(
+                "{err}\nhint: pass the agentfile with -f FILE, or write a starter with `ninetrix init`"
+            )
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+fn exit(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILURE)
+    }
+}
+
+fn counts(report: &Report) -> String {
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let errors = report.count(Severity::Error);
+    let warnings = report.count(Severity::Warning);
+    let mut text = format!("{} is invalid: {}", report.file, plural(errors, "error"));
+    if warnings > 0 {
+        let _ = write!(text, " and {}", plural(warnings, "warning"));
+    }
+    text
+}
+
+fn pool(args: &ValidateArgs, parsed: &Parsed) -> Option<String> {
+    parsed.agentfile.pool_name(args.pool.as_deref(), &args.file)
+}
+
+fn provider_label(agent: &AgentSpec) -> String {
+    let r = &agent.runtime;
+    match (r.provider, &r.via, &r.base_url) {
+        (Provider::Scripted, _, _) => "scripted".into(),
+        (_, Some(via), _) => format!("{via} ({}) {}", r.provider.as_str(), r.model),
+        (Provider::Openai, None, Some(url)) => format!("openai {} @ {url}", r.model),
+        (p, _, _) => format!("{} {}", p.as_str(), r.model),
+    }
+}
+
+fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
+    let af = &parsed.agentfile;
+    let mut out = String::new();
+    let pool = pool(args, parsed).unwrap_or_else(|| "(none: set `name:` or pass -p)".into());
+    let agents = af.agents.len();
+    let replicas: u32 = af.agents.iter().map(|a| a.execution.replicas).sum();
+    let _ = writeln!(
+        out,
+        "{} {} is valid: pool {}, {agents} agent{}, {replicas} container{}",
+        style.ok("✔"),
+        args.file.display(),
+        style.bold(&pool),
+        if agents == 1 { "" } else { "s" },
+        if replicas == 1 { "" } else { "s" },
+    );
+    let header = [
+        "AGENT",
+        "MODEL",
+        "REPLICAS",
+        "RUNS AS",
+        "RESOURCES",
+        "TOOLS",
+    ];
+    let rows: Vec<[String; 6]> = af
+        .agents
+        .iter()
+        .map(|a| {
+            let runs_as = if a.execution.durability {
+                format!("durable (resume: {})", a.execution.resume.as_str())
+            } else {
+                "batch (runs once)".into()
+            };
+            let mut resources = Vec::new();
+            if let Some(cpu) = a.runtime.resources.cpu {
+                resources.push(format!("{cpu} cpu"));
+            }
+            if let Some(mem) = a.runtime.resources.memory_bytes {
+                resources.push(units::format_memory(mem));
+            }
+            let tools: Vec<String> = a
+                .tools
+                .iter()
+                .map(|t| format!("{} ({})", t.name, t.effect.as_str()))
+                .collect();
+            [
+                a.name.clone(),
+                provider_label(a),
+                a.execution.replicas.to_string(),
+                runs_as,
+                if resources.is_empty() {
+                    "-".into()
+                } else {
+                    resources.join(", ")
+                },
+                if tools.is_empty() {
+                    "-".into()
+                } else {
+                    tools.join(", ")
+                },
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    out.push('\n');
+    let line = |cells: Vec<String>| {
+        let last = cells.len() - 1;
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                if i == last {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}", w = widths[i])
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let _ = writeln!(
+        out,
+        "  {}",
+        style.dim(&line(header.map(String::from).to_vec()))
+    );
+    for row in rows {
+        let _ = writeln!(out, "  {}", line(row.to_vec()));
+    }
+    out.push('\n');
+    let mut needed: Vec<(String, Vec<&str>)> = Vec::new();
+    for agent in &af.agents {
+        for secret in &agent.secrets {
+            match needed.iter_mut().find(|(s, _)| s == secret) {
+                Some((_, users)) => users.push(&agent.name),
+                None => needed.push((secret.clone(), vec![&agent.name])),
+            }
+        }
+    }
+    if needed.is_empty() {
+        let _ = writeln!(out, "secrets needed: none");
+    } else {
+        let _ = writeln!(
+            out,
+            "secrets needed (provide them on the host; they are mounted at /run/secrets/<NAME>):"
+        );
+        for (secret, users) in needed {
+            let _ = writeln!(
+                out,
+                "  {secret}  {}",
+                style.dim(&format!("used by {}", users.join(", ")))
+            );
+        }
+    }
+    out
+}
+
+fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {
+    json!({
+        "valid": true,
+        "file": args.file.display().to_string(),
+        "pool": pool(args, parsed),
+        "agents": parsed.agentfile.agents,
+        "errors": [],
+        "warnings": parsed.warnings.diagnostics,
+    })
+}
+
+fn invalid_json(file: &str, err: &LoadError) -> serde_json::Value {
+    let (errors, warnings) = match err {
+        LoadError::Invalid(report) => {
+            let (errors, warnings): (Vec<_>, Vec<_>) = report
+                .diagnostics
+                .iter()
+                .partition(|d| d.severity == Severity::Error);
+            (json!(errors), json!(warnings))
+        }
+        other => {
+            let code = match other {
+                LoadError::Io { .. } => "io",
+                LoadError::TooLarge { .. } => "too_large",
+                _ => "not_text",
+            };
+            (
+                json!([{ "severity": "error", "code": code, "path": "", "line": 0, "column": 0, "message": other.to_string() }]),
+                json!([]),
+            )
+        }
+    };
+    json!({ "valid": false, "file": file, "errors": errors, "warnings": warnings })
+}

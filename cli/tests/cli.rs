@@ -1,0 +1,295 @@
+//! The real `ninetrix` binary: exit codes, output (snapshots), and `--json`.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+/// A temporary directory holding agentfiles; commands run inside it so paths print short.
+struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+impl Workspace {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn with_example() -> Self {
+        let ws = Self::new();
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentfile.example.yaml");
+        std::fs::copy(example, ws.path("agentfile.yaml")).unwrap();
+        ws
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.path(name), text).unwrap();
+    }
+
+    fn ninetrix(&self) -> Command {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("ninetrix"));
+        cmd.current_dir(self.dir.path())
+            .env_remove("CLICOLOR_FORCE")
+            .env("NO_COLOR", "1");
+        cmd
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    Workspace::new()
+        .ninetrix()
+        .arg("--version")
+        .assert()
+        .success()
+        .stdout(format!("ninetrix {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn validate_summarises_the_example() {
+    let ws = Workspace::with_example();
+    let out = ws
+        .ninetrix()
+        .arg("validate")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert_eq!(text(&out.stderr), "", "a valid example has no warnings");
+    insta::assert_snapshot!("validate_example", text(&out.stdout));
+}
+
+#[test]
+fn validate_json_gives_the_resolved_agents() {
+    let ws = Workspace::with_example();
+    let out = ws
+        .ninetrix()
+        .args(["validate", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["pool"], "research-pool");
+    assert_eq!(v["agents"].as_array().unwrap().len(), 3);
+    assert_eq!(v["agents"][1]["name"], "writer");
+    assert_eq!(v["agents"][1]["execution"]["replicas"], 2);
+    assert_eq!(v["agents"][2]["execution"]["durability"], false);
+    assert_eq!(
+        v["agents"][0]["tools"][2],
+        serde_json::json!({"name": "file_write", "effect": "write"})
+    );
+}
+
+#[test]
+fn pool_flag_overrides_the_name() {
+    let ws = Workspace::with_example();
+    let out = ws
+        .ninetrix()
+        .args(["validate", "--json", "-p", "other"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pool"], "other");
+    ws.ninetrix()
+        .args(["validate", "-p", "Not Valid"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "pool names use lower-case letters",
+        ));
+}
+
+const BROKEN: &str = "name: demo\nagents:\n  researcher:\n    runtime:\n      provider: anthropc\n      model: claude-sonnet-4-6\n      temperature: 3\n    execution:\n      durability: yes\n    env:\n      OPENAI_API_KEY: sk-proj-0123456789abcdef\n";
+
+#[test]
+fn validate_reports_every_error_with_its_place() {
+    let ws = Workspace::new();
+    ws.write("agentfile.yaml", BROKEN);
+    let out = ws
+        .ninetrix()
+        .arg("validate")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert_eq!(text(&out.stdout), "");
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("sk-proj"),
+        "secrets never appear in errors:\n{stderr}"
+    );
+    insta::assert_snapshot!("validate_errors", stderr);
+}
+
+#[test]
+fn validate_json_reports_errors_on_stdout() {
+    let ws = Workspace::new();
+    ws.write("agentfile.yaml", BROKEN);
+    let out = ws
+        .ninetrix()
+        .args(["validate", "--json"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["valid"], false);
+    let errors: Vec<(String, u64, u64)> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["code"].as_str().unwrap().to_string(),
+                e["line"].as_u64().unwrap(),
+                e["column"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            ("unknown_provider".to_string(), 5, 17),
+            ("out_of_range".to_string(), 7, 20),
+            ("wrong_type".to_string(), 9, 19)
+        ]
+    );
+    assert_eq!(v["warnings"][0]["code"], "secret_in_env");
+    assert!(!text(&out.stdout).contains("sk-proj"));
+}
+
+#[test]
+fn a_missing_file_says_what_to_do() {
+    Workspace::new()
+        .ninetrix()
+        .arg("validate")
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("cannot read agentfile.yaml")
+                .and(predicate::str::contains("ninetrix init")),
+        );
+}
+
+#[test]
+fn a_huge_file_is_refused() {
+    let ws = Workspace::new();
+    std::fs::File::create(ws.path("big.yaml"))
+        .unwrap()
+        .set_len(20 << 20)
+        .unwrap();
+    ws.ninetrix()
+        .args(["validate", "-f", "big.yaml", "--json"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("\"too_large\""));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let ws = Workspace::new();
+    ws.ninetrix()
+        .arg("launch")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unrecognized subcommand"));
+    ws.ninetrix().args(["validate", "--bogus"]).assert().code(2);
+    ws.ninetrix()
+        .args(["init", "--provider", "gpt"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("possible values"));
+}
+
+#[test]
+fn init_writes_a_starter_that_validates_and_refuses_to_overwrite() {
+    let ws = Workspace::new();
+    let out = ws
+        .ninetrix()
+        .args(["init", "--name", "demo"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(text(&out.stdout).contains("wrote agentfile.yaml (pool demo"));
+    let written = std::fs::read_to_string(ws.path("agentfile.yaml")).unwrap();
+    insta::assert_snapshot!("init_scripted", written);
+    ws.ninetrix()
+        .arg("validate")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("pool demo"));
+
+    ws.ninetrix()
+        .arg("init")
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "agentfile.yaml already exists; pass --force",
+        ));
+    assert_eq!(
+        std::fs::read_to_string(ws.path("agentfile.yaml")).unwrap(),
+        written,
+        "not overwritten"
+    );
+
+    ws.ninetrix()
+        .args([
+            "init",
+            "--force",
+            "--provider",
+            "anthropic",
+            "--name",
+            "demo",
+        ])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(
+        &ws.ninetrix()
+            .args(["validate", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["agents"][0]["runtime"]["provider"], "anthropic");
+    assert_eq!(
+        v["agents"][0]["secrets"],
+        serde_json::json!(["ANTHROPIC_API_KEY"])
+    );
+}
+
+#[test]
+fn init_derives_the_pool_name_from_the_directory() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.path("My Agents")).unwrap();
+    ws.ninetrix()
+        .args(["init", "-f", "My Agents/agentfile.yaml"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(
+        &ws.ninetrix()
+            .args(["validate", "--json", "-f", "My Agents/agentfile.yaml"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["pool"], "my-agents");
+}
