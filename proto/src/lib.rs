@@ -5,6 +5,7 @@
 //! so every other crate can depend on it cheaply.
 
 pub mod agentfile;
+pub mod api;
 pub mod ids;
 pub mod message;
 

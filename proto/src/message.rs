@@ -11,6 +11,7 @@ use crate::ids::MessageId;
 
 /// Who wrote a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Instructions for the model.
@@ -25,6 +26,7 @@ pub enum Role {
 
 /// One typed piece of a message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Block {
     /// Plain text.
@@ -39,6 +41,7 @@ pub enum Block {
         /// The tool's name.
         name: String,
         /// The arguments, as JSON.
+        #[cfg_attr(feature = "openapi", schema(value_type = Object))]
         args: serde_json::Value,
     },
     /// The result of a tool call.
@@ -63,9 +66,11 @@ pub enum Block {
 
 /// One message of a thread's history.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Message {
     /// The message's identity.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
     pub id: MessageId,
     /// Who wrote it.
     pub role: Role,

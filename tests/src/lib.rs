@@ -102,6 +102,101 @@ pub fn elf_linkage(bytes: &[u8]) -> Result<ElfLinkage, String> {
     Ok(linkage)
 }
 
+/// A `ninetrix api` child process on a loopback port.
+pub struct ApiProcess {
+    /// The child.
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Lines the server logged (stderr), as they arrive.
+    pub log: std::sync::mpsc::Receiver<String>,
+}
+
+impl ApiProcess {
+    /// Starts `ninetrix api` with these extra arguments (`--listen 127.0.0.1:0` is added) and
+    /// waits until it logs its address.
+    pub fn start(args: &[&str]) -> ApiProcess {
+        use std::io::BufRead as _;
+        let child = std::process::Command::new(ninetrix_bin())
+            .arg("api")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("NINETRIX_LOG_FORMAT", "json")
+            .env("RUST_LOG", "info,tower_http=debug")
+            .env_remove("NINETRIX_API_SECRET")
+            .env_remove("NINETRIX_ADMIN_TOKEN")
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("ninetrix api starts");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // From here on, Drop kills and reaps the child whatever happens.
+        let mut api = ApiProcess {
+            child,
+            url: String::new(),
+            log: rx,
+        };
+        let stderr = api.child.stderr.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = api
+                .log
+                .recv_timeout(left)
+                .expect("ninetrix api logs its address within 30 s");
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let addr: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                    .collect();
+                api.url = format!("http://{addr}");
+                return api;
+            }
+        }
+    }
+
+    /// Waits until the server logs a line containing `needle`, up to `timeout`.
+    pub fn wait_for_log(&self, needle: &str, timeout: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(needle) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("the server did not log {needle:?} within {timeout:?}"),
+            }
+        }
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for ApiProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! One module per command. Each returns the process exit code, or an error for `main` to print.
 
+mod api;
 mod init;
 mod validate;
 
@@ -12,5 +13,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Validate(args) => validate::run(&args),
         Command::Init(args) => init::run(&args),
+        Command::Api(args) => api::run(&args),
     }
 }

@@ -1,0 +1,254 @@
+//! Authentication: the admin token, and runner tokens bound to one thread.
+//!
+//! A runner token is `nxr1.<thread id>.<tag>` where the tag is HMAC-SHA256 over the thread ID with
+//! the server's secret: it needs no storage, cannot be moved to another thread, and is checked in
+//! constant time. The admin token is compared in constant time too. Tokens are never logged.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use ninetrix_proto::ThreadId;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+use crate::server::App;
+
+const RUNNER_PREFIX: &str = "nxr1";
+const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v1\0";
+
+/// A secret value that never prints.
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// Wraps secret bytes.
+    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
+        Self(bytes.into())
+    }
+
+    /// The bytes.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// How requests are authenticated.
+#[derive(Clone, Debug)]
+pub enum AuthConfig {
+    /// Bearer tokens: the admin token, and runner tokens signed with the secret.
+    Tokens {
+        /// Signs runner tokens.
+        secret: Secret,
+        /// The admin token.
+        admin_token: Secret,
+    },
+    /// No authentication at all (`--insecure-dev`): every request is treated as admin.
+    InsecureDev,
+}
+
+/// Checks tokens.
+#[derive(Clone, Debug)]
+pub struct Authenticator {
+    config: AuthConfig,
+    admin_digest: [u8; 32],
+}
+
+impl Authenticator {
+    /// An authenticator for this configuration.
+    pub fn new(config: AuthConfig) -> Self {
+        let admin_digest = match &config {
+            AuthConfig::Tokens { admin_token, .. } => Sha256::digest(admin_token.expose()).into(),
+            AuthConfig::InsecureDev => [0; 32],
+        };
+        Self {
+            config,
+            admin_digest,
+        }
+    }
+
+    /// Mints the runner token of a thread. In insecure-dev mode tokens are not checked, and
+    /// this returns a placeholder.
+    pub fn runner_token(&self, thread: ThreadId) -> String {
+        match &self.config {
+            AuthConfig::Tokens { secret, .. } => {
+                format!(
+                    "{RUNNER_PREFIX}.{}.{}",
+                    thread.as_uuid().simple(),
+                    URL_SAFE_NO_PAD.encode(tag(secret, thread))
+                )
+            }
+            AuthConfig::InsecureDev => {
+                format!("{RUNNER_PREFIX}.{}.insecure-dev", thread.as_uuid().simple())
+            }
+        }
+    }
+
+    /// Who presents this `Authorization` header value.
+    pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
+        let secret = match &self.config {
+            AuthConfig::InsecureDev => return Ok(Caller::Admin),
+            AuthConfig::Tokens { secret, .. } => secret,
+        };
+        let token = authorization
+            .and_then(|h| {
+                h.strip_prefix("Bearer ")
+                    .or_else(|| h.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or(ApiError::Unauthorized)?;
+        if let Some(rest) = token
+            .strip_prefix(RUNNER_PREFIX)
+            .and_then(|r| r.strip_prefix('.'))
+        {
+            let (thread, given) = rest.split_once('.').ok_or(ApiError::Unauthorized)?;
+            let thread: ThreadId = uuid::Uuid::try_parse(thread)
+                .map_err(|_| ApiError::Unauthorized)?
+                .into();
+            let given = URL_SAFE_NO_PAD
+                .decode(given)
+                .map_err(|_| ApiError::Unauthorized)?;
+            let mut mac = mac(secret);
+            mac.update(thread.to_string().as_bytes());
+            mac.verify_slice(&given)
+                .map_err(|_| ApiError::Unauthorized)?;
+            return Ok(Caller::Runner(thread));
+        }
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if bool::from(digest.ct_eq(&self.admin_digest)) {
+            Ok(Caller::Admin)
+        } else {
+            Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+fn mac(secret: &Secret) -> Hmac<Sha256> {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose())
+        .expect("HMAC takes keys of any length");
+    mac.update(RUNNER_CONTEXT);
+    mac
+}
+
+fn tag(secret: &Secret, thread: ThreadId) -> Vec<u8> {
+    let mut mac = mac(secret);
+    mac.update(thread.to_string().as_bytes());
+    mac.finalize().into_bytes().to_vec()
+}
+
+/// Who made a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// The admin token (or insecure-dev mode).
+    Admin,
+    /// A runner token bound to this thread.
+    Runner(ThreadId),
+}
+
+impl Caller {
+    /// Admits the admin only.
+    pub fn require_admin(self) -> Result<(), ApiError> {
+        match self {
+            Caller::Admin => Ok(()),
+            Caller::Runner(_) => Err(ApiError::Forbidden("this route needs the admin token")),
+        }
+    }
+
+    /// Admits the admin and the runner of `thread`.
+    pub fn require_thread(self, thread: ThreadId) -> Result<(), ApiError> {
+        match self {
+            Caller::Admin => Ok(()),
+            Caller::Runner(own) if own == thread => Ok(()),
+            Caller::Runner(_) => Err(ApiError::Forbidden(
+                "this runner token belongs to another thread",
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<App> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        app.auth.caller(header)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens() -> Authenticator {
+        Authenticator::new(AuthConfig::Tokens {
+            secret: Secret::new(b"s3cret".to_vec()),
+            admin_token: Secret::new(b"admin-token-1234".to_vec()),
+        })
+    }
+
+    #[test]
+    fn runner_tokens_are_bound_to_their_thread() {
+        let auth = tokens();
+        let a = ThreadId::new_v7();
+        let token = auth.runner_token(a);
+        assert_eq!(
+            auth.caller(Some(&format!("Bearer {token}"))).unwrap(),
+            Caller::Runner(a)
+        );
+        // Re-pointing the token at another thread breaks the tag.
+        let b = ThreadId::new_v7();
+        let forged = token.replace(
+            &a.as_uuid().simple().to_string(),
+            &b.as_uuid().simple().to_string(),
+        );
+        assert!(auth.caller(Some(&format!("Bearer {forged}"))).is_err());
+        // Another server's secret does not verify.
+        let other = Authenticator::new(AuthConfig::Tokens {
+            secret: Secret::new(b"other".to_vec()),
+            admin_token: Secret::new(b"x".to_vec()),
+        });
+        assert!(other.caller(Some(&format!("Bearer {token}"))).is_err());
+    }
+
+    #[test]
+    fn admin_and_garbage() {
+        let auth = tokens();
+        assert_eq!(
+            auth.caller(Some("Bearer admin-token-1234")).unwrap(),
+            Caller::Admin
+        );
+        for bad in [
+            None,
+            Some(""),
+            Some("Bearer "),
+            Some("Basic abc"),
+            Some("Bearer admin-token-123"),
+            Some("Bearer nxr1.zz.zz"),
+        ] {
+            assert!(
+                matches!(auth.caller(bad), Err(ApiError::Unauthorized)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        assert_eq!(
+            format!("{:?}", Secret::new(b"hunter2".to_vec())),
+            "Secret(<redacted>)"
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! Wake-ups for long-polls and event streams: a committed write to a thread's inbox or events
+//! notifies the requests waiting on that thread. Waiters also re-check every second, so a write
+//! made by another API replica (on a shared Postgres) is seen too.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ninetrix_proto::ThreadId;
+use tokio::sync::Notify;
+
+/// Per-thread notifications.
+#[derive(Default)]
+pub(crate) struct Hub {
+    threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
+}
+
+impl Hub {
+    /// The notifier of a thread (created on first use).
+    pub(crate) fn subscribe(&self, id: ThreadId) -> Arc<Notify> {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        threads.entry(id).or_default().clone()
+    }
+
+    /// Wakes everything waiting on the thread.
+    pub(crate) fn notify(&self, id: ThreadId) {
+        let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = threads.get(&id) {
+            n.notify_waiters();
+        }
+    }
+
+    /// Forgets a purged thread (waking its waiters so they notice).
+    pub(crate) fn remove(&self, id: ThreadId) {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = threads.remove(&id) {
+            n.notify_waiters();
+        }
+    }
+}

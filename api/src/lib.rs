@@ -1,0 +1,19 @@
+//! The ninetrix checkpoint API (DESIGN §6–8): threads, claims and fencing, append-only
+//! checkpoints, the tool-call ledger, the inbox and trace events, over HTTP, stored in SQLite or
+//! Postgres.
+//!
+//! This crate owns the HTTP surface (`routes`), authentication (`auth`), the error mapping
+//! (`error`) and storage (`store`). The CLI's `ninetrix api` command only parses flags, builds a
+//! [`Config`] and runs a [`Server`].
+
+pub mod auth;
+pub mod error;
+mod extract;
+mod hub;
+mod routes;
+pub mod server;
+pub mod store;
+
+pub use auth::{AuthConfig, Secret};
+pub use routes::openapi;
+pub use server::{Config, ServeError, Server, shutdown_signal};

@@ -1,0 +1,341 @@
+//! Admin routes (`/v1/threads…`, `/v1/tokens/runner`): reading threads, putting work in an
+//! inbox, following events, purging, and minting runner tokens. Admin token only.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    EnqueueRequest, EnqueueResponse, ErrorBody, Event, RunnerTokenRequest, RunnerTokenResponse,
+    ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::server::App;
+use crate::store::ThreadFilter;
+
+/// Query of the thread listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ThreadsQuery {
+    /// Only threads of this pool.
+    pool: Option<String>,
+    /// Only threads of this agent.
+    agent: Option<String>,
+    /// Only threads in this status (`idle`, `in_turn`, `waiting`, `done`, `failed`).
+    status: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    limit: Option<u32>,
+    /// Skip this many.
+    offset: Option<u32>,
+}
+
+/// List threads, filtered by pool, agent and status.
+#[utoipa::path(get, path = "/v1/threads", tag = "admin", params(ThreadsQuery),
+    responses((status = 200, body = Vec<ThreadSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn list_threads(
+    caller: Caller,
+    State(app): State<App>,
+    ApiQuery(q): ApiQuery<ThreadsQuery>,
+) -> Result<axum::Json<Vec<ThreadSummary>>, ApiError> {
+    caller.require_admin()?;
+    let status = match q.status.as_deref() {
+        None => None,
+        Some(s) => Some(ThreadStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
+            code: "invalid_query",
+            message: format!("unknown status `{s}`; use idle, in_turn, waiting, done or failed"),
+        })?),
+    };
+    let filter = ThreadFilter {
+        pool: q.pool,
+        agent: q.agent,
+        status,
+        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        offset: q.offset.unwrap_or(0),
+    };
+    Ok(axum::Json(app.store.list_threads(filter).await?))
+}
+
+async fn existing(app: &App, id: ThreadId) -> Result<ThreadSummary, ApiError> {
+    app.store
+        .thread(id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("thread {id} not found")))
+}
+
+/// One thread.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 200, body = ThreadSummary), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn thread(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+) -> Result<axum::Json<ThreadSummary>, ApiError> {
+    caller.require_admin()?;
+    Ok(axum::Json(existing(&app, id).await?))
+}
+
+/// Delete everything stored for a thread: versions, messages, ledger, inbox, events.
+#[utoipa::path(delete, path = "/v1/threads/{thread_id}", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 204, description = "purged"), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn purge(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    if app.store.purge(id).await? {
+        app.hub.remove(id);
+        tracing::info!(thread_id = %id, "thread purged");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("thread {id} not found")))
+    }
+}
+
+/// The thread's version chain, oldest first.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}/checkpoints", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 200, body = Vec<VersionSummary>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn versions(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+) -> Result<axum::Json<Vec<VersionSummary>>, ApiError> {
+    caller.require_admin()?;
+    existing(&app, id).await?;
+    Ok(axum::Json(app.store.versions(id).await?))
+}
+
+/// One version, with the history as it was at that version.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}/checkpoints/{version}", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), ("version" = u64, Path, description = "The version")),
+    responses((status = 200, body = VersionDetail), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn version(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath((id, version)): ApiPath<(ThreadId, u64)>,
+) -> Result<axum::Json<VersionDetail>, ApiError> {
+    caller.require_admin()?;
+    app.store
+        .version(id, version)
+        .await?
+        .map(axum::Json)
+        .ok_or_else(|| ApiError::NotFound(format!("thread {id} has no version {version}")))
+}
+
+/// The thread's tool-call ledger.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}/tool-calls", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 200, body = Vec<ToolCallRecord>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn tool_calls(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+) -> Result<axum::Json<Vec<ToolCallRecord>>, ApiError> {
+    caller.require_admin()?;
+    existing(&app, id).await?;
+    Ok(axum::Json(app.store.tool_calls(id).await?))
+}
+
+/// Put a message in the thread's inbox (the thread is created if new). With a `dedupe_key`
+/// seen before, nothing is added and the original seq comes back (200, `duplicate: true`).
+#[utoipa::path(post, path = "/v1/threads/{thread_id}/messages", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = EnqueueRequest,
+    responses((status = 201, body = EnqueueResponse), (status = 200, body = EnqueueResponse, description = "duplicate"),
+        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn enqueue(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<EnqueueRequest>,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let response = app.store.enqueue(id, request).await?;
+    if !response.duplicate {
+        app.hub.notify(id);
+    }
+    let status = if response.duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, axum::Json(response)).into_response())
+}
+
+/// Query of the event listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventsQuery {
+    /// Events with a seq greater than this.
+    #[serde(default)]
+    after: u64,
+    /// At most this many (default and maximum 1000).
+    limit: Option<u32>,
+}
+
+/// The thread's trace events, oldest first.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}/events", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), EventsQuery),
+    responses((status = 200, body = Vec<Event>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn events(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Result<axum::Json<Vec<Event>>, ApiError> {
+    caller.require_admin()?;
+    existing(&app, id).await?;
+    Ok(axum::Json(
+        app.store
+            .events_after(id, q.after, q.limit.unwrap_or(1000).clamp(1, 1000))
+            .await?,
+    ))
+}
+
+/// Query of the event stream.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamQuery {
+    /// Start after this seq (the `Last-Event-ID` header wins when both are given).
+    #[serde(default)]
+    after: u64,
+}
+
+/// The thread's events as Server-Sent Events: `id:` is the event seq, `event:` its type, `data:`
+/// the event as JSON. Reconnect with `Last-Event-ID` to resume with no gap and no duplicate.
+/// Keep-alive comments are sent while idle; the stream ends when the thread is purged.
+#[utoipa::path(get, path = "/v1/threads/{thread_id}/events/stream", tag = "admin",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), StreamQuery,
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq")),
+    responses((status = 200, content_type = "text/event-stream", description = "the event stream"),
+        (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn stream(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(q): ApiQuery<StreamQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    existing(&app, id).await?;
+    let after = match headers.get("last-event-id") {
+        None => q.after,
+        Some(v) => {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or(ApiError::BadRequest {
+                    code: "invalid_header",
+                    message: "Last-Event-ID must be an event seq (a whole number)".into(),
+                })?
+        }
+    };
+    let keep_alive = KeepAlive::new().interval(app.keep_alive);
+    Ok(Sse::new(event_stream(app, id, after))
+        .keep_alive(keep_alive)
+        .into_response())
+}
+
+/// Cursor of one SSE connection.
+struct Cursor {
+    app: App,
+    id: ThreadId,
+    last: u64,
+    buffer: VecDeque<Event>,
+}
+
+fn event_stream(
+    app: App,
+    id: ThreadId,
+    after: u64,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    let cursor = Cursor {
+        app,
+        id,
+        last: after,
+        buffer: VecDeque::new(),
+    };
+    futures_util::stream::unfold(cursor, |mut c| async move {
+        loop {
+            if let Some(event) = c.buffer.pop_front() {
+                c.last = event.seq;
+                let sse = SseEvent::default()
+                    .id(event.seq.to_string())
+                    .event(event.kind.clone())
+                    .json_data(&event)
+                    .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
+                return Some((Ok(sse), c));
+            }
+            let notify = c.app.hub.subscribe(c.id);
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match c.app.store.events_after(c.id, c.last, 256).await {
+                Ok(events) if !events.is_empty() => {
+                    c.buffer.extend(events);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(thread_id = %c.id, error = %e, "event stream read failed; closing the stream");
+                    return None;
+                }
+            }
+            // Purged threads end the stream.
+            if !matches!(c.app.store.thread(c.id).await, Ok(Some(_))) {
+                return None;
+            }
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = c.app.shutdown.cancelled() => return None,
+            }
+        }
+    })
+}
+
+/// Mint the runner token of a thread (creating the thread and recording its labels).
+#[utoipa::path(post, path = "/v1/tokens/runner", tag = "admin",
+    request_body = RunnerTokenRequest,
+    responses((status = 201, body = RunnerTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn mint_runner_token(
+    caller: Caller,
+    State(app): State<App>,
+    ApiJson(request): ApiJson<RunnerTokenRequest>,
+) -> Result<(StatusCode, axum::Json<RunnerTokenResponse>), ApiError> {
+    caller.require_admin()?;
+    app.store
+        .ensure_thread(request.thread_id, request.labels())
+        .await?;
+    let token = app.auth.runner_token(request.thread_id);
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(RunnerTokenResponse {
+            thread_id: request.thread_id,
+            token,
+        }),
+    ))
+}

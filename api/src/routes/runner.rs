@@ -1,0 +1,194 @@
+//! Runner routes (`/v1/runners/threads/{thread_id}/…`): what a runner calls for its own thread.
+//! The admin token may call them too.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, ErrorBody, EventsAppended,
+    EventsRequest, InboxMessage, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::server::App;
+
+/// Most inbox messages one poll returns.
+const MAX_INBOX_BATCH: u32 = 100;
+
+/// Claim the thread: a new epoch for every later write, one more boot counted.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/claim", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = ClaimRequest,
+    responses((status = 200, body = ClaimResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn claim(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(labels): ApiJson<ClaimRequest>,
+) -> Result<axum::Json<ClaimResponse>, ApiError> {
+    caller.require_thread(id)?;
+    let claim = app.store.claim(id, labels).await?;
+    tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
+    Ok(axum::Json(claim))
+}
+
+/// The assembled state at the latest checkpoint: full history and small state. 404 before the
+/// first checkpoint.
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/latest", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 200, body = ThreadState), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn latest(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+) -> Result<axum::Json<ThreadState>, ApiError> {
+    caller.require_thread(id)?;
+    match app.store.latest(id).await? {
+        Some(state) => Ok(axum::Json(state)),
+        None => Err(ApiError::NotFound(format!(
+            "thread {id} has no checkpoint yet"
+        ))),
+    }
+}
+
+/// Append one checkpoint version. Fenced (409 `fenced`) for a stale epoch; 409
+/// `version_conflict` when `parent_version` is not the latest version.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/checkpoints", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = CheckpointRequest,
+    responses((status = 201, body = CheckpointCreated), (status = 409, body = ErrorBody, description = "`fenced` or `version_conflict`"),
+        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn append_checkpoint(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<CheckpointRequest>,
+) -> Result<(StatusCode, axum::Json<CheckpointCreated>), ApiError> {
+    caller.require_thread(id)?;
+    let created = app.store.append_checkpoint(id, request).await?;
+    Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+/// Record the intent to run a tool call before running it. If the key is already in the ledger
+/// the existing record comes back (200) so a completed call can be replayed; a new one is 201.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/tool-calls", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = ToolCallIntent,
+    responses((status = 201, body = ToolCallRecord, description = "recorded"), (status = 200, body = ToolCallRecord, description = "already in the ledger"),
+        (status = 409, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn record_intent(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(intent): ApiJson<ToolCallIntent>,
+) -> Result<Response, ApiError> {
+    caller.require_thread(id)?;
+    let (record, created) = app.store.record_intent(id, intent).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(record)).into_response())
+}
+
+/// Record the outcome of a tool call. Repeating the same outcome is harmless (200); a different
+/// outcome for a completed call is 409 `already_completed`.
+#[utoipa::path(put, path = "/v1/runners/threads/{thread_id}/tool-calls/{key}", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), ("key" = String, Path, description = "The ledger key")),
+    request_body = ToolCallCompletion,
+    responses((status = 200, body = ToolCallRecord), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn complete_tool_call(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath((id, key)): ApiPath<(ThreadId, String)>,
+    ApiJson(done): ApiJson<ToolCallCompletion>,
+) -> Result<axum::Json<ToolCallRecord>, ApiError> {
+    caller.require_thread(id)?;
+    Ok(axum::Json(
+        app.store.complete_tool_call(id, key, done).await?,
+    ))
+}
+
+/// Query of the inbox long-poll.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InboxQuery {
+    /// Return messages with a seq greater than this (the runner's cursor).
+    #[serde(default)]
+    after: u64,
+    /// Wait up to this many seconds for a message (capped by the server, 60 s by default).
+    #[serde(default)]
+    wait: u64,
+    /// At most this many messages (default and maximum 100).
+    limit: Option<u32>,
+}
+
+/// Inbox messages after the cursor, oldest first. With `wait`, holds the request open until a
+/// message arrives or the wait ends (then an empty list).
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/inbox", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), InboxQuery),
+    responses((status = 200, body = Vec<InboxMessage>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn inbox(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(query): ApiQuery<InboxQuery>,
+) -> Result<axum::Json<Vec<InboxMessage>>, ApiError> {
+    caller.require_thread(id)?;
+    let limit = query
+        .limit
+        .unwrap_or(MAX_INBOX_BATCH)
+        .clamp(1, MAX_INBOX_BATCH);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(query.wait).min(app.max_wait);
+    let notify = app.hub.subscribe(id);
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let messages = app.store.inbox_after(id, query.after, limit).await?;
+        let now = tokio::time::Instant::now();
+        if !messages.is_empty() || now >= deadline {
+            return Ok(axum::Json(messages));
+        }
+        // Re-check at least every second: writes by another API replica do not notify us.
+        let until = deadline.min(now + Duration::from_secs(1));
+        tokio::select! {
+            () = woken => {}
+            () = tokio::time::sleep_until(until) => {}
+            () = app.shutdown.cancelled() => return Ok(axum::Json(Vec::new())),
+        }
+    }
+}
+
+/// Append a batch of trace events (fenced like every runner write).
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/events", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = EventsRequest,
+    responses((status = 201, body = EventsAppended), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn append_events(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<EventsRequest>,
+) -> Result<(StatusCode, axum::Json<EventsAppended>), ApiError> {
+    caller.require_thread(id)?;
+    let last_seq = app.store.append_events(id, request).await?;
+    app.hub.notify(id);
+    Ok((StatusCode::CREATED, axum::Json(EventsAppended { last_seq })))
+}

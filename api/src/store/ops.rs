@@ -1,0 +1,761 @@
+//! The store's queries, written once and expanded for each backend (`sql_ops!`), plus the row
+//! types and conversions they share. Placeholders are `$n` (SQLite accepts them too), integers are
+//! BIGINT, JSON is text and times are Unix milliseconds, so the same text runs on both.
+
+use chrono::{DateTime, TimeZone, Utc};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::Effect;
+use ninetrix_proto::api::{
+    CheckpointState, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
+    ToolCallRecord, ToolCallStatus, VersionSummary,
+};
+use ninetrix_proto::message::Message;
+
+use super::{StoreError, StoreResult};
+
+/// A row of `threads`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ThreadRow {
+    pub(crate) thread_id: String,
+    pub(crate) pool: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) replica: Option<i64>,
+    pub(crate) epoch: i64,
+    pub(crate) boot_count: i64,
+    pub(crate) version: i64,
+    pub(crate) history_len: i64,
+    pub(crate) status: String,
+    pub(crate) inbox_seq: i64,
+    pub(crate) event_seq: i64,
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
+}
+
+impl ThreadRow {
+    pub(crate) fn summary(self) -> StoreResult<ThreadSummary> {
+        Ok(ThreadSummary {
+            thread_id: parse_id(&self.thread_id)?,
+            labels: ThreadLabels {
+                pool: self.pool,
+                agent: self.agent,
+                replica: self.replica.and_then(|r| u32::try_from(r).ok()),
+            },
+            status: ThreadStatus::parse(&self.status)
+                .ok_or_else(|| corrupt("thread status", &self.status))?,
+            epoch: to_u64(self.epoch),
+            boot_count: to_u64(self.boot_count),
+            version: to_u64(self.version),
+            history_len: to_u64(self.history_len),
+            inbox_seq: to_u64(self.inbox_seq),
+            event_seq: to_u64(self.event_seq),
+            created_at: time(self.created_at),
+            updated_at: time(self.updated_at),
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct VersionRow {
+    pub(crate) version: i64,
+    pub(crate) parent_version: i64,
+    pub(crate) epoch: i64,
+    pub(crate) truncate_to: Option<i64>,
+    pub(crate) appended: i64,
+    pub(crate) history_len: i64,
+    pub(crate) state: String,
+    pub(crate) created_at: i64,
+}
+
+impl VersionRow {
+    pub(crate) fn summary(self) -> StoreResult<VersionSummary> {
+        Ok(VersionSummary {
+            version: to_u64(self.version),
+            parent_version: to_u64(self.parent_version),
+            epoch: to_u64(self.epoch),
+            truncate_to: self.truncate_to.map(to_u64),
+            appended: to_u64(self.appended),
+            history_len: to_u64(self.history_len),
+            state: decode_state(&self.state)?,
+            created_at: time(self.created_at),
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct ToolCallRow {
+    pub(crate) key: String,
+    pub(crate) turn_seq: i64,
+    pub(crate) tool: String,
+    pub(crate) args: String,
+    pub(crate) effect: String,
+    pub(crate) status: String,
+    pub(crate) result: Option<String>,
+    pub(crate) intent_epoch: i64,
+    pub(crate) completed_epoch: Option<i64>,
+    pub(crate) created_at: i64,
+    pub(crate) completed_at: Option<i64>,
+}
+
+impl ToolCallRow {
+    pub(crate) fn record(self) -> StoreResult<ToolCallRecord> {
+        Ok(ToolCallRecord {
+            key: self.key,
+            turn_seq: to_u64(self.turn_seq),
+            tool: self.tool,
+            args: serde_json::from_str(&self.args)
+                .map_err(|e| corrupt("tool args", &e.to_string()))?,
+            effect: Effect::parse(&self.effect)
+                .ok_or_else(|| corrupt("tool effect", &self.effect))?,
+            status: match self.status.as_str() {
+                "intent" => ToolCallStatus::Intent,
+                "completed" => ToolCallStatus::Completed,
+                "failed" => ToolCallStatus::Failed,
+                other => return Err(corrupt("tool call status", other)),
+            },
+            result: self.result,
+            intent_epoch: to_u64(self.intent_epoch),
+            completed_epoch: self.completed_epoch.map(to_u64),
+            created_at: time(self.created_at),
+            completed_at: self.completed_at.map(time),
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct InboxRow {
+    pub(crate) seq: i64,
+    pub(crate) content: String,
+    pub(crate) dedupe_key: Option<String>,
+    pub(crate) created_at: i64,
+}
+
+impl InboxRow {
+    pub(crate) fn message(self) -> InboxMessage {
+        InboxMessage {
+            seq: to_u64(self.seq),
+            content: self.content,
+            dedupe_key: self.dedupe_key,
+            created_at: time(self.created_at),
+        }
+    }
+}
+
+#[derive(sqlx::FromRow)]
+pub(crate) struct EventRow {
+    pub(crate) seq: i64,
+    pub(crate) kind: String,
+    pub(crate) data: String,
+    pub(crate) epoch: i64,
+    pub(crate) created_at: i64,
+}
+
+impl EventRow {
+    pub(crate) fn event(self) -> StoreResult<Event> {
+        Ok(Event {
+            seq: to_u64(self.seq),
+            kind: self.kind,
+            data: serde_json::from_str(&self.data)
+                .map_err(|e| corrupt("event data", &e.to_string()))?,
+            epoch: to_u64(self.epoch),
+            created_at: time(self.created_at),
+        })
+    }
+}
+
+pub(crate) fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// A client-supplied number as a database integer.
+pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| StoreError::Invalid {
+        code: "out_of_range",
+        message: format!("{what} {v} is too large"),
+    })
+}
+
+pub(crate) fn time(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+pub(crate) fn corrupt(what: &str, detail: &str) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {detail}").into())
+}
+
+pub(crate) fn parse_id(text: &str) -> StoreResult<ThreadId> {
+    text.parse().map_err(|_| corrupt("thread id", text))
+}
+
+pub(crate) fn decode_state(text: &str) -> StoreResult<CheckpointState> {
+    serde_json::from_str(text).map_err(|e| corrupt("checkpoint state", &e.to_string()))
+}
+
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::Invalid {
+        code: "unencodable",
+        message: e.to_string(),
+    })
+}
+
+pub(crate) fn decode_messages(bodies: Vec<String>) -> StoreResult<Vec<Message>> {
+    bodies
+        .iter()
+        .map(|b| serde_json::from_str(b).map_err(|e| corrupt("message", &e.to_string())))
+        .collect()
+}
+
+pub(crate) const MAX_KEY_LEN: usize = 128;
+pub(crate) const MAX_KIND_LEN: usize = 64;
+
+/// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
+/// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
+/// holds the database's write lock).
+macro_rules! sql_ops {
+    ($conn:ty, $lock:literal) => {
+        use ninetrix_proto::ThreadId;
+        use ninetrix_proto::api::{
+            CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
+            Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadSummary,
+            ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+        };
+
+        use $crate::store::ops::*;
+        use $crate::store::{StoreError, StoreResult, ThreadFilter};
+
+        type Conn = $conn;
+
+        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
+        const SELECT_THREAD_FOR_WRITE: &str = concat!(
+            "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1",
+            $lock
+        );
+        const TOOL_CALL_COLUMNS: &str = "key, turn_seq, tool, args, effect, status, result, intent_epoch, completed_epoch, created_at, completed_at";
+
+        pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
+            sqlx::query(
+                "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
+                 ON CONFLICT (thread_id) DO UPDATE SET pool = COALESCE(excluded.pool, threads.pool), \
+                 agent = COALESCE(excluded.agent, threads.agent), replica = COALESCE(excluded.replica, threads.replica)",
+            )
+            .bind(id.to_string())
+            .bind(labels.pool.clone())
+            .bind(labels.agent.clone())
+            .bind(labels.replica.map(i64::from))
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            Ok(())
+        }
+
+        pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
+            ensure_thread(c, id, labels, now).await?;
+            let (epoch, boot_count): (i64, i64) = sqlx::query_as(
+                "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
+            )
+            .bind(id.to_string())
+            .bind(now)
+            .fetch_one(&mut *c)
+            .await?;
+            Ok(ClaimResponse { epoch: to_u64(epoch), boot_count: to_u64(boot_count) })
+        }
+
+        /// Reads the thread for a write and checks the writer's epoch.
+        async fn fenced_thread(c: &mut Conn, id: ThreadId, epoch: u64) -> StoreResult<ThreadRow> {
+            let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            let row = row.ok_or(StoreError::NotFound("thread"))?;
+            if to_u64(row.epoch) != epoch {
+                return Err(StoreError::Fenced { given: epoch, current: to_u64(row.epoch) });
+            }
+            Ok(row)
+        }
+
+        pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
+            let thread = fenced_thread(c, id, req.epoch).await?;
+            let head = to_u64(thread.version);
+            if req.parent_version != head {
+                return Err(StoreError::VersionConflict { given: req.parent_version, head });
+            }
+            let old_len = to_u64(thread.history_len);
+            let version = head + 1;
+            let version_i = to_i64(version, "version")?;
+            let mut len = old_len;
+            if let Some(cut) = req.truncate_to {
+                if cut > old_len {
+                    return Err(StoreError::Invalid {
+                        code: "invalid_truncate",
+                        message: format!("truncate_to {cut} is longer than the history ({old_len} messages)"),
+                    });
+                }
+                sqlx::query("UPDATE messages SET superseded_by = $2 WHERE thread_id = $1 AND superseded_by IS NULL AND position >= $3")
+                    .bind(id.to_string())
+                    .bind(version_i)
+                    .bind(to_i64(cut, "truncate_to")?)
+                    .execute(&mut *c)
+                    .await?;
+                len = cut;
+            }
+            for message in &req.append {
+                sqlx::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
+                    .bind(id.to_string())
+                    .bind(version_i)
+                    .bind(to_i64(len, "position")?)
+                    .bind(encode(message)?)
+                    .execute(&mut *c)
+                    .await?;
+                len += 1;
+            }
+            if req.state.turn_start_history_len > len {
+                return Err(StoreError::Invalid {
+                    code: "invalid_state",
+                    message: format!("turn_start_history_len {} is past the end of the history ({len} messages)", req.state.turn_start_history_len),
+                });
+            }
+            sqlx::query(
+                "INSERT INTO versions (thread_id, version, parent_version, epoch, truncate_to, appended, history_len, state, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(id.to_string())
+            .bind(version_i)
+            .bind(to_i64(head, "parent_version")?)
+            .bind(to_i64(req.epoch, "epoch")?)
+            .bind(req.truncate_to.map(|t| to_i64(t, "truncate_to")).transpose()?)
+            .bind(req.append.len() as i64)
+            .bind(to_i64(len, "history_len")?)
+            .bind(encode(&req.state)?)
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            sqlx::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
+                .bind(id.to_string())
+                .bind(version_i)
+                .bind(to_i64(len, "history_len")?)
+                .bind(req.state.status.as_str())
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            Ok(CheckpointCreated { version, history_len: len })
+        }
+
+        async fn tool_call_row(c: &mut Conn, id: ThreadId, key: &str) -> StoreResult<Option<ToolCallRecord>> {
+            let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND key = $2");
+            let row: Option<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(key).fetch_optional(&mut *c).await?;
+            row.map(ToolCallRow::record).transpose()
+        }
+
+        fn check_key(key: &str) -> StoreResult<()> {
+            if key.is_empty() || key.len() > MAX_KEY_LEN {
+                return Err(StoreError::Invalid {
+                    code: "invalid_key",
+                    message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
+                });
+            }
+            Ok(())
+        }
+
+        pub(crate) async fn record_intent(c: &mut Conn, id: ThreadId, intent: &ToolCallIntent, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
+            check_key(&intent.key)?;
+            fenced_thread(c, id, intent.epoch).await?;
+            let inserted = sqlx::query(
+                "INSERT INTO tool_calls (thread_id, key, turn_seq, tool, args, effect, status, intent_epoch, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, 'intent', $7, $8) ON CONFLICT (thread_id, key) DO NOTHING",
+            )
+            .bind(id.to_string())
+            .bind(&intent.key)
+            .bind(to_i64(intent.turn_seq, "turn_seq")?)
+            .bind(&intent.tool)
+            .bind(encode(&intent.args)?)
+            .bind(intent.effect.as_str())
+            .bind(to_i64(intent.epoch, "epoch")?)
+            .bind(now)
+            .execute(&mut *c)
+            .await?
+            .rows_affected()
+                == 1;
+            let record = tool_call_row(c, id, &intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
+            Ok((record, inserted))
+        }
+
+        pub(crate) async fn complete_tool_call(c: &mut Conn, id: ThreadId, key: &str, done: &ToolCallCompletion, now: i64) -> StoreResult<ToolCallRecord> {
+            check_key(key)?;
+            fenced_thread(c, id, done.epoch).await?;
+            let existing = tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?;
+            let status = if done.ok { "completed" } else { "failed" };
+            match existing.status {
+                ninetrix_proto::api::ToolCallStatus::Intent => {
+                    sqlx::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
+                        .bind(id.to_string())
+                        .bind(key)
+                        .bind(status)
+                        .bind(&done.result)
+                        .bind(to_i64(done.epoch, "epoch")?)
+                        .bind(now)
+                        .execute(&mut *c)
+                        .await?;
+                    tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))
+                }
+                recorded => {
+                    let same_ok = matches!(recorded, ninetrix_proto::api::ToolCallStatus::Completed) == done.ok;
+                    if same_ok && existing.result.as_deref() == Some(done.result.as_str()) {
+                        Ok(existing)
+                    } else {
+                        Err(StoreError::AlreadyCompleted { key: key.to_string() })
+                    }
+                }
+            }
+        }
+
+        pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
+            if let Some(key) = &req.dedupe_key {
+                check_key(key)?;
+            }
+            ensure_thread(c, id, &ThreadLabels::default(), now).await?;
+            if let Some(key) = &req.dedupe_key {
+                let seq: Option<(i64,)> = sqlx::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
+                    .bind(id.to_string())
+                    .bind(key)
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if let Some((seq,)) = seq {
+                    return Ok(EnqueueResponse { seq: to_u64(seq), duplicate: true });
+                }
+            }
+            let (seq,): (i64,) = sqlx::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
+                .bind(id.to_string())
+                .bind(now)
+                .fetch_one(&mut *c)
+                .await?;
+            sqlx::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
+                .bind(id.to_string())
+                .bind(seq)
+                .bind(&req.content)
+                .bind(req.dedupe_key.as_deref())
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            Ok(EnqueueResponse { seq: to_u64(seq), duplicate: false })
+        }
+
+        pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
+            for e in &req.events {
+                if e.kind.is_empty() || e.kind.len() > MAX_KIND_LEN {
+                    return Err(StoreError::Invalid {
+                        code: "invalid_event",
+                        message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
+                    });
+                }
+            }
+            let thread = fenced_thread(c, id, req.epoch).await?;
+            let mut seq = thread.event_seq;
+            for e in &req.events {
+                seq += 1;
+                sqlx::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+                    .bind(id.to_string())
+                    .bind(seq)
+                    .bind(&e.kind)
+                    .bind(encode(&e.data)?)
+                    .bind(to_i64(req.epoch, "epoch")?)
+                    .bind(now)
+                    .execute(&mut *c)
+                    .await?;
+            }
+            if seq != thread.event_seq {
+                sqlx::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
+                    .bind(id.to_string())
+                    .bind(seq)
+                    .bind(now)
+                    .execute(&mut *c)
+                    .await?;
+            }
+            Ok(to_u64(seq))
+        }
+
+        pub(crate) async fn purge(c: &mut Conn, id: ThreadId) -> StoreResult<bool> {
+            let mut found = false;
+            for table in ["messages", "versions", "tool_calls", "inbox", "events", "threads"] {
+                let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
+                let n = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
+                found |= table == "threads" && n > 0;
+            }
+            Ok(found)
+        }
+
+        async fn live_history(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<ninetrix_proto::Message>> {
+            let bodies: Vec<(String,)> = sqlx::query_as("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
+                .bind(id.to_string())
+                .fetch_all(&mut *c)
+                .await?;
+            decode_messages(bodies.into_iter().map(|(b,)| b).collect())
+        }
+
+        pub(crate) async fn latest(c: &mut Conn, id: ThreadId) -> StoreResult<Option<ThreadState>> {
+            let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
+            let (state,): (String,) = sqlx::query_as("SELECT state FROM versions WHERE thread_id = $1 AND version = $2")
+                .bind(id.to_string())
+                .bind(thread.version)
+                .fetch_one(&mut *c)
+                .await?;
+            let history = live_history(c, id).await?;
+            if history.len() as i64 != thread.history_len {
+                return Err(corrupt("history", &format!("{} live messages, expected {}", history.len(), thread.history_len)));
+            }
+            Ok(Some(ThreadState { thread_id: id, version: to_u64(thread.version), epoch: to_u64(thread.epoch), state: decode_state(&state)?, history }))
+        }
+
+        pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+            let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+                .bind(id.to_string())
+                .bind(to_i64(after, "after")?)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *c)
+                .await?;
+            Ok(rows.into_iter().map(InboxRow::message).collect())
+        }
+
+        pub(crate) async fn events_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
+            let rows: Vec<EventRow> = sqlx::query_as("SELECT seq, kind, data, epoch, created_at FROM events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+                .bind(id.to_string())
+                .bind(to_i64(after, "after")?)
+                .bind(i64::from(limit))
+                .fetch_all(&mut *c)
+                .await?;
+            rows.into_iter().map(EventRow::event).collect()
+        }
+
+        pub(crate) async fn list_threads(c: &mut Conn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
+            let rows: Vec<ThreadRow> = sqlx::query_as(
+                "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads \
+                 WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
+                 ORDER BY pool, agent, replica, created_at, thread_id LIMIT $4 OFFSET $5",
+            )
+            .bind(f.pool.as_deref())
+            .bind(f.agent.as_deref())
+            .bind(f.status.map(|s| s.as_str()))
+            .bind(i64::from(f.limit))
+            .bind(i64::from(f.offset))
+            .fetch_all(&mut *c)
+            .await?;
+            rows.into_iter().map(ThreadRow::summary).collect()
+        }
+
+        pub(crate) async fn thread(c: &mut Conn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
+            let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            row.map(ThreadRow::summary).transpose()
+        }
+
+        pub(crate) async fn versions(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
+            let rows: Vec<VersionRow> = sqlx::query_as(
+                "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 ORDER BY version",
+            )
+            .bind(id.to_string())
+            .fetch_all(&mut *c)
+            .await?;
+            rows.into_iter().map(VersionRow::summary).collect()
+        }
+
+        pub(crate) async fn version(c: &mut Conn, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
+            let v = to_i64(version, "version")?;
+            let row: Option<VersionRow> = sqlx::query_as(
+                "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 AND version = $2",
+            )
+            .bind(id.to_string())
+            .bind(v)
+            .fetch_optional(&mut *c)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            let bodies: Vec<(String,)> = sqlx::query_as(
+                "SELECT body FROM messages WHERE thread_id = $1 AND version <= $2 AND (superseded_by IS NULL OR superseded_by > $2) ORDER BY position",
+            )
+            .bind(id.to_string())
+            .bind(v)
+            .fetch_all(&mut *c)
+            .await?;
+            let history = decode_messages(bodies.into_iter().map(|(b,)| b).collect())?;
+            Ok(Some(VersionDetail { summary: row.summary()?, history }))
+        }
+
+        pub(crate) async fn tool_calls(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
+            let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 ORDER BY created_at, key");
+            let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).fetch_all(&mut *c).await?;
+            rows.into_iter().map(ToolCallRow::record).collect()
+        }
+    };
+}
+
+pub(crate) mod sqlite {
+    //! The queries for SQLite.
+    sql_ops!(sqlx::SqliteConnection, "");
+}
+
+pub(crate) mod postgres {
+    //! The queries for Postgres.
+    sql_ops!(sqlx::PgConnection, " FOR UPDATE");
+}
+
+/// The store methods of a backend, over its queries module. The backend provides
+/// `write(op)` (one durable transaction) and `reader()` (a pooled connection).
+macro_rules! store_methods {
+    ($ops:path) => {
+        /// Creates the thread if new and records its labels.
+        pub(crate) async fn ensure_thread(
+            &self,
+            id: ThreadId,
+            labels: ThreadLabels,
+        ) -> StoreResult<()> {
+            use $ops as ops;
+            self.write(move |c| {
+                Box::pin(async move { ops::ensure_thread(c, id, &labels, now_ms()).await })
+            })
+            .await
+        }
+
+        /// Claims the thread.
+        pub(crate) async fn claim(
+            &self,
+            id: ThreadId,
+            labels: ThreadLabels,
+        ) -> StoreResult<ClaimResponse> {
+            use $ops as ops;
+            self.write(move |c| Box::pin(async move { ops::claim(c, id, &labels, now_ms()).await }))
+                .await
+        }
+
+        /// Appends a checkpoint version.
+        pub(crate) async fn append_checkpoint(
+            &self,
+            id: ThreadId,
+            req: CheckpointRequest,
+        ) -> StoreResult<CheckpointCreated> {
+            use $ops as ops;
+            self.write(move |c| {
+                Box::pin(async move { ops::append_checkpoint(c, id, &req, now_ms()).await })
+            })
+            .await
+        }
+
+        /// Records a tool call's intent.
+        pub(crate) async fn record_intent(
+            &self,
+            id: ThreadId,
+            intent: ToolCallIntent,
+        ) -> StoreResult<(ToolCallRecord, bool)> {
+            use $ops as ops;
+            self.write(move |c| {
+                Box::pin(async move { ops::record_intent(c, id, &intent, now_ms()).await })
+            })
+            .await
+        }
+
+        /// Records a tool call's outcome.
+        pub(crate) async fn complete_tool_call(
+            &self,
+            id: ThreadId,
+            key: String,
+            done: ToolCallCompletion,
+        ) -> StoreResult<ToolCallRecord> {
+            use $ops as ops;
+            self.write(move |c| {
+                Box::pin(async move { ops::complete_tool_call(c, id, &key, &done, now_ms()).await })
+            })
+            .await
+        }
+
+        /// Enqueues an inbox message.
+        pub(crate) async fn enqueue(
+            &self,
+            id: ThreadId,
+            req: EnqueueRequest,
+        ) -> StoreResult<EnqueueResponse> {
+            use $ops as ops;
+            self.write(move |c| Box::pin(async move { ops::enqueue(c, id, &req, now_ms()).await }))
+                .await
+        }
+
+        /// Appends events.
+        pub(crate) async fn append_events(
+            &self,
+            id: ThreadId,
+            req: EventsRequest,
+        ) -> StoreResult<u64> {
+            use $ops as ops;
+            self.write(move |c| {
+                Box::pin(async move { ops::append_events(c, id, &req, now_ms()).await })
+            })
+            .await
+        }
+
+        /// Purges a thread.
+        pub(crate) async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
+            use $ops as ops;
+            self.write(move |c| Box::pin(async move { ops::purge(c, id).await }))
+                .await
+        }
+
+        /// The latest state.
+        pub(crate) async fn latest(&self, id: ThreadId) -> StoreResult<Option<ThreadState>> {
+            use $ops as ops;
+            ops::latest(&mut *self.reader().await?, id).await
+        }
+
+        /// Inbox messages after a seq.
+        pub(crate) async fn inbox_after(
+            &self,
+            id: ThreadId,
+            after: u64,
+            limit: u32,
+        ) -> StoreResult<Vec<InboxMessage>> {
+            use $ops as ops;
+            ops::inbox_after(&mut *self.reader().await?, id, after, limit).await
+        }
+
+        /// Events after a seq.
+        pub(crate) async fn events_after(
+            &self,
+            id: ThreadId,
+            after: u64,
+            limit: u32,
+        ) -> StoreResult<Vec<Event>> {
+            use $ops as ops;
+            ops::events_after(&mut *self.reader().await?, id, after, limit).await
+        }
+
+        /// Threads.
+        pub(crate) async fn list_threads(
+            &self,
+            filter: ThreadFilter,
+        ) -> StoreResult<Vec<ThreadSummary>> {
+            use $ops as ops;
+            ops::list_threads(&mut *self.reader().await?, &filter).await
+        }
+
+        /// One thread.
+        pub(crate) async fn thread(&self, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
+            use $ops as ops;
+            ops::thread(&mut *self.reader().await?, id).await
+        }
+
+        /// The version chain.
+        pub(crate) async fn versions(&self, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
+            use $ops as ops;
+            ops::versions(&mut *self.reader().await?, id).await
+        }
+
+        /// One version.
+        pub(crate) async fn version(
+            &self,
+            id: ThreadId,
+            version: u64,
+        ) -> StoreResult<Option<VersionDetail>> {
+            use $ops as ops;
+            ops::version(&mut *self.reader().await?, id, version).await
+        }
+
+        /// The ledger.
+        pub(crate) async fn tool_calls(&self, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
+            use $ops as ops;
+            ops::tool_calls(&mut *self.reader().await?, id).await
+        }
+    };
+}
+
+pub(crate) use store_methods;

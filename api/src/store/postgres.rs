@@ -1,0 +1,64 @@
+//! The Postgres backend: a connection pool; each write is one transaction that starts by locking
+//! its thread's row (`SELECT … FOR UPDATE`), so writes to one thread are serialised and fencing
+//! and version checks cannot race. Commits use the server's default `synchronous_commit = on`.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
+    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadSummary, ToolCallCompletion,
+    ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgConnection, PgPool};
+
+use super::ops::store_methods;
+use super::{StoreOptions, StoreResult, ThreadFilter, now_ms};
+
+/// A Postgres checkpoint store.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects and migrates.
+    pub(crate) async fn open(url: &str, options: &StoreOptions) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections.max(2))
+            .acquire_timeout(Duration::from_secs(10))
+            .test_before_acquire(true)
+            .connect(url)
+            .await?;
+        sqlx::migrate!("migrations/postgres").run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+    {
+        let mut tx = self.pool.begin().await?;
+        let value = op(&mut tx).await?;
+        tx.commit().await?;
+        Ok(value)
+    }
+
+    async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    pub(crate) async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    store_methods!(super::ops::postgres);
+}

@@ -1,0 +1,321 @@
+//! Every route × every kind of caller → the expected status.
+
+use ninetrix_proto::ThreadId;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{ADMIN, Backend, TestApi, checkpoint, message};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    Nobody,
+    Garbage,
+    Admin,
+    RunnerOfThisThread,
+    RunnerOfAnotherThread,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    Runner,
+    Admin,
+    Public,
+}
+
+struct Route {
+    method: Method,
+    path: &'static str,
+    access: Access,
+    ok: StatusCode,
+    body: fn(u64) -> Option<Value>,
+}
+
+fn routes() -> Vec<Route> {
+    use Access::*;
+    let none: fn(u64) -> Option<Value> = |_| None;
+    vec![
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/claim",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: |_| Some(json!({})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/latest",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/checkpoints",
+            access: Runner,
+            ok: StatusCode::CREATED,
+            body: |e| Some(checkpoint(e, 1, None, vec![message("assistant", "a")], 2)),
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/tool-calls",
+            access: Runner,
+            ok: StatusCode::CREATED,
+            body: |e| {
+                Some(
+                    json!({"epoch": e, "key": "new", "turn_seq": 1, "tool": "t", "args": {}, "effect": "read"}),
+                )
+            },
+        },
+        Route {
+            method: Method::PUT,
+            path: "/v1/runners/threads/{t}/tool-calls/k",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: |e| Some(json!({"epoch": e, "ok": true, "result": "r"})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/inbox",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/events",
+            access: Runner,
+            ok: StatusCode::CREATED,
+            body: |e| Some(json!({"epoch": e, "events": [{"type": "x"}]})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/threads/{t}",
+            access: Admin,
+            ok: StatusCode::NO_CONTENT,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/checkpoints",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/checkpoints/1",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/tool-calls",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/threads/{t}/messages",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"content": "hi"})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/events",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/events/stream",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/tokens/runner",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"thread_id": ThreadId::new_v7()})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/healthz",
+            access: Public,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/readyz",
+            access: Public,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/openapi.json",
+            access: Public,
+            ok: StatusCode::OK,
+            body: none,
+        },
+    ]
+}
+
+fn expected(route: &Route, who: Who) -> StatusCode {
+    match (route.access, who) {
+        (Access::Public, _) => route.ok,
+        (_, Who::Nobody | Who::Garbage) => StatusCode::UNAUTHORIZED,
+        (_, Who::Admin) => route.ok,
+        (Access::Runner, Who::RunnerOfThisThread) => route.ok,
+        (Access::Runner | Access::Admin, Who::RunnerOfAnotherThread)
+        | (Access::Admin, Who::RunnerOfThisThread) => StatusCode::FORBIDDEN,
+    }
+}
+
+/// A thread with one checkpoint, one ledger intent (`k`), one event and one inbox message.
+async fn prepare(api: &TestApi) -> (ThreadId, String, u64) {
+    let thread = ThreadId::new_v7();
+    let token = api.runner_token(thread).await;
+    let epoch = api.claim(thread, &token).await;
+    let base = format!("/v1/runners/threads/{thread}");
+    let setup = [
+        (
+            format!("{base}/checkpoints"),
+            checkpoint(epoch, 0, None, vec![message("user", "q")], 1),
+        ),
+        (
+            format!("{base}/tool-calls"),
+            json!({"epoch": epoch, "key": "k", "turn_seq": 1, "tool": "t", "args": {}, "effect": "read"}),
+        ),
+        (
+            format!("{base}/events"),
+            json!({"epoch": epoch, "events": [{"type": "boot"}]}),
+        ),
+    ];
+    for (path, body) in setup {
+        assert!(
+            api.admin(Method::POST, &path, Some(body))
+                .await
+                .0
+                .is_success()
+        );
+    }
+    (thread, token, epoch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_for_every_caller() {
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let other_token = api.runner_token(ThreadId::new_v7()).await;
+    let mut failures = Vec::new();
+    for route in routes() {
+        for who in [
+            Who::Nobody,
+            Who::Garbage,
+            Who::Admin,
+            Who::RunnerOfThisThread,
+            Who::RunnerOfAnotherThread,
+        ] {
+            let (thread, token, epoch) = prepare(&api).await;
+            let auth = match who {
+                Who::Nobody => None,
+                Who::Garbage => Some("garbage".to_string()),
+                Who::Admin => Some(ADMIN.to_string()),
+                Who::RunnerOfThisThread => Some(token),
+                Who::RunnerOfAnotherThread => Some(other_token.clone()),
+            };
+            let path = route.path.replace("{t}", &thread.to_string());
+            let mut req = api
+                .client
+                .request(route.method.clone(), format!("{}{path}", api.url));
+            if let Some(auth) = &auth {
+                req = req.bearer_auth(auth);
+            }
+            if let Some(body) = (route.body)(epoch) {
+                req = req.json(&body);
+            }
+            // Headers only: the event stream never ends.
+            let resp = req.send().await.unwrap();
+            let status = resp.status();
+            let want = expected(&route, who);
+            if status != want {
+                let body = if route.path.ends_with("stream") && status.is_success() {
+                    String::new()
+                } else {
+                    resp.text().await.unwrap_or_default()
+                };
+                failures.push(format!(
+                    "{} {} as {who:?}: got {status}, want {want} {body}",
+                    route.method, route.path
+                ));
+            } else if !status.is_success() {
+                let body: Value = resp.json().await.expect("errors are JSON");
+                assert!(
+                    body["code"].is_string() && body["message"].is_string(),
+                    "{body}"
+                );
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openapi_document_lists_every_route() {
+    let doc = serde_json::to_value(ninetrix_api::openapi()).unwrap();
+    let mut documented: Vec<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| format!("{} {path}", m.to_uppercase()))
+        })
+        .collect();
+    documented.sort();
+    let mut routed: Vec<String> = routes()
+        .iter()
+        .map(|r| {
+            let path = r
+                .path
+                .replace("{t}", "{thread_id}")
+                .replace("tool-calls/k", "tool-calls/{key}")
+                .replace("checkpoints/1", "checkpoints/{version}");
+            format!("{} {path}", r.method)
+        })
+        .collect();
+    routed.sort();
+    assert_eq!(documented, routed);
+    // Served as JSON at /openapi.json too.
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let (status, served) = api.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(
+        (status, served["paths"].as_object().unwrap().len()),
+        (StatusCode::OK, doc["paths"].as_object().unwrap().len())
+    );
+    assert!(served["components"]["securitySchemes"]["bearer"].is_object());
+    api.stop().await;
+}

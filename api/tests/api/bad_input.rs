@@ -1,0 +1,139 @@
+//! Bad input gets the right status and `{code, message}` JSON; storage failures become a generic
+//! 500 whose cause is not sent.
+
+use ninetrix_proto::ThreadId;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{ADMIN, Backend, TestApi, checkpoint, message};
+
+async fn raw(
+    api: &TestApi,
+    method: Method,
+    path: &str,
+    content_type: Option<&str>,
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut req = api
+        .client
+        .request(method, format!("{}{path}", api.url))
+        .bearer_auth(ADMIN)
+        .body(body.to_string());
+    if let Some(ct) = content_type {
+        req = req.header("content-type", ct);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let value: Value = resp.json().await.expect("errors are JSON");
+    assert!(
+        value["code"].is_string() && value["message"].is_string(),
+        "{value}"
+    );
+    (status, value)
+}
+
+/// (name, method, path, content type, body, expected status, expected code)
+type Case = (
+    &'static str,
+    Method,
+    String,
+    Option<&'static str>,
+    String,
+    StatusCode,
+    &'static str,
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_class_of_bad_input_gets_its_status() {
+    let api = TestApi::start_with(Backend::Sqlite, |c| c.body_limit = 64 * 1024)
+        .await
+        .unwrap();
+    let thread = ThreadId::new_v7();
+    let epoch = api.claim(thread, ADMIN).await;
+    let cp = format!("/v1/runners/threads/{thread}/checkpoints");
+    let json = Some("application/json");
+    let cases: Vec<Case> = vec![
+        ("bad JSON", Method::POST, cp.clone(), json, "{\"epoch\": ".into(), StatusCode::BAD_REQUEST, "bad_json"),
+        ("wrong type", Method::POST, cp.clone(), json, json!({"epoch": "one", "parent_version": 0, "state": {}}).to_string(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+        ("unknown field", Method::POST, cp.clone(), json, { let mut b = checkpoint(epoch, 0, None, vec![], 0); b["extra"] = 1.into(); b.to_string() }, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+        ("missing field", Method::POST, cp.clone(), json, json!({"epoch": epoch}).to_string(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+        ("no content type", Method::POST, cp.clone(), None, checkpoint(epoch, 0, None, vec![], 0).to_string(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+        ("body over the limit", Method::POST, cp.clone(), json, checkpoint(epoch, 0, None, vec![message("user", &"x".repeat(100 * 1024))], 1).to_string(), StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+        ("bad UUID", Method::GET, "/v1/threads/not-a-uuid".into(), None, String::new(), StatusCode::BAD_REQUEST, "invalid_path"),
+        ("bad version number", Method::GET, format!("/v1/threads/{thread}/checkpoints/latest"), None, String::new(), StatusCode::BAD_REQUEST, "invalid_path"),
+        ("bad query", Method::GET, format!("/v1/runners/threads/{thread}/inbox?after=abc"), None, String::new(), StatusCode::BAD_REQUEST, "invalid_query"),
+        ("unknown query key", Method::GET, format!("/v1/runners/threads/{thread}/inbox?afterr=1"), None, String::new(), StatusCode::BAD_REQUEST, "invalid_query"),
+        ("bad status filter", Method::GET, "/v1/threads?status=sleeping".into(), None, String::new(), StatusCode::BAD_REQUEST, "invalid_query"),
+        ("unknown route", Method::GET, "/v2/everything".into(), None, String::new(), StatusCode::NOT_FOUND, "not_found"),
+        ("wrong method", Method::PATCH, cp.clone(), json, "{}".into(), StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+        ("huge number", Method::POST, cp.clone(), json, checkpoint(u64::MAX, 0, None, vec![], 0).to_string(), StatusCode::CONFLICT, "fenced"),
+        ("empty ledger key", Method::POST, format!("/v1/runners/threads/{thread}/tool-calls"), json, json!({"epoch": epoch, "key": "", "turn_seq": 1, "tool": "t", "args": {}, "effect": "read"}).to_string(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_key"),
+        ("bad effect", Method::POST, format!("/v1/runners/threads/{thread}/tool-calls"), json, json!({"epoch": epoch, "key": "k", "turn_seq": 1, "tool": "t", "args": {}, "effect": "maybe"}).to_string(), StatusCode::UNPROCESSABLE_ENTITY, "invalid_body"),
+        ("bad Last-Event-ID", Method::GET, format!("/v1/threads/{thread}/events/stream"), None, String::new(), StatusCode::BAD_REQUEST, "invalid_header"),
+    ];
+    let mut failures = Vec::new();
+    for (name, method, path, ct, body, status, code) in cases {
+        let (got, value) = if name == "bad Last-Event-ID" {
+            let resp = api
+                .client
+                .get(format!("{}{path}", api.url))
+                .bearer_auth(ADMIN)
+                .header("Last-Event-ID", "yesterday")
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.json::<Value>().await.unwrap())
+        } else {
+            raw(&api, method, &path, ct, &body).await
+        };
+        if got != status || value["code"] != code {
+            failures.push(format!("{name}: want {status} {code}, got {got} {value}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The server is still fine.
+    assert_eq!(
+        api.call(Method::GET, "/healthz", None, None).await.0,
+        StatusCode::OK
+    );
+    api.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_failures_are_a_generic_500() {
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let thread = ThreadId::new_v7();
+    let epoch = api.claim(thread, ADMIN).await;
+    // Break the database under the server.
+    let mut side = <sqlx::SqliteConnection as sqlx::Connection>::connect(&api.db.url)
+        .await
+        .unwrap();
+    sqlx::query("DROP TABLE events")
+        .execute(&mut side)
+        .await
+        .unwrap();
+    let (status, body) = api
+        .admin(
+            Method::POST,
+            &format!("/v1/runners/threads/{thread}/events"),
+            Some(json!({"epoch": epoch, "events": [{"type": "boot"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(body["code"], "internal");
+    let text = body.to_string();
+    assert!(
+        !text.contains("events") && !text.contains("table") && !text.to_lowercase().contains("sql"),
+        "{text}"
+    );
+    // Other writes still work: the failed one rolled back alone.
+    let (status, _) = api
+        .admin(
+            Method::POST,
+            &format!("/v1/runners/threads/{thread}/checkpoints"),
+            Some(checkpoint(epoch, 0, None, vec![], 0)),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    api.stop().await;
+}

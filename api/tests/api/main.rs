@@ -1,0 +1,8 @@
+//! The checkpoint API over real HTTP, on SQLite always and on Postgres when configured.
+
+mod auth_matrix;
+mod bad_input;
+mod conformance;
+mod model;
+mod size;
+mod support;

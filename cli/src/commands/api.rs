@@ -1,0 +1,160 @@
+//! `ninetrix api`: serve the checkpoint API until SIGTERM or Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use ninetrix_api::{AuthConfig, Config, Secret, Server};
+
+use crate::cli::ApiArgs;
+
+/// Shortest secret or admin token accepted.
+const MIN_SECRET_LEN: usize = 16;
+
+/// Runs `ninetrix api`.
+pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let auth = auth(args)?;
+    let database_url = match &args.database {
+        Some(url) => url.clone(),
+        None => default_database()?,
+    };
+    let mut config = Config::new(database_url.clone(), auth);
+    config.listen = args.listen;
+    config.body_limit = args.body_limit;
+    config.max_wait = Duration::from_secs(args.max_wait.max(1));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let server = Server::bind(config).await?;
+        let addr = server.local_addr()?;
+        tracing::info!(
+            address = %addr,
+            backend = server.backend(),
+            database = %describe(&database_url),
+            "ninetrix api listening on http://{addr}"
+        );
+        server.run(ninetrix_api::shutdown_signal()).await?;
+        tracing::info!("ninetrix api stopped");
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    let _ = if std::env::var("NINETRIX_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+fn auth(args: &ApiArgs) -> anyhow::Result<AuthConfig> {
+    let secret = read_secret(
+        args.secret_file.as_deref(),
+        "NINETRIX_API_SECRET",
+        "--secret-file",
+    )?;
+    let admin = read_secret(
+        args.admin_token_file.as_deref(),
+        "NINETRIX_ADMIN_TOKEN",
+        "--admin-token-file",
+    )?;
+    match (secret, admin, args.insecure_dev) {
+        (None, None, true) => {
+            tracing::warn!(
+                "--insecure-dev: authentication is OFF; every request is treated as admin"
+            );
+            Ok(AuthConfig::InsecureDev)
+        }
+        (_, _, true) => {
+            bail!("--insecure-dev cannot be combined with a secret or an admin token; drop one")
+        }
+        (Some(secret), Some(admin_token), false) => Ok(AuthConfig::Tokens {
+            secret,
+            admin_token,
+        }),
+        (None, _, false) => bail!(
+            "refusing to start without a secret: pass --secret-file FILE or set NINETRIX_API_SECRET \
+             (at least {MIN_SECRET_LEN} characters, e.g. `head -c 32 /dev/urandom | base64`), \
+             or --insecure-dev for local development without authentication"
+        ),
+        (Some(_), None, false) => bail!(
+            "refusing to start without an admin token: pass --admin-token-file FILE or set NINETRIX_ADMIN_TOKEN \
+             (at least {MIN_SECRET_LEN} characters)"
+        ),
+    }
+}
+
+/// Reads a secret from a file or an environment variable; never prints it.
+fn read_secret(file: Option<&Path>, env: &str, flag: &str) -> anyhow::Result<Option<Secret>> {
+    let value = match file {
+        Some(path) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {flag} {}", path.display()))?
+            .trim()
+            .to_string(),
+        None => match std::env::var(env) {
+            Ok(v) => v.trim().to_string(),
+            Err(_) => return Ok(None),
+        },
+    };
+    let source = file.map_or_else(|| env.to_string(), |p| p.display().to_string());
+    if value.chars().count() < MIN_SECRET_LEN {
+        bail!(
+            "the value from {source} is shorter than {MIN_SECRET_LEN} characters; use a longer random value"
+        );
+    }
+    Ok(Some(Secret::new(value.into_bytes())))
+}
+
+fn default_database() -> anyhow::Result<String> {
+    let home = agentfile_home()?;
+    let dir = home.join("api");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(format!("sqlite://{}", dir.join("ninetrix.db").display()))
+}
+
+/// `$AGENTFILE_HOME`, else `~/.agentfile`.
+pub(crate) fn agentfile_home() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("AGENTFILE_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    let home = std::env::var_os("HOME")
+        .context("neither AGENTFILE_HOME nor HOME is set; set AGENTFILE_HOME")?;
+    Ok(PathBuf::from(home).join(".agentfile"))
+}
+
+/// The database URL without credentials, for logs.
+fn describe(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) if scheme.starts_with("postgres") => {
+            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+            let host = host.split('?').next().unwrap_or(host);
+            format!("{scheme}://{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn database_urls_are_logged_without_credentials() {
+        assert_eq!(
+            describe("postgres://bob:hunter2@db:5432/ninetrix?sslmode=disable"),
+            "postgres://db:5432/ninetrix"
+        );
+        assert_eq!(describe("sqlite:///var/lib/n.db"), "sqlite:///var/lib/n.db");
+    }
+}

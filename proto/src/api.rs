@@ -1,0 +1,454 @@
+//! The checkpoint API's request and response types (DESIGN §7), shared by the server, the runner
+//! and the CLI so the two sides cannot drift apart.
+//!
+//! Every request type rejects unknown fields. Times are RFC 3339 in UTC. No type here holds a
+//! secret value.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::agentfile::Effect;
+use crate::ids::ThreadId;
+use crate::message::Message;
+
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// The body of every error response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ErrorBody {
+    /// A stable machine-readable code, e.g. `fenced`, `version_conflict`, `not_found`.
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// Where a thread sits in its life.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadStatus {
+    /// Waiting for work.
+    #[default]
+    Idle,
+    /// In the middle of a turn.
+    InTurn,
+    /// Waiting on something outside (e.g. an approval).
+    Waiting,
+    /// Finished for good (a batch job that succeeded).
+    Done,
+    /// Failed for good.
+    Failed,
+}
+
+impl ThreadStatus {
+    /// The name used in the API and in storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadStatus::Idle => "idle",
+            ThreadStatus::InTurn => "in_turn",
+            ThreadStatus::Waiting => "waiting",
+            ThreadStatus::Done => "done",
+            ThreadStatus::Failed => "failed",
+        }
+    }
+
+    /// Parses the stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "idle" => ThreadStatus::Idle,
+            "in_turn" => ThreadStatus::InTurn,
+            "waiting" => ThreadStatus::Waiting,
+            "done" => ThreadStatus::Done,
+            "failed" => ThreadStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// Tokens and money spent so far in the current run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// US dollars.
+    #[serde(default)]
+    pub cost_usd: f64,
+}
+
+/// The small state written with every checkpoint (DESIGN §6.1).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointState {
+    /// Turns started so far.
+    pub turn_seq: u64,
+    /// The history length right after the current turn's input: where a repair cuts back to.
+    pub turn_start_history_len: u64,
+    /// Where the thread is.
+    pub status: ThreadStatus,
+    /// The last inbox seq applied to the history.
+    pub inbox_cursor: u64,
+    /// Spending in the current run.
+    #[serde(default)]
+    pub usage: Usage,
+}
+
+/// Identity of the agent replica behind a thread, for listing and filtering.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ThreadLabels {
+    /// The pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The replica number (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<u32>,
+}
+
+/// `POST /v1/runners/threads/{id}/claim`: the body is the thread's labels, all optional.
+pub type ClaimRequest = ThreadLabels;
+
+/// The answer to a claim: the runner's epoch for every later write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ClaimResponse {
+    /// The new epoch (previous + 1).
+    pub epoch: u64,
+    /// How many times the thread has been claimed, this one included.
+    pub boot_count: u64,
+}
+
+/// The assembled state of a thread at its latest checkpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ThreadState {
+    /// The thread.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The latest version.
+    pub version: u64,
+    /// The thread's current epoch.
+    pub epoch: u64,
+    /// The small state of the latest version.
+    pub state: CheckpointState,
+    /// The full history.
+    pub history: Vec<Message>,
+}
+
+/// `POST /v1/runners/threads/{id}/checkpoints`: append one version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRequest {
+    /// The writer's epoch (from its claim).
+    pub epoch: u64,
+    /// The version this one follows (0 for the first).
+    pub parent_version: u64,
+    /// Cut the history to this many messages before appending (history repair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncate_to: Option<u64>,
+    /// Messages to append.
+    #[serde(default)]
+    pub append: Vec<Message>,
+    /// The small state after this version.
+    pub state: CheckpointState,
+}
+
+/// The answer to a checkpoint write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct CheckpointCreated {
+    /// The new version.
+    pub version: u64,
+    /// The history length after it.
+    pub history_len: u64,
+}
+
+/// Where a ledger entry stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// Recorded before executing; no outcome yet.
+    Intent,
+    /// Executed; the result is stored.
+    Completed,
+    /// Executed and failed; the error is stored.
+    Failed,
+}
+
+/// `POST /v1/runners/threads/{id}/tool-calls`: record the intent to run a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallIntent {
+    /// The writer's epoch.
+    pub epoch: u64,
+    /// The ledger key (DESIGN §6.5), at most 128 characters.
+    pub key: String,
+    /// The turn the call belongs to.
+    pub turn_seq: u64,
+    /// The tool's name.
+    pub tool: String,
+    /// Its arguments.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub args: serde_json::Value,
+    /// Its effect class.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "write"))]
+    pub effect: Effect,
+}
+
+/// `PUT /v1/runners/threads/{id}/tool-calls/{key}`: record the outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallCompletion {
+    /// The writer's epoch.
+    pub epoch: u64,
+    /// Whether the tool succeeded.
+    pub ok: bool,
+    /// Its result (or error text), as given to the model.
+    pub result: String,
+}
+
+/// One ledger entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ToolCallRecord {
+    /// The ledger key.
+    pub key: String,
+    /// The turn.
+    pub turn_seq: u64,
+    /// The tool.
+    pub tool: String,
+    /// Its arguments.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub args: serde_json::Value,
+    /// Its effect class.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "write"))]
+    pub effect: Effect,
+    /// Where it stands.
+    pub status: ToolCallStatus,
+    /// The outcome, once recorded.
+    pub result: Option<String>,
+    /// The epoch that recorded the intent.
+    pub intent_epoch: u64,
+    /// The epoch that recorded the outcome.
+    pub completed_epoch: Option<u64>,
+    /// When the intent was recorded.
+    pub created_at: DateTime<Utc>,
+    /// When the outcome was recorded.
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /v1/threads/{id}/messages`: put work in a thread's inbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EnqueueRequest {
+    /// The message text.
+    pub content: String,
+    /// A key that makes retries safe: a repeated key returns the original seq.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedupe_key: Option<String>,
+}
+
+/// The answer to an enqueue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EnqueueResponse {
+    /// The message's seq in the thread's inbox.
+    pub seq: u64,
+    /// True when the dedupe key was seen before and no new message was added.
+    pub duplicate: bool,
+}
+
+/// One inbox message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct InboxMessage {
+    /// Monotonic per thread, from 1.
+    pub seq: u64,
+    /// The message text.
+    pub content: String,
+    /// The dedupe key it was sent with.
+    pub dedupe_key: Option<String>,
+    /// When it was enqueued.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A trace event as a runner sends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewEvent {
+    /// The event's type, e.g. `boot`, `turn_completed`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its data.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub data: serde_json::Value,
+}
+
+/// `POST /v1/runners/threads/{id}/events`: a batch of events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EventsRequest {
+    /// The writer's epoch.
+    pub epoch: u64,
+    /// The events, in order.
+    pub events: Vec<NewEvent>,
+}
+
+/// The answer to an events batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EventsAppended {
+    /// The seq of the last event stored (0 if the batch was empty).
+    pub last_seq: u64,
+}
+
+/// A stored trace event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Event {
+    /// Monotonic per thread, from 1: the SSE `id:`.
+    pub seq: u64,
+    /// The event's type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its data.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub data: serde_json::Value,
+    /// The epoch of the runner that sent it.
+    pub epoch: u64,
+    /// When it was stored.
+    pub created_at: DateTime<Utc>,
+}
+
+/// A thread in listings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ThreadSummary {
+    /// The thread.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// Who it belongs to.
+    #[serde(flatten)]
+    pub labels: ThreadLabels,
+    /// Where it stands (of its latest checkpoint).
+    pub status: ThreadStatus,
+    /// The current epoch.
+    pub epoch: u64,
+    /// Claims so far.
+    pub boot_count: u64,
+    /// The latest version (0: none yet).
+    pub version: u64,
+    /// Messages in the history.
+    pub history_len: u64,
+    /// The last inbox seq.
+    pub inbox_seq: u64,
+    /// The last event seq.
+    pub event_seq: u64,
+    /// When the thread was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One version in a thread's chain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct VersionSummary {
+    /// The version.
+    pub version: u64,
+    /// The one it follows.
+    pub parent_version: u64,
+    /// The epoch that wrote it.
+    pub epoch: u64,
+    /// The truncation it made, if any.
+    pub truncate_to: Option<u64>,
+    /// Messages it appended.
+    pub appended: u64,
+    /// The history length after it.
+    pub history_len: u64,
+    /// The small state after it.
+    pub state: CheckpointState,
+    /// When it was written.
+    pub created_at: DateTime<Utc>,
+}
+
+/// One version with the history as of that version.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct VersionDetail {
+    /// The version's summary.
+    #[serde(flatten)]
+    pub summary: VersionSummary,
+    /// The history as of this version.
+    pub history: Vec<Message>,
+}
+
+/// `POST /v1/tokens/runner`: mint a runner token for one thread.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RunnerTokenRequest {
+    /// The thread the token is for (created if new).
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The replica number (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<u32>,
+}
+
+impl RunnerTokenRequest {
+    /// The labels it carries.
+    pub fn labels(&self) -> ThreadLabels {
+        ThreadLabels {
+            pool: self.pool.clone(),
+            agent: self.agent.clone(),
+            replica: self.replica,
+        }
+    }
+}
+
+/// A minted runner token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RunnerTokenResponse {
+    /// The thread it is bound to.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The bearer token.
+    pub token: String,
+}
+
+impl std::fmt::Debug for RunnerTokenResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerTokenResponse")
+            .field("thread_id", &self.thread_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
