@@ -225,7 +225,18 @@ impl Store {
 
     /// The assembled latest state, or `None` before the first checkpoint.
     pub async fn latest(&self, id: ThreadId) -> StoreResult<Option<ThreadState>> {
-        dispatch!(self, s => s.latest(id))
+        match self.latest_json(id).await? {
+            None => Ok(None),
+            Some(json) => serde_json::from_str(&json)
+                .map(Some)
+                .map_err(|e| StoreError::Corrupt(format!("assembled state: {e}").into())),
+        }
+    }
+
+    /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
+    /// messages (what `GET latest` sends).
+    pub async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
+        dispatch!(self, s => s.latest_json(id))
     }
 
     /// Inbox messages after `after`, oldest first.

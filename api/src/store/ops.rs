@@ -204,6 +204,28 @@ pub(crate) fn decode_messages(bodies: Vec<String>) -> StoreResult<Vec<Message>> 
         .collect()
 }
 
+/// Builds the JSON of a `ThreadState` from JSON the store wrote itself (the state and each
+/// message were serialised by `encode`), so no value needs decoding.
+pub(crate) fn splice_state<'a>(
+    id: ThreadId,
+    version: u64,
+    epoch: u64,
+    state: &str,
+    history: impl Iterator<Item = &'a str>,
+) -> String {
+    let mut out = format!(
+        "{{\"thread_id\":\"{id}\",\"version\":{version},\"epoch\":{epoch},\"state\":{state},\"history\":["
+    );
+    for (i, body) in history.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(body);
+    }
+    out.push_str("]}");
+    out
+}
+
 pub(crate) const MAX_KEY_LEN: usize = 128;
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
@@ -215,7 +237,7 @@ macro_rules! sql_ops {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-            Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadSummary,
+            Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
             ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
         };
 
@@ -479,15 +501,9 @@ macro_rules! sql_ops {
             Ok(found)
         }
 
-        async fn live_history(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<ninetrix_proto::Message>> {
-            let bodies: Vec<(String,)> = sqlx::query_as("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
-                .bind(id.to_string())
-                .fetch_all(&mut *c)
-                .await?;
-            decode_messages(bodies.into_iter().map(|(b,)| b).collect())
-        }
-
-        pub(crate) async fn latest(c: &mut Conn, id: ThreadId) -> StoreResult<Option<ThreadState>> {
+        /// The latest state as a JSON document (a `ThreadState`), spliced from the stored JSON
+        /// of the state and of each message without decoding them.
+        pub(crate) async fn latest_json(c: &mut Conn, id: ThreadId) -> StoreResult<Option<String>> {
             let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
             let (state,): (String,) = sqlx::query_as("SELECT state FROM versions WHERE thread_id = $1 AND version = $2")
@@ -495,11 +511,14 @@ macro_rules! sql_ops {
                 .bind(thread.version)
                 .fetch_one(&mut *c)
                 .await?;
-            let history = live_history(c, id).await?;
-            if history.len() as i64 != thread.history_len {
-                return Err(corrupt("history", &format!("{} live messages, expected {}", history.len(), thread.history_len)));
+            let bodies: Vec<(String,)> = sqlx::query_as("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
+                .bind(id.to_string())
+                .fetch_all(&mut *c)
+                .await?;
+            if bodies.len() as i64 != thread.history_len {
+                return Err(corrupt("history", &format!("{} live messages, expected {}", bodies.len(), thread.history_len)));
             }
-            Ok(Some(ThreadState { thread_id: id, version: to_u64(thread.version), epoch: to_u64(thread.epoch), state: decode_state(&state)?, history }))
+            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, bodies.iter().map(|(b,)| b.as_str()))))
         }
 
         pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
@@ -691,10 +710,10 @@ macro_rules! store_methods {
                 .await
         }
 
-        /// The latest state.
-        pub(crate) async fn latest(&self, id: ThreadId) -> StoreResult<Option<ThreadState>> {
+        /// The latest state as JSON.
+        pub(crate) async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
             use $ops as ops;
-            ops::latest(&mut *self.reader().await?, id).await
+            ops::latest_json(&mut *self.reader().await?, id).await
         }
 
         /// Inbox messages after a seq.

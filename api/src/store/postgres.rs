@@ -8,8 +8,8 @@ use futures_util::future::BoxFuture;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadSummary, ToolCallCompletion,
-    ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+    EventsRequest, InboxMessage, ThreadLabels, ThreadSummary, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord, VersionDetail, VersionSummary,
 };
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool};

@@ -15,8 +15,8 @@ use futures_util::future::BoxFuture;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadSummary, ToolCallCompletion,
-    ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+    EventsRequest, InboxMessage, ThreadLabels, ThreadSummary, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord, VersionDetail, VersionSummary,
 };
 use sqlx::sqlite::{
     SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
@@ -68,6 +68,8 @@ impl SqliteStore {
         let (jobs, rx) = mpsc::channel::<Job>(options.max_batch.max(1) * 4);
         let stop = CancellationToken::new();
         let writer_done = Arc::new(tokio::sync::Notify::new());
+        let checkpointer = SqliteConnection::connect_with(&connect).await?;
+        tokio::spawn(run_checkpointer(checkpointer, stop.clone()));
         tokio::spawn(run_writer(
             writer,
             rx,
@@ -134,6 +136,24 @@ impl SqliteStore {
     store_methods!(super::ops::sqlite);
 }
 
+/// Copies the WAL into the database file every second on a connection of its own, so the
+/// writer never pays for it. PASSIVE neither blocks nor waits for the writer or the readers.
+async fn run_checkpointer(mut conn: SqliteConnection, stop: CancellationToken) {
+    let mut every = tokio::time::interval(WAL_CHECKPOINT_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut conn).await {
+                    tracing::warn!(error = %e, "WAL checkpoint failed");
+                }
+            }
+            () = stop.cancelled() => break,
+        }
+    }
+    let _ = conn.close().await;
+}
+
 async fn run_writer(
     mut conn: SqliteConnection,
     mut rx: mpsc::Receiver<Job>,
@@ -141,8 +161,6 @@ async fn run_writer(
     stop: CancellationToken,
     done: Arc<tokio::sync::Notify>,
 ) {
-    let mut checkpoint = tokio::time::interval(WAL_CHECKPOINT_EVERY);
-    checkpoint.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut batch: Vec<Job> = Vec::with_capacity(max_batch);
     loop {
         tokio::select! {
@@ -152,12 +170,6 @@ async fn run_writer(
                     break;
                 }
                 commit_batch(&mut conn, &mut batch).await;
-            }
-            _ = checkpoint.tick() => {
-                // PASSIVE never blocks readers or waits; it copies what it can.
-                if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut conn).await {
-                    tracing::warn!(error = %e, "WAL checkpoint failed");
-                }
             }
             () = stop.cancelled() => {
                 // Finish what is queued, then stop.
@@ -179,8 +191,18 @@ async fn run_writer(
 
 async fn commit_batch(conn: &mut SqliteConnection, batch: &mut Vec<Job>) {
     let mut deliveries: Vec<Deliver> = Vec::with_capacity(batch.len());
+    // A lone write needs no savepoint: if it fails, the whole transaction rolls back.
+    let alone = batch.len() == 1;
     let outcome: Result<(), StoreError> = async {
         sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        if alone {
+            let job = batch.pop().expect("one job");
+            let (failed, deliver) = job(conn).await;
+            deliveries.push(deliver);
+            let end = if failed { "ROLLBACK" } else { "COMMIT" };
+            sqlx::query(end).execute(&mut *conn).await?;
+            return Ok(());
+        }
         for job in batch.drain(..) {
             sqlx::query("SAVEPOINT w").execute(&mut *conn).await?;
             let (failed, deliver) = job(conn).await;

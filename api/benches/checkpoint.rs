@@ -1,0 +1,308 @@
+//! Checkpoint API benchmark: write latency and throughput over loopback HTTP at 1, 8 and 32
+//! concurrent threads (SQLite, and Postgres when `NINETRIX_TEST_POSTGRES_URL` is set), `latest`
+//! for a 1,000-turn thread, and the raw floor: the same row committed straight into SQLite with
+//! the same pragmas. Prints a Markdown table for BENCHMARKS.md.
+//!
+//! Run: `cargo bench -p ninetrix-api --bench checkpoint`
+
+use std::time::{Duration, Instant};
+
+use ninetrix_api::store::StoreOptions;
+use ninetrix_api::{AuthConfig, Config, Server};
+use ninetrix_proto::{Message, Role, ThreadId};
+use serde_json::json;
+use sqlx::Connection as _;
+
+/// Bytes of text in each checkpoint's message (~2 KB per checkpoint with the JSON around it).
+const PAYLOAD: usize = 1900;
+/// Checkpoints written per run of each concurrency level.
+const WRITES: usize = 4000;
+const LATEST_TURNS: u64 = 1000;
+const LATEST_READS: usize = 200;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+struct Row {
+    what: String,
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+    per_sec: f64,
+}
+
+fn summarize(what: String, mut samples: Vec<Duration>, elapsed: Duration) -> Row {
+    samples.sort();
+    Row {
+        what,
+        n: samples.len(),
+        p50: percentile(&samples, 0.5),
+        p99: percentile(&samples, 0.99),
+        per_sec: samples.len() as f64 / elapsed.as_secs_f64(),
+    }
+}
+
+fn checkpoint_body(epoch: u64, parent: u64) -> serde_json::Value {
+    let message = Message::text(Role::Assistant, "x".repeat(PAYLOAD));
+    json!({"epoch": epoch, "parent_version": parent, "append": [message],
+           "state": {"turn_seq": parent, "turn_start_history_len": parent, "status": "in_turn", "inbox_cursor": 0}})
+}
+
+async fn start(
+    url: &str,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut config = Config::new(url, AuthConfig::InsecureDev);
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    config.store = StoreOptions {
+        max_batch: 256,
+        max_connections: 8,
+    };
+    let server = Server::bind(config).await.expect("server starts");
+    let base = format!("http://{}", server.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        server
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (base, tx, task)
+}
+
+async fn writes(
+    client: &reqwest::Client,
+    base: &str,
+    concurrency: usize,
+) -> (Vec<Duration>, Duration) {
+    let per = WRITES / concurrency;
+    let mut threads = Vec::new();
+    for _ in 0..concurrency {
+        let t = ThreadId::new_v7();
+        let claim: serde_json::Value = client
+            .post(format!("{base}/v1/runners/threads/{t}/claim"))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        threads.push((t, claim["epoch"].as_u64().unwrap()));
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = threads
+        .into_iter()
+        .map(|(t, epoch)| {
+            let (client, base) = (client.clone(), base.to_string());
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(per);
+                for parent in 0..per as u64 {
+                    let body = checkpoint_body(epoch, parent);
+                    let t0 = Instant::now();
+                    let resp = client
+                        .post(format!("{base}/v1/runners/threads/{t}/checkpoints"))
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(resp.status(), 201);
+                    resp.bytes().await.unwrap();
+                    samples.push(t0.elapsed());
+                }
+                samples
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    (all, started.elapsed())
+}
+
+async fn latest(client: &reqwest::Client, base: &str) -> (Vec<Duration>, Duration, usize) {
+    let t = ThreadId::new_v7();
+    let claim: serde_json::Value = client
+        .post(format!("{base}/v1/runners/threads/{t}/claim"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let epoch = claim["epoch"].as_u64().unwrap();
+    for parent in 0..LATEST_TURNS {
+        let resp = client
+            .post(format!("{base}/v1/runners/threads/{t}/checkpoints"))
+            .json(&checkpoint_body(epoch, parent))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+    }
+    let mut samples = Vec::new();
+    let mut bytes = 0;
+    let started = Instant::now();
+    for _ in 0..LATEST_READS {
+        let t0 = Instant::now();
+        let body = client
+            .get(format!("{base}/v1/runners/threads/{t}/latest"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        samples.push(t0.elapsed());
+        bytes = body.len();
+    }
+    (samples, started.elapsed(), bytes)
+}
+
+/// The floor: one row of the same size per transaction, committed straight into SQLite (WAL,
+/// synchronous=FULL), one writer.
+async fn raw_sqlite(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
+    let opts: sqlx::sqlite::SqliteConnectOptions =
+        format!("sqlite://{}", dir.join("raw.db").display())
+            .parse()
+            .unwrap();
+    let opts = opts
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Full)
+        .pragma("wal_autocheckpoint", "0");
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+    sqlx::query("CREATE TABLE rows (thread_id TEXT NOT NULL, version BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (thread_id, version))").execute(&mut conn).await.unwrap();
+    let body = serde_json::to_string(&checkpoint_body(1, 0)).unwrap();
+    let thread = ThreadId::new_v7().to_string();
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    for v in 0..WRITES as i64 {
+        let t0 = Instant::now();
+        let mut tx = conn.begin().await.unwrap();
+        sqlx::query("INSERT INTO rows (thread_id, version, body) VALUES ($1, $2, $3)")
+            .bind(&thread)
+            .bind(v)
+            .bind(&body)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        samples.push(t0.elapsed());
+    }
+    (samples, started.elapsed())
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap();
+        let mut rows = Vec::new();
+
+        let dir = tempfile::tempdir().unwrap();
+        let (raw, elapsed) = raw_sqlite(dir.path()).await;
+        let floor = summarize(
+            "raw SQLite insert + commit (floor), 1 writer".into(),
+            raw,
+            elapsed,
+        );
+        let floor_p99 = floor.p99;
+        rows.push(floor);
+
+        let mut backends = vec![(
+            "SQLite".to_string(),
+            format!("sqlite://{}", dir.path().join("api.db").display()),
+            None,
+        )];
+        if let Some(admin) = std::env::var("NINETRIX_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+        {
+            let name = format!("nt_bench_{}", ThreadId::new_v7().as_uuid().simple());
+            let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                .execute(&mut c)
+                .await
+                .unwrap();
+            let base = admin
+                .rsplit_once('/')
+                .map_or(admin.as_str(), |(b, _)| b)
+                .to_string();
+            backends.push((
+                "Postgres".into(),
+                format!("{base}/{name}"),
+                Some((admin.clone(), name)),
+            ));
+        }
+        for (label, url, cleanup) in backends {
+            let (base, stop, task) = start(&url).await;
+            for concurrency in [1, 8, 32] {
+                let (samples, elapsed) = writes(&client, &base, concurrency).await;
+                rows.push(summarize(
+                    format!(
+                        "{label}: checkpoint write over HTTP, {concurrency} concurrent thread(s)"
+                    ),
+                    samples,
+                    elapsed,
+                ));
+            }
+            let (samples, elapsed, bytes) = latest(&client, &base).await;
+            rows.push(summarize(
+                format!(
+                    "{label}: GET latest, 1,000-turn thread ({:.1} MB)",
+                    bytes as f64 / 1e6
+                ),
+                samples,
+                elapsed,
+            ));
+            let _ = stop.send(());
+            task.await.unwrap();
+            if let Some((admin, name)) = cleanup {
+                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .execute(&mut c)
+                .await;
+            }
+        }
+
+        println!("| measurement | n | p50 ms | p99 ms | per second | p99 ÷ floor p99 |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {} | {:.0} | {:.2} |",
+                r.what,
+                r.n,
+                ms(r.p50),
+                ms(r.p99),
+                r.per_sec,
+                r.p99.as_secs_f64() / floor_p99.as_secs_f64()
+            );
+        }
+        println!(
+            "\ntarget: write p99 ≤ 2 × floor p99 + 1 ms = {} ms",
+            ms(floor_p99 * 2 + Duration::from_millis(1))
+        );
+    });
+}
