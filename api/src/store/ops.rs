@@ -206,34 +206,28 @@ pub(crate) fn decode_messages(bodies: Vec<String>) -> StoreResult<Vec<Message>> 
 
 /// Builds the JSON of a `ThreadState` from JSON the store wrote itself (the state and each
 /// message were serialised by `encode`), so no value needs decoding.
-pub(crate) fn splice_state<'a>(
+/// `history` is the messages' JSON already joined with commas.
+pub(crate) fn splice_state(
     id: ThreadId,
     version: u64,
     epoch: u64,
     state: &str,
-    history: impl Iterator<Item = &'a str>,
+    history: &str,
 ) -> String {
-    let mut out = format!(
-        "{{\"thread_id\":\"{id}\",\"version\":{version},\"epoch\":{epoch},\"state\":{state},\"history\":["
-    );
-    for (i, body) in history.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(body);
-    }
-    out.push_str("]}");
-    out
+    format!(
+        "{{\"thread_id\":\"{id}\",\"version\":{version},\"epoch\":{epoch},\"state\":{state},\"history\":[{history}]}}"
+    )
 }
 
 pub(crate) const MAX_KEY_LEN: usize = 128;
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
-/// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
+/// The queries, for one backend. `$conn` is its connection type; `$concat` joins message bodies
+/// in position order (an ordered aggregate); `$lock` is appended to the
 /// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
 /// holds the database's write lock).
 macro_rules! sql_ops {
-    ($conn:ty, $lock:literal) => {
+    ($conn:ty, $lock:literal, $concat:literal) => {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
@@ -511,14 +505,19 @@ macro_rules! sql_ops {
                 .bind(thread.version)
                 .fetch_one(&mut *c)
                 .await?;
-            let bodies: Vec<(String,)> = sqlx::query_as("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
-                .bind(id.to_string())
-                .fetch_all(&mut *c)
-                .await?;
-            if bodies.len() as i64 != thread.history_len {
-                return Err(corrupt("history", &format!("{} live messages, expected {}", bodies.len(), thread.history_len)));
+            // One row: the live messages' JSON joined in position order by the database.
+            let (count, joined): (i64, Option<String>) = sqlx::query_as(concat!(
+                "SELECT COUNT(*), ",
+                $concat,
+                " FROM messages WHERE thread_id = $1 AND superseded_by IS NULL"
+            ))
+            .bind(id.to_string())
+            .fetch_one(&mut *c)
+            .await?;
+            if count != thread.history_len {
+                return Err(corrupt("history", &format!("{count} live messages, expected {}", thread.history_len)));
             }
-            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, bodies.iter().map(|(b,)| b.as_str()))))
+            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, joined.as_deref().unwrap_or(""))))
         }
 
         pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
@@ -603,12 +602,20 @@ macro_rules! sql_ops {
 
 pub(crate) mod sqlite {
     //! The queries for SQLite.
-    sql_ops!(sqlx::SqliteConnection, "");
+    sql_ops!(
+        sqlx::SqliteConnection,
+        "",
+        "group_concat(body, ',' ORDER BY position)"
+    );
 }
 
 pub(crate) mod postgres {
     //! The queries for Postgres.
-    sql_ops!(sqlx::PgConnection, " FOR UPDATE");
+    sql_ops!(
+        sqlx::PgConnection,
+        " FOR UPDATE",
+        "string_agg(body, ',' ORDER BY position)"
+    );
 }
 
 /// The store methods of a backend, over its queries module. The backend provides

@@ -102,6 +102,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(not(ninetrix_postgres_tests), ignore = "set NINETRIX_TEST_POSTGRES_URL to run the Postgres half")]
     fn postgres_assembly_matches_the_model(cases in cases()) {
         check(Backend::Postgres, cases);
     }

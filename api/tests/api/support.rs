@@ -285,6 +285,7 @@ macro_rules! both_backends {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(not(ninetrix_postgres_tests), ignore = "set NINETRIX_TEST_POSTGRES_URL to run the Postgres half")]
                 async fn $name() {
                     super::$name($crate::support::Backend::Postgres).await;
                 }
