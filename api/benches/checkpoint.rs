@@ -132,7 +132,10 @@ async fn writes(
     (all, started.elapsed())
 }
 
-async fn latest(client: &reqwest::Client, base: &str) -> (Vec<Duration>, Duration, usize) {
+async fn latest(
+    client: &reqwest::Client,
+    base: &str,
+) -> (ThreadId, Vec<Duration>, Duration, usize) {
     let t = ThreadId::new_v7();
     let claim: serde_json::Value = client
         .post(format!("{base}/v1/runners/threads/{t}/claim"))
@@ -169,7 +172,25 @@ async fn latest(client: &reqwest::Client, base: &str) -> (Vec<Duration>, Duratio
         samples.push(t0.elapsed());
         bytes = body.len();
     }
-    (samples, started.elapsed(), bytes)
+    (t, samples, started.elapsed(), bytes)
+}
+
+/// `latest` straight from the store (no HTTP), on the database the server used.
+async fn latest_in_process(url: &str, thread: ThreadId) -> (Vec<Duration>, Duration) {
+    let store = ninetrix_api::store::Store::open(url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    for _ in 0..LATEST_READS {
+        let t0 = Instant::now();
+        let json = store.latest_json(thread).await.unwrap().unwrap();
+        assert!(json.len() > 1_000_000);
+        samples.push(t0.elapsed());
+    }
+    let elapsed = started.elapsed();
+    store.close().await;
+    (samples, elapsed)
 }
 
 /// The floor: one row of the same size per transaction, committed straight into SQLite (WAL,
@@ -266,7 +287,7 @@ fn main() {
                     elapsed,
                 ));
             }
-            let (samples, elapsed, bytes) = latest(&client, &base).await;
+            let (thread, samples, elapsed, bytes) = latest(&client, &base).await;
             rows.push(summarize(
                 format!(
                     "{label}: GET latest, 1,000-turn thread ({:.1} MB)",
@@ -277,6 +298,12 @@ fn main() {
             ));
             let _ = stop.send(());
             task.await.unwrap();
+            let (samples, elapsed) = latest_in_process(&url, thread).await;
+            rows.push(summarize(
+                format!("{label}: store.latest_json in process, same thread"),
+                samples,
+                elapsed,
+            ));
             if let Some((admin, name)) = cleanup {
                 let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
                 let _ = sqlx::query(sqlx::AssertSqlSafe(format!(

@@ -222,12 +222,11 @@ pub(crate) fn splice_state(
 pub(crate) const MAX_KEY_LEN: usize = 128;
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
-/// The queries, for one backend. `$conn` is its connection type; `$concat` joins message bodies
-/// in position order (an ordered aggregate); `$lock` is appended to the
+/// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
 /// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
 /// holds the database's write lock).
 macro_rules! sql_ops {
-    ($conn:ty, $lock:literal, $concat:literal) => {
+    ($conn:ty, $lock:literal) => {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
@@ -505,19 +504,26 @@ macro_rules! sql_ops {
                 .bind(thread.version)
                 .fetch_one(&mut *c)
                 .await?;
-            // One row: the live messages' JSON joined in position order by the database.
-            let (count, joined): (i64, Option<String>) = sqlx::query_as(concat!(
-                "SELECT COUNT(*), ",
-                $concat,
-                " FROM messages WHERE thread_id = $1 AND superseded_by IS NULL"
-            ))
-            .bind(id.to_string())
-            .fetch_one(&mut *c)
-            .await?;
+            // Rows in position order straight off the partial index, appended as they arrive.
+            // (An ordered aggregate would sort megabytes of JSON; one row each is cheaper.)
+            let mut history = String::new();
+            let mut count = 0i64;
+            {
+                let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
+                    .bind(id.to_string())
+                    .fetch(&mut *c);
+                while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
+                    if count > 0 {
+                        history.push(',');
+                    }
+                    history.push_str(&body);
+                    count += 1;
+                }
+            }
             if count != thread.history_len {
                 return Err(corrupt("history", &format!("{count} live messages, expected {}", thread.history_len)));
             }
-            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, joined.as_deref().unwrap_or(""))))
+            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, &history)))
         }
 
         pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
@@ -602,20 +608,12 @@ macro_rules! sql_ops {
 
 pub(crate) mod sqlite {
     //! The queries for SQLite.
-    sql_ops!(
-        sqlx::SqliteConnection,
-        "",
-        "group_concat(body, ',' ORDER BY position)"
-    );
+    sql_ops!(sqlx::SqliteConnection, "");
 }
 
 pub(crate) mod postgres {
     //! The queries for Postgres.
-    sql_ops!(
-        sqlx::PgConnection,
-        " FOR UPDATE",
-        "string_agg(body, ',' ORDER BY position)"
-    );
+    sql_ops!(sqlx::PgConnection, " FOR UPDATE");
 }
 
 /// The store methods of a backend, over its queries module. The backend provides
