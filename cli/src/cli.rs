@@ -23,6 +23,9 @@ pub enum Command {
     Init(InitArgs),
     /// Serve the checkpoint API (threads, checkpoints, tool ledger, inbox, events).
     Api(ApiArgs),
+    /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
+    #[command(hide = true)]
+    Runner,
 }
 
 /// Arguments of `ninetrix api`.

@@ -88,7 +88,7 @@ fn validate_json_gives_the_resolved_agents() {
     assert_eq!(v["agents"][2]["execution"]["durability"], false);
     assert_eq!(
         v["agents"][0]["tools"][2],
-        serde_json::json!({"name": "file_write", "effect": "write"})
+        serde_json::json!({"name": "file_write", "effect": "idempotent", "effect_pinned": false})
     );
 }
 

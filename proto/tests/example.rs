@@ -41,7 +41,27 @@ fn the_example_validates_with_no_warnings() {
         .iter()
         .find(|t| t.name == "file_write")
         .unwrap();
-    assert_eq!(write.effect, Effect::Write);
+    assert_eq!(
+        (write.effect, write.effect_pinned),
+        (Effect::Idempotent, false)
+    );
+    // The finding is appended: that call is a `write` (never re-run after a crash).
+    let append = researcher
+        .runtime
+        .script
+        .iter()
+        .flat_map(|s| &s.tool_calls)
+        .find(|c| c.name == "file_write")
+        .unwrap();
+    assert_eq!(
+        agentfile::tools::call_effect(
+            "file_write",
+            write.effect,
+            write.effect_pinned,
+            &append.args
+        ),
+        Effect::Write
+    );
     assert!(researcher.secrets.is_empty(), "offline: no API key needed");
 
     let writer = af.agent("writer").unwrap();

@@ -43,7 +43,8 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn init_logging() {
+/// Logs to stderr: `RUST_LOG` filters (default info), `NINETRIX_LOG_FORMAT=json` for JSON lines.
+pub(crate) fn init_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -2,6 +2,7 @@
 
 mod api;
 mod init;
+mod runner;
 mod validate;
 
 use std::process::ExitCode;
@@ -14,5 +15,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => validate::run(&args),
         Command::Init(args) => init::run(&args),
         Command::Api(args) => api::run(&args),
+        Command::Runner => runner::run(),
     }
 }

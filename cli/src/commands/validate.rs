@@ -122,7 +122,13 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let tools: Vec<String> = a
                 .tools
                 .iter()
-                .map(|t| format!("{} ({})", t.name, t.effect.as_str()))
+                .map(|t| {
+                    format!(
+                        "{} ({})",
+                        t.name,
+                        agentfile::tools::effect_label(&t.name, t.effect, t.effect_pinned)
+                    )
+                })
                 .collect();
             [
                 a.name.clone(),

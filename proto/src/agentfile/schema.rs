@@ -177,6 +177,10 @@ pub struct ToolSpec {
     pub name: String,
     /// Its effect class (the builtin's default unless the agentfile overrides it).
     pub effect: Effect,
+    /// The agentfile set `effect` itself: it applies to every call. Otherwise the builtin's
+    /// per-call rule applies (see [`super::tools::call_effect`]).
+    #[serde(default)]
+    pub effect_pinned: bool,
 }
 
 /// How an agent runs.

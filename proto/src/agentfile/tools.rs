@@ -38,6 +38,38 @@ impl Effect {
     }
 }
 
+/// The effect class of one call of a tool: the agentfile's pinned class if it set one, else the
+/// builtin's rule for these arguments (`file_write` in append mode and `http_request` with a
+/// method other than GET/HEAD are `write`).
+pub fn call_effect(tool: &str, default: Effect, pinned: bool, args: &serde_json::Value) -> Effect {
+    if pinned {
+        return default;
+    }
+    match tool {
+        "file_write" if args.get("mode").and_then(|m| m.as_str()) == Some("append") => {
+            Effect::Write
+        }
+        "http_request" => {
+            let method = args.get("method").and_then(|m| m.as_str()).unwrap_or("GET");
+            if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") {
+                Effect::Read
+            } else {
+                Effect::Write
+            }
+        }
+        _ => default,
+    }
+}
+
+/// How a tool's effect class reads in summaries: the pinned class, or the builtin's per-call rule.
+pub fn effect_label(tool: &str, effect: Effect, pinned: bool) -> String {
+    match (tool, pinned) {
+        ("file_write", false) => "idempotent; append: write".to_string(),
+        ("http_request", false) => "GET/HEAD: read; others: write".to_string(),
+        _ => effect.as_str().to_string(),
+    }
+}
+
 /// A tool built into the runner.
 #[derive(Clone, Copy, Debug)]
 pub struct Builtin {
@@ -58,8 +90,8 @@ pub const BUILTINS: &[Builtin] = &[
     },
     Builtin {
         name: "file_write",
-        effect: Effect::Write,
-        summary: "write a file in the agent's workspace",
+        effect: Effect::Idempotent,
+        summary: "write a file in the agent's workspace (overwrite: idempotent; append: write)",
     },
     Builtin {
         name: "list_dir",
@@ -69,7 +101,7 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin {
         name: "http_request",
         effect: Effect::Write,
-        summary: "make an HTTP request (declare `effect: read` for GET-only use)",
+        summary: "make an HTTP request (GET/HEAD: read; other methods: write)",
     },
     Builtin {
         name: "shell",

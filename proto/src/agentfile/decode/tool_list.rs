@@ -14,6 +14,7 @@ impl Cx {
                     .map(|b| ToolSpec {
                         name: b.name.into(),
                         effect: b.effect,
+                        effect_pinned: false,
                     })
                     .collect(),
             );
@@ -98,6 +99,7 @@ impl Cx {
                 out.push(ToolSpec {
                     name: builtin.name.to_string(),
                     effect: effect.unwrap_or(builtin.effect),
+                    effect_pinned: effect.is_some(),
                 });
             }
         }

@@ -1,0 +1,209 @@
+//! The runner's configuration: only environment variables (DESIGN §3) and secrets from
+//! `/run/secrets/<NAME>` or the environment. Anything missing or malformed is a [`ConfigError`]
+//! that names the variable; the process exits 2.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::AgentSpec;
+
+/// A configuration error: exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error(
+        "{0} is not set; the runner needs it (ninetrix sets it in the container; set it yourself when running `ninetrix runner` as a process)"
+    )]
+    Missing(&'static str),
+    /// A variable has a bad value.
+    #[error("{name} is invalid: {why}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// A secret the agent needs was found nowhere.
+    #[error(
+        "secret {0} was found neither in /run/secrets/{0} nor in the environment; provide it on the host (`ninetrix up` mounts it)"
+    )]
+    MissingSecret(String),
+    /// The agentfile asks for a tool this image cannot run.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A secret value that never prints.
+#[derive(Clone)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    /// The value, for the one place that sends it (an HTTP header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Where the checkpoint API is and how to reach it.
+#[derive(Clone, Debug)]
+pub struct ApiAccess {
+    /// Base URL, e.g. `http://ninetrix-api:8080`.
+    pub url: String,
+    /// The runner token of this thread.
+    pub token: SecretValue,
+}
+
+/// Everything the runner needs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The agent's resolved spec.
+    pub spec: AgentSpec,
+    /// The thread.
+    pub thread_id: ThreadId,
+    /// The checkpoint API; optional only for batch agents (then nothing is persisted).
+    pub api: Option<ApiAccess>,
+    /// Labels recorded at claim time.
+    pub pool: Option<String>,
+    /// The replica number.
+    pub replica: Option<u32>,
+    /// Where file tools may read and write.
+    pub workspace: PathBuf,
+    /// A batch job's input, overriding `execution.task` (`AGENTFILE_TASK`).
+    pub task: Option<String>,
+    /// Secrets by name (values never printed).
+    pub secrets: HashMap<String, SecretValue>,
+    /// Longest silence in a model's response stream before the call is abandoned and retried.
+    pub stream_idle_timeout: Duration,
+    /// How long the runner keeps retrying while the API is unreachable before exiting 1.
+    pub api_patience: Duration,
+}
+
+/// Reads the configuration from the process environment and `/run/secrets`.
+pub fn from_env() -> Result<Config, ConfigError> {
+    let vars: HashMap<String, String> = std::env::vars().collect();
+    from_vars(&vars, Path::new("/run/secrets"))
+}
+
+fn get<'a>(vars: &'a HashMap<String, String>, name: &'static str) -> Option<&'a str> {
+    vars.get(name)
+        .map(String::as_str)
+        .filter(|v| !v.trim().is_empty())
+}
+
+fn seconds(
+    vars: &HashMap<String, String>,
+    name: &'static str,
+    default: u64,
+) -> Result<Duration, ConfigError> {
+    match get(vars, name) {
+        None => Ok(Duration::from_secs(default)),
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| ConfigError::Invalid {
+                name,
+                why: format!("`{v}` is not a number of seconds"),
+            }),
+    }
+}
+
+/// Reads the configuration from the given variables and secrets directory.
+pub fn from_vars(
+    vars: &HashMap<String, String>,
+    secrets_dir: &Path,
+) -> Result<Config, ConfigError> {
+    let spec_json =
+        get(vars, "AGENTFILE_AGENT_SPEC").ok_or(ConfigError::Missing("AGENTFILE_AGENT_SPEC"))?;
+    let spec: AgentSpec = serde_json::from_str(spec_json).map_err(|e| ConfigError::Invalid {
+        name: "AGENTFILE_AGENT_SPEC",
+        why: format!("not a resolved agent spec: {e}"),
+    })?;
+    let thread_id: ThreadId = get(vars, "AGENTFILE_THREAD_ID")
+        .ok_or(ConfigError::Missing("AGENTFILE_THREAD_ID"))?
+        .trim()
+        .parse()
+        .map_err(|e: ninetrix_proto::ParseIdError| ConfigError::Invalid {
+            name: "AGENTFILE_THREAD_ID",
+            why: e.to_string(),
+        })?;
+    let api = match (
+        get(vars, "AGENTFILE_API_URL"),
+        get(vars, "AGENTFILE_RUNNER_TOKEN"),
+    ) {
+        (Some(url), Some(token)) => {
+            let url = url.trim().trim_end_matches('/').to_string();
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::Invalid {
+                    name: "AGENTFILE_API_URL",
+                    why: format!("`{url}` is not an http(s) URL"),
+                });
+            }
+            Some(ApiAccess {
+                url,
+                token: SecretValue(token.trim().to_string()),
+            })
+        }
+        (Some(_), None) => return Err(ConfigError::Missing("AGENTFILE_RUNNER_TOKEN")),
+        (None, _) if spec.execution.durability => {
+            return Err(ConfigError::Missing("AGENTFILE_API_URL"));
+        }
+        (None, _) => None,
+    };
+    if let Some(agent) = get(vars, "AGENTFILE_AGENT")
+        && agent != spec.name
+    {
+        return Err(ConfigError::Invalid {
+            name: "AGENTFILE_AGENT",
+            why: format!("`{agent}` does not match the spec's agent `{}`", spec.name),
+        });
+    }
+    let replica = match get(vars, "AGENTFILE_REPLICA") {
+        None => None,
+        Some(r) => Some(r.trim().parse::<u32>().map_err(|_| ConfigError::Invalid {
+            name: "AGENTFILE_REPLICA",
+            why: format!("`{r}` is not a replica number"),
+        })?),
+    };
+    let mut secrets = HashMap::new();
+    for name in &spec.secrets {
+        let from_file = std::fs::read_to_string(secrets_dir.join(name))
+            .ok()
+            .map(|v| v.trim_end_matches(['\n', '\r']).to_string());
+        match from_file
+            .or_else(|| vars.get(name).cloned())
+            .filter(|v| !v.is_empty())
+        {
+            Some(value) => {
+                secrets.insert(name.clone(), SecretValue(value));
+            }
+            None => return Err(ConfigError::MissingSecret(name.clone())),
+        }
+    }
+    if spec.tools.iter().any(|t| t.name == "shell") && !Path::new("/bin/sh").exists() {
+        return Err(ConfigError::Unsupported(format!(
+            "agent `{}` lists the `shell` tool, but this image has no /bin/sh; set `runtime.image` to a base image with a shell, or remove `shell` from its tools",
+            spec.name
+        )));
+    }
+    Ok(Config {
+        thread_id,
+        api,
+        pool: get(vars, "AGENTFILE_POOL").map(str::to_string),
+        replica,
+        workspace: PathBuf::from(get(vars, "AGENTFILE_WORKSPACE").unwrap_or("/workspace")),
+        task: get(vars, "AGENTFILE_TASK").map(str::to_string),
+        stream_idle_timeout: seconds(vars, "AGENTFILE_STREAM_IDLE_TIMEOUT", 120)?,
+        api_patience: seconds(vars, "AGENTFILE_API_PATIENCE", 60)?,
+        secrets,
+        spec,
+    })
+}

@@ -1,0 +1,19 @@
+//! The ninetrix runner: the in-container agent runtime (DESIGN §5, §6, §10).
+//!
+//! Configured only by the environment (`config`), it claims its thread, restores and repairs the
+//! history, resumes an interrupted turn, then serves its inbox: each message is one turn of model
+//! calls (`llm`) and tool calls (`tools`) recorded in the ledger, checkpointed after every step.
+//! The decisions live in the pure `engine` and `history` modules; `driver` does the I/O.
+
+pub mod client;
+pub mod config;
+pub mod driver;
+pub mod engine;
+pub mod events;
+pub mod history;
+pub mod ledger;
+pub mod llm;
+pub mod tools;
+
+pub use config::{Config, ConfigError};
+pub use driver::{Exit, run};

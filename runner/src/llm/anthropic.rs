@@ -1,0 +1,300 @@
+//! Anthropic's Messages API with SSE streaming: history translation (tool results as leading
+//! `tool_result` blocks of a user message, thinking blocks sent back unchanged) and stream
+//! assembly (`content_block_*` by index, `input_json_delta` concatenated and parsed at the end of
+//! its block, the message complete only at `message_stop`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ninetrix_proto::agentfile::AgentSpec;
+use ninetrix_proto::{Block, Message, Role};
+use serde_json::{Value, json};
+
+use super::{LlmError, LlmRequest, RawTurn, read_stream, send_error, status_error};
+use crate::config::SecretValue;
+
+pub(crate) struct Anthropic {
+    http: reqwest::Client,
+    url: String,
+    key: Option<SecretValue>,
+    model: String,
+    max_tokens: u32,
+    temperature: f64,
+    idle: Duration,
+}
+
+impl Anthropic {
+    pub(crate) fn new(
+        http: reqwest::Client,
+        spec: &AgentSpec,
+        key: Option<SecretValue>,
+        idle: Duration,
+    ) -> Self {
+        let base = spec
+            .runtime
+            .base_url
+            .clone()
+            .unwrap_or_else(|| "https://api.anthropic.com".into());
+        let base = base
+            .trim_end_matches('/')
+            .trim_end_matches("/v1")
+            .to_string();
+        Self {
+            http,
+            url: format!("{base}/v1/messages"),
+            key,
+            model: spec.runtime.model.clone(),
+            max_tokens: spec.runtime.max_tokens,
+            temperature: spec.runtime.temperature,
+            idle,
+        }
+    }
+
+    pub(crate) async fn complete(&self, req: &LlmRequest<'_>) -> Result<RawTurn, LlmError> {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "messages": messages(req.history),
+            "stream": true,
+        });
+        if let Some(system) = req.system {
+            body["system"] = system.into();
+        }
+        if !req.tools.is_empty() {
+            body["tools"] = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters})).collect();
+        }
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body);
+        if let Some(key) = &self.key {
+            request = request.header("x-api-key", key.expose());
+        }
+        let resp = request.send().await.map_err(|e| send_error(&e))?;
+        if !resp.status().is_success() {
+            let (status, headers) = (resp.status(), resp.headers().clone());
+            return Err(status_error(
+                status,
+                &headers,
+                &resp.text().await.unwrap_or_default(),
+            ));
+        }
+        let mut asm = Assembly {
+            model: self.model.clone(),
+            ..Assembly::default()
+        };
+        read_stream(resp, self.idle, |event| asm.on(&event.data)).await?;
+        asm.finish()
+    }
+}
+
+/// Translates the history: consecutive tool messages become one user message whose content
+/// starts with their `tool_result` blocks.
+pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    let flush = |results: &mut Vec<Value>, out: &mut Vec<Value>| {
+        if !results.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(results)}));
+        }
+    };
+    for m in history {
+        match m.role {
+            Role::Tool => {
+                for b in &m.blocks {
+                    if let Block::ToolResult {
+                        call_id,
+                        content,
+                        is_error,
+                    } = b
+                    {
+                        results.push(json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}));
+                    }
+                }
+            }
+            Role::User | Role::System => {
+                flush(&mut results, &mut out);
+                out.push(json!({"role": "user", "content": [{"type": "text", "text": m.text_content()}]}));
+            }
+            Role::Assistant => {
+                flush(&mut results, &mut out);
+                let content: Vec<Value> = m
+                    .blocks
+                    .iter()
+                    .filter_map(|b| match b {
+                        Block::Thinking { text, signature } => Some(json!({"type": "thinking", "thinking": text, "signature": signature.clone().unwrap_or_default()})),
+                        Block::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
+                        Block::ToolCall { id, name, args } => Some(json!({"type": "tool_use", "id": id, "name": name, "input": args})),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(json!({"role": "assistant", "content": content}));
+            }
+        }
+    }
+    flush(&mut results, &mut out);
+    out
+}
+
+#[derive(Default)]
+struct BlockBuilder {
+    kind: String,
+    text: String,
+    json: String,
+    signature: String,
+    id: String,
+    name: String,
+}
+
+#[derive(Default)]
+pub(crate) struct Assembly {
+    blocks: BTreeMap<u64, BlockBuilder>,
+    done: Vec<(u64, Block)>,
+    input_tokens: u64,
+    output_tokens: u64,
+    stop_reason: String,
+    model: String,
+    complete: bool,
+}
+
+impl Assembly {
+    /// Applies one event's data; returns true at the terminal event.
+    pub(crate) fn on(&mut self, data: &str) -> Result<bool, LlmError> {
+        let v: Value = serde_json::from_str(data).map_err(|e| LlmError::Transient {
+            message: format!("unreadable stream event: {e}"),
+            retry_after: None,
+        })?;
+        let index = v["index"].as_u64().unwrap_or(0);
+        match v["type"].as_str().unwrap_or("") {
+            "message_start" => {
+                self.input_tokens = v["message"]["usage"]["input_tokens"].as_u64().unwrap_or(0);
+                self.output_tokens = v["message"]["usage"]["output_tokens"].as_u64().unwrap_or(0);
+                if let Some(m) = v["message"]["model"].as_str() {
+                    self.model = m.to_string();
+                }
+            }
+            "content_block_start" => {
+                let cb = &v["content_block"];
+                let b = BlockBuilder {
+                    kind: cb["type"].as_str().unwrap_or("").to_string(),
+                    id: cb["id"].as_str().unwrap_or("").to_string(),
+                    name: cb["name"].as_str().unwrap_or("").to_string(),
+                    text: cb["text"]
+                        .as_str()
+                        .or_else(|| cb["thinking"].as_str())
+                        .unwrap_or("")
+                        .to_string(),
+                    ..BlockBuilder::default()
+                };
+                self.blocks.insert(index, b);
+            }
+            "content_block_delta" => {
+                let Some(b) = self.blocks.get_mut(&index) else {
+                    return Ok(false);
+                };
+                let d = &v["delta"];
+                match d["type"].as_str().unwrap_or("") {
+                    "text_delta" => b.text.push_str(d["text"].as_str().unwrap_or("")),
+                    "input_json_delta" => b.json.push_str(d["partial_json"].as_str().unwrap_or("")),
+                    "thinking_delta" => b.text.push_str(d["thinking"].as_str().unwrap_or("")),
+                    "signature_delta" => {
+                        b.signature.push_str(d["signature"].as_str().unwrap_or(""))
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_stop" => {
+                if let Some(b) = self.blocks.remove(&index) {
+                    let block = match b.kind.as_str() {
+                        "text" => Block::Text { text: b.text },
+                        "thinking" => Block::Thinking {
+                            text: b.text,
+                            signature: (!b.signature.is_empty()).then_some(b.signature),
+                        },
+                        "tool_use" => {
+                            let args = if b.json.trim().is_empty() {
+                                json!({})
+                            } else {
+                                serde_json::from_str(&b.json).map_err(|e| LlmError::Transient {
+                                    message: format!("tool_use input is not valid JSON: {e}"),
+                                    retry_after: None,
+                                })?
+                            };
+                            Block::ToolCall {
+                                id: b.id,
+                                name: b.name,
+                                args,
+                            }
+                        }
+                        _ => return Ok(false),
+                    };
+                    self.done.push((index, block));
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = v["delta"]["stop_reason"].as_str() {
+                    self.stop_reason = r.to_string();
+                }
+                if let Some(o) = v["usage"]["output_tokens"].as_u64() {
+                    self.output_tokens = o;
+                }
+                if let Some(i) = v["usage"]["input_tokens"].as_u64() {
+                    self.input_tokens = i;
+                }
+            }
+            "message_stop" => {
+                self.complete = true;
+                return Ok(true);
+            }
+            "error" => {
+                let kind = v["error"]["type"].as_str().unwrap_or("error").to_string();
+                let message = format!("{kind}: {}", v["error"]["message"].as_str().unwrap_or(""));
+                return Err(
+                    if matches!(
+                        kind.as_str(),
+                        "overloaded_error" | "api_error" | "rate_limit_error"
+                    ) {
+                        LlmError::Transient {
+                            message,
+                            retry_after: None,
+                        }
+                    } else {
+                        LlmError::Fatal(message)
+                    },
+                );
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    pub(crate) fn finish(mut self) -> Result<RawTurn, LlmError> {
+        if !self.complete {
+            return Err(LlmError::Transient {
+                message: "the stream ended before message_stop".into(),
+                retry_after: None,
+            });
+        }
+        if self.stop_reason == "max_tokens"
+            && self
+                .done
+                .iter()
+                .any(|(_, b)| matches!(b, Block::ToolCall { .. }))
+        {
+            return Err(LlmError::Fatal("the response hit max_tokens in the middle of a tool call; raise runtime.max_tokens".into()));
+        }
+        self.done.sort_by_key(|(i, _)| *i);
+        Ok(RawTurn {
+            message: Message::new(
+                Role::Assistant,
+                self.done.into_iter().map(|(_, b)| b).collect(),
+            ),
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            stop_reason: self.stop_reason,
+            model: self.model,
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! Builtin tools (DESIGN §10): file tools confined to the workspace, `http_request`, `shell`.
+//! A tool's failure is a result the model sees (`is_error`), never a crash of the runner. Every
+//! call runs under the agent's `tool_timeout`.
+
+mod fs;
+mod http;
+mod shell;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ninetrix_proto::agentfile::ToolSpec;
+use serde_json::{Value, json};
+
+use crate::llm::ToolDef;
+
+/// What a tool returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text the model sees.
+    pub content: String,
+    /// Whether it is an error.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub(crate) fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub(crate) fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Where and how tools run.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    /// The workspace the file tools are confined to.
+    pub workspace: PathBuf,
+    /// The longest a call may take.
+    pub timeout: Duration,
+    /// The HTTP client for `http_request`.
+    pub http: reqwest::Client,
+}
+
+/// The definitions offered to the model for the agent's tools.
+pub fn definitions(tools: &[ToolSpec]) -> Vec<ToolDef> {
+    tools.iter().filter_map(|t| definition(&t.name)).collect()
+}
+
+fn definition(name: &str) -> Option<ToolDef> {
+    let (description, parameters) = match name {
+        "file_read" => (
+            "Read a text file in the workspace.",
+            json!({"type": "object", "properties": {"path": {"type": "string", "description": "Path relative to the workspace"}}, "required": ["path"]}),
+        ),
+        "file_write" => (
+            "Write a text file in the workspace (creating directories). mode=overwrite replaces the file; mode=append adds to its end.",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "Path relative to the workspace"},
+                "content": {"type": "string"},
+                "mode": {"type": "string", "enum": ["overwrite", "append"], "default": "overwrite"}
+            }, "required": ["path", "content"]}),
+        ),
+        "list_dir" => (
+            "List a directory in the workspace (directories end with /).",
+            json!({"type": "object", "properties": {"path": {"type": "string", "description": "Path relative to the workspace", "default": "."}}}),
+        ),
+        "http_request" => (
+            "Make an HTTP request and return the status and body (at most 256 KiB).",
+            json!({"type": "object", "properties": {
+                "url": {"type": "string"},
+                "method": {"type": "string", "default": "GET"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {"type": "string"}
+            }, "required": ["url"]}),
+        ),
+        "shell" => (
+            "Run a command with /bin/sh -c in the workspace; returns the exit code and output (at most 64 KiB).",
+            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        ),
+        _ => return None,
+    };
+    Some(ToolDef {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters,
+    })
+}
+
+/// Runs a builtin tool.
+pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
+    if args.get("_raw").is_some() {
+        return ToolOutput::error(
+            "the arguments were not valid JSON; call the tool again with a JSON object",
+        );
+    }
+    let work = async {
+        match name {
+            "file_read" => fs::read(ctx, args).await,
+            "file_write" => fs::write(ctx, args).await,
+            "list_dir" => fs::list(ctx, args).await,
+            "http_request" => http::request(ctx, args).await,
+            "shell" => shell::run(ctx, args).await,
+            other => ToolOutput::error(format!("`{other}` is not a builtin tool")),
+        }
+    };
+    match tokio::time::timeout(ctx.timeout, work).await {
+        Ok(out) => out,
+        Err(_) => ToolOutput::error(format!(
+            "`{name}` did not finish within {}s (runtime.tool_timeout)",
+            ctx.timeout.as_secs()
+        )),
+    }
+}
+
+/// A short preview of arguments for events and logs: secret-looking keys masked, long strings
+/// cut, known secret values scrubbed.
+pub fn preview_args(args: &Value, secrets: &[&str]) -> String {
+    fn walk(v: &Value, secrets: &[&str]) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| {
+                        let lower = k.to_ascii_lowercase();
+                        let hidden = [
+                            "token",
+                            "key",
+                            "secret",
+                            "password",
+                            "authorization",
+                            "cookie",
+                        ]
+                        .iter()
+                        .any(|s| lower.contains(s));
+                        (
+                            k.clone(),
+                            if hidden {
+                                Value::String("***".into())
+                            } else {
+                                walk(v, secrets)
+                            },
+                        )
+                    })
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(|v| walk(v, secrets)).collect()),
+            Value::String(s) => {
+                let mut s = s.clone();
+                for secret in secrets.iter().filter(|s| s.len() >= 4) {
+                    s = s.replace(secret, "***");
+                }
+                Value::String(crate::engine::preview(&s, 80))
+            }
+            other => other.clone(),
+        }
+    }
+    crate::engine::preview(&walk(args, secrets).to_string(), 200)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_hide_secrets() {
+        let args = json!({"url": "https://x/?q=sk-live-abcdef", "headers": {"Authorization": "Bearer abc"}, "api_key": "zzz", "body": "x".repeat(500)});
+        let p = preview_args(&args, &["sk-live-abcdef"]);
+        assert!(
+            !p.contains("sk-live") && !p.contains("Bearer abc") && !p.contains("zzz"),
+            "{p}"
+        );
+        assert!(p.chars().count() <= 201, "{p}");
+    }
+
+    #[test]
+    fn every_builtin_has_a_definition() {
+        for b in ninetrix_proto::agentfile::tools::BUILTINS {
+            assert!(definition(b.name).is_some(), "{}", b.name);
+        }
+    }
+}
