@@ -493,3 +493,303 @@ impl Engine {
         n
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ninetrix_proto::agentfile::Effect as Class;
+
+    fn config() -> EngineConfig {
+        EngineConfig {
+            thread: ThreadId::new_v7(),
+            max_rounds: 5,
+            budget: Some(0.10),
+            resume: ResumeMode::Truncate,
+            tools: vec![ToolSpec {
+                name: "file_write".into(),
+                effect: Class::Idempotent,
+                effect_pinned: false,
+            }],
+            batch: false,
+        }
+    }
+
+    fn llm(blocks: Vec<Block>, cost: f64) -> Input {
+        Input::Llm(LlmTurn {
+            message: Message::new(Role::Assistant, blocks),
+            usage: CallUsage {
+                input_tokens: 10,
+                output_tokens: 5,
+                cost_usd: cost,
+            },
+            model: "m".into(),
+            stop_reason: "x".into(),
+            latency_ms: 1,
+        })
+    }
+
+    fn append_call(id: &str) -> Block {
+        Block::ToolCall {
+            id: id.into(),
+            name: "file_write".into(),
+            args: serde_json::json!({"path": "log", "content": "x", "mode": "append"}),
+        }
+    }
+
+    fn kinds(effects: &[Effect]) -> Vec<String> {
+        effects
+            .iter()
+            .map(|e| match e {
+                Effect::Checkpoint(_) => "checkpoint".into(),
+                Effect::CallLlm => "call_llm".into(),
+                Effect::RunTool(c) => format!("run:{}", c.name),
+                Effect::Event(e) => format!("event:{}", e.kind),
+                Effect::TurnFinished { .. } => "finished".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_turn_checkpoints_after_every_step() {
+        let mut e = Engine::new(config());
+        let out = e.apply(Input::Message {
+            seq: 7,
+            content: "hi".into(),
+        });
+        assert_eq!(
+            kinds(&out),
+            ["checkpoint", "event:turn_started", "call_llm"]
+        );
+        let Effect::Checkpoint(plan) = &out[0] else {
+            panic!()
+        };
+        assert_eq!(
+            (
+                plan.state.inbox_cursor,
+                plan.state.turn_start_history_len,
+                plan.state.status
+            ),
+            (7, 1, ThreadStatus::InTurn)
+        );
+        let out = e.apply(llm(vec![append_call("c1")], 0.01));
+        assert_eq!(
+            kinds(&out),
+            ["checkpoint", "event:llm_call", "run:file_write"]
+        );
+        let Effect::RunTool(call) = &out[2] else {
+            panic!()
+        };
+        assert_eq!(call.effect, Class::Write, "append mode is a write");
+        let out = e.apply(Input::Tool {
+            call_id: "c1".into(),
+            content: "ok".into(),
+            is_error: false,
+        });
+        assert_eq!(kinds(&out), ["checkpoint", "call_llm"]);
+        let out = e.apply(llm(
+            vec![Block::Text {
+                text: "done".into(),
+            }],
+            0.01,
+        ));
+        assert_eq!(
+            kinds(&out),
+            [
+                "checkpoint",
+                "event:llm_call",
+                "checkpoint",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+        assert_eq!(
+            out[4],
+            Effect::TurnFinished {
+                seq: 7,
+                reply: "done".into(),
+                ok: true
+            }
+        );
+        assert!(e.idle());
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
+
+    #[test]
+    fn a_restored_turn_with_an_orphaned_call_is_repaired_and_rerun_with_the_same_keys() {
+        let mut first = Engine::new(config());
+        first.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        let out = first.apply(llm(vec![append_call("c1")], 0.0));
+        let Effect::RunTool(original) = out.last().unwrap().clone() else {
+            panic!()
+        };
+        // Crash: the call is stored, its result is not.
+        let stored = (first.history().to_vec(), first.state().clone());
+        let mut second = Engine {
+            cfg: first.cfg.clone(),
+            ..Engine::new(config())
+        };
+        let out = second.apply(Input::Restored(Some(stored)));
+        assert_eq!(
+            kinds(&out),
+            [
+                "checkpoint",
+                "event:repair",
+                "event:turn_resumed",
+                "call_llm"
+            ]
+        );
+        let Effect::Checkpoint(plan) = &out[0] else {
+            panic!()
+        };
+        assert_eq!((plan.truncate_to, plan.append.len()), (Some(1), 0));
+        // The model asks again (a new provider ID): the ledger key is the same.
+        let out = second.apply(llm(vec![append_call("c9")], 0.0));
+        let Effect::RunTool(again) = out.last().unwrap() else {
+            panic!()
+        };
+        assert_eq!(again.key, original.key);
+    }
+
+    #[test]
+    fn a_restored_turn_whose_answer_was_stored_just_finishes() {
+        let mut first = Engine::new(config());
+        first.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        first.apply(llm(
+            vec![Block::Text {
+                text: "answer".into(),
+            }],
+            0.0,
+        ));
+        let mut state = first.state().clone();
+        state.status = ThreadStatus::InTurn; // crash during the final checkpoint
+        let mut second = Engine::new(config());
+        let out = second.apply(Input::Restored(Some((first.history().to_vec(), state))));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:turn_resumed",
+                "checkpoint",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_budget_stops_the_turn_without_running_its_calls() {
+        let mut e = Engine::new(config());
+        e.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        let out = e.apply(llm(vec![append_call("c1")], 0.25));
+        assert_eq!(
+            kinds(&out),
+            [
+                "checkpoint",
+                "event:llm_call",
+                "event:budget_exceeded",
+                "checkpoint",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+        let Effect::TurnFinished { ok, reply, .. } = out.last().unwrap() else {
+            panic!()
+        };
+        assert!(!ok && reply.contains("budget"), "{reply}");
+        assert!(
+            crate::history::validate(e.history()).is_ok(),
+            "the unrun call is answered with an error"
+        );
+        assert_eq!(
+            e.state().usage.cost_usd,
+            0.25,
+            "spent budget is in the checkpointed state"
+        );
+    }
+
+    #[test]
+    fn max_rounds_ends_a_turn_that_never_answers() {
+        let mut e = Engine::new(EngineConfig {
+            max_rounds: 2,
+            budget: None,
+            ..config()
+        });
+        e.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        e.apply(llm(vec![append_call("c1")], 0.0));
+        e.apply(Input::Tool {
+            call_id: "c1".into(),
+            content: "ok".into(),
+            is_error: false,
+        });
+        e.apply(llm(vec![append_call("c2")], 0.0));
+        let out = e.apply(Input::Tool {
+            call_id: "c2".into(),
+            content: "ok".into(),
+            is_error: false,
+        });
+        assert!(
+            kinds(&out).contains(&"event:max_turns_reached".to_string()),
+            "{:?}",
+            kinds(&out)
+        );
+        assert!(matches!(
+            out.last(),
+            Some(Effect::TurnFinished { ok: false, .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_tools_get_an_error_result_and_the_turn_goes_on() {
+        let mut e = Engine::new(config());
+        e.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        let out = e.apply(llm(
+            vec![Block::ToolCall {
+                id: "x".into(),
+                name: "rm_rf".into(),
+                args: serde_json::json!({}),
+            }],
+            0.0,
+        ));
+        assert_eq!(
+            kinds(&out),
+            ["checkpoint", "event:llm_call", "checkpoint", "call_llm"]
+        );
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
+
+    #[test]
+    fn identical_calls_in_one_turn_get_different_keys() {
+        let mut e = Engine::new(config());
+        e.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        let out = e.apply(llm(vec![append_call("a"), append_call("b")], 0.0));
+        let Effect::RunTool(first) = out.last().unwrap().clone() else {
+            panic!()
+        };
+        let out = e.apply(Input::Tool {
+            call_id: "a".into(),
+            content: "ok".into(),
+            is_error: false,
+        });
+        let Effect::RunTool(second) = out.last().unwrap().clone() else {
+            panic!()
+        };
+        assert_ne!(first.key, second.key);
+    }
+}

@@ -265,3 +265,188 @@ pub fn tool_result(call_id: &str, content: String, is_error: bool) -> Message {
         }],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ninetrix_proto::Block;
+    use proptest::prelude::*;
+
+    fn user(t: &str) -> Message {
+        Message::text(Role::User, t)
+    }
+
+    fn assistant(calls: &[&str], thinking: bool) -> Message {
+        let mut blocks = Vec::new();
+        if thinking {
+            blocks.push(Block::Thinking {
+                text: "hmm".into(),
+                signature: Some("sig".into()),
+            });
+        }
+        blocks.push(Block::Text {
+            text: "working".into(),
+        });
+        for c in calls {
+            blocks.push(Block::ToolCall {
+                id: (*c).into(),
+                name: "file_write".into(),
+                args: serde_json::json!({"path": c}),
+            });
+        }
+        Message::new(Role::Assistant, blocks)
+    }
+
+    fn result(id: &str) -> Message {
+        tool_result(id, "ok".into(), false)
+    }
+
+    #[test]
+    fn a_crash_between_call_and_result_is_cut_back_to_the_input() {
+        let h = vec![
+            user("q1"),
+            assistant(&[], false),
+            user("q2"),
+            assistant(&["a", "b"], true),
+            result("a"),
+        ];
+        assert!(validate(&h).is_err());
+        let r = repair(&h, 3, ResumeMode::Truncate);
+        assert_eq!(r.history, h[..3].to_vec());
+        assert_eq!(r.truncate_to, Some(3));
+        assert_eq!(
+            r.dropped.iter().map(|d| d.index).collect::<Vec<_>>(),
+            [3, 4]
+        );
+        assert!(validate(&r.history).is_ok());
+        let again = repair(&r.history, 3, ResumeMode::Truncate);
+        assert_eq!((again.truncate_to, again.history), (None, r.history));
+    }
+
+    #[test]
+    fn complete_keeps_the_call_and_reports_what_is_pending() {
+        let h = vec![
+            user("q"),
+            assistant(&["a", "b", "c"], true),
+            result("a"),
+            user("junk"),
+        ];
+        let r = repair(&h, 1, ResumeMode::Complete);
+        assert_eq!(r.history, h[..3].to_vec());
+        assert_eq!(r.pending_calls, ["b", "c"]);
+        assert_eq!(r.truncate_to, Some(3));
+    }
+
+    #[test]
+    fn orphan_results_are_removed_everywhere() {
+        let h = vec![
+            user("q"),
+            result("ghost"),
+            assistant(&["a"], false),
+            result("a"),
+            result("a"),
+            assistant(&[], false),
+        ];
+        let r = repair(&h, 1, ResumeMode::Truncate);
+        assert_eq!(
+            r.history,
+            vec![h[0].clone(), h[2].clone(), h[3].clone(), h[5].clone()]
+        );
+        assert_eq!(r.truncate_to, Some(1));
+        assert!(validate(&r.history).is_ok());
+    }
+
+    #[test]
+    fn a_wrong_anchor_never_loses_the_input() {
+        // Ninetrix's bug: an anchor of 0 would empty the history.
+        let h = vec![
+            user("q1"),
+            assistant(&[], false),
+            user("q2"),
+            assistant(&["a"], false),
+        ];
+        let r = repair(&h, 0, ResumeMode::Truncate);
+        assert_eq!(r.history, h[..3].to_vec());
+    }
+
+    /// A transcript as the engine writes it: turns of user input, rounds of calls and results,
+    /// a final answer. Returns the messages and, per message, the anchor of its turn.
+    fn transcript() -> impl Strategy<Value = (Vec<Message>, Vec<usize>)> {
+        proptest::collection::vec(
+            proptest::collection::vec((0usize..4, any::<bool>()), 0..4),
+            1..5,
+        )
+        .prop_map(|turns| {
+            let mut h = Vec::new();
+            let mut anchors = Vec::new();
+            let mut n = 0;
+            for (t, rounds) in turns.into_iter().enumerate() {
+                h.push(user(&format!("input {t}")));
+                let anchor = h.len();
+                anchors.push(anchor);
+                for (calls, thinking) in rounds {
+                    let ids: Vec<String> = (0..calls)
+                        .map(|_| {
+                            n += 1;
+                            format!("c{n}")
+                        })
+                        .collect();
+                    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                    h.push(assistant(&refs, thinking));
+                    anchors.push(anchor);
+                    for id in &ids {
+                        h.push(result(id));
+                        anchors.push(anchor);
+                    }
+                }
+                h.push(assistant(&[], false));
+                anchors.push(anchor);
+            }
+            (h, anchors)
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn repair_of_any_crash_point_is_valid_idempotent_and_keeps_the_input(
+            (h, anchors) in transcript(),
+            cut in any::<prop::sample::Index>(),
+            orphan in proptest::option::of(any::<prop::sample::Index>()),
+            complete in any::<bool>(),
+        ) {
+            prop_assert!(validate(&h).is_ok());
+            let k = cut.index(h.len()) + 1; // crash after message k-1 was stored
+            let mut crashed = h[..k].to_vec();
+            let anchor = anchors[k - 1].min(crashed.len());
+            if let Some(at) = orphan {
+                let at = at.index(crashed.len()) + 1;
+                crashed.insert(at.min(crashed.len()), result("ghost"));
+            }
+            let mode = if complete { ResumeMode::Complete } else { ResumeMode::Truncate };
+            let r = repair(&crashed, anchor, mode);
+            // Valid for both providers once pending calls are answered.
+            let mut answered = r.history.clone();
+            for id in &r.pending_calls {
+                answered.push(result(id));
+            }
+            prop_assert!(validate(&answered).is_ok(), "{:?}", validate(&answered));
+            prop_assert!(r.pending_calls.is_empty() || complete);
+            // Idempotent.
+            let again = repair(&r.history, anchor.min(r.history.len()), mode);
+            prop_assert_eq!(again.truncate_to, None);
+            prop_assert_eq!(&again.history, &r.history);
+            // The truncation is a prefix edit.
+            if let Some(t) = r.truncate_to {
+                prop_assert_eq!(&r.history[..t.min(r.history.len())], &crashed[..t.min(r.history.len())]);
+            }
+            // The current turn's input survives.
+            let input = crashed.iter().rev().find(|m| m.role == Role::User).unwrap();
+            prop_assert!(r.history.iter().any(|m| m.id == input.id));
+            // Thinking blocks of kept assistant messages are unchanged.
+            for m in r.history.iter().filter(|m| m.role == Role::Assistant) {
+                let original = crashed.iter().find(|o| o.id == m.id).unwrap();
+                prop_assert_eq!(m, original);
+            }
+        }
+    }
+}

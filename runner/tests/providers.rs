@@ -1,0 +1,401 @@
+//! The Anthropic and OpenAI clients against local fake servers that speak the real SSE wire
+//! formats over real HTTP: chunk boundaries anywhere, tool-call argument deltas, 429 with
+//! retry-after, 529/overloaded, error events after 200, cut streams, idle streams, fatal 400s.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use ninetrix_proto::{Block, Message, Role};
+use ninetrix_runner::llm::{Llm, LlmError, LlmRequest, ToolDef};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// One canned HTTP response.
+#[derive(Clone)]
+struct Canned {
+    status: u16,
+    headers: Vec<(&'static str, &'static str)>,
+    chunks: Vec<Vec<u8>>,
+    /// Keep the connection open and silent after the chunks.
+    stall: bool,
+}
+
+fn sse(status: u16, text: &str, seed: u64) -> Canned {
+    Canned {
+        status,
+        headers: vec![("content-type", "text/event-stream")],
+        chunks: split(text.as_bytes(), seed),
+        stall: false,
+    }
+}
+
+/// Splits bytes at pseudo-random points (mid-line, mid-JSON, mid-UTF-8).
+fn split(bytes: &[u8], seed: u64) -> Vec<Vec<u8>> {
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = 1 + (state >> 33) as usize % 40;
+        out.push(bytes[i..(i + n).min(bytes.len())].to_vec());
+        i += n;
+    }
+    out
+}
+
+#[derive(Clone, Default)]
+struct Fake {
+    responses: Arc<Mutex<VecDeque<Canned>>>,
+    requests: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
+}
+
+async fn handle(
+    axum::extract::State(fake): axum::extract::State<Fake>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    fake.requests
+        .lock()
+        .unwrap()
+        .push((headers, serde_json::from_str(&body).unwrap_or(Value::Null)));
+    let canned = fake
+        .responses
+        .lock()
+        .unwrap()
+        .pop_front()
+        .expect("a canned response for every request");
+    let stall = canned.stall;
+    let chunks = canned.chunks.into_iter().map(Ok::<_, std::io::Error>);
+    let stream = futures_util::stream::iter(chunks).chain(futures_util::stream::unfold(
+        stall,
+        |stall| async move {
+            if stall {
+                std::future::pending::<()>().await;
+            }
+            None
+        },
+    ));
+    let mut resp = Response::builder().status(StatusCode::from_u16(canned.status).unwrap());
+    for (k, v) in canned.headers {
+        resp = resp.header(k, v);
+    }
+    resp.body(Body::from_stream(stream)).unwrap()
+}
+
+use futures_util::StreamExt as _;
+
+async fn serve(fake: Fake) -> String {
+    let app = axum::Router::new()
+        .route("/v1/messages", axum::routing::post(handle))
+        .route("/v1/chat/completions", axum::routing::post(handle))
+        .with_state(fake);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+fn llm(provider: &str, base_url: &str, idle_secs: u64) -> Llm {
+    let spec = json!({
+        "name": "a",
+        "metadata": {"name": null, "description": null, "role": null, "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": provider, "via": null, "model": if provider == "anthropic" { "claude-sonnet-4-6" } else { "gpt-4o-mini" },
+                    "base_url": base_url, "api_key_secret": "KEY", "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30,
+                    "image": null, "resources": {"cpu": null, "memory_bytes": null}, "script": []},
+        "tools": [], "execution": {"durability": false, "replicas": 1, "max_turns": 5, "task": null, "resume": "truncate"},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": ["KEY"]
+    });
+    let vars: HashMap<String, String> = [
+        ("AGENTFILE_AGENT_SPEC".to_string(), spec.to_string()),
+        (
+            "AGENTFILE_THREAD_ID".to_string(),
+            ninetrix_proto::ThreadId::new_v7().to_string(),
+        ),
+        ("KEY".to_string(), "sk-test-key".to_string()),
+        (
+            "AGENTFILE_STREAM_IDLE_TIMEOUT".to_string(),
+            idle_secs.to_string(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let config = ninetrix_runner::config::from_vars(&vars, std::path::Path::new("/nonexistent"))
+        .expect("config");
+    let mut llm = Llm::new(&config, ninetrix_runner::client::http_client());
+    llm.max_backoff = Duration::from_millis(50);
+    llm
+}
+
+fn history() -> Vec<Message> {
+    vec![
+        Message::text(Role::User, "read it"),
+        Message::new(
+            Role::Assistant,
+            vec![
+                Block::Thinking {
+                    text: "plan".into(),
+                    signature: Some("SIG".into()),
+                },
+                Block::ToolCall {
+                    id: "toolu_1".into(),
+                    name: "file_read".into(),
+                    args: json!({"path": "a"}),
+                },
+            ],
+        ),
+        Message::new(
+            Role::Tool,
+            vec![Block::ToolResult {
+                call_id: "toolu_1".into(),
+                content: "contents".into(),
+                is_error: false,
+            }],
+        ),
+    ]
+}
+
+fn tools() -> Vec<ToolDef> {
+    vec![ToolDef {
+        name: "file_read".into(),
+        description: "read".into(),
+        parameters: json!({"type": "object"}),
+    }]
+}
+
+const ANTHROPIC_STREAM: &str = concat!(
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-6\",\"content\":[],\"usage\":{\"input_tokens\":120,\"output_tokens\":1}}}\n\n",
+    "event: ping\ndata: {\"type\":\"ping\"}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Writing the fïle \"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"now.\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_2\",\"name\":\"file_write\",\"input\":{}}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"path\\\": \\\"no\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"tes.md\\\", \\\"content\\\": \\\"hi\\\"}\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":42}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+);
+
+const OPENAI_STREAM: &str = concat!(
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Két \"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"calls.\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"file_read\",\"arguments\":\"\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"call_b\",\"type\":\"function\",\"function\":{\"name\":\"list_dir\",\"arguments\":\"{\\\"pa\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"path\\\":\\\"a.md\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":\"th\\\":\\\".\\\"}\"}}]},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":{\"prompt_tokens\":77,\"completion_tokens\":19,\"total_tokens\":96}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+fn request<'a>(h: &'a [Message], t: &'a [ToolDef]) -> LlmRequest<'a> {
+    LlmRequest {
+        system: Some("You are a tester."),
+        history: h,
+        tools: t,
+    }
+}
+
+#[tokio::test]
+async fn anthropic_streams_assemble_whatever_the_chunking() {
+    for seed in 0..12 {
+        let fake = Fake::default();
+        fake.responses
+            .lock()
+            .unwrap()
+            .push_back(sse(200, ANTHROPIC_STREAM, seed));
+        let base = serve(fake.clone()).await;
+        let (h, t) = (history(), tools());
+        let turn = llm("anthropic", &base, 5)
+            .complete(&request(&h, &t), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            turn.message.blocks,
+            vec![
+                Block::Text {
+                    text: "Writing the fïle now.".into()
+                },
+                Block::ToolCall {
+                    id: "toolu_2".into(),
+                    name: "file_write".into(),
+                    args: json!({"path": "notes.md", "content": "hi"})
+                },
+            ]
+        );
+        assert_eq!(
+            (
+                turn.usage.input_tokens,
+                turn.usage.output_tokens,
+                turn.stop_reason.as_str()
+            ),
+            (120, 42, "tool_use")
+        );
+        assert!((turn.usage.cost_usd - (120.0 * 3.0 + 42.0 * 15.0) / 1e6).abs() < 1e-12);
+        // The request: system on top, tool results leading a user message, thinking sent back
+        // with its signature, the key in x-api-key.
+        let (headers, body) = fake.requests.lock().unwrap()[0].clone();
+        assert_eq!(headers["x-api-key"], "sk-test-key");
+        assert_eq!(headers["anthropic-version"], "2023-06-01");
+        assert_eq!(body["system"], "You are a tester.");
+        assert_eq!(body["stream"], true);
+        assert_eq!(
+            body["messages"][1]["content"][0],
+            json!({"type": "thinking", "thinking": "plan", "signature": "SIG"})
+        );
+        assert_eq!(body["messages"][2]["role"], "user");
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(body["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
+        assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
+    }
+}
+
+#[tokio::test]
+async fn openai_streams_assemble_interleaved_tool_calls() {
+    for seed in 0..12 {
+        let fake = Fake::default();
+        fake.responses
+            .lock()
+            .unwrap()
+            .push_back(sse(200, OPENAI_STREAM, seed));
+        let base = serve(fake.clone()).await;
+        let (h, t) = (history(), tools());
+        let turn = llm("openai", &format!("{base}/v1"), 5)
+            .complete(&request(&h, &t), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            turn.message.blocks,
+            vec![
+                Block::Text {
+                    text: "Két calls.".into()
+                },
+                Block::ToolCall {
+                    id: "call_a".into(),
+                    name: "file_read".into(),
+                    args: json!({"path": "a.md"})
+                },
+                Block::ToolCall {
+                    id: "call_b".into(),
+                    name: "list_dir".into(),
+                    args: json!({"path": "."})
+                },
+            ]
+        );
+        assert_eq!(
+            (
+                turn.usage.input_tokens,
+                turn.usage.output_tokens,
+                turn.stop_reason.as_str()
+            ),
+            (77, 19, "tool_calls")
+        );
+        let (headers, body) = fake.requests.lock().unwrap()[0].clone();
+        assert_eq!(headers["authorization"], "Bearer sk-test-key");
+        assert_eq!(
+            body["messages"][0],
+            json!({"role": "system", "content": "You are a tester."})
+        );
+        assert_eq!(
+            body["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"path\":\"a\"}"
+        );
+        assert_eq!(
+            body["messages"][3],
+            json!({"role": "tool", "tool_call_id": "toolu_1", "content": "contents"})
+        );
+        assert_eq!(body["stream_options"]["include_usage"], true);
+    }
+}
+
+#[tokio::test]
+async fn rate_limits_overload_and_broken_streams_are_retried() {
+    let fake = Fake::default();
+    {
+        let mut r = fake.responses.lock().unwrap();
+        r.push_back(Canned { status: 429, headers: vec![("retry-after", "1"), ("content-type", "application/json")], chunks: vec![b"{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"slow down\"}}".to_vec()], stall: false });
+        r.push_back(Canned { status: 529, headers: vec![("content-type", "application/json")], chunks: vec![b"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}".to_vec()], stall: false });
+        // A 200 whose stream reports overload.
+        r.push_back(sse(200, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", 1));
+        // A stream cut before message_stop.
+        let cut = &ANTHROPIC_STREAM[..ANTHROPIC_STREAM.find("event: message_delta").unwrap()];
+        r.push_back(sse(200, cut, 2));
+        // An idle stream.
+        let mut idle = sse(200, &ANTHROPIC_STREAM[..200], 3);
+        idle.stall = true;
+        r.push_back(idle);
+        r.push_back(sse(200, ANTHROPIC_STREAM, 4));
+    }
+    let base = serve(fake.clone()).await;
+    let (h, t) = (history(), tools());
+    let started = Instant::now();
+    let turn = llm("anthropic", &base, 1)
+        .complete(&request(&h, &t), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(turn.stop_reason, "tool_use");
+    assert_eq!(
+        fake.requests.lock().unwrap().len(),
+        6,
+        "five failures, then success"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "retry-after was honoured"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_request_is_not_retried() {
+    let fake = Fake::default();
+    fake.responses.lock().unwrap().push_back(Canned {
+        status: 400,
+        headers: vec![],
+        chunks: vec![b"{\"error\":{\"message\":\"bad model\"}}".to_vec()],
+        stall: false,
+    });
+    let base = serve(fake.clone()).await;
+    let (h, t) = (history(), tools());
+    let err = llm("openai", &format!("{base}/v1"), 5)
+        .complete(&request(&h, &t), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Fatal(m) if m.contains("400") && m.contains("bad model")),
+        "{err:?}"
+    );
+    assert_eq!(fake.requests.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn cancellation_aborts_a_call_at_once() {
+    let fake = Fake::default();
+    let mut idle = sse(200, &OPENAI_STREAM[..100], 0);
+    idle.stall = true;
+    fake.responses.lock().unwrap().push_back(idle);
+    let base = serve(fake).await;
+    let (h, t) = (history(), tools());
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let err = llm("openai", &format!("{base}/v1"), 60)
+        .complete(&request(&h, &t), &cancel)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, LlmError::Cancelled));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
