@@ -311,7 +311,11 @@ impl Runner {
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Event(e) => self.events.emit(e),
-                Effect::TurnFinished { reply, ok, .. } => finished = Some(Finished { reply, ok }),
+                Effect::TurnFinished { reply, ok, .. } => {
+                    // Callers wait for `turn_completed`: send it before taking more work.
+                    self.events.flush(Duration::from_secs(2)).await;
+                    finished = Some(Finished { reply, ok });
+                }
             }
         }
         Ok(finished)

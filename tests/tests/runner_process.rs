@@ -1,0 +1,368 @@
+//! The runner as a process against a real `ninetrix api` (child process, SQLite): a scripted turn
+//! that appends a line to a file (a `write` tool) survives SIGKILL at every step — and at random
+//! times, many times over — with each inbox message applied exactly once, the side effect never
+//! doubled, a valid transcript, and the turn completed. Plus SIGTERM, fencing, bad config, batch.
+
+mod support;
+
+use std::time::Duration;
+
+use ninetrix_e2e::{ApiProcess, ninetrix_bin};
+use ninetrix_proto::{Role, ThreadId};
+use serde_json::json;
+use support::{Admin, Gate, Hold, Runner, appender_spec, history, lines};
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    api: ApiProcess,
+    admin: Admin,
+    workspace: std::path::PathBuf,
+    thread: ThreadId,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("api.db").display());
+    let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    Setup {
+        admin: Admin::new(&api.url),
+        api,
+        workspace,
+        thread: ThreadId::new_v7(),
+        _dir: dir,
+    }
+}
+
+/// Checks what must hold after any crash: a valid transcript, each message applied once.
+async fn check_invariants(s: &Setup, messages: usize) -> serde_json::Value {
+    let latest = s.admin.latest(s.thread).await;
+    let h = history(&latest);
+    if let Err(v) = ninetrix_runner::history::validate(&h) {
+        panic!("invalid transcript after the crash: {v}\n{h:#?}");
+    }
+    for i in 0..messages {
+        let content = format!("message {i}");
+        let applied = h
+            .iter()
+            .filter(|m| m.role == Role::User && m.text_content() == content)
+            .count();
+        assert_eq!(applied, 1, "`{content}` applied {applied} times");
+    }
+    assert_eq!(latest["state"]["status"], "idle");
+    latest
+}
+
+/// Kills the runner while the gate holds the chosen request, restarts it, and checks the turn.
+async fn crash_at(hold: Hold, expected_lines: usize) {
+    let s = setup();
+    let gate = Gate::start(&s.api.url).await;
+    let seq = s.admin.send(s.thread, "message 0", "k0").await;
+    let held = gate.arm(hold.clone());
+    let mut runner = Runner::start(&gate.url, s.thread, &appender_spec(), &s.workspace);
+    tokio::time::timeout(Duration::from_secs(30), held)
+        .await
+        .unwrap_or_else(|_| panic!("the runner never reached {hold:?}"));
+    runner.kill();
+    let _restarted = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+    let done = s
+        .admin
+        .wait_turn(s.thread, seq, Duration::from_secs(30))
+        .await;
+    check_invariants(&s, 1).await;
+    assert_eq!(
+        lines(&s.workspace),
+        expected_lines,
+        "the side effect after a crash at {hold:?}"
+    );
+    let thread = s.admin.get(&format!("/v1/threads/{}", s.thread)).await;
+    assert_eq!(
+        thread["boot_count"], 2,
+        "one claim before the crash, one after"
+    );
+    assert_eq!(done["data"]["ok"], true);
+}
+
+fn checkpoint_hold(body: Vec<&'static str>, forward_first: bool) -> Hold {
+    Hold {
+        method: "POST",
+        path_contains: "/checkpoints",
+        body_contains: body,
+        forward_first,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_the_input_checkpoint() {
+    crash_at(
+        checkpoint_hold(vec!["\"role\":\"user\"", "\"status\":\"in_turn\""], true),
+        1,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_the_model_response() {
+    crash_at(checkpoint_hold(vec!["\"type\":\"tool_call\""], true), 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_between_intent_and_execution() {
+    // The intent is stored, the tool never ran: on restart the write's outcome is unknown, so it
+    // is not run again (and was never run): no line.
+    crash_at(
+        Hold {
+            method: "POST",
+            path_contains: "/tool-calls",
+            body_contains: vec![],
+            forward_first: true,
+        },
+        0,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_between_execution_and_completion() {
+    // The line was appended, its completion never stored: on restart the outcome is unknown and
+    // the write is not repeated: exactly one line.
+    crash_at(
+        Hold {
+            method: "PUT",
+            path_contains: "/tool-calls/",
+            body_contains: vec![],
+            forward_first: false,
+        },
+        1,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_the_tool_result() {
+    crash_at(checkpoint_hold(vec!["\"type\":\"tool_result\""], true), 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_the_final_checkpoint() {
+    crash_at(checkpoint_hold(vec!["\"status\":\"idle\""], false), 1).await;
+}
+
+/// A tiny deterministic generator (the seed is printed so a failure can be replayed).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_random_times_many_times_over() {
+    let kills: usize = std::env::var("NINETRIX_RUNNER_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
+    let seed: u64 = std::env::var("NINETRIX_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("seed {seed} (replay with NINETRIX_SEED={seed}), {kills} kills");
+    let mut rng = Lcg(seed);
+    let s = setup();
+    let mut last_seq = 0;
+    for i in 0..kills {
+        last_seq = s
+            .admin
+            .send(s.thread, &format!("message {i}"), &format!("k{i}"))
+            .await;
+        let mut runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+        tokio::time::sleep(Duration::from_millis(rng.next(120))).await;
+        runner.kill();
+    }
+    let _runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+    s.admin
+        .wait_turn(s.thread, last_seq, Duration::from_secs(60))
+        .await;
+    let latest = check_invariants(&s, kills).await;
+    // Every message answered: each user message's turn ends with a final assistant answer.
+    let h = history(&latest);
+    let inputs: Vec<usize> = h
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::User)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(inputs.len(), kills, "seed {seed}");
+    for (n, start) in inputs.iter().enumerate() {
+        let end = inputs.get(n + 1).copied().unwrap_or(h.len());
+        let last = &h[end - 1];
+        assert!(
+            last.role == Role::Assistant && last.tool_call_ids().next().is_none(),
+            "seed {seed}: turn {n} did not complete: {:?}",
+            &h[*start..end]
+        );
+    }
+    // The side effect: each ledger entry executed at most once. Lines come only from calls the
+    // ledger shows completed, or whose outcome was reported unknown (never re-run).
+    let ledger = s
+        .admin
+        .get(&format!("/v1/threads/{}/tool-calls", s.thread))
+        .await;
+    let ledger = ledger.as_array().unwrap();
+    let ok = ledger.iter().filter(|r| r["status"] == "completed").count();
+    let unknown = ledger
+        .iter()
+        .filter(|r| {
+            r["status"] == "failed" && r["result"].as_str().unwrap_or("").contains("unknown")
+        })
+        .count();
+    let written = lines(&s.workspace);
+    assert!(
+        ok <= written && written <= ok + unknown,
+        "seed {seed}: {written} lines, {ok} completed, {unknown} unknown"
+    );
+    assert_eq!(ok + unknown, ledger.len(), "every intent has an outcome");
+    assert_eq!(
+        ledger.len(),
+        kills,
+        "one ledger entry per turn: re-runs reused their key"
+    );
+    assert_eq!(latest["state"]["inbox_cursor"], kills);
+    let versions = s
+        .admin
+        .get(&format!("/v1/threads/{}/checkpoints", s.thread))
+        .await;
+    let repairs = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| !v["truncate_to"].is_null())
+        .count();
+    let boots = s.admin.get(&format!("/v1/threads/{}", s.thread)).await["boot_count"].clone();
+    eprintln!(
+        "seed {seed}: {kills} kills, {boots} boots, {repairs} repairs, {ok} writes completed, {unknown} outcomes unknown, {written} lines"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_zero_promptly() {
+    let s = setup();
+    let mut runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+    let seq = s.admin.send(s.thread, "message 0", "k0").await;
+    s.admin
+        .wait_turn(s.thread, seq, Duration::from_secs(30))
+        .await;
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &runner.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = runner
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits promptly on SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    check_invariants(&s, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_runner_stops_with_exit_zero() {
+    let s = setup();
+    let mut stale = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+    // Wait until it has claimed (its boot event), then another copy claims the thread.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while s
+        .admin
+        .get(&format!("/v1/threads/{}/events", s.thread))
+        .await
+        .as_array()
+        .is_none_or(|e| e.is_empty())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runner never booted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let claim: serde_json::Value = s
+        .admin
+        .http
+        .post(format!(
+            "{}/v1/runners/threads/{}/claim",
+            s.api.url, s.thread
+        ))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(claim["epoch"], 2);
+    s.admin.send(s.thread, "message 0", "k0").await;
+    let status = stale
+        .wait_exit(Duration::from_secs(30))
+        .expect("the stale runner stops");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(
+        lines(&s.workspace),
+        0,
+        "the fenced runner's write never happened"
+    );
+}
+
+#[test]
+fn missing_environment_exits_two_naming_the_variable() {
+    let out = std::process::Command::new(ninetrix_bin())
+        .arg("runner")
+        .env_remove("AGENTFILE_AGENT_SPEC")
+        .env("AGENTFILE_THREAD_ID", ThreadId::new_v7().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENTFILE_AGENT_SPEC is not set"));
+    let out = std::process::Command::new(ninetrix_bin())
+        .arg("runner")
+        .env("AGENTFILE_AGENT_SPEC", appender_spec().to_string())
+        .env("AGENTFILE_THREAD_ID", "not-a-uuid")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AGENTFILE_THREAD_ID is invalid"));
+}
+
+#[test]
+fn a_batch_job_runs_its_task_once_and_prints_the_reply() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = appender_spec();
+    spec["execution"]["durability"] = false.into();
+    spec["execution"]["task"] = "write the digest".into();
+    let out = std::process::Command::new(ninetrix_bin())
+        .arg("runner")
+        .env("AGENTFILE_AGENT_SPEC", spec.to_string())
+        .env("AGENTFILE_THREAD_ID", ThreadId::new_v7().to_string())
+        .env("AGENTFILE_WORKSPACE", dir.path())
+        .env_remove("AGENTFILE_API_URL")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Done.\n");
+    assert_eq!(lines(dir.path()), 1);
+}

@@ -1,0 +1,274 @@
+//! Shared pieces of the runner process tests: the agent spec, a runner child process, the API's
+//! admin calls, and a gate — a proxy between runner and API that can hold one chosen request so
+//! the test can kill the runner at an exact step.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ninetrix_e2e::ninetrix_bin;
+use ninetrix_proto::ThreadId;
+use serde_json::{Value, json};
+
+/// A durable scripted agent whose every turn appends one line to `log.txt` (a `write` effect)
+/// and then answers.
+pub(crate) fn appender_spec() -> Value {
+    json!({
+        "name": "appender",
+        "metadata": {"name": null, "description": null, "role": "test agent", "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": "scripted", "via": null, "model": "scripted", "base_url": null, "api_key_secret": null,
+                    "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30, "image": null,
+                    "resources": {"cpu": null, "memory_bytes": null},
+                    "script": [
+                        {"text": "Appending.", "tool_calls": [{"name": "file_write", "args": {"path": "log.txt", "content": "line\n", "mode": "append"}}]},
+                        {"text": "Done.", "tool_calls": []}
+                    ]},
+        "tools": [{"name": "file_write", "effect": "idempotent", "effect_pinned": false}],
+        "execution": {"durability": true, "replicas": 1, "max_turns": 10, "task": null, "resume": "truncate"},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": []
+    })
+}
+
+/// A runner child process.
+pub(crate) struct Runner {
+    pub(crate) child: std::process::Child,
+}
+
+impl Runner {
+    pub(crate) fn start(
+        api_url: &str,
+        thread: ThreadId,
+        spec: &Value,
+        workspace: &std::path::Path,
+    ) -> Runner {
+        let child = std::process::Command::new(ninetrix_bin())
+            .arg("runner")
+            .env("AGENTFILE_API_URL", api_url)
+            .env("AGENTFILE_RUNNER_TOKEN", "insecure-dev")
+            .env("AGENTFILE_THREAD_ID", thread.to_string())
+            .env("AGENTFILE_AGENT_SPEC", spec.to_string())
+            .env("AGENTFILE_WORKSPACE", workspace)
+            .env("AGENTFILE_API_PATIENCE", "20")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("ninetrix runner starts");
+        Runner { child }
+    }
+
+    /// SIGKILL and reap.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub(crate) fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Admin calls to the API.
+#[derive(Clone)]
+pub(crate) struct Admin {
+    pub(crate) url: String,
+    pub(crate) http: reqwest::Client,
+}
+
+impl Admin {
+    pub(crate) fn new(url: &str) -> Admin {
+        Admin {
+            url: url.to_string(),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> Value {
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Value::Null;
+        }
+        resp.json().await.unwrap()
+    }
+
+    pub(crate) async fn send(&self, thread: ThreadId, content: &str, key: &str) -> u64 {
+        let v: Value = self
+            .http
+            .post(format!("{}/v1/threads/{thread}/messages", self.url))
+            .json(&json!({"content": content, "dedupe_key": key}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["seq"].as_u64().unwrap()
+    }
+
+    /// Waits until the thread has completed the turn that answers inbox `seq`.
+    pub(crate) async fn wait_turn(&self, thread: ThreadId, seq: u64, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let events = self.get(&format!("/v1/threads/{thread}/events")).await;
+            if let Some(done) = events
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["type"] == "turn_completed" && e["data"]["seq"] == seq)
+            {
+                return done.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "turn for inbox seq {seq} did not complete within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    pub(crate) async fn latest(&self, thread: ThreadId) -> Value {
+        self.get(&format!("/v1/runners/threads/{thread}/latest"))
+            .await
+    }
+}
+
+/// Which request the gate holds.
+#[derive(Clone, Debug)]
+pub(crate) struct Hold {
+    pub(crate) method: &'static str,
+    pub(crate) path_contains: &'static str,
+    pub(crate) body_contains: Vec<&'static str>,
+    /// Let the API store it first (then hold the response); else never forward it.
+    pub(crate) forward_first: bool,
+}
+
+/// A proxy in front of the API that holds the first request matching a [`Hold`].
+#[derive(Clone)]
+pub(crate) struct Gate {
+    pub(crate) url: String,
+    hold: Arc<Mutex<Option<Hold>>>,
+    held: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    pub(crate) async fn start(api_url: &str) -> Gate {
+        let hold: Arc<Mutex<Option<Hold>>> = Arc::default();
+        let held = Arc::new(tokio::sync::Notify::new());
+        let state = (
+            api_url.to_string(),
+            hold.clone(),
+            held.clone(),
+            reqwest::Client::new(),
+        );
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Gate { url, hold, held }
+    }
+
+    /// Arms the gate; the returned future resolves when the request is being held.
+    pub(crate) fn arm(&self, hold: Hold) -> impl std::future::Future<Output = ()> + use<> {
+        let held = self.held.clone();
+        let notified = async move { held.notified().await };
+        *self.hold.lock().unwrap() = Some(hold);
+        notified
+    }
+}
+
+type GateState = (
+    String,
+    Arc<Mutex<Option<Hold>>>,
+    Arc<tokio::sync::Notify>,
+    reqwest::Client,
+);
+
+async fn forward(
+    axum::extract::State((api, hold, held, http)): axum::extract::State<GateState>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&body).to_string();
+    let matched = {
+        let mut h = hold.lock().unwrap();
+        let hit = h.as_ref().is_some_and(|h| {
+            method.as_str() == h.method
+                && uri.path().contains(h.path_contains)
+                && h.body_contains.iter().all(|s| text.contains(s))
+        });
+        if hit { h.take() } else { None }
+    };
+    let send = || async {
+        let mut r = http
+            .request(
+                method.clone(),
+                format!("{api}{}", uri.path_and_query().map_or("", |p| p.as_str())),
+            )
+            .body(body.clone());
+        if let Some(ct) = headers.get("content-type") {
+            r = r.header("content-type", ct);
+        }
+        r.send().await
+    };
+    if let Some(h) = matched {
+        if h.forward_first {
+            let _ = send().await;
+        }
+        // Wait while the test does not come back (it kills the runner while this is pending).
+        held.notify_one();
+        std::future::pending::<()>().await;
+    }
+    match send().await {
+        Ok(resp) => {
+            let status = resp.status();
+            let ct = resp.headers().get("content-type").cloned();
+            let bytes = resp.bytes().await.unwrap_or_default();
+            let mut out = axum::response::Response::builder().status(status.as_u16());
+            if let Some(ct) = ct {
+                out = out.header("content-type", ct);
+            }
+            out.body(axum::body::Body::from(bytes)).unwrap()
+        }
+        Err(_) => axum::response::Response::builder()
+            .status(502)
+            .body(axum::body::Body::empty())
+            .unwrap(),
+    }
+}
+
+/// Counts lines in the workspace's log file.
+pub(crate) fn lines(workspace: &std::path::Path) -> usize {
+    std::fs::read_to_string(workspace.join("log.txt"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// The stored history as messages.
+pub(crate) fn history(latest: &Value) -> Vec<ninetrix_proto::Message> {
+    serde_json::from_value(latest["history"].clone()).unwrap()
+}
