@@ -79,6 +79,8 @@ struct Runner {
     epoch: u64,
     version: u64,
     shutdown: CancellationToken,
+    /// When the current turn's input was taken (for `turn_completed.duration_ms`).
+    turn_started: Instant,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure.
@@ -129,6 +131,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
         epoch,
         version: 0,
         shutdown,
+        turn_started: Instant::now(),
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -192,6 +195,7 @@ impl Runner {
             if self.shutdown.is_cancelled() {
                 return self.stopped(Stop::Shutdown);
             }
+            self.turn_started = Instant::now();
             let effects = self.engine.apply(Input::Message {
                 seq: message.seq,
                 content: message.content,
@@ -214,6 +218,7 @@ impl Runner {
                 else {
                     return Exit::Failure("a batch agent needs a task: set execution.task in the agentfile or pass a message".into());
                 };
+                self.turn_started = Instant::now();
                 let effects = self.engine.apply(Input::Message {
                     seq: 0,
                     content: task,
@@ -310,7 +315,13 @@ impl Runner {
                     let input = self.run_tool(call).await?;
                     queue.extend(self.engine.apply(input));
                 }
-                Effect::Event(e) => self.events.emit(e),
+                Effect::Event(mut e) => {
+                    if e.kind == "turn_completed" {
+                        e.data["duration_ms"] =
+                            json!(self.turn_started.elapsed().as_secs_f64() * 1000.0);
+                    }
+                    self.events.emit(e)
+                }
                 Effect::TurnFinished { reply, ok, .. } => {
                     // Callers wait for `turn_completed`: send it before taking more work.
                     self.events.flush(Duration::from_secs(2)).await;

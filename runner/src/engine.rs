@@ -792,4 +792,38 @@ mod tests {
         };
         assert_ne!(first.key, second.key);
     }
+
+    #[test]
+    fn complete_mode_runs_only_the_calls_that_never_finished() {
+        let cfg = EngineConfig {
+            resume: ResumeMode::Complete,
+            ..config()
+        };
+        let mut first = Engine::new(cfg.clone());
+        first.apply(Input::Message {
+            seq: 1,
+            content: "go".into(),
+        });
+        first.apply(llm(vec![append_call("a"), append_call("b")], 0.0));
+        first.apply(Input::Tool {
+            call_id: "a".into(),
+            content: "ok".into(),
+            is_error: false,
+        });
+        // Crash before b's result.
+        let stored = (first.history().to_vec(), first.state().clone());
+        let mut second = Engine::new(cfg);
+        let out = second.apply(Input::Restored(Some(stored)));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "run:file_write"]
+        );
+        let Effect::RunTool(call) = out.last().unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            call.call_id, "b",
+            "no new model call: the pending call is completed"
+        );
+    }
 }

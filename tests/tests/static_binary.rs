@@ -54,3 +54,55 @@ fn the_binary_runs_in_an_empty_root() {
     assert_eq!(v["valid"], true);
     assert_eq!(v["pool"], "research-pool");
 }
+
+#[test]
+fn the_runner_runs_a_batch_job_in_an_empty_root() {
+    if !is_root() {
+        eprintln!("skipped: chroot needs root");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    std::fs::copy(ninetrix_bin(), root.path().join("ninetrix")).unwrap();
+    std::fs::create_dir(root.path().join("workspace")).unwrap();
+    // The example's batch agent: a scripted turn that writes digest.md and answers.
+    let example =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../agentfile.example.yaml");
+    let out = Command::new(ninetrix_bin())
+        .args(["validate", "--json", "-f"])
+        .arg(&example)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let digest = v["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "digest")
+        .unwrap();
+    // No /dev, no /etc, no /proc, no CA store: the binary must not need them.
+    let out = Command::new("chroot")
+        .arg(root.path())
+        .args(["/ninetrix", "runner"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AGENTFILE_AGENT_SPEC", digest.to_string())
+        .env(
+            "AGENTFILE_THREAD_ID",
+            "01936f5e-7c1a-7d3e-9f4b-2a6c8e0d1f35",
+        )
+        .env("AGENTFILE_WORKSPACE", "/workspace")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "The digest is in digest.md.\n"
+    );
+    let digest = std::fs::read_to_string(root.path().join("workspace/digest.md")).unwrap();
+    assert!(digest.starts_with("# Daily digest"));
+}

@@ -187,3 +187,109 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+
+    fn ctx(dir: &std::path::Path, timeout_ms: u64) -> ToolContext {
+        ToolContext {
+            workspace: dir.to_path_buf(),
+            timeout: Duration::from_millis(timeout_ms),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn shell_reports_exit_codes_and_is_killed_at_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(
+            "shell",
+            &json!({"command": "echo hi; echo oops >&2; exit 3"}),
+            &ctx(dir.path(), 5000),
+        )
+        .await;
+        assert!(out.is_error);
+        assert!(
+            out.content.starts_with("exit code 3\nhi\n") && out.content.contains("[stderr]\noops"),
+            "{}",
+            out.content
+        );
+        let out = run(
+            "shell",
+            &json!({"command": "sleep 5"}),
+            &ctx(dir.path(), 200),
+        )
+        .await;
+        assert!(
+            out.is_error && out.content.contains("did not finish"),
+            "{}",
+            out.content
+        );
+    }
+
+    #[tokio::test]
+    async fn file_tools_write_append_read_and_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ctx(dir.path(), 5000);
+        assert!(
+            !run(
+                "file_write",
+                &json!({"path": "a/b.txt", "content": "one\n"}),
+                &c
+            )
+            .await
+            .is_error
+        );
+        assert!(
+            !run(
+                "file_write",
+                &json!({"path": "a/b.txt", "content": "two\n", "mode": "append"}),
+                &c
+            )
+            .await
+            .is_error
+        );
+        assert_eq!(
+            run("file_read", &json!({"path": "a/b.txt"}), &c)
+                .await
+                .content,
+            "one\ntwo\n"
+        );
+        assert_eq!(run("list_dir", &json!({}), &c).await.content, "a/");
+        let escape = run("file_write", &json!({"path": "../x", "content": "no"}), &c).await;
+        assert!(escape.is_error && escape.content.contains("leaves the workspace"));
+        let bad = run("file_write", &json!({"_raw": "{not json"}), &c).await;
+        assert!(bad.is_error && bad.content.contains("not valid JSON"));
+    }
+
+    #[tokio::test]
+    async fn http_request_caps_the_body() {
+        let app = axum::Router::new().route(
+            "/big",
+            axum::routing::get(|| async { "x".repeat(300 * 1024) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let dir = tempfile::tempdir().unwrap();
+        let out = run(
+            "http_request",
+            &json!({"url": format!("http://{addr}/big")}),
+            &ctx(dir.path(), 5000),
+        )
+        .await;
+        assert!(!out.is_error);
+        assert!(
+            out.content.starts_with("HTTP 200")
+                && out.content.ends_with("[body cut at 262144 bytes]")
+        );
+        let out = run(
+            "http_request",
+            &json!({"url": format!("http://{addr}/missing")}),
+            &ctx(dir.path(), 5000),
+        )
+        .await;
+        assert!(out.is_error && out.content.starts_with("HTTP 404"));
+    }
+}
