@@ -23,9 +23,87 @@ pub enum Command {
     Init(InitArgs),
     /// Serve the checkpoint API (threads, checkpoints, tool ledger, inbox, events).
     Api(ApiArgs),
+    /// Build the runner image (FROM scratch + this binary) and any per-agent images, offline.
+    Build(BuildArgs),
+    /// Start or update a pool: one container per agent replica, reconciled like Compose.
+    Up(UpArgs),
+    /// Stop and remove a pool's containers and network (pool state and threads are kept).
+    Down(DownArgs),
+    /// List the pools' containers with status, restarts and exit codes.
+    Ps(PsArgs),
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,
+}
+
+/// Arguments of `ninetrix build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// Arguments of `ninetrix up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool name, overriding the agentfile's `name:`.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Recreate every container, even unchanged ones.
+    #[arg(long)]
+    pub force_recreate: bool,
+    /// Remove containers of agents that are no longer in the agentfile.
+    #[arg(long)]
+    pub remove_orphans: bool,
+    /// Seconds to wait for every durable runner to be ready.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub wait_timeout: u64,
+    /// Progress as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ninetrix down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The agentfile (for the pool name).
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Seconds each runner gets to checkpoint and exit before it is killed.
+    #[arg(
+        short = 't',
+        long = "timeout",
+        default_value_t = 30,
+        value_name = "SECS"
+    )]
+    pub timeout: i32,
+    /// Also delete the pool state, the threads' data in the API and the workspace volumes.
+    #[arg(long)]
+    pub purge: bool,
+    /// Also remove the local API container (it serves every pool).
+    #[arg(long)]
+    pub api: bool,
+}
+
+/// Arguments of `ninetrix ps`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Only this pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Include stopped containers.
+    #[arg(short, long)]
+    pub all: bool,
+    /// As JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Arguments of `ninetrix api`.

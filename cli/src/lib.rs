@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod commands;
+mod orchestrate;
 mod style;
 
 use std::process::ExitCode;

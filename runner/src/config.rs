@@ -135,10 +135,15 @@ pub fn from_vars(
             name: "AGENTFILE_THREAD_ID",
             why: e.to_string(),
         })?;
-    let api = match (
-        get(vars, "AGENTFILE_API_URL"),
-        get(vars, "AGENTFILE_RUNNER_TOKEN"),
-    ) {
+    // The token comes from the environment or, as `ninetrix up` provides it, a secret file.
+    let token_file = std::fs::read_to_string(secrets_dir.join("AGENTFILE_RUNNER_TOKEN"))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let token = get(vars, "AGENTFILE_RUNNER_TOKEN")
+        .map(str::to_string)
+        .or(token_file);
+    let api = match (get(vars, "AGENTFILE_API_URL"), token) {
         (Some(url), Some(token)) => {
             let url = url.trim().trim_end_matches('/').to_string();
             if !(url.starts_with("http://") || url.starts_with("https://")) {

@@ -7,7 +7,35 @@ mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{BuildArgs, Cli, Command};
+
+pub(crate) use api::agentfile_home;
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+    f: F,
+) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(f)
+}
+
+async fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
+    use crate::orchestrate::image;
+    let parsed = crate::orchestrate::load(&args.file)?;
+    let docker = crate::orchestrate::docker::connect().await?;
+    let binary = image::this_binary()?;
+    let (img, built) = image::runner_image(&docker, &binary).await?;
+    println!("{} {}", img.tag, if built { "built" } else { "up to date" });
+    for agent in &parsed.agentfile.agents {
+        if let Some(base) = &agent.runtime.image {
+            let img = image::agent_image(&docker, base, &binary).await?;
+            println!("{} (agent {})", img.tag, agent.name);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -16,5 +44,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => init::run(&args),
         Command::Api(args) => api::run(&args),
         Command::Runner => runner::run(),
+        Command::Build(args) => block_on(build(&args)),
+        Command::Up(args) => block_on(crate::orchestrate::up::run(&args)),
+        Command::Down(args) => block_on(crate::orchestrate::down::run(&args)),
+        Command::Ps(args) => block_on(crate::orchestrate::ps::run(&args)),
     }
 }

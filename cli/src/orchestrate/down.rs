@@ -1,0 +1,115 @@
+//! `ninetrix down`: stop (SIGTERM; runners checkpoint and exit 0) and remove a pool's containers
+//! in parallel, then its network. Pool state and thread data stay (like Compose keeps volumes)
+//! unless `--purge`, which also deletes the threads in the API, the workspace volumes and the
+//! pool file. `--api` also removes the local API container (it serves every pool).
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use bollard::query_parameters::RemoveContainerOptionsBuilder;
+
+use super::api::{Api, local_name};
+use super::{image, label, name, pool_containers, spec, state};
+use crate::cli::DownArgs;
+
+/// Runs `ninetrix down`.
+pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
+    let docker = super::docker::connect().await?;
+    let pool = match &args.pool {
+        Some(p) => Some(p.clone()),
+        None if args.file.exists() => {
+            let parsed = super::load(&args.file)?;
+            Some(
+                parsed
+                    .agentfile
+                    .pool_name(None, &args.file)
+                    .context("cannot derive a pool name: pass -p POOL")?,
+            )
+        }
+        None if args.api => None,
+        None => anyhow::bail!(
+            "{} does not exist; pass -f FILE or -p POOL",
+            args.file.display()
+        ),
+    };
+    let progress = super::up::Progress::new(false);
+    if let Some(pool) = &pool {
+        let containers = pool_containers(&docker, Some(pool)).await?;
+        let removals = containers.iter().map(|c| {
+            let docker = &docker;
+            async move {
+                super::up::remove(docker, c.id.as_deref().unwrap_or_default(), args.timeout)
+                    .await?;
+                anyhow::Ok((
+                    name(c),
+                    label(c, spec::AGENT).unwrap_or_default().to_string(),
+                ))
+            }
+        });
+        for done in futures_util::future::join_all(removals).await {
+            let (n, _) = done?;
+            progress.step("Container", &n, "Removed");
+        }
+        let net = spec::network_name(pool);
+        // The local API is attached to every pool's network; detach it first.
+        let _ = docker
+            .disconnect_network(
+                &net,
+                bollard::models::NetworkDisconnectRequest {
+                    container: local_name(),
+                    force: Some(true),
+                },
+            )
+            .await;
+        match docker.remove_network(&net).await {
+            Ok(()) => progress.step("Network", &net, "Removed"),
+            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) => return Err(e).with_context(|| format!("cannot remove network {net}")),
+        }
+        if args.purge {
+            let home = super::home()?;
+            let locked = state::lock(&home, pool)?;
+            let threads: Vec<_> = locked
+                .state
+                .agents
+                .iter()
+                .flat_map(|(agent, r)| r.iter().map(move |(n, s)| (agent.clone(), *n, s.thread_id)))
+                .collect();
+            if !threads.is_empty() {
+                let (img, _) = image::runner_image(&docker, &image::this_binary()?).await?;
+                let api = Api::ensure(&docker, &home, &img, reqwest::Client::new()).await?;
+                for (agent, n, thread) in &threads {
+                    api.purge(*thread).await?;
+                    let volume = format!("{}-workspace", spec::container_name(pool, agent, *n));
+                    let _ = docker
+                        .remove_volume(
+                            &volume,
+                            None::<bollard::query_parameters::RemoveVolumeOptions>,
+                        )
+                        .await;
+                }
+            }
+            locked.delete()?;
+            progress.step(
+                "Pool",
+                pool,
+                &format!("Purged ({} thread(s))", threads.len()),
+            );
+        }
+    }
+    if args.api {
+        let n = local_name();
+        match docker
+            .remove_container(
+                &n,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await
+        {
+            Ok(()) => progress.step("Container", &n, "Removed"),
+            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) => return Err(e).context("cannot remove the local API container"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

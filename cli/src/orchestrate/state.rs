@@ -1,0 +1,132 @@
+//! Pool state (`$AGENTFILE_HOME/pools/<pool>.json`): the thread ID of every agent replica, created
+//! once and reused across `up`, `down` and recreates. Written atomically (temp file, fsync,
+//! rename), mode 0600, under an exclusive lock so two `up`s cannot race. Never holds secrets.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use ninetrix_proto::ThreadId;
+use serde::{Deserialize, Serialize};
+
+/// One replica's record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ReplicaState {
+    pub(crate) thread_id: ThreadId,
+    pub(crate) container_id: Option<String>,
+    pub(crate) config_hash: Option<String>,
+}
+
+/// The pool's record.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PoolState {
+    pub(crate) pool: String,
+    pub(crate) agentfile: Option<PathBuf>,
+    pub(crate) agentfile_hash: Option<String>,
+    pub(crate) api_url: Option<String>,
+    pub(crate) created_at: Option<DateTime<Utc>>,
+    pub(crate) updated_at: Option<DateTime<Utc>>,
+    /// agent → replica number → record.
+    pub(crate) agents: BTreeMap<String, BTreeMap<u32, ReplicaState>>,
+}
+
+impl PoolState {
+    /// The replica's thread ID, created (UUID v7) on first use.
+    pub(crate) fn thread_for(&mut self, agent: &str, replica: u32) -> ThreadId {
+        self.agents
+            .entry(agent.to_string())
+            .or_default()
+            .entry(replica)
+            .or_insert_with(|| ReplicaState {
+                thread_id: ThreadId::new_v7(),
+                container_id: None,
+                config_hash: None,
+            })
+            .thread_id
+    }
+}
+
+/// The pool state file, locked for as long as this value lives.
+pub(crate) struct LockedState {
+    path: PathBuf,
+    _lock: std::fs::File,
+    pub(crate) state: PoolState,
+}
+
+/// `$AGENTFILE_HOME/pools`.
+pub(crate) fn pools_dir(home: &Path) -> PathBuf {
+    home.join("pools")
+}
+
+/// Opens (or starts) a pool's state, taking its lock (waiting for another `up`/`down`).
+pub(crate) fn lock(home: &Path, pool: &str) -> anyhow::Result<LockedState> {
+    let dir = pools_dir(home);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let lock_path = dir.join(format!("{pool}.lock"));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let path = dir.join(format!("{pool}.json"));
+    let state = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "{} is not a valid pool state file; move it away to start over",
+                path.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PoolState {
+            pool: pool.to_string(),
+            created_at: Some(Utc::now()),
+            ..PoolState::default()
+        },
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    Ok(LockedState {
+        path,
+        _lock: lock,
+        state,
+    })
+}
+
+impl LockedState {
+    /// Writes the state atomically: temp file, fsync, rename, fsync of the directory.
+    pub(crate) fn save(&mut self) -> anyhow::Result<()> {
+        self.state.updated_at = Some(Utc::now());
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        f.write_all(&serde_json::to_vec_pretty(&self.state)?)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        if let Some(dir) = self.path.parent()
+            && let Ok(d) = std::fs::File::open(dir)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Deletes the state file.
+    pub(crate) fn delete(self) -> anyhow::Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("cannot delete {}", self.path.display())),
+        }
+    }
+}

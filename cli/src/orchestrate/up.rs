@@ -1,0 +1,474 @@
+//! `ninetrix up`: validate, build the image, ensure the API and the network, then reconcile the
+//! pool's containers like Compose — keep unchanged ones (starting them if stopped, which re-arms
+//! the restart budget), recreate changed ones with the same replica number and thread ID, create
+//! missing ones, remove excess replicas (highest first), report orphans — wait for every durable
+//! runner to be `ready`, and write the pool state.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use bollard::Docker;
+use bollard::models::NetworkCreateRequest;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder,
+};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::AgentSpec;
+use serde_json::json;
+
+use super::api::{Api, secrets_tar};
+use super::docker::is_not_found;
+use super::image::{self, Image};
+use super::spec::{self, Replica};
+use super::{label, name, pool_containers, state};
+use crate::cli::UpArgs;
+
+/// Progress output: one line per step, as text or JSON lines.
+pub(crate) struct Progress {
+    json: bool,
+    started: Instant,
+}
+
+impl Progress {
+    pub(crate) fn new(json: bool) -> Self {
+        Self {
+            json,
+            started: Instant::now(),
+        }
+    }
+
+    pub(crate) fn step(&self, kind: &str, name: &str, status: &str) {
+        if self.json {
+            println!(
+                "{}",
+                json!({"type": kind, "name": name, "status": status, "elapsed_ms": self.started.elapsed().as_millis() as u64})
+            );
+        } else {
+            println!(
+                " ✔ {kind:<9} {name:<40} {status:<12} {:.1}s",
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    pub(crate) fn fail(&self, kind: &str, name: &str, status: &str) {
+        if self.json {
+            println!(
+                "{}",
+                json!({"type": kind, "name": name, "status": status, "error": true, "elapsed_ms": self.started.elapsed().as_millis() as u64})
+            );
+        } else {
+            println!(" ✘ {kind:<9} {name:<40} {status}");
+        }
+    }
+}
+
+/// Reads the agent's secrets on the host (environment); a missing one stops `up` before anything
+/// starts.
+fn host_secrets(spec: &AgentSpec) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for name in &spec.secrets {
+        match std::env::var(name) {
+            Ok(v) if !v.is_empty() => {
+                out.insert(name.clone(), v);
+            }
+            _ => bail!(
+                "secret {name} (needed by agent `{}`) is not set on this host; export {name}=… and run `ninetrix up` again (nothing was started)",
+                spec.name
+            ),
+        }
+    }
+    Ok(out)
+}
+
+async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
+    let net = spec::network_name(pool);
+    match docker.inspect_network(&net, None).await {
+        Ok(_) => return Ok(net),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e).context("cannot inspect the pool network"),
+    }
+    let labels: HashMap<String, String> = [(spec::POOL.to_string(), pool.to_string())].into();
+    docker
+        .create_network(NetworkCreateRequest {
+            name: net.clone(),
+            driver: Some("bridge".into()),
+            labels: Some(labels),
+            ..NetworkCreateRequest::default()
+        })
+        .await
+        .with_context(|| format!("cannot create network {net}"))?;
+    Ok(net)
+}
+
+pub(crate) async fn remove(docker: &Docker, id: &str, stop_secs: i32) -> anyhow::Result<()> {
+    let _ = docker
+        .stop_container(
+            id,
+            Some(StopContainerOptionsBuilder::default().t(stop_secs).build()),
+        )
+        .await;
+    match docker
+        .remove_container(
+            id,
+            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+        )
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove container {id}")),
+    }
+}
+
+/// A container `up` started and waits for.
+struct Started {
+    name: String,
+    id: String,
+    thread: ThreadId,
+    baseline: u64,
+}
+
+/// Runs `ninetrix up`.
+pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
+    let parsed = super::load(&args.file)?;
+    let af = parsed.agentfile;
+    let pool = af
+        .pool_name(args.pool.as_deref(), &args.file)
+        .context("cannot derive a pool name: set `name:` in the agentfile or pass -p POOL")?;
+    // Secrets first: nothing starts if one is missing.
+    let mut secrets = BTreeMap::new();
+    for agent in &af.agents {
+        secrets.insert(agent.name.clone(), host_secrets(agent)?);
+    }
+    let progress = Progress::new(args.json);
+    let docker = super::docker::connect().await?;
+    let home = super::home()?;
+    let binary = image::this_binary()?;
+    let (runner_image, built) = image::runner_image(&docker, &binary).await?;
+    progress.step(
+        "Image",
+        &runner_image.tag,
+        if built { "Built" } else { "Up to date" },
+    );
+    let mut images: HashMap<String, Image> = HashMap::new();
+    for agent in &af.agents {
+        let img = match &agent.runtime.image {
+            Some(base) => image::agent_image(&docker, base, &binary).await?,
+            None => runner_image.clone(),
+        };
+        images.insert(agent.name.clone(), img);
+    }
+    let http = reqwest::Client::new();
+    let api = Api::ensure(&docker, &home, &runner_image, http).await?;
+    progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
+    let network = ensure_network(&docker, &pool).await?;
+    api.join(&docker, &network).await?;
+    progress.step("Network", &network, "Ready");
+
+    let mut locked = state::lock(&home, &pool)?;
+    locked.state.agentfile = std::path::absolute(&args.file).ok();
+    locked.state.agentfile_hash = std::fs::read(&args.file).ok().map(|b| {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    });
+    locked.state.api_url = Some(api.url.clone());
+    let existing = pool_containers(&docker, Some(&pool)).await?;
+    let mut started: Vec<Started> = Vec::new();
+
+    // Orphans: agents no longer in the file.
+    for c in &existing {
+        let agent = label(c, spec::AGENT).unwrap_or_default();
+        if af.agent(agent).is_none() {
+            let n = name(c);
+            if args.remove_orphans {
+                remove(&docker, c.id.as_deref().unwrap_or_default(), 10).await?;
+                locked.state.agents.remove(agent);
+                progress.step("Container", &n, "Removed (orphan)");
+            } else {
+                progress.fail(
+                    "Container",
+                    &n,
+                    "Orphan: its agent is not in the agentfile (remove it with --remove-orphans)",
+                );
+            }
+        }
+    }
+
+    for agent in &af.agents {
+        let img = &images[&agent.name];
+        let wanted = agent.execution.replicas;
+        // Excess replicas, highest numbers first.
+        let mut extra: Vec<(u32, &bollard::models::ContainerSummary)> = existing
+            .iter()
+            .filter(|c| label(c, spec::AGENT) == Some(&agent.name))
+            .filter_map(|c| {
+                label(c, spec::REPLICA)
+                    .and_then(|r| r.parse().ok())
+                    .map(|r: u32| (r, c))
+            })
+            .filter(|(r, _)| *r > wanted)
+            .collect();
+        extra.sort_by_key(|(r, _)| std::cmp::Reverse(*r));
+        for (r, c) in extra {
+            remove(&docker, c.id.as_deref().unwrap_or_default(), 30).await?;
+            if let Some(replicas) = locked.state.agents.get_mut(&agent.name) {
+                replicas.remove(&r);
+            }
+            progress.step("Container", &name(c), "Removed");
+        }
+        for replica in 1..=wanted {
+            let cname = spec::container_name(&pool, &agent.name, replica);
+            let current = existing.iter().find(|c| {
+                label(c, spec::AGENT) == Some(&agent.name)
+                    && label(c, spec::REPLICA) == Some(&replica.to_string())
+            });
+            let agent_secrets = &secrets[&agent.name];
+            let hash = spec::config_hash(agent, &img.id, &api.container_url, agent_secrets);
+            if let Some(c) = current
+                && label(c, spec::HASH) == Some(hash.as_str())
+                && !args.force_recreate
+            {
+                let id = c.id.clone().unwrap_or_default();
+                let running = matches!(
+                    c.state,
+                    Some(
+                        bollard::models::ContainerSummaryStateEnum::RUNNING
+                            | bollard::models::ContainerSummaryStateEnum::RESTARTING
+                    )
+                );
+                if running || !agent.execution.durability {
+                    progress.step(
+                        "Container",
+                        &cname,
+                        if running {
+                            "Running"
+                        } else {
+                            "Exited (batch: not re-run)"
+                        },
+                    );
+                } else {
+                    let thread: ThreadId = label(c, spec::THREAD)
+                        .and_then(|t| t.parse().ok())
+                        .context("a pool container has no thread label")?;
+                    let baseline = api.event_seq(thread).await?;
+                    docker
+                        .start_container(&id, None)
+                        .await
+                        .with_context(|| format!("cannot start {cname}"))?;
+                    progress.step("Container", &cname, "Started");
+                    started.push(Started {
+                        name: cname.clone(),
+                        id,
+                        thread,
+                        baseline,
+                    });
+                }
+                continue;
+            }
+            let recreate = current.is_some();
+            if let Some(c) = current {
+                remove(&docker, c.id.as_deref().unwrap_or_default(), 30).await?;
+            }
+            // A durable replica keeps its thread forever; a batch job gets a fresh one per run.
+            let thread = if agent.execution.durability {
+                locked.state.thread_for(&agent.name, replica)
+            } else {
+                let t = ThreadId::new_v7();
+                locked
+                    .state
+                    .agents
+                    .entry(agent.name.clone())
+                    .or_default()
+                    .insert(
+                        replica,
+                        state::ReplicaState {
+                            thread_id: t,
+                            container_id: None,
+                            config_hash: None,
+                        },
+                    );
+                t
+            };
+            // Record the thread before the container exists, so it is never lost.
+            locked.save()?;
+            let token = api
+                .runner_token(thread, &pool, &agent.name, replica)
+                .await?;
+            let body = Replica {
+                pool: &pool,
+                spec: agent,
+                replica,
+                thread,
+                image: &img.tag,
+                api_url: &api.container_url,
+                hash: &hash,
+            }
+            .body();
+            let created = docker
+                .create_container(Some(CreateContainerOptionsBuilder::default().name(&cname).build()), body)
+                .await
+                .map_err(|e| match e {
+                    bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => {
+                        anyhow::anyhow!("the container name {cname} is already in use by a container ninetrix does not manage; remove or rename it")
+                    }
+                    e => anyhow::anyhow!("cannot create {cname}: {e}"),
+                })?;
+            let mut files: Vec<(&str, &str)> = agent_secrets
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            files.push(("AGENTFILE_RUNNER_TOKEN", &token));
+            docker
+                .upload_to_container(
+                    &created.id,
+                    Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+                    bollard::body_full(secrets_tar(&files)?.into()),
+                )
+                .await
+                .with_context(|| format!("cannot upload the secrets of {cname}"))?;
+            let baseline = api.event_seq(thread).await?;
+            docker
+                .start_container(&created.id, None)
+                .await
+                .with_context(|| format!("cannot start {cname}"))?;
+            let entry = locked
+                .state
+                .agents
+                .entry(agent.name.clone())
+                .or_default()
+                .entry(replica)
+                .or_insert(state::ReplicaState {
+                    thread_id: thread,
+                    container_id: None,
+                    config_hash: None,
+                });
+            entry.container_id = Some(created.id.clone());
+            entry.config_hash = Some(hash.clone());
+            progress.step(
+                "Container",
+                &cname,
+                if recreate { "Recreated" } else { "Created" },
+            );
+            if agent.execution.durability {
+                started.push(Started {
+                    name: cname,
+                    id: created.id,
+                    thread,
+                    baseline,
+                });
+            }
+        }
+        // Keep the state's container IDs current for kept containers too.
+        for c in existing
+            .iter()
+            .filter(|c| label(c, spec::AGENT) == Some(&agent.name))
+        {
+            if let (Some(r), Some(id)) = (
+                label(c, spec::REPLICA).and_then(|r| r.parse::<u32>().ok()),
+                &c.id,
+            ) && let Some(entry) = locked
+                .state
+                .agents
+                .get_mut(&agent.name)
+                .and_then(|m| m.get_mut(&r))
+                && entry.container_id.is_none()
+            {
+                entry.container_id = Some(id.clone());
+                entry.config_hash = label(c, spec::HASH).map(str::to_string);
+            }
+        }
+    }
+    locked.save()?;
+
+    let failures = wait_ready(
+        &docker,
+        &api,
+        &started,
+        Duration::from_secs(args.wait_timeout),
+        &progress,
+    )
+    .await?;
+    if failures > 0 {
+        eprintln!(
+            "{failures} runner(s) did not become ready; see `ninetrix ps -p {pool} -a` and the containers' logs"
+        );
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    }
+    if !args.json {
+        println!(
+            "pool {pool} is up: {} container(s); `ninetrix ps -p {pool}` lists them",
+            af.agents.iter().map(|a| a.execution.replicas).sum::<u32>()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Waits until each started runner has emitted `ready` after its start; reports the ones that
+/// exited, were OOM-killed, or are still restarting at the deadline.
+async fn wait_ready(
+    docker: &Docker,
+    api: &Api,
+    started: &[Started],
+    timeout: Duration,
+    progress: &Progress,
+) -> anyhow::Result<usize> {
+    let deadline = Instant::now() + timeout;
+    let mut pending: Vec<&Started> = started.iter().collect();
+    let mut failures = 0;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for s in pending {
+            let ready = api
+                .events(s.thread, s.baseline)
+                .await?
+                .iter()
+                .any(|e| e["type"] == "ready");
+            if ready {
+                progress.step("Container", &s.name, "Ready");
+                continue;
+            }
+            let info = docker.inspect_container(&s.id, None).await?;
+            let st = info.state.unwrap_or_default();
+            if !st.running.unwrap_or(false) && !st.restarting.unwrap_or(false) {
+                let why = if st.oom_killed.unwrap_or(false) {
+                    "OOM-killed".to_string()
+                } else {
+                    format!("exited with code {}", st.exit_code.unwrap_or(-1))
+                };
+                progress.fail("Container", &s.name, &format!("not ready: {why}"));
+                failures += 1;
+                continue;
+            }
+            if Instant::now() > deadline {
+                let why = if st.restarting.unwrap_or(false) {
+                    format!(
+                        "still restarting (restart {})",
+                        info.restart_count.unwrap_or(0)
+                    )
+                } else {
+                    "running but not ready".into()
+                };
+                progress.fail(
+                    "Container",
+                    &s.name,
+                    &format!("not ready after {}s: {why}", timeout.as_secs()),
+                );
+                failures += 1;
+                continue;
+            }
+            still.push(s);
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(failures)
+}
