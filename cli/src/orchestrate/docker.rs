@@ -9,14 +9,13 @@ use bollard::Docker;
 pub(crate) async fn connect() -> anyhow::Result<Docker> {
     let target =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-    let docker = Docker::connect_with_defaults()
-        .with_context(|| format!("cannot use the Docker endpoint {target}"))?;
     let hint = || {
         anyhow!(
             "Docker is not reachable at {target}: is the daemon running? Start it (e.g. `dockerd` or \
              `systemctl start docker`), or point DOCKER_HOST at a running engine"
         )
     };
+    let docker = Docker::connect_with_defaults().map_err(|e| anyhow!("{}: {e}", hint()))?;
     let docker = tokio::time::timeout(
         std::time::Duration::from_secs(10),
         docker.negotiate_version(),

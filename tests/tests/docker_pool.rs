@@ -1,0 +1,490 @@
+//! `ninetrix up` / `ps` / `down` against the real Docker Engine. Each test has its own pool name,
+//! `$AGENTFILE_HOME`, local API container (`NINETRIX_API_CONTAINER`) and API port, and cleans up by
+//! label even when it fails. The test drives the real binary; it reads Docker through the
+//! `docker` CLI (the product itself never shells out to it).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use ninetrix_e2e::ninetrix_bin;
+use serde_json::Value;
+
+const SECRET: &str = "s3cr3t-value-for-the-test-4242";
+
+struct Pool {
+    name: String,
+    dir: tempfile::TempDir,
+}
+
+impl Pool {
+    fn new(tag: &str) -> Pool {
+        let suffix: String = ninetrix_proto::ThreadId::new_v7()
+            .as_uuid()
+            .simple()
+            .to_string()
+            .chars()
+            .rev()
+            .take(6)
+            .collect();
+        Pool {
+            name: format!("t{tag}{suffix}"),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("agentfile.yaml")
+    }
+
+    fn write(&self, yaml: &str) {
+        std::fs::write(self.file(), format!("name: {}\n{yaml}", self.name)).unwrap();
+    }
+
+    fn ninetrix(&self, args: &[&str]) -> Output {
+        Command::new(ninetrix_bin())
+            .args(args)
+            .env("AGENTFILE_HOME", self.home())
+            .env(
+                "NINETRIX_API_CONTAINER",
+                format!("ninetrix-api-{}", self.name),
+            )
+            .env("NINETRIX_API_PORT", "0")
+            .env("TEST_SECRET", SECRET)
+            .env_remove("AGENTFILE_API_URL")
+            .output()
+            .unwrap()
+    }
+
+    fn up(&self, extra: &[&str]) -> String {
+        let file = self.file();
+        let mut args = vec!["up", "-f", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = self.ninetrix(&args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "up failed:\n{text}");
+        text
+    }
+
+    fn state(&self) -> Value {
+        serde_json::from_slice(
+            &std::fs::read(
+                self.home()
+                    .join("pools")
+                    .join(format!("{}.json", self.name)),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn container(&self, agent: &str, replica: u32) -> String {
+        format!("ninetrix-{}-{agent}-{replica}", self.name)
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.ninetrix(&[
+            "down",
+            "-p",
+            &self.name.clone(),
+            "--purge",
+            "--api",
+            "-t",
+            "2",
+        ]);
+        // Whatever is left, by label.
+        let ids = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=dev.ninetrix.pool={}", self.name),
+        ]);
+        for id in ids.split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
+        docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
+        for v in docker(&[
+            "volume",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("name=ninetrix-{}-", self.name),
+        ])
+        .split_whitespace()
+        {
+            docker(&["volume", "rm", v]);
+        }
+    }
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("the docker CLI is installed for tests");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn inspect(name: &str) -> Value {
+    let v: Value = serde_json::from_str(&docker(&["inspect", name])).unwrap_or(Value::Null);
+    v[0].clone()
+}
+
+fn env_of(c: &Value, key: &str) -> Option<String> {
+    c["Config"]["Env"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|e| e.strip_prefix(&format!("{key}=")).map(str::to_string))
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+const TWO_AGENTS: &str = "agents:
+  alpha:
+    runtime:
+      provider: scripted
+      script: [\"hello from alpha\"]
+      resources: { cpu: 0.5, memory: 64Mi }
+    execution: { replicas: 2 }
+    env: { LOG_LEVEL: debug }
+    secrets: [TEST_SECRET]
+  beta:
+    runtime:
+      provider: scripted
+      script: [\"hello from beta\"]
+";
+
+#[test]
+fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
+    let pool = Pool::new("up");
+    pool.write(TWO_AGENTS);
+    let output = pool.up(&[]);
+    assert!(
+        !output.contains(SECRET),
+        "the secret value leaked into CLI output"
+    );
+
+    // Containers as specified.
+    let state = pool.state();
+    for (agent, replica) in [("alpha", 1), ("alpha", 2), ("beta", 1)] {
+        let c = inspect(&pool.container(agent, replica));
+        let labels = &c["Config"]["Labels"];
+        assert_eq!(labels["dev.ninetrix.pool"], pool.name.as_str());
+        assert_eq!(labels["dev.ninetrix.agent"], agent);
+        assert_eq!(labels["dev.ninetrix.replica"], replica.to_string());
+        assert_eq!(labels["dev.ninetrix.durable"], "true");
+        let thread = env_of(&c, "AGENTFILE_THREAD_ID").unwrap();
+        assert_eq!(labels["dev.ninetrix.thread-id"], thread.as_str());
+        assert_eq!(
+            state["agents"][agent][replica.to_string()]["thread_id"],
+            thread.as_str(),
+            "pool state and container agree"
+        );
+        assert_eq!(c["HostConfig"]["RestartPolicy"]["Name"], "on-failure");
+        assert_eq!(c["HostConfig"]["RestartPolicy"]["MaximumRetryCount"], 3);
+        assert_eq!(c["HostConfig"]["Init"], true);
+        assert_eq!(c["Config"]["Hostname"], format!("{agent}-{replica}"));
+        assert!(
+            c["HostConfig"]["ExtraHosts"]
+                .to_string()
+                .contains("host.docker.internal:host-gateway")
+        );
+        assert_eq!(
+            env_of(&c, "AGENTFILE_RUNNER_TOKEN"),
+            None,
+            "the runner token is a file, not env"
+        );
+        assert!(c["State"]["Running"].as_bool().unwrap());
+    }
+    let alpha = inspect(&pool.container("alpha", 1));
+    assert_eq!(alpha["HostConfig"]["NanoCpus"], 500_000_000);
+    assert_eq!(alpha["HostConfig"]["Memory"], 64 * 1024 * 1024);
+    assert_eq!(env_of(&alpha, "LOG_LEVEL").as_deref(), Some("debug"));
+    // The secret is a 0400 file in the container, and nowhere else.
+    let tar = Command::new("docker")
+        .args([
+            "cp",
+            &format!("{}:/run/secrets/TEST_SECRET", pool.container("alpha", 1)),
+            "-",
+        ])
+        .output()
+        .unwrap()
+        .stdout;
+    assert!(String::from_utf8_lossy(&tar).contains(SECRET));
+    assert_eq!(
+        &tar[103..107],
+        b"0400",
+        "permission bits 0400 in the tar header"
+    );
+    for name in [pool.container("alpha", 1), pool.container("beta", 1)] {
+        assert!(
+            !docker(&["inspect", &name]).contains(SECRET),
+            "secret in docker inspect of {name}"
+        );
+    }
+    assert!(
+        !std::fs::read_to_string(
+            pool.home()
+                .join("pools")
+                .join(format!("{}.json", pool.name))
+        )
+        .unwrap()
+        .contains(SECRET)
+    );
+
+    // Up again: nothing recreated.
+    let ids = |pool: &Pool| -> Vec<String> {
+        [("alpha", 1), ("alpha", 2), ("beta", 1)]
+            .iter()
+            .map(|(a, r)| {
+                inspect(&pool.container(a, *r))["Id"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    };
+    let before = ids(&pool);
+    pool.up(&[]);
+    assert_eq!(ids(&pool), before, "an unchanged pool keeps its containers");
+
+    // Change beta: only beta is recreated, with the same thread.
+    let beta_thread = env_of(&inspect(&pool.container("beta", 1)), "AGENTFILE_THREAD_ID");
+    pool.write(&TWO_AGENTS.replace("hello from beta", "hello again from beta"));
+    pool.up(&[]);
+    let after = ids(&pool);
+    assert_eq!(after[..2], before[..2], "alpha untouched");
+    assert_ne!(after[2], before[2], "beta recreated");
+    assert_eq!(
+        env_of(&inspect(&pool.container("beta", 1)), "AGENTFILE_THREAD_ID"),
+        beta_thread,
+        "recreated with the same thread"
+    );
+
+    // Replicas 2 → 1: replica 2 removed.
+    pool.write(
+        &TWO_AGENTS
+            .replace("hello from beta", "hello again from beta")
+            .replace("replicas: 2", "replicas: 1"),
+    );
+    pool.up(&[]);
+    assert!(
+        inspect(&pool.container("alpha", 2)).is_null(),
+        "replica 2 removed"
+    );
+    assert_eq!(
+        inspect(&pool.container("alpha", 1))["Id"].as_str().unwrap(),
+        before[0],
+        "replica 1 kept"
+    );
+
+    // Beta leaves the file: reported as an orphan, removed with --remove-orphans.
+    let only_alpha = TWO_AGENTS
+        .split("  beta:")
+        .next()
+        .unwrap()
+        .replace("replicas: 2", "replicas: 1");
+    pool.write(&only_alpha);
+    let out = pool.up(&[]);
+    assert!(out.contains("Orphan"), "{out}");
+    assert!(!inspect(&pool.container("beta", 1)).is_null());
+    pool.up(&["--remove-orphans"]);
+    assert!(
+        inspect(&pool.container("beta", 1)).is_null(),
+        "orphan removed"
+    );
+
+    // ps finds the pool by label.
+    let ps = pool.ninetrix(&["ps", "-p", &pool.name, "--json"]);
+    let rows: Value = serde_json::from_slice(&ps.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    assert_eq!(rows[0]["agent"], "alpha");
+
+    // down keeps the state; up reuses the thread; down --purge removes the state.
+    let thread = env_of(&inspect(&pool.container("alpha", 1)), "AGENTFILE_THREAD_ID");
+    let file = pool.file();
+    assert!(
+        pool.ninetrix(&["down", "-f", file.to_str().unwrap(), "-t", "5"])
+            .status
+            .success()
+    );
+    assert!(inspect(&pool.container("alpha", 1)).is_null());
+    assert!(
+        docker(&["network", "ls", "--format", "{{.Name}}"])
+            .lines()
+            .all(|n| n != format!("ninetrix-{}", pool.name))
+    );
+    pool.up(&[]);
+    assert_eq!(
+        env_of(&inspect(&pool.container("alpha", 1)), "AGENTFILE_THREAD_ID"),
+        thread,
+        "thread IDs survive down/up"
+    );
+    assert!(
+        pool.ninetrix(&["down", "-f", file.to_str().unwrap(), "--purge", "-t", "5"])
+            .status
+            .success()
+    );
+    assert!(
+        !pool
+            .home()
+            .join("pools")
+            .join(format!("{}.json", pool.name))
+            .exists(),
+        "--purge deletes the pool state"
+    );
+}
+
+fn kill_host_pid(container: &str) {
+    let c = inspect(container);
+    let pid = c["State"]["Pid"].as_i64().unwrap_or(0);
+    assert!(
+        pid > 0,
+        "{container} is not running: {} restarts, state {}\nlogs:\n{}",
+        c["RestartCount"],
+        c["State"],
+        docker(&["logs", "--tail", "20", container])
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn crashes_restart_with_the_same_thread_until_the_budget_is_spent() {
+    let pool = Pool::new("crash");
+    pool.write("agents:\n  worker:\n    runtime: { provider: scripted, script: [\"ok\"] }\n  job:\n    runtime: { provider: scripted, script: [\"done\"] }\n    tools: [shell]\n    execution: { durability: false, task: \"go\" }\n");
+    // The batch job asks for `shell` in a scratch image: it exits 2 at once and is never restarted.
+    let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let name = pool.container("worker", 1);
+    let thread = env_of(&inspect(&name), "AGENTFILE_THREAD_ID");
+    for crash in 1..=3 {
+        kill_host_pid(&name);
+        wait_for("the restart", Duration::from_secs(30), || {
+            let c = inspect(&name);
+            c["RestartCount"] == crash
+                && c["State"]["Running"] == true
+                && c["State"]["Restarting"] == false
+                && c["State"]["Pid"].as_i64().unwrap_or(0) > 0
+        });
+        assert_eq!(
+            env_of(&inspect(&name), "AGENTFILE_THREAD_ID"),
+            thread,
+            "same thread after restart {crash}"
+        );
+    }
+    // The fourth crash exhausts the budget.
+    kill_host_pid(&name);
+    wait_for("the container to give up", Duration::from_secs(30), || {
+        let c = inspect(&name);
+        c["State"]["Running"] == false && c["State"]["Restarting"] == false
+    });
+    let ps: Value = serde_json::from_slice(
+        &pool
+            .ninetrix(&["ps", "-p", &pool.name, "-a", "--json"])
+            .stdout,
+    )
+    .unwrap();
+    let worker = ps
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["agent"] == "worker")
+        .unwrap()
+        .clone();
+    assert_eq!(worker["gave_up"], true, "{worker}");
+    assert!(
+        worker["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("gave up after 3 restarts"),
+        "{worker}"
+    );
+    // The batch job failed once and was never restarted.
+    let job = inspect(&pool.container("job", 1));
+    assert_eq!(
+        (
+            job["RestartCount"].as_i64(),
+            job["State"]["ExitCode"].as_i64(),
+            job["HostConfig"]["RestartPolicy"]["Name"].as_str()
+        ),
+        (Some(0), Some(2), Some("no"))
+    );
+    // up starts the worker again with a fresh budget, same thread.
+    pool.up(&[]);
+    let c = inspect(&name);
+    assert_eq!(
+        (c["State"]["Running"].as_bool(), c["RestartCount"].as_i64()),
+        (Some(true), Some(0))
+    );
+    assert_eq!(env_of(&c, "AGENTFILE_THREAD_ID"), thread);
+}
+
+#[test]
+fn an_unreachable_docker_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentfile.yaml");
+    std::fs::write(
+        &file,
+        "agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n",
+    )
+    .unwrap();
+    let out = Command::new(ninetrix_bin())
+        .args(["up", "-f", file.to_str().unwrap()])
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", dir.path().join("nothing.sock").display()),
+        )
+        .env("AGENTFILE_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Docker is not reachable")
+            && err.contains("nothing.sock")
+            && err.contains("DOCKER_HOST"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_missing_secret_stops_up_before_anything_starts() {
+    let pool = Pool::new("sec");
+    pool.write("agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n    secrets: [NOT_SET_ANYWHERE]\n");
+    let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("secret NOT_SET_ANYWHERE (needed by agent `a`) is not set")
+    );
+    assert!(inspect(&pool.container("a", 1)).is_null());
+    let _ = Path::new("");
+}
