@@ -15,6 +15,7 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
     UploadToContainerOptionsBuilder,
 };
+use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
 use serde_json::json;
@@ -132,6 +133,70 @@ struct Started {
     baseline: u64,
 }
 
+/// A container to create (replacing `old` if set).
+struct Job<'a> {
+    agent: &'a AgentSpec,
+    replica: u32,
+    name: String,
+    thread: ThreadId,
+    hash: String,
+    image: String,
+    old: Option<String>,
+}
+
+/// Creates one replica container: remove the old one, mint the runner token, create, upload the
+/// secrets, start. Returns the job, the container ID and the thread's event seq before the start.
+async fn create<'j>(
+    docker: &Docker,
+    api: &Api,
+    pool: &str,
+    job: &'j Job<'j>,
+    secrets: &BTreeMap<String, String>,
+) -> anyhow::Result<(&'j Job<'j>, String, u64)> {
+    if let Some(old) = &job.old {
+        remove(docker, old, 30).await?;
+    }
+    let token = api
+        .runner_token(job.thread, pool, &job.agent.name, job.replica)
+        .await?;
+    let body = Replica {
+        pool,
+        spec: job.agent,
+        replica: job.replica,
+        thread: job.thread,
+        image: &job.image,
+        api_url: &api.container_url,
+        hash: &job.hash,
+    }
+    .body();
+    let cname = &job.name;
+    let created = docker.create_container(Some(CreateContainerOptionsBuilder::default().name(cname).build()), body).await.map_err(|e| match e {
+        bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => {
+            anyhow::anyhow!("the container name {cname} is already in use by a container ninetrix does not manage; remove or rename it")
+        }
+        e => anyhow::anyhow!("cannot create {cname}: {e}"),
+    })?;
+    let mut files: Vec<(&str, &str)> = secrets
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    files.push(("AGENTFILE_RUNNER_TOKEN", &token));
+    docker
+        .upload_to_container(
+            &created.id,
+            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            bollard::body_full(secrets_tar(&files)?.into()),
+        )
+        .await
+        .with_context(|| format!("cannot upload the secrets of {cname}"))?;
+    let baseline = api.event_seq(job.thread).await?;
+    docker
+        .start_container(&created.id, None)
+        .await
+        .with_context(|| format!("cannot start {cname}"))?;
+    Ok((job, created.id, baseline))
+}
+
 /// Runs `ninetrix up`.
 pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let parsed = super::load(&args.file)?;
@@ -181,6 +246,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     locked.state.api_url = Some(api.url.clone());
     let existing = pool_containers(&docker, Some(&pool)).await?;
     let mut started: Vec<Started> = Vec::new();
+    let mut jobs: Vec<Job<'_>> = Vec::new();
 
     // Orphans: agents no longer in the file.
     for c in &existing {
@@ -272,98 +338,33 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
                 }
                 continue;
             }
-            let recreate = current.is_some();
-            if let Some(c) = current {
-                remove(&docker, c.id.as_deref().unwrap_or_default(), 30).await?;
-            }
             // A durable replica keeps its thread forever; a batch job gets a fresh one per run.
             let thread = if agent.execution.durability {
                 locked.state.thread_for(&agent.name, replica)
             } else {
                 let t = ThreadId::new_v7();
+                let fresh = state::ReplicaState {
+                    thread_id: t,
+                    container_id: None,
+                    config_hash: None,
+                };
                 locked
                     .state
                     .agents
                     .entry(agent.name.clone())
                     .or_default()
-                    .insert(
-                        replica,
-                        state::ReplicaState {
-                            thread_id: t,
-                            container_id: None,
-                            config_hash: None,
-                        },
-                    );
+                    .insert(replica, fresh);
                 t
             };
-            // Record the thread before the container exists, so it is never lost.
-            locked.save()?;
-            let token = api
-                .runner_token(thread, &pool, &agent.name, replica)
-                .await?;
-            let body = Replica {
-                pool: &pool,
-                spec: agent,
+            jobs.push(Job {
+                agent,
                 replica,
+                name: cname,
                 thread,
-                image: &img.tag,
-                api_url: &api.container_url,
-                hash: &hash,
-            }
-            .body();
-            let created = docker
-                .create_container(Some(CreateContainerOptionsBuilder::default().name(&cname).build()), body)
-                .await
-                .map_err(|e| match e {
-                    bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => {
-                        anyhow::anyhow!("the container name {cname} is already in use by a container ninetrix does not manage; remove or rename it")
-                    }
-                    e => anyhow::anyhow!("cannot create {cname}: {e}"),
-                })?;
-            let mut files: Vec<(&str, &str)> = agent_secrets
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            files.push(("AGENTFILE_RUNNER_TOKEN", &token));
-            docker
-                .upload_to_container(
-                    &created.id,
-                    Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-                    bollard::body_full(secrets_tar(&files)?.into()),
-                )
-                .await
-                .with_context(|| format!("cannot upload the secrets of {cname}"))?;
-            let baseline = api.event_seq(thread).await?;
-            docker
-                .start_container(&created.id, None)
-                .await
-                .with_context(|| format!("cannot start {cname}"))?;
-            let entry = locked
-                .state
-                .agents
-                .entry(agent.name.clone())
-                .or_default()
-                .entry(replica)
-                .or_insert(state::ReplicaState {
-                    thread_id: thread,
-                    container_id: None,
-                    config_hash: None,
-                });
-            entry.container_id = Some(created.id.clone());
-            entry.config_hash = Some(hash.clone());
-            progress.step(
-                "Container",
-                &cname,
-                if recreate { "Recreated" } else { "Created" },
-            );
-            if agent.execution.durability {
-                started.push(Started {
-                    name: cname,
-                    id: created.id,
-                    thread,
-                    baseline,
-                });
-            }
+                hash,
+                image: img.tag.clone(),
+                old: current.and_then(|c| c.id.clone()),
+            });
         }
         // Keep the state's container IDs current for kept containers too.
         for c in existing
@@ -383,6 +384,49 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
                 entry.container_id = Some(id.clone());
                 entry.config_hash = label(c, spec::HASH).map(str::to_string);
             }
+        }
+    }
+    // Record every thread before its container exists, so none is ever lost; then create and
+    // start the containers, several at a time.
+    locked.save()?;
+    let creations = futures_util::stream::iter(
+        jobs.iter()
+            .map(|job| create(&docker, &api, &pool, job, &secrets[&job.agent.name])),
+    )
+    .buffer_unordered(8)
+    .collect::<Vec<_>>()
+    .await;
+    for outcome in creations {
+        let (job, id, baseline) = outcome?;
+        let entry = locked
+            .state
+            .agents
+            .entry(job.agent.name.clone())
+            .or_default()
+            .entry(job.replica)
+            .or_insert(state::ReplicaState {
+                thread_id: job.thread,
+                container_id: None,
+                config_hash: None,
+            });
+        entry.container_id = Some(id.clone());
+        entry.config_hash = Some(job.hash.clone());
+        progress.step(
+            "Container",
+            &job.name,
+            if job.old.is_some() {
+                "Recreated"
+            } else {
+                "Created"
+            },
+        );
+        if job.agent.execution.durability {
+            started.push(Started {
+                name: job.name.clone(),
+                id,
+                thread: job.thread,
+                baseline,
+            });
         }
     }
     locked.save()?;
