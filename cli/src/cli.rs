@@ -31,6 +31,12 @@ pub enum Command {
     Down(DownArgs),
     /// List the pools' containers with status, restarts and exit codes.
     Ps(PsArgs),
+    /// Send a message to an agent's inbox and (by default) wait for its reply.
+    Invoke(InvokeArgs),
+    /// Show a thread's story: boots, repairs, turns, model and tool calls.
+    Trace(TraceArgs),
+    /// Show the pool's container logs, merged by time.
+    Logs(LogsArgs),
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,
@@ -102,6 +108,99 @@ pub struct PsArgs {
     #[arg(short, long)]
     pub all: bool,
     /// As JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ninetrix invoke`.
+#[derive(Debug, Args)]
+pub struct InvokeArgs {
+    /// The agentfile (for the pool name).
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The agent.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The replica.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub replica: u32,
+    /// The message.
+    #[arg(short, long, value_name = "MSG")]
+    pub message: String,
+    /// A dedupe key: sending again with the same key adds no second message.
+    #[arg(long, value_name = "KEY")]
+    pub id: Option<String>,
+    /// Return once the message is queued (default: wait for the reply).
+    #[arg(long, conflicts_with = "wait")]
+    pub no_wait: bool,
+    /// Wait for the reply (the default).
+    #[arg(long)]
+    pub wait: bool,
+    /// Seconds to wait for the reply (then exit 124; the message stays queued).
+    #[arg(long, default_value_t = 300, value_name = "S")]
+    pub timeout: u64,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ninetrix trace`.
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// The agentfile (for the pool name).
+    #[arg(long = "file", default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The thread.
+    #[arg(long, value_name = "ID", conflicts_with = "agent")]
+    pub thread_id: Option<String>,
+    /// The agent (with --replica).
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// The replica.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub replica: u32,
+    /// Keep printing new events.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// The events as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `ninetrix logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The agentfile (for the pool name).
+    #[arg(long = "file", value_name = "FILE", default_value = "agentfile.yaml")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Only this agent's containers.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Keep following, across restarts.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only lines since this time (RFC 3339) or for this long (10m, 2h).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Lines per container from the end (`all` for everything).
+    #[arg(long, default_value = "all", value_name = "N")]
+    pub tail: String,
+    /// Show timestamps.
+    #[arg(short, long)]
+    pub timestamps: bool,
+    /// No colours.
+    #[arg(long)]
+    pub no_color: bool,
+    /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
 }

@@ -31,8 +31,16 @@ impl Events {
         Events { tx: Some(tx) }
     }
 
-    /// Logs the event and queues it for the API.
-    pub fn emit(&self, event: NewEvent) {
+    /// Logs the event and queues it for the API. Each event carries the runner's own time
+    /// (`data.at`), since the API stores them in batches.
+    pub fn emit(&self, mut event: NewEvent) {
+        if let serde_json::Value::Object(map) = &mut event.data {
+            map.entry("at").or_insert_with(|| {
+                chrono::Utc::now()
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    .into()
+            });
+        }
         log(&event);
         if let Some(tx) = &self.tx
             && tx.try_send(Msg::Event(event)).is_err()

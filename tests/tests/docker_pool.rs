@@ -488,3 +488,233 @@ fn a_missing_secret_stops_up_before_anything_starts() {
     assert!(inspect(&pool.container("a", 1)).is_null());
     let _ = Path::new("");
 }
+
+const STORY: &str = "agents:
+  researcher:
+    runtime:
+      provider: scripted
+      script:
+        - text: Recording, then waiting for the source.
+          tool_calls:
+            - { name: file_write, args: { path: story.txt, content: \"line\\n\", mode: append } }
+            - { name: sleep, args: { seconds: 4 } }
+        - text: Done.
+    tools: [file_write, sleep]
+";
+
+impl Pool {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(ninetrix_bin());
+        c.args(args)
+            .env("AGENTFILE_HOME", self.home())
+            .env(
+                "NINETRIX_API_CONTAINER",
+                format!("ninetrix-api-{}", self.name),
+            )
+            .env("NINETRIX_API_PORT", "0")
+            .env("NO_COLOR", "1")
+            .env_remove("AGENTFILE_API_URL");
+        c
+    }
+
+    fn events(&self) -> Vec<Value> {
+        let out = self
+            .command(&["trace", "-p", &self.name, "--agent", "researcher", "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+/// The mission in one test: a turn with a `write` tool is killed mid-tool; Docker restarts the
+/// container; the runner resumes the thread, repairs the history, replays the completed write
+/// from the ledger, finishes the turn, and the caller gets exactly one reply.
+#[test]
+fn the_crash_story() {
+    let pool = Pool::new("story");
+    pool.write(STORY);
+    pool.up(&[]);
+    let name = pool.container("researcher", 1);
+    let thread = env_of(&inspect(&name), "AGENTFILE_THREAD_ID");
+    let invoke = pool
+        .command(&[
+            "invoke",
+            "-p",
+            &pool.name,
+            "--agent",
+            "researcher",
+            "-m",
+            "write the story",
+            "--id",
+            "story-1",
+            "--timeout",
+            "90",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // Mid-tool: the append is done and recorded, the sleep is running.
+    wait_for("the write to be executed", Duration::from_secs(30), || {
+        pool.events().iter().any(|e| {
+            e["type"] == "tool_call"
+                && e["data"]["name"] == "file_write"
+                && e["data"]["mode"] == "executed"
+        })
+    });
+    kill_host_pid(&name);
+
+    let out = invoke.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "invoke --wait returns the reply"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Done.\n",
+        "exactly one reply"
+    );
+
+    let c = inspect(&name);
+    assert_eq!(c["RestartCount"], 1);
+    assert_eq!(
+        env_of(&c, "AGENTFILE_THREAD_ID"),
+        thread,
+        "same thread after the restart"
+    );
+    let events = pool.events();
+    let epochs: Vec<i64> = events
+        .iter()
+        .filter(|e| e["type"] == "boot")
+        .filter_map(|e| e["data"]["epoch"].as_i64())
+        .collect();
+    assert_eq!(
+        epochs,
+        [1, 2],
+        "the restarted runner claimed a higher epoch"
+    );
+    let repair = events
+        .iter()
+        .find(|e| e["type"] == "repair")
+        .expect("a repair event");
+    assert!(
+        !repair["data"]["dropped"].as_array().unwrap().is_empty(),
+        "{repair}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_replayed" && e["data"]["name"] == "file_write"),
+        "the completed write was replayed, not executed"
+    );
+    let executed = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call" && e["data"]["name"] == "file_write")
+        .count();
+    assert_eq!(executed, 1, "the write ran once");
+    let tar = Command::new("docker")
+        .args(["cp", &format!("{name}:/workspace/story.txt"), "-"])
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(
+        String::from_utf8_lossy(&tar).matches("line\n").count(),
+        1,
+        "the appended line is there exactly once"
+    );
+
+    // The human view of the same story.
+    let trace = String::from_utf8_lossy(
+        &pool
+            .command(&["trace", "-p", &pool.name, "--agent", "researcher"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        trace.contains("boot · epoch 2 · restart 1")
+            && trace.contains("repair")
+            && trace.contains("replayed"),
+        "{trace}"
+    );
+    let logs = String::from_utf8_lossy(
+        &pool
+            .command(&["logs", "-p", &pool.name])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .to_string();
+    assert!(
+        logs.contains("researcher-1 | ") && logs.contains("restarted 1 time(s)"),
+        "{logs}"
+    );
+    let ps: Value = serde_json::from_slice(
+        &pool
+            .command(&["ps", "-p", &pool.name, "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(ps[0]["restarts"], 1);
+    // Asking again with the same --id adds nothing: the same single reply.
+    let again = pool
+        .command(&[
+            "invoke",
+            "-p",
+            &pool.name,
+            "--agent",
+            "researcher",
+            "-m",
+            "write the story",
+            "--id",
+            "story-1",
+            "--timeout",
+            "30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&again.stdout), "Done.\n");
+    let turns = pool
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "turn_started")
+        .count();
+    assert_eq!(turns, 1, "the retried invoke did not start a second turn");
+}
+
+#[test]
+fn invoke_times_out_with_124_and_the_reply_still_comes() {
+    let pool = Pool::new("slow");
+    pool.write(&STORY.replace("seconds: 4", "seconds: 3"));
+    pool.up(&[]);
+    let out = pool
+        .command(&[
+            "invoke",
+            "-p",
+            &pool.name,
+            "--agent",
+            "researcher",
+            "-m",
+            "go",
+            "--id",
+            "slow-1",
+            "--timeout",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(124));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stays queued"));
+    wait_for("the late reply", Duration::from_secs(30), || {
+        pool.events()
+            .iter()
+            .any(|e| e["type"] == "turn_completed" && e["data"]["seq"] == 1)
+    });
+}

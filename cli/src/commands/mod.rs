@@ -48,5 +48,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Up(args) => block_on(crate::orchestrate::up::run(&args)),
         Command::Down(args) => block_on(crate::orchestrate::down::run(&args)),
         Command::Ps(args) => block_on(crate::orchestrate::ps::run(&args)),
+        Command::Invoke(args) => block_on(crate::orchestrate::diag::invoke(&args)),
+        Command::Trace(args) => block_on(crate::orchestrate::diag::trace(&args)),
+        Command::Logs(args) => block_on(crate::orchestrate::logs::run(&args)),
     }
 }

@@ -5,11 +5,26 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use super::api::init_logging;
+/// Short lines for container logs: Docker adds the time; the level and the message suffice.
+fn init_runner_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .without_time()
+        .with_ansi(false)
+        .with_writer(std::io::stderr);
+    let _ = if std::env::var("NINETRIX_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
 
 /// Runs the runner until it stops.
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
-    init_logging();
+    init_runner_logging();
     let config = match ninetrix_runner::config::from_env() {
         Ok(c) => c,
         Err(e) => {

@@ -239,6 +239,53 @@ impl Api {
         Ok(api)
     }
 
+    /// The API a pool already uses: `AGENTFILE_API_URL` if set, else the local API at the URL the
+    /// pool state recorded, with the admin token from `$AGENTFILE_HOME/api/`.
+    pub(crate) fn existing(home: &Path, state_url: Option<&str>) -> anyhow::Result<Api> {
+        let http = reqwest::Client::new();
+        if let Ok(url) = std::env::var("AGENTFILE_API_URL")
+            && !url.is_empty()
+        {
+            let admin = std::env::var("AGENTFILE_ADMIN_TOKEN")
+                .context("AGENTFILE_API_URL is set but AGENTFILE_ADMIN_TOKEN is not")?;
+            let url = url.trim_end_matches('/').to_string();
+            return Ok(Api {
+                container_url: url.clone(),
+                url,
+                admin,
+                local: None,
+                http,
+            });
+        }
+        let url = state_url
+            .context("the pool has no API recorded; run `ninetrix up` first")?
+            .to_string();
+        let admin_path = home.join("api").join("admin-token");
+        let admin = std::fs::read_to_string(&admin_path).with_context(|| {
+            format!(
+                "cannot read the admin token {}; run `ninetrix up` first",
+                admin_path.display()
+            )
+        })?;
+        Ok(Api {
+            url,
+            container_url: format!("http://ninetrix-api:{PORT}"),
+            admin: admin.trim().to_string(),
+            local: Some(local_name()),
+            http,
+        })
+    }
+
+    /// Sends an admin request; returns the status and JSON body.
+    pub(crate) async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(reqwest::StatusCode, Value)> {
+        self.call(method, path, body).await
+    }
+
     async fn wait_ready(&self, docker: &Docker, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {

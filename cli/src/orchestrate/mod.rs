@@ -3,9 +3,12 @@
 //! to the `docker` CLI.
 
 pub(crate) mod api;
+pub(crate) mod diag;
 pub(crate) mod docker;
 pub(crate) mod down;
 pub(crate) mod image;
+pub(crate) mod logs;
+pub(crate) mod pool;
 pub(crate) mod ps;
 pub(crate) mod spec;
 pub(crate) mod state;

@@ -104,6 +104,11 @@ pub const BUILTINS: &[Builtin] = &[
         summary: "make an HTTP request (GET/HEAD: read; other methods: write)",
     },
     Builtin {
+        name: "sleep",
+        effect: Effect::Read,
+        summary: "wait some seconds (to pace polling or retries)",
+    },
+    Builtin {
         name: "shell",
         effect: Effect::Write,
         summary: "run a command with /bin/sh (only in images that have one)",

@@ -82,6 +82,10 @@ fn definition(name: &str) -> Option<ToolDef> {
                 "body": {"type": "string"}
             }, "required": ["url"]}),
         ),
+        "sleep" => (
+            "Wait for some seconds (at most the tool timeout), e.g. before checking something again.",
+            json!({"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0}}, "required": ["seconds"]}),
+        ),
         "shell" => (
             "Run a command with /bin/sh -c in the workspace; returns the exit code and output (at most 64 KiB).",
             json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
@@ -109,6 +113,14 @@ pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
             "list_dir" => fs::list(ctx, args).await,
             "http_request" => http::request(ctx, args).await,
             "shell" => shell::run(ctx, args).await,
+            "sleep" => match args.get("seconds").and_then(Value::as_f64) {
+                Some(s) if s.is_finite() && s >= 0.0 => {
+                    tokio::time::sleep(Duration::from_secs_f64(s.min(ctx.timeout.as_secs_f64())))
+                        .await;
+                    ToolOutput::ok(format!("waited {s} seconds"))
+                }
+                _ => ToolOutput::error("missing `seconds` (a number)"),
+            },
             other => ToolOutput::error(format!("`{other}` is not a builtin tool")),
         }
     };

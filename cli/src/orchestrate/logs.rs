@@ -1,0 +1,390 @@
+//! `ninetrix logs`: every container of a pool, Compose-style (`agent-n | line`), stdout and
+//! stderr, lines reassembled from Docker's frames, merged by time; `--follow` re-attaches across
+//! restarts without repeating lines and prints restart markers.
+
+use std::collections::HashMap;
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::query_parameters::LogsOptionsBuilder;
+use chrono::{DateTime, Utc};
+use futures_util::StreamExt as _;
+use serde_json::json;
+
+use super::{label, pool_containers, spec};
+use crate::cli::LogsArgs;
+
+/// One reassembled log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Line {
+    pub(crate) time: DateTime<Utc>,
+    pub(crate) stream: &'static str,
+    pub(crate) text: String,
+}
+
+/// Reassembles lines from Docker's frames: a frame may hold part of a line or several lines.
+#[derive(Default)]
+pub(crate) struct Reassembler {
+    partial: HashMap<&'static str, Vec<u8>>,
+}
+
+impl Reassembler {
+    /// Feeds one frame's bytes; returns the complete lines.
+    pub(crate) fn push(&mut self, stream: &'static str, bytes: &[u8]) -> Vec<Line> {
+        let buf = self.partial.entry(stream).or_default();
+        buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            let raw: Vec<u8> = buf.drain(..=i).collect();
+            out.extend(parse(stream, &raw[..raw.len() - 1]));
+        }
+        out
+    }
+
+    /// The unterminated rest of each stream (a last line without a newline).
+    pub(crate) fn finish(&mut self) -> Vec<Line> {
+        let mut out = Vec::new();
+        for (stream, buf) in self.partial.drain() {
+            if !buf.is_empty() {
+                out.extend(parse(stream, &buf));
+            }
+        }
+        out
+    }
+}
+
+/// `TIMESTAMP text` (Docker's `timestamps=true` format).
+fn parse(stream: &'static str, raw: &[u8]) -> Option<Line> {
+    let s = String::from_utf8_lossy(raw);
+    let s = s.trim_end_matches('\r');
+    let (ts, text) = s.split_once(' ').unwrap_or((s, ""));
+    let time = DateTime::parse_from_rfc3339(ts).ok()?.with_timezone(&Utc);
+    Some(Line {
+        time,
+        stream,
+        text: text.to_string(),
+    })
+}
+
+/// `--since`: RFC 3339, or relative (`45s`, `10m`, `2h`, `1d`).
+pub(crate) fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: i64 = n.parse().with_context(|| {
+        format!("--since `{s}`: use RFC 3339 (2026-01-01T10:00:00Z) or a duration like 10m")
+    })?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => bail!("--since `{s}`: the unit must be s, m, h or d"),
+    };
+    Ok(now - chrono::Duration::seconds(secs))
+}
+
+const COLORS: [u8; 6] = [36, 33, 32, 35, 34, 96];
+
+struct Target {
+    id: String,
+    prefix: String,
+    agent: String,
+    replica: String,
+    durable: bool,
+    color: Option<u8>,
+}
+
+fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
+    if args.json {
+        println!(
+            "{}",
+            json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": l.stream, "time": l.time, "line": l.text})
+        );
+        return;
+    }
+    let prefix = format!("{:<width$} |", t.prefix);
+    let prefix = match t.color {
+        Some(c) => format!("\x1b[{c}m{prefix}\x1b[0m"),
+        None => prefix,
+    };
+    if args.timestamps {
+        println!(
+            "{prefix} {} {}",
+            l.time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            l.text
+        );
+    } else {
+        println!("{prefix} {}", l.text);
+    }
+}
+
+fn marker(t: &Target, width: usize, text: &str, args: &LogsArgs) {
+    if args.json {
+        println!(
+            "{}",
+            json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": "marker", "time": Utc::now(), "line": text})
+        );
+    } else {
+        let line = format!("{:<width$} {text}", t.prefix);
+        match t.color {
+            Some(c) => println!("\x1b[{c}m{line}\x1b[0m"),
+            None => println!("{line}"),
+        }
+    }
+}
+
+async fn read(
+    docker: &Docker,
+    id: &str,
+    follow: bool,
+    tail: &str,
+    since: Option<i32>,
+) -> Vec<Line> {
+    let mut opts = LogsOptionsBuilder::default()
+        .stdout(true)
+        .stderr(true)
+        .timestamps(true)
+        .follow(follow)
+        .tail(tail);
+    if let Some(s) = since {
+        opts = opts.since(s);
+    }
+    let mut stream = docker.logs(id, Some(opts.build()));
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    while let Some(Ok(frame)) = stream.next().await {
+        match frame {
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                out.extend(r.push("stdout", &message))
+            }
+            LogOutput::StdErr { message } => out.extend(r.push("stderr", &message)),
+            _ => {}
+        }
+    }
+    out.extend(r.finish());
+    out
+}
+
+/// Runs `ninetrix logs`.
+pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
+    let pool = super::pool::pool_name(&args.file, args.pool.as_deref())?;
+    let docker = super::docker::connect().await?;
+    let mut containers = pool_containers(&docker, Some(&pool)).await?;
+    containers.retain(|c| {
+        args.agent
+            .as_deref()
+            .is_none_or(|a| label(c, spec::AGENT) == Some(a))
+    });
+    if containers.is_empty() {
+        bail!(
+            "pool `{pool}` has no containers{}; run `ninetrix up`",
+            args.agent
+                .as_deref()
+                .map(|a| format!(" for agent `{a}`"))
+                .unwrap_or_default()
+        );
+    }
+    containers.sort_by_key(|c| {
+        (
+            label(c, spec::AGENT).unwrap_or("").to_string(),
+            label(c, spec::REPLICA).and_then(|r| r.parse::<u32>().ok()),
+        )
+    });
+    let color = std::io::stdout().is_terminal()
+        && !args.no_color
+        && std::env::var_os("NO_COLOR").is_none()
+        && !args.json;
+    let targets: Vec<Target> = containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let agent = label(c, spec::AGENT).unwrap_or("?").to_string();
+            let replica = label(c, spec::REPLICA).unwrap_or("?").to_string();
+            Target {
+                id: c.id.clone().unwrap_or_default(),
+                prefix: format!("{agent}-{replica}"),
+                agent,
+                replica,
+                durable: label(c, spec::DURABLE) == Some("true"),
+                color: color.then_some(COLORS[i % COLORS.len()]),
+            }
+        })
+        .collect();
+    let width = targets.iter().map(|t| t.prefix.len()).max().unwrap_or(0);
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, Utc::now()))
+        .transpose()?
+        .map(|t| t.timestamp() as i32);
+    let tail = args.tail.clone();
+    // What is there now, merged by time.
+    let mut all: Vec<(usize, Line)> = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        all.extend(
+            read(&docker, &t.id, false, &tail, since)
+                .await
+                .into_iter()
+                .map(|l| (i, l)),
+        );
+    }
+    all.sort_by_key(|(_, l)| l.time);
+    let mut last: Vec<Option<DateTime<Utc>>> = vec![None; targets.len()];
+    for (i, l) in &all {
+        last[*i] = Some(l.time);
+        print_line(&targets[*i], width, l, args);
+    }
+    if !args.follow {
+        // Restarts are not in the log stream: say so after it.
+        for t in &targets {
+            if let Ok(info) = docker.inspect_container(&t.id, None).await {
+                let restarts = info.restart_count.unwrap_or(0);
+                if restarts > 0 {
+                    let st = info.state.unwrap_or_default();
+                    let code = st.exit_code.unwrap_or(0);
+                    let gave_up = t.durable
+                        && !st.running.unwrap_or(false)
+                        && !st.restarting.unwrap_or(false)
+                        && restarts >= spec::MAX_RESTARTS;
+                    let text = if gave_up {
+                        format!("restarted {restarts} times, then gave up (exit code {code})")
+                    } else {
+                        format!("restarted {restarts} time(s) after crashes")
+                    };
+                    marker(t, width, &text, args);
+                }
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Follow each container across restarts.
+    let tasks = targets.iter().enumerate().map(|(i, t)| {
+        let docker = &docker;
+        let mut seen = last[i];
+        async move {
+            loop {
+                let since = seen.map(|s| s.timestamp() as i32);
+                let opts = LogsOptionsBuilder::default()
+                    .stdout(true)
+                    .stderr(true)
+                    .timestamps(true)
+                    .follow(true)
+                    .tail(if seen.is_some() { "all" } else { "0" });
+                let opts = match since {
+                    Some(s) => opts.since(s),
+                    None => opts,
+                };
+                let mut stream = docker.logs(&t.id, Some(opts.build()));
+                let mut r = Reassembler::default();
+                while let Some(Ok(frame)) = stream.next().await {
+                    let lines = match frame {
+                        LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                            r.push("stdout", &message)
+                        }
+                        LogOutput::StdErr { message } => r.push("stderr", &message),
+                        _ => Vec::new(),
+                    };
+                    for l in lines {
+                        if seen.is_some_and(|s| l.time <= s) {
+                            continue;
+                        }
+                        seen = Some(l.time);
+                        print_line(t, width, &l, args);
+                    }
+                }
+                let Ok(info) = docker.inspect_container(&t.id, None).await else {
+                    return;
+                };
+                let st = info.state.unwrap_or_default();
+                let code = st.exit_code.unwrap_or(0);
+                let restarts = info.restart_count.unwrap_or(0);
+                if st.restarting.unwrap_or(false) || st.running.unwrap_or(false) {
+                    marker(
+                        t,
+                        width,
+                        &format!("exited with code {code} (restarting)"),
+                        args,
+                    );
+                    // Wait for the restarted process, then re-attach after the last line seen.
+                    for _ in 0..600 {
+                        let running = docker
+                            .inspect_container(&t.id, None)
+                            .await
+                            .ok()
+                            .and_then(|i| i.state)
+                            .is_some_and(|s| {
+                                s.running.unwrap_or(false) && !s.restarting.unwrap_or(false)
+                            });
+                        if running {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    continue;
+                }
+                if t.durable && code != 0 && restarts >= spec::MAX_RESTARTS {
+                    marker(
+                        t,
+                        width,
+                        &format!("exited with code {code}; gave up after {restarts} restarts"),
+                        args,
+                    );
+                } else {
+                    marker(t, width, &format!("exited with code {code}"), args);
+                }
+                return;
+            }
+        }
+    });
+    futures_util::future::join_all(tasks).await;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_reassembled_into_lines() {
+        let mut r = Reassembler::default();
+        assert!(r.push("stdout", b"2026-01-01T00:00:00.5Z hel").is_empty());
+        let lines = r.push(
+            "stdout",
+            b"lo\n2026-01-01T00:00:01Z two\n2026-01-01T00:00:02Z thr",
+        );
+        assert_eq!(
+            lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+            ["hello", "two"]
+        );
+        let err = r.push("stderr", b"2026-01-01T00:00:01.5Z oops\n");
+        assert_eq!((err[0].stream, err[0].text.as_str()), ("stderr", "oops"));
+        let rest = r.finish();
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].text, "thr", "a last line without a newline is kept");
+    }
+
+    #[test]
+    fn since_accepts_rfc3339_and_durations() {
+        let now: DateTime<Utc> = "2026-01-01T12:00:00Z".parse().unwrap();
+        assert_eq!(
+            parse_since("10m", now).unwrap(),
+            "2026-01-01T11:50:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            parse_since("2h", now).unwrap(),
+            "2026-01-01T10:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert_eq!(
+            parse_since("2026-01-01T09:00:00Z", now).unwrap(),
+            "2026-01-01T09:00:00Z".parse::<DateTime<Utc>>().unwrap()
+        );
+        assert!(parse_since("yesterday", now).is_err());
+        assert!(parse_since("5y", now).is_err());
+    }
+}
