@@ -37,6 +37,8 @@ pub enum Command {
     Trace(TraceArgs),
     /// Show the pool's container logs, merged by time.
     Logs(LogsArgs),
+    /// Run one agent once as a batch container and stream its output.
+    Run(RunArgs),
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,
@@ -203,6 +205,26 @@ pub struct LogsArgs {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Arguments of `ninetrix run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The agent.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The input (default: the agent's execution.task).
+    #[arg(short, long, value_name = "MSG")]
+    pub message: Option<String>,
+    /// Remove the container when it exits.
+    #[arg(long)]
+    pub rm: bool,
 }
 
 /// Arguments of `ninetrix api`.

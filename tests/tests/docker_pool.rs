@@ -718,3 +718,86 @@ fn invoke_times_out_with_124_and_the_reply_still_comes() {
             .any(|e| e["type"] == "turn_completed" && e["data"]["seq"] == 1)
     });
 }
+
+#[test]
+fn run_streams_the_reply_and_returns_the_exit_code() {
+    let pool = Pool::new("run");
+    pool.write("agents:\n  digest:\n    runtime: { provider: scripted, script: [\"The digest is ready.\"] }\n    execution: { durability: false, task: \"digest\" }\n  broken:\n    runtime: { provider: scripted, script: [\"never\"] }\n    tools: [shell]\n");
+    let file = pool.file();
+    let ok = pool
+        .command(&["run", "-f", file.to_str().unwrap(), "--agent", "digest"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&ok.stdout),
+        "The digest is ready.\n"
+    );
+    // A durable agent runs once too; one that cannot start (shell in a scratch image) fails with
+    // the runner's exit code and is never restarted.
+    let bad = pool
+        .command(&[
+            "run",
+            "-f",
+            file.to_str().unwrap(),
+            "--agent",
+            "broken",
+            "-m",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        bad.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no /bin/sh"));
+    let runs = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=dev.ninetrix.pool={}", pool.name),
+        "--filter",
+        "label=dev.ninetrix.run=true",
+    ]);
+    for id in runs.split_whitespace() {
+        let c = inspect(id);
+        assert_eq!(
+            (
+                c["RestartCount"].as_i64(),
+                c["HostConfig"]["RestartPolicy"]["Name"].as_str()
+            ),
+            (Some(0), Some("no"))
+        );
+    }
+    // --rm leaves nothing behind.
+    let before = runs.split_whitespace().count();
+    pool.command(&[
+        "run",
+        "-f",
+        file.to_str().unwrap(),
+        "--agent",
+        "digest",
+        "--rm",
+    ])
+    .output()
+    .unwrap();
+    let after = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=dev.ninetrix.pool={}", pool.name),
+        "--filter",
+        "label=dev.ninetrix.run=true",
+    ])
+    .split_whitespace()
+    .count();
+    assert_eq!(after, before);
+}

@@ -51,5 +51,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Invoke(args) => block_on(crate::orchestrate::diag::invoke(&args)),
         Command::Trace(args) => block_on(crate::orchestrate::diag::trace(&args)),
         Command::Logs(args) => block_on(crate::orchestrate::logs::run(&args)),
+        Command::Run(args) => block_on(crate::orchestrate::run::run(&args)),
     }
 }

@@ -156,6 +156,8 @@ struct Renderer {
     style: Style,
     turn_start: Option<DateTime<Utc>>,
     width: usize,
+    /// The last checkpoint version seen (shown on the turn's last line).
+    version: Option<u64>,
 }
 
 impl Renderer {
@@ -257,7 +259,10 @@ impl Renderer {
                     text(&d["result"], 60)
                 )
             }
-            "checkpoint" => format!("  │  {} checkpoint v{}", self.rel(e), d["version"]),
+            "checkpoint" => {
+                self.version = d["version"].as_u64();
+                return None;
+            }
             "turn_completed" => {
                 let ok = d["ok"] == true;
                 let line = format!(
@@ -324,6 +329,7 @@ pub(crate) async fn trace(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         style,
         turn_start: None,
         width,
+        version: None,
     };
     if !args.json {
         println!(

@@ -10,6 +10,7 @@ pub(crate) mod image;
 pub(crate) mod logs;
 pub(crate) mod pool;
 pub(crate) mod ps;
+pub(crate) mod run;
 pub(crate) mod spec;
 pub(crate) mod state;
 pub(crate) mod up;

@@ -85,7 +85,7 @@ fn host_secrets(spec: &AgentSpec) -> anyhow::Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
+pub(crate) async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
     let net = spec::network_name(pool);
     match docker.inspect_network(&net, None).await {
         Ok(_) => return Ok(net),

@@ -1,0 +1,194 @@
+//! `ninetrix run`: one agent as a one-shot batch container (restart `no`, a fresh thread, the
+//! message or `execution.task` as its input), its output streamed, its exit code returned.
+//! Ctrl-C stops it cleanly (SIGTERM: the runner checkpoints and exits).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use bollard::container::LogOutput;
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use futures_util::StreamExt as _;
+use ninetrix_proto::ThreadId;
+
+use super::api::{Api, secrets_tar};
+use super::image;
+use super::spec::{self, Replica};
+use crate::cli::RunArgs;
+
+/// Runs `ninetrix run`.
+pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let parsed = super::load(&args.file)?;
+    let af = parsed.agentfile;
+    let pool = af
+        .pool_name(args.pool.as_deref(), &args.file)
+        .context("cannot derive a pool name: set `name:` or pass -p POOL")?;
+    let Some(agent) = af.agent(&args.agent) else {
+        let known: Vec<&str> = af.agents.iter().map(|a| a.name.as_str()).collect();
+        bail!(
+            "the agentfile has no agent `{}` (it has: {})",
+            args.agent,
+            known.join(", ")
+        );
+    };
+    let mut spec = agent.clone();
+    spec.execution.durability = false;
+    spec.execution.replicas = 1;
+    if let Some(m) = &args.message {
+        spec.execution.task = Some(m.clone());
+    }
+    if spec.execution.task.is_none() {
+        bail!(
+            "agent `{}` has no execution.task; pass the input with -m MSG",
+            agent.name
+        );
+    }
+    let mut secrets = std::collections::BTreeMap::new();
+    for name in &spec.secrets {
+        let value = std::env::var(name)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .with_context(|| {
+                format!(
+                    "secret {name} (needed by agent `{}`) is not set on this host; export {name}=…",
+                    spec.name
+                )
+            })?;
+        secrets.insert(name.clone(), value);
+    }
+    let docker = super::docker::connect().await?;
+    let home = super::home()?;
+    let binary = image::this_binary()?;
+    let (runner_image, _) = image::runner_image(&docker, &binary).await?;
+    let img = match &spec.runtime.image {
+        Some(base) => image::agent_image(&docker, base, &binary).await?,
+        None => runner_image.clone(),
+    };
+    let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
+    let network = super::up::ensure_network(&docker, &pool).await?;
+    api.join(&docker, &network).await?;
+
+    let thread = ThreadId::new_v7();
+    let suffix: String = thread
+        .as_uuid()
+        .simple()
+        .to_string()
+        .chars()
+        .rev()
+        .take(6)
+        .collect();
+    let name = format!("ninetrix-{pool}-{}-run-{suffix}", spec.name);
+    let token = api.runner_token(thread, &pool, &spec.name, 0).await?;
+    let hash = spec::config_hash(&spec, &img.id, &api.container_url, &secrets);
+    let mut body = Replica {
+        pool: &pool,
+        spec: &spec,
+        replica: 0,
+        thread,
+        image: &img.tag,
+        api_url: &api.container_url,
+        hash: &hash,
+    }
+    .body();
+    body.hostname = Some(format!("{}-run", spec.name));
+    if let Some(labels) = body.labels.as_mut() {
+        labels.insert("dev.ninetrix.run".into(), "true".into());
+        labels.insert(spec::REPLICA.into(), "run".into());
+    }
+    if let Some(hc) = body.host_config.as_mut() {
+        hc.mounts = None; // a run gets a fresh, throwaway workspace
+    }
+    let created = docker
+        .create_container(
+            Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+            body,
+        )
+        .await
+        .with_context(|| format!("cannot create {name}"))?;
+    let mut files: Vec<(&str, &str)> = secrets
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    files.push(("AGENTFILE_RUNNER_TOKEN", &token));
+    docker
+        .upload_to_container(
+            &created.id,
+            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            bollard::body_full(secrets_tar(&files)?.into()),
+        )
+        .await
+        .context("cannot upload the run's secrets")?;
+    // Make sure the workspace exists in a container without volumes.
+    let mut ws = tar::Builder::new(Vec::new());
+    let mut dir = tar::Header::new_gnu();
+    dir.set_entry_type(tar::EntryType::Directory);
+    dir.set_mode(0o755);
+    dir.set_size(0);
+    dir.set_cksum();
+    ws.append_data(&mut dir, "workspace/", std::io::empty())?;
+    docker
+        .upload_to_container(
+            &created.id,
+            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            bollard::body_full(ws.into_inner()?.into()),
+        )
+        .await
+        .context("cannot prepare the run's workspace")?;
+    eprintln!("running {} as {name} (thread {thread})", spec.name);
+    docker
+        .start_container(&created.id, None)
+        .await
+        .with_context(|| format!("cannot start {name}"))?;
+
+    let mut logs = docker.logs(
+        &created.id,
+        Some(
+            LogsOptionsBuilder::default()
+                .stdout(true)
+                .stderr(true)
+                .follow(true)
+                .build(),
+        ),
+    );
+    let mut interrupted = false;
+    loop {
+        tokio::select! {
+            frame = logs.next() => match frame {
+                Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                    let mut out = std::io::stdout();
+                    let _ = out.write_all(&message);
+                    let _ = out.flush();
+                }
+                Some(Ok(LogOutput::StdErr { message })) => {
+                    let _ = std::io::stderr().write_all(&message);
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) | None => break,
+            },
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                eprintln!("stopping {name}…");
+                let _ = docker.stop_container(&created.id, Some(StopContainerOptionsBuilder::default().t(10).build())).await;
+            }
+        }
+    }
+    let code = docker
+        .inspect_container(&created.id, None)
+        .await
+        .ok()
+        .and_then(|i| i.state)
+        .and_then(|s| s.exit_code)
+        .unwrap_or(1);
+    if args.rm {
+        let _ = docker
+            .remove_container(
+                &created.id,
+                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            )
+            .await;
+    }
+    Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+}
