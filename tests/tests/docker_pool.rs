@@ -801,3 +801,65 @@ fn run_streams_the_reply_and_returns_the_exit_code() {
     .count();
     assert_eq!(after, before);
 }
+
+#[test]
+fn logs_follow_a_container_across_a_restart_without_repeating_lines() {
+    use std::io::BufRead as _;
+    let pool = Pool::new("logs");
+    pool.write("agents:\n  worker:\n    runtime: { provider: scripted, script: [\"ok\"] }\n");
+    pool.up(&[]);
+    let name = pool.container("worker", 1);
+    let mut child = pool
+        .command(&["logs", "-p", &pool.name, "-f", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(serde_json::from_str(&line).expect("every --json line parses"));
+        }
+    });
+    let mut seen: Vec<Value> = Vec::new();
+    let mut wait_line = |what: &str, pred: &dyn Fn(&Value) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if seen.iter().any(pred) {
+                return;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            seen.push(
+                rx.recv_timeout(left)
+                    .unwrap_or_else(|_| panic!("no log line for {what}; saw {seen:#?}")),
+            );
+        }
+    };
+    wait_line("the first boot", &|l| {
+        l["line"].as_str().unwrap_or("").contains("boot: epoch 1")
+    });
+    kill_host_pid(&name);
+    wait_line("the restart marker", &|l| {
+        l["stream"] == "marker" && l["line"].as_str().unwrap_or("").contains("(restarting)")
+    });
+    wait_line("the second boot", &|l| {
+        l["line"].as_str().unwrap_or("").contains("boot: epoch 2")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let first_boots = seen
+        .iter()
+        .filter(|l| l["line"].as_str().unwrap_or("").contains("boot: epoch 1"))
+        .count();
+    assert_eq!(
+        first_boots, 1,
+        "no line is repeated after re-attaching: {seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|l| l["container"] == "worker-1" && l["agent"] == "worker")
+    );
+}

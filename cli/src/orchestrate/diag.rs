@@ -266,12 +266,13 @@ impl Renderer {
             "turn_completed" => {
                 let ok = d["ok"] == true;
                 let line = format!(
-                    "  └─ {} {} in {} ms · {}",
+                    "  └─ {} {} in {} ms · checkpoint v{} · {}",
                     self.rel(e),
                     if ok { s.ok("done") } else { s.error("failed") },
                     d["duration_ms"]
                         .as_f64()
                         .map_or("?".into(), |v| format!("{v:.0}")),
+                    self.version.map_or("?".into(), |v| v.to_string()),
                     text(&d["reply"], w)
                 );
                 self.turn_start = None;
@@ -358,5 +359,91 @@ pub(crate) async fn trace(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: u64, kind: &str, at_ms: i64, data: Value) -> Value {
+        let at = DateTime::<Utc>::from_timestamp_millis(1_767_225_600_000 + at_ms)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut data = data;
+        data["at"] = at.into();
+        json!({"seq": seq, "type": kind, "data": data, "epoch": 1, "created_at": "2026-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn the_tree_of_a_crashed_and_resumed_turn() {
+        let events = vec![
+            ev(
+                1,
+                "boot",
+                0,
+                json!({"epoch": 1, "restart_count": 0, "repaired": false}),
+            ),
+            ev(2, "ready", 1, json!({})),
+            ev(
+                3,
+                "turn_started",
+                10,
+                json!({"turn_seq": 1, "seq": 1, "input": "write the story"}),
+            ),
+            ev(4, "checkpoint", 12, json!({"version": 1})),
+            ev(
+                5,
+                "llm_call",
+                20,
+                json!({"model": "claude-sonnet-4-6", "input_tokens": 120, "output_tokens": 42, "latency_ms": 830, "stop_reason": "tool_use"}),
+            ),
+            ev(
+                6,
+                "tool_call",
+                35,
+                json!({"name": "file_write", "args": "{\"path\":\"story.txt\"}", "effect": "write", "mode": "executed", "duration_ms": 4, "ok": true, "result": "appended 5 bytes"}),
+            ),
+            ev(
+                7,
+                "boot",
+                5000,
+                json!({"epoch": 2, "restart_count": 1, "repaired": true}),
+            ),
+            ev(
+                8,
+                "repair",
+                5001,
+                json!({"mode": "truncate", "truncate_to": 1, "dropped": [{"index": 1, "role": "assistant", "call_ids": ["toolu_1", "toolu_2"]}, {"index": 2, "role": "tool", "call_ids": ["toolu_1"]}]}),
+            ),
+            ev(9, "turn_resumed", 5002, json!({"turn_seq": 1, "seq": 1})),
+            ev(
+                10,
+                "llm_call",
+                5900,
+                json!({"model": "claude-sonnet-4-6", "input_tokens": 120, "output_tokens": 42, "latency_ms": 890, "stop_reason": "tool_use"}),
+            ),
+            ev(
+                11,
+                "tool_replayed",
+                5910,
+                json!({"name": "file_write", "args": "{\"path\":\"story.txt\"}", "effect": "write", "mode": "replayed", "duration_ms": 3, "ok": true, "result": "appended 5 bytes"}),
+            ),
+            ev(12, "checkpoint", 6000, json!({"version": 7})),
+            ev(
+                13,
+                "turn_completed",
+                6100,
+                json!({"turn_seq": 1, "seq": 1, "ok": true, "reply": "Done.", "duration_ms": 1098.0}),
+            ),
+        ];
+        let mut r = Renderer {
+            style: Style { color: false },
+            turn_start: None,
+            width: 100,
+            version: None,
+        };
+        let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
+        insta::assert_snapshot!(lines.join("\n"));
     }
 }
