@@ -116,10 +116,15 @@ impl ApiProcess {
     /// Starts `ninetrix api` with these extra arguments (`--listen 127.0.0.1:0` is added) and
     /// waits until it logs its address.
     pub fn start(args: &[&str]) -> ApiProcess {
+        Self::start_on("127.0.0.1:0", args)
+    }
+
+    /// Starts `ninetrix api` on a given address (to restart it where runners expect it).
+    pub fn start_on(listen: &str, args: &[&str]) -> ApiProcess {
         use std::io::BufRead as _;
         let child = std::process::Command::new(ninetrix_bin())
             .arg("api")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(args)
             .env("NINETRIX_LOG_FORMAT", "json")
             .env("RUST_LOG", "info,tower_http=debug")

@@ -1,0 +1,277 @@
+//! The chaos suite: a pool of durable scripted agents doing write-tool turns, fed a stream of
+//! deduplicated messages, while nemeses strike at random times — SIGKILL of a runner, SIGKILL of
+//! the API process, and a paused runner whose thread a second copy takes over (fencing). At the
+//! end every invariant of docs/durability.md is checked through the API and the side-effect files.
+//!
+//! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
+//! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
+//! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ninetrix_e2e::ApiProcess;
+use ninetrix_proto::{Role, ThreadId};
+use serde_json::Value;
+use support::{Admin, Runner, appender_spec, history, lines};
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below.max(1)
+    }
+}
+
+struct Slot {
+    thread: ThreadId,
+    workspace: std::path::PathBuf,
+    runner: Runner,
+    sent: Vec<String>,
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos() {
+    let faults: usize = std::env::var("NINETRIX_CHAOS_FAULTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let seed: u64 = std::env::var("NINETRIX_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("chaos: seed {seed} (replay with NINETRIX_SEED={seed}), {faults} faults");
+    let mut rng = Lcg(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("api.db").display());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("http://{listen}");
+    let mut api = ApiProcess::start_on(&listen, &["--database", &db, "--insecure-dev"]);
+    let admin = Admin::new(&url);
+    let spec = appender_spec();
+    let mut slots: Vec<Slot> = (0..3)
+        .map(|i| {
+            let workspace = dir.path().join(format!("ws{i}"));
+            std::fs::create_dir(&workspace).unwrap();
+            let thread = ThreadId::new_v7();
+            Slot {
+                runner: Runner::start(&url, thread, &spec, &workspace),
+                thread,
+                workspace,
+                sent: Vec::new(),
+            }
+        })
+        .collect();
+    let mut counts = [0usize; 4];
+    let started = Instant::now();
+    for fault in 0..faults {
+        // Work: one or two new messages, sometimes a retried one (same dedupe key).
+        for _ in 0..=rng.next(2) {
+            let s = rng.next(slots.len() as u64) as usize;
+            let slot = &mut slots[s];
+            if !slot.sent.is_empty() && rng.next(5) == 0 {
+                let old = rng.next(slot.sent.len() as u64) as usize;
+                let content = slot.sent[old].clone();
+                admin.send(slot.thread, &content, &format!("k{old}")).await;
+            } else {
+                let n = slot.sent.len();
+                let content = format!("message {n}");
+                admin.send(slot.thread, &content, &format!("k{n}")).await;
+                slot.sent.push(content);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(rng.next(150))).await;
+        let s = rng.next(slots.len() as u64) as usize;
+        match rng.next(10) {
+            // SIGKILL of a runner; Docker would restart it.
+            0..=5 => {
+                counts[0] += 1;
+                let slot = &mut slots[s];
+                slot.runner.kill();
+                slot.runner = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+            }
+            // SIGKILL of the API; it comes back on the same file and address.
+            6..=7 => {
+                counts[1] += 1;
+                let _ = api.child.kill();
+                let _ = api.child.wait();
+                tokio::time::sleep(Duration::from_millis(rng.next(300))).await;
+                api = ApiProcess::start_on(&listen, &["--database", &db, "--insecure-dev"]);
+            }
+            // A paused runner, a second copy on its thread, then the first resumes: fenced.
+            _ => {
+                counts[2] += 1;
+                let slot = &mut slots[s];
+                let stale = slot.runner.child.id();
+                signal(stale, "-STOP");
+                let replacement = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+                tokio::time::sleep(Duration::from_millis(100 + rng.next(200))).await;
+                signal(stale, "-CONT");
+                let mut old = std::mem::replace(&mut slot.runner, replacement);
+                // The stale copy must stop by itself (fenced → exit 0) once it tries to write;
+                // if it is idle it may never write, so it is stopped after a while.
+                match old.wait_exit(Duration::from_millis(300)) {
+                    Some(status) => {
+                        counts[3] += 1;
+                        assert!(
+                            status.success(),
+                            "seed {seed}: a fenced runner exited with {status}"
+                        );
+                    }
+                    None => old.kill(),
+                }
+            }
+        }
+        // A runner that exited (fenced, or failed while the API was down) is restarted, as
+        // Docker's on-failure would for failures.
+        for slot in &mut slots {
+            if let Ok(Some(_)) = slot.runner.child.try_wait() {
+                slot.runner = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+            }
+        }
+        if fault % 25 == 24 {
+            eprintln!("chaos: {} faults in {:.0?}", fault + 1, started.elapsed());
+        }
+    }
+    // Let everything finish, then check.
+    for slot in &slots {
+        let last = slot.sent.len() as u64;
+        if last == 0 {
+            continue;
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let latest = admin.latest(slot.thread).await;
+            let done = latest["state"]["inbox_cursor"].as_u64() == Some(last)
+                && latest["state"]["status"] == "idle";
+            if done {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: thread {} did not finish: {}",
+                slot.thread,
+                latest["state"]
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let mut totals = (0usize, 0usize, 0usize, 0usize);
+    for slot in &slots {
+        check(&admin, slot, seed, &mut totals).await;
+    }
+    eprintln!(
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown; all invariants hold",
+        counts[0],
+        counts[1],
+        counts[2],
+        counts[3],
+        started.elapsed(),
+        totals.0,
+        totals.1,
+        totals.2,
+        totals.3
+    );
+}
+
+async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize, usize, usize)) {
+    let t = slot.thread;
+    let latest = admin.latest(t).await;
+    if slot.sent.is_empty() {
+        return;
+    }
+    let h = history(&latest);
+    // Valid for both providers.
+    if let Err(v) = ninetrix_runner::history::validate(&h) {
+        panic!("seed {seed}: thread {t}: invalid transcript: {v}");
+    }
+    // Every acknowledged message applied exactly once, each turn completed.
+    for content in &slot.sent {
+        let n = h
+            .iter()
+            .filter(|m| m.role == Role::User && &m.text_content() == content)
+            .count();
+        assert_eq!(
+            n, 1,
+            "seed {seed}: thread {t}: `{content}` applied {n} times"
+        );
+    }
+    let inputs: Vec<usize> = h
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::User)
+        .map(|(i, _)| i)
+        .collect();
+    for (k, start) in inputs.iter().enumerate() {
+        let end = inputs.get(k + 1).copied().unwrap_or(h.len());
+        let last = &h[end - 1];
+        assert!(
+            last.role == Role::Assistant && last.tool_call_ids().next().is_none(),
+            "seed {seed}: thread {t}: turn at {start} never completed"
+        );
+    }
+    // One linear chain of versions; epochs never go back (no stale write accepted).
+    let versions: Value = admin.get(&format!("/v1/threads/{t}/checkpoints")).await;
+    let mut last_epoch = 0;
+    for (i, v) in versions.as_array().unwrap().iter().enumerate() {
+        assert_eq!(
+            (v["version"].as_u64(), v["parent_version"].as_u64()),
+            (Some(i as u64 + 1), Some(i as u64)),
+            "seed {seed}: thread {t}: chain broken"
+        );
+        let epoch = v["epoch"].as_u64().unwrap();
+        assert!(
+            epoch >= last_epoch,
+            "seed {seed}: thread {t}: version {} written by stale epoch {epoch} after {last_epoch}",
+            i + 1
+        );
+        last_epoch = epoch;
+        if !v["truncate_to"].is_null() {
+            totals.1 += 1;
+        }
+    }
+    // The write tool: never executed twice; ambiguous outcomes reported, not re-run.
+    let ledger: Value = admin.get(&format!("/v1/threads/{t}/tool-calls")).await;
+    let ledger = ledger.as_array().unwrap();
+    let ok = ledger.iter().filter(|r| r["status"] == "completed").count();
+    let unknown = ledger
+        .iter()
+        .filter(|r| {
+            r["status"] == "failed" && r["result"].as_str().unwrap_or("").contains("unknown")
+        })
+        .count();
+    let written = lines(&slot.workspace);
+    assert!(
+        ok <= written && written <= ok + unknown,
+        "seed {seed}: thread {t}: {written} lines, {ok} completed, {unknown} unknown"
+    );
+    assert_eq!(
+        ledger.len(),
+        slot.sent.len(),
+        "seed {seed}: thread {t}: one write per turn"
+    );
+    totals.0 += slot.sent.len();
+    totals.2 += ok;
+    totals.3 += unknown;
+}
