@@ -1,0 +1,154 @@
+//! Crash → resume: SIGKILL of a runner in the middle of a turn (during a tool call), restarted at
+//! once (as a process, so Docker's back-off is not included), until its first model request
+//! after boot — over 50 crashes. Also the time to `boot` (thread claimed).
+//!
+//! Run: `cargo build --release -p ninetrix-cli && cargo bench -p ninetrix-e2e --bench resume`
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use ninetrix_e2e::{ApiProcess, ninetrix_bin};
+use ninetrix_proto::ThreadId;
+use serde_json::{Value, json};
+
+const CRASHES: usize = 50;
+
+fn spec() -> Value {
+    json!({
+        "name": "resume",
+        "metadata": {"name": null, "description": null, "role": null, "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": "scripted", "via": null, "model": "scripted", "base_url": null, "api_key_secret": null,
+                    "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30, "image": null,
+                    "resources": {"cpu": null, "memory_bytes": null},
+                    "script": [
+                        {"text": "Working.", "tool_calls": [
+                            {"name": "file_write", "args": {"path": "log.txt", "content": "line\n", "mode": "append"}},
+                            {"name": "sleep", "args": {"seconds": 0.4}}]},
+                        {"text": "Done.", "tool_calls": []}
+                    ]},
+        "tools": [{"name": "file_write", "effect": "idempotent", "effect_pinned": false}, {"name": "sleep", "effect": "read", "effect_pinned": false}],
+        "execution": {"durability": true, "replicas": 1, "max_turns": 10, "task": null, "resume": "truncate"},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": []
+    })
+}
+
+fn start(api: &str, thread: ThreadId, ws: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(ninetrix_bin())
+        .arg("runner")
+        .env("AGENTFILE_API_URL", api)
+        .env("AGENTFILE_RUNNER_TOKEN", "x")
+        .env("AGENTFILE_THREAD_ID", thread.to_string())
+        .env("AGENTFILE_AGENT_SPEC", spec().to_string())
+        .env("AGENTFILE_WORKSPACE", ws)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .unwrap()
+}
+
+fn at(e: &Value) -> DateTime<Utc> {
+    e["data"]["at"].as_str().unwrap().parse().unwrap()
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("api.db").display());
+        let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let thread = ThreadId::new_v7();
+        let http = reqwest::Client::new();
+        let mut seen = 0u64;
+        let events = |after: u64| {
+            let http = http.clone();
+            let url = format!("{}/v1/threads/{thread}/events?after={after}", api.url);
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json::<Vec<Value>>()
+                    .await
+                    .unwrap()
+            }
+        };
+        let mut runner = start(&api.url, thread, &ws);
+        let (mut to_boot, mut to_model) = (Vec::new(), Vec::new());
+        for i in 1..=CRASHES {
+            http.post(format!("{}/v1/threads/{thread}/messages", api.url))
+                .json(&json!({"content": format!("turn {i}")}))
+                .send()
+                .await
+                .unwrap();
+            // Wait until the sleep is running (the append was executed and its events flushed).
+            let deadline = Instant::now() + Duration::from_secs(30);
+            'mid: loop {
+                for e in events(seen).await {
+                    seen = e["seq"].as_u64().unwrap();
+                    if e["type"] == "tool_call" && e["data"]["name"] == "file_write" {
+                        break 'mid;
+                    }
+                }
+                assert!(Instant::now() < deadline);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = runner.kill();
+            let killed = Utc::now();
+            let _ = runner.wait();
+            runner = start(&api.url, thread, &ws);
+            let mut boot = None;
+            'resumed: loop {
+                for e in events(seen).await {
+                    seen = e["seq"].as_u64().unwrap();
+                    match e["type"].as_str().unwrap() {
+                        "boot" => boot = Some(at(&e)),
+                        "llm_call" if boot.is_some() => {
+                            to_model.push(
+                                (at(&e) - killed).num_microseconds().unwrap() as f64 / 1000.0,
+                            );
+                            break 'resumed;
+                        }
+                        _ => {}
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            to_boot.push((boot.unwrap() - killed).num_microseconds().unwrap() as f64 / 1000.0);
+            // Let the turn finish before the next one.
+            'done: loop {
+                for e in events(seen).await {
+                    seen = e["seq"].as_u64().unwrap();
+                    if e["type"] == "turn_completed" {
+                        break 'done;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let _ = runner.kill();
+        let p = |v: &mut Vec<f64>, q: f64| {
+            v.sort_by(f64::total_cmp);
+            v[((v.len() - 1) as f64 * q).round() as usize]
+        };
+        println!("| SIGKILL mid-tool → (process restarted at once) | p50 ms | p95 ms |");
+        println!("|---|---:|---:|");
+        println!(
+            "| runner claimed its thread (`boot`) | {:.1} | {:.1} |",
+            p(&mut to_boot, 0.5),
+            p(&mut to_boot, 0.95)
+        );
+        println!(
+            "| first model request of the resumed turn | {:.1} | {:.1} |",
+            p(&mut to_model, 0.5),
+            p(&mut to_model, 0.95)
+        );
+        println!(
+            "\n{CRASHES} crashes; times from the kill (host clock) to the runner's own event time."
+        );
+    });
+}
