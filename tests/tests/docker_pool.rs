@@ -863,3 +863,53 @@ fn logs_follow_a_container_across_a_restart_without_repeating_lines() {
             .all(|l| l["container"] == "worker-1" && l["agent"] == "worker")
     );
 }
+
+/// A network partition: the runner is cut off from the API in the middle of a turn, then
+/// reconnected; it retries, and the turn completes with the write done once.
+#[test]
+fn a_runner_cut_off_from_the_api_recovers_when_reconnected() {
+    let pool = Pool::new("net");
+    pool.write(&STORY.replace("seconds: 4", "seconds: 2"));
+    pool.up(&[]);
+    let name = pool.container("researcher", 1);
+    let network = format!("ninetrix-{}", pool.name);
+    let invoke = pool
+        .command(&[
+            "invoke",
+            "-p",
+            &pool.name,
+            "--agent",
+            "researcher",
+            "-m",
+            "go",
+            "--id",
+            "net-1",
+            "--timeout",
+            "90",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the write to be executed", Duration::from_secs(30), || {
+        pool.events()
+            .iter()
+            .any(|e| e["type"] == "tool_call" && e["data"]["name"] == "file_write")
+    });
+    docker(&["network", "disconnect", &network, &name]);
+    std::thread::sleep(Duration::from_secs(4)); // the partition itself: the sleep tool ends inside it
+    docker(&["network", "connect", &network, &name]);
+    let out = invoke.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Done.\n");
+    assert_eq!(
+        inspect(&name)["RestartCount"],
+        0,
+        "a partition is ridden out, not crashed through"
+    );
+    let tar = Command::new("docker")
+        .args(["cp", &format!("{name}:/workspace/story.txt"), "-"])
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(String::from_utf8_lossy(&tar).matches("line\n").count(), 1);
+}
