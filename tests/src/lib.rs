@@ -102,6 +102,21 @@ pub fn elf_linkage(bytes: &[u8]) -> Result<ElfLinkage, String> {
     Ok(linkage)
 }
 
+/// A tiny deterministic random generator for seeded fault schedules (the seed is printed so a
+/// failing run can be replayed).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A number in `0..below`.
+    pub fn next(&mut self, below: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % below.max(1)
+    }
+}
+
 /// A `ninetrix api` child process on a loopback port.
 pub struct ApiProcess {
     /// The child.

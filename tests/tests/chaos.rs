@@ -11,22 +11,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ninetrix_e2e::ApiProcess;
+use ninetrix_e2e::{ApiProcess, Lcg};
 use ninetrix_proto::{Role, ThreadId};
 use serde_json::Value;
 use support::{Admin, Runner, appender_spec, history, lines};
-
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % below.max(1)
-    }
-}
 
 struct Slot {
     thread: ThreadId,

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use ninetrix_e2e::{ApiProcess, ninetrix_bin};
+use ninetrix_e2e::{ApiProcess, Lcg, ninetrix_bin};
 use ninetrix_proto::{Role, ThreadId};
 use serde_json::json;
 use support::{Admin, Gate, Hold, Runner, appender_spec, history, lines};
@@ -147,19 +147,6 @@ async fn sigkill_after_the_tool_result() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_the_final_checkpoint() {
     crash_at(checkpoint_hold(vec!["\"status\":\"idle\""], false), 1).await;
-}
-
-/// A tiny deterministic generator (the seed is printed so a failure can be replayed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self, below: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % below
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

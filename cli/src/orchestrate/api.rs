@@ -96,6 +96,25 @@ pub(crate) fn secrets_tar(files: &[(&str, &str)]) -> anyhow::Result<Vec<u8>> {
     Ok(tar.into_inner()?)
 }
 
+/// The API named by `AGENTFILE_API_URL` (+ `AGENTFILE_ADMIN_TOKEN`), if set.
+fn external(http: &reqwest::Client) -> anyhow::Result<Option<Api>> {
+    let Some(url) = std::env::var("AGENTFILE_API_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(None);
+    };
+    let admin = std::env::var("AGENTFILE_ADMIN_TOKEN").context("AGENTFILE_API_URL is set but AGENTFILE_ADMIN_TOKEN is not; set it to that API's admin token")?;
+    let url = url.trim_end_matches('/').to_string();
+    Ok(Some(Api {
+        container_url: url.clone(),
+        url,
+        admin,
+        local: None,
+        http: http.clone(),
+    }))
+}
+
 impl Api {
     /// The API to use: external if `AGENTFILE_API_URL` is set, else the local container (started
     /// if needed, recreated when the image changed).
@@ -105,18 +124,8 @@ impl Api {
         image: &Image,
         http: reqwest::Client,
     ) -> anyhow::Result<Api> {
-        if let Ok(url) = std::env::var("AGENTFILE_API_URL")
-            && !url.is_empty()
-        {
-            let admin = std::env::var("AGENTFILE_ADMIN_TOKEN").context("AGENTFILE_API_URL is set but AGENTFILE_ADMIN_TOKEN is not; set it to that API's admin token")?;
-            let url = url.trim_end_matches('/').to_string();
-            return Ok(Api {
-                container_url: url.clone(),
-                url,
-                admin,
-                local: None,
-                http,
-            });
+        if let Some(api) = external(&http)? {
+            return Ok(api);
         }
         let name = local_name();
         let secret = secret_file(&home.join("api").join("secret"))?;
@@ -243,19 +252,8 @@ impl Api {
     /// pool state recorded, with the admin token from `$AGENTFILE_HOME/api/`.
     pub(crate) fn existing(home: &Path, state_url: Option<&str>) -> anyhow::Result<Api> {
         let http = reqwest::Client::new();
-        if let Ok(url) = std::env::var("AGENTFILE_API_URL")
-            && !url.is_empty()
-        {
-            let admin = std::env::var("AGENTFILE_ADMIN_TOKEN")
-                .context("AGENTFILE_API_URL is set but AGENTFILE_ADMIN_TOKEN is not")?;
-            let url = url.trim_end_matches('/').to_string();
-            return Ok(Api {
-                container_url: url.clone(),
-                url,
-                admin,
-                local: None,
-                http,
-            });
+        if let Some(api) = external(&http)? {
+            return Ok(api);
         }
         let url = state_url
             .context("the pool has no API recorded; run `ninetrix up` first")?

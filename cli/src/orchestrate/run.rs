@@ -14,7 +14,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 
-use super::api::{Api, secrets_tar};
+use super::api::Api;
 use super::image;
 use super::spec::{self, Replica};
 use crate::cli::RunArgs;
@@ -108,17 +108,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .with_context(|| format!("cannot create {name}"))?;
-    let mut files: Vec<(&str, &str)> = secrets
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    files.push(("AGENTFILE_RUNNER_TOKEN", &token));
-    docker
-        .upload_to_container(
-            &created.id,
-            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-            bollard::body_full(secrets_tar(&files)?.into()),
-        )
+    super::up::upload_secrets(&docker, &created.id, &secrets, &token)
         .await
         .context("cannot upload the run's secrets")?;
     // Make sure the workspace exists in a container without volumes.

@@ -176,17 +176,7 @@ async fn create<'j>(
         }
         e => anyhow::anyhow!("cannot create {cname}: {e}"),
     })?;
-    let mut files: Vec<(&str, &str)> = secrets
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    files.push(("AGENTFILE_RUNNER_TOKEN", &token));
-    docker
-        .upload_to_container(
-            &created.id,
-            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-            bollard::body_full(secrets_tar(&files)?.into()),
-        )
+    upload_secrets(docker, &created.id, secrets, &token)
         .await
         .with_context(|| format!("cannot upload the secrets of {cname}"))?;
     let baseline = api.event_seq(job.thread).await?;
@@ -195,6 +185,29 @@ async fn create<'j>(
         .await
         .with_context(|| format!("cannot start {cname}"))?;
     Ok((job, created.id, baseline))
+}
+
+/// Uploads an agent's secrets and its runner token to `/run/secrets/` (0400) of a created,
+/// not yet started container.
+pub(crate) async fn upload_secrets(
+    docker: &Docker,
+    id: &str,
+    secrets: &BTreeMap<String, String>,
+    token: &str,
+) -> anyhow::Result<()> {
+    let mut files: Vec<(&str, &str)> = secrets
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    files.push(("AGENTFILE_RUNNER_TOKEN", token));
+    docker
+        .upload_to_container(
+            id,
+            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            bollard::body_full(secrets_tar(&files)?.into()),
+        )
+        .await?;
+    Ok(())
 }
 
 /// Runs `ninetrix up`.

@@ -10,7 +10,7 @@ use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{LlmError, LlmRequest, RawTurn, read_stream, send_error, status_error};
+use super::{LlmError, LlmRequest, RawTurn, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct Anthropic {
@@ -72,15 +72,7 @@ impl Anthropic {
         if let Some(key) = &self.key {
             request = request.header("x-api-key", key.expose());
         }
-        let resp = request.send().await.map_err(|e| send_error(&e))?;
-        if !resp.status().is_success() {
-            let (status, headers) = (resp.status(), resp.headers().clone());
-            return Err(status_error(
-                status,
-                &headers,
-                &resp.text().await.unwrap_or_default(),
-            ));
-        }
+        let resp = send(request).await?;
         let mut asm = Assembly {
             model: self.model.clone(),
             ..Assembly::default()

@@ -272,6 +272,20 @@ pub(crate) async fn read_stream(
     }
 }
 
+/// Sends a streaming request; a non-2xx answer becomes the classified error.
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
+    let resp = request.send().await.map_err(|e| send_error(&e))?;
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    Err(status_error(
+        status,
+        &headers,
+        &resp.text().await.unwrap_or_default(),
+    ))
+}
+
 /// Connection-level failures are transient.
 pub(crate) fn send_error(e: &reqwest::Error) -> LlmError {
     LlmError::Transient {
