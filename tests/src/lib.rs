@@ -117,6 +117,33 @@ impl Lcg {
     }
 }
 
+/// The seed for a seeded run: `NINETRIX_SEED` when set (to replay a run), otherwise the clock.
+/// Prints it with the way to replay it, labelled `what`.
+pub fn seed_from_env(what: &str) -> u64 {
+    let seed = env_parse("NINETRIX_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    eprintln!("{what}: seed {seed} (replay with NINETRIX_SEED={seed})");
+    seed
+}
+
+/// The number in the environment variable `name`, or `default` when it is unset.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    env_parse(name).unwrap_or(default)
+}
+
+/// The number in the environment variable `name` if it is set; a value that is not a number
+/// stops the test with a message naming the variable (a typo never silently runs the default).
+fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
+    let raw = std::env::var(name).ok()?;
+    match raw.trim().parse() {
+        Ok(v) => Some(v),
+        Err(_) => panic!("{name}={raw:?} is not a number; unset it or give a number"),
+    }
+}
+
 /// A `ninetrix api` child process on a loopback port.
 pub struct ApiProcess {
     /// The child.

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ninetrix_e2e::{ApiProcess, Lcg};
+use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
 use ninetrix_proto::{Role, ThreadId};
 use serde_json::Value;
 use support::{Admin, Runner, appender_spec, history, lines};
@@ -31,20 +31,8 @@ fn signal(pid: u32, sig: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos() {
-    let faults: usize = std::env::var("NINETRIX_CHAOS_FAULTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
-    let seed: u64 = std::env::var("NINETRIX_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("chaos: seed {seed} (replay with NINETRIX_SEED={seed}), {faults} faults");
+    let faults: usize = env_or("NINETRIX_CHAOS_FAULTS", 50);
+    let seed = seed_from_env(&format!("chaos ({faults})"));
     let mut rng = Lcg(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("api.db").display());

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use ninetrix_e2e::{ApiProcess, Lcg, ninetrix_bin};
+use ninetrix_e2e::{ApiProcess, Lcg, env_or, ninetrix_bin, seed_from_env};
 use ninetrix_proto::{Role, ThreadId};
 use serde_json::json;
 use support::{Admin, Gate, Hold, Runner, appender_spec, history, lines};
@@ -151,20 +151,8 @@ async fn sigkill_during_the_final_checkpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_times_many_times_over() {
-    let kills: usize = std::env::var("NINETRIX_RUNNER_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(25);
-    let seed: u64 = std::env::var("NINETRIX_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("seed {seed} (replay with NINETRIX_SEED={seed}), {kills} kills");
+    let kills: usize = env_or("NINETRIX_RUNNER_KILLS", 25);
+    let seed = seed_from_env(&format!("runner kills ({kills})"));
     let mut rng = Lcg(seed);
     let s = setup();
     let mut last_seq = 0;
