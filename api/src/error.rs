@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ninetrix_proto::api::ErrorBody;
+use ninetrix_proto::api::{ErrorBody, ErrorCode};
 
 use crate::store::StoreError;
 
@@ -99,7 +99,7 @@ impl IntoResponse for ApiError {
         (
             status,
             axum::Json(ErrorBody {
-                code: code.to_string(),
+                code: ErrorCode::parse(code),
                 message,
             }),
         )

@@ -14,12 +14,117 @@ use crate::message::Message;
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
+/// Declares [`ErrorCode`]: each variant with its wire name, in one place.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
+        /// The stable machine-readable code of an error response. Server and clients match on
+        /// it; the text beside it is for people. A code this build does not know (from a newer
+        /// server) reads as [`ErrorCode::Other`], never as an error.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])* $variant,)*
+            /// A code this build does not know.
+            Other(String),
+        }
+
+        impl ErrorCode {
+            /// Every known code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The wire name.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(ErrorCode::$variant => $name,)*
+                    ErrorCode::Other(name) => name,
+                }
+            }
+
+            /// The code for a wire name (unknown names become [`ErrorCode::Other`]).
+            pub fn parse(name: &str) -> ErrorCode {
+                match name {
+                    $($name => ErrorCode::$variant,)*
+                    other => ErrorCode::Other(other.to_string()),
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    /// 401: no usable bearer token.
+    Unauthorized = "unauthorized",
+    /// 403: a valid token that may not do this (another thread's, or a runner's on an admin route).
+    Forbidden = "forbidden",
+    /// 404: no such thread, version or ledger entry.
+    NotFound = "not_found",
+    /// 405: the route exists but not with this method.
+    MethodNotAllowed = "method_not_allowed",
+    /// 409: another runner claimed the thread; the writer must stop.
+    Fenced = "fenced",
+    /// 409: the checkpoint's parent is not the latest version.
+    VersionConflict = "version_conflict",
+    /// 409: the ledger entry already has a different outcome.
+    AlreadyCompleted = "already_completed",
+    /// 400: the body is not JSON.
+    BadJson = "bad_json",
+    /// 400: the body could not be read.
+    BadBody = "bad_body",
+    /// 400: a path parameter is malformed (e.g. not a UUID).
+    InvalidPath = "invalid_path",
+    /// 400: a query parameter is malformed.
+    InvalidQuery = "invalid_query",
+    /// 400: a header is malformed (e.g. `Last-Event-ID`).
+    InvalidHeader = "invalid_header",
+    /// 413: the body is larger than the server's limit.
+    TooLarge = "too_large",
+    /// 415: the body is not declared as `application/json`.
+    UnsupportedMediaType = "unsupported_media_type",
+    /// 422: JSON of the wrong shape (missing or unknown fields, wrong types).
+    InvalidBody = "invalid_body",
+    /// 422: a number outside what the store can hold.
+    OutOfRange = "out_of_range",
+    /// 422: a value that cannot be stored as JSON.
+    Unencodable = "unencodable",
+    /// 422: a truncation past the end of the history.
+    InvalidTruncate = "invalid_truncate",
+    /// 422: a checkpoint state that contradicts the history.
+    InvalidState = "invalid_state",
+    /// 422: a ledger key that is empty or too long.
+    InvalidKey = "invalid_key",
+    /// 422: a trace event without a type.
+    InvalidEvent = "invalid_event",
+    /// 500: the server failed; its log has the cause.
+    Internal = "internal",
+    /// 503: the database does not answer.
+    NotReady = "not_ready",
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Ok(ErrorCode::parse(&name))
+    }
+}
+
 /// The body of every error response.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ErrorBody {
     /// A stable machine-readable code, e.g. `fenced`, `version_conflict`, `not_found`.
-    pub code: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "fenced"))]
+    pub code: ErrorCode,
     /// What went wrong, for people.
     pub message: String,
 }
@@ -450,5 +555,27 @@ impl std::fmt::Debug for RunnerTokenResponse {
             .field("thread_id", &self.thread_id)
             .field("token", &"<redacted>")
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_code_round_trips_through_its_wire_name() {
+        for code in ErrorCode::ALL {
+            let json = serde_json::to_string(code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            assert_eq!(&serde_json::from_str::<ErrorCode>(&json).unwrap(), code);
+        }
+    }
+
+    #[test]
+    fn an_unknown_error_code_from_a_newer_server_is_kept_not_refused() {
+        let body: ErrorBody =
+            serde_json::from_str(r#"{"code":"quota_exceeded","message":"slow down"}"#).unwrap();
+        assert_eq!(body.code, ErrorCode::Other("quota_exceeded".into()));
+        assert_eq!(body.code.to_string(), "quota_exceeded");
     }
 }

@@ -5,8 +5,9 @@ use std::time::{Duration, Instant};
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, ErrorBody, EventsRequest, InboxMessage,
-    NewEvent, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    CheckpointCreated, CheckpointRequest, ClaimResponse, ErrorBody, ErrorCode, EventsRequest,
+    InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord,
 };
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
@@ -128,15 +129,15 @@ impl ApiClient {
             return Ok(Attempt::Retry(format!("HTTP {status}")));
         }
         let body: ErrorBody = resp.json().await.unwrap_or(ErrorBody {
-            code: "unknown".into(),
+            code: ErrorCode::Other("unknown".into()),
             message: String::new(),
         });
-        Err(match body.code.as_str() {
-            "fenced" => ApiError::Fenced(body.message),
-            "version_conflict" => ApiError::VersionConflict(body.message),
-            _ => ApiError::Refused {
+        Err(match body.code {
+            ErrorCode::Fenced => ApiError::Fenced(body.message),
+            ErrorCode::VersionConflict => ApiError::VersionConflict(body.message),
+            code => ApiError::Refused {
                 status,
-                code: body.code,
+                code: code.to_string(),
                 message: body.message,
             },
         })

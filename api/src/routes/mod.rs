@@ -105,7 +105,7 @@ fn internal_error() -> Response {
     (
         StatusCode::INTERNAL_SERVER_ERROR,
         axum::Json(ErrorBody {
-            code: "internal".into(),
+            code: ninetrix_proto::api::ErrorCode::Internal,
             message: "internal error; the server log has the details".into(),
         }),
     )
