@@ -1,11 +1,12 @@
 //! Shared types of ninetrix, used by the CLI, the checkpoint API and the runner.
 //!
 //! This crate owns the agentfile (its schema, parsing and validation), the provider-neutral
-//! message model and the ID newtypes. It must stay free of I/O runtimes: no tokio, axum or sqlx,
+//! message model, the ID newtypes, the checkpoint API's wire types and the runner's trace events. It must stay free of I/O runtimes: no tokio, axum or sqlx,
 //! so every other crate can depend on it cheaply.
 
 pub mod agentfile;
 pub mod api;
+pub mod events;
 pub mod ids;
 pub mod message;
 

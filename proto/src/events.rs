@@ -1,0 +1,486 @@
+//! Trace events: what a runner reports about a thread's life, as one typed enum.
+//!
+//! The runner builds a [`TraceEvent`], the API stores it as opaque `{type, data}` JSON (the wire
+//! shape of [`NewEvent`] and [`Event`], unchanged since the first runner, so old databases still
+//! read), and every reader — the runner's own log lines, `ninetrix trace`, `invoke`, `up`'s
+//! readiness wait — turns it back into a [`TraceEvent`] and matches it with no catch-all arm. A
+//! `type` this build does not know (a newer runner) or data it cannot read comes back as
+//! [`Decoded::Unknown`], which readers show as a plain line: never a panic, never silence.
+//!
+//! Each event's time is the runner's own clock, stored as `data.at` beside the event's fields
+//! (batches reach the API late); [`Event::at`] reads it.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::agentfile::Effect;
+use crate::api::{Event, NewEvent, Usage};
+use crate::message::Role;
+
+/// Everything a runner reports. The serialised form is `{"type": "<snake_case name>", "data":
+/// {...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum TraceEvent {
+    /// The runner claimed the thread (a new epoch) and restored it.
+    Boot(Boot),
+    /// Boot is over (any interrupted turn was resumed): the runner takes work.
+    Ready(Ready),
+    /// Boot cut an inconsistent history back (DESIGN §6.4).
+    Repair(Repair),
+    /// Boot kept an interrupted assistant message and will run its remaining calls
+    /// (`resume: complete`).
+    Resume(Resume),
+    /// A turn began with an inbox message (or a batch job's task).
+    TurnStarted(TurnStarted),
+    /// An interrupted turn is being continued after a restart.
+    TurnResumed(TurnResumed),
+    /// The model answered.
+    LlmCall(LlmCall),
+    /// A model call failed in a way worth retrying; the runner waits and tries again.
+    LlmRetry(LlmRetry),
+    /// A tool call was executed, re-executed, or answered "outcome unknown".
+    ToolCall(ToolCall),
+    /// A tool call's recorded outcome was replayed from the ledger instead of running it again.
+    ToolReplayed(ToolCall),
+    /// The model called a tool the agent does not have; it was answered with an error.
+    UnknownTool(UnknownTool),
+    /// A checkpoint version was written.
+    Checkpoint(Checkpoint),
+    /// A turn ended (successfully or not) and its reply is in the history.
+    TurnCompleted(TurnCompleted),
+    /// The turn spent more than `governance.max_budget_per_run`; it was stopped.
+    BudgetExceeded(BudgetExceeded),
+    /// The turn used `execution.max_turns` model rounds without a final answer; it was stopped.
+    MaxTurnsReached(MaxTurnsReached),
+    /// Something failed (the model for good, or the runner itself).
+    Error(ErrorEvent),
+}
+
+/// `boot`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    /// The epoch this runner claimed.
+    pub epoch: u64,
+    /// Claims of the thread so far, this one included.
+    pub boot_count: u64,
+    /// Claims before this one (`boot_count - 1`): Docker restarts, recreations, `up` starts.
+    pub restart_count: u64,
+    /// Whether the restored history had to be repaired.
+    pub repaired: bool,
+    /// The version the runner restored (0: a fresh thread).
+    #[serde(default)]
+    pub version: u64,
+}
+
+/// `ready`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ready {
+    /// The runner's epoch.
+    pub epoch: u64,
+}
+
+/// One message a repair dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedMessage {
+    /// Its index in the history before the repair.
+    pub index: u64,
+    /// Who wrote it.
+    pub role: Role,
+    /// The tool call IDs it carried (calls or results).
+    #[serde(default)]
+    pub call_ids: Vec<String>,
+    /// Why it was dropped, in words.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `repair`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repair {
+    /// The history was cut to this many messages before the repaired tail was appended.
+    pub truncate_to: u64,
+    /// What was dropped.
+    pub dropped: Vec<DroppedMessage>,
+    /// The agent's `execution.resume` mode (`truncate` or `complete`).
+    pub mode: String,
+}
+
+/// `resume`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    /// Provider call IDs of the interrupted assistant message that still need a result.
+    pub pending_calls: Vec<String>,
+}
+
+/// `turn_started`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStarted {
+    /// The turn's number in the thread (from 1).
+    pub turn_seq: u64,
+    /// The inbox seq of the message it answers (0: a batch job's task).
+    pub seq: u64,
+    /// The start of the message, for display.
+    #[serde(default)]
+    pub input: String,
+}
+
+/// `turn_resumed`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnResumed {
+    /// The interrupted turn's number.
+    pub turn_seq: u64,
+    /// The inbox seq it answers.
+    pub seq: u64,
+}
+
+/// `llm_call`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LlmCall {
+    /// The model that answered.
+    pub model: String,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// US dollars (0 for models without a known price).
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Time of the successful attempt, first byte to last.
+    pub latency_ms: u64,
+    /// The provider's stop reason (`end_turn`, `tool_use`, `stop`, `tool_calls`, …).
+    pub stop_reason: String,
+    /// Tool calls in the answer.
+    #[serde(default)]
+    pub tool_calls: u64,
+}
+
+/// `llm_retry`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmRetry {
+    /// The attempt that failed (from 1).
+    pub attempt: u32,
+    /// Attempts allowed per call.
+    pub max_attempts: u32,
+    /// What failed (status, cut stream, connection error), without secrets.
+    pub reason: String,
+    /// How long the runner waits before the next attempt.
+    pub retry_in_ms: u64,
+}
+
+/// How a tool call was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ToolMode {
+    /// Run for the first time.
+    #[serde(rename = "executed")]
+    Executed,
+    /// Its recorded outcome was returned; it did not run again.
+    #[serde(rename = "replayed")]
+    Replayed,
+    /// A `write` call whose earlier run may or may not have happened: not run again, answered
+    /// with an error telling the model to verify.
+    #[serde(rename = "outcome_unknown")]
+    OutcomeUnknown,
+    /// A `read` or `idempotent` call started by a runner that crashed: run again.
+    #[serde(rename = "re-executed")]
+    ReExecuted,
+}
+
+impl ToolMode {
+    /// The name shown in traces and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolMode::Executed => "executed",
+            ToolMode::Replayed => "replayed",
+            ToolMode::OutcomeUnknown => "outcome_unknown",
+            ToolMode::ReExecuted => "re-executed",
+        }
+    }
+}
+
+/// `tool_call` and `tool_replayed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The tool.
+    pub name: String,
+    /// A preview of its arguments with secret values masked.
+    pub args: String,
+    /// The call's effect class.
+    pub effect: Effect,
+    /// How it was answered.
+    pub mode: ToolMode,
+    /// Time spent on it, ledger round trips included.
+    pub duration_ms: u64,
+    /// Whether the result is a success.
+    pub ok: bool,
+    /// The ledger key.
+    #[serde(default)]
+    pub key: String,
+    /// The start of the result.
+    #[serde(default)]
+    pub result: String,
+}
+
+/// `unknown_tool`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnknownTool {
+    /// The name the model used.
+    pub name: String,
+    /// The provider's call ID.
+    pub call_id: String,
+    /// The tools the agent has.
+    pub available: Vec<String>,
+}
+
+/// `checkpoint`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The version written.
+    pub version: u64,
+    /// The history length after it.
+    pub history_len: u64,
+}
+
+/// `turn_completed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnCompleted {
+    /// The turn.
+    pub turn_seq: u64,
+    /// The inbox seq it answered.
+    pub seq: u64,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// The reply (the last assistant text).
+    pub reply: String,
+    /// What the turn spent.
+    #[serde(default)]
+    pub usage: Usage,
+    /// From taking the input (or resuming) to the end, in this runner's life.
+    #[serde(default)]
+    pub duration_ms: f64,
+}
+
+/// `budget_exceeded`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BudgetExceeded {
+    /// `governance.max_budget_per_run`.
+    pub budget_usd: f64,
+    /// What the turn had spent.
+    pub spent_usd: f64,
+}
+
+/// `max_turns_reached`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaxTurnsReached {
+    /// `execution.max_turns`.
+    pub max_turns: u32,
+}
+
+/// Where an error happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorStage {
+    /// The model refused or could not be reached for good; the turn ended.
+    Llm,
+    /// The runner itself failed (it exits and Docker restarts it).
+    Runner,
+}
+
+/// `error`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    /// Where.
+    pub stage: ErrorStage,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl TraceEvent {
+    /// The wire `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TraceEvent::Boot(_) => "boot",
+            TraceEvent::Ready(_) => "ready",
+            TraceEvent::Repair(_) => "repair",
+            TraceEvent::Resume(_) => "resume",
+            TraceEvent::TurnStarted(_) => "turn_started",
+            TraceEvent::TurnResumed(_) => "turn_resumed",
+            TraceEvent::LlmCall(_) => "llm_call",
+            TraceEvent::LlmRetry(_) => "llm_retry",
+            TraceEvent::ToolCall(_) => "tool_call",
+            TraceEvent::ToolReplayed(_) => "tool_replayed",
+            TraceEvent::UnknownTool(_) => "unknown_tool",
+            TraceEvent::Checkpoint(_) => "checkpoint",
+            TraceEvent::TurnCompleted(_) => "turn_completed",
+            TraceEvent::BudgetExceeded(_) => "budget_exceeded",
+            TraceEvent::MaxTurnsReached(_) => "max_turns_reached",
+            TraceEvent::Error(_) => "error",
+        }
+    }
+
+    /// The wire form, stamped with the time it happened (`data.at`).
+    pub fn to_new_event(&self, at: DateTime<Utc>) -> NewEvent {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        let mut data = value
+            .get_mut("data")
+            .map(serde_json::Value::take)
+            .unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut data {
+            map.insert(
+                "at".into(),
+                at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                    .into(),
+            );
+        }
+        NewEvent {
+            kind: self.kind().to_string(),
+            data,
+        }
+    }
+
+    /// Reads a stored `{type, data}` pair.
+    pub fn decode(kind: &str, data: &serde_json::Value) -> Decoded {
+        let pair = serde_json::json!({"type": kind, "data": data});
+        match serde_json::from_value(pair) {
+            Ok(event) => Decoded::Known(event),
+            Err(e) => Decoded::Unknown {
+                kind: kind.to_string(),
+                why: e.to_string(),
+            },
+        }
+    }
+}
+
+/// A stored event read back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded {
+    /// An event this build knows.
+    Known(TraceEvent),
+    /// A `type` this build does not know (a newer runner), or data it cannot read.
+    Unknown {
+        /// The stored `type`.
+        kind: String,
+        /// Why it could not be read, for `--json`-less displays that want to say so.
+        why: String,
+    },
+}
+
+impl Event {
+    /// The event, typed.
+    pub fn decode(&self) -> Decoded {
+        TraceEvent::decode(&self.kind, &self.data)
+    }
+
+    /// When it happened: the runner's clock (`data.at`) if it sent one, else when the API
+    /// stored it.
+    pub fn at(&self) -> DateTime<Utc> {
+        self.data
+            .get("at")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(self.created_at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn stored(kind: &str, data: serde_json::Value) -> Event {
+        Event {
+            seq: 1,
+            kind: kind.into(),
+            data,
+            epoch: 1,
+            created_at: "2026-01-01T00:00:05Z".parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn events_written_by_the_first_runners_still_read() {
+        // Shapes exactly as runners before the typed enum stored them (note `at` inside data and
+        // `re-executed` with a hyphen).
+        let cases = [
+            (
+                "boot",
+                json!({"epoch": 2, "boot_count": 2, "restart_count": 1, "repaired": true, "version": 9, "at": "2026-01-01T00:00:01.000Z"}),
+            ),
+            ("ready", json!({"epoch": 2})),
+            (
+                "repair",
+                json!({"truncate_to": 3, "mode": "truncate", "dropped": [{"index": 3, "role": "assistant", "call_ids": ["toolu_1"], "reason": "part of the interrupted turn"}]}),
+            ),
+            ("resume", json!({"pending_calls": ["b", "c"]})),
+            (
+                "turn_started",
+                json!({"turn_seq": 1, "seq": 4, "input": "hi"}),
+            ),
+            ("turn_resumed", json!({"turn_seq": 1, "seq": 4})),
+            (
+                "llm_call",
+                json!({"model": "m", "input_tokens": 1, "output_tokens": 2, "cost_usd": 0.0, "latency_ms": 3, "stop_reason": "end_turn", "tool_calls": 0}),
+            ),
+            (
+                "tool_call",
+                json!({"name": "file_write", "args": "{}", "effect": "write", "mode": "re-executed", "duration_ms": 1, "ok": true, "key": "k", "result": "ok"}),
+            ),
+            (
+                "tool_replayed",
+                json!({"name": "file_write", "args": "{}", "effect": "write", "mode": "replayed", "duration_ms": 1, "ok": true, "key": "k", "result": "ok"}),
+            ),
+            ("checkpoint", json!({"version": 1, "history_len": 2})),
+            (
+                "turn_completed",
+                json!({"turn_seq": 1, "seq": 4, "ok": true, "reply": "Done.", "usage": {"input_tokens": 1, "output_tokens": 2, "cost_usd": 0.0}, "duration_ms": 12.5}),
+            ),
+            (
+                "budget_exceeded",
+                json!({"budget_usd": 0.01, "spent_usd": 0.02}),
+            ),
+            ("max_turns_reached", json!({"max_turns": 3})),
+            ("error", json!({"stage": "llm", "message": "401"})),
+        ];
+        for (kind, data) in cases {
+            match stored(kind, data).decode() {
+                Decoded::Known(e) => assert_eq!(e.kind(), kind),
+                Decoded::Unknown { why, .. } => panic!("{kind} did not read: {why}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_event_round_trips_with_its_time_beside_its_fields() {
+        let event = TraceEvent::UnknownTool(UnknownTool {
+            name: "delete_everything".into(),
+            call_id: "toolu_9".into(),
+            available: vec!["file_read".into()],
+        });
+        let at: DateTime<Utc> = "2026-01-01T00:00:01.250Z".parse().unwrap();
+        let wire = event.to_new_event(at);
+        assert_eq!(wire.kind, "unknown_tool");
+        assert_eq!(wire.data["at"], "2026-01-01T00:00:01.250Z");
+        let back = stored(&wire.kind, wire.data);
+        assert_eq!(back.decode(), Decoded::Known(event));
+        assert_eq!(back.at(), at);
+    }
+
+    #[test]
+    fn an_unknown_or_unreadable_event_is_reported_not_refused() {
+        match stored("approval_requested", json!({"id": 1})).decode() {
+            Decoded::Unknown { kind, .. } => assert_eq!(kind, "approval_requested"),
+            other => panic!("{other:?}"),
+        }
+        match stored("boot", json!({"epoch": "two"})).decode() {
+            Decoded::Unknown { kind, why } => {
+                assert_eq!(kind, "boot");
+                assert!(!why.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Without `data.at`, the API's own time is used.
+        let e = stored("ready", json!({"epoch": 1}));
+        assert_eq!(e.at(), e.created_at);
+    }
+}
