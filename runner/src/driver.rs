@@ -4,18 +4,17 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use ninetrix_proto::agentfile::Effect as EffectClass;
-use ninetrix_proto::api::{
-    CheckpointRequest, NewEvent, ThreadLabels, ToolCallCompletion, ToolCallIntent, ToolCallStatus,
-};
-use serde_json::json;
+use ninetrix_client::{Client, Token, http_client};
+use ninetrix_proto::api::{CheckpointRequest, ThreadLabels, ToolCallCompletion, ToolCallIntent};
+use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ApiClient, ApiError, http_client};
+use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::Config;
 use crate::engine::{Effect, Engine, EngineConfig, Input, PlannedCall};
 use crate::events::Events;
 use crate::history;
+use crate::ledger::{self, Decision};
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
 use crate::tools::{self, ToolContext};
 
@@ -47,10 +46,10 @@ enum Stop {
     Failure(String),
 }
 
-impl From<ApiError> for Stop {
-    fn from(e: ApiError) -> Self {
+impl From<CheckpointError> for Stop {
+    fn from(e: CheckpointError) -> Self {
         match e {
-            ApiError::Fenced(m) => Stop::Fenced(m),
+            CheckpointError::Fenced(m) => Stop::Fenced(m),
             other => Stop::Failure(other.to_string()),
         }
     }
@@ -67,9 +66,9 @@ const TOOL_GRACE: Duration = Duration::from_secs(10);
 /// How long one inbox poll waits.
 const POLL: Duration = Duration::from_secs(30);
 
-struct Runner {
+struct Runner<C: Checkpoints> {
     config: Config,
-    api: Option<ApiClient>,
+    store: C,
     engine: Engine,
     llm: Llm,
     tool_defs: Vec<ToolDef>,
@@ -83,30 +82,46 @@ struct Runner {
     turn_started: Instant,
 }
 
-/// Runs the runner until shutdown, fencing, a batch job's end, or a failure.
+/// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
+/// checkpoint API when one is configured, else (a batch job) against a thread kept in memory.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
     let http = http_client();
-    let api = config
-        .api
-        .clone()
-        .map(|a| ApiClient::new(http.clone(), a, config.thread_id, config.api_patience));
+    match config.api.clone() {
+        Some(access) => {
+            let client = Client::new(
+                http.clone(),
+                &access.url,
+                Some(Token::new(access.token.expose())),
+            );
+            let store = HttpCheckpoints::new(client, config.thread_id, config.api_patience);
+            run_with(store, config, http, shutdown).await
+        }
+        None => {
+            let store = MemoryCheckpoints::new(config.thread_id);
+            run_with(store, config, http, shutdown).await
+        }
+    }
+}
+
+async fn run_with<C: Checkpoints>(
+    store: C,
+    config: Config,
+    http: reqwest::Client,
+    shutdown: CancellationToken,
+) -> Exit {
     let labels = ThreadLabels {
         pool: config.pool.clone(),
         agent: Some(config.spec.name.clone()),
         replica: config.replica,
     };
-
-    // Claim (the client retries while the API is unreachable, up to its patience).
-    let (epoch, boot_count) = match &api {
-        None => (0, 1),
-        Some(api) => match api.claim(&labels).await {
-            Ok(c) => (c.epoch, c.boot_count),
-            Err(e) => {
-                return Exit::Failure(format!("cannot claim thread {}: {e}", config.thread_id));
-            }
-        },
+    // Claim (the HTTP store retries while the API is unreachable, up to its patience).
+    let (epoch, boot_count) = match store.claim(&labels).await {
+        Ok(c) => (c.epoch, c.boot_count),
+        Err(e) => {
+            return Exit::Failure(format!("cannot claim thread {}: {e}", config.thread_id));
+        }
     };
-    let events = Events::start(api.clone(), epoch);
+    let events = Events::start(store.clone(), epoch);
     let spec = &config.spec;
     let engine = Engine::new(EngineConfig {
         thread: config.thread_id,
@@ -125,7 +140,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
             http,
         },
         system: spec.metadata.system_prompt(),
-        api,
+        store,
         engine,
         events,
         epoch,
@@ -139,15 +154,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
     exit
 }
 
-impl Runner {
+impl<C: Checkpoints> Runner<C> {
     async fn main(&mut self, boot_count: u64) -> Exit {
         // Fetch and restore (repair, resume).
-        let restored = match &self.api {
-            None => None,
-            Some(api) => match api.latest().await {
-                Ok(state) => state,
-                Err(e) => return Exit::Failure(format!("cannot fetch the latest checkpoint: {e}")),
-            },
+        let restored = match self.store.latest().await {
+            Ok(state) => state,
+            Err(e) => return Exit::Failure(format!("cannot fetch the latest checkpoint: {e}")),
         };
         if let Some(state) = &restored {
             self.version = state.version;
@@ -163,27 +175,32 @@ impl Runner {
             .apply(Input::Restored(restored.map(|s| (s.history, s.state))));
         let repaired = effects
             .iter()
-            .any(|e| matches!(e, Effect::Event(ev) if ev.kind == "repair"));
-        self.emit("boot", json!({"epoch": self.epoch, "boot_count": boot_count, "restart_count": boot_count.saturating_sub(1), "repaired": repaired, "version": self.version}));
+            .any(|e| matches!(e, Effect::Event(TraceEvent::Repair(_))));
+        self.events.emit(TraceEvent::Boot(ev::Boot {
+            epoch: self.epoch,
+            boot_count,
+            restart_count: boot_count.saturating_sub(1),
+            repaired,
+            version: self.version,
+        }));
         let resumed = match self.execute(effects).await {
             Ok(f) => f,
             Err(stop) => return self.stopped(stop),
         };
-        self.emit("ready", json!({"epoch": self.epoch}));
+        self.events
+            .emit(TraceEvent::Ready(ev::Ready { epoch: self.epoch }));
 
         if !self.config.spec.execution.durability {
             return self.batch(resumed).await;
         }
+        if self.config.api.is_none() {
+            return Exit::Failure("a durable agent needs the checkpoint API".into());
+        }
         loop {
-            let next = match &self.api {
-                Some(api) => {
-                    let after = self.engine.state().inbox_cursor;
-                    tokio::select! {
-                        r = api.inbox(after, POLL) => r,
-                        () = self.shutdown.cancelled() => return self.stopped(Stop::Shutdown),
-                    }
-                }
-                None => return Exit::Failure("a durable agent needs the checkpoint API".into()),
+            let after = self.engine.state().inbox_cursor;
+            let next = tokio::select! {
+                r = self.store.inbox(after, POLL) => r,
+                () = self.shutdown.cancelled() => return self.stopped(Stop::Shutdown),
             };
             let messages = match next {
                 Ok(m) => m,
@@ -251,18 +268,14 @@ impl Runner {
                 Exit::Ok
             }
             Stop::Failure(why) => {
-                self.emit("error", json!({"stage": "runner", "message": why}));
+                self.events.emit(TraceEvent::Error(ErrorEvent {
+                    stage: ErrorStage::Runner,
+                    message: why.clone(),
+                }));
                 tracing::error!("{why}");
                 Exit::Failure(why)
             }
         }
-    }
-
-    fn emit(&self, kind: &str, data: serde_json::Value) {
-        self.events.emit(NewEvent {
-            kind: kind.to_string(),
-            data,
-        });
     }
 
     /// Performs effects in order, feeding outcomes back to the engine.
@@ -272,7 +285,6 @@ impl Runner {
         while let Some(effect) = queue.pop_front() {
             match effect {
                 Effect::Checkpoint(plan) => {
-                    let Some(api) = &self.api else { continue };
                     let req = CheckpointRequest {
                         epoch: self.epoch,
                         parent_version: self.version,
@@ -280,12 +292,12 @@ impl Runner {
                         append: plan.append,
                         state: plan.state,
                     };
-                    let created = api.checkpoint(&req).await?;
+                    let created = self.store.checkpoint(&req).await?;
                     self.version = created.version;
-                    self.emit(
-                        "checkpoint",
-                        json!({"version": created.version, "history_len": created.history_len}),
-                    );
+                    self.events.emit(TraceEvent::Checkpoint(ev::Checkpoint {
+                        version: created.version,
+                        history_len: created.history_len,
+                    }));
                 }
                 Effect::CallLlm => {
                     if self.shutdown.is_cancelled() {
@@ -301,7 +313,9 @@ impl Runner {
                         history: self.engine.history(),
                         tools: &self.tool_defs,
                     };
-                    let input = match self.llm.complete(&req, &self.shutdown).await {
+                    let events = &self.events;
+                    let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
+                    let input = match self.llm.complete(&req, &self.shutdown, on_retry).await {
                         Ok(turn) => Input::Llm(turn),
                         Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
                         Err(LlmError::Fatal(why)) => Input::LlmFailed(why),
@@ -316,9 +330,8 @@ impl Runner {
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Event(mut e) => {
-                    if e.kind == "turn_completed" {
-                        e.data["duration_ms"] =
-                            json!(self.turn_started.elapsed().as_secs_f64() * 1000.0);
+                    if let TraceEvent::TurnCompleted(done) = &mut e {
+                        done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
                     }
                     self.events.emit(e)
                 }
@@ -332,61 +345,52 @@ impl Runner {
         Ok(finished)
     }
 
-    /// One tool call through the ledger: replay a recorded outcome, refuse to re-run a `write`
-    /// whose outcome is unknown, or execute and record.
+    /// One tool call through the ledger: record the intent, then do what [`ledger::decide`]
+    /// says — replay a recorded outcome, answer a `write` whose outcome is unknown with an error,
+    /// or execute — and record the outcome.
     async fn run_tool(&mut self, call: PlannedCall) -> Result<Input, Stop> {
         let started = Instant::now();
         let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
         let preview = tools::preview_args(&call.args, &secrets);
-        let mut mode = "executed";
-        let output = match &self.api {
-            None => self.execute_tool(&call).await?,
-            Some(api) => {
-                let intent = ToolCallIntent {
-                    epoch: self.epoch,
-                    key: call.key.clone(),
-                    turn_seq: call.turn_seq,
-                    tool: call.name.clone(),
-                    args: call.args.clone(),
-                    effect: call.effect,
-                };
-                let record = api.intent(&intent).await?;
-                match record.status {
-                    ToolCallStatus::Completed | ToolCallStatus::Failed => {
-                        mode = "replayed";
-                        tools::ToolOutput {
-                            content: record.result.unwrap_or_default(),
-                            is_error: record.status == ToolCallStatus::Failed,
-                        }
-                    }
-                    ToolCallStatus::Intent
-                        if record.intent_epoch != self.epoch
-                            && call.effect == EffectClass::Write =>
-                    {
-                        // Started by a runner that crashed before recording the outcome.
-                        mode = "outcome_unknown";
-                        let out =
-                            tools::ToolOutput::error(history::outcome_unknown_text(&call.name));
-                        self.record(&call.key, &out).await?;
-                        out
-                    }
-                    ToolCallStatus::Intent => {
-                        if record.intent_epoch != self.epoch {
-                            mode = "re-executed";
-                        }
-                        let out = self.execute_tool(&call).await?;
-                        self.record(&call.key, &out).await?;
-                        out
-                    }
-                }
+        let intent = ToolCallIntent {
+            epoch: self.epoch,
+            key: call.key.clone(),
+            turn_seq: call.turn_seq,
+            tool: call.name.clone(),
+            args: call.args.clone(),
+            effect: call.effect,
+        };
+        let record = self.store.intent(&intent).await?;
+        let decision = ledger::decide(&record, self.epoch, call.effect);
+        let mode = decision.mode();
+        let output = match decision {
+            Decision::Replay { content, is_error } => tools::ToolOutput { content, is_error },
+            Decision::OutcomeUnknown => {
+                let out = tools::ToolOutput::error(history::outcome_unknown_text(&call.name));
+                self.record(&call.key, &out).await?;
+                out
+            }
+            Decision::Execute { .. } => {
+                let out = self.execute_tool(&call).await?;
+                self.record(&call.key, &out).await?;
+                out
             }
         };
-        self.emit(
-            if mode == "replayed" { "tool_replayed" } else { "tool_call" },
-            json!({"name": call.name, "args": preview, "effect": call.effect.as_str(), "mode": mode,
-                   "duration_ms": started.elapsed().as_millis() as u64, "ok": !output.is_error, "key": call.key,
-                   "result": crate::engine::preview(&output.content, 200)}),
-        );
+        let event = ev::ToolCall {
+            name: call.name,
+            args: preview,
+            effect: call.effect,
+            mode,
+            duration_ms: started.elapsed().as_millis() as u64,
+            ok: !output.is_error,
+            key: call.key,
+            result: crate::engine::preview(&output.content, 200),
+        };
+        self.events.emit(if mode == ev::ToolMode::Replayed {
+            TraceEvent::ToolReplayed(event)
+        } else {
+            TraceEvent::ToolCall(event)
+        });
         Ok(Input::Tool {
             call_id: call.call_id,
             content: output.content,
@@ -395,19 +399,16 @@ impl Runner {
     }
 
     async fn record(&self, key: &str, out: &tools::ToolOutput) -> Result<(), Stop> {
-        if let Some(api) = &self.api {
-            let done = ToolCallCompletion {
-                epoch: self.epoch,
-                ok: !out.is_error,
-                result: out.content.clone(),
-            };
-            match api.complete(key, &done).await {
-                Ok(_) => {}
-                Err(ApiError::Refused { code, .. }) if code == "already_completed" => {}
-                Err(e) => return Err(e.into()),
-            }
+        let done = ToolCallCompletion {
+            epoch: self.epoch,
+            ok: !out.is_error,
+            result: out.content.clone(),
+        };
+        match self.store.complete(key, &done).await {
+            // A stale copy of this runner recorded it first: the ledger keeps the first outcome.
+            Ok(_) | Err(CheckpointError::AlreadyCompleted(_)) => Ok(()),
+            Err(e) => Err(e.into()),
         }
-        Ok(())
     }
 
     /// Runs the tool; on SIGTERM it may finish within a grace period, else the runner stops

@@ -5,9 +5,12 @@
 //! next* — including resuming an interrupted turn — is decided here, from the history alone.
 
 use ninetrix_proto::agentfile::{Effect as EffectClass, ResumeMode, ToolSpec, tools};
-use ninetrix_proto::api::{CheckpointState, NewEvent, ThreadStatus, Usage};
+use ninetrix_proto::api::{CheckpointState, ThreadStatus, Usage};
+use ninetrix_proto::events::{
+    BudgetExceeded, ErrorEvent, ErrorStage, LlmCall, MaxTurnsReached, Repair as RepairEvent,
+    Resume, TraceEvent, TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
+};
 use ninetrix_proto::{Block, Message, Role, ThreadId};
-use serde_json::json;
 
 use crate::history::{self, Repair};
 use crate::ledger;
@@ -120,7 +123,7 @@ pub enum Effect {
     /// Run (or replay) a tool call.
     RunTool(PlannedCall),
     /// Emit a trace event.
-    Event(NewEvent),
+    Event(TraceEvent),
     /// The turn is over.
     TurnFinished {
         /// The inbox seq it answered.
@@ -144,11 +147,8 @@ pub struct Engine {
     state: CheckpointState,
 }
 
-fn event(kind: &str, data: serde_json::Value) -> Effect {
-    Effect::Event(NewEvent {
-        kind: kind.to_string(),
-        data,
-    })
+fn event(event: TraceEvent) -> Effect {
+    Effect::Event(event)
 }
 
 /// A short preview of a text for events and logs.
@@ -195,7 +195,10 @@ impl Engine {
             Input::Message { seq, content } => self.start_turn(seq, content),
             Input::Llm(turn) => self.on_llm(turn),
             Input::LlmFailed(why) => {
-                let mut out = vec![event("error", json!({"stage": "llm", "message": why}))];
+                let mut out = vec![event(TraceEvent::Error(ErrorEvent {
+                    stage: ErrorStage::Llm,
+                    message: why.clone(),
+                }))];
                 out.extend(self.stop_turn(
                     &format!("The model could not be called: {why}"),
                     false,
@@ -238,19 +241,20 @@ impl Engine {
                 .turn_start_history_len
                 .min(self.history.len() as u64);
             out.push(self.checkpoint());
-            out.push(event(
-                "repair",
-                json!({"truncate_to": cut, "dropped": dropped, "mode": self.cfg.resume.as_str()}),
-            ));
+            out.push(event(TraceEvent::Repair(RepairEvent {
+                truncate_to: cut as u64,
+                dropped,
+                mode: self.cfg.resume.as_str().to_string(),
+            })));
         }
         if !pending_calls.is_empty() {
-            out.push(event("resume", json!({"pending_calls": pending_calls})));
+            out.push(event(TraceEvent::Resume(Resume { pending_calls })));
         }
         if self.state.status == ThreadStatus::InTurn {
-            out.push(event(
-                "turn_resumed",
-                json!({"turn_seq": self.state.turn_seq, "seq": self.state.inbox_cursor}),
-            ));
+            out.push(event(TraceEvent::TurnResumed(TurnResumed {
+                turn_seq: self.state.turn_seq,
+                seq: self.state.inbox_cursor,
+            })));
             out.extend(self.advance());
         }
         out
@@ -266,10 +270,11 @@ impl Engine {
         self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
         let mut out = vec![
             self.checkpoint(),
-            event(
-                "turn_started",
-                json!({"turn_seq": self.state.turn_seq, "seq": seq, "input": preview(&content, 200)}),
-            ),
+            event(TraceEvent::TurnStarted(TurnStarted {
+                turn_seq: self.state.turn_seq,
+                seq,
+                input: preview(&content, 200),
+            })),
         ];
         out.extend(self.advance());
         out
@@ -283,19 +288,23 @@ impl Engine {
         self.history.push(turn.message);
         let mut out = vec![
             self.checkpoint(),
-            event(
-                "llm_call",
-                json!({"model": turn.model, "input_tokens": turn.usage.input_tokens, "output_tokens": turn.usage.output_tokens,
-                       "cost_usd": turn.usage.cost_usd, "latency_ms": turn.latency_ms, "stop_reason": turn.stop_reason, "tool_calls": calls}),
-            ),
+            event(TraceEvent::LlmCall(LlmCall {
+                model: turn.model,
+                input_tokens: turn.usage.input_tokens,
+                output_tokens: turn.usage.output_tokens,
+                cost_usd: turn.usage.cost_usd,
+                latency_ms: turn.latency_ms,
+                stop_reason: turn.stop_reason,
+                tool_calls: calls as u64,
+            })),
         ];
         if let Some(budget) = self.cfg.budget
             && self.state.usage.cost_usd > budget
         {
-            out.push(event(
-                "budget_exceeded",
-                json!({"budget_usd": budget, "spent_usd": self.state.usage.cost_usd}),
-            ));
+            out.push(event(TraceEvent::BudgetExceeded(BudgetExceeded {
+                budget_usd: budget,
+                spent_usd: self.state.usage.cost_usd,
+            })));
             let reply = format!(
                 "Stopped: this turn spent ${:.4}, over its budget of ${budget:.2} (governance.max_budget_per_run).",
                 self.state.usage.cost_usd
@@ -341,10 +350,14 @@ impl Engine {
         let seq = self.state.inbox_cursor;
         vec![
             self.checkpoint(),
-            event(
-                "turn_completed",
-                json!({"turn_seq": self.state.turn_seq, "seq": seq, "ok": ok, "reply": reply, "usage": self.state.usage}),
-            ),
+            event(TraceEvent::TurnCompleted(TurnCompleted {
+                turn_seq: self.state.turn_seq,
+                seq,
+                ok,
+                reply: reply.clone(),
+                usage: self.state.usage.clone(),
+                duration_ms: 0.0,
+            })),
             Effect::TurnFinished { seq, reply, ok },
         ]
     }
@@ -405,16 +418,22 @@ impl Engine {
             if answered < calls.len() {
                 let (call_id, name, args) = calls[answered].clone();
                 let Some(spec) = self.spec_of(&name).cloned() else {
-                    let known: Vec<&str> = self.cfg.tools.iter().map(|t| t.name.as_str()).collect();
+                    let available: Vec<String> =
+                        self.cfg.tools.iter().map(|t| t.name.clone()).collect();
                     self.history.push(history::tool_result(
                         &call_id,
                         format!(
                             "There is no tool `{name}`. Available tools: {}.",
-                            known.join(", ")
+                            available.join(", ")
                         ),
                         true,
                     ));
                     out.push(self.checkpoint());
+                    out.push(event(TraceEvent::UnknownTool(UnknownTool {
+                        name,
+                        call_id,
+                        available,
+                    })));
                     continue;
                 };
                 let occurrence = self.occurrence(anchor, a, answered, &name, &args);
@@ -437,10 +456,9 @@ impl Engine {
                 return out;
             }
             if rounds >= self.cfg.max_rounds {
-                out.push(event(
-                    "max_turns_reached",
-                    json!({"max_turns": self.cfg.max_rounds}),
-                ));
+                out.push(event(TraceEvent::MaxTurnsReached(MaxTurnsReached {
+                    max_turns: self.cfg.max_rounds,
+                })));
                 let reply = format!(
                     "Stopped after {} model rounds without a final answer (execution.max_turns).",
                     self.cfg.max_rounds
@@ -543,7 +561,7 @@ mod tests {
                 Effect::Checkpoint(_) => "checkpoint".into(),
                 Effect::CallLlm => "call_llm".into(),
                 Effect::RunTool(c) => format!("run:{}", c.name),
-                Effect::Event(e) => format!("event:{}", e.kind),
+                Effect::Event(e) => format!("event:{}", e.kind()),
                 Effect::TurnFinished { .. } => "finished".into(),
             })
             .collect()
@@ -766,8 +784,24 @@ mod tests {
         ));
         assert_eq!(
             kinds(&out),
-            ["checkpoint", "event:llm_call", "checkpoint", "call_llm"]
+            [
+                "checkpoint",
+                "event:llm_call",
+                "checkpoint",
+                "event:unknown_tool",
+                "call_llm"
+            ]
         );
+        let unknown = out.iter().find_map(|e| match e {
+            Effect::Event(TraceEvent::UnknownTool(u)) => Some(u.clone()),
+            _ => None,
+        });
+        let unknown = unknown.expect("the call to a missing tool is traced");
+        assert_eq!(
+            (unknown.name.as_str(), unknown.call_id.as_str()),
+            ("rm_rf", "x")
+        );
+        assert_eq!(unknown.available, ["file_write"]);
         assert!(crate::history::validate(e.history()).is_ok());
     }
 

@@ -5,9 +5,10 @@
 use std::time::Duration;
 
 use ninetrix_proto::api::NewEvent;
+use ninetrix_proto::events::TraceEvent;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::client::ApiClient;
+use crate::checkpoints::Checkpoints;
 
 enum Msg {
     Event(NewEvent),
@@ -17,49 +18,37 @@ enum Msg {
 /// The event sink.
 #[derive(Clone)]
 pub struct Events {
-    tx: Option<mpsc::Sender<Msg>>,
+    tx: mpsc::Sender<Msg>,
 }
 
 impl Events {
-    /// Starts the sender (none without an API).
-    pub fn start(api: Option<ApiClient>, epoch: u64) -> Events {
-        let Some(api) = api else {
-            return Events { tx: None };
-        };
+    /// Starts the background sender to `store`, writing as `epoch`.
+    pub fn start<C: Checkpoints>(store: C, epoch: u64) -> Events {
         let (tx, rx) = mpsc::channel(1024);
-        tokio::spawn(send_loop(api, epoch, rx));
-        Events { tx: Some(tx) }
+        tokio::spawn(send_loop(store, epoch, rx));
+        Events { tx }
     }
 
-    /// Logs the event and queues it for the API. Each event carries the runner's own time
-    /// (`data.at`), since the API stores them in batches.
-    pub fn emit(&self, mut event: NewEvent) {
-        if let serde_json::Value::Object(map) = &mut event.data {
-            map.entry("at").or_insert_with(|| {
-                chrono::Utc::now()
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-                    .into()
-            });
-        }
+    /// Logs the event and queues it for the store, stamped with the runner's own time (the API
+    /// stores events in batches, later).
+    pub fn emit(&self, event: TraceEvent) {
         log(&event);
-        if let Some(tx) = &self.tx
-            && tx.try_send(Msg::Event(event)).is_err()
-        {
+        let wire = event.to_new_event(chrono::Utc::now());
+        if self.tx.try_send(Msg::Event(wire)).is_err() {
             tracing::warn!("event queue full; an event was dropped");
         }
     }
 
     /// Waits (up to `bound`) until everything queued so far was sent.
     pub async fn flush(&self, bound: Duration) {
-        let Some(tx) = &self.tx else { return };
         let (done, wait) = oneshot::channel();
-        if tx.send(Msg::Flush(done)).await.is_ok() {
+        if self.tx.send(Msg::Flush(done)).await.is_ok() {
             let _ = tokio::time::timeout(bound, wait).await;
         }
     }
 }
 
-async fn send_loop(api: ApiClient, epoch: u64, mut rx: mpsc::Receiver<Msg>) {
+async fn send_loop<C: Checkpoints>(api: C, epoch: u64, mut rx: mpsc::Receiver<Msg>) {
     let mut batch: Vec<NewEvent> = Vec::new();
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     loop {
@@ -95,7 +84,7 @@ async fn send_loop(api: ApiClient, epoch: u64, mut rx: mpsc::Receiver<Msg>) {
     }
 }
 
-async fn send(api: &ApiClient, epoch: u64, batch: &mut Vec<NewEvent>) {
+async fn send<C: Checkpoints>(api: &C, epoch: u64, batch: &mut Vec<NewEvent>) {
     if batch.is_empty() {
         return;
     }
@@ -105,56 +94,78 @@ async fn send(api: &ApiClient, epoch: u64, batch: &mut Vec<NewEvent>) {
 }
 
 /// One short line per event: what happened, in words.
-fn log(e: &NewEvent) {
-    let d = &e.data;
-    let s = |k: &str| {
-        d[k].as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| d[k].to_string())
-    };
-    match e.kind.as_str() {
-        "boot" => tracing::info!(
+fn log(event: &TraceEvent) {
+    match event {
+        TraceEvent::Boot(b) => tracing::info!(
             "boot: epoch {} (boot {}), repaired: {}",
-            s("epoch"),
-            s("boot_count"),
-            s("repaired")
+            b.epoch,
+            b.boot_count,
+            b.repaired
         ),
-        "ready" => tracing::info!("ready"),
-        "turn_started" => tracing::info!("turn {} started (inbox seq {})", s("turn_seq"), s("seq")),
-        "turn_resumed" => tracing::info!(
-            "turn {} resumed after a restart (inbox seq {})",
-            s("turn_seq"),
-            s("seq")
-        ),
-        "llm_call" => tracing::info!(
-            "model {} answered in {} ms: {} tokens in, {} out, stop {}",
-            s("model"),
-            s("latency_ms"),
-            s("input_tokens"),
-            s("output_tokens"),
-            s("stop_reason")
-        ),
-        "tool_call" => tracing::info!(
-            "tool {} {} in {} ms (ok: {})",
-            s("name"),
-            s("mode"),
-            s("duration_ms"),
-            s("ok")
-        ),
-        "checkpoint" => tracing::debug!("checkpoint version {}", s("version")),
-        "repair" => tracing::info!(
+        TraceEvent::Ready(_) => tracing::info!("ready"),
+        TraceEvent::Repair(r) => tracing::info!(
             "repaired history: cut to {} messages, dropped {}",
-            s("truncate_to"),
-            d["dropped"].as_array().map_or(0, Vec::len)
+            r.truncate_to,
+            r.dropped.len()
         ),
-        "turn_completed" => tracing::info!("turn {} completed (ok: {})", s("turn_seq"), s("ok")),
-        "budget_exceeded" => tracing::warn!(
+        TraceEvent::Resume(r) => tracing::info!(
+            "resuming the interrupted message: {} tool call(s) still to run ({})",
+            r.pending_calls.len(),
+            r.pending_calls.join(", ")
+        ),
+        TraceEvent::TurnStarted(t) => {
+            tracing::info!("turn {} started (inbox seq {})", t.turn_seq, t.seq)
+        }
+        TraceEvent::TurnResumed(t) => tracing::info!(
+            "turn {} resumed after a restart (inbox seq {})",
+            t.turn_seq,
+            t.seq
+        ),
+        TraceEvent::LlmCall(c) => tracing::info!(
+            "model {} answered in {} ms: {} tokens in, {} out, stop {}",
+            c.model,
+            c.latency_ms,
+            c.input_tokens,
+            c.output_tokens,
+            c.stop_reason
+        ),
+        TraceEvent::LlmRetry(r) => tracing::warn!(
+            "model call failed (attempt {} of {}): {}; retrying in {} ms",
+            r.attempt,
+            r.max_attempts,
+            r.reason,
+            r.retry_in_ms
+        ),
+        TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) => tracing::info!(
+            "tool {} {} in {} ms (ok: {})",
+            t.name,
+            t.mode.as_str(),
+            t.duration_ms,
+            t.ok
+        ),
+        TraceEvent::UnknownTool(u) => tracing::warn!(
+            "the model called `{}`, which this agent does not have (tools: {}); answered with an error",
+            u.name,
+            u.available.join(", ")
+        ),
+        TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
+        TraceEvent::TurnCompleted(t) => {
+            tracing::info!("turn {} completed (ok: {})", t.turn_seq, t.ok)
+        }
+        TraceEvent::BudgetExceeded(b) => tracing::warn!(
             "budget exceeded: spent ${} of ${}",
-            s("spent_usd"),
-            s("budget_usd")
+            b.spent_usd,
+            b.budget_usd
         ),
-        "max_turns_reached" => tracing::warn!("stopped after {} model rounds", s("max_turns")),
-        "error" => tracing::error!("{}: {}", s("stage"), s("message")),
-        other => tracing::info!("{other}: {d}"),
+        TraceEvent::MaxTurnsReached(m) => {
+            tracing::warn!("stopped after {} model rounds", m.max_turns)
+        }
+        TraceEvent::Error(e) => {
+            let stage = match e.stage {
+                ninetrix_proto::events::ErrorStage::Llm => "llm",
+                ninetrix_proto::events::ErrorStage::Runner => "runner",
+            };
+            tracing::error!("{stage}: {}", e.message)
+        }
     }
 }

@@ -118,27 +118,17 @@ pub struct Repair {
     pub pending_calls: Vec<String>,
 }
 
-/// One dropped message.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Dropped {
-    /// Its index in the original history.
-    pub index: usize,
-    /// Its role.
-    pub role: Role,
-    /// Tool call IDs it carried (calls or results).
-    pub call_ids: Vec<String>,
-    /// Why.
-    pub reason: &'static str,
-}
+/// One dropped message: the `repair` event's own type.
+pub use ninetrix_proto::events::DroppedMessage as Dropped;
 
 fn dropped(index: usize, m: &Message, reason: &'static str) -> Dropped {
     let mut call_ids: Vec<String> = m.tool_call_ids().map(str::to_string).collect();
     call_ids.extend(m.tool_result_ids().map(str::to_string));
     Dropped {
-        index,
+        index: index as u64,
         role: m.role,
         call_ids,
-        reason,
+        reason: reason.to_string(),
     }
 }
 

@@ -1,9 +1,66 @@
-//! Ledger keys (DESIGN §6.5): `sha256(thread, turn_seq, tool, canonical args, occurrence)`,
-//! where occurrence counts earlier identical calls in the same turn. Never the provider's call
-//! ID, which changes when a turn is re-run.
+//! The tool-call ledger's rules (DESIGN §6.5), as pure functions: the key of a call —
+//! `sha256(thread, turn_seq, tool, canonical args, occurrence)`, where occurrence counts earlier
+//! identical calls in the same turn, never the provider's call ID, which changes when a turn is
+//! re-run — and [`decide`], what to do with a call given its ledger record: replay, report the
+//! outcome unknown, or execute. The driver only performs the decision.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::Effect;
+use ninetrix_proto::api::{ToolCallRecord, ToolCallStatus};
+use ninetrix_proto::events::ToolMode;
 use sha2::{Digest, Sha256};
+
+/// What to do with a tool call, given the ledger's record of its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The call has an outcome: return it without running the tool again.
+    Replay {
+        /// The recorded result text.
+        content: String,
+        /// Whether it was an error.
+        is_error: bool,
+    },
+    /// A `write` started by an earlier runner that died before recording its outcome: it may or
+    /// may not have happened, so it is not run again; the model is told to verify.
+    OutcomeUnknown,
+    /// Run the tool and record its outcome: a fresh intent of this runner, or a `read` or
+    /// `idempotent` call an earlier runner left without an outcome (safe to repeat).
+    Execute {
+        /// An earlier runner had started it.
+        again: bool,
+    },
+}
+
+impl Decision {
+    /// How the trace shows it.
+    pub fn mode(&self) -> ToolMode {
+        match self {
+            Decision::Replay { .. } => ToolMode::Replayed,
+            Decision::OutcomeUnknown => ToolMode::OutcomeUnknown,
+            Decision::Execute { again: false } => ToolMode::Executed,
+            Decision::Execute { again: true } => ToolMode::ReExecuted,
+        }
+    }
+}
+
+/// The ledger decision for a call whose intent was just recorded (or found) as `record`, by a
+/// runner at `epoch`, for a call of class `effect` (which may differ per call: `file_write` with
+/// `overwrite` is idempotent, with `append` a write).
+pub fn decide(record: &ToolCallRecord, epoch: u64, effect: Effect) -> Decision {
+    match record.status {
+        ToolCallStatus::Completed | ToolCallStatus::Failed => Decision::Replay {
+            content: record.result.clone().unwrap_or_default(),
+            is_error: record.status == ToolCallStatus::Failed,
+        },
+        ToolCallStatus::Intent if record.intent_epoch == epoch => {
+            Decision::Execute { again: false }
+        }
+        ToolCallStatus::Intent => match effect {
+            Effect::Write => Decision::OutcomeUnknown,
+            Effect::Read | Effect::Idempotent => Decision::Execute { again: true },
+        },
+    }
+}
 
 /// The JSON of `value` with object keys sorted (serde_json's map is ordered by key), so equal
 /// arguments give equal text whatever order the model wrote them in.
@@ -37,6 +94,69 @@ pub fn key(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn record(status: ToolCallStatus, intent_epoch: u64) -> ToolCallRecord {
+        ToolCallRecord {
+            key: "k".into(),
+            turn_seq: 1,
+            tool: "t".into(),
+            args: json!({}),
+            effect: Effect::Write,
+            status,
+            result: (status != ToolCallStatus::Intent).then(|| "recorded".to_string()),
+            intent_epoch,
+            completed_epoch: (status != ToolCallStatus::Intent).then_some(intent_epoch),
+            created_at: chrono::Utc::now(),
+            completed_at: None,
+        }
+    }
+
+    /// Every status × (this runner's intent, an earlier runner's) × effect class.
+    #[test]
+    fn the_ledger_decision_table() {
+        use Decision::*;
+        use Effect::*;
+        use ToolCallStatus::*;
+        let replay_ok = Replay {
+            content: "recorded".into(),
+            is_error: false,
+        };
+        let replay_err = Replay {
+            content: "recorded".into(),
+            is_error: true,
+        };
+        let fresh = Execute { again: false };
+        let again = Execute { again: true };
+        let table = [
+            // status, intent epoch (this runner is at 2), effect → decision
+            (Completed, 2, Read, replay_ok.clone()),
+            (Completed, 2, Idempotent, replay_ok.clone()),
+            (Completed, 2, Write, replay_ok.clone()),
+            (Completed, 1, Read, replay_ok.clone()),
+            (Completed, 1, Idempotent, replay_ok.clone()),
+            (Completed, 1, Write, replay_ok.clone()),
+            (Failed, 2, Read, replay_err.clone()),
+            (Failed, 2, Idempotent, replay_err.clone()),
+            (Failed, 2, Write, replay_err.clone()),
+            (Failed, 1, Read, replay_err.clone()),
+            (Failed, 1, Idempotent, replay_err.clone()),
+            (Failed, 1, Write, replay_err.clone()),
+            (Intent, 2, Read, fresh.clone()),
+            (Intent, 2, Idempotent, fresh.clone()),
+            (Intent, 2, Write, fresh.clone()),
+            (Intent, 1, Read, again.clone()),
+            (Intent, 1, Idempotent, again.clone()),
+            (Intent, 1, Write, OutcomeUnknown),
+        ];
+        for (status, intent_epoch, effect, want) in table {
+            let got = decide(&record(status, intent_epoch), 2, effect);
+            assert_eq!(got, want, "{status:?} by epoch {intent_epoch}, {effect:?}");
+        }
+        assert_eq!(OutcomeUnknown.mode(), ToolMode::OutcomeUnknown);
+        assert_eq!(again.mode(), ToolMode::ReExecuted);
+        assert_eq!(fresh.mode(), ToolMode::Executed);
+        assert_eq!(replay_ok.mode(), ToolMode::Replayed);
+    }
 
     #[test]
     fn keys_ignore_argument_order_and_differ_by_occurrence() {

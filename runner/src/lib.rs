@@ -3,9 +3,10 @@
 //! Configured only by the environment (`config`), it claims its thread, restores and repairs the
 //! history, resumes an interrupted turn, then serves its inbox: each message is one turn of model
 //! calls (`llm`) and tool calls (`tools`) recorded in the ledger, checkpointed after every step.
-//! The decisions live in the pure `engine` and `history` modules; `driver` does the I/O.
+//! The decisions live in the pure `engine`, `history` and `ledger` modules; `driver` does the I/O
+//! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one).
 
-pub mod client;
+pub mod checkpoints;
 pub mod config;
 pub mod driver;
 pub mod engine;

@@ -129,7 +129,7 @@ fn llm(provider: &str, base_url: &str, idle_secs: u64) -> Llm {
     .collect();
     let config = ninetrix_runner::config::from_vars(&vars, std::path::Path::new("/nonexistent"))
         .expect("config");
-    let mut llm = Llm::new(&config, ninetrix_runner::client::http_client());
+    let mut llm = Llm::new(&config, ninetrix_client::http_client());
     llm.max_backoff = Duration::from_millis(50);
     llm
 }
@@ -217,7 +217,7 @@ async fn anthropic_streams_assemble_whatever_the_chunking() {
         let base = serve(fake.clone()).await;
         let (h, t) = (history(), tools());
         let turn = llm("anthropic", &base, 5)
-            .complete(&request(&h, &t), &CancellationToken::new())
+            .complete(&request(&h, &t), &CancellationToken::new(), |_| {})
             .await
             .unwrap();
         assert_eq!(
@@ -271,7 +271,7 @@ async fn openai_streams_assemble_interleaved_tool_calls() {
         let base = serve(fake.clone()).await;
         let (h, t) = (history(), tools());
         let turn = llm("openai", &format!("{base}/v1"), 5)
-            .complete(&request(&h, &t), &CancellationToken::new())
+            .complete(&request(&h, &t), &CancellationToken::new(), |_| {})
             .await
             .unwrap();
         assert_eq!(
@@ -339,8 +339,11 @@ async fn rate_limits_overload_and_broken_streams_are_retried() {
     let base = serve(fake.clone()).await;
     let (h, t) = (history(), tools());
     let started = Instant::now();
+    let retries = std::sync::Mutex::new(Vec::new());
     let turn = llm("anthropic", &base, 1)
-        .complete(&request(&h, &t), &CancellationToken::new())
+        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
+            retries.lock().unwrap().push(r)
+        })
         .await
         .unwrap();
     assert_eq!(turn.stop_reason, "tool_use");
@@ -353,6 +356,16 @@ async fn rate_limits_overload_and_broken_streams_are_retried() {
         started.elapsed() >= Duration::from_secs(1),
         "retry-after was honoured"
     );
+    // Each retry is reported (it becomes an `llm_retry` line in the trace), in order, with the
+    // wait the runner chose: the server's `retry-after` (1 s), capped by `max_backoff` (50 ms).
+    let retries = retries.into_inner().unwrap();
+    assert_eq!(
+        retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5]
+    );
+    assert!(retries.iter().all(|r| r.max_attempts == 6));
+    assert_eq!(retries[0].retry_in_ms, 50);
+    assert!(retries[0].reason.contains("429"), "{:?}", retries[0]);
 }
 
 #[tokio::test]
@@ -367,7 +380,7 @@ async fn a_bad_request_is_not_retried() {
     let base = serve(fake.clone()).await;
     let (h, t) = (history(), tools());
     let err = llm("openai", &format!("{base}/v1"), 5)
-        .complete(&request(&h, &t), &CancellationToken::new())
+        .complete(&request(&h, &t), &CancellationToken::new(), |_| {})
         .await
         .unwrap_err();
     assert!(
@@ -393,7 +406,7 @@ async fn cancellation_aborts_a_call_at_once() {
     });
     let started = Instant::now();
     let err = llm("openai", &format!("{base}/v1"), 60)
-        .complete(&request(&h, &t), &cancel)
+        .complete(&request(&h, &t), &cancel, |_| {})
         .await
         .unwrap_err();
     assert!(matches!(err, LlmError::Cancelled));

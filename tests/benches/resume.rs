@@ -6,9 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
+use ninetrix_client::Client;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::EnqueueRequest;
+use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::{Value, json};
 
 const CRASHES: usize = 50;
@@ -45,10 +48,6 @@ fn start(api: &str, thread: ThreadId, ws: &std::path::Path) -> std::process::Chi
         .unwrap()
 }
 
-fn at(e: &Value) -> DateTime<Utc> {
-    e["data"]["at"].as_str().unwrap().parse().unwrap()
-}
-
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -62,35 +61,28 @@ fn main() {
         let ws = dir.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
         let thread = ThreadId::new_v7();
-        let http = reqwest::Client::new();
+        let client = Client::new(ninetrix_client::http_client(), &api.url, None);
         let mut seen = 0u64;
         let events = |after: u64| {
-            let http = http.clone();
-            let url = format!("{}/v1/threads/{thread}/events?after={after}", api.url);
-            async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json::<Vec<Value>>()
-                    .await
-                    .unwrap()
-            }
+            let client = client.clone();
+            async move { client.events_page(thread, after, None).await.unwrap() }
         };
         let mut runner = start(&api.url, thread, &ws);
         let (mut to_boot, mut to_model) = (Vec::new(), Vec::new());
         for i in 1..=CRASHES {
-            http.post(format!("{}/v1/threads/{thread}/messages", api.url))
-                .json(&json!({"content": format!("turn {i}")}))
-                .send()
-                .await
-                .unwrap();
+            let message = EnqueueRequest {
+                content: format!("turn {i}"),
+                dedupe_key: None,
+            };
+            client.enqueue(thread, &message).await.unwrap();
             // Wait until the sleep is running (the append was executed and its events flushed).
             let deadline = Instant::now() + Duration::from_secs(30);
             'mid: loop {
                 for e in events(seen).await {
-                    seen = e["seq"].as_u64().unwrap();
-                    if e["type"] == "tool_call" && e["data"]["name"] == "file_write" {
+                    seen = e.seq;
+                    if let Decoded::Known(TraceEvent::ToolCall(call)) = e.decode()
+                        && call.name == "file_write"
+                    {
                         break 'mid;
                     }
                 }
@@ -104,12 +96,12 @@ fn main() {
             let mut boot = None;
             'resumed: loop {
                 for e in events(seen).await {
-                    seen = e["seq"].as_u64().unwrap();
-                    match e["type"].as_str().unwrap() {
-                        "boot" => boot = Some(at(&e)),
-                        "llm_call" if boot.is_some() => {
+                    seen = e.seq;
+                    match e.decode() {
+                        Decoded::Known(TraceEvent::Boot(_)) => boot = Some(e.at()),
+                        Decoded::Known(TraceEvent::LlmCall(_)) if boot.is_some() => {
                             to_model.push(
-                                (at(&e) - killed).num_microseconds().unwrap() as f64 / 1000.0,
+                                (e.at() - killed).num_microseconds().unwrap() as f64 / 1000.0,
                             );
                             break 'resumed;
                         }
@@ -122,8 +114,8 @@ fn main() {
             // Let the turn finish before the next one.
             'done: loop {
                 for e in events(seen).await {
-                    seen = e["seq"].as_u64().unwrap();
-                    if e["type"] == "turn_completed" {
+                    seen = e.seq;
+                    if let Decoded::Known(TraceEvent::TurnCompleted(_)) = e.decode() {
                         break 'done;
                     }
                 }

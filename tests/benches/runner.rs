@@ -6,8 +6,11 @@
 
 use std::time::{Duration, Instant};
 
+use ninetrix_client::Client;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::EnqueueRequest;
+use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::{Value, json};
 
 const TURNS: u64 = 100;
@@ -62,15 +65,18 @@ fn main() {
             .env("RUST_LOG", "warn")
             .spawn()
             .unwrap();
-        let http = reqwest::Client::new();
+        let client = Client::new(ninetrix_client::http_client(), &api.url, None);
         let events = |after: u64| {
-            let http = http.clone();
-            let url = format!("{}/v1/threads/{thread}/events?after={after}", api.url);
-            async move { http.get(url).send().await.unwrap().json::<Value>().await.unwrap() }
+            let client = client.clone();
+            async move { client.events_page(thread, after, None).await.unwrap_or_default() }
         };
         // Idle RSS once it is ready.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !events(0).await.as_array().is_some_and(|e| e.iter().any(|e| e["type"] == "ready")) {
+        while !events(0)
+            .await
+            .iter()
+            .any(|e| matches!(e.decode(), Decoded::Known(TraceEvent::Ready(_))))
+        {
             assert!(Instant::now() < deadline);
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -83,12 +89,18 @@ fn main() {
         let mut seen = 0;
         for i in 1..=TURNS {
             let started = Instant::now();
-            http.post(format!("{}/v1/threads/{thread}/messages", api.url)).json(&json!({"content": format!("turn {i}")})).send().await.unwrap();
+            let message = EnqueueRequest {
+                content: format!("turn {i}"),
+                dedupe_key: None,
+            };
+            client.enqueue(thread, &message).await.unwrap();
             'wait: loop {
-                for e in events(seen).await.as_array().unwrap() {
-                    seen = e["seq"].as_u64().unwrap();
-                    if e["type"] == "turn_completed" && e["data"]["seq"] == i {
-                        inside.push(e["data"]["duration_ms"].as_f64().unwrap());
+                for e in events(seen).await {
+                    seen = e.seq;
+                    if let Decoded::Known(TraceEvent::TurnCompleted(done)) = e.decode()
+                        && done.seq == i
+                    {
+                        inside.push(done.duration_ms);
                         break 'wait;
                     }
                 }

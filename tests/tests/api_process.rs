@@ -3,39 +3,42 @@
 
 use std::time::Duration;
 
+use ninetrix_client::Client;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
-use ninetrix_proto::ThreadId;
-use serde_json::json;
+use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadStatus};
+use ninetrix_proto::{Message, Role, ThreadId};
 
-fn checkpoint(epoch: u64, parent: u64) -> serde_json::Value {
-    let message = serde_json::to_value(ninetrix_proto::Message::text(
-        ninetrix_proto::Role::User,
-        format!("message {parent}"),
-    ))
-    .unwrap();
-    json!({"epoch": epoch, "parent_version": parent, "append": [message],
-           "state": {"turn_seq": parent, "turn_start_history_len": 0, "status": "in_turn", "inbox_cursor": 0}})
+fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
+    CheckpointRequest {
+        epoch,
+        parent_version: parent,
+        truncate_to: None,
+        append: vec![Message::text(Role::User, format!("message {parent}"))],
+        state: CheckpointState {
+            turn_seq: parent,
+            turn_start_history_len: 0,
+            status: ThreadStatus::InTurn,
+            inbox_cursor: 0,
+            usage: Default::default(),
+        },
+    }
+}
+
+fn client(url: &str) -> Client {
+    Client::new(ninetrix_client::http_client(), url, None)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_checkpoints_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("api.db").display());
-    let client = reqwest::Client::new();
     let mut api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+    let writer = client(&api.url);
     let threads: Vec<ThreadId> = (0..4).map(|_| ThreadId::new_v7()).collect();
     let mut epochs = Vec::new();
     for t in &threads {
-        let claim: serde_json::Value = client
-            .post(format!("{}/v1/runners/threads/{t}/claim", api.url))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        epochs.push(claim["epoch"].as_u64().unwrap());
+        let claim = writer.claim(*t, &Default::default()).await.unwrap();
+        epochs.push(claim.epoch);
     }
     // Four writers append as fast as they can; the process is killed mid-stream.
     let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, u64)>();
@@ -46,19 +49,18 @@ async fn acknowledged_checkpoints_survive_sigkill() {
         .zip(epochs.iter().copied())
         .enumerate()
     {
-        let (client, url, tx) = (client.clone(), api.url.clone(), acked_tx.clone());
+        let (writer, tx) = (writer.clone(), acked_tx.clone());
         writers.push(tokio::spawn(async move {
             for parent in 0.. {
-                let resp = client
-                    .post(format!("{url}/v1/runners/threads/{t}/checkpoints"))
-                    .json(&checkpoint(epoch, parent))
-                    .send()
-                    .await;
-                match resp {
-                    Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
+                // Only a 201 acknowledges a version; any failure (the kill) ends this writer.
+                match writer
+                    .append_checkpoint(t, &checkpoint(epoch, parent))
+                    .await
+                {
+                    Ok(_) => {
                         let _ = tx.send((i, parent + 1));
                     }
-                    _ => return,
+                    Err(_) => return,
                 }
             }
         }));
@@ -84,25 +86,12 @@ async fn acknowledged_checkpoints_survive_sigkill() {
     assert!(acked.iter().sum::<u64>() >= 400);
 
     let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+    let reader = client(&api.url);
     for (t, acked) in threads.iter().zip(&acked) {
-        let versions: serde_json::Value = client
-            .get(format!("{}/v1/threads/{t}/checkpoints", api.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let versions = reader.versions(*t).await.unwrap();
         let chain: Vec<(u64, u64)> = versions
-            .as_array()
-            .unwrap()
             .iter()
-            .map(|v| {
-                (
-                    v["version"].as_u64().unwrap(),
-                    v["parent_version"].as_u64().unwrap(),
-                )
-            })
+            .map(|v| (v.version, v.parent_version))
             .collect();
         assert!(
             chain.len() as u64 >= *acked,
@@ -116,15 +105,8 @@ async fn acknowledged_checkpoints_survive_sigkill() {
                 "one linear chain"
             );
         }
-        let latest: serde_json::Value = client
-            .get(format!("{}/v1/runners/threads/{t}/latest", api.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(latest["history"].as_array().unwrap().len(), chain.len());
+        let latest = reader.latest(*t).await.unwrap().unwrap();
+        assert_eq!(latest.history.len(), chain.len());
     }
 }
 
@@ -134,13 +116,9 @@ async fn sigterm_ends_long_polls_and_exits_zero() {
     let db = format!("sqlite://{}", dir.path().join("api.db").display());
     let mut api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
     let thread = ThreadId::new_v7();
-    let poll = reqwest::Client::new()
-        .get(format!(
-            "{}/v1/runners/threads/{thread}/inbox?wait=60",
-            api.url
-        ))
-        .send();
-    let poll = tokio::spawn(poll);
+    let poller = client(&api.url);
+    let poll =
+        tokio::spawn(async move { poller.inbox(thread, 0, Duration::from_secs(60), 100).await });
     // Once the server has the poll in hand, ask it to stop.
     api.wait_for_log("started processing request", Duration::from_secs(10));
     let pid = api.child.id().to_string();
@@ -154,10 +132,12 @@ async fn sigterm_ends_long_polls_and_exits_zero() {
     let resp = tokio::time::timeout(Duration::from_secs(10), poll)
         .await
         .expect("the long-poll ends promptly")
-        .unwrap()
         .unwrap();
-    assert_eq!(resp.status(), reqwest::StatusCode::OK);
-    assert_eq!(resp.text().await.unwrap(), "[]");
+    assert_eq!(
+        resp.unwrap(),
+        [],
+        "answered (200, no messages), not cut off"
+    );
     let status = api
         .wait_exit(Duration::from_secs(10))
         .expect("the server exits after SIGTERM");

@@ -12,9 +12,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
+use ninetrix_proto::api::{ThreadStatus, ToolCallStatus};
 use ninetrix_proto::{Role, ThreadId};
-use serde_json::Value;
-use support::{Admin, Runner, appender_spec, history, lines};
+use support::{Admin, Runner, appender_spec, lines};
 
 struct Slot {
     thread: ThreadId,
@@ -138,17 +138,18 @@ async fn chaos() {
         }
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let latest = admin.latest(slot.thread).await;
-            let done = latest["state"]["inbox_cursor"].as_u64() == Some(last)
-                && latest["state"]["status"] == "idle";
+            let latest = admin.client.latest(slot.thread).await.ok().flatten();
+            let state = latest.map(|l| l.state);
+            let done = state
+                .as_ref()
+                .is_some_and(|s| s.inbox_cursor == last && s.status == ThreadStatus::Idle);
             if done {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "seed {seed}: thread {} did not finish: {}",
+                "seed {seed}: thread {} did not finish: {state:?}",
                 slot.thread,
-                latest["state"]
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -173,13 +174,13 @@ async fn chaos() {
 
 async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize, usize, usize)) {
     let t = slot.thread;
-    let latest = admin.latest(t).await;
     if slot.sent.is_empty() {
         return;
     }
-    let h = history(&latest);
+    let latest = admin.latest(t).await;
+    let h = &latest.history;
     // Valid for both providers.
-    if let Err(v) = ninetrix_runner::history::validate(&h) {
+    if let Err(v) = ninetrix_runner::history::validate(h) {
         panic!("seed {seed}: thread {t}: invalid transcript: {v}");
     }
     // Every acknowledged message applied exactly once, each turn completed.
@@ -208,33 +209,36 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
         );
     }
     // One linear chain of versions; epochs never go back (no stale write accepted).
-    let versions: Value = admin.get(&format!("/v1/threads/{t}/checkpoints")).await;
+    let versions = admin.client.versions(t).await.unwrap();
     let mut last_epoch = 0;
-    for (i, v) in versions.as_array().unwrap().iter().enumerate() {
+    for (i, v) in versions.iter().enumerate() {
         assert_eq!(
-            (v["version"].as_u64(), v["parent_version"].as_u64()),
-            (Some(i as u64 + 1), Some(i as u64)),
+            (v.version, v.parent_version),
+            (i as u64 + 1, i as u64),
             "seed {seed}: thread {t}: chain broken"
         );
-        let epoch = v["epoch"].as_u64().unwrap();
+        let epoch = v.epoch;
         assert!(
             epoch >= last_epoch,
             "seed {seed}: thread {t}: version {} written by stale epoch {epoch} after {last_epoch}",
             i + 1
         );
         last_epoch = epoch;
-        if !v["truncate_to"].is_null() {
+        if v.truncate_to.is_some() {
             totals.1 += 1;
         }
     }
     // The write tool: never executed twice; ambiguous outcomes reported, not re-run.
-    let ledger: Value = admin.get(&format!("/v1/threads/{t}/tool-calls")).await;
-    let ledger = ledger.as_array().unwrap();
-    let ok = ledger.iter().filter(|r| r["status"] == "completed").count();
+    let ledger = admin.client.tool_calls(t).await.unwrap();
+    let ok = ledger
+        .iter()
+        .filter(|r| r.status == ToolCallStatus::Completed)
+        .count();
     let unknown = ledger
         .iter()
         .filter(|r| {
-            r["status"] == "failed" && r["result"].as_str().unwrap_or("").contains("unknown")
+            r.status == ToolCallStatus::Failed
+                && r.result.as_deref().unwrap_or("").contains("unknown")
         })
         .count();
     let written = lines(&slot.workspace);

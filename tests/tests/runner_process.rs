@@ -8,9 +8,9 @@ mod support;
 use std::time::Duration;
 
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, ninetrix_bin, seed_from_env};
+use ninetrix_proto::api::{ThreadState, ThreadStatus, ToolCallStatus};
 use ninetrix_proto::{Role, ThreadId};
-use serde_json::json;
-use support::{Admin, Gate, Hold, Runner, appender_spec, history, lines};
+use support::{Admin, Gate, Hold, Runner, appender_spec, lines};
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -36,10 +36,10 @@ fn setup() -> Setup {
 }
 
 /// Checks what must hold after any crash: a valid transcript, each message applied once.
-async fn check_invariants(s: &Setup, messages: usize) -> serde_json::Value {
+async fn check_invariants(s: &Setup, messages: usize) -> ThreadState {
     let latest = s.admin.latest(s.thread).await;
-    let h = history(&latest);
-    if let Err(v) = ninetrix_runner::history::validate(&h) {
+    let h = &latest.history;
+    if let Err(v) = ninetrix_runner::history::validate(h) {
         panic!("invalid transcript after the crash: {v}\n{h:#?}");
     }
     for i in 0..messages {
@@ -50,7 +50,7 @@ async fn check_invariants(s: &Setup, messages: usize) -> serde_json::Value {
             .count();
         assert_eq!(applied, 1, "`{content}` applied {applied} times");
     }
-    assert_eq!(latest["state"]["status"], "idle");
+    assert_eq!(latest.state.status, ThreadStatus::Idle);
     latest
 }
 
@@ -76,12 +76,12 @@ async fn crash_at(hold: Hold, expected_lines: usize) {
         expected_lines,
         "the side effect after a crash at {hold:?}"
     );
-    let thread = s.admin.get(&format!("/v1/threads/{}", s.thread)).await;
+    let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
     assert_eq!(
-        thread["boot_count"], 2,
+        thread.boot_count, 2,
         "one claim before the crash, one after"
     );
-    assert_eq!(done["data"]["ok"], true);
+    assert!(done.ok);
 }
 
 fn checkpoint_hold(body: Vec<&'static str>, forward_first: bool) -> Hold {
@@ -171,7 +171,7 @@ async fn sigkill_at_random_times_many_times_over() {
         .await;
     let latest = check_invariants(&s, kills).await;
     // Every message answered: each user message's turn ends with a final assistant answer.
-    let h = history(&latest);
+    let h = &latest.history;
     let inputs: Vec<usize> = h
         .iter()
         .enumerate()
@@ -190,16 +190,16 @@ async fn sigkill_at_random_times_many_times_over() {
     }
     // The side effect: each ledger entry executed at most once. Lines come only from calls the
     // ledger shows completed, or whose outcome was reported unknown (never re-run).
-    let ledger = s
-        .admin
-        .get(&format!("/v1/threads/{}/tool-calls", s.thread))
-        .await;
-    let ledger = ledger.as_array().unwrap();
-    let ok = ledger.iter().filter(|r| r["status"] == "completed").count();
+    let ledger = s.admin.client.tool_calls(s.thread).await.unwrap();
+    let ok = ledger
+        .iter()
+        .filter(|r| r.status == ToolCallStatus::Completed)
+        .count();
     let unknown = ledger
         .iter()
         .filter(|r| {
-            r["status"] == "failed" && r["result"].as_str().unwrap_or("").contains("unknown")
+            r.status == ToolCallStatus::Failed
+                && r.result.as_deref().unwrap_or("").contains("unknown")
         })
         .count();
     let written = lines(&s.workspace);
@@ -213,18 +213,17 @@ async fn sigkill_at_random_times_many_times_over() {
         kills,
         "one ledger entry per turn: re-runs reused their key"
     );
-    assert_eq!(latest["state"]["inbox_cursor"], kills);
-    let versions = s
+    assert_eq!(latest.state.inbox_cursor, kills as u64);
+    let versions = s.admin.client.versions(s.thread).await.unwrap();
+    let repairs = versions.iter().filter(|v| v.truncate_to.is_some()).count();
+    let boots = s
         .admin
-        .get(&format!("/v1/threads/{}/checkpoints", s.thread))
-        .await;
-    let repairs = versions
-        .as_array()
+        .client
+        .thread(s.thread)
+        .await
         .unwrap()
-        .iter()
-        .filter(|v| !v["truncate_to"].is_null())
-        .count();
-    let boots = s.admin.get(&format!("/v1/threads/{}", s.thread)).await["boot_count"].clone();
+        .unwrap()
+        .boot_count;
     eprintln!(
         "seed {seed}: {kills} kills, {boots} boots, {repairs} repairs, {ok} writes completed, {unknown} outcomes unknown, {written} lines"
     );
@@ -260,10 +259,11 @@ async fn a_fenced_runner_stops_with_exit_zero() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while s
         .admin
-        .get(&format!("/v1/threads/{}/events", s.thread))
+        .client
+        .events_page(s.thread, 0, Some(1))
         .await
-        .as_array()
-        .is_none_or(|e| e.is_empty())
+        .unwrap_or_default()
+        .is_empty()
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -271,21 +271,13 @@ async fn a_fenced_runner_stops_with_exit_zero() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let claim: serde_json::Value = s
+    let claim = s
         .admin
-        .http
-        .post(format!(
-            "{}/v1/runners/threads/{}/claim",
-            s.api.url, s.thread
-        ))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
+        .client
+        .claim(s.thread, &Default::default())
         .await
         .unwrap();
-    assert_eq!(claim["epoch"], 2);
+    assert_eq!(claim.epoch, 2);
     s.admin.send(s.thread, "message 0", "k0").await;
     let status = stale
         .wait_exit(Duration::from_secs(30))

@@ -6,12 +6,13 @@
 mod anthropic;
 mod openai;
 mod scripted;
-pub mod sse;
 
 use std::time::{Duration, Instant};
 
+use ninetrix_client::sse;
 use ninetrix_proto::Message;
 use ninetrix_proto::agentfile::{AgentSpec, Provider};
+use ninetrix_proto::events::LlmRetry;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -148,11 +149,13 @@ impl Llm {
     }
 
     /// Calls the model, retrying transient failures with exponential backoff (or the server's
-    /// `retry-after`). Cancellation aborts at once.
+    /// `retry-after`); each retry is reported to `on_retry` before the wait. Cancellation aborts
+    /// at once.
     pub async fn complete(
         &self,
         req: &LlmRequest<'_>,
         cancel: &CancellationToken,
+        on_retry: impl Fn(LlmRetry),
     ) -> Result<LlmTurn, LlmError> {
         let mut delay = Duration::from_millis(500);
         let mut attempt = 1;
@@ -183,7 +186,12 @@ impl Llm {
                     retry_after,
                 }) if attempt < self.max_attempts => {
                     let wait = retry_after.unwrap_or(delay).min(self.max_backoff);
-                    tracing::warn!(attempt, error = %message, retry_in_ms = wait.as_millis() as u64, "model call failed; retrying");
+                    on_retry(LlmRetry {
+                        attempt,
+                        max_attempts: self.max_attempts,
+                        reason: message,
+                        retry_in_ms: wait.as_millis() as u64,
+                    });
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = cancel.cancelled() => return Err(LlmError::Cancelled),

@@ -7,8 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ninetrix_client::Client;
 use ninetrix_e2e::ninetrix_bin;
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{EnqueueRequest, ThreadState};
+use ninetrix_proto::events::{Decoded, TraceEvent, TurnCompleted};
 use serde_json::{Value, json};
 
 /// A durable scripted agent whose every turn appends one line to `log.txt` (a `write` effect)
@@ -83,60 +86,51 @@ impl Drop for Runner {
     }
 }
 
-/// Admin calls to the API.
+/// The API as the tests call it: the typed client (the API runs with `--insecure-dev`), plus
+/// the few steps the tests repeat.
 #[derive(Clone)]
 pub(crate) struct Admin {
-    pub(crate) url: String,
-    pub(crate) http: reqwest::Client,
+    pub(crate) client: Client,
 }
 
 impl Admin {
     pub(crate) fn new(url: &str) -> Admin {
         Admin {
-            url: url.to_string(),
-            http: reqwest::Client::new(),
+            client: Client::new(ninetrix_client::http_client(), url, None),
         }
     }
 
-    pub(crate) async fn get(&self, path: &str) -> Value {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.url))
-            .send()
-            .await
-            .unwrap();
-        if resp.status() == reqwest::StatusCode::NOT_FOUND {
-            return Value::Null;
-        }
-        resp.json().await.unwrap()
-    }
-
+    /// Enqueues a message with a dedupe key; returns its inbox seq.
     pub(crate) async fn send(&self, thread: ThreadId, content: &str, key: &str) -> u64 {
-        let v: Value = self
-            .http
-            .post(format!("{}/v1/threads/{thread}/messages", self.url))
-            .json(&json!({"content": content, "dedupe_key": key}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        v["seq"].as_u64().unwrap()
+        let request = EnqueueRequest {
+            content: content.to_string(),
+            dedupe_key: Some(key.to_string()),
+        };
+        self.client.enqueue(thread, &request).await.unwrap().seq
     }
 
     /// Waits until the thread has completed the turn that answers inbox `seq`.
-    pub(crate) async fn wait_turn(&self, thread: ThreadId, seq: u64, timeout: Duration) -> Value {
+    pub(crate) async fn wait_turn(
+        &self,
+        thread: ThreadId,
+        seq: u64,
+        timeout: Duration,
+    ) -> TurnCompleted {
         let deadline = Instant::now() + timeout;
+        let mut after = 0;
         loop {
-            let events = self.get(&format!("/v1/threads/{thread}/events")).await;
-            if let Some(done) = events
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|e| e["type"] == "turn_completed" && e["data"]["seq"] == seq)
+            for event in self
+                .client
+                .events_after(thread, after)
+                .await
+                .unwrap_or_default()
             {
-                return done.clone();
+                after = event.seq;
+                if let Decoded::Known(TraceEvent::TurnCompleted(done)) = event.decode()
+                    && done.seq == seq
+                {
+                    return done;
+                }
             }
             assert!(
                 Instant::now() < deadline,
@@ -146,9 +140,13 @@ impl Admin {
         }
     }
 
-    pub(crate) async fn latest(&self, thread: ThreadId) -> Value {
-        self.get(&format!("/v1/runners/threads/{thread}/latest"))
+    /// The thread at its latest version (it must have one).
+    pub(crate) async fn latest(&self, thread: ThreadId) -> ThreadState {
+        self.client
+            .latest(thread)
             .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("thread {thread} has no checkpoint"))
     }
 }
 
@@ -266,9 +264,4 @@ pub(crate) fn lines(workspace: &std::path::Path) -> usize {
     std::fs::read_to_string(workspace.join("log.txt"))
         .map(|s| s.lines().count())
         .unwrap_or(0)
-}
-
-/// The stored history as messages.
-pub(crate) fn history(latest: &Value) -> Vec<ninetrix_proto::Message> {
-    serde_json::from_value(latest["history"].clone()).unwrap()
 }

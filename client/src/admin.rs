@@ -1,0 +1,223 @@
+//! The admin routes (`/v1/threads…`, `/v1/tokens/runner`): listing and reading threads, the
+//! ledger and events (paged, or as a Server-Sent Events stream), the inbox, purge, and minting
+//! runner tokens. Called with the admin token.
+
+use futures_util::{Stream, StreamExt as _};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, RunnerTokenResponse, ThreadStatus,
+    ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+};
+use reqwest::Method;
+
+use crate::sse::SseDecoder;
+use crate::{Client, ClientError};
+
+/// Filters of `GET /v1/threads`; every field optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadQuery {
+    /// Only threads of this pool.
+    pub pool: Option<String>,
+    /// Only threads of this agent.
+    pub agent: Option<String>,
+    /// Only threads in this status.
+    pub status: Option<ThreadStatus>,
+    /// At most this many (the server's default and cap apply when `None`).
+    pub limit: Option<u32>,
+    /// Skip this many.
+    pub offset: Option<u32>,
+}
+
+impl ThreadQuery {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if let Some(p) = &self.pool {
+            q.push(("pool", p.clone()));
+        }
+        if let Some(a) = &self.agent {
+            q.push(("agent", a.clone()));
+        }
+        if let Some(s) = self.status {
+            q.push(("status", s.as_str().to_string()));
+        }
+        if let Some(l) = self.limit {
+            q.push(("limit", l.to_string()));
+        }
+        if let Some(o) = self.offset {
+            q.push(("offset", o.to_string()));
+        }
+        q
+    }
+}
+
+fn path(thread: ThreadId, rest: &str) -> String {
+    format!("/v1/threads/{thread}{rest}")
+}
+
+impl Client {
+    /// `GET /v1/threads`: one page of threads matching `query`.
+    pub async fn list_threads(
+        &self,
+        query: &ThreadQuery,
+    ) -> Result<Vec<ThreadSummary>, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/threads", &query.pairs(), None, None)
+            .await
+    }
+
+    /// `GET /v1/threads/{id}`: one thread; `None` if it does not exist.
+    pub async fn thread(&self, thread: ThreadId) -> Result<Option<ThreadSummary>, ClientError> {
+        self.call_optional::<(), _>(Method::GET, &path(thread, ""), &[], None, None)
+            .await
+    }
+
+    /// `DELETE /v1/threads/{id}`: deletes everything of the thread. `false` if it did not exist.
+    pub async fn purge(&self, thread: ThreadId) -> Result<bool, ClientError> {
+        match self
+            .send::<()>(Method::DELETE, &path(thread, ""), &[], None, None)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(ClientError::Api {
+                code: crate::ErrorCode::NotFound,
+                ..
+            }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /v1/threads/{id}/checkpoints`: the version chain.
+    pub async fn versions(&self, thread: ThreadId) -> Result<Vec<VersionSummary>, ClientError> {
+        self.call::<(), _>(Method::GET, &path(thread, "/checkpoints"), &[], None, None)
+            .await
+    }
+
+    /// `GET /v1/threads/{id}/checkpoints/{version}`: one version with the history as of it.
+    pub async fn version(
+        &self,
+        thread: ThreadId,
+        version: u64,
+    ) -> Result<VersionDetail, ClientError> {
+        let p = path(thread, &format!("/checkpoints/{version}"));
+        self.call::<(), _>(Method::GET, &p, &[], None, None).await
+    }
+
+    /// `GET /v1/threads/{id}/tool-calls`: the thread's ledger.
+    pub async fn tool_calls(&self, thread: ThreadId) -> Result<Vec<ToolCallRecord>, ClientError> {
+        self.call::<(), _>(Method::GET, &path(thread, "/tool-calls"), &[], None, None)
+            .await
+    }
+
+    /// `POST /v1/threads/{id}/messages`: puts a message in the thread's inbox (a repeated
+    /// `dedupe_key` answers the original seq).
+    pub async fn enqueue(
+        &self,
+        thread: ThreadId,
+        request: &EnqueueRequest,
+    ) -> Result<EnqueueResponse, ClientError> {
+        let p = path(thread, "/messages");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `GET /v1/threads/{id}/events`: one page of events after `after` (at most `limit`, within
+    /// the server's cap).
+    pub async fn events_page(
+        &self,
+        thread: ThreadId,
+        after: u64,
+        limit: Option<u32>,
+    ) -> Result<Vec<Event>, ClientError> {
+        let mut query = vec![("after", after.to_string())];
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        self.call::<(), _>(Method::GET, &path(thread, "/events"), &query, None, None)
+            .await
+    }
+
+    /// Every event after `after`, paging until the server has no more (no assumption about its
+    /// page size).
+    pub async fn events_after(
+        &self,
+        thread: ThreadId,
+        mut after: u64,
+    ) -> Result<Vec<Event>, ClientError> {
+        let mut all = Vec::new();
+        loop {
+            let page = self.events_page(thread, after, None).await?;
+            let Some(last) = page.last() else {
+                return Ok(all);
+            };
+            after = last.seq;
+            all.extend(page);
+        }
+    }
+
+    /// `GET /v1/threads/{id}/events/stream`: the events after `after` as they are stored, until
+    /// the thread is purged or the server shuts down. Reconnect with the last seq seen to resume
+    /// with no gap and no duplicate.
+    pub async fn event_stream(
+        &self,
+        thread: ThreadId,
+        after: u64,
+    ) -> Result<impl Stream<Item = Result<Event, ClientError>> + Send + use<>, ClientError> {
+        let p = path(thread, "/events/stream");
+        let resp = self
+            .send::<()>(
+                Method::GET,
+                &p,
+                &[("after", after.to_string())],
+                None,
+                Some(None),
+            )
+            .await?;
+        let base = self.base.clone();
+        let what = format!("GET {p}");
+        let chunks = resp.bytes_stream();
+        let state = (chunks.boxed(), SseDecoder::default(), Vec::<Event>::new());
+        Ok(futures_util::stream::unfold(
+            state,
+            move |(mut chunks, mut decoder, mut ready)| {
+                let (base, what) = (base.clone(), what.clone());
+                async move {
+                    loop {
+                        if !ready.is_empty() {
+                            let event = ready.remove(0);
+                            return Some((Ok(event), (chunks, decoder, ready)));
+                        }
+                        match chunks.next().await? {
+                            Err(e) => {
+                                let err = ClientError::unreachable(&base, &e);
+                                return Some((Err(err), (chunks, decoder, ready)));
+                            }
+                            Ok(bytes) => {
+                                for sse in decoder.push(&bytes) {
+                                    match serde_json::from_str::<Event>(&sse.data) {
+                                        Ok(event) => ready.push(event),
+                                        Err(e) => {
+                                            let err = ClientError::BadResponse {
+                                                what: what.clone(),
+                                                status: 200,
+                                                reason: e.to_string(),
+                                            };
+                                            return Some((Err(err), (chunks, decoder, ready)));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        ))
+    }
+
+    /// `POST /v1/tokens/runner`: mints the runner token of a thread (creating the thread and
+    /// recording its labels).
+    pub async fn mint_runner_token(
+        &self,
+        request: &RunnerTokenRequest,
+    ) -> Result<RunnerTokenResponse, ClientError> {
+        self.call(Method::POST, "/v1/tokens/runner", &[], Some(request), None)
+            .await
+    }
+}

@@ -1,0 +1,109 @@
+//! The runner routes (`/v1/runners/threads/{id}/…`): claim, latest, checkpoints, the ledger, the
+//! inbox long-poll and trace events. Called with the thread's runner token (or the admin token).
+
+use std::time::Duration;
+
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, EventsAppended,
+    EventsRequest, InboxMessage, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+};
+use reqwest::Method;
+
+use crate::{Client, ClientError};
+
+fn path(thread: ThreadId, rest: &str) -> String {
+    format!("/v1/runners/threads/{thread}{rest}")
+}
+
+impl Client {
+    /// `POST …/claim`: a new epoch for `thread` (created if new), recording its labels.
+    pub async fn claim(
+        &self,
+        thread: ThreadId,
+        labels: &ClaimRequest,
+    ) -> Result<ClaimResponse, ClientError> {
+        self.call(
+            Method::POST,
+            &path(thread, "/claim"),
+            &[],
+            Some(labels),
+            None,
+        )
+        .await
+    }
+
+    /// `GET …/latest`: the thread at its latest version; `None` for a thread with no checkpoint.
+    pub async fn latest(&self, thread: ThreadId) -> Result<Option<ThreadState>, ClientError> {
+        self.call_optional::<(), _>(Method::GET, &path(thread, "/latest"), &[], None, None)
+            .await
+    }
+
+    /// `POST …/checkpoints`: appends one version (fenced by epoch, chained by parent version).
+    pub async fn append_checkpoint(
+        &self,
+        thread: ThreadId,
+        request: &CheckpointRequest,
+    ) -> Result<CheckpointCreated, ClientError> {
+        let p = path(thread, "/checkpoints");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `POST …/tool-calls`: records a tool call's intent, or returns the existing record.
+    pub async fn record_intent(
+        &self,
+        thread: ThreadId,
+        intent: &ToolCallIntent,
+    ) -> Result<ToolCallRecord, ClientError> {
+        let p = path(thread, "/tool-calls");
+        self.call(Method::POST, &p, &[], Some(intent), None).await
+    }
+
+    /// `PUT …/tool-calls/{key}`: records a tool call's outcome (idempotent for the same one).
+    pub async fn complete_tool_call(
+        &self,
+        thread: ThreadId,
+        key: &str,
+        done: &ToolCallCompletion,
+    ) -> Result<ToolCallRecord, ClientError> {
+        let p = path(thread, &format!("/tool-calls/{key}"));
+        self.call(Method::PUT, &p, &[], Some(done), None).await
+    }
+
+    /// `GET …/inbox`: up to `limit` messages after `after`, waiting up to `wait` for the first.
+    /// The request's own timeout is `wait` plus a margin.
+    pub async fn inbox(
+        &self,
+        thread: ThreadId,
+        after: u64,
+        wait: Duration,
+        limit: u32,
+    ) -> Result<Vec<InboxMessage>, ClientError> {
+        let query = [
+            ("after", after.to_string()),
+            ("wait", wait.as_secs().to_string()),
+            ("limit", limit.to_string()),
+        ];
+        let timeout = wait + Duration::from_secs(15);
+        self.call::<(), _>(
+            Method::GET,
+            &path(thread, "/inbox"),
+            &query,
+            None,
+            Some(timeout),
+        )
+        .await
+    }
+
+    /// `POST …/events`: appends a batch of trace events (fenced by epoch).
+    pub async fn append_events(
+        &self,
+        thread: ThreadId,
+        request: &EventsRequest,
+        timeout: Duration,
+    ) -> Result<EventsAppended, ClientError> {
+        let p = path(thread, "/events");
+        self.call(Method::POST, &p, &[], Some(request), Some(timeout))
+            .await
+    }
+}

@@ -1,0 +1,312 @@
+//! The typed client against a real `ninetrix api` server (in process, SQLite in a temp dir, real
+//! HTTP on a loopback port): every route once through its typed method, and the failures a caller
+//! must be able to tell apart.
+
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use ninetrix_api::{AuthConfig, Config, Secret, Server};
+use ninetrix_client::{Client, ClientError, ErrorCode, ThreadQuery, Token, http_client};
+use ninetrix_proto::api::{
+    CheckpointRequest, CheckpointState, ClaimRequest, EnqueueRequest, EventsRequest,
+    RunnerTokenRequest, ThreadStatus, ToolCallCompletion, ToolCallIntent, ToolCallStatus,
+};
+use ninetrix_proto::events::{Decoded, Ready, TraceEvent};
+use ninetrix_proto::{Message, Role, ThreadId};
+
+const ADMIN: &str = "client-test-admin-token-0123456789";
+
+struct Api {
+    url: String,
+    _dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Api {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn start() -> Api {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("api.db").display());
+    let mut config = Config::new(
+        url,
+        AuthConfig::Tokens {
+            secret: Secret::new(b"client-test-secret".to_vec()),
+            admin_token: Secret::new(ADMIN.as_bytes().to_vec()),
+        },
+    );
+    config.listen = "127.0.0.1:0".parse().unwrap();
+    let server = Server::bind(config).await.expect("the server starts");
+    let url = format!("http://{}", server.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = server
+            .run(async move {
+                let _ = stopped.await;
+            })
+            .await;
+    });
+    Api {
+        url,
+        _dir: dir,
+        stop: Some(stop),
+    }
+}
+
+fn admin(api: &Api) -> Client {
+    Client::new(http_client(), &api.url, Some(Token::new(ADMIN)))
+}
+
+fn state(turn_seq: u64, status: ThreadStatus) -> CheckpointState {
+    CheckpointState {
+        turn_seq,
+        turn_start_history_len: 1,
+        status,
+        inbox_cursor: 1,
+        usage: Default::default(),
+    }
+}
+
+#[tokio::test]
+async fn every_route_answers_its_typed_method() {
+    let api = start().await;
+    let admin = admin(&api);
+    admin.healthz().await.unwrap();
+    admin.readyz().await.unwrap();
+    assert!(admin.openapi().await.unwrap()["paths"].is_object());
+
+    // Admin: mint a runner token; the runner claims with it.
+    let thread = ThreadId::new_v7();
+    let minted = admin
+        .mint_runner_token(&RunnerTokenRequest {
+            thread_id: thread,
+            pool: Some("p".into()),
+            agent: Some("a".into()),
+            replica: Some(1),
+        })
+        .await
+        .unwrap();
+    assert_eq!(minted.thread_id, thread);
+    let runner = Client::new(http_client(), &api.url, Some(Token::new(minted.token)));
+    let claim = runner
+        .claim(thread, &ClaimRequest::default())
+        .await
+        .unwrap();
+    assert_eq!((claim.epoch, claim.boot_count), (1, 1));
+    assert_eq!(runner.latest(thread).await.unwrap(), None);
+
+    // Inbox, then a checkpoint that takes the message.
+    let queued = admin
+        .enqueue(
+            thread,
+            &EnqueueRequest {
+                content: "hello".into(),
+                dedupe_key: Some("k1".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((queued.seq, queued.duplicate), (1, false));
+    let again = admin
+        .enqueue(
+            thread,
+            &EnqueueRequest {
+                content: "hello".into(),
+                dedupe_key: Some("k1".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((again.seq, again.duplicate), (1, true));
+    let inbox = runner
+        .inbox(thread, 0, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(inbox.len(), 1);
+    assert_eq!(inbox[0].content, "hello");
+    let created = runner
+        .append_checkpoint(
+            thread,
+            &CheckpointRequest {
+                epoch: claim.epoch,
+                parent_version: 0,
+                truncate_to: None,
+                append: vec![Message::text(Role::User, "hello")],
+                state: state(1, ThreadStatus::InTurn),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((created.version, created.history_len), (1, 1));
+    let latest = runner.latest(thread).await.unwrap().unwrap();
+    assert_eq!(latest.version, 1);
+    assert_eq!(latest.history.len(), 1);
+
+    // The ledger.
+    let intent = ToolCallIntent {
+        epoch: claim.epoch,
+        key: "key-1".into(),
+        turn_seq: 1,
+        tool: "file_write".into(),
+        args: serde_json::json!({"path": "a"}),
+        effect: ninetrix_proto::agentfile::Effect::Write,
+    };
+    let record = runner.record_intent(thread, &intent).await.unwrap();
+    assert_eq!(record.status, ToolCallStatus::Intent);
+    let done = runner
+        .complete_tool_call(
+            thread,
+            "key-1",
+            &ToolCallCompletion {
+                epoch: claim.epoch,
+                ok: true,
+                result: "written".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.status, ToolCallStatus::Completed);
+    assert_eq!(admin.tool_calls(thread).await.unwrap().len(), 1);
+
+    // Events: appended typed, read back typed, paged and streamed.
+    let at = "2026-01-01T00:00:00Z".parse().unwrap();
+    let events: Vec<_> = (0..3)
+        .map(|i| TraceEvent::Ready(Ready { epoch: i }).to_new_event(at))
+        .collect();
+    let appended = runner
+        .append_events(
+            thread,
+            &EventsRequest {
+                epoch: claim.epoch,
+                events,
+            },
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(appended.last_seq, 3);
+    let all = admin.events_after(thread, 0).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        all[2].decode(),
+        Decoded::Known(TraceEvent::Ready(Ready { epoch: 2 }))
+    );
+    assert_eq!(admin.events_after(thread, 2).await.unwrap().len(), 1);
+    let page = admin.events_page(thread, 0, Some(2)).await.unwrap();
+    assert_eq!(page.len(), 2);
+    let stream = admin.event_stream(thread, 1).await.unwrap();
+    let streamed: Vec<u64> = stream
+        .take(2)
+        .map(|e| e.unwrap().seq)
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(streamed, [2, 3]);
+
+    // Listing and reading.
+    let summary = admin.thread(thread).await.unwrap().unwrap();
+    assert_eq!(summary.version, 1);
+    assert_eq!(summary.labels.agent.as_deref(), Some("a"));
+    let listed = admin
+        .list_threads(&ThreadQuery {
+            pool: Some("p".into()),
+            status: Some(ThreadStatus::InTurn),
+            ..ThreadQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(admin.versions(thread).await.unwrap().len(), 1);
+    assert_eq!(admin.version(thread, 1).await.unwrap().history.len(), 1);
+
+    // Purge: the thread is gone, a second purge says so.
+    assert!(admin.purge(thread).await.unwrap());
+    assert_eq!(admin.thread(thread).await.unwrap(), None);
+    assert!(!admin.purge(thread).await.unwrap());
+}
+
+#[tokio::test]
+async fn refusals_carry_their_typed_code() {
+    let api = start().await;
+    let admin = admin(&api);
+    let thread = ThreadId::new_v7();
+
+    // A wrong admin token is an auth refusal at once, not "no data".
+    let wrong = Client::new(http_client(), &api.url, Some(Token::new("nope")));
+    let err = wrong
+        .list_threads(&ThreadQuery::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::Unauthorized));
+    assert!(err.is_auth() && !err.is_transient());
+    let err = wrong.thread(thread).await.unwrap_err();
+    assert!(err.is_auth(), "{err}");
+
+    // A stale epoch is fenced; a wrong parent is a version conflict.
+    let first = admin.claim(thread, &ClaimRequest::default()).await.unwrap();
+    admin.claim(thread, &ClaimRequest::default()).await.unwrap();
+    let request = CheckpointRequest {
+        epoch: first.epoch,
+        parent_version: 0,
+        truncate_to: None,
+        append: Vec::new(),
+        state: state(0, ThreadStatus::Idle),
+    };
+    let err = admin.append_checkpoint(thread, &request).await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::Fenced));
+    let err = admin
+        .append_checkpoint(
+            thread,
+            &CheckpointRequest {
+                epoch: first.epoch + 1,
+                parent_version: 7,
+                ..request
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::VersionConflict));
+
+    // An unknown thread reads as None where absence is an answer, and as not_found elsewhere.
+    let missing = ThreadId::new_v7();
+    assert_eq!(admin.thread(missing).await.unwrap(), None);
+    let err = admin.versions(missing).await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::NotFound));
+}
+
+#[tokio::test]
+async fn an_api_that_is_not_there_is_unreachable_and_transient() {
+    // Bind a port, then free it: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = Client::new(
+        http_client(),
+        &format!("http://127.0.0.1:{port}/"),
+        Some(Token::new(ADMIN)),
+    )
+    .with_timeout(Duration::from_secs(5));
+    let err = client.healthz().await.unwrap_err();
+    match &err {
+        ClientError::Unreachable { url, reason } => {
+            assert_eq!(url, &format!("http://127.0.0.1:{port}"));
+            assert!(
+                reason.to_lowercase().contains("refused"),
+                "the cause names the refusal: {reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.is_transient());
+    assert!(format!("{:?}", Token::new("s3cret")).contains("redacted"));
+    assert!(
+        !format!("{client:?}").contains(ADMIN),
+        "Debug hides the token"
+    );
+}

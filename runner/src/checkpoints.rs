@@ -1,0 +1,451 @@
+//! Where the runner keeps its thread: the [`Checkpoints`] seam, with the checkpoint API over HTTP
+//! ([`HttpCheckpoints`], retrying transient failures up to a patience) and an in-memory
+//! implementation ([`MemoryCheckpoints`]) for a batch job run without an API, which still goes
+//! through the same claim, checkpoint and ledger logic.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ninetrix_client::{Client, ClientError, ErrorCode};
+use ninetrix_proto::Message;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    CheckpointCreated, CheckpointRequest, CheckpointState, ClaimResponse, EventsRequest,
+    InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord, ToolCallStatus,
+};
+
+/// Why a checkpoint store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// Another runner claimed the thread: stop at once.
+    #[error("fenced: another runner owns this thread now ({0})")]
+    Fenced(String),
+    /// The parent version is not the latest: the local state is stale.
+    #[error("version conflict: {0}")]
+    VersionConflict(String),
+    /// The ledger entry already holds another outcome (a stale copy recorded it first).
+    #[error("the ledger already holds another outcome: {0}")]
+    AlreadyCompleted(String),
+    /// The API could not be reached (or answered 5xx) for longer than the runner's patience.
+    #[error("the checkpoint API is unreachable: {0}")]
+    Unreachable(String),
+    /// The API refused the request.
+    #[error("{0}")]
+    Refused(ClientError),
+}
+
+impl From<ClientError> for CheckpointError {
+    fn from(e: ClientError) -> Self {
+        let message = match &e {
+            ClientError::Api { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        match e.code() {
+            Some(ErrorCode::Fenced) => CheckpointError::Fenced(message),
+            Some(ErrorCode::VersionConflict) => CheckpointError::VersionConflict(message),
+            Some(ErrorCode::AlreadyCompleted) => CheckpointError::AlreadyCompleted(message),
+            _ => CheckpointError::Refused(e),
+        }
+    }
+}
+
+/// The thread's durable store, as the driver uses it. Every call is safe to repeat: writes are
+/// fenced by epoch and chained by version, ledger calls are idempotent by key.
+pub trait Checkpoints: Clone + Send + Sync + 'static {
+    /// Claims the thread: a new epoch.
+    fn claim(
+        &self,
+        labels: &ThreadLabels,
+    ) -> impl Future<Output = Result<ClaimResponse, CheckpointError>> + Send;
+    /// The latest state; `None` for a fresh thread.
+    fn latest(&self) -> impl Future<Output = Result<Option<ThreadState>, CheckpointError>> + Send;
+    /// Appends a checkpoint version.
+    fn checkpoint(
+        &self,
+        request: &CheckpointRequest,
+    ) -> impl Future<Output = Result<CheckpointCreated, CheckpointError>> + Send;
+    /// Records a tool call's intent, or returns the existing record.
+    fn intent(
+        &self,
+        intent: &ToolCallIntent,
+    ) -> impl Future<Output = Result<ToolCallRecord, CheckpointError>> + Send;
+    /// Records a tool call's outcome.
+    fn complete(
+        &self,
+        key: &str,
+        done: &ToolCallCompletion,
+    ) -> impl Future<Output = Result<ToolCallRecord, CheckpointError>> + Send;
+    /// The next inbox message after `after`, waiting up to `wait`.
+    fn inbox(
+        &self,
+        after: u64,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Vec<InboxMessage>, CheckpointError>> + Send;
+    /// Appends trace events: one attempt with a short timeout (events never hold up a turn).
+    fn events(
+        &self,
+        epoch: u64,
+        events: Vec<NewEvent>,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send;
+}
+
+/// The checkpoint API of one thread, over HTTP.
+#[derive(Clone, Debug)]
+pub struct HttpCheckpoints {
+    client: Client,
+    thread: ThreadId,
+    /// How long transient failures are retried before giving up.
+    pub patience: Duration,
+}
+
+impl HttpCheckpoints {
+    /// The thread's routes through `client`.
+    pub fn new(client: Client, thread: ThreadId, patience: Duration) -> Self {
+        Self {
+            client,
+            thread,
+            patience,
+        }
+    }
+
+    /// Runs `call`, retrying transient failures (no answer, 5xx, 429) with backoff for up to the
+    /// patience.
+    async fn retrying<T, F, Fut>(&self, call: F) -> Result<T, CheckpointError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match call().await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_transient() => {
+                    if started.elapsed() + delay > self.patience {
+                        return Err(CheckpointError::Unreachable(e.to_string()));
+                    }
+                    tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "checkpoint API call failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl Checkpoints for HttpCheckpoints {
+    async fn claim(&self, labels: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+        self.retrying(|| self.client.claim(self.thread, labels))
+            .await
+    }
+
+    async fn latest(&self) -> Result<Option<ThreadState>, CheckpointError> {
+        self.retrying(|| self.client.latest(self.thread)).await
+    }
+
+    async fn checkpoint(
+        &self,
+        request: &CheckpointRequest,
+    ) -> Result<CheckpointCreated, CheckpointError> {
+        self.retrying(|| self.client.append_checkpoint(self.thread, request))
+            .await
+    }
+
+    async fn intent(&self, intent: &ToolCallIntent) -> Result<ToolCallRecord, CheckpointError> {
+        self.retrying(|| self.client.record_intent(self.thread, intent))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        key: &str,
+        done: &ToolCallCompletion,
+    ) -> Result<ToolCallRecord, CheckpointError> {
+        self.retrying(|| self.client.complete_tool_call(self.thread, key, done))
+            .await
+    }
+
+    async fn inbox(
+        &self,
+        after: u64,
+        wait: Duration,
+    ) -> Result<Vec<InboxMessage>, CheckpointError> {
+        self.retrying(|| self.client.inbox(self.thread, after, wait, 1))
+            .await
+    }
+
+    async fn events(&self, epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
+        let request = EventsRequest { epoch, events };
+        self.client
+            .append_events(self.thread, &request, Duration::from_secs(5))
+            .await
+            .map(drop)
+            .map_err(|e| match e {
+                e if e.is_transient() => CheckpointError::Unreachable(e.to_string()),
+                e => e.into(),
+            })
+    }
+}
+
+/// A thread kept in this process only: the same rules as the API (epochs fence, versions chain,
+/// the ledger keeps the first outcome), nothing survives the process. For batch jobs run without
+/// an API; its inbox is always empty.
+#[derive(Clone, Debug)]
+pub struct MemoryCheckpoints {
+    inner: Arc<Mutex<Memory>>,
+}
+
+#[derive(Debug)]
+struct Memory {
+    thread: ThreadId,
+    epoch: u64,
+    boot_count: u64,
+    version: u64,
+    history: Vec<Message>,
+    state: CheckpointState,
+    ledger: HashMap<String, ToolCallRecord>,
+    events: Vec<NewEvent>,
+}
+
+impl MemoryCheckpoints {
+    /// An empty thread.
+    pub fn new(thread: ThreadId) -> Self {
+        let memory = Memory {
+            thread,
+            epoch: 0,
+            boot_count: 0,
+            version: 0,
+            history: Vec::new(),
+            state: CheckpointState::default(),
+            ledger: HashMap::new(),
+            events: Vec::new(),
+        };
+        Self {
+            inner: Arc::new(Mutex::new(memory)),
+        }
+    }
+
+    /// The events stored so far (for tests and diagnostics).
+    pub fn events(&self) -> Vec<NewEvent> {
+        self.lock().events.clone()
+    }
+
+    /// The ledger as stored (for tests).
+    pub fn ledger(&self) -> Vec<ToolCallRecord> {
+        self.lock().ledger.values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        // A panic while holding the lock cannot leave a half-applied write (every write is one
+        // assignment sequence below), so a poisoned lock is still consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn fence(m: &Memory, epoch: u64) -> Result<(), CheckpointError> {
+        if epoch == m.epoch {
+            Ok(())
+        } else {
+            Err(CheckpointError::Fenced(format!(
+                "epoch {epoch} is not the current epoch {}",
+                m.epoch
+            )))
+        }
+    }
+}
+
+impl Checkpoints for MemoryCheckpoints {
+    async fn claim(&self, _labels: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+        let mut m = self.lock();
+        m.epoch += 1;
+        m.boot_count += 1;
+        Ok(ClaimResponse {
+            epoch: m.epoch,
+            boot_count: m.boot_count,
+        })
+    }
+
+    async fn latest(&self) -> Result<Option<ThreadState>, CheckpointError> {
+        let m = self.lock();
+        Ok((m.version > 0).then(|| ThreadState {
+            thread_id: m.thread,
+            version: m.version,
+            epoch: m.epoch,
+            state: m.state.clone(),
+            history: m.history.clone(),
+        }))
+    }
+
+    async fn checkpoint(
+        &self,
+        request: &CheckpointRequest,
+    ) -> Result<CheckpointCreated, CheckpointError> {
+        let mut m = self.lock();
+        Self::fence(&m, request.epoch)?;
+        if request.parent_version != m.version {
+            return Err(CheckpointError::VersionConflict(format!(
+                "parent {} is not the latest version {}",
+                request.parent_version, m.version
+            )));
+        }
+        if let Some(cut) = request.truncate_to {
+            let cut = usize::try_from(cut).unwrap_or(usize::MAX);
+            m.history.truncate(cut);
+        }
+        m.history.extend(request.append.iter().cloned());
+        m.state = request.state.clone();
+        m.version += 1;
+        Ok(CheckpointCreated {
+            version: m.version,
+            history_len: m.history.len() as u64,
+        })
+    }
+
+    async fn intent(&self, intent: &ToolCallIntent) -> Result<ToolCallRecord, CheckpointError> {
+        let mut m = self.lock();
+        Self::fence(&m, intent.epoch)?;
+        let record = m
+            .ledger
+            .entry(intent.key.clone())
+            .or_insert_with(|| ToolCallRecord {
+                key: intent.key.clone(),
+                turn_seq: intent.turn_seq,
+                tool: intent.tool.clone(),
+                args: intent.args.clone(),
+                effect: intent.effect,
+                status: ToolCallStatus::Intent,
+                result: None,
+                intent_epoch: intent.epoch,
+                completed_epoch: None,
+                created_at: chrono::Utc::now(),
+                completed_at: None,
+            });
+        Ok(record.clone())
+    }
+
+    async fn complete(
+        &self,
+        key: &str,
+        done: &ToolCallCompletion,
+    ) -> Result<ToolCallRecord, CheckpointError> {
+        let mut m = self.lock();
+        Self::fence(&m, done.epoch)?;
+        let Some(record) = m.ledger.get_mut(key) else {
+            return Err(CheckpointError::Refused(ClientError::Api {
+                status: 404,
+                code: ErrorCode::NotFound,
+                message: format!("no ledger entry {key}"),
+            }));
+        };
+        if record.status != ToolCallStatus::Intent {
+            if record.result.as_deref() == Some(done.result.as_str()) {
+                return Ok(record.clone());
+            }
+            return Err(CheckpointError::AlreadyCompleted(key.to_string()));
+        }
+        record.status = if done.ok {
+            ToolCallStatus::Completed
+        } else {
+            ToolCallStatus::Failed
+        };
+        record.result = Some(done.result.clone());
+        record.completed_epoch = Some(done.epoch);
+        record.completed_at = Some(chrono::Utc::now());
+        Ok(record.clone())
+    }
+
+    async fn inbox(
+        &self,
+        _after: u64,
+        _wait: Duration,
+    ) -> Result<Vec<InboxMessage>, CheckpointError> {
+        Ok(Vec::new())
+    }
+
+    async fn events(&self, _epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
+        self.lock().events.extend(events);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ninetrix_proto::Role;
+    use ninetrix_proto::agentfile::Effect;
+
+    use super::*;
+
+    fn write(epoch: u64, parent: u64) -> CheckpointRequest {
+        CheckpointRequest {
+            epoch,
+            parent_version: parent,
+            truncate_to: None,
+            append: vec![Message::text(Role::User, "x")],
+            state: CheckpointState::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn memory_keeps_the_apis_rules() {
+        let store = MemoryCheckpoints::new(ThreadId::new_v7());
+        let labels = ThreadLabels::default();
+        let first = store.claim(&labels).await.unwrap();
+        assert_eq!((first.epoch, first.boot_count), (1, 1));
+        assert!(store.latest().await.unwrap().is_none());
+        assert_eq!(store.checkpoint(&write(1, 0)).await.unwrap().version, 1);
+        assert!(matches!(
+            store.checkpoint(&write(1, 0)).await,
+            Err(CheckpointError::VersionConflict(_))
+        ));
+        let second = store.claim(&labels).await.unwrap();
+        assert_eq!(second.epoch, 2);
+        assert!(matches!(
+            store.checkpoint(&write(1, 1)).await,
+            Err(CheckpointError::Fenced(_))
+        ));
+        let latest = store.latest().await.unwrap().unwrap();
+        assert_eq!((latest.version, latest.history.len()), (1, 1));
+
+        let intent = ToolCallIntent {
+            epoch: 2,
+            key: "k".into(),
+            turn_seq: 1,
+            tool: "file_write".into(),
+            args: serde_json::json!({}),
+            effect: Effect::Write,
+        };
+        assert_eq!(
+            store.intent(&intent).await.unwrap().status,
+            ToolCallStatus::Intent
+        );
+        let done = ToolCallCompletion {
+            epoch: 2,
+            ok: true,
+            result: "ok".into(),
+        };
+        assert_eq!(
+            store.complete("k", &done).await.unwrap().status,
+            ToolCallStatus::Completed
+        );
+        // The same outcome again is idempotent; another one is refused; a re-recorded intent
+        // returns the completed record.
+        assert!(store.complete("k", &done).await.is_ok());
+        let other = ToolCallCompletion {
+            result: "different".into(),
+            ..done
+        };
+        assert!(matches!(
+            store.complete("k", &other).await,
+            Err(CheckpointError::AlreadyCompleted(_))
+        ));
+        assert_eq!(
+            store.intent(&intent).await.unwrap().status,
+            ToolCallStatus::Completed
+        );
+    }
+}
