@@ -213,6 +213,15 @@ impl Llm {
     }
 }
 
+/// The provider's own explanation in an error body: `error.message` of the JSON both Anthropic
+/// and OpenAI send, else the start of the body as text.
+fn error_text(body: &str) -> String {
+    let message = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string));
+    message.unwrap_or_else(|| body.chars().take(300).collect())
+}
+
 /// Classifies an HTTP error status.
 pub(crate) fn status_error(
     status: reqwest::StatusCode,
@@ -225,8 +234,7 @@ pub(crate) fn status_error(
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s >= 0.0)
         .map(Duration::from_secs_f64);
-    let snippet: String = body.chars().take(300).collect();
-    let message = format!("HTTP {status}: {snippet}");
+    let message = format!("HTTP {status}: {}", error_text(body));
     if status.as_u16() == 429
         || status.as_u16() == 408
         || status.as_u16() == 529
