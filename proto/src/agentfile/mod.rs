@@ -18,7 +18,7 @@ pub mod yaml;
 use std::path::{Path, PathBuf};
 
 pub use decode::defaults;
-pub use diagnostic::{Diagnostic, Report, Severity};
+pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
     AgentSpec, Agentfile, Effect, Execution, Governance, Metadata, Provider, Resources, ResumeMode,
     Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
@@ -38,7 +38,13 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, Report> {
     let root = match yaml::parse(text) {
         Ok(root) => root,
         Err(e) => {
-            let mut d = Diagnostic::new(Severity::Error, "yaml_syntax", "", e.loc, e.message);
+            let mut d = Diagnostic::new(
+                Severity::Error,
+                DiagnosticKind::YamlSyntax,
+                "",
+                e.loc,
+                e.message,
+            );
             d.help = e.help;
             return Err(Report::new(file, text, vec![d]));
         }

@@ -30,36 +30,15 @@ impl Cx {
             let (name, name_loc, effect) = match &item.kind {
                 Kind::Str(s) => (s.clone(), item.loc, None),
                 Kind::Map(_) => {
-                    let Some(fields) = self.fields(item, &p, &TOOL) else {
+                    let mut tool = ToolIn::default();
+                    let Some(field_ok) = self.dispatch(item, &p, &TOOL, &mut tool) else {
                         ok = false;
                         continue;
                     };
-                    let mut name = None;
-                    let mut effect = None;
-                    let mut field_ok = true;
-                    for (k, v) in fields {
-                        let fp = join(&p, &k.name);
-                        if k.name == "name" {
-                            name = self.string(v, &fp).map(|s| (s, v.loc));
-                            field_ok &= name.is_some();
-                        } else {
-                            match self.string(v, &fp) {
-                                Some(e) => match Effect::parse(&e) {
-                                    Some(e) => effect = Some(e),
-                                    None => {
-                                        self.error("invalid_value", &fp, v.loc, format!("unknown effect `{e}`"))
-                                            .help = Some("effects are `read` (safe to re-run), `idempotent` (re-running is harmless) and `write` (never re-run silently)".into());
-                                        field_ok = false;
-                                    }
-                                },
-                                None => field_ok = false,
-                            }
-                        }
-                    }
-                    let Some((name, loc)) = name else {
+                    let Some((name, loc)) = tool.name else {
                         if field_ok {
                             self.error(
-                                "missing_key",
+                                DiagnosticKind::MissingKey,
                                 &join(&p, "name"),
                                 item.loc,
                                 "a tool needs `name`",
@@ -72,7 +51,7 @@ impl Cx {
                         ok = false;
                         continue;
                     }
-                    (name, loc, effect)
+                    (name, loc, tool.effect)
                 }
                 _ => {
                     self.type_error(&p, item, "a tool name or `{ name, effect }`");
@@ -87,7 +66,7 @@ impl Cx {
             for builtin in resolved {
                 if out.iter().any(|t| t.name == builtin.name) {
                     self.error(
-                        "duplicate_tool",
+                        DiagnosticKind::DuplicateTool,
                         &p,
                         name_loc,
                         format!("tool `{}` is listed twice", builtin.name),
@@ -129,7 +108,7 @@ impl Cx {
                 _ => "tool sources other than builtins are",
             };
             (
-                "unsupported_tool",
+                DiagnosticKind::UnsupportedTool,
                 format!("tool `{name}` is not supported yet"),
                 format!(
                     "{what} not supported yet; the builtins are {}",
@@ -138,7 +117,7 @@ impl Cx {
             )
         } else if name.starts_with("./") || name.starts_with('/') {
             (
-                "unsupported_tool",
+                DiagnosticKind::UnsupportedTool,
                 format!("tool `{name}` is not supported yet"),
                 format!(
                     "local tool files are not supported yet; the builtins are {}",
@@ -147,7 +126,7 @@ impl Cx {
             )
         } else if tools::NINETRIX_UNSUPPORTED.contains(&bare) {
             (
-                "unsupported_tool",
+                DiagnosticKind::UnsupportedTool,
                 format!("tool `{name}` is not supported yet"),
                 format!(
                     "the Ninetrix builtin `{bare}` has no ninetrix equivalent yet; the builtins are {}",
@@ -164,9 +143,43 @@ impl Cx {
                 Some(s) => format!("did you mean `{s}`? The builtins are {}", builtin_names()),
                 None => format!("the builtins are {}", builtin_names()),
             };
-            ("unknown_tool", format!("unknown tool `{name}`"), help)
+            (
+                DiagnosticKind::UnknownTool,
+                format!("unknown tool `{name}`"),
+                help,
+            )
         };
         self.error(code, path, loc, message).help = Some(help);
         None
     }
 }
+
+/// A tool written as `{ name, effect }`.
+#[derive(Default)]
+pub(super) struct ToolIn {
+    /// The tool's name and where the name is.
+    name: Option<(String, Loc)>,
+    /// The effect that overrides the builtin's.
+    effect: Option<Effect>,
+}
+
+pub(super) const TOOL: Section<ToolIn> = Section {
+    what: "a tool",
+    keys: &[
+        ("name", |cx, tool, f| {
+            tool.name = Some((cx.string(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("effect", |cx, tool, f| {
+            let text = cx.string(f.value, &f.path)?;
+            let Some(effect) = Effect::parse(&text) else {
+                cx.error(DiagnosticKind::InvalidValue, &f.path, f.value.loc, format!("unknown effect `{text}`"))
+                    .help = Some("effects are `read` (safe to re-run), `idempotent` (re-running is harmless) and `write` (never re-run silently)".into());
+                return None;
+            };
+            tool.effect = Some(effect);
+            Some(())
+        }),
+    ],
+    unsupported: &["source", "actions", "auth", "dependencies", "base_url"],
+};
