@@ -7,22 +7,11 @@ use super::*;
 impl Cx {
     pub(super) fn agentfile(&mut self, root: &Node) -> Option<Agentfile> {
         if matches!(root.kind, Kind::Null) {
-            self.error(DiagnosticKind::EmptyFile, "", Loc::START, "the agentfile is empty")
-                .help = Some("an agentfile needs at least `agents:` with one agent; `ninetrix init` writes a starter".into());
+            self.report("", Loc::START, Problem::EmptyFile);
             return None;
         }
         if !matches!(root.kind, Kind::Map(_)) {
-            self.error(
-                DiagnosticKind::NotAMapping,
-                "",
-                root.loc,
-                format!(
-                    "the agentfile must be a mapping of keys, found {}",
-                    root.kind.type_name()
-                ),
-            )
-            .help =
-                Some("start with `name:` and `agents:`; `ninetrix init` writes a starter".into());
+            self.report("", root.loc, Problem::NotAMapping(root.kind.type_name()));
             return None;
         }
         let mut top = TopIn::default();
@@ -33,15 +22,7 @@ impl Cx {
             agents,
         } = top;
         let Some((agents_loc, agents_node)) = agents else {
-            self.error(
-                DiagnosticKind::MissingKey,
-                "agents",
-                root.loc,
-                "the agentfile has no `agents:`",
-            )
-            .help = Some(
-                "add `agents:` with at least one agent; `ninetrix init` writes a starter".into(),
-            );
+            self.report("agents", root.loc, Problem::NoAgentsKey);
             return None;
         };
         let Kind::Map(entries) = &agents_node.kind else {
@@ -66,26 +47,20 @@ impl Cx {
     }
 
     pub(super) fn empty_agents(&mut self, loc: Loc) {
-        self.error(DiagnosticKind::NoAgents, "agents", loc, "`agents` is empty")
-            .help = Some("declare at least one agent, e.g. `agents: { assistant: { runtime: { provider: scripted, script: [{ text: hi }] } } }`".into());
+        self.report("agents", loc, Problem::EmptyAgents);
     }
 
     pub(super) fn invalid_name(&mut self, path: &str, loc: Loc, name: &str, what: &str) {
-        let hint = match names::normalize_name(name) {
-            Some(fixed) if fixed != name => format!("; for example `{fixed}`"),
-            _ => String::new(),
-        };
-        self.error(
-            DiagnosticKind::InvalidName,
+        let example = names::normalize_name(name).filter(|fixed| fixed != name);
+        self.report(
             path,
             loc,
-            format!("`{name}` is not a valid {what}"),
-        )
-        .help = Some(format!(
-            "{what}s use lower-case letters, digits, `-` and `_`, start with a letter or digit, \
-             and have at most {} characters{hint}",
-            names::MAX_NAME_LEN
-        ));
+            Problem::InvalidName {
+                name,
+                what,
+                example,
+            },
+        );
     }
 
     pub(super) fn schema_version(&mut self, node: &Node, path: &str) {
@@ -99,16 +74,7 @@ impl Cx {
             }
         };
         if !["1", "1.0", "1.1"].contains(&text.as_str()) {
-            self.error(
-                DiagnosticKind::UnsupportedVersion,
-                path,
-                node.loc,
-                format!("schema version `{text}` is not supported"),
-            )
-            .help = Some(
-                "ninetrix reads agentfile schema 1.x (1.0, 1.1); remove the key or set \"1.1\""
-                    .into(),
-            );
+            self.report(path, node.loc, Problem::UnsupportedVersion(&text));
         }
     }
 
@@ -147,15 +113,11 @@ impl Cx {
         if let (Some(env), Some(secrets)) = (&env, &secrets) {
             for (name, loc) in secrets {
                 if env.contains_key(name) {
-                    self.error(
-                        DiagnosticKind::SecretInEnv,
+                    self.report(
                         &join(&path, "secrets"),
                         *loc,
-                        format!("`{name}` is both a secret and a plain `env:` setting"),
-                    )
-                    .help = Some(format!(
-                        "remove `{name}` from `env:`; the secret is mounted at /run/secrets/{name}"
-                    ));
+                        Problem::SecretAlsoInEnv(name),
+                    );
                     ok = false;
                 }
             }

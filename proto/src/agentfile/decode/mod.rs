@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 mod agent;
+mod problem;
 mod runtime;
 mod settings;
 mod tool_list;
@@ -22,6 +23,7 @@ use super::schema::{
 use super::tools::{self, Effect};
 use super::units;
 use super::yaml::{Key, Kind, Loc, Node};
+use problem::{KeyHint, Problem, ToolGap};
 
 /// Defaults shared with the public Ninetrix where the concept is the same.
 pub mod defaults {
@@ -179,39 +181,18 @@ struct Cx {
 }
 
 impl Cx {
-    fn error(
-        &mut self,
-        kind: DiagnosticKind,
-        path: &str,
-        loc: Loc,
-        message: impl Into<String>,
-    ) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::new(Severity::Error, kind, path, loc, message));
-        self.diags.last_mut().expect("just pushed")
-    }
-
-    fn warning(
-        &mut self,
-        kind: DiagnosticKind,
-        path: &str,
-        loc: Loc,
-        message: impl Into<String>,
-    ) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::new(Severity::Warning, kind, path, loc, message));
-        self.diags.last_mut().expect("just pushed")
+    /// Records `problem` at `path` and `loc`.
+    fn report(&mut self, path: &str, loc: Loc, problem: Problem<'_>) {
+        self.diags.push(problem.at(path, loc));
     }
 
     fn type_error(&mut self, path: &str, node: &Node, expected: &str) {
-        let found = node.kind.describe();
-        self.error(
-            DiagnosticKind::WrongType,
-            path,
-            node.loc,
-            format!("`{}` must be {expected}, found {found}", leaf(path)),
-        )
-        .help = Some(format!("write {expected} here"));
+        let problem = Problem::WrongType {
+            leaf: leaf(path),
+            expected,
+            found: node.kind.describe(),
+        };
+        self.report(path, node.loc, problem);
     }
 
     /// Checks that `node` is a mapping and hands each of its known keys to the key's handler
@@ -239,26 +220,14 @@ impl Cx {
                 };
                 ok &= handle(self, state, field).is_some();
             } else if section.unsupported.contains(&key.name.as_str()) {
-                self.error(
-                    DiagnosticKind::UnsupportedKey,
-                    &key_path,
-                    key.loc,
-                    format!("`{}` is not supported yet", key.name),
-                )
-                .help = Some(format!(
-                    "`{}` is a key of the public Ninetrix agentfile that ninetrix does not \
-                     implement yet; remove it (docs/agentfile.md lists what is supported)",
-                    key.name
-                ));
+                self.report(&key_path, key.loc, Problem::UnsupportedKey(&key.name));
             } else {
-                let help = suggest_key(&key.name, section);
-                self.error(
-                    DiagnosticKind::UnknownKey,
-                    &key_path,
-                    key.loc,
-                    format!("unknown key `{}` in {}", key.name, section.what),
-                )
-                .help = Some(help);
+                let problem = Problem::UnknownKey {
+                    key: &key.name,
+                    section: section.what,
+                    hint: suggest_key(&key.name, section),
+                };
+                self.report(&key_path, key.loc, problem);
             }
         }
         Some(ok)
@@ -299,16 +268,13 @@ impl Cx {
             return None;
         };
         if i < i64::from(min) || i > i64::from(max) {
-            self.error(
-                DiagnosticKind::OutOfRange,
-                path,
-                node.loc,
-                format!(
-                    "`{}` must be between {min} and {max}, found {i}",
-                    leaf(path)
-                ),
-            )
-            .help = Some(format!("give a whole number from {min} to {max}"));
+            let problem = Problem::IntOutOfRange {
+                leaf: leaf(path),
+                min,
+                max,
+                found: i,
+            };
+            self.report(path, node.loc, problem);
             return None;
         }
         u32::try_from(i).ok()
@@ -321,16 +287,12 @@ impl Cx {
                 if ["yes", "no", "on", "off", "y", "n"]
                     .contains(&s.to_ascii_lowercase().as_str()) =>
             {
-                let meant = matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "y");
-                self.error(
-                    DiagnosticKind::WrongType,
-                    path,
-                    node.loc,
-                    format!("`{}` must be true or false, found \"{s}\"", leaf(path)),
-                )
-                .help = Some(format!(
-                    "agentfiles use strict booleans (YAML 1.2): write `{meant}` instead of `{s}`"
-                ));
+                let problem = Problem::LooseBoolean {
+                    leaf: leaf(path),
+                    written: s,
+                    meant: matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "y"),
+                };
+                self.report(path, node.loc, problem);
                 None
             }
             _ => {
@@ -416,15 +378,18 @@ fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
-fn suggest_key<S>(key: &str, section: &Section<S>) -> String {
+fn suggest_key<'a, S>(key: &'a str, section: &Section<S>) -> KeyHint<'a> {
     let known = section.known();
     if let Some(s) = closest(key, &known) {
-        return format!("did you mean `{s}`?");
+        return KeyHint::Typo(s);
     }
     if let Some((_, home)) = KEY_HOMES.iter().find(|(k, _)| *k == key) {
-        return format!("`{key}` belongs under `{home}`");
+        return KeyHint::Home { key, home };
     }
-    format!("{} takes: {}", section.what, known.join(", "))
+    KeyHint::Takes {
+        section: section.what,
+        known,
+    }
 }
 
 #[cfg(test)]
@@ -434,15 +399,16 @@ mod tests {
     #[test]
     fn suggestions() {
         assert_eq!(
-            suggest_key("temprature", &runtime::RUNTIME),
+            suggest_key("temprature", &runtime::RUNTIME).to_string(),
             "did you mean `temperature`?"
         );
         assert_eq!(
-            suggest_key("replicas", &agent::AGENT),
+            suggest_key("replicas", &agent::AGENT).to_string(),
             "`replicas` belongs under `execution`"
         );
         assert!(
             suggest_key("zzz", &settings::GOVERNANCE)
+                .to_string()
                 .starts_with("governance takes: max_budget_per_run")
         );
         assert_eq!(

@@ -3,9 +3,6 @@
 
 use super::*;
 
-/// Help for a missing or empty `runtime.model`.
-const MODEL_HELP: &str = "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`";
-
 /// `runtime:` as written, after each key's own checks and before provider resolution.
 pub(super) struct RuntimeIn {
     /// Where a missing key is reported: the `runtime` key, or the agent when there is none.
@@ -79,15 +76,7 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
         ("temperature", |cx, r, f| {
             let t = cx.number(f.value, &f.path)?;
             if !(0.0..=2.0).contains(&t) {
-                cx.error(
-                    DiagnosticKind::OutOfRange,
-                    &f.path,
-                    f.value.loc,
-                    format!("`temperature` must be between 0 and 2, found {t}"),
-                )
-                .help = Some(
-                    "0 is the most deterministic, 2 the most random; most agents use 0–1".into(),
-                );
+                cx.report(&f.path, f.value.loc, Problem::Temperature(t));
                 return None;
             }
             r.temperature = t;
@@ -140,13 +129,7 @@ pub(super) const RESOURCES: Section<ResourcesIn> = Section {
         ("cpu", |cx, r, f| {
             let c = cx.number(f.value, &f.path)?;
             if !(c > 0.0 && c <= 1024.0) {
-                cx.error(
-                    DiagnosticKind::OutOfRange,
-                    &f.path,
-                    f.value.loc,
-                    format!("`cpu` must be more than 0, found {c}"),
-                )
-                .help = Some("give CPUs as a number, e.g. `cpu: 0.5` or `cpu: 2`".into());
+                cx.report(&f.path, f.value.loc, Problem::Cpu(c));
                 return None;
             }
             r.resources.cpu = Some(c);
@@ -242,8 +225,11 @@ impl Cx {
         r.ok = self.dispatch(node, path, &RUNTIME, &mut r)?;
         if let Some((base_image, loc)) = r.base_image.take() {
             if r.image.is_some() {
-                self.error(DiagnosticKind::DuplicateSetting, &join(path, "resources.base_image"), loc, "the base image is given twice (`runtime.image` and `runtime.resources.base_image`)")
-                    .help = Some("keep `runtime.image` and remove `resources.base_image`".into());
+                self.report(
+                    &join(path, "resources.base_image"),
+                    loc,
+                    Problem::BaseImageTwice,
+                );
                 r.ok = false;
             } else {
                 r.image = Some(base_image);
@@ -325,28 +311,13 @@ impl Cx {
                 default_url: Some(base_url),
             }),
             Some(Resolution::Rejected(why)) => {
-                self.error(
-                    DiagnosticKind::UnsupportedProvider,
-                    &path,
-                    loc,
-                    format!("provider `{name}` cannot be used directly"),
-                )
-                .help = Some(why.to_string());
+                self.report(&path, loc, Problem::UnsupportedProvider { name, why });
                 None
             }
             None => {
                 let known = providers::known_names();
-                let help = match closest(name, &known) {
-                    Some(s) => format!("did you mean `{s}`? Providers: {}", known.join(", ")),
-                    None => format!("providers: {}", known.join(", ")),
-                };
-                self.error(
-                    DiagnosticKind::UnknownProvider,
-                    &path,
-                    loc,
-                    format!("unknown provider `{name}`"),
-                )
-                .help = Some(help);
+                let closest = closest(name, &known);
+                self.report(&path, loc, Problem::UnknownProvider { name, closest });
                 None
             }
         }
@@ -368,18 +339,11 @@ impl Cx {
                 Some(defaults::ANTHROPIC_MODEL.to_string())
             }
             (_, None) => {
-                self.error(
-                    DiagnosticKind::MissingKey,
-                    &path,
-                    r.at,
-                    format!("`runtime.model` is required for provider `{name}`"),
-                )
-                .help = Some(MODEL_HELP.into());
+                self.report(&path, r.at, Problem::MissingModel { provider: name });
                 None
             }
             (_, Some((m, loc))) if m.trim().is_empty() => {
-                self.error(DiagnosticKind::EmptyValue, &path, *loc, "`model` is empty")
-                    .help = Some(MODEL_HELP.into());
+                self.report(&path, *loc, Problem::EmptyModel);
                 None
             }
             (_, Some((m, _))) => Some(m.clone()),
@@ -400,22 +364,11 @@ impl Cx {
         let path = join(path, "script");
         match (provider, script) {
             (Provider::Scripted, None) => {
-                self.error(
-                    DiagnosticKind::MissingKey,
-                    &path,
-                    at,
-                    "provider `scripted` needs `runtime.script`",
-                )
-                .help = Some(
-                    "list the model's responses, e.g. `script: [{ text: \"Hello!\" }]`".into(),
-                );
+                self.report(&path, at, Problem::MissingScript);
                 None
             }
             (Provider::Scripted, Some((steps, loc, _))) if steps.is_empty() => {
-                self.error(DiagnosticKind::EmptyValue, &path, loc, "`script` is empty")
-                    .help = Some(
-                    "list at least one response, e.g. `script: [{ text: \"Hello!\" }]`".into(),
-                );
+                self.report(&path, loc, Problem::EmptyScript);
                 None
             }
             (Provider::Scripted, Some((steps, _, node))) => {
@@ -423,15 +376,7 @@ impl Cx {
                 Some(steps)
             }
             (_, Some((_, loc, _))) => {
-                self.error(
-                    DiagnosticKind::ScriptNotScripted,
-                    &path,
-                    loc,
-                    format!("`script` is only used by provider `scripted`, not `{name}`"),
-                )
-                .help = Some(
-                    "remove `script`, or set `provider: scripted` to run the agent offline".into(),
-                );
+                self.report(&path, loc, Problem::ScriptNotScripted { provider: name });
                 None
             }
             (_, None) => Some(Vec::new()),
@@ -444,16 +389,7 @@ impl Cx {
             return Some(None);
         };
         if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-            self.error(
-                DiagnosticKind::InvalidUrl,
-                &f.path,
-                f.value.loc,
-                format!("`base_url` must be an http:// or https:// URL, found \"{url}\""),
-            )
-            .help = Some(
-                "for a model server on this machine use http://host.docker.internal:<port>/v1"
-                    .into(),
-            );
+            self.report(&f.path, f.value.loc, Problem::InvalidUrl(&url));
             return None;
         }
         Some(Some(url.trim_end_matches('/').to_string()))
@@ -473,26 +409,11 @@ impl Cx {
         match units::parse_memory(&text) {
             Some(bytes) if bytes >= units::MIN_MEMORY_BYTES => Some(bytes),
             Some(_) => {
-                self.error(
-                    DiagnosticKind::OutOfRange,
-                    p,
-                    v.loc,
-                    format!("memory `{text}` is below Docker's minimum of 6Mi"),
-                )
-                .help = Some("give at least `6Mi`; agents usually need `128Mi` or more".into());
+                self.report(p, v.loc, Problem::MemoryTooSmall(&text));
                 None
             }
             None => {
-                self.error(
-                    DiagnosticKind::InvalidMemory,
-                    p,
-                    v.loc,
-                    format!("`{text}` is not a memory size"),
-                )
-                .help = Some(
-                    "write a number with a unit: `512Mi`, `1Gi`, `2g` (units are powers of 1024)"
-                        .into(),
-                );
+                self.report(p, v.loc, Problem::NotAMemorySize(&text));
                 None
             }
         }
@@ -532,8 +453,7 @@ impl Cx {
             return None;
         }
         if step.text.is_none() && step.tool_calls.is_empty() {
-            self.error(DiagnosticKind::EmptyValue, path, node.loc, "a script step needs `text` or `tool_calls`")
-                .help = Some("e.g. `- text: \"Done.\"` or `- tool_calls: [{ name: file_read, args: { path: notes.md } }]`".into());
+            self.report(path, node.loc, Problem::EmptyScriptStep);
             return None;
         }
         Some(ScriptStep {
@@ -549,13 +469,7 @@ impl Cx {
         };
         self.dispatch(node, path, &TOOL_CALL, &mut call)?;
         if call.name.is_none() && !self.diags.iter().any(|d| d.path.starts_with(path)) {
-            self.error(
-                DiagnosticKind::MissingKey,
-                &join(path, "name"),
-                node.loc,
-                "a scripted tool call needs `name`",
-            )
-            .help = Some("e.g. `{ name: file_read, args: { path: notes.md } }`".into());
+            self.report(&join(path, "name"), node.loc, Problem::MissingCallName);
         }
         Some(ScriptedToolCall {
             name: call.name?,
@@ -573,12 +487,7 @@ impl Cx {
             Kind::Float(f) => match serde_json::Number::from_f64(*f) {
                 Some(n) => Value::Number(n),
                 None => {
-                    self.error(
-                        DiagnosticKind::WrongType,
-                        path,
-                        node.loc,
-                        "tool arguments cannot hold NaN or infinity",
-                    );
+                    self.report(path, node.loc, Problem::NonFiniteArgument);
                     return None;
                 }
             },
@@ -616,33 +525,19 @@ impl Cx {
                     continue;
                 }
                 let loc = find_call_name(item, j).unwrap_or(item.loc);
-                let declared: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-                let help = if declared.is_empty() {
-                    format!("add `{}` to the agent's `tools:`", call.name)
-                } else {
-                    format!(
-                        "add `{}` to the agent's `tools:` (it has: {})",
-                        call.name,
-                        declared.join(", ")
-                    )
+                let declared = tools.iter().map(|t| t.name.as_str()).collect();
+                let problem = Problem::UndeclaredTool {
+                    name: &call.name,
+                    declared,
                 };
-                self.error(
-                    DiagnosticKind::UndeclaredTool,
-                    &format!("{path}[{i}].tool_calls[{j}].name"),
-                    loc,
-                    format!(
-                        "the script calls `{}`, which is not one of the agent's tools",
-                        call.name
-                    ),
-                )
-                .help = Some(help);
+                self.report(&format!("{path}[{i}].tool_calls[{j}].name"), loc, problem);
             }
         }
         if let Some(last) = steps.last()
             && !last.tool_calls.is_empty()
         {
-            self.warning(DiagnosticKind::ScriptEndsWithToolCall, path, items.last().map_or(node.loc, |n| n.loc), "the script's last step calls tools, so its turns never end with a reply from it")
-                .help = Some("end the script with a text-only step (the final answer); the script repeats from the start after its last step".into());
+            let loc = items.last().map_or(node.loc, |n| n.loc);
+            self.report(path, loc, Problem::ScriptEndsWithToolCall);
         }
     }
 }

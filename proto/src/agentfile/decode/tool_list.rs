@@ -37,12 +37,7 @@ impl Cx {
                     };
                     let Some((name, loc)) = tool.name else {
                         if field_ok {
-                            self.error(
-                                DiagnosticKind::MissingKey,
-                                &join(&p, "name"),
-                                item.loc,
-                                "a tool needs `name`",
-                            );
+                            self.report(&join(&p, "name"), item.loc, Problem::MissingToolName);
                         }
                         ok = false;
                         continue;
@@ -65,13 +60,7 @@ impl Cx {
             };
             for builtin in resolved {
                 if out.iter().any(|t| t.name == builtin.name) {
-                    self.error(
-                        DiagnosticKind::DuplicateTool,
-                        &p,
-                        name_loc,
-                        format!("tool `{}` is listed twice", builtin.name),
-                    )
-                    .help = Some("list each tool once".into());
+                    self.report(&p, name_loc, Problem::DuplicateTool(builtin.name));
                     ok = false;
                     continue;
                 }
@@ -99,57 +88,34 @@ impl Cx {
         if let Some((_, ours)) = tools::NINETRIX_ALIASES.iter().find(|(n, _)| *n == bare) {
             return Some(ours.iter().filter_map(|n| tools::builtin(n)).collect());
         }
-        let (code, message, help) = if let Some((scheme, _)) = name.split_once("://") {
-            let what = match scheme {
+        let gap = if let Some((scheme, _)) = name.split_once("://") {
+            Some(ToolGap::Source(match scheme {
                 "mcp" => "MCP servers are",
                 "composio" => "Composio tools are",
                 "hub" => "Ninetrix Hub tools are",
                 "openapi" => "OpenAPI tools are",
                 _ => "tool sources other than builtins are",
-            };
-            (
-                DiagnosticKind::UnsupportedTool,
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "{what} not supported yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            }))
         } else if name.starts_with("./") || name.starts_with('/') {
-            (
-                DiagnosticKind::UnsupportedTool,
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "local tool files are not supported yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            Some(ToolGap::LocalFile)
         } else if tools::NINETRIX_UNSUPPORTED.contains(&bare) {
-            (
-                DiagnosticKind::UnsupportedTool,
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "the Ninetrix builtin `{bare}` has no ninetrix equivalent yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            Some(ToolGap::NinetrixBuiltin(bare))
         } else {
-            let all: Vec<&str> = tools::BUILTINS
-                .iter()
-                .map(|b| b.name)
-                .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
-                .collect();
-            let help = match closest(bare, &all) {
-                Some(s) => format!("did you mean `{s}`? The builtins are {}", builtin_names()),
-                None => format!("the builtins are {}", builtin_names()),
-            };
-            (
-                DiagnosticKind::UnknownTool,
-                format!("unknown tool `{name}`"),
-                help,
-            )
+            None
         };
-        self.error(code, path, loc, message).help = Some(help);
+        let problem = match gap {
+            Some(gap) => Problem::UnsupportedTool { name, gap },
+            None => {
+                let all: Vec<&str> = tools::BUILTINS
+                    .iter()
+                    .map(|b| b.name)
+                    .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
+                    .collect();
+                let closest = closest(bare, &all);
+                Problem::UnknownTool { name, closest }
+            }
+        };
+        self.report(path, loc, problem);
         None
     }
 }
@@ -173,8 +139,7 @@ pub(super) const TOOL: Section<ToolIn> = Section {
         ("effect", |cx, tool, f| {
             let text = cx.string(f.value, &f.path)?;
             let Some(effect) = Effect::parse(&text) else {
-                cx.error(DiagnosticKind::InvalidValue, &f.path, f.value.loc, format!("unknown effect `{text}`"))
-                    .help = Some("effects are `read` (safe to re-run), `idempotent` (re-running is harmless) and `write` (never re-run silently)".into());
+                cx.report(&f.path, f.value.loc, Problem::UnknownEffect(&text));
                 return None;
             };
             tool.effect = Some(effect);
