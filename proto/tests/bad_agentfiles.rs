@@ -417,7 +417,10 @@ fn oversized_files_are_refused_before_reading() {
     let file = std::fs::File::create(&path).unwrap();
     file.set_len(20 * 1024 * 1024).unwrap();
     match agentfile::load(&path) {
-        Err(agentfile::LoadError::TooLarge { size, .. }) => assert_eq!(size, 20 * 1024 * 1024),
+        Err(e @ agentfile::LoadError::TooLarge { size, .. }) => {
+            assert_eq!(size, 20 * 1024 * 1024);
+            assert_eq!(e.kind().map(|k| k.code()), Some("too_large"));
+        }
         other => panic!("expected TooLarge, got {other:?}"),
     }
 }

@@ -104,6 +104,12 @@ diagnostic_kinds! {
     UnknownTool = "unknown_tool",
     /// A tool source ninetrix does not implement yet.
     UnsupportedTool = "unsupported_tool",
+    /// The file cannot be read (no location).
+    Io = "io",
+    /// The file is larger than any agentfile should be (no location).
+    TooLarge = "too_large",
+    /// The file is not UTF-8 text (no location).
+    NotText = "not_text",
 }
 
 impl std::fmt::Display for DiagnosticKind {

@@ -95,6 +95,19 @@ pub enum LoadError {
     Invalid(Report),
 }
 
+impl LoadError {
+    /// The diagnostic kind of a failure that has no located diagnostics; `None` for
+    /// [`LoadError::Invalid`], whose report holds them.
+    pub fn kind(&self) -> Option<DiagnosticKind> {
+        match self {
+            LoadError::Io { .. } => Some(DiagnosticKind::Io),
+            LoadError::TooLarge { .. } => Some(DiagnosticKind::TooLarge),
+            LoadError::NotText { .. } => Some(DiagnosticKind::NotText),
+            LoadError::Invalid(_) => None,
+        }
+    }
+}
+
 /// Reads and validates an agentfile. Files over [`yaml::MAX_FILE_BYTES`] are refused before
 /// they are read.
 pub fn load(path: &Path) -> Result<Parsed, LoadError> {
