@@ -505,6 +505,28 @@ mod tests {
     }
 
     #[test]
+    fn every_declared_section_is_listed_in_sections() {
+        let sources = [
+            include_str!("mod.rs"),
+            include_str!("agent.rs"),
+            include_str!("runtime.rs"),
+            include_str!("settings.rs"),
+            include_str!("tool_list.rs"),
+        ];
+        let declared = sources
+            .iter()
+            .flat_map(|s| s.lines())
+            .map(|l| l.trim_start().trim_start_matches("pub(super) "))
+            .filter(|l| l.starts_with("const ") && l.contains(": Section<"))
+            .count();
+        assert_eq!(
+            declared,
+            SECTIONS.len(),
+            "a `const …: Section<…>` is missing from SECTIONS, so no test checks its keys"
+        );
+    }
+
+    #[test]
     fn each_key_is_known_once_or_unsupported_never_both() {
         for section in SECTIONS {
             let known = section.known();
