@@ -274,6 +274,20 @@ fn cases() -> Vec<Case> {
             "`cpu` must be more than 0, found 0",
         ),
         case(
+            "base image given twice",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      image: alpine\n      resources: { base_image: debian }\n",
+            "duplicate_setting",
+            (7, 20),
+            "the base image is given twice",
+        ),
+        case(
+            "base image given twice, resources first",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      resources: { base_image: debian }\n      image: alpine\n",
+            "duplicate_setting",
+            (6, 20),
+            "the base image is given twice",
+        ),
+        case(
             "unknown resume mode",
             &agent("    execution:\n      resume: replay\n"),
             "invalid_value",
@@ -307,7 +321,7 @@ fn each_bad_agentfile_gets_its_located_error() {
     let mut failures = Vec::new();
     for case in cases() {
         let d = first_error(&case);
-        let got = (d.code, d.line, d.column);
+        let got = (d.kind.code(), d.line, d.column);
         let want = (case.code, case.line, case.column);
         if got != want || !d.message.starts_with(case.message) {
             failures.push(format!(
@@ -316,7 +330,7 @@ fn each_bad_agentfile_gets_its_located_error() {
             ));
         }
         // Every error tells the user what to do next, except raw YAML syntax errors.
-        if d.code != "yaml_syntax" && d.help.is_none() {
+        if d.kind.code() != "yaml_syntax" && d.help.is_none() {
             failures.push(format!("{}: no help in {d:?}", case.name));
         }
     }
@@ -360,7 +374,7 @@ fn several_errors_are_all_reported() {
     let codes: Vec<(&str, u32)> = report
         .diagnostics
         .iter()
-        .map(|d| (d.code, d.line))
+        .map(|d| (d.kind.code(), d.line))
         .collect();
     assert_eq!(
         codes,
@@ -384,7 +398,11 @@ fn env_secrets_warn_without_showing_the_value() {
     let warnings = &parsed.warnings.diagnostics;
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(
-        (warnings[0].code, warnings[0].line, warnings[0].column),
+        (
+            warnings[0].kind.code(),
+            warnings[0].line,
+            warnings[0].column
+        ),
         ("secret_in_env", 7, 23)
     );
     let text = parsed.warnings.render(false);
@@ -399,7 +417,10 @@ fn oversized_files_are_refused_before_reading() {
     let file = std::fs::File::create(&path).unwrap();
     file.set_len(20 * 1024 * 1024).unwrap();
     match agentfile::load(&path) {
-        Err(agentfile::LoadError::TooLarge { size, .. }) => assert_eq!(size, 20 * 1024 * 1024),
+        Err(e @ agentfile::LoadError::TooLarge { size, .. }) => {
+            assert_eq!(size, 20 * 1024 * 1024);
+            assert_eq!(e.kind().map(|k| k.code()), Some("too_large"));
+        }
         other => panic!("expected TooLarge, got {other:?}"),
     }
 }

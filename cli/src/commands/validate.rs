@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use ninetrix_proto::agentfile::{
-    self, AgentSpec, LoadError, Parsed, Provider, Report, Severity, units,
+    self, AgentSpec, DiagnosticKind, LoadError, Parsed, Provider, Report, Severity, units,
 };
 use serde_json::json;
 
@@ -227,11 +227,7 @@ fn invalid_json(file: &str, err: &LoadError) -> serde_json::Value {
             (json!(errors), json!(warnings))
         }
         other => {
-            let code = match other {
-                LoadError::Io { .. } => "io",
-                LoadError::TooLarge { .. } => "too_large",
-                _ => "not_text",
-            };
+            let code = other.kind().map(DiagnosticKind::code);
             (
                 json!([{ "severity": "error", "code": code, "path": "", "line": 0, "column": 0, "message": other.to_string() }]),
                 json!([]),

@@ -21,13 +21,117 @@ pub enum Severity {
     Warning,
 }
 
+/// Declares [`DiagnosticKind`] with each variant's wire code, so a code is written once.
+macro_rules! diagnostic_kinds {
+    ($($(#[doc = $doc:literal])* $variant:ident = $code:literal,)*) => {
+        /// What kind of problem a [`Diagnostic`] reports. Each kind has one stable wire code
+        /// ([`DiagnosticKind::code`]), the `code` field of `ninetrix validate --json`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum DiagnosticKind {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl DiagnosticKind {
+            /// Every kind, in declaration order.
+            pub const ALL: &'static [DiagnosticKind] = &[$(DiagnosticKind::$variant,)*];
+
+            /// The stable machine-readable code, e.g. `unknown_key`.
+            pub const fn code(self) -> &'static str {
+                match self {
+                    $(DiagnosticKind::$variant => $code,)*
+                }
+            }
+        }
+    };
+}
+
+diagnostic_kinds! {
+    /// The text is not valid YAML (or breaks a parser budget).
+    YamlSyntax = "yaml_syntax",
+    /// The file holds no document.
+    EmptyFile = "empty_file",
+    /// The document is not a mapping of keys.
+    NotAMapping = "not_a_mapping",
+    /// A key no section knows.
+    UnknownKey = "unknown_key",
+    /// A key of the public Ninetrix agentfile that ninetrix does not implement yet.
+    UnsupportedKey = "unsupported_key",
+    /// A value of the wrong YAML type.
+    WrongType = "wrong_type",
+    /// A number outside its allowed range.
+    OutOfRange = "out_of_range",
+    /// A required key is absent.
+    MissingKey = "missing_key",
+    /// A value that must not be empty is.
+    EmptyValue = "empty_value",
+    /// A pool, agent, environment variable or secret name breaks its naming rules.
+    InvalidName = "invalid_name",
+    /// `base_url` is not an http(s) URL.
+    InvalidUrl = "invalid_url",
+    /// A value outside a closed set (resume mode, tool effect).
+    InvalidValue = "invalid_value",
+    /// A memory size that cannot be parsed.
+    InvalidMemory = "invalid_memory",
+    /// A `schema_version` ninetrix does not read.
+    UnsupportedVersion = "unsupported_version",
+    /// A provider name ninetrix does not know.
+    UnknownProvider = "unknown_provider",
+    /// A known provider that cannot be used directly.
+    UnsupportedProvider = "unsupported_provider",
+    /// `script` given for a provider other than `scripted`.
+    ScriptNotScripted = "script_not_scripted",
+    /// A script calls a tool the agent does not declare.
+    UndeclaredTool = "undeclared_tool",
+    /// A script's last step calls tools (a warning).
+    ScriptEndsWithToolCall = "script_ends_with_tool_call",
+    /// One setting given in two places.
+    DuplicateSetting = "duplicate_setting",
+    /// A secret listed twice.
+    DuplicateSecret = "duplicate_secret",
+    /// A tool listed twice.
+    DuplicateTool = "duplicate_tool",
+    /// A batch agent with more than one replica.
+    BatchReplicas = "batch_replicas",
+    /// `agents` holds no agent.
+    NoAgents = "no_agents",
+    /// An `env:` name reserved for the runner.
+    ReservedEnv = "reserved_env",
+    /// A secret in plain `env:`, or a name both in `env:` and `secrets:`.
+    SecretInEnv = "secret_in_env",
+    /// A secret value where a secret name belongs.
+    SecretValue = "secret_value",
+    /// A tool name ninetrix does not know.
+    UnknownTool = "unknown_tool",
+    /// A tool source ninetrix does not implement yet.
+    UnsupportedTool = "unsupported_tool",
+    /// The file cannot be read (no location).
+    Io = "io",
+    /// The file is larger than any agentfile should be (no location).
+    TooLarge = "too_large",
+    /// The file is not UTF-8 text (no location).
+    NotText = "not_text",
+}
+
+impl std::fmt::Display for DiagnosticKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl Serialize for DiagnosticKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.code())
+    }
+}
+
 /// One problem found in an agentfile.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Diagnostic {
     /// Error or warning.
     pub severity: Severity,
-    /// A stable machine-readable code, e.g. `unknown_key`.
-    pub code: &'static str,
+    /// What kind of problem; serialized as its stable code, e.g. `unknown_key`.
+    #[serde(rename = "code")]
+    pub kind: DiagnosticKind,
     /// The dotted path of the offending node, e.g. `agents.researcher.runtime.temperature`.
     pub path: String,
     /// 1-based line.
@@ -49,14 +153,14 @@ pub struct Diagnostic {
 impl Diagnostic {
     pub(crate) fn new(
         severity: Severity,
-        code: &'static str,
+        kind: DiagnosticKind,
         path: impl Into<String>,
         loc: Loc,
         message: impl Into<String>,
     ) -> Self {
         Self {
             severity,
-            code,
+            kind,
             path: path.into(),
             line: loc.line,
             column: loc.column,
@@ -216,7 +320,7 @@ mod tests {
         };
         let mut d = Diagnostic::new(
             Severity::Warning,
-            "secret_in_env",
+            DiagnosticKind::SecretInEnv,
             "env.OPENAI_API_KEY",
             loc,
             "looks like a key",
@@ -234,5 +338,21 @@ mod tests {
              = help: move it to secrets:\n\n"
         );
         assert!(!text.contains("sk-abcdef"));
+    }
+
+    #[test]
+    fn kinds_serialize_as_their_distinct_codes() {
+        let mut codes: Vec<&str> = DiagnosticKind::ALL.iter().map(|k| k.code()).collect();
+        for kind in DiagnosticKind::ALL {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::Value::from(kind.code())
+            );
+            assert_eq!(kind.to_string(), kind.code());
+        }
+        let n = codes.len();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), n, "two kinds share a code");
     }
 }

@@ -18,7 +18,7 @@ pub mod yaml;
 use std::path::{Path, PathBuf};
 
 pub use decode::defaults;
-pub use diagnostic::{Diagnostic, Report, Severity};
+pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
     AgentSpec, Agentfile, Effect, Execution, Governance, Metadata, Provider, Resources, ResumeMode,
     Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
@@ -38,7 +38,13 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, Report> {
     let root = match yaml::parse(text) {
         Ok(root) => root,
         Err(e) => {
-            let mut d = Diagnostic::new(Severity::Error, "yaml_syntax", "", e.loc, e.message);
+            let mut d = Diagnostic::new(
+                Severity::Error,
+                DiagnosticKind::YamlSyntax,
+                "",
+                e.loc,
+                e.message,
+            );
             d.help = e.help;
             return Err(Report::new(file, text, vec![d]));
         }
@@ -87,6 +93,19 @@ pub enum LoadError {
     /// The file has errors.
     #[error("{} has {} error(s)", .0.file, .0.count(Severity::Error))]
     Invalid(Report),
+}
+
+impl LoadError {
+    /// The diagnostic kind of a failure that has no located diagnostics; `None` for
+    /// [`LoadError::Invalid`], whose report holds them.
+    pub fn kind(&self) -> Option<DiagnosticKind> {
+        match self {
+            LoadError::Io { .. } => Some(DiagnosticKind::Io),
+            LoadError::TooLarge { .. } => Some(DiagnosticKind::TooLarge),
+            LoadError::NotText { .. } => Some(DiagnosticKind::NotText),
+            LoadError::Invalid(_) => None,
+        }
+    }
 }
 
 /// Reads and validates an agentfile. Files over [`yaml::MAX_FILE_BYTES`] are refused before

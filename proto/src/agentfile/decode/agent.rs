@@ -1,75 +1,40 @@
 //! Top level and agents: `name`, `agents`, the shared `execution`/`governance`, `metadata`, and
 //! how an agent's sections come together into an [`AgentSpec`].
 
+use super::runtime::RuntimeIn;
 use super::*;
 
 impl Cx {
     pub(super) fn agentfile(&mut self, root: &Node) -> Option<Agentfile> {
         if matches!(root.kind, Kind::Null) {
-            self.error("empty_file", "", Loc::START, "the agentfile is empty")
-                .help = Some("an agentfile needs at least `agents:` with one agent; `ninetrix init` writes a starter".into());
+            self.report("", Loc::START, Problem::EmptyFile);
             return None;
         }
         if !matches!(root.kind, Kind::Map(_)) {
-            self.error(
-                "not_a_mapping",
-                "",
-                root.loc,
-                format!(
-                    "the agentfile must be a mapping of keys, found {}",
-                    root.kind.type_name()
-                ),
-            )
-            .help =
-                Some("start with `name:` and `agents:`; `ninetrix init` writes a starter".into());
+            self.report("", root.loc, Problem::NotAMapping(root.kind.type_name()));
             return None;
         }
-        let fields = self.fields(root, "", &TOP)?;
-        let mut name = None;
-        let mut shared = Shared::default();
-        let mut agents_node = None;
-        for (key, value) in &fields {
-            match key.name.as_str() {
-                "name" => {
-                    if let Some(n) = self.string(value, "name") {
-                        if names::is_valid_name(&n) {
-                            name = Some(n);
-                        } else {
-                            self.invalid_name("name", value.loc, &n, "pool name");
-                        }
-                    }
-                }
-                "schema_version" | "version" => self.schema_version(value, &key.name),
-                "execution" => {
-                    shared.execution = self.execution_in(value, "execution").unwrap_or_default();
-                }
-                "governance" => shared.governance = self.governance(value, "governance"),
-                "agents" => agents_node = Some((*key, *value)),
-                _ => {}
-            }
-        }
-        let Some((agents_key, agents_node)) = agents_node else {
-            self.error(
-                "missing_key",
-                "agents",
-                root.loc,
-                "the agentfile has no `agents:`",
-            )
-            .help = Some(
-                "add `agents:` with at least one agent; `ninetrix init` writes a starter".into(),
-            );
+        let mut top = TopIn::default();
+        self.dispatch(root, "", &TOP, &mut top)?;
+        let TopIn {
+            name,
+            shared,
+            agents,
+        } = top;
+        let Some((agents_loc, agents_node)) = agents else {
+            self.report("agents", root.loc, Problem::NoAgentsKey);
             return None;
         };
         let Kind::Map(entries) = &agents_node.kind else {
             if matches!(agents_node.kind, Kind::Null) {
-                self.empty_agents(agents_key.loc);
+                self.empty_agents(agents_loc);
             } else {
-                self.type_error("agents", agents_node, "a mapping of agent names to agents");
+                self.type_error("agents", &agents_node, "a mapping of agent names to agents");
             }
             return None;
         };
         if entries.is_empty() {
-            self.empty_agents(agents_key.loc);
+            self.empty_agents(agents_loc);
             return None;
         }
         let mut agents = Vec::new();
@@ -82,26 +47,20 @@ impl Cx {
     }
 
     pub(super) fn empty_agents(&mut self, loc: Loc) {
-        self.error("no_agents", "agents", loc, "`agents` is empty")
-            .help = Some("declare at least one agent, e.g. `agents: { assistant: { runtime: { provider: scripted, script: [{ text: hi }] } } }`".into());
+        self.report("agents", loc, Problem::EmptyAgents);
     }
 
     pub(super) fn invalid_name(&mut self, path: &str, loc: Loc, name: &str, what: &str) {
-        let hint = match names::normalize_name(name) {
-            Some(fixed) if fixed != name => format!("; for example `{fixed}`"),
-            _ => String::new(),
-        };
-        self.error(
-            "invalid_name",
+        let example = names::normalize_name(name).filter(|fixed| fixed != name);
+        self.report(
             path,
             loc,
-            format!("`{name}` is not a valid {what}"),
-        )
-        .help = Some(format!(
-            "{what}s use lower-case letters, digits, `-` and `_`, start with a letter or digit, \
-             and have at most {} characters{hint}",
-            names::MAX_NAME_LEN
-        ));
+            Problem::InvalidName {
+                name,
+                what,
+                example,
+            },
+        );
     }
 
     pub(super) fn schema_version(&mut self, node: &Node, path: &str) {
@@ -115,16 +74,7 @@ impl Cx {
             }
         };
         if !["1", "1.0", "1.1"].contains(&text.as_str()) {
-            self.error(
-                "unsupported_version",
-                path,
-                node.loc,
-                format!("schema version `{text}` is not supported"),
-            )
-            .help = Some(
-                "ninetrix reads agentfile schema 1.x (1.0, 1.1); remove the key or set \"1.1\""
-                    .into(),
-            );
+            self.report(path, node.loc, Problem::UnsupportedVersion(&text));
         }
     }
 
@@ -135,71 +85,39 @@ impl Cx {
             self.invalid_name(&path, key.loc, &key.name, "agent name");
             ok = false;
         }
-        let fields = if matches!(node.kind, Kind::Null) {
-            Vec::new()
-        } else {
-            self.fields(node, &path, &AGENT)?
-        };
-        let mut metadata = Some(Metadata::default());
-        let mut runtime_node = None;
-        let mut tools_node = None;
-        let mut execution = Some(shared.execution.clone());
-        let mut governance = Some(Governance {
-            max_budget_per_run: shared.governance,
-        });
-        let mut env = Some(BTreeMap::new());
-        let mut secrets = Some(Vec::new());
-        for (k, v) in &fields {
-            let p = join(&path, &k.name);
-            match k.name.as_str() {
-                "metadata" => metadata = self.metadata(v, &p),
-                "runtime" => runtime_node = Some((*k, *v)),
-                "tools" => tools_node = Some(*v),
-                "execution" => {
-                    execution = self
-                        .execution_in(v, &p)
-                        .map(|own| merge_execution(own, &shared.execution));
-                }
-                "governance" => {
-                    if let Kind::Map(_) = v.kind {
-                        let own = self.governance(v, &p);
-                        governance = Some(Governance {
-                            max_budget_per_run: own.or(shared.governance),
-                        });
-                    } else {
-                        self.type_error(&p, v, "a mapping");
-                        governance = None;
-                    }
-                }
-                "env" => env = self.env(v, &p),
-                "secrets" => secrets = self.secrets(v, &p),
-                _ => {}
-            }
+        let mut own = AgentIn::new(key.loc);
+        if !matches!(node.kind, Kind::Null) {
+            self.dispatch(node, &path, &AGENT, &mut own)?;
         }
-        let tools = match tools_node {
-            Some(v) => self.tools(v, &join(&path, "tools")),
-            None => Some(Vec::new()),
-        };
-        let runtime = self.runtime(runtime_node, &path, key.loc, tools.as_deref());
+        let AgentIn {
+            metadata,
+            runtime,
+            tools,
+            execution,
+            governance,
+            env,
+            secrets,
+        } = own;
+        let runtime = runtime.and_then(|r| self.runtime(r, &path, tools.as_deref()));
         let (mut runtime, runtime_max_turns) = match runtime {
             Some(r) => (Some(r.0), r.1),
             None => (None, None),
         };
-        let execution =
-            execution.and_then(|e| self.execution(e, runtime_max_turns, &path, key.loc));
+        let execution = execution
+            .map(|own| merge_execution(own, &shared.execution))
+            .and_then(|e| self.execution(e, runtime_max_turns, &path, key.loc));
+        let governance = governance.map(|own| Governance {
+            max_budget_per_run: own.or(shared.governance),
+        });
 
         if let (Some(env), Some(secrets)) = (&env, &secrets) {
             for (name, loc) in secrets {
                 if env.contains_key(name) {
-                    self.error(
-                        "secret_in_env",
+                    self.report(
                         &join(&path, "secrets"),
                         *loc,
-                        format!("`{name}` is both a secret and a plain `env:` setting"),
-                    )
-                    .help = Some(format!(
-                        "remove `{name}` from `env:`; the secret is mounted at /run/secrets/{name}"
-                    ));
+                        Problem::SecretAlsoInEnv(name),
+                    );
                     ok = false;
                 }
             }
@@ -227,37 +145,172 @@ impl Cx {
     }
 
     pub(super) fn metadata(&mut self, node: &Node, path: &str) -> Option<Metadata> {
-        let fields = self.fields(node, path, &METADATA)?;
         let mut m = Metadata::default();
-        let mut ok = true;
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match k.name.as_str() {
-                "constraints" => match self.string_list(v, &p) {
-                    Some(list) => m.constraints = list.into_iter().map(|(s, _)| s).collect(),
-                    None => ok = false,
-                },
-                field => {
-                    let value = match &v.kind {
-                        Kind::Null => None,
-                        _ => match self.string(v, &p) {
-                            Some(s) => Some(s),
-                            None => {
-                                ok = false;
-                                None
-                            }
-                        },
-                    };
-                    match field {
-                        "name" => m.name = value,
-                        "description" => m.description = value,
-                        "role" => m.role = value,
-                        "goal" => m.goal = value,
-                        _ => m.instructions = value,
-                    }
-                }
-            }
-        }
-        ok.then_some(m)
+        self.dispatch(node, path, &METADATA, &mut m)?.then_some(m)
     }
 }
+
+/// The top level as written: the pool name, the settings shared by every agent, and `agents:`.
+#[derive(Default)]
+pub(super) struct TopIn {
+    name: Option<String>,
+    shared: Shared,
+    /// Where `agents:` is and its value, decoded after the loop because the shared settings
+    /// may come after it.
+    agents: Option<(Loc, Node)>,
+}
+
+pub(super) const TOP: Section<TopIn> = Section {
+    what: "the top level",
+    keys: &[
+        ("name", |cx, top, f| {
+            let name = cx.string(f.value, &f.path)?;
+            if names::is_valid_name(&name) {
+                top.name = Some(name);
+            } else {
+                cx.invalid_name(&f.path, f.value.loc, &name, "pool name");
+            }
+            Some(())
+        }),
+        ("agents", |_, top, f| {
+            top.agents = Some((f.key.loc, f.value.clone()));
+            Some(())
+        }),
+        ("schema_version", |cx, _, f| {
+            cx.schema_version(f.value, &f.path);
+            Some(())
+        }),
+        ("version", |cx, _, f| {
+            cx.schema_version(f.value, &f.path);
+            Some(())
+        }),
+        ("execution", |cx, top, f| {
+            top.shared.execution = cx.execution_in(f.value, &f.path).unwrap_or_default();
+            Some(())
+        }),
+        ("governance", |cx, top, f| {
+            top.shared.governance = cx.governance(f.value, &f.path);
+            Some(())
+        }),
+    ],
+    unsupported: &[
+        "triggers",
+        "volumes",
+        "environments",
+        "mcp_gateway",
+        "persistence",
+    ],
+};
+
+/// One agent as written. Each part is `None` when it is invalid (its errors are reported), so
+/// only the checks that depend on it are skipped.
+pub(super) struct AgentIn {
+    metadata: Option<Metadata>,
+    /// `runtime:`'s fields, not yet resolved (resolution needs the agent's tools).
+    runtime: Option<RuntimeIn>,
+    tools: Option<Vec<ToolSpec>>,
+    /// The agent's own `execution:`, before the shared settings fill its gaps.
+    execution: Option<ExecutionIn>,
+    /// The agent's own budget, before the shared one fills the gap.
+    governance: Option<Option<f64>>,
+    env: Option<BTreeMap<String, String>>,
+    secrets: Option<Vec<(String, Loc)>>,
+}
+
+impl AgentIn {
+    /// An agent with every part absent; `at` is where a missing runtime key is reported.
+    fn new(at: Loc) -> Self {
+        Self {
+            metadata: Some(Metadata::default()),
+            runtime: Some(RuntimeIn::new(at)),
+            tools: Some(Vec::new()),
+            execution: Some(ExecutionIn::default()),
+            governance: Some(None),
+            env: Some(BTreeMap::new()),
+            secrets: Some(Vec::new()),
+        }
+    }
+}
+
+pub(super) const AGENT: Section<AgentIn> = Section {
+    what: "an agent",
+    keys: &[
+        ("metadata", |cx, a, f| {
+            a.metadata = cx.metadata(f.value, &f.path);
+            Some(())
+        }),
+        ("runtime", |cx, a, f| {
+            a.runtime = cx.runtime_in(f.value, &f.path, f.key.loc);
+            Some(())
+        }),
+        ("tools", |cx, a, f| {
+            a.tools = cx.tools(f.value, &f.path);
+            Some(())
+        }),
+        ("execution", |cx, a, f| {
+            a.execution = cx.execution_in(f.value, &f.path);
+            Some(())
+        }),
+        ("governance", |cx, a, f| {
+            a.governance = if let Kind::Map(_) = f.value.kind {
+                Some(cx.governance(f.value, &f.path))
+            } else {
+                cx.type_error(&f.path, f.value, "a mapping");
+                None
+            };
+            Some(())
+        }),
+        ("env", |cx, a, f| {
+            a.env = cx.env(f.value, &f.path);
+            Some(())
+        }),
+        ("secrets", |cx, a, f| {
+            a.secrets = cx.secrets(f.value, &f.path);
+            Some(())
+        }),
+    ],
+    unsupported: &[
+        "triggers",
+        "collaborators",
+        "routing",
+        "skills",
+        "volumes",
+        "packages",
+        "output_type",
+        "transfer_timeout",
+        "serve",
+        "persistence",
+    ],
+};
+
+pub(super) const METADATA: Section<Metadata> = Section {
+    what: "metadata",
+    keys: &[
+        ("name", |cx, m, f| {
+            m.name = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("description", |cx, m, f| {
+            m.description = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("role", |cx, m, f| {
+            m.role = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("goal", |cx, m, f| {
+            m.goal = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("instructions", |cx, m, f| {
+            m.instructions = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("constraints", |cx, m, f| {
+            let list = cx.string_list(f.value, &f.path)?;
+            m.constraints = list.into_iter().map(|(s, _)| s).collect();
+            Some(())
+        }),
+    ],
+    unsupported: &[],
+};

@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 
 mod agent;
+mod problem;
 mod runtime;
 mod settings;
 mod tool_list;
 
-use super::diagnostic::{Diagnostic, Severity};
+use super::diagnostic::{Diagnostic, DiagnosticKind, Severity};
 use super::names;
 use super::providers::{self, Provider, Resolution};
 use super::schema::{
@@ -22,6 +23,7 @@ use super::schema::{
 use super::tools::{self, Effect};
 use super::units;
 use super::yaml::{Key, Kind, Loc, Node};
+use problem::{KeyHint, Problem, ToolGap};
 
 /// Defaults shared with the public Ninetrix where the concept is the same.
 pub mod defaults {
@@ -41,124 +43,84 @@ pub mod defaults {
     pub const MAX_REPLICAS: u32 = 100;
 }
 
-/// The keys a mapping may hold.
-struct Section {
+/// Decodes one key's value into its section's state `S`. `None` marks the section invalid; the
+/// handler has already reported why.
+type Handler<S> = fn(&mut Cx, &mut S, Field<'_>) -> Option<()>;
+
+/// One entry of a mapping, as handed to its key's [`Handler`].
+struct Field<'n> {
+    /// The key as written.
+    key: &'n Key,
+    /// Its value.
+    value: &'n Node,
+    /// The dotted path of the value, e.g. `agents.a.runtime.model`.
+    path: String,
+}
+
+/// The keys a mapping may hold, each known key with the handler that decodes it. A key is known
+/// exactly when it has a handler, so a key cannot be accepted and then silently ignored.
+struct Section<S: 'static> {
     /// How messages name the mapping, e.g. "runtime".
     what: &'static str,
-    /// Keys ninetrix understands.
-    known: &'static [&'static str],
+    /// Keys ninetrix understands, with their handlers.
+    keys: &'static [(&'static str, Handler<S>)],
     /// Keys of the public Ninetrix that ninetrix does not support yet.
     unsupported: &'static [&'static str],
 }
 
-const TOP: Section = Section {
-    what: "the top level",
-    known: &[
-        "name",
-        "agents",
-        "schema_version",
-        "version",
-        "execution",
-        "governance",
-    ],
-    unsupported: &[
-        "triggers",
-        "volumes",
-        "environments",
-        "mcp_gateway",
-        "persistence",
-    ],
-};
-const AGENT: Section = Section {
-    what: "an agent",
-    known: &[
-        "metadata",
-        "runtime",
-        "tools",
-        "execution",
-        "governance",
-        "env",
-        "secrets",
-    ],
-    unsupported: &[
-        "triggers",
-        "collaborators",
-        "routing",
-        "skills",
-        "volumes",
-        "packages",
-        "output_type",
-        "transfer_timeout",
-        "serve",
-        "persistence",
-    ],
-};
-const METADATA: Section = Section {
-    what: "metadata",
-    known: &[
-        "name",
-        "description",
-        "role",
-        "goal",
-        "instructions",
-        "constraints",
-    ],
-    unsupported: &[],
-};
-const RUNTIME: Section = Section {
-    what: "runtime",
-    known: &[
-        "provider",
-        "model",
-        "base_url",
-        "api_key_secret",
-        "temperature",
-        "max_tokens",
-        "tool_timeout",
-        "image",
-        "resources",
-        "script",
-        "max_turns",
-    ],
-    unsupported: &["history_window_tokens"],
-};
-const RESOURCES: Section = Section {
-    what: "resources",
-    known: &["cpu", "memory", "base_image"],
-    unsupported: &["storage", "warm_pool"],
-};
-const EXECUTION: Section = Section {
-    what: "execution",
-    known: &["durability", "replicas", "max_turns", "task", "resume"],
-    unsupported: &[
-        "mode",
-        "verify_steps",
-        "max_steps",
-        "on_step_failure",
-        "verifier",
-        "thinking",
-    ],
-};
-const GOVERNANCE: Section = Section {
-    what: "governance",
-    known: &["max_budget_per_run"],
-    unsupported: &["budget_warning_usd", "human_approval", "rate_limit"],
-};
-const TOOL: Section = Section {
-    what: "a tool",
-    known: &["name", "effect"],
-    unsupported: &["source", "actions", "auth", "dependencies", "base_url"],
-};
-const SCRIPT_STEP: Section = Section {
-    what: "a script step",
-    known: &["text", "tool_calls"],
-    unsupported: &[],
-};
-const TOOL_CALL: Section = Section {
-    what: "a scripted tool call",
-    known: &["name", "args"],
-    unsupported: &[],
-};
+impl<S> Section<S> {
+    /// The names of the keys ninetrix understands, in table order.
+    fn known(&self) -> Vec<&'static str> {
+        self.keys.iter().map(|(name, _)| *name).collect()
+    }
+
+    fn handler(&self, key: &str) -> Option<Handler<S>> {
+        self.keys
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, handler)| *handler)
+    }
+}
+
+/// A section's name and key lists without its state type, so every section can be listed in
+/// one place (see [`SECTIONS`]).
+#[cfg(test)]
+trait SectionKeys: Sync {
+    /// How messages name the mapping.
+    fn what(&self) -> &'static str;
+    /// Keys ninetrix understands.
+    fn known(&self) -> Vec<&'static str>;
+    /// Keys of the public Ninetrix that ninetrix does not support yet.
+    fn unsupported(&self) -> &'static [&'static str];
+}
+
+#[cfg(test)]
+impl<S> SectionKeys for Section<S> {
+    fn what(&self) -> &'static str {
+        self.what
+    }
+    fn known(&self) -> Vec<&'static str> {
+        Section::known(self)
+    }
+    fn unsupported(&self) -> &'static [&'static str] {
+        self.unsupported
+    }
+}
+
+/// Every section of the agentfile; the coverage tests walk this list.
+#[cfg(test)]
+static SECTIONS: &[&dyn SectionKeys] = &[
+    &agent::TOP,
+    &agent::AGENT,
+    &agent::METADATA,
+    &runtime::RUNTIME,
+    &runtime::RESOURCES,
+    &runtime::SCRIPT_STEP,
+    &runtime::TOOL_CALL,
+    &settings::EXECUTION,
+    &settings::GOVERNANCE,
+    &tool_list::TOOL,
+];
 
 /// Where keys that are misplaced usually belong.
 const KEY_HOMES: &[(&str, &str)] = &[
@@ -219,82 +181,56 @@ struct Cx {
 }
 
 impl Cx {
-    fn error(
-        &mut self,
-        code: &'static str,
-        path: &str,
-        loc: Loc,
-        message: impl Into<String>,
-    ) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::new(Severity::Error, code, path, loc, message));
-        self.diags.last_mut().expect("just pushed")
-    }
-
-    fn warning(
-        &mut self,
-        code: &'static str,
-        path: &str,
-        loc: Loc,
-        message: impl Into<String>,
-    ) -> &mut Diagnostic {
-        self.diags
-            .push(Diagnostic::new(Severity::Warning, code, path, loc, message));
-        self.diags.last_mut().expect("just pushed")
+    /// Records `problem` at `path` and `loc`.
+    fn report(&mut self, path: &str, loc: Loc, problem: Problem<'_>) {
+        self.diags.push(problem.at(path, loc));
     }
 
     fn type_error(&mut self, path: &str, node: &Node, expected: &str) {
-        let found = node.kind.describe();
-        self.error(
-            "wrong_type",
-            path,
-            node.loc,
-            format!("`{}` must be {expected}, found {found}", leaf(path)),
-        )
-        .help = Some(format!("write {expected} here"));
+        let problem = Problem::WrongType {
+            leaf: leaf(path),
+            expected,
+            found: node.kind.describe(),
+        };
+        self.report(path, node.loc, problem);
     }
 
-    /// Checks that `node` is a mapping and that its keys belong to `section`; returns the
-    /// entries with known keys.
-    fn fields<'n>(
+    /// Checks that `node` is a mapping and hands each of its known keys to the key's handler
+    /// in `section`, reporting unknown and unsupported keys. Returns `None` when `node` is not
+    /// a mapping, else whether every handler succeeded.
+    fn dispatch<S>(
         &mut self,
-        node: &'n Node,
+        node: &Node,
         path: &str,
-        section: &Section,
-    ) -> Option<Vec<(&'n Key, &'n Node)>> {
+        section: &Section<S>,
+        state: &mut S,
+    ) -> Option<bool> {
         let Kind::Map(entries) = &node.kind else {
             self.type_error(path, node, "a mapping");
             return None;
         };
-        let mut known = Vec::new();
+        let mut ok = true;
         for (key, value) in entries {
             let key_path = join(path, &key.name);
-            if section.known.contains(&key.name.as_str()) {
-                known.push((key, value));
+            if let Some(handle) = section.handler(&key.name) {
+                let field = Field {
+                    key,
+                    value,
+                    path: key_path,
+                };
+                ok &= handle(self, state, field).is_some();
             } else if section.unsupported.contains(&key.name.as_str()) {
-                self.error(
-                    "unsupported_key",
-                    &key_path,
-                    key.loc,
-                    format!("`{}` is not supported yet", key.name),
-                )
-                .help = Some(format!(
-                    "`{}` is a key of the public Ninetrix agentfile that ninetrix does not \
-                     implement yet; remove it (docs/agentfile.md lists what is supported)",
-                    key.name
-                ));
+                self.report(&key_path, key.loc, Problem::UnsupportedKey(&key.name));
             } else {
-                let help = suggest_key(&key.name, section);
-                self.error(
-                    "unknown_key",
-                    &key_path,
-                    key.loc,
-                    format!("unknown key `{}` in {}", key.name, section.what),
-                )
-                .help = Some(help);
+                let problem = Problem::UnknownKey {
+                    key: &key.name,
+                    section: section.what,
+                    hint: suggest_key(&key.name, section),
+                };
+                self.report(&key_path, key.loc, problem);
             }
         }
-        Some(known)
+        Some(ok)
     }
 
     fn string(&mut self, node: &Node, path: &str) -> Option<String> {
@@ -307,11 +243,11 @@ impl Cx {
         }
     }
 
-    /// A string that may be absent (`null`).
-    fn opt_string(&mut self, node: &Node, path: &str) -> Option<String> {
-        match &node.kind {
-            Kind::Null => None,
-            _ => self.string(node, path),
+    /// A string, or `null` for none; `None` when it is neither (reported).
+    fn nullable_string(&mut self, f: &Field<'_>) -> Option<Option<String>> {
+        match &f.value.kind {
+            Kind::Null => Some(None),
+            _ => self.string(f.value, &f.path).map(Some),
         }
     }
 
@@ -332,16 +268,13 @@ impl Cx {
             return None;
         };
         if i < i64::from(min) || i > i64::from(max) {
-            self.error(
-                "out_of_range",
-                path,
-                node.loc,
-                format!(
-                    "`{}` must be between {min} and {max}, found {i}",
-                    leaf(path)
-                ),
-            )
-            .help = Some(format!("give a whole number from {min} to {max}"));
+            let problem = Problem::IntOutOfRange {
+                leaf: leaf(path),
+                min,
+                max,
+                found: i,
+            };
+            self.report(path, node.loc, problem);
             return None;
         }
         u32::try_from(i).ok()
@@ -354,16 +287,12 @@ impl Cx {
                 if ["yes", "no", "on", "off", "y", "n"]
                     .contains(&s.to_ascii_lowercase().as_str()) =>
             {
-                let meant = matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "y");
-                self.error(
-                    "wrong_type",
-                    path,
-                    node.loc,
-                    format!("`{}` must be true or false, found \"{s}\"", leaf(path)),
-                )
-                .help = Some(format!(
-                    "agentfiles use strict booleans (YAML 1.2): write `{meant}` instead of `{s}`"
-                ));
+                let problem = Problem::LooseBoolean {
+                    leaf: leaf(path),
+                    written: s,
+                    meant: matches!(s.to_ascii_lowercase().as_str(), "yes" | "on" | "y"),
+                };
+                self.report(path, node.loc, problem);
                 None
             }
             _ => {
@@ -449,14 +378,18 @@ fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
-fn suggest_key(key: &str, section: &Section) -> String {
-    if let Some(s) = closest(key, section.known) {
-        return format!("did you mean `{s}`?");
+fn suggest_key<'a, S>(key: &'a str, section: &Section<S>) -> KeyHint<'a> {
+    let known = section.known();
+    if let Some(s) = closest(key, &known) {
+        return KeyHint::Typo(s);
     }
     if let Some((_, home)) = KEY_HOMES.iter().find(|(k, _)| *k == key) {
-        return format!("`{key}` belongs under `{home}`");
+        return KeyHint::Home { key, home };
     }
-    format!("{} takes: {}", section.what, section.known.join(", "))
+    KeyHint::Takes {
+        section: section.what,
+        known,
+    }
 }
 
 #[cfg(test)]
@@ -466,19 +399,168 @@ mod tests {
     #[test]
     fn suggestions() {
         assert_eq!(
-            suggest_key("temprature", &RUNTIME),
+            suggest_key("temprature", &runtime::RUNTIME).to_string(),
             "did you mean `temperature`?"
         );
         assert_eq!(
-            suggest_key("replicas", &AGENT),
+            suggest_key("replicas", &agent::AGENT).to_string(),
             "`replicas` belongs under `execution`"
         );
         assert!(
-            suggest_key("zzz", &GOVERNANCE).starts_with("governance takes: max_budget_per_run")
+            suggest_key("zzz", &settings::GOVERNANCE)
+                .to_string()
+                .starts_with("governance takes: max_budget_per_run")
         );
         assert_eq!(
             closest("anthropc", &providers::known_names()),
             Some("anthropic")
         );
+    }
+
+    /// Where a section sits in a document: a template whose `KEY: VALUE` line sets one key of
+    /// the section, and the section's dotted path.
+    fn placement(what: &str) -> Option<(&'static str, &'static str)> {
+        Some(match what {
+            "the top level" => ("KEY: VALUE\n", ""),
+            "an agent" => ("agents:\n  a:\n    KEY: VALUE\n", "agents.a"),
+            "metadata" => (
+                "agents:\n  a:\n    metadata:\n      KEY: VALUE\n",
+                "agents.a.metadata",
+            ),
+            "runtime" => (
+                "agents:\n  a:\n    runtime:\n      KEY: VALUE\n",
+                "agents.a.runtime",
+            ),
+            "resources" => (
+                "agents:\n  a:\n    runtime:\n      resources:\n        KEY: VALUE\n",
+                "agents.a.runtime.resources",
+            ),
+            "a script step" => (
+                "agents:\n  a:\n    runtime:\n      provider: scripted\n      script:\n        - KEY: VALUE\n",
+                "agents.a.runtime.script[0]",
+            ),
+            "a scripted tool call" => (
+                "agents:\n  a:\n    runtime:\n      provider: scripted\n      script:\n        - tool_calls:\n            - KEY: VALUE\n",
+                "agents.a.runtime.script[0].tool_calls[0]",
+            ),
+            "execution" => (
+                "agents:\n  a:\n    execution:\n      KEY: VALUE\n",
+                "agents.a.execution",
+            ),
+            "governance" => (
+                "agents:\n  a:\n    governance:\n      KEY: VALUE\n",
+                "agents.a.governance",
+            ),
+            "a tool" => (
+                "agents:\n  a:\n    tools:\n      - KEY: VALUE\n",
+                "agents.a.tools[0]",
+            ),
+            _ => return None,
+        })
+    }
+
+    /// Whether setting `key` of the section described by `what` to a value of no valid type
+    /// gets a diagnostic from the key's handler (not `unknown_key`/`unsupported_key`), at the
+    /// key or inside its value.
+    fn reaches_a_handler(what: &str, key: &str) -> bool {
+        let (template, section_path) = placement(what).expect("placed");
+        // A list holding a list is no key's valid value.
+        let text = template.replace("KEY", key).replace("VALUE", "[[1]]");
+        let root = crate::agentfile::yaml::parse(&text).expect("the sample is YAML");
+        let (_, diags) = decode(&root);
+        let key_path = join(section_path, key);
+        diags.iter().any(|d| {
+            let under = d.path == key_path
+                || d.path.starts_with(&format!("{key_path}."))
+                || d.path.starts_with(&format!("{key_path}["));
+            under
+                && !matches!(
+                    d.kind,
+                    DiagnosticKind::UnknownKey | DiagnosticKind::UnsupportedKey
+                )
+        })
+    }
+
+    #[test]
+    fn every_known_key_reaches_a_handler_that_reads_its_value() {
+        let mut unhandled = Vec::new();
+        for section in SECTIONS {
+            assert!(
+                placement(section.what()).is_some(),
+                "section `{}` has no sample placement in this test",
+                section.what()
+            );
+            for key in section.known() {
+                if !reaches_a_handler(section.what(), key) {
+                    unhandled.push(format!("{}: {key}", section.what()));
+                }
+            }
+            // The check can fail: a key with no handler gets only `unknown_key`.
+            assert!(!reaches_a_handler(section.what(), "zz_no_such_key"));
+        }
+        assert!(
+            unhandled.is_empty(),
+            "known keys whose value no handler reads: {unhandled:?}"
+        );
+    }
+
+    #[test]
+    fn every_declared_section_is_listed_in_sections() {
+        let sources = [
+            include_str!("mod.rs"),
+            include_str!("agent.rs"),
+            include_str!("runtime.rs"),
+            include_str!("settings.rs"),
+            include_str!("tool_list.rs"),
+        ];
+        let declared = sources
+            .iter()
+            .flat_map(|s| s.lines())
+            .map(|l| l.trim_start().trim_start_matches("pub(super) "))
+            .filter(|l| l.starts_with("const ") && l.contains(": Section<"))
+            .count();
+        assert_eq!(
+            declared,
+            SECTIONS.len(),
+            "a `const …: Section<…>` is missing from SECTIONS, so no test checks its keys"
+        );
+    }
+
+    #[test]
+    fn each_key_is_known_once_or_unsupported_never_both() {
+        for section in SECTIONS {
+            let known = section.known();
+            for (i, key) in known.iter().enumerate() {
+                assert!(
+                    !known[..i].contains(key),
+                    "`{key}` is listed twice in {} (the second handler never runs)",
+                    section.what()
+                );
+                assert!(
+                    !section.unsupported().contains(key),
+                    "`{key}` is both known and unsupported in {}",
+                    section.what()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn misplaced_key_hints_point_at_a_section_that_knows_the_key() {
+        for (key, home) in KEY_HOMES {
+            let what = match *home {
+                "the agent" => "an agent",
+                "runtime.resources" => "resources",
+                other => other,
+            };
+            let section = SECTIONS
+                .iter()
+                .find(|s| s.what() == what)
+                .unwrap_or_else(|| panic!("`{key}` points at `{home}`, which is no section"));
+            assert!(
+                section.known().contains(key),
+                "`{key}` points at `{home}`, which does not know it"
+            );
+        }
     }
 }

@@ -3,329 +3,420 @@
 
 use super::*;
 
+/// `runtime:` as written, after each key's own checks and before provider resolution.
+pub(super) struct RuntimeIn {
+    /// Where a missing key is reported: the `runtime` key, or the agent when there is none.
+    at: Loc,
+    provider: Option<(String, Loc)>,
+    model: Option<(String, Loc)>,
+    base_url: Option<String>,
+    api_key_secret: Option<String>,
+    temperature: f64,
+    max_tokens: u32,
+    tool_timeout: u32,
+    image: Option<String>,
+    resources: Resources,
+    /// `resources.base_image` and where its key is; it becomes the image unless
+    /// `runtime.image` is also given.
+    base_image: Option<(String, Loc)>,
+    /// The steps, where the `script` key is, and its value (for locating tool calls).
+    script: Option<(Vec<ScriptStep>, Loc, Node)>,
+    /// Ninetrix's `runtime.max_turns`, which belongs to execution.
+    max_turns: Option<(u32, Loc)>,
+    /// Every key decoded without error.
+    ok: bool,
+}
+
+impl RuntimeIn {
+    /// A runtime with no keys set: every default.
+    pub(super) fn new(at: Loc) -> Self {
+        Self {
+            at,
+            provider: None,
+            model: None,
+            base_url: None,
+            api_key_secret: None,
+            temperature: defaults::TEMPERATURE,
+            max_tokens: defaults::MAX_TOKENS,
+            tool_timeout: defaults::TOOL_TIMEOUT_SECS,
+            image: None,
+            resources: Resources::default(),
+            base_image: None,
+            script: None,
+            max_turns: None,
+            ok: true,
+        }
+    }
+}
+
+pub(super) const RUNTIME: Section<RuntimeIn> = Section {
+    what: "runtime",
+    keys: &[
+        ("provider", |cx, r, f| {
+            r.provider = Some((cx.string(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("model", |cx, r, f| {
+            r.model = Some((cx.string(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("base_url", |cx, r, f| {
+            r.base_url = cx.base_url(&f)?;
+            Some(())
+        }),
+        ("api_key_secret", |cx, r, f| {
+            let name = cx.string(f.value, &f.path)?;
+            if !names::is_valid_secret_name(&name) {
+                cx.secret_name_error(&f.path, f.value.loc, &name);
+                return None;
+            }
+            r.api_key_secret = Some(name);
+            Some(())
+        }),
+        ("temperature", |cx, r, f| {
+            let t = cx.number(f.value, &f.path)?;
+            if !(0.0..=2.0).contains(&t) {
+                cx.report(&f.path, f.value.loc, Problem::Temperature(t));
+                return None;
+            }
+            r.temperature = t;
+            Some(())
+        }),
+        ("max_tokens", |cx, r, f| {
+            r.max_tokens = cx.integer(f.value, &f.path, 1, 1_000_000)?;
+            Some(())
+        }),
+        ("tool_timeout", |cx, r, f| {
+            r.tool_timeout = cx.integer(f.value, &f.path, 1, 86_400)?;
+            Some(())
+        }),
+        ("image", |cx, r, f| {
+            r.image = cx.nullable_string(&f)?;
+            Some(())
+        }),
+        ("resources", |cx, r, f| {
+            let mut res = ResourcesIn::default();
+            let ok = cx.dispatch(f.value, &f.path, &RESOURCES, &mut res)?;
+            r.resources = res.resources;
+            // Kept even when another resource is invalid, so a second base image is reported.
+            r.base_image = res.base_image;
+            ok.then_some(())
+        }),
+        ("script", |cx, r, f| {
+            let steps = cx.script(f.value, &f.path)?;
+            r.script = Some((steps, f.key.loc, f.value.clone()));
+            Some(())
+        }),
+        ("max_turns", |cx, r, f| {
+            r.max_turns = Some((cx.integer(f.value, &f.path, 1, 1000)?, f.value.loc));
+            Some(())
+        }),
+    ],
+    unsupported: &["history_window_tokens"],
+};
+
+/// `runtime.resources:` as written.
+#[derive(Default)]
+pub(super) struct ResourcesIn {
+    resources: Resources,
+    /// `base_image` and where its key is.
+    base_image: Option<(String, Loc)>,
+}
+
+pub(super) const RESOURCES: Section<ResourcesIn> = Section {
+    what: "resources",
+    keys: &[
+        ("cpu", |cx, r, f| {
+            let c = cx.number(f.value, &f.path)?;
+            if !(c > 0.0 && c <= 1024.0) {
+                cx.report(&f.path, f.value.loc, Problem::Cpu(c));
+                return None;
+            }
+            r.resources.cpu = Some(c);
+            Some(())
+        }),
+        ("memory", |cx, r, f| {
+            r.resources.memory_bytes = Some(cx.memory(&f)?);
+            Some(())
+        }),
+        ("base_image", |cx, r, f| {
+            r.base_image = cx.nullable_string(&f)?.map(|s| (s, f.key.loc));
+            Some(())
+        }),
+    ],
+    unsupported: &["storage", "warm_pool"],
+};
+
+/// A `scripted` response as written.
+pub(super) struct StepIn {
+    text: Option<String>,
+    tool_calls: Vec<ScriptedToolCall>,
+}
+
+pub(super) const SCRIPT_STEP: Section<StepIn> = Section {
+    what: "a script step",
+    keys: &[
+        ("text", |cx, step, f| {
+            step.text = Some(cx.string(f.value, &f.path)?);
+            Some(())
+        }),
+        ("tool_calls", |cx, step, f| {
+            let Kind::Seq(calls) = &f.value.kind else {
+                cx.type_error(&f.path, f.value, "a list of tool calls");
+                return None;
+            };
+            let mut ok = true;
+            for (i, call) in calls.iter().enumerate() {
+                match cx.tool_call(call, &format!("{}[{i}]", f.path)) {
+                    Some(c) => step.tool_calls.push(c),
+                    None => ok = false,
+                }
+            }
+            ok.then_some(())
+        }),
+    ],
+    unsupported: &[],
+};
+
+/// A scripted tool call as written. Each part is `None` when it is invalid.
+pub(super) struct CallIn {
+    name: Option<String>,
+    args: Option<serde_json::Value>,
+}
+
+pub(super) const TOOL_CALL: Section<CallIn> = Section {
+    what: "a scripted tool call",
+    keys: &[
+        ("name", |cx, call, f| {
+            call.name = cx.string(f.value, &f.path);
+            Some(())
+        }),
+        ("args", |cx, call, f| {
+            call.args = match &f.value.kind {
+                Kind::Map(_) => cx.json(f.value, &f.path),
+                Kind::Null => Some(serde_json::Value::Object(Default::default())),
+                _ => {
+                    cx.type_error(&f.path, f.value, "a mapping of arguments");
+                    None
+                }
+            };
+            Some(())
+        }),
+    ],
+    unsupported: &[],
+};
+
+/// What a provider name resolves to.
+struct ProviderIn {
+    provider: Provider,
+    /// The OpenAI-compatible service reached through the `openai` provider, if any.
+    via: Option<String>,
+    /// The secret holding the provider's API key when `api_key_secret` is not given.
+    default_secret: Option<&'static str>,
+    /// The service's URL when `base_url` is not given.
+    default_url: Option<&'static str>,
+}
+
 impl Cx {
-    /// Decodes `runtime:`; also returns Ninetrix's `runtime.max_turns`, which belongs to execution.
+    /// Decodes `runtime:`'s keys; [`Cx::runtime`] resolves them once the agent's tools are known.
+    /// `at` is where the `runtime` key is.
+    pub(super) fn runtime_in(&mut self, node: &Node, path: &str, at: Loc) -> Option<RuntimeIn> {
+        let mut r = RuntimeIn::new(at);
+        r.ok = self.dispatch(node, path, &RUNTIME, &mut r)?;
+        if let Some((base_image, loc)) = r.base_image.take() {
+            if r.image.is_some() {
+                self.report(
+                    &join(path, "resources.base_image"),
+                    loc,
+                    Problem::BaseImageTwice,
+                );
+                r.ok = false;
+            } else {
+                r.image = Some(base_image);
+            }
+        }
+        Some(r)
+    }
+
+    /// Resolves a decoded `runtime:` into the agent's [`Runtime`]; also returns Ninetrix's
+    /// `runtime.max_turns`, which belongs to execution.
     pub(super) fn runtime(
         &mut self,
-        entry: Option<(&Key, &Node)>,
+        r: RuntimeIn,
         agent_path: &str,
-        agent_loc: Loc,
         tools: Option<&[ToolSpec]>,
     ) -> Option<(Runtime, Option<(u32, Loc)>)> {
         let path = join(agent_path, "runtime");
-        let (fields, at) = match entry {
-            Some((k, v)) => (self.fields(v, &path, &RUNTIME)?, k.loc),
-            None => (Vec::new(), agent_loc),
-        };
-        let mut ok = true;
-        let mut provider_name: Option<(String, Loc)> = None;
-        let mut model: Option<(String, Loc)> = None;
-        let mut base_url = None;
-        let mut api_key_secret = None;
-        let mut temperature = defaults::TEMPERATURE;
-        let mut max_tokens = defaults::MAX_TOKENS;
-        let mut tool_timeout = defaults::TOOL_TIMEOUT_SECS;
-        let mut image: Option<(String, &'static str)> = None;
-        let mut resources = Resources::default();
-        let mut script: Option<(Vec<ScriptStep>, Loc, &Node)> = None;
-        let mut max_turns = None;
-        for (k, v) in fields {
-            let p = join(&path, &k.name);
-            match k.name.as_str() {
-                "provider" => match self.string(v, &p) {
-                    Some(s) => provider_name = Some((s, v.loc)),
-                    None => ok = false,
-                },
-                "model" => match self.string(v, &p) {
-                    Some(s) => model = Some((s, v.loc)),
-                    None => ok = false,
-                },
-                "base_url" => match self.opt_string(v, &p) {
-                    Some(url)
-                        if !(url.starts_with("http://") || url.starts_with("https://"))
-                            || url.len() < 10 =>
-                    {
-                        self.error("invalid_url", &p, v.loc, format!("`base_url` must be an http:// or https:// URL, found \"{url}\""))
-                            .help = Some("for a model server on this machine use http://host.docker.internal:<port>/v1".into());
-                        ok = false;
-                    }
-                    Some(url) => base_url = Some(url.trim_end_matches('/').to_string()),
-                    None => ok &= matches!(v.kind, Kind::Null),
-                },
-                "api_key_secret" => match self.string(v, &p) {
-                    Some(s) if names::is_valid_secret_name(&s) => api_key_secret = Some(s),
-                    Some(s) => {
-                        self.secret_name_error(&p, v.loc, &s);
-                        ok = false;
-                    }
-                    None => ok = false,
-                },
-                "temperature" => {
-                    match self.number(v, &p) {
-                        Some(t) if (0.0..=2.0).contains(&t) => temperature = t,
-                        Some(t) => {
-                            self.error("out_of_range", &p, v.loc, format!("`temperature` must be between 0 and 2, found {t}"))
-                            .help = Some("0 is the most deterministic, 2 the most random; most agents use 0–1".into());
-                            ok = false;
-                        }
-                        None => ok = false,
-                    }
-                }
-                "max_tokens" => match self.integer(v, &p, 1, 1_000_000) {
-                    Some(n) => max_tokens = n,
-                    None => ok = false,
-                },
-                "tool_timeout" => match self.integer(v, &p, 1, 86_400) {
-                    Some(n) => tool_timeout = n,
-                    None => ok = false,
-                },
-                "image" => match self.opt_string(v, &p) {
-                    Some(s) => image = Some((s, "runtime.image")),
-                    None => ok &= matches!(v.kind, Kind::Null),
-                },
-                "resources" => match self.resources(v, &p, &mut image) {
-                    Some(r) => resources = r,
-                    None => ok = false,
-                },
-                "script" => match self.script(v, &p) {
-                    Some(s) => script = Some((s, k.loc, v)),
-                    None => ok = false,
-                },
-                "max_turns" => match self.integer(v, &p, 1, 1000) {
-                    Some(n) => max_turns = Some((n, v.loc)),
-                    None => ok = false,
-                },
-                _ => {}
-            }
-        }
-
-        let (name, name_loc) = provider_name
+        let (name, name_loc) = r
+            .provider
             .clone()
-            .unwrap_or_else(|| (defaults::PROVIDER.to_string(), at));
-        let mut via = None;
-        let (provider, default_secret) = match providers::resolve(&name) {
-            Some(Resolution::Native {
-                provider,
-                key_secret,
-            }) => (Some(provider), key_secret),
-            Some(Resolution::OpenaiCompatible {
-                base_url: url,
-                key_secret,
-            }) => {
-                via = Some(name.clone());
-                if base_url.is_none() {
-                    base_url = Some(url.to_string());
-                }
-                (Some(Provider::Openai), Some(key_secret))
-            }
-            Some(Resolution::Rejected(why)) => {
-                self.error(
-                    "unsupported_provider",
-                    &join(&path, "provider"),
-                    name_loc,
-                    format!("provider `{name}` cannot be used directly"),
-                )
-                .help = Some(why.to_string());
-                (None, None)
-            }
-            None => {
-                let known = providers::known_names();
-                let help = match closest(&name, &known) {
-                    Some(s) => format!("did you mean `{s}`? Providers: {}", known.join(", ")),
-                    None => format!("providers: {}", known.join(", ")),
-                };
-                self.error(
-                    "unknown_provider",
-                    &join(&path, "provider"),
-                    name_loc,
-                    format!("unknown provider `{name}`"),
-                )
-                .help = Some(help);
-                (None, None)
-            }
-        };
-        let provider = provider?;
+            .unwrap_or_else(|| (defaults::PROVIDER.to_string(), r.at));
+        let resolved = self.provider(&name, name_loc, &path)?;
+        let provider = resolved.provider;
+        let base_url = r
+            .base_url
+            .clone()
+            .or_else(|| resolved.default_url.map(str::to_string));
         // A custom base_url with the plain openai provider is usually a local server with no key.
-        let key_secret = api_key_secret.or_else(|| {
-            let local_openai = provider == Provider::Openai && via.is_none() && base_url.is_some();
+        let local_openai =
+            provider == Provider::Openai && resolved.via.is_none() && r.base_url.is_some();
+        let key_secret = r.api_key_secret.clone().or_else(|| {
             (!local_openai)
-                .then(|| default_secret.map(str::to_string))
+                .then(|| resolved.default_secret.map(str::to_string))
                 .flatten()
         });
-
-        let model = match (provider, model) {
-            (Provider::Scripted, None) => "scripted".to_string(),
-            (Provider::Anthropic, None) if provider_name.is_none() => {
-                defaults::ANTHROPIC_MODEL.to_string()
-            }
-            (_, None) => {
-                self.error(
-                    "missing_key",
-                    &join(&path, "model"),
-                    at,
-                    format!("`runtime.model` is required for provider `{name}`"),
-                )
-                .help = Some(
-                    "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`"
-                        .into(),
-                );
-                return None;
-            }
-            (_, Some((m, loc))) if m.trim().is_empty() => {
-                self.error(
-                    "empty_value",
-                    &join(&path, "model"),
-                    loc,
-                    "`model` is empty",
-                )
-                .help = Some(
-                    "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`"
-                        .into(),
-                );
-                return None;
-            }
-            (_, Some((m, _))) => m,
-        };
-
-        let script_steps = match (provider, script) {
-            (Provider::Scripted, None) => {
-                self.error(
-                    "missing_key",
-                    &join(&path, "script"),
-                    at,
-                    "provider `scripted` needs `runtime.script`",
-                )
-                .help = Some(
-                    "list the model's responses, e.g. `script: [{ text: \"Hello!\" }]`".into(),
-                );
-                return None;
-            }
-            (Provider::Scripted, Some((steps, loc, _))) if steps.is_empty() => {
-                self.error(
-                    "empty_value",
-                    &join(&path, "script"),
-                    loc,
-                    "`script` is empty",
-                )
-                .help = Some(
-                    "list at least one response, e.g. `script: [{ text: \"Hello!\" }]`".into(),
-                );
-                return None;
-            }
-            (Provider::Scripted, Some((steps, _, node))) => {
-                self.script_tools(&steps, node, &join(&path, "script"), tools);
-                steps
-            }
-            (_, Some((_, loc, _))) => {
-                self.error(
-                    "script_not_scripted",
-                    &join(&path, "script"),
-                    loc,
-                    format!("`script` is only used by provider `scripted`, not `{name}`"),
-                )
-                .help = Some(
-                    "remove `script`, or set `provider: scripted` to run the agent offline".into(),
-                );
-                return None;
-            }
-            (_, None) => Vec::new(),
-        };
-        if !ok {
+        let model = self.model(provider, &r, &name, &path)?;
+        let script = self.script_steps(provider, r.script, &name, r.at, &path, tools)?;
+        if !r.ok {
             return None;
         }
         Some((
             Runtime {
                 provider,
-                via,
+                via: resolved.via,
                 model,
                 base_url,
                 api_key_secret: key_secret,
-                temperature,
-                max_tokens,
-                tool_timeout_secs: tool_timeout,
-                image: image.map(|(s, _)| s),
-                resources,
-                script: script_steps,
+                temperature: r.temperature,
+                max_tokens: r.max_tokens,
+                tool_timeout_secs: r.tool_timeout,
+                image: r.image,
+                resources: r.resources,
+                script,
             },
-            max_turns,
+            r.max_turns,
         ))
     }
 
-    pub(super) fn resources(
-        &mut self,
-        node: &Node,
-        path: &str,
-        image: &mut Option<(String, &'static str)>,
-    ) -> Option<Resources> {
-        let fields = self.fields(node, path, &RESOURCES)?;
-        let mut r = Resources::default();
-        let mut ok = true;
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match k.name.as_str() {
-                "cpu" => match self.number(v, &p) {
-                    Some(c) if c > 0.0 && c <= 1024.0 => r.cpu = Some(c),
-                    Some(c) => {
-                        self.error(
-                            "out_of_range",
-                            &p,
-                            v.loc,
-                            format!("`cpu` must be more than 0, found {c}"),
-                        )
-                        .help = Some("give CPUs as a number, e.g. `cpu: 0.5` or `cpu: 2`".into());
-                        ok = false;
-                    }
-                    None => ok = false,
-                },
-                "memory" => {
-                    let text = match &v.kind {
-                        Kind::Str(s) => Some(s.clone()),
-                        Kind::Int(i) => Some(i.to_string()),
-                        _ => None,
-                    };
-                    match text.as_deref().map(|t| (t, units::parse_memory(t))) {
-                        Some((_, Some(bytes))) if bytes >= units::MIN_MEMORY_BYTES => {
-                            r.memory_bytes = Some(bytes)
-                        }
-                        Some((t, Some(_))) => {
-                            self.error(
-                                "out_of_range",
-                                &p,
-                                v.loc,
-                                format!("memory `{t}` is below Docker's minimum of 6Mi"),
-                            )
-                            .help = Some(
-                                "give at least `6Mi`; agents usually need `128Mi` or more".into(),
-                            );
-                            ok = false;
-                        }
-                        Some((t, None)) => {
-                            self.error("invalid_memory", &p, v.loc, format!("`{t}` is not a memory size"))
-                                .help = Some("write a number with a unit: `512Mi`, `1Gi`, `2g` (units are powers of 1024)".into());
-                            ok = false;
-                        }
-                        None => {
-                            self.type_error(&p, v, "a memory size such as \"512Mi\"");
-                            ok = false;
-                        }
-                    }
-                }
-                "base_image" => match self.opt_string(v, &p) {
-                    Some(s) => {
-                        if image.is_some() {
-                            self.error("duplicate_setting", &p, k.loc, "the base image is given twice (`runtime.image` and `runtime.resources.base_image`)")
-                                .help = Some("keep `runtime.image` and remove `resources.base_image`".into());
-                            ok = false;
-                        } else {
-                            *image = Some((s, "runtime.resources.base_image"));
-                        }
-                    }
-                    None => ok &= matches!(v.kind, Kind::Null),
-                },
-                _ => {}
+    /// Resolves a provider name (reporting unknown and rejected ones).
+    fn provider(&mut self, name: &str, loc: Loc, path: &str) -> Option<ProviderIn> {
+        let path = join(path, "provider");
+        match providers::resolve(name) {
+            Some(Resolution::Native {
+                provider,
+                key_secret,
+            }) => Some(ProviderIn {
+                provider,
+                via: None,
+                default_secret: key_secret,
+                default_url: None,
+            }),
+            Some(Resolution::OpenaiCompatible {
+                base_url,
+                key_secret,
+            }) => Some(ProviderIn {
+                provider: Provider::Openai,
+                via: Some(name.to_string()),
+                default_secret: Some(key_secret),
+                default_url: Some(base_url),
+            }),
+            Some(Resolution::Rejected(why)) => {
+                self.report(&path, loc, Problem::UnsupportedProvider { name, why });
+                None
+            }
+            None => {
+                let known = providers::known_names();
+                let closest = closest(name, &known);
+                self.report(&path, loc, Problem::UnknownProvider { name, closest });
+                None
             }
         }
-        ok.then_some(r)
+    }
+
+    /// The model: given, or the provider's default (`scripted`, or Anthropic's when no provider
+    /// is named).
+    fn model(
+        &mut self,
+        provider: Provider,
+        r: &RuntimeIn,
+        name: &str,
+        path: &str,
+    ) -> Option<String> {
+        let path = join(path, "model");
+        match (provider, &r.model) {
+            (Provider::Scripted, None) => Some("scripted".to_string()),
+            (Provider::Anthropic, None) if r.provider.is_none() => {
+                Some(defaults::ANTHROPIC_MODEL.to_string())
+            }
+            (_, None) => {
+                self.report(&path, r.at, Problem::MissingModel { provider: name });
+                None
+            }
+            (_, Some((m, loc))) if m.trim().is_empty() => {
+                self.report(&path, *loc, Problem::EmptyModel);
+                None
+            }
+            (_, Some((m, _))) => Some(m.clone()),
+        }
+    }
+
+    /// The script: required and non-empty for provider `scripted` (and its tool calls must be
+    /// the agent's tools), refused for every other provider.
+    fn script_steps(
+        &mut self,
+        provider: Provider,
+        script: Option<(Vec<ScriptStep>, Loc, Node)>,
+        name: &str,
+        at: Loc,
+        path: &str,
+        tools: Option<&[ToolSpec]>,
+    ) -> Option<Vec<ScriptStep>> {
+        let path = join(path, "script");
+        match (provider, script) {
+            (Provider::Scripted, None) => {
+                self.report(&path, at, Problem::MissingScript);
+                None
+            }
+            (Provider::Scripted, Some((steps, loc, _))) if steps.is_empty() => {
+                self.report(&path, loc, Problem::EmptyScript);
+                None
+            }
+            (Provider::Scripted, Some((steps, _, node))) => {
+                self.script_tools(&steps, &node, &path, tools);
+                Some(steps)
+            }
+            (_, Some((_, loc, _))) => {
+                self.report(&path, loc, Problem::ScriptNotScripted { provider: name });
+                None
+            }
+            (_, None) => Some(Vec::new()),
+        }
+    }
+
+    /// `base_url`: an http(s) URL without its trailing `/`, or `null` for none.
+    fn base_url(&mut self, f: &Field<'_>) -> Option<Option<String>> {
+        let Some(url) = self.nullable_string(f)? else {
+            return Some(None);
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
+            self.report(&f.path, f.value.loc, Problem::InvalidUrl(&url));
+            return None;
+        }
+        Some(Some(url.trim_end_matches('/').to_string()))
+    }
+
+    /// A memory size such as `512Mi` (or a number of bytes), at least Docker's minimum.
+    fn memory(&mut self, f: &Field<'_>) -> Option<u64> {
+        let (p, v) = (&f.path, f.value);
+        let text = match &v.kind {
+            Kind::Str(s) => s.clone(),
+            Kind::Int(i) => i.to_string(),
+            _ => {
+                self.type_error(p, v, "a memory size such as \"512Mi\"");
+                return None;
+            }
+        };
+        match units::parse_memory(&text) {
+            Some(bytes) if bytes >= units::MIN_MEMORY_BYTES => Some(bytes),
+            Some(_) => {
+                self.report(p, v.loc, Problem::MemoryTooSmall(&text));
+                None
+            }
+            None => {
+                self.report(p, v.loc, Problem::NotAMemorySize(&text));
+                None
+            }
+        }
     }
 
     pub(super) fn script(&mut self, node: &Node, path: &str) -> Option<Vec<ScriptStep>> {
@@ -354,74 +445,35 @@ impl Cx {
     }
 
     pub(super) fn script_step(&mut self, node: &Node, path: &str) -> Option<ScriptStep> {
-        let fields = self.fields(node, path, &SCRIPT_STEP)?;
-        let mut step = ScriptStep {
+        let mut step = StepIn {
             text: None,
             tool_calls: Vec::new(),
         };
-        let mut ok = true;
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match k.name.as_str() {
-                "text" => match self.string(v, &p) {
-                    Some(t) => step.text = Some(t),
-                    None => ok = false,
-                },
-                _ => {
-                    let Kind::Seq(calls) = &v.kind else {
-                        self.type_error(&p, v, "a list of tool calls");
-                        ok = false;
-                        continue;
-                    };
-                    for (i, call) in calls.iter().enumerate() {
-                        match self.tool_call(call, &format!("{p}[{i}]")) {
-                            Some(c) => step.tool_calls.push(c),
-                            None => ok = false,
-                        }
-                    }
-                }
-            }
-        }
-        if ok && step.text.is_none() && step.tool_calls.is_empty() {
-            self.error("empty_value", path, node.loc, "a script step needs `text` or `tool_calls`")
-                .help = Some("e.g. `- text: \"Done.\"` or `- tool_calls: [{ name: file_read, args: { path: notes.md } }]`".into());
+        if !self.dispatch(node, path, &SCRIPT_STEP, &mut step)? {
             return None;
         }
-        ok.then_some(step)
+        if step.text.is_none() && step.tool_calls.is_empty() {
+            self.report(path, node.loc, Problem::EmptyScriptStep);
+            return None;
+        }
+        Some(ScriptStep {
+            text: step.text,
+            tool_calls: step.tool_calls,
+        })
     }
 
     pub(super) fn tool_call(&mut self, node: &Node, path: &str) -> Option<ScriptedToolCall> {
-        let fields = self.fields(node, path, &TOOL_CALL)?;
-        let mut name = None;
-        let mut args = Some(serde_json::Value::Object(Default::default()));
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match k.name.as_str() {
-                "name" => name = self.string(v, &p),
-                _ => {
-                    args = match &v.kind {
-                        Kind::Map(_) => self.json(v, &p),
-                        Kind::Null => Some(serde_json::Value::Object(Default::default())),
-                        _ => {
-                            self.type_error(&p, v, "a mapping of arguments");
-                            None
-                        }
-                    }
-                }
-            }
-        }
-        if name.is_none() && !self.diags.iter().any(|d| d.path.starts_with(path)) {
-            self.error(
-                "missing_key",
-                &join(path, "name"),
-                node.loc,
-                "a scripted tool call needs `name`",
-            )
-            .help = Some("e.g. `{ name: file_read, args: { path: notes.md } }`".into());
+        let mut call = CallIn {
+            name: None,
+            args: Some(serde_json::Value::Object(Default::default())),
+        };
+        self.dispatch(node, path, &TOOL_CALL, &mut call)?;
+        if call.name.is_none() && !self.diags.iter().any(|d| d.path.starts_with(path)) {
+            self.report(&join(path, "name"), node.loc, Problem::MissingCallName);
         }
         Some(ScriptedToolCall {
-            name: name?,
-            args: args?,
+            name: call.name?,
+            args: call.args?,
         })
     }
 
@@ -435,12 +487,7 @@ impl Cx {
             Kind::Float(f) => match serde_json::Number::from_f64(*f) {
                 Some(n) => Value::Number(n),
                 None => {
-                    self.error(
-                        "wrong_type",
-                        path,
-                        node.loc,
-                        "tool arguments cannot hold NaN or infinity",
-                    );
+                    self.report(path, node.loc, Problem::NonFiniteArgument);
                     return None;
                 }
             },
@@ -478,33 +525,19 @@ impl Cx {
                     continue;
                 }
                 let loc = find_call_name(item, j).unwrap_or(item.loc);
-                let declared: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-                let help = if declared.is_empty() {
-                    format!("add `{}` to the agent's `tools:`", call.name)
-                } else {
-                    format!(
-                        "add `{}` to the agent's `tools:` (it has: {})",
-                        call.name,
-                        declared.join(", ")
-                    )
+                let declared = tools.iter().map(|t| t.name.as_str()).collect();
+                let problem = Problem::UndeclaredTool {
+                    name: &call.name,
+                    declared,
                 };
-                self.error(
-                    "undeclared_tool",
-                    &format!("{path}[{i}].tool_calls[{j}].name"),
-                    loc,
-                    format!(
-                        "the script calls `{}`, which is not one of the agent's tools",
-                        call.name
-                    ),
-                )
-                .help = Some(help);
+                self.report(&format!("{path}[{i}].tool_calls[{j}].name"), loc, problem);
             }
         }
         if let Some(last) = steps.last()
             && !last.tool_calls.is_empty()
         {
-            self.warning("script_ends_with_tool_call", path, items.last().map_or(node.loc, |n| n.loc), "the script's last step calls tools, so its turns never end with a reply from it")
-                .help = Some("end the script with a text-only step (the final answer); the script repeats from the start after its last step".into());
+            let loc = items.last().map_or(node.loc, |n| n.loc);
+            self.report(path, loc, Problem::ScriptEndsWithToolCall);
         }
     }
 }

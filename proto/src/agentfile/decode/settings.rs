@@ -5,49 +5,8 @@ use super::*;
 
 impl Cx {
     pub(super) fn execution_in(&mut self, node: &Node, path: &str) -> Option<ExecutionIn> {
-        let fields = self.fields(node, path, &EXECUTION)?;
         let mut e = ExecutionIn::default();
-        let mut ok = true;
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match k.name.as_str() {
-                "durability" => match self.boolean(v, &p) {
-                    Some(b) => e.durability = Some((b, v.loc)),
-                    None => ok = false,
-                },
-                "replicas" => match self.integer(v, &p, 1, defaults::MAX_REPLICAS) {
-                    Some(n) => e.replicas = Some((n, v.loc)),
-                    None => ok = false,
-                },
-                "max_turns" => match self.integer(v, &p, 1, 1000) {
-                    Some(n) => e.max_turns = Some((n, v.loc)),
-                    None => ok = false,
-                },
-                "task" => match &v.kind {
-                    Kind::Null => {}
-                    _ => match self.string(v, &p) {
-                        Some(t) if t.trim().is_empty() => {
-                            self.error("empty_value", &p, v.loc, "`task` is empty").help =
-                                Some("give the batch job's input, or remove `task`".into());
-                            ok = false;
-                        }
-                        Some(t) => e.task = Some(t),
-                        None => ok = false,
-                    },
-                },
-                _ => match self.string(v, &p).as_deref() {
-                    Some("truncate") => e.resume = Some(ResumeMode::Truncate),
-                    Some("complete") => e.resume = Some(ResumeMode::Complete),
-                    Some(other) => {
-                        self.error("invalid_value", &p, v.loc, format!("unknown resume mode `{other}`"))
-                            .help = Some("`truncate` re-runs an interrupted turn from its input; `complete` finishes its pending tool calls".into());
-                        ok = false;
-                    }
-                    None => ok = false,
-                },
-            }
-        }
-        ok.then_some(e)
+        self.dispatch(node, path, &EXECUTION, &mut e)?.then_some(e)
     }
 
     pub(super) fn execution(
@@ -60,8 +19,11 @@ impl Cx {
         let path = join(agent_path, "execution");
         let max_turns = match (e.max_turns, runtime_max_turns) {
             (Some((a, _)), Some((b, loc))) if a != b => {
-                self.error("duplicate_setting", &join(agent_path, "runtime.max_turns"), loc, "`max_turns` is set both in `runtime` and in `execution` with different values")
-                    .help = Some("keep `execution.max_turns` (ninetrix's place for it) and remove `runtime.max_turns`".into());
+                self.report(
+                    &join(agent_path, "runtime.max_turns"),
+                    loc,
+                    Problem::MaxTurnsTwice,
+                );
                 return None;
             }
             (Some((n, _)), _) | (None, Some((n, _))) => n,
@@ -71,8 +33,11 @@ impl Cx {
         let replicas = e.replicas.map_or(1, |(n, _)| n);
         if !durability && replicas > 1 {
             let loc = e.replicas.map_or(agent_loc, |(_, l)| l);
-            self.error("batch_replicas", &join(&path, "replicas"), loc, format!("a batch agent (`durability: false`) runs once, so it cannot have {replicas} replicas"))
-                .help = Some("remove `replicas`, or set `durability: true` for a warm pool".into());
+            self.report(
+                &join(&path, "replicas"),
+                loc,
+                Problem::BatchReplicas(replicas),
+            );
             return None;
         }
         Some(Execution {
@@ -85,19 +50,8 @@ impl Cx {
     }
 
     pub(super) fn governance(&mut self, node: &Node, path: &str) -> Option<f64> {
-        let fields = self.fields(node, path, &GOVERNANCE)?;
         let mut budget = None;
-        for (k, v) in fields {
-            let p = join(path, &k.name);
-            match self.number(v, &p) {
-                Some(b) if b > 0.0 => budget = Some(b),
-                Some(b) => {
-                    self.error("out_of_range", &p, v.loc, format!("`max_budget_per_run` must be more than 0, found {b}"))
-                        .help = Some("give a budget in US dollars, e.g. `max_budget_per_run: 1.00`, or remove it for no limit".into());
-                }
-                None => {}
-            }
-        }
+        self.dispatch(node, path, &GOVERNANCE, &mut budget)?;
         budget
     }
 
@@ -111,19 +65,12 @@ impl Cx {
         for (k, v) in entries {
             let p = join(path, &k.name);
             if !names::is_valid_env_name(&k.name) {
-                self.error(
-                    "invalid_name",
-                    &p,
-                    k.loc,
-                    format!("`{}` is not a valid environment variable name", k.name),
-                )
-                .help = Some("use letters, digits and `_`, not starting with a digit".into());
+                self.report(&p, k.loc, Problem::InvalidEnvName(&k.name));
                 ok = false;
                 continue;
             }
             if k.name.starts_with("AGENTFILE_") {
-                self.error("reserved_env", &p, k.loc, format!("`{}` is set by ninetrix itself", k.name))
-                    .help = Some("names starting with AGENTFILE_ are reserved for the runner; choose another name".into());
+                self.report(&p, k.loc, Problem::ReservedEnv(&k.name));
                 ok = false;
                 continue;
             }
@@ -133,17 +80,15 @@ impl Cx {
                 Kind::Float(f) => f.to_string(),
                 Kind::Bool(b) => b.to_string(),
                 _ => {
-                    self.error(
-                        "wrong_type",
+                    let found = v.kind.type_name();
+                    self.report(
                         &p,
                         v.loc,
-                        format!(
-                            "`{}` must be a string, number or boolean, found {}",
-                            k.name,
-                            v.kind.type_name()
-                        ),
-                    )
-                    .help = Some("environment values are plain text; quote the value".into());
+                        Problem::EnvValueType {
+                            name: &k.name,
+                            found,
+                        },
+                    );
                     ok = false;
                     continue;
                 }
@@ -151,21 +96,19 @@ impl Cx {
             if names::looks_like_secret_value(&value)
                 || (names::looks_like_secret_name(&k.name) && !value.is_empty())
             {
-                let d = self.warning(
-                    "secret_in_env",
+                let secret = if names::is_valid_secret_name(&k.name) {
+                    k.name.clone()
+                } else {
+                    k.name.to_ascii_uppercase()
+                };
+                self.report(
                     &p,
                     v.loc,
-                    format!("`{}` looks like a secret in plain `env:`", k.name),
+                    Problem::SecretInEnv {
+                        name: &k.name,
+                        secret,
+                    },
                 );
-                d.help = Some(format!(
-                    "env values end up in the container's configuration and the agentfile; move it to `secrets: [{}]` and provide the value on the host",
-                    if names::is_valid_secret_name(&k.name) {
-                        k.name.clone()
-                    } else {
-                        k.name.to_ascii_uppercase()
-                    }
-                ));
-                d.redact = true;
             }
             env.insert(k.name.clone(), value);
         }
@@ -180,25 +123,13 @@ impl Cx {
                 for (i, item) in items.iter().enumerate() {
                     let p = format!("{path}[{i}]");
                     let Kind::Str(name) = &item.kind else {
-                        self.error(
-                            "wrong_type",
-                            &p,
-                            item.loc,
-                            format!("a secret must be a name, found {}", item.kind.type_name()),
-                        )
-                        .help =
-                            Some("list secret names, e.g. `secrets: [ANTHROPIC_API_KEY]`".into());
+                        self.report(&p, item.loc, Problem::SecretNotAName(item.kind.type_name()));
                         ok = false;
                         continue;
                     };
                     if names::is_valid_secret_name(name) {
                         if out.iter().any(|(n, _)| n == name) {
-                            self.error(
-                                "duplicate_secret",
-                                &p,
-                                item.loc,
-                                format!("secret `{name}` is listed twice"),
-                            );
+                            self.report(&p, item.loc, Problem::DuplicateSecret(name));
                             ok = false;
                         } else {
                             out.push((name.clone(), item.loc));
@@ -212,34 +143,20 @@ impl Cx {
             }
             Kind::Map(entries) => {
                 let first = entries.first().map_or(node.loc, |(_, v)| v.loc);
-                let d = self.error(
-                    "secret_value",
-                    path,
-                    first,
-                    "`secrets` lists secret names, not values",
-                );
-                d.help = Some(format!(
-                    "never put secret values in the agentfile; write `secrets: [{}]` and provide the values on the host (environment or a secrets file)",
-                    entries
-                        .iter()
-                        .map(|(k, _)| k.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-                d.redact = true;
+                let names = entries
+                    .iter()
+                    .map(|(k, _)| k.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                self.report(path, first, Problem::SecretValuesListed(names));
                 None
             }
             _ => {
-                self.error(
-                    "wrong_type",
+                self.report(
                     path,
                     node.loc,
-                    format!(
-                        "`secrets` must be a list of names, found {}",
-                        node.kind.type_name()
-                    ),
-                )
-                .help = Some("e.g. `secrets: [ANTHROPIC_API_KEY]`".into());
+                    Problem::SecretsNotAList(node.kind.type_name()),
+                );
                 None
             }
         }
@@ -252,30 +169,77 @@ impl Cx {
                 && name.chars().any(|c| c.is_ascii_digit())
                 && name.chars().any(|c| c.is_ascii_lowercase()));
         if looks_secret {
-            let d = self.error(
-                "secret_value",
-                path,
-                loc,
-                "this looks like a secret value, not a secret name",
-            );
-            d.help = Some("never put secret values in the agentfile; list the secret's name (e.g. `ANTHROPIC_API_KEY`) and provide its value on the host".into());
-            d.redact = true;
+            self.report(path, loc, Problem::SecretValueNotName);
         } else {
             let upper = name.to_ascii_uppercase().replace(['-', '.', ' '], "_");
-            let hint = if names::is_valid_secret_name(&upper) {
-                format!(", e.g. `{upper}`")
-            } else {
-                String::new()
-            };
-            self.error(
-                "invalid_name",
-                path,
-                loc,
-                format!("`{name}` is not a valid secret name"),
-            )
-            .help = Some(format!(
-                "secret names use upper-case letters, digits and `_`{hint}"
-            ));
+            let example = names::is_valid_secret_name(&upper).then_some(upper);
+            self.report(path, loc, Problem::InvalidSecretName { name, example });
         }
     }
 }
+
+pub(super) const EXECUTION: Section<ExecutionIn> = Section {
+    what: "execution",
+    keys: &[
+        ("durability", |cx, e, f| {
+            e.durability = Some((cx.boolean(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("replicas", |cx, e, f| {
+            let n = cx.integer(f.value, &f.path, 1, defaults::MAX_REPLICAS)?;
+            e.replicas = Some((n, f.value.loc));
+            Some(())
+        }),
+        ("max_turns", |cx, e, f| {
+            e.max_turns = Some((cx.integer(f.value, &f.path, 1, 1000)?, f.value.loc));
+            Some(())
+        }),
+        ("task", |cx, e, f| {
+            if matches!(f.value.kind, Kind::Null) {
+                return Some(());
+            }
+            let task = cx.string(f.value, &f.path)?;
+            if task.trim().is_empty() {
+                cx.report(&f.path, f.value.loc, Problem::EmptyTask);
+                return None;
+            }
+            e.task = Some(task);
+            Some(())
+        }),
+        ("resume", |cx, e, f| {
+            let mode = cx.string(f.value, &f.path)?;
+            e.resume = Some(match mode.as_str() {
+                "truncate" => ResumeMode::Truncate,
+                "complete" => ResumeMode::Complete,
+                other => {
+                    cx.report(&f.path, f.value.loc, Problem::UnknownResumeMode(other));
+                    return None;
+                }
+            });
+            Some(())
+        }),
+    ],
+    unsupported: &[
+        "mode",
+        "verify_steps",
+        "max_steps",
+        "on_step_failure",
+        "verifier",
+        "thinking",
+    ],
+};
+
+/// `governance:`'s state is the budget per run, when one is given and valid.
+pub(super) const GOVERNANCE: Section<Option<f64>> = Section {
+    what: "governance",
+    keys: &[("max_budget_per_run", |cx, budget, f| {
+        let b = cx.number(f.value, &f.path)?;
+        if b <= 0.0 {
+            cx.report(&f.path, f.value.loc, Problem::BudgetNotPositive(b));
+            return None;
+        }
+        *budget = Some(b);
+        Some(())
+    })],
+    unsupported: &["budget_warning_usd", "human_approval", "rate_limit"],
+};

@@ -30,40 +30,14 @@ impl Cx {
             let (name, name_loc, effect) = match &item.kind {
                 Kind::Str(s) => (s.clone(), item.loc, None),
                 Kind::Map(_) => {
-                    let Some(fields) = self.fields(item, &p, &TOOL) else {
+                    let mut tool = ToolIn::default();
+                    let Some(field_ok) = self.dispatch(item, &p, &TOOL, &mut tool) else {
                         ok = false;
                         continue;
                     };
-                    let mut name = None;
-                    let mut effect = None;
-                    let mut field_ok = true;
-                    for (k, v) in fields {
-                        let fp = join(&p, &k.name);
-                        if k.name == "name" {
-                            name = self.string(v, &fp).map(|s| (s, v.loc));
-                            field_ok &= name.is_some();
-                        } else {
-                            match self.string(v, &fp) {
-                                Some(e) => match Effect::parse(&e) {
-                                    Some(e) => effect = Some(e),
-                                    None => {
-                                        self.error("invalid_value", &fp, v.loc, format!("unknown effect `{e}`"))
-                                            .help = Some("effects are `read` (safe to re-run), `idempotent` (re-running is harmless) and `write` (never re-run silently)".into());
-                                        field_ok = false;
-                                    }
-                                },
-                                None => field_ok = false,
-                            }
-                        }
-                    }
-                    let Some((name, loc)) = name else {
+                    let Some((name, loc)) = tool.name else {
                         if field_ok {
-                            self.error(
-                                "missing_key",
-                                &join(&p, "name"),
-                                item.loc,
-                                "a tool needs `name`",
-                            );
+                            self.report(&join(&p, "name"), item.loc, Problem::MissingToolName);
                         }
                         ok = false;
                         continue;
@@ -72,7 +46,7 @@ impl Cx {
                         ok = false;
                         continue;
                     }
-                    (name, loc, effect)
+                    (name, loc, tool.effect)
                 }
                 _ => {
                     self.type_error(&p, item, "a tool name or `{ name, effect }`");
@@ -86,13 +60,7 @@ impl Cx {
             };
             for builtin in resolved {
                 if out.iter().any(|t| t.name == builtin.name) {
-                    self.error(
-                        "duplicate_tool",
-                        &p,
-                        name_loc,
-                        format!("tool `{}` is listed twice", builtin.name),
-                    )
-                    .help = Some("list each tool once".into());
+                    self.report(&p, name_loc, Problem::DuplicateTool(builtin.name));
                     ok = false;
                     continue;
                 }
@@ -120,53 +88,63 @@ impl Cx {
         if let Some((_, ours)) = tools::NINETRIX_ALIASES.iter().find(|(n, _)| *n == bare) {
             return Some(ours.iter().filter_map(|n| tools::builtin(n)).collect());
         }
-        let (code, message, help) = if let Some((scheme, _)) = name.split_once("://") {
-            let what = match scheme {
+        let gap = if let Some((scheme, _)) = name.split_once("://") {
+            Some(ToolGap::Source(match scheme {
                 "mcp" => "MCP servers are",
                 "composio" => "Composio tools are",
                 "hub" => "Ninetrix Hub tools are",
                 "openapi" => "OpenAPI tools are",
                 _ => "tool sources other than builtins are",
-            };
-            (
-                "unsupported_tool",
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "{what} not supported yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            }))
         } else if name.starts_with("./") || name.starts_with('/') {
-            (
-                "unsupported_tool",
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "local tool files are not supported yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            Some(ToolGap::LocalFile)
         } else if tools::NINETRIX_UNSUPPORTED.contains(&bare) {
-            (
-                "unsupported_tool",
-                format!("tool `{name}` is not supported yet"),
-                format!(
-                    "the Ninetrix builtin `{bare}` has no ninetrix equivalent yet; the builtins are {}",
-                    builtin_names()
-                ),
-            )
+            Some(ToolGap::NinetrixBuiltin(bare))
         } else {
-            let all: Vec<&str> = tools::BUILTINS
-                .iter()
-                .map(|b| b.name)
-                .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
-                .collect();
-            let help = match closest(bare, &all) {
-                Some(s) => format!("did you mean `{s}`? The builtins are {}", builtin_names()),
-                None => format!("the builtins are {}", builtin_names()),
-            };
-            ("unknown_tool", format!("unknown tool `{name}`"), help)
+            None
         };
-        self.error(code, path, loc, message).help = Some(help);
+        let problem = match gap {
+            Some(gap) => Problem::UnsupportedTool { name, gap },
+            None => {
+                let all: Vec<&str> = tools::BUILTINS
+                    .iter()
+                    .map(|b| b.name)
+                    .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
+                    .collect();
+                let closest = closest(bare, &all);
+                Problem::UnknownTool { name, closest }
+            }
+        };
+        self.report(path, loc, problem);
         None
     }
 }
+
+/// A tool written as `{ name, effect }`.
+#[derive(Default)]
+pub(super) struct ToolIn {
+    /// The tool's name and where the name is.
+    name: Option<(String, Loc)>,
+    /// The effect that overrides the builtin's.
+    effect: Option<Effect>,
+}
+
+pub(super) const TOOL: Section<ToolIn> = Section {
+    what: "a tool",
+    keys: &[
+        ("name", |cx, tool, f| {
+            tool.name = Some((cx.string(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("effect", |cx, tool, f| {
+            let text = cx.string(f.value, &f.path)?;
+            let Some(effect) = Effect::parse(&text) else {
+                cx.report(&f.path, f.value.loc, Problem::UnknownEffect(&text));
+                return None;
+            };
+            tool.effect = Some(effect);
+            Some(())
+        }),
+    ],
+    unsupported: &["source", "actions", "auth", "dependencies", "base_url"],
+};

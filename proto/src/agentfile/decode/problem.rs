@@ -1,0 +1,552 @@
+//! Every problem the decoder reports, in one place: each [`Problem`] has its
+//! [`DiagnosticKind`] (and so its wire code), its severity, its message and its help. The
+//! decoding code says *which* problem it found and where; this module says how it reads.
+
+use super::names;
+use super::providers;
+use super::{Diagnostic, DiagnosticKind, Severity, builtin_names};
+
+/// Help for a missing or empty `runtime.model`.
+const MODEL_HELP: &str = "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`";
+/// Help for a secret list written wrong.
+const SECRETS_EXAMPLE: &str = "secrets: [ANTHROPIC_API_KEY]";
+
+/// What an unknown key probably meant.
+#[derive(Debug, PartialEq)]
+pub(super) enum KeyHint<'a> {
+    /// A known key of the same section, spelled close to it.
+    Typo(&'a str),
+    /// The section where the key belongs.
+    Home {
+        /// The key.
+        key: &'a str,
+        /// Where it belongs, e.g. `runtime.resources`.
+        home: &'a str,
+    },
+    /// No guess: the section's known keys.
+    Takes {
+        /// How messages name the section.
+        section: &'a str,
+        /// Its known keys.
+        known: Vec<&'a str>,
+    },
+}
+
+impl std::fmt::Display for KeyHint<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyHint::Typo(s) => write!(f, "did you mean `{s}`?"),
+            KeyHint::Home { key, home } => write!(f, "`{key}` belongs under `{home}`"),
+            KeyHint::Takes { section, known } => {
+                write!(f, "{section} takes: {}", known.join(", "))
+            }
+        }
+    }
+}
+
+/// Why a tool name that is not a builtin cannot be used.
+#[derive(Debug)]
+pub(super) enum ToolGap<'a> {
+    /// A tool source (`mcp://`, `hub://`, …); the text names it, e.g. "MCP servers are".
+    Source(&'static str),
+    /// A local tool file (`./tool.py`).
+    LocalFile,
+    /// A Ninetrix builtin with no ninetrix equivalent; the name without `builtin://`.
+    NinetrixBuiltin(&'a str),
+}
+
+/// One problem found while decoding an agentfile.
+#[derive(Debug)]
+pub(super) enum Problem<'a> {
+    /// The document is empty.
+    EmptyFile,
+    /// The document is not a mapping; its type.
+    NotAMapping(&'static str),
+    /// There is no `agents:`.
+    NoAgentsKey,
+    /// `agents:` holds no agent.
+    EmptyAgents,
+    /// A key of the public Ninetrix not implemented yet.
+    UnsupportedKey(&'a str),
+    /// A key no section knows.
+    UnknownKey {
+        key: &'a str,
+        /// How messages name the section.
+        section: &'a str,
+        hint: KeyHint<'a>,
+    },
+    /// A value of the wrong type: the key, what it must be, what it is.
+    WrongType {
+        leaf: &'a str,
+        expected: &'a str,
+        found: String,
+    },
+    /// A YAML 1.1 boolean word (`yes`, `off`, …) where a strict boolean belongs.
+    LooseBoolean {
+        leaf: &'a str,
+        written: &'a str,
+        meant: bool,
+    },
+    /// A whole number outside its range.
+    IntOutOfRange {
+        leaf: &'a str,
+        min: u32,
+        max: u32,
+        found: i64,
+    },
+    /// A pool or agent name breaking the naming rules; `what` names the kind of name.
+    InvalidName {
+        name: &'a str,
+        what: &'a str,
+        example: Option<String>,
+    },
+    /// A `schema_version` that is not 1.x.
+    UnsupportedVersion(&'a str),
+    /// A name listed both in `secrets:` and in `env:`.
+    SecretAlsoInEnv(&'a str),
+    /// `temperature` outside 0–2.
+    Temperature(f64),
+    /// `cpu` not positive (or absurdly large).
+    Cpu(f64),
+    /// A memory size below Docker's minimum.
+    MemoryTooSmall(&'a str),
+    /// Text that is not a memory size.
+    NotAMemorySize(&'a str),
+    /// `base_url` that is not an http(s) URL.
+    InvalidUrl(&'a str),
+    /// Both `runtime.image` and `runtime.resources.base_image`.
+    BaseImageTwice,
+    /// A known provider that cannot be used directly, and why.
+    UnsupportedProvider { name: &'a str, why: &'a str },
+    /// A provider name nobody knows, and the closest known one.
+    UnknownProvider {
+        name: &'a str,
+        closest: Option<&'a str>,
+    },
+    /// No `model` for a provider that has no default one.
+    MissingModel { provider: &'a str },
+    /// `model` is blank.
+    EmptyModel,
+    /// Provider `scripted` without `script`.
+    MissingScript,
+    /// An empty `script`.
+    EmptyScript,
+    /// `script` for a provider other than `scripted`.
+    ScriptNotScripted { provider: &'a str },
+    /// A script step with neither text nor tool calls.
+    EmptyScriptStep,
+    /// A scripted tool call without `name`.
+    MissingCallName,
+    /// A tool argument that JSON cannot hold.
+    NonFiniteArgument,
+    /// A script calls a tool the agent does not declare; the agent's tools.
+    UndeclaredTool {
+        name: &'a str,
+        declared: Vec<&'a str>,
+    },
+    /// The script's last step calls tools.
+    ScriptEndsWithToolCall,
+    /// `max_turns` both in `runtime` and in `execution`, with different values.
+    MaxTurnsTwice,
+    /// A batch agent with several replicas.
+    BatchReplicas(u32),
+    /// An `env:` name that is not an environment variable name.
+    InvalidEnvName(&'a str),
+    /// An `env:` name reserved for the runner.
+    ReservedEnv(&'a str),
+    /// An `env:` value that is not a scalar; its type.
+    EnvValueType { name: &'a str, found: &'static str },
+    /// An `env:` entry that looks like a secret; the secret name to move it to.
+    SecretInEnv { name: &'a str, secret: String },
+    /// A `secrets:` item that is not a string; its type.
+    SecretNotAName(&'static str),
+    /// A secret listed twice.
+    DuplicateSecret(&'a str),
+    /// `secrets:` written as a mapping of names to values; the names.
+    SecretValuesListed(String),
+    /// `secrets:` neither a list nor a mapping; its type.
+    SecretsNotAList(&'static str),
+    /// A secret value where a secret name belongs.
+    SecretValueNotName,
+    /// A secret name breaking the naming rules, and a fixed spelling if there is one.
+    InvalidSecretName {
+        name: &'a str,
+        example: Option<String>,
+    },
+    /// A blank `task`.
+    EmptyTask,
+    /// A resume mode that is neither `truncate` nor `complete`.
+    UnknownResumeMode(&'a str),
+    /// A budget that is not positive.
+    BudgetNotPositive(f64),
+    /// A `{ name, effect }` tool without `name`.
+    MissingToolName,
+    /// An effect that is not `read`, `idempotent` or `write`.
+    UnknownEffect(&'a str),
+    /// A tool listed twice.
+    DuplicateTool(&'a str),
+    /// A tool that exists elsewhere but not in ninetrix yet.
+    UnsupportedTool { name: &'a str, gap: ToolGap<'a> },
+    /// A tool name nobody knows, and the closest known one.
+    UnknownTool {
+        name: &'a str,
+        closest: Option<&'a str>,
+    },
+}
+
+impl Problem<'_> {
+    /// The kind, and so the wire code.
+    pub(super) fn kind(&self) -> DiagnosticKind {
+        use DiagnosticKind as K;
+        match self {
+            Problem::EmptyFile => K::EmptyFile,
+            Problem::NotAMapping(_) => K::NotAMapping,
+            Problem::NoAgentsKey
+            | Problem::MissingModel { .. }
+            | Problem::MissingScript
+            | Problem::MissingCallName
+            | Problem::MissingToolName => K::MissingKey,
+            Problem::EmptyAgents => K::NoAgents,
+            Problem::UnsupportedKey(_) => K::UnsupportedKey,
+            Problem::UnknownKey { .. } => K::UnknownKey,
+            Problem::WrongType { .. }
+            | Problem::LooseBoolean { .. }
+            | Problem::NonFiniteArgument
+            | Problem::EnvValueType { .. }
+            | Problem::SecretNotAName(_)
+            | Problem::SecretsNotAList(_) => K::WrongType,
+            Problem::IntOutOfRange { .. }
+            | Problem::Temperature(_)
+            | Problem::Cpu(_)
+            | Problem::MemoryTooSmall(_)
+            | Problem::BudgetNotPositive(_) => K::OutOfRange,
+            Problem::InvalidName { .. }
+            | Problem::InvalidEnvName(_)
+            | Problem::InvalidSecretName { .. } => K::InvalidName,
+            Problem::UnsupportedVersion(_) => K::UnsupportedVersion,
+            Problem::SecretAlsoInEnv(_) | Problem::SecretInEnv { .. } => K::SecretInEnv,
+            Problem::NotAMemorySize(_) => K::InvalidMemory,
+            Problem::InvalidUrl(_) => K::InvalidUrl,
+            Problem::BaseImageTwice | Problem::MaxTurnsTwice => K::DuplicateSetting,
+            Problem::UnsupportedProvider { .. } => K::UnsupportedProvider,
+            Problem::UnknownProvider { .. } => K::UnknownProvider,
+            Problem::EmptyModel
+            | Problem::EmptyScript
+            | Problem::EmptyScriptStep
+            | Problem::EmptyTask => K::EmptyValue,
+            Problem::ScriptNotScripted { .. } => K::ScriptNotScripted,
+            Problem::UndeclaredTool { .. } => K::UndeclaredTool,
+            Problem::ScriptEndsWithToolCall => K::ScriptEndsWithToolCall,
+            Problem::BatchReplicas(_) => K::BatchReplicas,
+            Problem::ReservedEnv(_) => K::ReservedEnv,
+            Problem::DuplicateSecret(_) => K::DuplicateSecret,
+            Problem::SecretValuesListed(_) | Problem::SecretValueNotName => K::SecretValue,
+            Problem::UnknownResumeMode(_) | Problem::UnknownEffect(_) => K::InvalidValue,
+            Problem::DuplicateTool(_) => K::DuplicateTool,
+            Problem::UnsupportedTool { .. } => K::UnsupportedTool,
+            Problem::UnknownTool { .. } => K::UnknownTool,
+        }
+    }
+
+    /// Warnings leave the agentfile valid; everything else is an error.
+    pub(super) fn severity(&self) -> Severity {
+        match self {
+            Problem::SecretInEnv { .. } | Problem::ScriptEndsWithToolCall => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    /// Whether the offending span may be a secret, so snippets must mask it.
+    pub(super) fn redact(&self) -> bool {
+        matches!(
+            self,
+            Problem::SecretInEnv { .. }
+                | Problem::SecretValuesListed(_)
+                | Problem::SecretValueNotName
+        )
+    }
+
+    /// What is wrong.
+    pub(super) fn message(&self) -> String {
+        match self {
+            Problem::EmptyFile => "the agentfile is empty".into(),
+            Problem::NotAMapping(found) => {
+                format!("the agentfile must be a mapping of keys, found {found}")
+            }
+            Problem::NoAgentsKey => "the agentfile has no `agents:`".into(),
+            Problem::EmptyAgents => "`agents` is empty".into(),
+            Problem::UnsupportedKey(key) => format!("`{key}` is not supported yet"),
+            Problem::UnknownKey { key, section, .. } => {
+                format!("unknown key `{key}` in {section}")
+            }
+            Problem::WrongType {
+                leaf,
+                expected,
+                found,
+            } => format!("`{leaf}` must be {expected}, found {found}"),
+            Problem::LooseBoolean { leaf, written, .. } => {
+                format!("`{leaf}` must be true or false, found \"{written}\"")
+            }
+            Problem::IntOutOfRange {
+                leaf,
+                min,
+                max,
+                found,
+            } => format!("`{leaf}` must be between {min} and {max}, found {found}"),
+            Problem::InvalidName { name, what, .. } => format!("`{name}` is not a valid {what}"),
+            Problem::UnsupportedVersion(v) => format!("schema version `{v}` is not supported"),
+            Problem::SecretAlsoInEnv(name) => {
+                format!("`{name}` is both a secret and a plain `env:` setting")
+            }
+            Problem::Temperature(t) => {
+                format!("`temperature` must be between 0 and 2, found {t}")
+            }
+            Problem::Cpu(c) => format!("`cpu` must be more than 0, found {c}"),
+            Problem::MemoryTooSmall(t) => format!("memory `{t}` is below Docker's minimum of 6Mi"),
+            Problem::NotAMemorySize(t) => format!("`{t}` is not a memory size"),
+            Problem::InvalidUrl(url) => {
+                format!("`base_url` must be an http:// or https:// URL, found \"{url}\"")
+            }
+            Problem::BaseImageTwice => "the base image is given twice (`runtime.image` and \
+                                        `runtime.resources.base_image`)"
+                .into(),
+            Problem::UnsupportedProvider { name, .. } => {
+                format!("provider `{name}` cannot be used directly")
+            }
+            Problem::UnknownProvider { name, .. } => format!("unknown provider `{name}`"),
+            Problem::MissingModel { provider } => {
+                format!("`runtime.model` is required for provider `{provider}`")
+            }
+            Problem::EmptyModel => "`model` is empty".into(),
+            Problem::MissingScript => "provider `scripted` needs `runtime.script`".into(),
+            Problem::EmptyScript => "`script` is empty".into(),
+            Problem::ScriptNotScripted { provider } => {
+                format!("`script` is only used by provider `scripted`, not `{provider}`")
+            }
+            Problem::EmptyScriptStep => "a script step needs `text` or `tool_calls`".into(),
+            Problem::MissingCallName => "a scripted tool call needs `name`".into(),
+            Problem::NonFiniteArgument => "tool arguments cannot hold NaN or infinity".into(),
+            Problem::UndeclaredTool { name, .. } => {
+                format!("the script calls `{name}`, which is not one of the agent's tools")
+            }
+            Problem::ScriptEndsWithToolCall => "the script's last step calls tools, so its turns \
+                                                never end with a reply from it"
+                .into(),
+            Problem::MaxTurnsTwice => "`max_turns` is set both in `runtime` and in `execution` \
+                                       with different values"
+                .into(),
+            Problem::BatchReplicas(n) => format!(
+                "a batch agent (`durability: false`) runs once, so it cannot have {n} replicas"
+            ),
+            Problem::InvalidEnvName(name) => {
+                format!("`{name}` is not a valid environment variable name")
+            }
+            Problem::ReservedEnv(name) => format!("`{name}` is set by ninetrix itself"),
+            Problem::EnvValueType { name, found } => {
+                format!("`{name}` must be a string, number or boolean, found {found}")
+            }
+            Problem::SecretInEnv { name, .. } => {
+                format!("`{name}` looks like a secret in plain `env:`")
+            }
+            Problem::SecretNotAName(found) => format!("a secret must be a name, found {found}"),
+            Problem::DuplicateSecret(name) => format!("secret `{name}` is listed twice"),
+            Problem::SecretValuesListed(_) => "`secrets` lists secret names, not values".into(),
+            Problem::SecretsNotAList(found) => {
+                format!("`secrets` must be a list of names, found {found}")
+            }
+            Problem::SecretValueNotName => {
+                "this looks like a secret value, not a secret name".into()
+            }
+            Problem::InvalidSecretName { name, .. } => {
+                format!("`{name}` is not a valid secret name")
+            }
+            Problem::EmptyTask => "`task` is empty".into(),
+            Problem::UnknownResumeMode(mode) => format!("unknown resume mode `{mode}`"),
+            Problem::BudgetNotPositive(b) => {
+                format!("`max_budget_per_run` must be more than 0, found {b}")
+            }
+            Problem::MissingToolName => "a tool needs `name`".into(),
+            Problem::UnknownEffect(e) => format!("unknown effect `{e}`"),
+            Problem::DuplicateTool(name) => format!("tool `{name}` is listed twice"),
+            Problem::UnsupportedTool { name, .. } => format!("tool `{name}` is not supported yet"),
+            Problem::UnknownTool { name, .. } => format!("unknown tool `{name}`"),
+        }
+    }
+
+    /// How to fix it, when there is something to say.
+    pub(super) fn help(&self) -> Option<String> {
+        let starter = "`ninetrix init` writes a starter";
+        Some(match self {
+            Problem::EmptyFile => {
+                format!("an agentfile needs at least `agents:` with one agent; {starter}")
+            }
+            Problem::NotAMapping(_) => format!("start with `name:` and `agents:`; {starter}"),
+            Problem::NoAgentsKey => {
+                format!("add `agents:` with at least one agent; {starter}")
+            }
+            Problem::EmptyAgents => "declare at least one agent, e.g. `agents: { assistant: { \
+                                     runtime: { provider: scripted, script: [{ text: hi }] } } }`"
+                .into(),
+            Problem::UnsupportedKey(key) => format!(
+                "`{key}` is a key of the public Ninetrix agentfile that ninetrix does not \
+                 implement yet; remove it (docs/agentfile.md lists what is supported)"
+            ),
+            Problem::UnknownKey { hint, .. } => hint.to_string(),
+            Problem::WrongType { expected, .. } => format!("write {expected} here"),
+            Problem::LooseBoolean { written, meant, .. } => format!(
+                "agentfiles use strict booleans (YAML 1.2): write `{meant}` instead of `{written}`"
+            ),
+            Problem::IntOutOfRange { min, max, .. } => {
+                format!("give a whole number from {min} to {max}")
+            }
+            Problem::InvalidName { what, example, .. } => format!(
+                "{what}s use lower-case letters, digits, `-` and `_`, start with a letter or \
+                 digit, and have at most {} characters{}",
+                names::MAX_NAME_LEN,
+                example
+                    .as_ref()
+                    .map_or(String::new(), |e| format!("; for example `{e}`"))
+            ),
+            Problem::UnsupportedVersion(_) => {
+                "ninetrix reads agentfile schema 1.x (1.0, 1.1); remove the key or set \"1.1\""
+                    .into()
+            }
+            Problem::SecretAlsoInEnv(name) => {
+                format!("remove `{name}` from `env:`; the secret is mounted at /run/secrets/{name}")
+            }
+            Problem::Temperature(_) => {
+                "0 is the most deterministic, 2 the most random; most agents use 0–1".into()
+            }
+            Problem::Cpu(_) => "give CPUs as a number, e.g. `cpu: 0.5` or `cpu: 2`".into(),
+            Problem::MemoryTooSmall(_) => {
+                "give at least `6Mi`; agents usually need `128Mi` or more".into()
+            }
+            Problem::NotAMemorySize(_) => {
+                "write a number with a unit: `512Mi`, `1Gi`, `2g` (units are powers of 1024)".into()
+            }
+            Problem::InvalidUrl(_) => {
+                "for a model server on this machine use http://host.docker.internal:<port>/v1"
+                    .into()
+            }
+            Problem::BaseImageTwice => {
+                "keep `runtime.image` and remove `resources.base_image`".into()
+            }
+            Problem::UnsupportedProvider { why, .. } => why.to_string(),
+            Problem::UnknownProvider { closest, .. } => {
+                let known = providers::known_names().join(", ");
+                match closest {
+                    Some(s) => format!("did you mean `{s}`? Providers: {known}"),
+                    None => format!("providers: {known}"),
+                }
+            }
+            Problem::MissingModel { .. } | Problem::EmptyModel => MODEL_HELP.into(),
+            Problem::MissingScript => {
+                "list the model's responses, e.g. `script: [{ text: \"Hello!\" }]`".into()
+            }
+            Problem::EmptyScript => {
+                "list at least one response, e.g. `script: [{ text: \"Hello!\" }]`".into()
+            }
+            Problem::ScriptNotScripted { .. } => {
+                "remove `script`, or set `provider: scripted` to run the agent offline".into()
+            }
+            Problem::EmptyScriptStep => "e.g. `- text: \"Done.\"` or `- tool_calls: [{ name: \
+                                         file_read, args: { path: notes.md } }]`"
+                .into(),
+            Problem::MissingCallName => {
+                "e.g. `{ name: file_read, args: { path: notes.md } }`".into()
+            }
+            Problem::UndeclaredTool { name, declared } if declared.is_empty() => {
+                format!("add `{name}` to the agent's `tools:`")
+            }
+            Problem::UndeclaredTool { name, declared } => format!(
+                "add `{name}` to the agent's `tools:` (it has: {})",
+                declared.join(", ")
+            ),
+            Problem::ScriptEndsWithToolCall => "end the script with a text-only step (the final \
+                                                answer); the script repeats from the start after \
+                                                its last step"
+                .into(),
+            Problem::MaxTurnsTwice => "keep `execution.max_turns` (ninetrix's place for it) and \
+                                       remove `runtime.max_turns`"
+                .into(),
+            Problem::BatchReplicas(_) => {
+                "remove `replicas`, or set `durability: true` for a warm pool".into()
+            }
+            Problem::InvalidEnvName(_) => {
+                "use letters, digits and `_`, not starting with a digit".into()
+            }
+            Problem::ReservedEnv(_) => "names starting with AGENTFILE_ are reserved for the \
+                                        runner; choose another name"
+                .into(),
+            Problem::EnvValueType { .. } => {
+                "environment values are plain text; quote the value".into()
+            }
+            Problem::SecretInEnv { secret, .. } => format!(
+                "env values end up in the container's configuration and the agentfile; move it \
+                 to `secrets: [{secret}]` and provide the value on the host"
+            ),
+            Problem::SecretNotAName(_) => format!("list secret names, e.g. `{SECRETS_EXAMPLE}`"),
+            Problem::SecretValuesListed(names) => format!(
+                "never put secret values in the agentfile; write `secrets: [{names}]` and \
+                 provide the values on the host (environment or a secrets file)"
+            ),
+            Problem::SecretsNotAList(_) => format!("e.g. `{SECRETS_EXAMPLE}`"),
+            Problem::SecretValueNotName => "never put secret values in the agentfile; list the \
+                                            secret's name (e.g. `ANTHROPIC_API_KEY`) and provide \
+                                            its value on the host"
+                .into(),
+            Problem::InvalidSecretName { example, .. } => format!(
+                "secret names use upper-case letters, digits and `_`{}",
+                example
+                    .as_ref()
+                    .map_or(String::new(), |e| format!(", e.g. `{e}`"))
+            ),
+            Problem::EmptyTask => "give the batch job's input, or remove `task`".into(),
+            Problem::UnknownResumeMode(_) => "`truncate` re-runs an interrupted turn from its \
+                                              input; `complete` finishes its pending tool calls"
+                .into(),
+            Problem::BudgetNotPositive(_) => "give a budget in US dollars, e.g. \
+                                              `max_budget_per_run: 1.00`, or remove it for no \
+                                              limit"
+                .into(),
+            Problem::UnknownEffect(_) => "effects are `read` (safe to re-run), `idempotent` \
+                                          (re-running is harmless) and `write` (never re-run \
+                                          silently)"
+                .into(),
+            Problem::DuplicateTool(_) => "list each tool once".into(),
+            Problem::UnsupportedTool { gap, .. } => {
+                let builtins = builtin_names();
+                match gap {
+                    ToolGap::Source(what) => {
+                        format!("{what} not supported yet; the builtins are {builtins}")
+                    }
+                    ToolGap::LocalFile => format!(
+                        "local tool files are not supported yet; the builtins are {builtins}"
+                    ),
+                    ToolGap::NinetrixBuiltin(bare) => format!(
+                        "the Ninetrix builtin `{bare}` has no ninetrix equivalent yet; the \
+                         builtins are {builtins}"
+                    ),
+                }
+            }
+            Problem::UnknownTool { closest, .. } => {
+                let builtins = builtin_names();
+                match closest {
+                    Some(s) => format!("did you mean `{s}`? The builtins are {builtins}"),
+                    None => format!("the builtins are {builtins}"),
+                }
+            }
+            Problem::DuplicateSecret(_) | Problem::NonFiniteArgument | Problem::MissingToolName => {
+                return None;
+            }
+        })
+    }
+
+    /// The diagnostic for this problem at `path` and `loc`.
+    pub(super) fn at(&self, path: &str, loc: super::Loc) -> Diagnostic {
+        let mut d = Diagnostic::new(self.severity(), self.kind(), path, loc, self.message());
+        d.help = self.help();
+        d.redact = self.redact();
+        d
+    }
+}
