@@ -6,6 +6,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use ninetrix_proto::api::ErrorCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -27,14 +28,14 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 fn json_error(rejection: JsonRejection) -> ApiError {
     let status = rejection.status();
     let code = match &rejection {
-        JsonRejection::JsonDataError(_) => "invalid_body",
-        JsonRejection::JsonSyntaxError(_) => "bad_json",
-        JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
-        _ if status == StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        _ => "bad_body",
+        JsonRejection::JsonDataError(_) => ErrorCode::InvalidBody,
+        JsonRejection::JsonSyntaxError(_) => ErrorCode::BadJson,
+        JsonRejection::MissingJsonContentType(_) => ErrorCode::UnsupportedMediaType,
+        _ if status == StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
+        _ => ErrorCode::BadBody,
     };
     let message = match code {
-        "too_large" => "the request body is larger than the server's limit".to_string(),
+        ErrorCode::TooLarge => "the request body is larger than the server's limit".to_string(),
         _ => rejection.body_text(),
     };
     if status == StatusCode::BAD_REQUEST {
@@ -58,7 +59,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
             Err(rejection) => Err(ApiError::BadRequest {
-                code: "invalid_path",
+                code: ErrorCode::InvalidPath,
                 message: path_message(&rejection),
             }),
         }
@@ -84,7 +85,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
             Err(rejection) => Err(ApiError::BadRequest {
-                code: "invalid_query",
+                code: ErrorCode::InvalidQuery,
                 message: query_message(&rejection),
             }),
         }

@@ -12,15 +12,16 @@ use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    EnqueueRequest, EnqueueResponse, ErrorBody, Event, RunnerTokenRequest, RunnerTokenResponse,
-    ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+    EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, Event, RunnerTokenRequest,
+    RunnerTokenResponse, ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail,
+    VersionSummary,
 };
 use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::App;
+use crate::state::App;
 use crate::store::ThreadFilter;
 
 /// Query of the thread listing.
@@ -52,7 +53,7 @@ pub(crate) async fn list_threads(
     let status = match q.status.as_deref() {
         None => None,
         Some(s) => Some(ThreadStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
-            code: "invalid_query",
+            code: ErrorCode::InvalidQuery,
             message: format!("unknown status `{s}`; use idle, in_turn, waiting, done or failed"),
         })?),
     };
@@ -247,7 +248,7 @@ pub(crate) async fn stream(
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
                 .ok_or(ApiError::BadRequest {
-                    code: "invalid_header",
+                    code: ErrorCode::InvalidHeader,
                     message: "Last-Event-ID must be an event seq (a whole number)".into(),
                 })?
         }

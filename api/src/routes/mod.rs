@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ninetrix_proto::api::ErrorBody;
+use ninetrix_proto::api::{ErrorBody, ErrorCode};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
@@ -20,7 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error::ApiError;
-use crate::server::App;
+use crate::state::App;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -105,7 +105,7 @@ fn internal_error() -> Response {
     (
         StatusCode::INTERNAL_SERVER_ERROR,
         axum::Json(ErrorBody {
-            code: ninetrix_proto::api::ErrorCode::Internal,
+            code: ErrorCode::Internal,
             message: "internal error; the server log has the details".into(),
         }),
     )
@@ -123,7 +123,7 @@ async fn not_found(req: Request) -> ApiError {
 async fn method_not_allowed(req: Request) -> ApiError {
     ApiError::Rejected {
         status: StatusCode::METHOD_NOT_ALLOWED,
-        code: "method_not_allowed",
+        code: ErrorCode::MethodNotAllowed,
         message: format!("{} is not allowed on {}", req.method(), req.uri().path()),
     }
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::App;
+use crate::state::App;
 
 /// Most inbox messages one poll returns.
 const MAX_INBOX_BATCH: u32 = 100;

@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
+    ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
+    VersionSummary,
 };
 
 pub use postgres::PostgresStore;
@@ -44,11 +45,11 @@ pub enum StoreError {
         /// The thread's latest version.
         head: u64,
     },
-    /// A request that cannot apply to the thread as it is.
+    /// A request that cannot apply to the thread as it is (answered with 422 and `code`).
     #[error("{message}")]
     Invalid {
-        /// A stable code.
-        code: &'static str,
+        /// Which rule the request breaks.
+        code: ErrorCode,
         /// What is wrong.
         message: String,
     },
@@ -58,6 +59,9 @@ pub enum StoreError {
         /// The ledger key.
         key: String,
     },
+    /// The database URL names no supported backend.
+    #[error("the database URL must start with sqlite:// or postgres://")]
+    UnsupportedUrl,
     /// The database failed. The text is for logs only, never for clients.
     #[error("database error: {0}")]
     Database(Arc<str>),
@@ -141,10 +145,7 @@ impl Store {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Store::Postgres(PostgresStore::open(url, options).await?))
         } else {
-            Err(StoreError::Invalid {
-                code: "bad_database_url",
-                message: "the database URL must start with sqlite:// or postgres://".into(),
-            })
+            Err(StoreError::UnsupportedUrl)
         }
     }
 

@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointState, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
+    CheckpointState, ErrorCode, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
     ToolCallRecord, ToolCallStatus, VersionSummary,
 };
 use ninetrix_proto::message::Message;
@@ -169,7 +169,7 @@ pub(crate) fn to_u64(v: i64) -> u64 {
 /// A client-supplied number as a database integer.
 pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
     i64::try_from(v).map_err(|_| StoreError::Invalid {
-        code: "out_of_range",
+        code: ErrorCode::OutOfRange,
         message: format!("{what} {v} is too large"),
     })
 }
@@ -192,7 +192,7 @@ pub(crate) fn decode_state(text: &str) -> StoreResult<CheckpointState> {
 
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| StoreError::Invalid {
-        code: "unencodable",
+        code: ErrorCode::Unencodable,
         message: e.to_string(),
     })
 }
@@ -230,7 +230,7 @@ macro_rules! sql_ops {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-            Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
+            ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
             ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
         };
 
@@ -297,7 +297,7 @@ macro_rules! sql_ops {
             if let Some(cut) = req.truncate_to {
                 if cut > old_len {
                     return Err(StoreError::Invalid {
-                        code: "invalid_truncate",
+                        code: ErrorCode::InvalidTruncate,
                         message: format!("truncate_to {cut} is longer than the history ({old_len} messages)"),
                     });
                 }
@@ -321,7 +321,7 @@ macro_rules! sql_ops {
             }
             if req.state.turn_start_history_len > len {
                 return Err(StoreError::Invalid {
-                    code: "invalid_state",
+                    code: ErrorCode::InvalidState,
                     message: format!("turn_start_history_len {} is past the end of the history ({len} messages)", req.state.turn_start_history_len),
                 });
             }
@@ -360,7 +360,7 @@ macro_rules! sql_ops {
         fn check_key(key: &str) -> StoreResult<()> {
             if key.is_empty() || key.len() > MAX_KEY_LEN {
                 return Err(StoreError::Invalid {
-                    code: "invalid_key",
+                    code: ErrorCode::InvalidKey,
                     message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
                 });
             }
@@ -454,7 +454,7 @@ macro_rules! sql_ops {
             for e in &req.events {
                 if e.kind.is_empty() || e.kind.len() > MAX_KIND_LEN {
                     return Err(StoreError::Invalid {
-                        code: "invalid_event",
+                        code: ErrorCode::InvalidEvent,
                         message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
                     });
                 }
