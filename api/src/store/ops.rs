@@ -219,7 +219,9 @@ pub(crate) fn splice_state(
     )
 }
 
+/// Longest ledger or dedupe key, in characters.
 pub(crate) const MAX_KEY_LEN: usize = 128;
+/// Longest event type, in characters.
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
 /// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
@@ -358,7 +360,7 @@ macro_rules! sql_ops {
         }
 
         fn check_key(key: &str) -> StoreResult<()> {
-            if key.is_empty() || key.len() > MAX_KEY_LEN {
+            if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
                 return Err(StoreError::Invalid {
                     code: ErrorCode::InvalidKey,
                     message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
@@ -452,7 +454,7 @@ macro_rules! sql_ops {
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
             for e in &req.events {
-                if e.kind.is_empty() || e.kind.len() > MAX_KIND_LEN {
+                if e.kind.is_empty() || e.kind.chars().count() > MAX_KIND_LEN {
                     return Err(StoreError::Invalid {
                         code: ErrorCode::InvalidEvent,
                         message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
