@@ -4,7 +4,9 @@
 //! the server's secret: it needs no storage, cannot be moved to another thread, and is checked in
 //! constant time. The admin token is compared in constant time too. Tokens are never logged.
 
-use axum::extract::FromRequestParts;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -14,7 +16,6 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
-use crate::server::App;
 
 const RUNNER_PREFIX: &str = "nxr1";
 const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v1\0";
@@ -175,15 +176,20 @@ impl Caller {
     }
 }
 
-impl FromRequestParts<App> for Caller {
+/// Any router state that holds the authenticator can extract the caller.
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, app: &App) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        app.auth.caller(header)
+        Arc::<Authenticator>::from_ref(state).caller(header)
     }
 }
 

@@ -23,7 +23,7 @@ pub enum ApiError {
     #[error("{message}")]
     BadRequest {
         /// A stable code.
-        code: &'static str,
+        code: ErrorCode,
         /// What is wrong.
         message: String,
     },
@@ -33,7 +33,7 @@ pub enum ApiError {
         /// The status to answer with (413, 415, 422, …).
         status: StatusCode,
         /// A stable code.
-        code: &'static str,
+        code: ErrorCode,
         /// What is wrong.
         message: String,
     },
@@ -46,43 +46,56 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    fn parts(&self) -> (StatusCode, &'static str, String) {
+    /// The status, code and client-facing message of this error.
+    fn parts(&self) -> (StatusCode, ErrorCode, String) {
         match self {
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized", self.to_string()),
-            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", (*m).to_string()),
-            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, "not_found", m.clone()),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                self.to_string(),
+            ),
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden, (*m).into()),
+            ApiError::NotFound(m) => (StatusCode::NOT_FOUND, ErrorCode::NotFound, m.clone()),
             ApiError::BadRequest { code, message } => {
-                (StatusCode::BAD_REQUEST, code, message.clone())
+                (StatusCode::BAD_REQUEST, code.clone(), message.clone())
             }
             ApiError::Rejected {
                 status,
                 code,
                 message,
-            } => (*status, code, message.clone()),
+            } => (*status, code.clone(), message.clone()),
             ApiError::NotReady => (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not_ready",
+                ErrorCode::NotReady,
                 self.to_string(),
             ),
             ApiError::Store(e) => match e {
                 StoreError::NotFound(what) => (
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    ErrorCode::NotFound,
                     format!("{what} not found"),
                 ),
-                StoreError::Fenced { .. } => (StatusCode::CONFLICT, "fenced", e.to_string()),
-                StoreError::VersionConflict { .. } => {
-                    (StatusCode::CONFLICT, "version_conflict", e.to_string())
+                StoreError::Fenced { .. } => {
+                    (StatusCode::CONFLICT, ErrorCode::Fenced, e.to_string())
                 }
-                StoreError::AlreadyCompleted { .. } => {
-                    (StatusCode::CONFLICT, "already_completed", e.to_string())
-                }
-                StoreError::Invalid { code, message } => {
-                    (StatusCode::UNPROCESSABLE_ENTITY, code, message.clone())
-                }
-                StoreError::Database(_) | StoreError::Corrupt(_) => (
+                StoreError::VersionConflict { .. } => (
+                    StatusCode::CONFLICT,
+                    ErrorCode::VersionConflict,
+                    e.to_string(),
+                ),
+                StoreError::AlreadyCompleted { .. } => (
+                    StatusCode::CONFLICT,
+                    ErrorCode::AlreadyCompleted,
+                    e.to_string(),
+                ),
+                StoreError::Invalid { code, message } => (
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    code.clone(),
+                    message.clone(),
+                ),
+                StoreError::UnsupportedUrl | StoreError::Database(_) | StoreError::Corrupt(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
+                    ErrorCode::Internal,
                     "internal error; the server log has the details".into(),
                 ),
             },
@@ -96,13 +109,6 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        (
-            status,
-            axum::Json(ErrorBody {
-                code: ErrorCode::parse(code),
-                message,
-            }),
-        )
-            .into_response()
+        (status, axum::Json(ErrorBody { code, message })).into_response()
     }
 }

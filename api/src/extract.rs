@@ -1,11 +1,14 @@
 //! Extractors that turn axum's rejections into the API's `{code, message}` errors: bad JSON
 //! syntax → 400, wrong types / unknown or missing fields → 422, a missing JSON content type → 415,
-//! a body over the limit → 413, a bad path (e.g. a malformed UUID) or query → 400.
+//! a body over the limit → 413, a bad path (e.g. a malformed UUID) or query → 400; and the
+//! bounds of the listings' `limit` and `after`.
 
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
+use ninetrix_proto::api::{ErrorCode, MAX_STORED_INT};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -17,24 +20,68 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(ApiJson(value)),
-            Err(rejection) => Err(json_error(rejection)),
+        if !json_content_type(req.headers()) {
+            return Err(ApiError::Rejected {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code: ErrorCode::UnsupportedMediaType,
+                message: "Expected request with `Content-Type: application/json`".into(),
+            });
         }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::Rejected {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    code: ErrorCode::TooLarge,
+                    message: "the request body is larger than the server's limit".into(),
+                }
+            } else {
+                ApiError::BadRequest {
+                    code: ErrorCode::BadBody,
+                    message: rejection.body_text(),
+                }
+            }
+        })?;
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes).map_err(json_error)?;
+        // serde also reads a struct from a JSON array of its fields; every body is an object.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::Rejected {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                code: ErrorCode::InvalidBody,
+                message: "the body must be a JSON object".into(),
+            });
+        }
+        Ok(ApiJson(value))
     }
+}
+
+/// Whether the request says its body is JSON (`application/json` or `application/…+json`).
+fn json_content_type(headers: &axum::http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let mime = value
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
 }
 
 fn json_error(rejection: JsonRejection) -> ApiError {
     let status = rejection.status();
     let code = match &rejection {
-        JsonRejection::JsonDataError(_) => "invalid_body",
-        JsonRejection::JsonSyntaxError(_) => "bad_json",
-        JsonRejection::MissingJsonContentType(_) => "unsupported_media_type",
-        _ if status == StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        _ => "bad_body",
+        JsonRejection::JsonDataError(_) => ErrorCode::InvalidBody,
+        JsonRejection::JsonSyntaxError(_) => ErrorCode::BadJson,
+        JsonRejection::MissingJsonContentType(_) => ErrorCode::UnsupportedMediaType,
+        _ if status == StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
+        _ => ErrorCode::BadBody,
     };
     let message = match code {
-        "too_large" => "the request body is larger than the server's limit".to_string(),
+        ErrorCode::TooLarge => "the request body is larger than the server's limit".to_string(),
         _ => rejection.body_text(),
     };
     if status == StatusCode::BAD_REQUEST {
@@ -58,7 +105,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
             Err(rejection) => Err(ApiError::BadRequest {
-                code: "invalid_path",
+                code: ErrorCode::InvalidPath,
                 message: path_message(&rejection),
             }),
         }
@@ -84,7 +131,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
             Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
             Err(rejection) => Err(ApiError::BadRequest {
-                code: "invalid_query",
+                code: ErrorCode::InvalidQuery,
                 message: query_message(&rejection),
             }),
         }
@@ -93,4 +140,59 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
 fn query_message(rejection: &QueryRejection) -> String {
     rejection.body_text()
+}
+
+/// The page size a listing asked for: `default` when left out, else 1 to `max`.
+pub(crate) fn page_limit(asked: Option<u32>, default: u32, max: u32) -> Result<u32, ApiError> {
+    match asked {
+        None => Ok(default),
+        Some(n) if (1..=max).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidQuery,
+            message: format!("limit {n} is out of range: ask for 1 to {max}"),
+        }),
+    }
+}
+
+/// A seq cursor (`after`) from a query: the store holds seqs up to [`MAX_STORED_INT`].
+pub(crate) fn seq_cursor(after: u64) -> Result<u64, ApiError> {
+    if after <= MAX_STORED_INT {
+        Ok(after)
+    } else {
+        Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidQuery,
+            message: format!("after {after} is larger than {MAX_STORED_INT}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_limits_default_and_refuse_what_is_out_of_range() {
+        assert_eq!(page_limit(None, 100, 1000).unwrap(), 100);
+        assert_eq!(page_limit(Some(1), 100, 1000).unwrap(), 1);
+        assert_eq!(page_limit(Some(1000), 100, 1000).unwrap(), 1000);
+        for bad in [0, 1001, u32::MAX] {
+            assert!(
+                matches!(
+                    page_limit(Some(bad), 100, 1000),
+                    Err(ApiError::BadRequest {
+                        code: ErrorCode::InvalidQuery,
+                        ..
+                    })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn seq_cursors_stop_at_what_the_store_can_hold() {
+        assert_eq!(seq_cursor(0).unwrap(), 0);
+        assert_eq!(seq_cursor(MAX_STORED_INT).unwrap(), MAX_STORED_INT);
+        assert!(seq_cursor(MAX_STORED_INT + 1).is_err());
+    }
 }

@@ -3,7 +3,7 @@
 //! Postgres.
 //!
 //! This crate owns the HTTP surface (`routes`), authentication (`auth`), the error mapping
-//! (`error`) and storage (`store`). The CLI's `ninetrix api` command only parses flags, builds a
+//! (`error`), the state handlers share (`state`) and storage (`store`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
 pub mod auth;
@@ -12,6 +12,7 @@ mod extract;
 mod hub;
 mod routes;
 pub mod server;
+mod state;
 pub mod store;
 
 pub use auth::{AuthConfig, Secret};

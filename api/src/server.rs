@@ -1,4 +1,4 @@
-//! The server: configuration, shared state, binding, and graceful shutdown.
+//! The server: configuration, building the shared state, binding, and graceful shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthConfig, Authenticator};
 use crate::hub::Hub;
+use crate::state::App;
 use crate::store::{Store, StoreError, StoreOptions};
 
 /// Everything `ninetrix api` needs to run.
@@ -67,18 +68,6 @@ pub enum ServeError {
     /// A configuration that is refused.
     #[error("{0}")]
     Config(String),
-}
-
-/// State shared by every request.
-#[derive(Clone)]
-pub struct App {
-    pub(crate) store: Store,
-    pub(crate) auth: Arc<Authenticator>,
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) max_wait: Duration,
-    pub(crate) keep_alive: Duration,
-    /// Cancelled when the server starts shutting down: long-polls and streams end early.
-    pub(crate) shutdown: CancellationToken,
 }
 
 /// A bound, not yet running server.

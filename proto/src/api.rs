@@ -129,6 +129,100 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// The largest integer the API stores: counters, epochs and versions are 64-bit signed in the
+/// database, so requests may not go past this.
+pub const MAX_STORED_INT: u64 = i64::MAX as u64;
+
+/// Deserializers for the integers of request bodies. JSON Schema (and so the OpenAPI document)
+/// counts `2.0` as the integer 2, so these take a whole number however it is spelled; a fraction,
+/// a negative number or one past the bound is refused.
+mod int {
+    use serde::de::{Deserializer, Error, Visitor};
+
+    /// A whole number from 0 to `max`.
+    struct Whole {
+        max: u64,
+    }
+
+    impl Visitor<'_> for Whole {
+        type Value = u64;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a whole number from 0 to {}", self.max)
+        }
+
+        fn visit_u64<E: Error>(self, v: u64) -> Result<u64, E> {
+            if v <= self.max {
+                Ok(v)
+            } else {
+                Err(E::custom(format_args!("{v} is larger than {}", self.max)))
+            }
+        }
+
+        fn visit_i64<E: Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v)
+                .map_err(|_| E::custom(format_args!("{v} is negative")))
+                .and_then(|v| self.visit_u64(v))
+        }
+
+        fn visit_f64<E: Error>(self, v: f64) -> Result<u64, E> {
+            // Every whole float below 2^64 converts exactly; the bound check does the rest.
+            if v.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&v) {
+                self.visit_u64(v as u64)
+            } else {
+                Err(E::custom(format_args!(
+                    "{v} is not a whole number from 0 to {}",
+                    self.max
+                )))
+            }
+        }
+    }
+
+    /// Any `u64`.
+    pub(super) fn any<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(Whole { max: u64::MAX })
+    }
+
+    /// A stored integer: 0 to [`super::MAX_STORED_INT`].
+    pub(super) fn stored<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(Whole {
+            max: super::MAX_STORED_INT,
+        })
+    }
+
+    /// An optional stored integer.
+    pub(super) fn stored_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<Stored>::deserialize(d).map(|o| o.map(|Stored(v)| v))
+    }
+
+    /// An optional `u32`.
+    pub(super) fn u32_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+        let v = Option::<Small>::deserialize(d)?;
+        Ok(v.map(|Small(v)| v))
+    }
+
+    use serde::Deserialize;
+
+    struct Stored(u64);
+
+    impl<'de> Deserialize<'de> for Stored {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            stored(d).map(Stored)
+        }
+    }
+
+    struct Small(u32);
+
+    impl<'de> Deserialize<'de> for Small {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let v = d.deserialize_any(Whole {
+                max: u64::from(u32::MAX),
+            })?;
+            u32::try_from(v).map(Small).map_err(D::Error::custom)
+        }
+    }
+}
+
 /// Where a thread sits in its life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
@@ -178,10 +272,12 @@ impl ThreadStatus {
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     /// Input tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub input_tokens: u64,
     /// Output tokens.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub output_tokens: u64,
     /// US dollars.
     #[serde(default)]
@@ -194,12 +290,18 @@ pub struct Usage {
 #[serde(deny_unknown_fields)]
 pub struct CheckpointState {
     /// Turns started so far.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_seq: u64,
     /// The history length right after the current turn's input: where a repair cuts back to.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_start_history_len: u64,
     /// Where the thread is.
     pub status: ThreadStatus,
     /// The last inbox seq applied to the history.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub inbox_cursor: u64,
     /// Spending in the current run.
     #[serde(default)]
@@ -218,7 +320,12 @@ pub struct ThreadLabels {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// The replica number (from 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::u32_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, maximum = 4294967295_i64))]
     pub replica: Option<u32>,
 }
 
@@ -257,12 +364,21 @@ pub struct ThreadState {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRequest {
-    /// The writer's epoch (from its claim).
+    /// The writer's epoch (from its claim). Past the stored range it can only be stale (409 `fenced`).
+    #[serde(deserialize_with = "int::any")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
     /// The version this one follows (0 for the first).
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub parent_version: u64,
     /// Cut the history to this many messages before appending (history repair).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub truncate_to: Option<u64>,
     /// Messages to append.
     #[serde(default)]
@@ -299,19 +415,23 @@ pub enum ToolCallStatus {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallIntent {
-    /// The writer's epoch.
+    /// The writer's epoch. Past the stored range it can only be stale (409 `fenced`).
+    #[serde(deserialize_with = "int::any")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
-    /// The ledger key (DESIGN §6.5), at most 128 characters.
+    /// The ledger key (DESIGN §6.5): 1 to 128 characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub key: String,
     /// The turn the call belongs to.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_seq: u64,
     /// The tool's name.
     pub tool: String,
-    /// Its arguments.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// Its arguments (any JSON value; tools take an object).
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub args: serde_json::Value,
     /// Its effect class.
-    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "write"))]
     pub effect: Effect,
 }
 
@@ -320,7 +440,9 @@ pub struct ToolCallIntent {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallCompletion {
-    /// The writer's epoch.
+    /// The writer's epoch. Past the stored range it can only be stale (409 `fenced`).
+    #[serde(deserialize_with = "int::any")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
     /// Whether the tool succeeded.
     pub ok: bool,
@@ -339,10 +461,9 @@ pub struct ToolCallRecord {
     /// The tool.
     pub tool: String,
     /// Its arguments.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub args: serde_json::Value,
     /// Its effect class.
-    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "write"))]
     pub effect: Effect,
     /// Where it stands.
     pub status: ToolCallStatus,
@@ -365,8 +486,10 @@ pub struct ToolCallRecord {
 pub struct EnqueueRequest {
     /// The message text.
     pub content: String,
-    /// A key that makes retries safe: a repeated key returns the original seq.
+    /// A key that makes retries safe: a repeated key returns the original seq. 1 to 128
+    /// characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub dedupe_key: Option<String>,
 }
 
@@ -399,12 +522,13 @@ pub struct InboxMessage {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewEvent {
-    /// The event's type, e.g. `boot`, `turn_completed`.
+    /// The event's type, e.g. `boot`, `turn_completed`: 1 to 64 characters.
     #[serde(rename = "type")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
     pub kind: String,
-    /// Its data.
+    /// Its data (any JSON value; `null` when left out).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub data: serde_json::Value,
 }
 
@@ -413,7 +537,9 @@ pub struct NewEvent {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EventsRequest {
-    /// The writer's epoch.
+    /// The writer's epoch. Past the stored range it can only be stale (409 `fenced`).
+    #[serde(deserialize_with = "int::any")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
     /// The events, in order.
     pub events: Vec<NewEvent>,
@@ -437,7 +563,7 @@ pub struct Event {
     #[serde(rename = "type")]
     pub kind: String,
     /// Its data.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub data: serde_json::Value,
     /// The epoch of the runner that sent it.
     pub epoch: u64,
@@ -523,7 +649,12 @@ pub struct RunnerTokenRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// The replica number (from 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::u32_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, maximum = 4294967295_i64))]
     pub replica: Option<u32>,
 }
 

@@ -12,30 +12,40 @@ use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    EnqueueRequest, EnqueueResponse, ErrorBody, Event, RunnerTokenRequest, RunnerTokenResponse,
-    ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+    EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, Event, MAX_STORED_INT,
+    RunnerTokenRequest, RunnerTokenResponse, ThreadStatus, ThreadSummary, ToolCallRecord,
+    VersionDetail, VersionSummary,
 };
 use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::App;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::state::App;
 use crate::store::ThreadFilter;
+
+/// Most threads one listing returns.
+const MAX_THREADS_PAGE: u32 = 1000;
+/// Most events one listing returns.
+const MAX_EVENTS_PAGE: u32 = 1000;
 
 /// Query of the thread listing.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ThreadsQuery {
     /// Only threads of this pool.
     pool: Option<String>,
     /// Only threads of this agent.
     agent: Option<String>,
-    /// Only threads in this status (`idle`, `in_turn`, `waiting`, `done`, `failed`).
+    /// Only threads in this status.
+    #[param(value_type = Option<ThreadStatus>)]
     status: Option<String>,
-    /// At most this many (default 100, at most 1000).
+    /// At most this many: 1 to 1000 (100 when left out).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
     /// Skip this many.
+    #[param(maximum = 4294967295_i64)]
     offset: Option<u32>,
 }
 
@@ -52,7 +62,7 @@ pub(crate) async fn list_threads(
     let status = match q.status.as_deref() {
         None => None,
         Some(s) => Some(ThreadStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
-            code: "invalid_query",
+            code: ErrorCode::InvalidQuery,
             message: format!("unknown status `{s}`; use idle, in_turn, waiting, done or failed"),
         })?),
     };
@@ -60,7 +70,7 @@ pub(crate) async fn list_threads(
         pool: q.pool,
         agent: q.agent,
         status,
-        limit: q.limit.unwrap_or(100).clamp(1, 1000),
+        limit: page_limit(q.limit, 100, MAX_THREADS_PAGE)?,
         offset: q.offset.unwrap_or(0),
     };
     Ok(axum::Json(app.store.list_threads(filter).await?))
@@ -124,7 +134,8 @@ pub(crate) async fn versions(
 
 /// One version, with the history as it was at that version.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/checkpoints/{version}", tag = "admin",
-    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), ("version" = u64, Path, description = "The version")),
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"),
+        ("version" = u64, Path, description = "The version", maximum = 9223372036854775807_i64)),
     responses((status = 200, body = VersionDetail), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn version(
@@ -133,6 +144,12 @@ pub(crate) async fn version(
     ApiPath((id, version)): ApiPath<(ThreadId, u64)>,
 ) -> Result<axum::Json<VersionDetail>, ApiError> {
     caller.require_admin()?;
+    if version > MAX_STORED_INT {
+        return Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!("version {version} is larger than {MAX_STORED_INT}"),
+        });
+    }
     app.store
         .version(id, version)
         .await?
@@ -184,12 +201,15 @@ pub(crate) async fn enqueue(
 
 /// Query of the event listing.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventsQuery {
-    /// Events with a seq greater than this.
+    /// Events with a seq greater than this (0 when left out).
     #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
     after: u64,
-    /// At most this many (default and maximum 1000).
+    /// At most this many: 1 to 1000 (1000 when left out).
+    #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
 }
 
@@ -205,20 +225,20 @@ pub(crate) async fn events(
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<axum::Json<Vec<Event>>, ApiError> {
     caller.require_admin()?;
+    let after = seq_cursor(q.after)?;
+    let limit = page_limit(q.limit, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE)?;
     existing(&app, id).await?;
-    Ok(axum::Json(
-        app.store
-            .events_after(id, q.after, q.limit.unwrap_or(1000).clamp(1, 1000))
-            .await?,
-    ))
+    Ok(axum::Json(app.store.events_after(id, after, limit).await?))
 }
 
 /// Query of the event stream.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StreamQuery {
     /// Start after this seq (the `Last-Event-ID` header wins when both are given).
     #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
     after: u64,
 }
 
@@ -227,7 +247,8 @@ pub(crate) struct StreamQuery {
 /// Keep-alive comments are sent while idle; the stream ends when the thread is purged.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/events/stream", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), StreamQuery,
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq")),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq",
+            maximum = 9223372036854775807_i64)),
     responses((status = 200, content_type = "text/event-stream", description = "the event stream"),
         (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -239,19 +260,22 @@ pub(crate) async fn stream(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    existing(&app, id).await?;
+    let after = seq_cursor(q.after)?;
     let after = match headers.get("last-event-id") {
-        None => q.after,
-        Some(v) => {
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-                .ok_or(ApiError::BadRequest {
-                    code: "invalid_header",
-                    message: "Last-Event-ID must be an event seq (a whole number)".into(),
-                })?
-        }
+        None => after,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .filter(|&seq| seq <= MAX_STORED_INT)
+            .ok_or(ApiError::BadRequest {
+                code: ErrorCode::InvalidHeader,
+                message: format!(
+                    "Last-Event-ID must be an event seq (a whole number from 0 to {MAX_STORED_INT})"
+                ),
+            })?,
     };
+    existing(&app, id).await?;
     let keep_alive = KeepAlive::new().interval(app.keep_alive);
     Ok(Sse::new(event_stream(app, id, after))
         .keep_alive(keep_alive)

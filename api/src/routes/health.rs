@@ -6,7 +6,7 @@ use axum::response::IntoResponse;
 use ninetrix_proto::api::ErrorBody;
 
 use crate::error::ApiError;
-use crate::server::App;
+use crate::state::App;
 
 /// The process is up.
 #[utoipa::path(get, path = "/healthz", tag = "meta", responses((status = 200, description = "up", body = Object)))]

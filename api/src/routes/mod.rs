@@ -11,16 +11,19 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use ninetrix_proto::api::ErrorBody;
+use ninetrix_proto::api::{ErrorBody, ErrorCode};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi;
+use utoipa::openapi::path::{Operation, ParameterIn};
+use utoipa::openapi::schema::{AdditionalProperties, Object, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{Content, OpenApi as OpenApiDoc, Ref, RefOr, ResponseBuilder};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error::ApiError;
-use crate::server::App;
+use crate::state::App;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -73,12 +76,135 @@ fn documented() -> OpenApiRouter<App> {
 }
 
 /// The OpenAPI document, generated from the route annotations.
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    documented().split_for_parts().1
+pub fn openapi() -> OpenApiDoc {
+    let mut api = documented().split_for_parts().1;
+    complete(&mut api);
+    api
+}
+
+/// Adds what every route shares to the generated document (run once the routes are in it, as
+/// `#[openapi(modifiers)]` run before):
+/// - the errors the extractors answer before a handler runs: 400 for a malformed path or query,
+///   400/413/415/422 for a JSON body, 401/403 for a route that needs a token;
+/// - flattened structs as one object. utoipa writes serde's `flatten` as `allOf: [$ref Inner,
+///   {the other fields}]`; when `Inner` refuses unknown fields (`additionalProperties: false`, as
+///   request types do) no object satisfies both halves, so the merged object is what the JSON on
+///   the wire is.
+fn complete(api: &mut OpenApiDoc) {
+    for item in api.paths.paths.values_mut() {
+        for operation in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            add_shared_errors(operation);
+        }
+    }
+    if let Some(components) = api.components.as_mut() {
+        // A message block is an internally tagged enum that refuses unknown fields; utoipa does
+        // not carry `deny_unknown_fields` into the variants of such an enum, so state it here.
+        if let Some(RefOr::T(Schema::OneOf(block))) = components.schemas.get_mut("Block") {
+            for variant in &mut block.items {
+                if let RefOr::T(Schema::Object(variant)) = variant {
+                    variant.additional_properties =
+                        Some(Box::new(AdditionalProperties::FreeForm(false)));
+                }
+            }
+        }
+        let named = components.schemas.clone();
+        for schema in components.schemas.values_mut() {
+            if let Some(merged) = merge_all_of(schema, &named) {
+                *schema = RefOr::T(Schema::Object(merged));
+            }
+        }
+    }
+}
+
+fn add_shared_errors(operation: &mut Operation) {
+    let params = operation.parameters.as_deref().unwrap_or_default();
+    let has = |place: ParameterIn| {
+        params
+            .iter()
+            .any(|p| matches!(p, RefOr::T(p) if p.parameter_in == place))
+    };
+    let mut errors: Vec<(&str, &str)> = Vec::new();
+    if has(ParameterIn::Path) || has(ParameterIn::Query) || has(ParameterIn::Header) {
+        errors.push((
+            "400",
+            "`invalid_path`, `invalid_query` or `invalid_header`: a malformed or out-of-range parameter",
+        ));
+    }
+    if operation.request_body.is_some() {
+        errors.extend([
+            ("400", "`bad_json`: the body is not JSON; `invalid_path`: a malformed path"),
+            ("413", "`too_large`: the body is larger than the server's limit"),
+            ("415", "`unsupported_media_type`: the body is not sent as `application/json`"),
+            ("422", "`invalid_body` (wrong types, unknown or missing fields, out-of-range values) or a rule of the route"),
+        ]);
+    }
+    if operation.security.as_ref().is_some_and(|s| !s.is_empty()) {
+        errors.extend([
+            ("401", "`unauthorized`: no valid bearer token"),
+            (
+                "403",
+                "`forbidden`: a runner token on an admin route or on another thread",
+            ),
+        ]);
+    }
+    for (status, description) in errors {
+        operation
+            .responses
+            .responses
+            .entry(status.to_string())
+            .or_insert_with(|| {
+                RefOr::T(
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+                        )
+                        .build(),
+                )
+            });
+    }
+}
+
+/// The one object an `allOf` of objects (inline or named) stands for, or `None` for any other
+/// schema.
+fn merge_all_of(
+    schema: &RefOr<Schema>,
+    named: &std::collections::BTreeMap<String, RefOr<Schema>>,
+) -> Option<Object> {
+    let RefOr::T(Schema::AllOf(all_of)) = schema else {
+        return None;
+    };
+    let mut merged = Object::with_type(Type::Object);
+    merged.description = all_of.description.clone();
+    for part in &all_of.items {
+        let part = match part {
+            RefOr::Ref(r) => named.get(r.ref_location.rsplit('/').next()?)?,
+            inline => inline,
+        };
+        let RefOr::T(Schema::Object(part)) = part else {
+            return None;
+        };
+        merged
+            .properties
+            .extend(part.properties.iter().map(|(k, v)| (k.clone(), v.clone())));
+        merged.required.extend(part.required.iter().cloned());
+    }
+    Some(merged)
 }
 
 pub(crate) fn router(app: App, body_limit: usize) -> Router {
-    let (router, api) = documented().split_for_parts();
+    let (router, mut api) = documented().split_for_parts();
+    complete(&mut api);
     let _ = OPENAPI_JSON.set(api.to_pretty_json().unwrap_or_else(|_| "{}".into()));
     router
         .fallback(not_found)
@@ -105,7 +231,7 @@ fn internal_error() -> Response {
     (
         StatusCode::INTERNAL_SERVER_ERROR,
         axum::Json(ErrorBody {
-            code: ninetrix_proto::api::ErrorCode::Internal,
+            code: ErrorCode::Internal,
             message: "internal error; the server log has the details".into(),
         }),
     )
@@ -123,7 +249,7 @@ async fn not_found(req: Request) -> ApiError {
 async fn method_not_allowed(req: Request) -> ApiError {
     ApiError::Rejected {
         status: StatusCode::METHOD_NOT_ALLOWED,
-        code: "method_not_allowed",
+        code: ErrorCode::MethodNotAllowed,
         message: format!("{} is not allowed on {}", req.method(), req.uri().path()),
     }
 }

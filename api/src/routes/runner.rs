@@ -8,15 +8,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, ErrorBody, EventsAppended,
-    EventsRequest, InboxMessage, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, ErrorBody, ErrorCode,
+    EventsAppended, EventsRequest, InboxMessage, MAX_STORED_INT, ThreadState, ToolCallCompletion,
+    ToolCallIntent, ToolCallRecord,
 };
 use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::server::App;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::state::App;
 
 /// Most inbox messages one poll returns.
 const MAX_INBOX_BATCH: u32 = 100;
@@ -84,6 +85,7 @@ pub(crate) async fn append_checkpoint(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = ToolCallIntent,
     responses((status = 201, body = ToolCallRecord, description = "recorded"), (status = 200, body = ToolCallRecord, description = "already in the ledger"),
+        (status = 404, body = ErrorBody, description = "no such thread"),
         (status = 409, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn record_intent(
@@ -105,7 +107,8 @@ pub(crate) async fn record_intent(
 /// Record the outcome of a tool call. Repeating the same outcome is harmless (200); a different
 /// outcome for a completed call is 409 `already_completed`.
 #[utoipa::path(put, path = "/v1/runners/threads/{thread_id}/tool-calls/{key}", tag = "runner",
-    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), ("key" = String, Path, description = "The ledger key")),
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"),
+        ("key" = String, Path, description = "The ledger key", min_length = 1, max_length = 128)),
     request_body = ToolCallCompletion,
     responses((status = 200, body = ToolCallRecord), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
@@ -124,15 +127,19 @@ pub(crate) async fn complete_tool_call(
 
 /// Query of the inbox long-poll.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct InboxQuery {
-    /// Return messages with a seq greater than this (the runner's cursor).
+    /// Return messages with a seq greater than this (the runner's cursor; 0 when left out).
     #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
     after: u64,
-    /// Wait up to this many seconds for a message (capped by the server, 60 s by default).
+    /// Wait up to this many seconds for a message (capped by the server's `--max-wait`).
     #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
     wait: u64,
-    /// At most this many messages (default and maximum 100).
+    /// At most this many messages: 1 to 100 (100 when left out).
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<u32>,
 }
 
@@ -149,17 +156,20 @@ pub(crate) async fn inbox(
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<axum::Json<Vec<InboxMessage>>, ApiError> {
     caller.require_thread(id)?;
-    let limit = query
-        .limit
-        .unwrap_or(MAX_INBOX_BATCH)
-        .clamp(1, MAX_INBOX_BATCH);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(query.wait).min(app.max_wait);
+    let limit = page_limit(query.limit, MAX_INBOX_BATCH, MAX_INBOX_BATCH)?;
+    let after = seq_cursor(query.after)?;
+    // Any wait up to the bound is accepted (and capped); one past it is a malformed query.
+    let wait = seq_cursor(query.wait).map_err(|_| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!("wait {} is larger than {MAX_STORED_INT}", query.wait),
+    })?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait).min(app.max_wait);
     let notify = app.hub.subscribe(id);
     loop {
         let woken = notify.notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let messages = app.store.inbox_after(id, query.after, limit).await?;
+        let messages = app.store.inbox_after(id, after, limit).await?;
         let now = tokio::time::Instant::now();
         if !messages.is_empty() || now >= deadline {
             return Ok(axum::Json(messages));
@@ -178,7 +188,7 @@ pub(crate) async fn inbox(
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/events", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = EventsRequest,
-    responses((status = 201, body = EventsAppended), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
+    responses((status = 201, body = EventsAppended), (status = 404, body = ErrorBody, description = "no such thread"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn append_events(

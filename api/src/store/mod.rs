@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
+    ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
+    VersionSummary,
 };
 
 pub use postgres::PostgresStore;
@@ -44,11 +45,11 @@ pub enum StoreError {
         /// The thread's latest version.
         head: u64,
     },
-    /// A request that cannot apply to the thread as it is.
+    /// A request that cannot apply to the thread as it is (answered with 422 and `code`).
     #[error("{message}")]
     Invalid {
-        /// A stable code.
-        code: &'static str,
+        /// Which rule the request breaks.
+        code: ErrorCode,
         /// What is wrong.
         message: String,
     },
@@ -58,6 +59,9 @@ pub enum StoreError {
         /// The ledger key.
         key: String,
     },
+    /// The database URL names no supported backend.
+    #[error("the database URL must start with sqlite:// or postgres://")]
+    UnsupportedUrl,
     /// The database failed. The text is for logs only, never for clients.
     #[error("database error: {0}")]
     Database(Arc<str>),
@@ -141,10 +145,7 @@ impl Store {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(Store::Postgres(PostgresStore::open(url, options).await?))
         } else {
-            Err(StoreError::Invalid {
-                code: "bad_database_url",
-                message: "the database URL must start with sqlite:// or postgres://".into(),
-            })
+            Err(StoreError::UnsupportedUrl)
         }
     }
 
@@ -166,63 +167,6 @@ impl Store {
         dispatch!(self, s => s.close())
     }
 
-    /// Creates the thread if new and records its labels (those given).
-    pub async fn ensure_thread(&self, id: ThreadId, labels: ThreadLabels) -> StoreResult<()> {
-        dispatch!(self, s => s.ensure_thread(id, labels))
-    }
-
-    /// Claims the thread: a new epoch, one more boot.
-    pub async fn claim(&self, id: ThreadId, labels: ThreadLabels) -> StoreResult<ClaimResponse> {
-        dispatch!(self, s => s.claim(id, labels))
-    }
-
-    /// Appends a checkpoint version.
-    pub async fn append_checkpoint(
-        &self,
-        id: ThreadId,
-        request: CheckpointRequest,
-    ) -> StoreResult<CheckpointCreated> {
-        dispatch!(self, s => s.append_checkpoint(id, request))
-    }
-
-    /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
-    pub async fn record_intent(
-        &self,
-        id: ThreadId,
-        intent: ToolCallIntent,
-    ) -> StoreResult<(ToolCallRecord, bool)> {
-        dispatch!(self, s => s.record_intent(id, intent))
-    }
-
-    /// Records a tool call's outcome.
-    pub async fn complete_tool_call(
-        &self,
-        id: ThreadId,
-        key: String,
-        completion: ToolCallCompletion,
-    ) -> StoreResult<ToolCallRecord> {
-        dispatch!(self, s => s.complete_tool_call(id, key, completion))
-    }
-
-    /// Puts a message in the thread's inbox (creating the thread if new).
-    pub async fn enqueue(
-        &self,
-        id: ThreadId,
-        request: EnqueueRequest,
-    ) -> StoreResult<EnqueueResponse> {
-        dispatch!(self, s => s.enqueue(id, request))
-    }
-
-    /// Appends trace events; returns the last seq.
-    pub async fn append_events(&self, id: ThreadId, request: EventsRequest) -> StoreResult<u64> {
-        dispatch!(self, s => s.append_events(id, request))
-    }
-
-    /// Deletes every trace of the thread; `false` if it did not exist.
-    pub async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
-        dispatch!(self, s => s.purge(id))
-    }
-
     /// The assembled latest state, or `None` before the first checkpoint.
     pub async fn latest(&self, id: ThreadId) -> StoreResult<Option<ThreadState>> {
         match self.latest_json(id).await? {
@@ -232,57 +176,105 @@ impl Store {
                 .map_err(|e| StoreError::Corrupt(format!("assembled state: {e}").into())),
         }
     }
+}
+
+/// Declares each store operation once: its doc, its signature, and the query it runs (from
+/// `ops.rs`, expanded for both backends). `write` runs it as one durable transaction (SQLite's
+/// group commit, Postgres' own transaction); `read` on a pooled connection.
+macro_rules! store_ops {
+    ($(
+        $(#[doc = $doc:literal])*
+        $kind:ident fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty
+            = |$c:ident| $op:ident($($call:tt)*);
+    )*) => {
+        impl Store {
+            $(
+                $(#[doc = $doc])*
+                pub async fn $name(&self, $($arg: $ty),*) -> StoreResult<$ret> {
+                    match self {
+                        Store::Sqlite(s) => store_ops!(@$kind s, $c, ops::sqlite::$op($($call)*)),
+                        Store::Postgres(s) => {
+                            store_ops!(@$kind s, $c, ops::postgres::$op($($call)*))
+                        }
+                    }
+                }
+            )*
+        }
+    };
+    (@write $s:ident, $c:ident, $call:expr) => {
+        $s.write(move |$c| Box::pin(async move { $call.await })).await
+    };
+    (@read $s:ident, $c:ident, $call:expr) => {{
+        let mut conn = $s.reader().await?;
+        let $c = &mut *conn;
+        $call.await
+    }};
+}
+
+store_ops! {
+    /// Creates the thread if new and records its labels (those given).
+    write fn ensure_thread(id: ThreadId, labels: ThreadLabels) -> ()
+        = |c| ensure_thread(c, id, &labels, now_ms());
+
+    /// Claims the thread: a new epoch, one more boot.
+    write fn claim(id: ThreadId, labels: ThreadLabels) -> ClaimResponse
+        = |c| claim(c, id, &labels, now_ms());
+
+    /// Appends a checkpoint version.
+    write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
+        = |c| append_checkpoint(c, id, &request, now_ms());
+
+    /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
+    write fn record_intent(id: ThreadId, intent: ToolCallIntent) -> (ToolCallRecord, bool)
+        = |c| record_intent(c, id, &intent, now_ms());
+
+    /// Records a tool call's outcome.
+    write fn complete_tool_call(
+        id: ThreadId,
+        key: String,
+        completion: ToolCallCompletion
+    ) -> ToolCallRecord
+        = |c| complete_tool_call(c, id, &key, &completion, now_ms());
+
+    /// Puts a message in the thread's inbox (creating the thread if new).
+    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> EnqueueResponse
+        = |c| enqueue(c, id, &request, now_ms());
+
+    /// Appends trace events; returns the last seq.
+    write fn append_events(id: ThreadId, request: EventsRequest) -> u64
+        = |c| append_events(c, id, &request, now_ms());
+
+    /// Deletes every trace of the thread; `false` if it did not exist.
+    write fn purge(id: ThreadId) -> bool = |c| purge(c, id);
 
     /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
     /// messages (what `GET latest` sends).
-    pub async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
-        dispatch!(self, s => s.latest_json(id))
-    }
+    read fn latest_json(id: ThreadId) -> Option<String> = |c| latest_json(c, id);
 
     /// Inbox messages after `after`, oldest first.
-    pub async fn inbox_after(
-        &self,
-        id: ThreadId,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<InboxMessage>> {
-        dispatch!(self, s => s.inbox_after(id, after, limit))
-    }
+    read fn inbox_after(id: ThreadId, after: u64, limit: u32) -> Vec<InboxMessage>
+        = |c| inbox_after(c, id, after, limit);
 
     /// Events after `after`, oldest first.
-    pub async fn events_after(
-        &self,
-        id: ThreadId,
-        after: u64,
-        limit: u32,
-    ) -> StoreResult<Vec<Event>> {
-        dispatch!(self, s => s.events_after(id, after, limit))
-    }
+    read fn events_after(id: ThreadId, after: u64, limit: u32) -> Vec<Event>
+        = |c| events_after(c, id, after, limit);
 
     /// Threads matching the filter, oldest first.
-    pub async fn list_threads(&self, filter: ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
-        dispatch!(self, s => s.list_threads(filter))
-    }
+    read fn list_threads(filter: ThreadFilter) -> Vec<ThreadSummary>
+        = |c| list_threads(c, &filter);
 
     /// One thread.
-    pub async fn thread(&self, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
-        dispatch!(self, s => s.thread(id))
-    }
+    read fn thread(id: ThreadId) -> Option<ThreadSummary> = |c| thread(c, id);
 
     /// The version chain.
-    pub async fn versions(&self, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
-        dispatch!(self, s => s.versions(id))
-    }
+    read fn versions(id: ThreadId) -> Vec<VersionSummary> = |c| versions(c, id);
 
     /// One version with the history as of it.
-    pub async fn version(&self, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
-        dispatch!(self, s => s.version(id, version))
-    }
+    read fn version(id: ThreadId, version: u64) -> Option<VersionDetail>
+        = |c| version(c, id, version);
 
     /// The ledger of a thread.
-    pub async fn tool_calls(&self, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
-        dispatch!(self, s => s.tool_calls(id))
-    }
+    read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
 }
 
 /// Current time in Unix milliseconds.

@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointState, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
+    CheckpointState, ErrorCode, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
     ToolCallRecord, ToolCallStatus, VersionSummary,
 };
 use ninetrix_proto::message::Message;
@@ -169,7 +169,7 @@ pub(crate) fn to_u64(v: i64) -> u64 {
 /// A client-supplied number as a database integer.
 pub(crate) fn to_i64(v: u64, what: &str) -> StoreResult<i64> {
     i64::try_from(v).map_err(|_| StoreError::Invalid {
-        code: "out_of_range",
+        code: ErrorCode::OutOfRange,
         message: format!("{what} {v} is too large"),
     })
 }
@@ -192,7 +192,7 @@ pub(crate) fn decode_state(text: &str) -> StoreResult<CheckpointState> {
 
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| StoreError::Invalid {
-        code: "unencodable",
+        code: ErrorCode::Unencodable,
         message: e.to_string(),
     })
 }
@@ -219,7 +219,9 @@ pub(crate) fn splice_state(
     )
 }
 
+/// Longest ledger or dedupe key, in characters.
 pub(crate) const MAX_KEY_LEN: usize = 128;
+/// Longest event type, in characters.
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
 /// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
@@ -230,7 +232,7 @@ macro_rules! sql_ops {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-            Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
+            ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
             ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
         };
 
@@ -297,7 +299,7 @@ macro_rules! sql_ops {
             if let Some(cut) = req.truncate_to {
                 if cut > old_len {
                     return Err(StoreError::Invalid {
-                        code: "invalid_truncate",
+                        code: ErrorCode::InvalidTruncate,
                         message: format!("truncate_to {cut} is longer than the history ({old_len} messages)"),
                     });
                 }
@@ -321,7 +323,7 @@ macro_rules! sql_ops {
             }
             if req.state.turn_start_history_len > len {
                 return Err(StoreError::Invalid {
-                    code: "invalid_state",
+                    code: ErrorCode::InvalidState,
                     message: format!("turn_start_history_len {} is past the end of the history ({len} messages)", req.state.turn_start_history_len),
                 });
             }
@@ -358,9 +360,9 @@ macro_rules! sql_ops {
         }
 
         fn check_key(key: &str) -> StoreResult<()> {
-            if key.is_empty() || key.len() > MAX_KEY_LEN {
+            if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
                 return Err(StoreError::Invalid {
-                    code: "invalid_key",
+                    code: ErrorCode::InvalidKey,
                     message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
                 });
             }
@@ -452,9 +454,9 @@ macro_rules! sql_ops {
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
             for e in &req.events {
-                if e.kind.is_empty() || e.kind.len() > MAX_KIND_LEN {
+                if e.kind.is_empty() || e.kind.chars().count() > MAX_KIND_LEN {
                     return Err(StoreError::Invalid {
-                        code: "invalid_event",
+                        code: ErrorCode::InvalidEvent,
                         message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
                     });
                 }
@@ -615,171 +617,3 @@ pub(crate) mod postgres {
     //! The queries for Postgres.
     sql_ops!(sqlx::PgConnection, " FOR UPDATE");
 }
-
-/// The store methods of a backend, over its queries module. The backend provides
-/// `write(op)` (one durable transaction) and `reader()` (a pooled connection).
-macro_rules! store_methods {
-    ($ops:path) => {
-        /// Creates the thread if new and records its labels.
-        pub(crate) async fn ensure_thread(
-            &self,
-            id: ThreadId,
-            labels: ThreadLabels,
-        ) -> StoreResult<()> {
-            use $ops as ops;
-            self.write(move |c| {
-                Box::pin(async move { ops::ensure_thread(c, id, &labels, now_ms()).await })
-            })
-            .await
-        }
-
-        /// Claims the thread.
-        pub(crate) async fn claim(
-            &self,
-            id: ThreadId,
-            labels: ThreadLabels,
-        ) -> StoreResult<ClaimResponse> {
-            use $ops as ops;
-            self.write(move |c| Box::pin(async move { ops::claim(c, id, &labels, now_ms()).await }))
-                .await
-        }
-
-        /// Appends a checkpoint version.
-        pub(crate) async fn append_checkpoint(
-            &self,
-            id: ThreadId,
-            req: CheckpointRequest,
-        ) -> StoreResult<CheckpointCreated> {
-            use $ops as ops;
-            self.write(move |c| {
-                Box::pin(async move { ops::append_checkpoint(c, id, &req, now_ms()).await })
-            })
-            .await
-        }
-
-        /// Records a tool call's intent.
-        pub(crate) async fn record_intent(
-            &self,
-            id: ThreadId,
-            intent: ToolCallIntent,
-        ) -> StoreResult<(ToolCallRecord, bool)> {
-            use $ops as ops;
-            self.write(move |c| {
-                Box::pin(async move { ops::record_intent(c, id, &intent, now_ms()).await })
-            })
-            .await
-        }
-
-        /// Records a tool call's outcome.
-        pub(crate) async fn complete_tool_call(
-            &self,
-            id: ThreadId,
-            key: String,
-            done: ToolCallCompletion,
-        ) -> StoreResult<ToolCallRecord> {
-            use $ops as ops;
-            self.write(move |c| {
-                Box::pin(async move { ops::complete_tool_call(c, id, &key, &done, now_ms()).await })
-            })
-            .await
-        }
-
-        /// Enqueues an inbox message.
-        pub(crate) async fn enqueue(
-            &self,
-            id: ThreadId,
-            req: EnqueueRequest,
-        ) -> StoreResult<EnqueueResponse> {
-            use $ops as ops;
-            self.write(move |c| Box::pin(async move { ops::enqueue(c, id, &req, now_ms()).await }))
-                .await
-        }
-
-        /// Appends events.
-        pub(crate) async fn append_events(
-            &self,
-            id: ThreadId,
-            req: EventsRequest,
-        ) -> StoreResult<u64> {
-            use $ops as ops;
-            self.write(move |c| {
-                Box::pin(async move { ops::append_events(c, id, &req, now_ms()).await })
-            })
-            .await
-        }
-
-        /// Purges a thread.
-        pub(crate) async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
-            use $ops as ops;
-            self.write(move |c| Box::pin(async move { ops::purge(c, id).await }))
-                .await
-        }
-
-        /// The latest state as JSON.
-        pub(crate) async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
-            use $ops as ops;
-            ops::latest_json(&mut *self.reader().await?, id).await
-        }
-
-        /// Inbox messages after a seq.
-        pub(crate) async fn inbox_after(
-            &self,
-            id: ThreadId,
-            after: u64,
-            limit: u32,
-        ) -> StoreResult<Vec<InboxMessage>> {
-            use $ops as ops;
-            ops::inbox_after(&mut *self.reader().await?, id, after, limit).await
-        }
-
-        /// Events after a seq.
-        pub(crate) async fn events_after(
-            &self,
-            id: ThreadId,
-            after: u64,
-            limit: u32,
-        ) -> StoreResult<Vec<Event>> {
-            use $ops as ops;
-            ops::events_after(&mut *self.reader().await?, id, after, limit).await
-        }
-
-        /// Threads.
-        pub(crate) async fn list_threads(
-            &self,
-            filter: ThreadFilter,
-        ) -> StoreResult<Vec<ThreadSummary>> {
-            use $ops as ops;
-            ops::list_threads(&mut *self.reader().await?, &filter).await
-        }
-
-        /// One thread.
-        pub(crate) async fn thread(&self, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
-            use $ops as ops;
-            ops::thread(&mut *self.reader().await?, id).await
-        }
-
-        /// The version chain.
-        pub(crate) async fn versions(&self, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
-            use $ops as ops;
-            ops::versions(&mut *self.reader().await?, id).await
-        }
-
-        /// One version.
-        pub(crate) async fn version(
-            &self,
-            id: ThreadId,
-            version: u64,
-        ) -> StoreResult<Option<VersionDetail>> {
-            use $ops as ops;
-            ops::version(&mut *self.reader().await?, id, version).await
-        }
-
-        /// The ledger.
-        pub(crate) async fn tool_calls(&self, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
-            use $ops as ops;
-            ops::tool_calls(&mut *self.reader().await?, id).await
-        }
-    };
-}
-
-pub(crate) use store_methods;

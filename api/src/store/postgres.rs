@@ -5,17 +5,10 @@
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadSummary, ToolCallCompletion, ToolCallIntent,
-    ToolCallRecord, VersionDetail, VersionSummary,
-};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool};
 
-use super::ops::store_methods;
-use super::{StoreOptions, StoreResult, ThreadFilter, now_ms};
+use super::{StoreOptions, StoreResult};
 
 /// A Postgres checkpoint store.
 #[derive(Clone)]
@@ -36,7 +29,7 @@ impl PostgresStore {
         Ok(Self { pool })
     }
 
-    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    pub(crate) async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
@@ -47,7 +40,7 @@ impl PostgresStore {
         Ok(value)
     }
 
-    async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+    pub(crate) async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {
         Ok(self.pool.acquire().await?)
     }
 
@@ -59,6 +52,4 @@ impl PostgresStore {
     pub(crate) async fn close(&self) {
         self.pool.close().await;
     }
-
-    store_methods!(super::ops::postgres);
 }

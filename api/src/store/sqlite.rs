@@ -12,12 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadSummary, ToolCallCompletion, ToolCallIntent,
-    ToolCallRecord, VersionDetail, VersionSummary,
-};
 use sqlx::sqlite::{
     SqliteAutoVacuum, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -25,8 +19,7 @@ use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::ops::store_methods;
-use super::{StoreError, StoreOptions, StoreResult, ThreadFilter, now_ms};
+use super::{StoreError, StoreOptions, StoreResult};
 
 /// Hands the outcome of the transaction a write ran in to its caller.
 type Deliver = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
@@ -86,7 +79,7 @@ impl SqliteStore {
     }
 
     /// Runs one write in the next group commit and returns its result once committed.
-    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    pub(crate) async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
@@ -112,7 +105,7 @@ impl SqliteStore {
             .map_err(|_| StoreError::Database("the writer stopped before committing".into()))?
     }
 
-    async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
+    pub(crate) async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
         Ok(self.readers.acquire().await?)
     }
 
@@ -132,8 +125,6 @@ impl SqliteStore {
         done.await;
         self.readers.close().await;
     }
-
-    store_methods!(super::ops::sqlite);
 }
 
 /// Copies the WAL into the database file every second on a connection of its own, so the

@@ -4,5 +4,6 @@ mod auth_matrix;
 mod bad_input;
 mod conformance;
 mod model;
+mod openapi_contract;
 mod size;
 mod support;

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Whether a tool may be re-run after a crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     /// Only reads: safe to re-run.

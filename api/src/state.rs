@@ -1,0 +1,37 @@
+//! The state every request handler shares ([`App`]): the store, the authenticator, the wake-up
+//! hub, the server's limits and its shutdown signal. It lives apart from `server` so that the
+//! handlers (`routes`) and the extractors (`auth`) depend on it without depending on the server
+//! that builds it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRef;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Authenticator;
+use crate::hub::Hub;
+use crate::store::Store;
+
+/// State shared by every request.
+#[derive(Clone)]
+pub(crate) struct App {
+    /// Where threads, versions, the ledger, the inbox and events are stored.
+    pub(crate) store: Store,
+    /// Checks bearer tokens and mints runner tokens.
+    pub(crate) auth: Arc<Authenticator>,
+    /// Wakes long-polls and event streams when a thread's inbox or events change.
+    pub(crate) hub: Arc<Hub>,
+    /// The longest inbox long-poll a client may ask for.
+    pub(crate) max_wait: Duration,
+    /// Interval of SSE keep-alive comments.
+    pub(crate) keep_alive: Duration,
+    /// Cancelled when the server starts shutting down: long-polls and streams end early.
+    pub(crate) shutdown: CancellationToken,
+}
+
+impl FromRef<App> for Arc<Authenticator> {
+    fn from_ref(app: &App) -> Self {
+        app.auth.clone()
+    }
+}
