@@ -5,6 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// Seconds a stopping container gets to checkpoint and exit before SIGKILL (`-t/--timeout` of
+/// `up`, `down` and `run`).
+pub const DEFAULT_STOP_SECS: i32 = 30;
+
 /// Run AI agents as Docker containers that survive crashes.
 #[derive(Debug, Parser)]
 #[command(name = "ninetrix", version, about, propagate_version = true)]
@@ -67,6 +71,12 @@ pub struct UpArgs {
     /// Remove containers of agents that are no longer in the agentfile.
     #[arg(long)]
     pub remove_orphans: bool,
+    /// Print the plan (one line per Docker action, with its cause) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds a replaced or removed container gets to checkpoint and exit before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
     /// Seconds to wait for every durable runner to be ready.
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub wait_timeout: u64,
@@ -85,12 +95,7 @@ pub struct DownArgs {
     #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
     pub pool: Option<String>,
     /// Seconds each runner gets to checkpoint and exit before it is killed.
-    #[arg(
-        short = 't',
-        long = "timeout",
-        default_value_t = 30,
-        value_name = "SECS"
-    )]
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
     pub timeout: i32,
     /// Also delete the pool state, the threads' data in the API and the workspace volumes.
     #[arg(long)]
@@ -225,6 +230,9 @@ pub struct RunArgs {
     /// Remove the container when it exits.
     #[arg(long)]
     pub rm: bool,
+    /// Seconds the job gets to checkpoint and exit on Ctrl-C before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
 }
 
 /// Arguments of `ninetrix api`.

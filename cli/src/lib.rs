@@ -3,6 +3,8 @@
 //! This crate owns argument parsing, the commands and their output. `main` maps outcomes to exit
 //! codes: 0 success, 1 failure (the command ran and said why), 2 usage errors (clap's).
 
+#[macro_use]
+mod output;
 pub mod cli;
 pub mod commands;
 mod orchestrate;

@@ -44,7 +44,7 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", args.file.display()))?;
 
     let style = Style::stdout();
-    println!(
+    outln!(
         "{} wrote {} (pool {}, agent `assistant`, provider {})",
         style.ok("✔"),
         args.file.display(),
@@ -56,9 +56,9 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
     } else {
         format!(" -f {}", args.file.display())
     };
-    println!("next: ninetrix validate{flag}");
+    outln!("next: ninetrix validate{flag}");
     if let Some(secret) = secret_for(args.provider) {
-        println!(
+        outln!(
             "      and provide {secret} on the host (it is mounted into the container as a secret)"
         );
     }

@@ -27,11 +27,11 @@ async fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
     let docker = crate::orchestrate::docker::connect().await?;
     let binary = image::this_binary()?;
     let (img, built) = image::runner_image(&docker, &binary).await?;
-    println!("{} {}", img.tag, if built { "built" } else { "up to date" });
+    outln!("{} {}", img.tag, if built { "built" } else { "up to date" });
     for agent in &parsed.agentfile.agents {
         if let Some(base) = &agent.runtime.image {
             let img = image::agent_image(&docker, base, &binary).await?;
-            println!("{} (agent {})", img.tag, agent.name);
+            outln!("{} (agent {})", img.tag, agent.name);
         }
     }
     Ok(ExitCode::SUCCESS)

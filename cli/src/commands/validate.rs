@@ -21,7 +21,7 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
             Ok(parsed) => (valid_json(args, parsed), true),
             Err(err) => (invalid_json(&file, err), false),
         };
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(exit(ok));
     }
     let err_style = Style::stderr();
@@ -30,7 +30,7 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
             if !parsed.warnings.diagnostics.is_empty() {
                 eprint!("{}", parsed.warnings.render(err_style.color));
             }
-            print!("{}", summary(args, &parsed, Style::stdout()));
+            crate::output::text(&summary(args, &parsed, Style::stdout()));
             Ok(exit(true))
         }
         Err(LoadError::Invalid(report)) => {

@@ -52,6 +52,18 @@ pub(crate) fn local_name() -> String {
         .unwrap_or_else(|| "ninetrix-api".into())
 }
 
+/// The API URL containers get, known without starting anything (`up --dry-run` needs it for the
+/// configuration digest): `AGENTFILE_API_URL` if set, else the local API's alias.
+pub(crate) fn planned_container_url() -> String {
+    std::env::var("AGENTFILE_API_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map_or_else(
+            || format!("http://ninetrix-api:{PORT}"),
+            |u| u.trim_end_matches('/').to_string(),
+        )
+}
+
 /// Reads a secret file, creating it with 32 random bytes (base64url) on first use.
 fn secret_file(path: &Path) -> anyhow::Result<String> {
     if let Ok(v) = std::fs::read_to_string(path) {

@@ -1,9 +1,16 @@
 //! The Docker Engine connection: connect through `DOCKER_HOST` or the local socket, negotiate the
 //! API version (Debian's 20.10 engine stops at 1.41), and turn connection failures into errors
-//! that say what to do.
+//! that say what to do; and the Docker actions more than one command takes (the pool network,
+//! stopping and removing a container, uploading secrets).
+
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context as _, anyhow};
 use bollard::Docker;
+use bollard::models::NetworkCreateRequest;
+use bollard::query_parameters::{
+    RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
 
 /// Connects and negotiates the API version.
 pub(crate) async fn connect() -> anyhow::Result<Docker> {
@@ -47,4 +54,75 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
             ..
         }
     )
+}
+
+/// The pool's network (a bridge labelled with the pool), created if missing.
+pub(crate) async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
+    let net = super::spec::network_name(pool);
+    match docker.inspect_network(&net, None).await {
+        Ok(_) => return Ok(net),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e).context("cannot inspect the pool network"),
+    }
+    let labels: HashMap<String, String> =
+        [(super::spec::POOL.to_string(), pool.to_string())].into();
+    docker
+        .create_network(NetworkCreateRequest {
+            name: net.clone(),
+            driver: Some("bridge".into()),
+            labels: Some(labels),
+            ..NetworkCreateRequest::default()
+        })
+        .await
+        .with_context(|| format!("cannot create network {net}"))?;
+    Ok(net)
+}
+
+/// Stops a container (SIGTERM, then SIGKILL after `stop_secs`: a runner checkpoints and exits
+/// in between) and removes it; a container already gone is not an error.
+pub(crate) async fn stop_and_remove(
+    docker: &Docker,
+    id: &str,
+    stop_secs: i32,
+) -> anyhow::Result<()> {
+    let _ = docker
+        .stop_container(
+            id,
+            Some(StopContainerOptionsBuilder::default().t(stop_secs).build()),
+        )
+        .await;
+    match docker
+        .remove_container(
+            id,
+            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+        )
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot remove container {id}")),
+    }
+}
+
+/// Uploads an agent's secrets and its runner token to `/run/secrets/` (0400) of a created,
+/// not yet started container.
+pub(crate) async fn upload_secrets(
+    docker: &Docker,
+    id: &str,
+    secrets: &BTreeMap<String, String>,
+    token: &str,
+) -> anyhow::Result<()> {
+    let mut files: Vec<(&str, &str)> = secrets
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    files.push(("AGENTFILE_RUNNER_TOKEN", token));
+    docker
+        .upload_to_container(
+            id,
+            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            bollard::body_full(super::api::secrets_tar(&files)?.into()),
+        )
+        .await?;
+    Ok(())
 }

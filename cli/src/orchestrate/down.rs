@@ -9,37 +9,33 @@ use anyhow::Context as _;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 
 use super::api::{Api, local_name};
+use super::pool::Fallback;
+use super::progress::Progress;
 use super::{image, label, name, pool_containers, spec, state};
 use crate::cli::DownArgs;
 
 /// Runs `ninetrix down`.
 pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
     let docker = super::docker::connect().await?;
-    let pool = match &args.pool {
-        Some(p) => Some(p.clone()),
-        None if args.file.exists() => {
-            let parsed = super::load(&args.file)?;
-            Some(
-                parsed
-                    .agentfile
-                    .pool_name(None, &args.file)
-                    .context("cannot derive a pool name: pass -p POOL")?,
-            )
-        }
-        None if args.api => None,
-        None => anyhow::bail!(
+    let pool = super::pool::resolve(&args.file, args.pool.as_deref(), Fallback::Nothing)?;
+    if pool.is_none() && !args.api {
+        anyhow::bail!(
             "{} does not exist; pass -f FILE or -p POOL",
             args.file.display()
-        ),
-    };
-    let progress = super::up::Progress::new(false);
+        );
+    }
+    let progress = Progress::new(false);
     if let Some(pool) = &pool {
         let containers = pool_containers(&docker, Some(pool)).await?;
         let removals = containers.iter().map(|c| {
             let docker = &docker;
             async move {
-                super::up::remove(docker, c.id.as_deref().unwrap_or_default(), args.timeout)
-                    .await?;
+                super::docker::stop_and_remove(
+                    docker,
+                    c.id.as_deref().unwrap_or_default(),
+                    args.timeout,
+                )
+                .await?;
                 anyhow::Ok((
                     name(c),
                     label(c, spec::AGENT).unwrap_or_default().to_string(),
@@ -80,7 +76,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
                 let api = Api::ensure(&docker, &home, &img, reqwest::Client::new()).await?;
                 for (agent, n, thread) in &threads {
                     api.purge(*thread).await?;
-                    let volume = format!("{}-workspace", spec::container_name(pool, agent, *n));
+                    let volume = spec::volume_name(pool, agent, *n);
                     let _ = docker
                         .remove_volume(
                             &volume,

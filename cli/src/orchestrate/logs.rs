@@ -102,7 +102,7 @@ struct Target {
 
 fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": l.stream, "time": l.time, "line": l.text})
         );
@@ -114,27 +114,27 @@ fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
         None => prefix,
     };
     if args.timestamps {
-        println!(
+        outln!(
             "{prefix} {} {}",
             l.time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             l.text
         );
     } else {
-        println!("{prefix} {}", l.text);
+        outln!("{prefix} {}", l.text);
     }
 }
 
 fn marker(t: &Target, width: usize, text: &str, args: &LogsArgs) {
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": "marker", "time": Utc::now(), "line": text})
         );
     } else {
         let line = format!("{:<width$} {text}", t.prefix);
         match t.color {
-            Some(c) => println!("\x1b[{c}m{line}\x1b[0m"),
-            None => println!("{line}"),
+            Some(c) => outln!("\x1b[{c}m{line}\x1b[0m"),
+            None => outln!("{line}"),
         }
     }
 }
@@ -246,13 +246,9 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
             if let Ok(info) = docker.inspect_container(&t.id, None).await {
                 let restarts = info.restart_count.unwrap_or(0);
                 if restarts > 0 {
-                    let st = info.state.unwrap_or_default();
-                    let code = st.exit_code.unwrap_or(0);
-                    let gave_up = t.durable
-                        && !st.running.unwrap_or(false)
-                        && !st.restarting.unwrap_or(false)
-                        && restarts >= spec::MAX_RESTARTS;
-                    let text = if gave_up {
+                    let live = spec::Liveness::of(&info);
+                    let code = live.exit_code.unwrap_or(0);
+                    let text = if live.gave_up(t.durable) {
                         format!("restarted {restarts} times, then gave up (exit code {code})")
                     } else {
                         format!("restarted {restarts} time(s) after crashes")
@@ -301,10 +297,10 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
                 let Ok(info) = docker.inspect_container(&t.id, None).await else {
                     return;
                 };
-                let st = info.state.unwrap_or_default();
-                let code = st.exit_code.unwrap_or(0);
-                let restarts = info.restart_count.unwrap_or(0);
-                if st.restarting.unwrap_or(false) || st.running.unwrap_or(false) {
+                let live = spec::Liveness::of(&info);
+                let code = live.exit_code.unwrap_or(0);
+                let restarts = live.restarts;
+                if live.restarting || live.running {
                     marker(
                         t,
                         width,
@@ -328,7 +324,7 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
                     }
                     continue;
                 }
-                if t.durable && code != 0 && restarts >= spec::MAX_RESTARTS {
+                if live.gave_up(t.durable) {
                     marker(
                         t,
                         width,

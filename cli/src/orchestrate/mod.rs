@@ -3,13 +3,18 @@
 //! to the `docker` CLI.
 
 pub(crate) mod api;
+pub(crate) mod apply;
 pub(crate) mod diag;
 pub(crate) mod docker;
 pub(crate) mod down;
 pub(crate) mod image;
 pub(crate) mod logs;
+pub(crate) mod observed;
+pub(crate) mod plan;
 pub(crate) mod pool;
+pub(crate) mod progress;
 pub(crate) mod ps;
+pub(crate) mod ready;
 pub(crate) mod run;
 pub(crate) mod spec;
 pub(crate) mod state;

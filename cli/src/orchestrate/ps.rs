@@ -4,10 +4,76 @@
 
 use std::process::ExitCode;
 
-use serde_json::json;
+use serde::Serialize;
 
-use super::{label, name, pool_containers, spec};
+use super::spec::{self, Liveness};
+use super::{label, name, pool_containers};
 use crate::cli::PsArgs;
+
+/// One container as `ps` shows it (also its `--json` form).
+#[derive(Debug, Serialize)]
+struct Row {
+    pool: Option<String>,
+    agent: Option<String>,
+    replica: Option<u32>,
+    container: String,
+    thread_id: Option<String>,
+    state: Option<String>,
+    status: String,
+    restarts: i64,
+    exit_code: Option<i64>,
+    oom_killed: bool,
+    gave_up: bool,
+    durable: bool,
+}
+
+impl Row {
+    /// The EXIT column: the code (with OOM) once the container stopped, else `-`.
+    fn exit(&self) -> String {
+        match (self.oom_killed, self.exit_code) {
+            (true, Some(code)) => format!("{code} (OOM)"),
+            (_, Some(code)) if self.state.as_deref() != Some("running") => code.to_string(),
+            _ => "-".into(),
+        }
+    }
+
+    fn cells(&self) -> [String; 7] {
+        [
+            self.container.clone(),
+            self.agent.clone().unwrap_or_default(),
+            self.replica
+                .map_or_else(|| "null".into(), |r| r.to_string()),
+            self.thread_id.clone().unwrap_or_default(),
+            self.status.clone(),
+            self.restarts.to_string(),
+            self.exit(),
+        ]
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart, trailing blanks trimmed.
+fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let joined = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        format!("{}\n", joined.trim_end())
+    };
+    let mut out = line(&header.map(String::from));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
 
 /// Runs `ninetrix ps`.
 pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
@@ -16,40 +82,37 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     for c in pool_containers(&docker, args.pool.as_deref()).await? {
         let id = c.id.clone().unwrap_or_default();
         let info = docker.inspect_container(&id, None).await?;
-        let st = info.state.clone().unwrap_or_default();
-        let running = st.running.unwrap_or(false);
-        let restarting = st.restarting.unwrap_or(false);
-        if !args.all && !running && !restarting {
+        let live = Liveness::of(&info);
+        if !args.all && !live.running && !live.restarting {
             continue;
         }
+        let st = info.state.clone().unwrap_or_default();
         let durable = label(&c, spec::DURABLE) == Some("true");
-        let restarts = info.restart_count.unwrap_or(0);
-        let gave_up = durable && !running && !restarting && restarts >= spec::MAX_RESTARTS;
+        let gave_up = live.gave_up(durable);
         let status = c.status.clone().unwrap_or_default();
-        rows.push(json!({
-            "pool": label(&c, spec::POOL),
-            "agent": label(&c, spec::AGENT),
-            "replica": label(&c, spec::REPLICA).and_then(|r| r.parse::<u32>().ok()),
-            "container": name(&c),
-            "thread_id": label(&c, spec::THREAD),
-            "state": st.status.map(|s| s.to_string()),
-            "status": if gave_up { format!("gave up after {restarts} restarts ({status})") } else { status },
-            "restarts": restarts,
-            "exit_code": st.exit_code,
-            "oom_killed": st.oom_killed.unwrap_or(false),
-            "gave_up": gave_up,
-            "durable": durable,
-        }));
+        let owned = |key| label(&c, key).map(str::to_string);
+        rows.push(Row {
+            pool: owned(spec::POOL),
+            agent: owned(spec::AGENT),
+            replica: label(&c, spec::REPLICA).and_then(|r| r.parse().ok()),
+            container: name(&c),
+            thread_id: owned(spec::THREAD),
+            state: st.status.map(|s| s.to_string()),
+            status: if gave_up {
+                format!("gave up after {} restarts ({status})", live.restarts)
+            } else {
+                status
+            },
+            restarts: live.restarts,
+            exit_code: st.exit_code,
+            oom_killed: st.oom_killed.unwrap_or(false),
+            gave_up,
+            durable,
+        });
     }
-    rows.sort_by_key(|r| {
-        (
-            r["pool"].to_string(),
-            r["agent"].to_string(),
-            r["replica"].as_u64(),
-        )
-    });
+    rows.sort_by(|a, b| (&a.pool, &a.agent, a.replica).cmp(&(&b.pool, &b.agent, b.replica)));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
     }
     let header = [
@@ -61,44 +124,35 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         "RESTARTS",
         "EXIT",
     ];
-    let table: Vec<[String; 7]> = rows
-        .iter()
-        .map(|r| {
-            let exit = match (r["oom_killed"].as_bool(), r["exit_code"].as_i64()) {
-                (Some(true), Some(code)) => format!("{code} (OOM)"),
-                (_, Some(code)) if r["state"] != "running" => code.to_string(),
-                _ => "-".into(),
-            };
-            [
-                r["container"].as_str().unwrap_or("").to_string(),
-                r["agent"].as_str().unwrap_or("").to_string(),
-                r["replica"].to_string(),
-                r["thread_id"].as_str().unwrap_or("").to_string(),
-                r["status"].as_str().unwrap_or("").to_string(),
-                r["restarts"].to_string(),
-                exit,
-            ]
-        })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &table {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(&header.map(String::from)));
-    for row in &table {
-        println!("{}", line(row));
-    }
+    let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
+    crate::output::text(&table(header, &cells));
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_pads_columns_and_shows_exit_codes_only_once_stopped() {
+        let row = |state: &str, exit: Option<i64>, oom: bool| Row {
+            pool: Some("p".into()),
+            agent: Some("writer".into()),
+            replica: Some(1),
+            container: "ninetrix-p-writer-1".into(),
+            thread_id: Some("t".into()),
+            state: Some(state.into()),
+            status: "Up".into(),
+            restarts: 0,
+            exit_code: exit,
+            oom_killed: oom,
+            gave_up: false,
+            durable: true,
+        };
+        assert_eq!(row("running", Some(0), false).exit(), "-");
+        assert_eq!(row("exited", Some(2), false).exit(), "2");
+        assert_eq!(row("exited", Some(137), true).exit(), "137 (OOM)");
+        let text = table(["A", "LONGER"], &[["wide cell".into(), "x".into()]]);
+        assert_eq!(text, "A          LONGER\nwide cell  x\n");
+    }
 }
