@@ -1,5 +1,8 @@
-//! The command-line grammar (clap derive). Flags follow Docker Compose where the concept is the
-//! same: `-f/--file` names the agentfile, `-p/--pool` the pool.
+//! The command-line grammar (clap derive). Flags follow Docker Compose and kubectl where the
+//! concept is the same: `-f/--file` names the agentfile and `-p/--pool` the pool, both at the top
+//! level (`ninetrix -f x.yaml logs -f`) and after every command where `-f` does not mean
+//! `--follow`; on `logs` and `trace`, as in `docker compose logs -f` and `kubectl logs -f`, `-f`
+//! follows and the agentfile is `--file` or the top-level `-f`.
 
 use std::path::PathBuf;
 
@@ -10,12 +13,125 @@ use clap::{Args, Parser, Subcommand};
 pub const DEFAULT_STOP_SECS: i32 = 30;
 
 /// Run AI agents as Docker containers that survive crashes.
+///
+/// An agentfile (YAML) describes a pool of agents; `ninetrix up` runs each agent replica as a
+/// container that checkpoints every step through the checkpoint API, so a crashed or restarted
+/// agent resumes where it stopped.
 #[derive(Debug, Parser)]
-#[command(name = "ninetrix", version, about, propagate_version = true)]
+#[command(name = "ninetrix", version, propagate_version = true)]
 pub struct Cli {
+    /// The agentfile, for every command that reads one (also accepted after the command, except
+    /// by `logs` and `trace`, where `-f` means --follow) [default: agentfile.yaml]
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The pool, for every command that works on one (also accepted after the command).
+    #[arg(short = 'p', long = "pool", value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the process's arguments: clap's parse, then the top-level `-f`/`-p` handed to the
+    /// command unless it was given its own, then the checks clap cannot express.
+    pub fn parse_args() -> Result<Self, clap::Error> {
+        Self::parse_from_args(std::env::args_os())
+    }
+
+    /// [`Cli::parse_args`] over the given arguments (the first is the program name).
+    pub fn parse_from_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
+        let given = |id: &str| {
+            matches.subcommand().is_some_and(|(_, m)| {
+                m.try_contains_id(id).unwrap_or(false)
+                    && m.value_source(id) == Some(clap::parser::ValueSource::CommandLine)
+            })
+        };
+        let (file_given, pool_given) = (given("file"), given("pool"));
+        if let Some(file) = cli.file.clone().filter(|_| !file_given)
+            && let Some(slot) = cli.command.file_mut()
+        {
+            *slot = file;
+        }
+        if let Some(pool) = cli.pool.clone().filter(|_| !pool_given)
+            && let Some(slot) = cli.command.pool_mut()
+        {
+            *slot = Some(pool);
+        }
+        cli.command.check_stray()?;
+        Ok(cli)
+    }
+}
+
+impl Command {
+    /// The command's agentfile, if it reads one.
+    fn file_mut(&mut self) -> Option<&mut PathBuf> {
+        match self {
+            Command::Validate(a) => Some(&mut a.file),
+            Command::Init(a) => Some(&mut a.file),
+            Command::Build(a) => Some(&mut a.file),
+            Command::Up(a) => Some(&mut a.file),
+            Command::Down(a) => Some(&mut a.file),
+            Command::Invoke(a) => Some(&mut a.file),
+            Command::Trace(a) => Some(&mut a.file),
+            Command::Logs(a) => Some(&mut a.file),
+            Command::Run(a) => Some(&mut a.file),
+            Command::Api(_) | Command::Ps(_) | Command::Runner => None,
+        }
+    }
+
+    /// The command's pool, if it works on one.
+    fn pool_mut(&mut self) -> Option<&mut Option<String>> {
+        match self {
+            Command::Validate(a) => Some(&mut a.pool),
+            Command::Up(a) => Some(&mut a.pool),
+            Command::Down(a) => Some(&mut a.pool),
+            Command::Ps(a) => Some(&mut a.pool),
+            Command::Invoke(a) => Some(&mut a.pool),
+            Command::Trace(a) => Some(&mut a.pool),
+            Command::Logs(a) => Some(&mut a.pool),
+            Command::Run(a) => Some(&mut a.pool),
+            Command::Init(_) | Command::Api(_) | Command::Build(_) | Command::Runner => None,
+        }
+    }
+
+    /// `logs -f FILE` / `trace -f FILE`: `-f` follows there, so a file after it is a mistake
+    /// that deserves to be explained rather than reported as an unexpected argument.
+    fn check_stray(&self) -> Result<(), clap::Error> {
+        let (name, stray) = match self {
+            Command::Logs(a) => ("logs", a.stray.as_deref()),
+            Command::Trace(a) => ("trace", a.stray.as_deref()),
+            _ => return Ok(()),
+        };
+        let Some(stray) = stray else {
+            return Ok(());
+        };
+        use clap::CommandFactory as _;
+        let looks_like_file = stray.ends_with(".yaml")
+            || stray.ends_with(".yml")
+            || std::path::Path::new(stray).is_file();
+        let message = if looks_like_file {
+            format!(
+                "`-f` means --follow for `ninetrix {name}` (as in `docker compose logs -f` and \
+                 `kubectl logs -f`), so `{stray}` is not read as the agentfile.\n\n  \
+                 To name the agentfile: `ninetrix -f {stray} {name}` or `ninetrix {name} --file {stray}`"
+            )
+        } else {
+            format!("unexpected argument '{stray}' found")
+        };
+        Err(Cli::command()
+            .find_subcommand_mut(name)
+            .map(|c| c.clone())
+            .unwrap_or_else(Cli::command)
+            .error(clap::error::ErrorKind::UnknownArgument, message))
+    }
 }
 
 /// The commands.
@@ -157,7 +273,8 @@ pub struct InvokeArgs {
 /// Arguments of `ninetrix trace`.
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// The agentfile (for the pool name).
+    /// The agentfile (for the pool name); `-f` follows here, so name it with --file or
+    /// `ninetrix -f FILE trace`.
     #[arg(long = "file", default_value = "agentfile.yaml", value_name = "FILE")]
     pub file: PathBuf,
     /// The pool.
@@ -175,6 +292,9 @@ pub struct TraceArgs {
     /// Keep printing new events.
     #[arg(short, long)]
     pub follow: bool,
+    /// A stray argument, kept only to explain `trace -f FILE`.
+    #[arg(hide = true, value_name = "STRAY")]
+    pub stray: Option<String>,
     /// The events as JSON lines.
     #[arg(long)]
     pub json: bool,
@@ -183,7 +303,8 @@ pub struct TraceArgs {
 /// Arguments of `ninetrix logs`.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// The agentfile (for the pool name).
+    /// The agentfile (for the pool name); `-f` follows here, so name it with --file or
+    /// `ninetrix -f FILE logs`.
     #[arg(long = "file", value_name = "FILE", default_value = "agentfile.yaml")]
     pub file: PathBuf,
     /// The pool.
@@ -195,6 +316,9 @@ pub struct LogsArgs {
     /// Keep following, across restarts.
     #[arg(short, long)]
     pub follow: bool,
+    /// A stray argument, kept only to explain `logs -f FILE`.
+    #[arg(hide = true, value_name = "STRAY")]
+    pub stray: Option<String>,
     /// Only lines since this time (RFC 3339) or for this long (10m, 2h).
     #[arg(long, value_name = "T")]
     pub since: Option<String>,

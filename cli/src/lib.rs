@@ -12,8 +12,6 @@ mod style;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
-
 pub use cli::Cli;
 
 /// Exit code for a command that ran and failed.
@@ -23,7 +21,7 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// Runs the CLI with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(err) => {
             // Prints help/version to stdout (exit 0) or the usage error to stderr (exit 2).
