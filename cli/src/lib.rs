@@ -7,8 +7,10 @@
 mod output;
 pub mod cli;
 pub mod commands;
-mod orchestrate;
-mod style;
+mod docker;
+mod home;
+mod pool;
+mod ui;
 
 use std::process::ExitCode;
 
@@ -32,7 +34,7 @@ pub fn main() -> ExitCode {
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            let style = style::Style::stderr();
+            let style = ui::style::Style::stderr();
             eprintln!("{} {err:#}", style.error("error:"));
             ExitCode::from(EXIT_FAILURE)
         }

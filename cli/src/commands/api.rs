@@ -1,6 +1,6 @@
 //! `ninetrix api`: serve the checkpoint API until SIGTERM or Ctrl-C.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -118,20 +118,10 @@ fn read_secret(file: Option<&Path>, env: &str, flag: &str) -> anyhow::Result<Opt
 }
 
 fn default_database() -> anyhow::Result<String> {
-    let home = agentfile_home()?;
+    let home = crate::home::agentfile_home()?;
     let dir = home.join("api");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(format!("sqlite://{}", dir.join("ninetrix.db").display()))
-}
-
-/// `$AGENTFILE_HOME`, else `~/.agentfile`.
-pub(crate) fn agentfile_home() -> anyhow::Result<PathBuf> {
-    if let Some(home) = std::env::var_os("AGENTFILE_HOME") {
-        return Ok(PathBuf::from(home));
-    }
-    let home = std::env::var_os("HOME")
-        .context("neither AGENTFILE_HOME nor HOME is set; set AGENTFILE_HOME")?;
-    Ok(PathBuf::from(home).join(".agentfile"))
 }
 
 /// The database URL without credentials, for logs.

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use ninetrix_proto::agentfile::{self, names};
 
 use crate::cli::{InitArgs, InitProvider};
-use crate::style::Style;
+use crate::ui::style::Style;
 
 /// Runs `ninetrix init`.
 pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::EXIT_FAILURE;
 use crate::cli::ValidateArgs;
-use crate::style::Style;
+use crate::ui::style::Style;
 
 /// Runs `ninetrix validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {

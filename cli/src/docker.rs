@@ -1,13 +1,15 @@
 //! The Docker Engine connection: connect through `DOCKER_HOST` or the local socket, negotiate the
 //! API version (Debian's 20.10 engine stops at 1.41), and turn connection failures into errors
-//! that say what to do; and the Docker actions more than one command takes (the pool network,
-//! stopping and removing a container, uploading secrets).
+//! that say what to do; finding a pool's containers by label; and the Docker actions more than
+//! one command takes (the pool network, stopping and removing a container, uploading secrets).
 
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context as _, anyhow};
 use bollard::Docker;
+use bollard::models::ContainerSummary;
 use bollard::models::NetworkCreateRequest;
+use bollard::query_parameters::ListContainersOptionsBuilder;
 use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
@@ -58,14 +60,14 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
 
 /// The pool's network (a bridge labelled with the pool), created if missing.
 pub(crate) async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
-    let net = super::spec::network_name(pool);
+    let net = crate::pool::spec::network_name(pool);
     match docker.inspect_network(&net, None).await {
         Ok(_) => return Ok(net),
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e).context("cannot inspect the pool network"),
     }
     let labels: HashMap<String, String> =
-        [(super::spec::POOL.to_string(), pool.to_string())].into();
+        [(crate::pool::spec::POOL.to_string(), pool.to_string())].into();
     docker
         .create_network(NetworkCreateRequest {
             name: net.clone(),
@@ -121,8 +123,45 @@ pub(crate) async fn upload_secrets(
         .upload_to_container(
             id,
             Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-            bollard::body_full(super::api::secrets_tar(&files)?.into()),
+            bollard::body_full(crate::pool::local_api::secrets_tar(&files)?.into()),
         )
         .await?;
     Ok(())
+}
+
+/// The pool's containers (all states), found by label.
+pub(crate) async fn pool_containers(
+    docker: &Docker,
+    pool: Option<&str>,
+) -> anyhow::Result<Vec<ContainerSummary>> {
+    let label = match pool {
+        Some(p) => format!("{}={p}", crate::pool::spec::POOL),
+        None => crate::pool::spec::POOL.to_string(),
+    };
+    let filters: HashMap<&str, Vec<String>> = [("label", vec![label])].into_iter().collect();
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .context("cannot list containers")
+}
+
+/// A label of a listed container.
+pub(crate) fn label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
+    c.labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}
+
+/// A listed container's name without the leading slash.
+pub(crate) fn name(c: &ContainerSummary) -> String {
+    c.names
+        .as_ref()
+        .and_then(|n| n.first())
+        .map(|n| n.trim_start_matches('/').to_string())
+        .unwrap_or_default()
 }

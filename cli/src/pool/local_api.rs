@@ -23,8 +23,8 @@ use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
 
-use super::docker::is_not_found;
-use super::image::Image;
+use crate::docker::is_not_found;
+use crate::pool::image::Image;
 
 /// The API port inside containers.
 const PORT: u16 = 8080;

@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 
-use super::api::Api;
-use super::apply::Started;
-use super::progress::Progress;
+use crate::pool::apply::Started;
+use crate::pool::local_api::Api;
+use crate::ui::progress::Progress;
 
 /// Waits until each started runner has emitted `ready` after its start; reports the ones that
 /// exited, were OOM-killed, or are still restarting at the deadline.

@@ -8,16 +8,21 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
 
-use super::api::{Api, local_name};
-use super::pool::Fallback;
-use super::progress::Progress;
-use super::{image, label, name, pool_containers, spec, state};
 use crate::cli::DownArgs;
+use crate::docker::label;
+use crate::docker::name;
+use crate::docker::pool_containers;
+use crate::pool::image;
+use crate::pool::local_api::{Api, local_name};
+use crate::pool::resolve::Fallback;
+use crate::pool::spec;
+use crate::pool::state;
+use crate::ui::progress::Progress;
 
 /// Runs `ninetrix down`.
 pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
-    let docker = super::docker::connect().await?;
-    let pool = super::pool::resolve(&args.file, args.pool.as_deref(), Fallback::Nothing)?;
+    let docker = crate::docker::connect().await?;
+    let pool = crate::pool::resolve::resolve(&args.file, args.pool.as_deref(), Fallback::Nothing)?;
     if pool.is_none() && !args.api {
         anyhow::bail!(
             "{} does not exist; pass -f FILE or -p POOL",
@@ -30,7 +35,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
         let removals = containers.iter().map(|c| {
             let docker = &docker;
             async move {
-                super::docker::stop_and_remove(
+                crate::docker::stop_and_remove(
                     docker,
                     c.id.as_deref().unwrap_or_default(),
                     args.timeout,
@@ -59,11 +64,11 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
             .await;
         match docker.remove_network(&net).await {
             Ok(()) => progress.step("Network", &net, "Removed"),
-            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) if crate::docker::is_not_found(&e) => {}
             Err(e) => return Err(e).with_context(|| format!("cannot remove network {net}")),
         }
         if args.purge {
-            let home = super::home()?;
+            let home = crate::home::agentfile_home()?;
             let locked = state::lock(&home, pool)?;
             let threads: Vec<_> = locked
                 .state
@@ -103,7 +108,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
             .await
         {
             Ok(()) => progress.step("Container", &n, "Removed"),
-            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) if crate::docker::is_not_found(&e) => {}
             Err(e) => return Err(e).context("cannot remove the local API container"),
         }
     }

@@ -10,7 +10,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use futures_util::StreamExt as _;
 use sha2::{Digest, Sha256};
 
-use super::docker::is_not_found;
+use crate::docker::is_not_found;
 
 /// A built image.
 #[derive(Clone, Debug)]

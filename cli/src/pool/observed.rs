@@ -4,9 +4,10 @@
 use bollard::Docker;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 
-use super::plan::Observed;
-use super::spec::{self, Config, Liveness, Slot};
-use super::{label, pool_containers};
+use crate::docker::label;
+use crate::docker::pool_containers;
+use crate::pool::plan::Observed;
+use crate::pool::spec::{self, Config, Liveness, Slot};
 
 /// The slot a container's labels name.
 pub(crate) fn slot(c: &ContainerSummary) -> Option<Slot> {
@@ -37,7 +38,7 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<O
         } else {
             match docker.inspect_container(&id, None).await {
                 Ok(info) => Liveness::of(&info),
-                Err(e) if super::docker::is_not_found(&e) => continue,
+                Err(e) if crate::docker::is_not_found(&e) => continue,
                 Err(e) => return Err(e.into()),
             }
         };

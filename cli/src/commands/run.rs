@@ -14,16 +14,16 @@ use bollard::query_parameters::{
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 
-use super::api::Api;
-use super::image;
-use super::spec::{self, Config, Replica, Slot};
 use crate::cli::RunArgs;
+use crate::pool::image;
+use crate::pool::local_api::Api;
+use crate::pool::spec::{self, Config, Replica, Slot};
 
 /// Runs `ninetrix run`.
 pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let parsed = super::load(&args.file)?;
+    let parsed = crate::pool::load(&args.file)?;
     let af = parsed.agentfile;
-    let pool = super::pool::pool_of(&af, args.pool.as_deref(), &args.file)?;
+    let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
     let Some(agent) = af.agent(&args.agent) else {
         let known: Vec<&str> = af.agents.iter().map(|a| a.name.as_str()).collect();
         bail!(
@@ -45,8 +45,8 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let secrets = spec::host_secrets(&spec)?;
-    let docker = super::docker::connect().await?;
-    let home = super::home()?;
+    let docker = crate::docker::connect().await?;
+    let home = crate::home::agentfile_home()?;
     let binary = image::this_binary()?;
     let (runner_image, _) = image::runner_image(&docker, &binary).await?;
     let img = match &spec.runtime.image {
@@ -54,7 +54,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         None => runner_image.clone(),
     };
     let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
-    let network = super::docker::ensure_network(&docker, &pool).await?;
+    let network = crate::docker::ensure_network(&docker, &pool).await?;
     api.join(&docker, &network).await?;
 
     let thread = ThreadId::new_v7();
@@ -78,7 +78,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .with_context(|| format!("cannot create {name}"))?;
-    super::docker::upload_secrets(&docker, &created.id, &secrets, &token)
+    crate::docker::upload_secrets(&docker, &created.id, &secrets, &token)
         .await
         .context("cannot upload the run's secrets")?;
     // Make sure the workspace exists in a container without volumes.

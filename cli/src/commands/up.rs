@@ -1,6 +1,6 @@
 //! `ninetrix up`: plan, then apply. Validate the agentfile and read the host secrets (nothing
 //! starts if one is missing), build the images, ensure the API and the network, observe the
-//! pool's containers, [`plan`](super::plan::plan) the Docker actions, [`apply`] them, and wait
+//! pool's containers, [`plan`](crate::pool::plan::plan) the Docker actions, [`apply`] them, and wait
 //! for every (re)started durable runner to be `ready`. `--dry-run` prints the plan instead and
 //! changes nothing: no image build, no API, no network, no pool state written.
 
@@ -11,28 +11,28 @@ use std::time::Duration;
 use bollard::Docker;
 use ninetrix_proto::agentfile::Agentfile;
 
-use super::api::{self, Api};
-use super::apply::{self, Target};
-use super::image::{self, Image};
-use super::observed::observe;
-use super::plan::{self, Desired, Options};
-use super::progress::Progress;
-use super::spec::{self, Config};
-use super::state;
 use crate::cli::UpArgs;
+use crate::pool::apply::{self, Target};
+use crate::pool::image::{self, Image};
+use crate::pool::local_api::{self, Api};
+use crate::pool::observed::observe;
+use crate::pool::plan::{self, Desired, Options};
+use crate::pool::spec::{self, Config};
+use crate::pool::state;
+use crate::ui::progress::Progress;
 
 /// Runs `ninetrix up`.
 pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
-    let parsed = super::load(&args.file)?;
+    let parsed = crate::pool::load(&args.file)?;
     let af = parsed.agentfile;
-    let pool = super::pool::pool_of(&af, args.pool.as_deref(), &args.file)?;
+    let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
     // Secrets first: nothing starts if one is missing.
     let mut secrets = BTreeMap::new();
     for agent in &af.agents {
         secrets.insert(agent.name.clone(), spec::host_secrets(agent)?);
     }
-    let docker = super::docker::connect().await?;
-    let home = super::home()?;
+    let docker = crate::docker::connect().await?;
+    let home = crate::home::agentfile_home()?;
     let options = Options {
         force_recreate: args.force_recreate,
         remove_orphans: args.remove_orphans,
@@ -58,7 +58,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
-    let network = super::docker::ensure_network(&docker, &pool).await?;
+    let network = crate::docker::ensure_network(&docker, &pool).await?;
     api.join(&docker, &network).await?;
     progress.step("Network", &network, "Ready");
 
@@ -94,7 +94,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     locked.save()?;
     let started = applied?;
 
-    let failures = super::ready::wait_ready(
+    let failures = crate::pool::ready::wait_ready(
         &docker,
         &api,
         &started,
@@ -176,17 +176,18 @@ async fn dry_run(
         }
     }
     unbuilt.sort();
-    let desired: Vec<Desired> = desired(af, secrets, &api::planned_container_url(), |agent| {
-        tags.get(agent).and_then(|t| ids.get(t)).cloned()
-    })
-    .into_iter()
-    .map(|mut d| {
-        if let Some(tag) = tags.get(&d.agent).filter(|t| !ids.contains_key(*t)) {
-            d.config = d.config.with_unbuilt_image(tag);
-        }
-        d
-    })
-    .collect();
+    let desired: Vec<Desired> =
+        desired(af, secrets, &local_api::planned_container_url(), |agent| {
+            tags.get(agent).and_then(|t| ids.get(t)).cloned()
+        })
+        .into_iter()
+        .map(|mut d| {
+            if let Some(tag) = tags.get(&d.agent).filter(|t| !ids.contains_key(*t)) {
+                d.config = d.config.with_unbuilt_image(tag);
+            }
+            d
+        })
+        .collect();
     let state = state::read(home, pool)?;
     let observed = observe(docker, pool).await?;
     let plan = plan::plan(&desired, &observed, &state, &unbuilt, options);

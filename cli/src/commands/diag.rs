@@ -10,10 +10,10 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
 
-use super::api::Api;
-use super::pool::PoolView;
 use crate::cli::{InvokeArgs, TraceArgs};
-use crate::style::Style;
+use crate::pool::local_api::Api;
+use crate::pool::resolve::PoolView;
+use crate::ui::style::Style;
 
 /// Exit code of `invoke --wait` when no reply came in time (like `timeout(1)`).
 pub(crate) const EXIT_TIMEOUT: u8 = 124;

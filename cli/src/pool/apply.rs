@@ -12,13 +12,13 @@ use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
 
-use super::api::Api;
-use super::docker::{stop_and_remove, upload_secrets};
-use super::image::Image;
-use super::plan::{Note, Op, Plan, RemoveCause, Thread};
-use super::progress::Progress;
-use super::spec::{self, Config, Replica, Slot};
-use super::state::{LockedState, ReplicaState};
+use crate::docker::{stop_and_remove, upload_secrets};
+use crate::pool::image::Image;
+use crate::pool::local_api::Api;
+use crate::pool::plan::{Note, Op, Plan, RemoveCause, Thread};
+use crate::pool::spec::{self, Config, Replica, Slot};
+use crate::pool::state::{LockedState, ReplicaState};
+use crate::ui::progress::Progress;
 
 /// What a container needs that the plan does not carry: per agent, its spec, image, digest and
 /// secrets.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::*;
-use crate::orchestrate::state::ReplicaState;
+use crate::pool::state::ReplicaState;
 
 fn cfg(instructions: &str) -> Config {
     Config::from_parts([

@@ -20,8 +20,8 @@ use std::fmt;
 
 use ninetrix_proto::ThreadId;
 
-use super::spec::{Config, Liveness, Slot};
-use super::state::PoolState;
+use crate::pool::spec::{Config, Liveness, Slot};
+use crate::pool::state::PoolState;
 
 /// What the agentfile wants of one agent.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,8 +15,10 @@ use chrono::{DateTime, Utc};
 use futures_util::StreamExt as _;
 use serde_json::json;
 
-use super::{label, pool_containers, spec};
 use crate::cli::LogsArgs;
+use crate::docker::label;
+use crate::docker::pool_containers;
+use crate::pool::spec;
 
 /// One reassembled log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,8 +175,8 @@ async fn read(
 
 /// Runs `ninetrix logs`.
 pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
-    let pool = super::pool::pool_name(&args.file, args.pool.as_deref())?;
-    let docker = super::docker::connect().await?;
+    let pool = crate::pool::resolve::pool_name(&args.file, args.pool.as_deref())?;
+    let docker = crate::docker::connect().await?;
     let mut containers = pool_containers(&docker, Some(&pool)).await?;
     containers.retain(|c| {
         args.agent

@@ -7,8 +7,8 @@ use anyhow::{Context as _, bail};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Agentfile;
 
-use super::api::Api;
-use super::state::PoolState;
+use crate::pool::local_api::Api;
+use crate::pool::state::PoolState;
 
 /// A pool as the diagnostic commands see it.
 pub(crate) struct PoolView {
@@ -44,7 +44,7 @@ pub(crate) fn resolve(
         return Ok(Some(p.to_string()));
     }
     if file.exists() {
-        let parsed = super::load(file)?;
+        let parsed = crate::pool::load(file)?;
         return pool_of(&parsed.agentfile, None, file).map(Some);
     }
     match fallback {
@@ -55,7 +55,7 @@ pub(crate) fn resolve(
 
 /// The only pool with a state file.
 fn only_pool() -> anyhow::Result<String> {
-    let dir = super::state::pools_dir(&super::home()?);
+    let dir = crate::pool::state::pools_dir(&crate::home::agentfile_home()?);
     let pools: Vec<String> = std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| {
@@ -87,8 +87,8 @@ impl PoolView {
     /// Opens the pool's state (read-only) and API.
     pub(crate) fn open(file: &Path, pool: Option<&str>) -> anyhow::Result<PoolView> {
         let name = pool_name(file, pool)?;
-        let home = super::home()?;
-        let path = super::state::pools_dir(&home).join(format!("{name}.json"));
+        let home = crate::home::agentfile_home()?;
+        let path = crate::pool::state::pools_dir(&home).join(format!("{name}.json"));
         let state: PoolState = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .with_context(|| format!("{} is not a valid pool state file", path.display()))?,

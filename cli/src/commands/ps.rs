@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::spec::{self, Liveness};
-use super::{label, name, pool_containers};
 use crate::cli::PsArgs;
+use crate::docker::label;
+use crate::docker::name;
+use crate::docker::pool_containers;
+use crate::pool::spec::{self, Liveness};
 
 /// One container as `ps` shows it (also its `--json` form).
 #[derive(Debug, Serialize)]
@@ -51,33 +53,9 @@ impl Row {
     }
 }
 
-/// Columns padded to their widest cell, two spaces apart, trailing blanks trimmed.
-fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
-    let mut widths = header.map(str::len);
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let joined = cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ");
-        format!("{}\n", joined.trim_end())
-    };
-    let mut out = line(&header.map(String::from));
-    for row in rows {
-        out.push_str(&line(row));
-    }
-    out
-}
-
 /// Runs `ninetrix ps`.
 pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
-    let docker = super::docker::connect().await?;
+    let docker = crate::docker::connect().await?;
     let mut rows = Vec::new();
     for c in pool_containers(&docker, args.pool.as_deref()).await? {
         let id = c.id.clone().unwrap_or_default();
@@ -125,7 +103,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         "EXIT",
     ];
     let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
-    crate::output::text(&table(header, &cells));
+    crate::output::text(&crate::ui::table::table(header, &cells));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -134,7 +112,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_table_pads_columns_and_shows_exit_codes_only_once_stopped() {
+    fn exit_codes_show_only_once_stopped_with_oom() {
         let row = |state: &str, exit: Option<i64>, oom: bool| Row {
             pool: Some("p".into()),
             agent: Some("writer".into()),
@@ -152,7 +130,5 @@ mod tests {
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");
         assert_eq!(row("exited", Some(137), true).exit(), "137 (OOM)");
-        let text = table(["A", "LONGER"], &[["wide cell".into(), "x".into()]]);
-        assert_eq!(text, "A          LONGER\nwide cell  x\n");
     }
 }
