@@ -1,9 +1,18 @@
 //! `ninetrix build`: the runner image (FROM scratch + this binary) and any per-agent images,
 //! built offline through the Engine API.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::BuildArgs;
+use clap::Args;
+
+/// Arguments of `ninetrix build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+}
 
 /// Runs `ninetrix build`.
 pub(crate) async fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {

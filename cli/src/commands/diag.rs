@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
 
-use crate::cli::{InvokeArgs, TraceArgs};
+use super::invoke::InvokeArgs;
+use super::trace::TraceArgs;
 use crate::pool::local_api::Api;
 use crate::pool::resolve::PoolView;
 use crate::ui::style::Style;

@@ -3,21 +3,42 @@
 //! unless `--purge`, which also deletes the threads in the API, the workspace volumes and the
 //! pool file. `--api` also removes the local API container (it serves every pool).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use clap::Args;
 
-use crate::cli::DownArgs;
-use crate::docker::label;
-use crate::docker::name;
-use crate::docker::pool_containers;
+use crate::cli::pool_name;
+use crate::docker::{label, name, pool_containers};
 use crate::pool::image;
 use crate::pool::local_api::{Api, local_name};
 use crate::pool::resolve::Fallback;
 use crate::pool::spec;
+use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::pool::state;
 use crate::ui::progress::Progress;
+
+/// Arguments of `ninetrix down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The agentfile (for the pool name).
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Seconds each runner gets to checkpoint and exit before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+    /// Also delete the pool state, the threads' data in the API and the workspace volumes.
+    #[arg(long)]
+    pub purge: bool,
+    /// Also remove the local API container (it serves every pool).
+    #[arg(long)]
+    pub api: bool,
+}
 
 /// Runs `ninetrix down`.
 pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,13 +13,49 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptionsBuilder;
 use chrono::{DateTime, Utc};
+use clap::Args;
 use futures_util::StreamExt as _;
 use serde_json::json;
 
-use crate::cli::LogsArgs;
-use crate::docker::label;
-use crate::docker::pool_containers;
+use crate::cli::pool_name;
+use crate::docker::{label, pool_containers};
 use crate::pool::spec;
+
+/// Arguments of `ninetrix logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The agentfile (for the pool name); `-f` follows here, so name it with --file or
+    /// `ninetrix -f FILE logs`.
+    #[arg(long = "file", value_name = "FILE", default_value = "agentfile.yaml")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Only this agent's containers.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Keep following, across restarts.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// A stray argument, kept only to explain `logs -f FILE`.
+    #[arg(hide = true, value_name = "STRAY")]
+    pub stray: Option<String>,
+    /// Only lines since this time (RFC 3339) or for this long (10m, 2h).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Lines per container from the end (`all` for everything).
+    #[arg(long, default_value = "all", value_name = "N")]
+    pub tail: String,
+    /// Show timestamps.
+    #[arg(short, long)]
+    pub timestamps: bool,
+    /// No colours.
+    #[arg(long)]
+    pub no_color: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One reassembled log line.
 #[derive(Clone, Debug, PartialEq, Eq)]

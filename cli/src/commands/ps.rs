@@ -4,13 +4,26 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
 use serde::Serialize;
 
-use crate::cli::PsArgs;
-use crate::docker::label;
-use crate::docker::name;
-use crate::docker::pool_containers;
+use crate::cli::pool_name;
+use crate::docker::{label, name, pool_containers};
 use crate::pool::spec::{self, Liveness};
+
+/// Arguments of `ninetrix ps`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Only this pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Include stopped containers.
+    #[arg(short, long)]
+    pub all: bool,
+    /// As JSON.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One container as `ps` shows it (also its `--json` form).
 #[derive(Debug, Serialize)]

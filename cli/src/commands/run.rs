@@ -3,6 +3,7 @@
 //! Ctrl-C stops it cleanly (SIGTERM: the runner checkpoints and exits).
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -11,13 +12,38 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
     StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
+use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 
-use crate::cli::RunArgs;
+use crate::cli::pool_name;
 use crate::pool::image;
 use crate::pool::local_api::Api;
+use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::pool::spec::{self, Config, Replica, Slot};
+
+/// Arguments of `ninetrix run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The agent.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The input (default: the agent's execution.task).
+    #[arg(short, long, value_name = "MSG")]
+    pub message: Option<String>,
+    /// Remove the container when it exits.
+    #[arg(long)]
+    pub rm: bool,
+    /// Seconds the job gets to checkpoint and exit on Ctrl-C before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+}
 
 /// Runs `ninetrix run`.
 pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {

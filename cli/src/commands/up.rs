@@ -5,21 +5,53 @@
 //! changes nothing: no image build, no API, no network, no pool state written.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use bollard::Docker;
+use clap::Args;
 use ninetrix_proto::agentfile::Agentfile;
 
-use crate::cli::UpArgs;
+use crate::cli::pool_name;
 use crate::pool::apply::{self, Target};
 use crate::pool::image::{self, Image};
 use crate::pool::local_api::{self, Api};
 use crate::pool::observed::observe;
 use crate::pool::plan::{self, Desired, Options};
+use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::pool::spec::{self, Config};
 use crate::pool::state;
 use crate::ui::progress::Progress;
+
+/// Arguments of `ninetrix up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool name, overriding the agentfile's `name:`.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Recreate every container, even unchanged ones.
+    #[arg(long)]
+    pub force_recreate: bool,
+    /// Remove containers of agents that are no longer in the agentfile.
+    #[arg(long)]
+    pub remove_orphans: bool,
+    /// Print the plan (one line per Docker action, with its cause) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds a replaced or removed container gets to checkpoint and exit before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+    /// Seconds to wait for every durable runner to be ready.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub wait_timeout: u64,
+    /// Progress as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `ninetrix up`.
 pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {

@@ -1,16 +1,32 @@
 //! `ninetrix validate`: a readable summary of a valid agentfile, or every error with its place.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Args;
 use ninetrix_proto::agentfile::{
     self, AgentSpec, LoadError, Parsed, Provider, Report, Severity, units,
 };
 use serde_json::json;
 
 use crate::EXIT_FAILURE;
-use crate::cli::ValidateArgs;
+use crate::cli::pool_name;
 use crate::ui::style::Style;
+
+/// Arguments of `ninetrix validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool name, overriding the agentfile's `name:`.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Print the result as JSON on stdout (the resolved agents, or the errors).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `ninetrix validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {

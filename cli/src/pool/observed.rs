@@ -4,8 +4,7 @@
 use bollard::Docker;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 
-use crate::docker::label;
-use crate::docker::pool_containers;
+use crate::docker::{label, pool_containers};
 use crate::pool::plan::Observed;
 use crate::pool::spec::{self, Config, Liveness, Slot};
 

@@ -36,7 +36,10 @@ pub(crate) const RUN: &str = "dev.ninetrix.run";
 pub(crate) const MAX_RESTARTS: i64 = 3;
 /// Seconds a container gets to checkpoint and exit before SIGKILL, unless `-t/--timeout` says
 /// otherwise (also Docker's own `docker stop` default for the container).
-pub(crate) const STOP_TIMEOUT: i64 = crate::cli::DEFAULT_STOP_SECS as i64;
+pub(crate) const STOP_TIMEOUT: i64 = DEFAULT_STOP_SECS as i64;
+/// Seconds a stopping container gets to checkpoint and exit before SIGKILL: the default of
+/// `-t/--timeout` on `up`, `down` and `run`.
+pub(crate) const DEFAULT_STOP_SECS: i32 = 30;
 
 /// `ninetrix-<pool>-<agent>-<n>`.
 pub(crate) fn container_name(pool: &str, agent: &str, replica: u32) -> String {
