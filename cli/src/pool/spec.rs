@@ -360,3 +360,106 @@ impl Replica<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(yaml_agent: &str) -> AgentSpec {
+        let text = format!("name: p\nagents:\n  a:\n{yaml_agent}");
+        ninetrix_proto::agentfile::parse("agentfile.yaml", &text)
+            .unwrap()
+            .agentfile
+            .agents
+            .remove(0)
+    }
+
+    #[test]
+    fn gave_up_needs_a_durable_agent_down_after_a_failure_and_its_whole_budget() {
+        let down = |code, restarts| Liveness {
+            running: false,
+            restarting: false,
+            restarts,
+            exit_code: Some(code),
+        };
+        assert!(down(137, 3).gave_up(true));
+        assert!(!down(137, 3).gave_up(false), "a batch job never gives up");
+        assert!(!down(137, 2).gave_up(true), "budget left");
+        assert!(
+            !down(0, 3).gave_up(true),
+            "a clean exit is a stop, not a give-up"
+        );
+        let restarting = Liveness {
+            restarting: true,
+            ..down(137, 3)
+        };
+        assert!(!restarting.gave_up(true));
+    }
+
+    #[test]
+    fn the_digest_names_the_changed_field_ignores_replicas_and_hides_secret_values() {
+        let base = "    runtime: { provider: scripted, script: [\"hi\"] }\n";
+        let one = agent(&format!("{base}    metadata: {{ instructions: one }}\n"));
+        let two = agent(&format!("{base}    metadata: {{ instructions: two }}\n"));
+        let scaled = agent(&format!(
+            "{base}    metadata: {{ instructions: one }}\n    execution: {{ replicas: 3 }}\n"
+        ));
+        let secrets: BTreeMap<String, String> =
+            [("KEY".to_string(), "hunter2-secret".to_string())].into();
+        let c1 = Config::of(&one, "img", "http://api", &secrets);
+        assert_eq!(
+            Config::of(&two, "img", "http://api", &secrets).changed(&c1),
+            ["metadata.instructions"]
+        );
+        assert!(
+            Config::of(&scaled, "img", "http://api", &secrets)
+                .changed(&c1)
+                .is_empty()
+        );
+        let other_value: BTreeMap<String, String> =
+            [("KEY".to_string(), "another".to_string())].into();
+        assert_eq!(
+            Config::of(&one, "img2", "http://api", &other_value).changed(&c1),
+            ["image", "secret values"]
+        );
+        let label = c1.to_label();
+        assert!(!label.contains("hunter2"), "{label}");
+        assert_eq!(Config::from_label(&label), Some(c1.clone()));
+        assert_ne!(
+            c1.hash(),
+            Config::of(&two, "img", "http://api", &secrets).hash()
+        );
+    }
+
+    #[test]
+    fn a_run_container_is_named_labelled_and_mounted_as_a_run() {
+        let spec = agent("    runtime: { provider: scripted, script: [\"hi\"] }\n");
+        let config = Config::default();
+        let thread = ThreadId::new_v7();
+        let replica = |slot| Replica {
+            pool: "p",
+            spec: &spec,
+            slot,
+            thread,
+            image: "img",
+            api_url: "http://api",
+            config: &config,
+        };
+        let run = replica(Slot::Run).body();
+        let labels = run.labels.clone().unwrap();
+        assert_eq!(labels[RUN], "true");
+        assert_eq!(labels[REPLICA], "run");
+        assert_eq!(run.hostname.as_deref(), Some("a-run"));
+        assert_eq!(run.host_config.unwrap().mounts, None);
+        assert!(replica(Slot::Run).name().starts_with("ninetrix-p-a-run-"));
+        let two = replica(Slot::Replica(2)).body();
+        assert_eq!(two.hostname.as_deref(), Some("a-2"));
+        assert!(!two.labels.unwrap().contains_key(RUN));
+        let mounts = two.host_config.unwrap().mounts.unwrap();
+        assert_eq!(
+            mounts[0].source.as_deref(),
+            Some(volume_name("p", "a", 2).as_str())
+        );
+        assert_eq!(volume_name("p", "a", 2), "ninetrix-p-a-2-workspace");
+    }
+}
