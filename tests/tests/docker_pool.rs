@@ -424,6 +424,39 @@ fn up_dry_run_prints_the_plan_and_creates_nothing() {
 }
 
 #[test]
+fn a_failed_create_keeps_the_ids_of_the_containers_that_did_start() {
+    let pool = Pool::new("partial");
+    pool.write("agents:\n  alpha:\n    runtime: { provider: scripted, script: [\"one\"] }\n");
+    pool.up(&[]);
+    // A container ninetrix does not manage holds beta's name, so creating beta fails.
+    let image = inspect(&pool.container("alpha", 1))["Config"]["Image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    docker(&["create", "--name", &pool.container("beta", 1), &image]);
+    pool.write(
+        "agents:\n  alpha:\n    runtime: { provider: scripted, script: [\"two\"] }\n  beta:\n    runtime: { provider: scripted, script: [\"b\"] }\n",
+    );
+    let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("already in use"), "{text}");
+    // alpha was recreated, and its new ID is in the pool state although the run failed.
+    let alpha = inspect(&pool.container("alpha", 1));
+    assert!(alpha["State"]["Running"].as_bool().unwrap(), "{alpha}");
+    assert_eq!(
+        pool.state()["agents"]["alpha"]["1"]["container_id"],
+        alpha["Id"],
+        "the recreated container's ID was recorded"
+    );
+    docker(&["rm", "-f", &pool.container("beta", 1)]);
+}
+
+#[test]
 fn crashes_restart_with_the_same_thread_until_the_budget_is_spent() {
     let pool = Pool::new("crash");
     pool.write("agents:\n  worker:\n    runtime: { provider: scripted, script: [\"ok\"] }\n  job:\n    runtime: { provider: scripted, script: [\"done\"] }\n    tools: [shell]\n    execution: { durability: false, task: \"go\" }\n");

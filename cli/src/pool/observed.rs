@@ -23,15 +23,17 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<O
     let mut out = Vec::new();
     for c in pool_containers(docker, Some(pool)).await? {
         let id = c.id.clone().unwrap_or_default();
-        let up = matches!(
+        // A paused container counts as running: `up` leaves it as it is.
+        let running = matches!(
             c.state,
-            Some(ContainerSummaryStateEnum::RUNNING | ContainerSummaryStateEnum::RESTARTING)
+            Some(ContainerSummaryStateEnum::RUNNING | ContainerSummaryStateEnum::PAUSED)
         );
+        let restarting = c.state == Some(ContainerSummaryStateEnum::RESTARTING);
         // Only stopped containers need inspecting: their restarts decide "gave up".
-        let liveness = if up {
+        let liveness = if running || restarting {
             Liveness {
-                running: c.state == Some(ContainerSummaryStateEnum::RUNNING),
-                restarting: c.state == Some(ContainerSummaryStateEnum::RESTARTING),
+                running,
+                restarting,
                 ..Liveness::default()
             }
         } else {
