@@ -3,14 +3,16 @@
 //! This crate owns argument parsing, the commands and their output. `main` maps outcomes to exit
 //! codes: 0 success, 1 failure (the command ran and said why), 2 usage errors (clap's).
 
+#[macro_use]
+mod output;
 pub mod cli;
 pub mod commands;
-mod orchestrate;
-mod style;
+mod docker;
+mod home;
+mod pool;
+mod ui;
 
 use std::process::ExitCode;
-
-use clap::Parser as _;
 
 pub use cli::Cli;
 
@@ -21,7 +23,7 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// Runs the CLI with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(err) => {
             // Prints help/version to stdout (exit 0) or the usage error to stderr (exit 2).
@@ -32,7 +34,7 @@ pub fn main() -> ExitCode {
     match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            let style = style::Style::stderr();
+            let style = ui::style::Style::stderr();
             eprintln!("{} {err:#}", style.error("error:"));
             ExitCode::from(EXIT_FAILURE)
         }

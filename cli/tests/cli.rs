@@ -293,3 +293,125 @@ fn init_derives_the_pool_name_from_the_directory() {
     .unwrap();
     assert_eq!(v["pool"], "my-agents");
 }
+
+/// Every command's `--help`, so a change of wording is a reviewed change.
+#[test]
+fn every_command_has_a_help_page() {
+    let ws = Workspace::new();
+    for command in [
+        "", "validate", "init", "api", "build", "up", "down", "ps", "invoke", "trace", "logs",
+        "run",
+    ] {
+        let mut cmd = ws.ninetrix();
+        cmd.env("COLUMNS", "100");
+        if !command.is_empty() {
+            cmd.arg(command);
+        }
+        let out = cmd.arg("--help").assert().success().get_output().clone();
+        let name = if command.is_empty() {
+            "help".to_string()
+        } else {
+            format!("help_{command}")
+        };
+        insta::assert_snapshot!(name, text(&out.stdout));
+    }
+}
+
+#[test]
+fn the_top_level_help_describes_the_tool_as_it_is() {
+    let out = Workspace::new()
+        .ninetrix()
+        .arg("--help")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let help = text(&out.stdout);
+    assert!(
+        help.starts_with("Run AI agents as Docker containers that survive crashes"),
+        "{help}"
+    );
+    assert!(!help.contains("(later)"), "{help}");
+}
+
+#[test]
+fn the_top_level_file_and_pool_reach_the_command() {
+    let ws = Workspace::with_example();
+    std::fs::rename(ws.path("agentfile.yaml"), ws.path("other.yaml")).unwrap();
+    let out = ws
+        .ninetrix()
+        .args(["-f", "other.yaml", "-p", "from-top", "validate", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["file"], "other.yaml");
+    assert_eq!(json["pool"], "from-top");
+    // The command's own flags win over the top-level ones.
+    let out = ws
+        .ninetrix()
+        .args([
+            "-p",
+            "from-top",
+            "validate",
+            "-f",
+            "other.yaml",
+            "-p",
+            "own",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["pool"], "own");
+}
+
+#[test]
+fn logs_dash_f_with_a_file_says_what_dash_f_means_there() {
+    let ws = Workspace::with_example();
+    for command in ["logs", "trace"] {
+        let out = ws
+            .ninetrix()
+            .args([command, "-f", "agentfile.yaml"])
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let err = text(&out.stderr);
+        assert!(err.contains("`-f` means --follow"), "{err}");
+        assert!(
+            err.contains(&format!("ninetrix -f agentfile.yaml {command}"))
+                && err.contains(&format!("ninetrix {command} --file agentfile.yaml")),
+            "{err}"
+        );
+    }
+    // Not a file: clap's usual complaint.
+    let out = ws
+        .ninetrix()
+        .args(["logs", "-f", "bogus"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    assert!(text(&out.stderr).contains("unexpected argument 'bogus'"));
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly_with_status_0() {
+    let ws = Workspace::with_example();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin!("ninetrix"))
+        .current_dir(ws.dir.path())
+        .env("NO_COLOR", "1")
+        .arg("validate")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "no panic, no message");
+}

@@ -269,6 +269,14 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
     // Change beta: only beta is recreated, with the same thread.
     let beta_thread = env_of(&inspect(&pool.container("beta", 1)), "AGENTFILE_THREAD_ID");
     pool.write(&TWO_AGENTS.replace("hello from beta", "hello again from beta"));
+    // The dry run names the change and touches nothing.
+    let plan = pool.up(&["--dry-run"]);
+    assert!(
+        plan.contains("recreate beta-1: config changed (runtime.script)"),
+        "{plan}"
+    );
+    assert!(plan.contains("keep alpha-1: unchanged, running"), "{plan}");
+    assert_eq!(ids(&pool), before, "a dry run changes nothing");
     pool.up(&[]);
     let after = ids(&pool);
     assert_eq!(after[..2], before[..2], "alpha untouched");
@@ -370,6 +378,82 @@ fn kill_host_pid(container: &str) {
             .unwrap()
             .success()
     );
+}
+
+#[test]
+fn up_dry_run_prints_the_plan_and_creates_nothing() {
+    let pool = Pool::new("dry");
+    pool.write(TWO_AGENTS);
+    let out = pool.up(&["--dry-run"]);
+    for line in [
+        "create alpha-1: missing",
+        "create alpha-2: missing",
+        "create beta-1: missing",
+    ] {
+        assert!(out.contains(line), "{line} missing from:\n{out}");
+    }
+    assert!(
+        !out.contains(SECRET),
+        "the secret value leaked into the plan"
+    );
+    let labelled = docker(&[
+        "ps",
+        "-aq",
+        "--filter",
+        &format!("label=dev.ninetrix.pool={}", pool.name),
+    ]);
+    assert_eq!(labelled.trim(), "", "no container was created");
+    assert!(
+        inspect(&format!("ninetrix-api-{}", pool.name)).is_null(),
+        "the API was not started"
+    );
+    assert!(
+        docker(&["network", "ls", "--format", "{{.Name}}"])
+            .lines()
+            .all(|n| n != format!("ninetrix-{}", pool.name)),
+        "no network was created"
+    );
+    assert!(
+        !pool
+            .home()
+            .join("pools")
+            .join(format!("{}.json", pool.name))
+            .exists(),
+        "no pool state was written"
+    );
+}
+
+#[test]
+fn a_failed_create_keeps_the_ids_of_the_containers_that_did_start() {
+    let pool = Pool::new("partial");
+    pool.write("agents:\n  alpha:\n    runtime: { provider: scripted, script: [\"one\"] }\n");
+    pool.up(&[]);
+    // A container ninetrix does not manage holds beta's name, so creating beta fails.
+    let image = inspect(&pool.container("alpha", 1))["Config"]["Image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    docker(&["create", "--name", &pool.container("beta", 1), &image]);
+    pool.write(
+        "agents:\n  alpha:\n    runtime: { provider: scripted, script: [\"two\"] }\n  beta:\n    runtime: { provider: scripted, script: [\"b\"] }\n",
+    );
+    let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("already in use"), "{text}");
+    // alpha was recreated, and its new ID is in the pool state although the run failed.
+    let alpha = inspect(&pool.container("alpha", 1));
+    assert!(alpha["State"]["Running"].as_bool().unwrap(), "{alpha}");
+    assert_eq!(
+        pool.state()["agents"]["alpha"]["1"]["container_id"],
+        alpha["Id"],
+        "the recreated container's ID was recorded"
+    );
+    docker(&["rm", "-f", &pool.container("beta", 1)]);
 }
 
 #[test]

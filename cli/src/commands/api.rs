@@ -1,13 +1,40 @@
 //! `ninetrix api`: serve the checkpoint API until SIGTERM or Ctrl-C.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use clap::Args;
 use ninetrix_api::{AuthConfig, Config, Secret, Server};
 
-use crate::cli::ApiArgs;
+/// Arguments of `ninetrix api`.
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// `sqlite:///path/to/file.db` or `postgres://user@host/db` [default: sqlite under
+    /// $AGENTFILE_HOME/api/]
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
+    pub database: Option<String>,
+    /// File holding the secret that signs runner tokens (or set NINETRIX_API_SECRET).
+    #[arg(long, value_name = "FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// File holding the admin token (or set NINETRIX_ADMIN_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Run without authentication, for local development only (loopback addresses only).
+    #[arg(long)]
+    pub insecure_dev: bool,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 8 * 1024 * 1024, value_name = "BYTES")]
+    pub body_limit: usize,
+    /// Longest inbox long-poll, in seconds.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub max_wait: u64,
+}
 
 /// Shortest secret or admin token accepted.
 const MIN_SECRET_LEN: usize = 16;
@@ -118,20 +145,10 @@ fn read_secret(file: Option<&Path>, env: &str, flag: &str) -> anyhow::Result<Opt
 }
 
 fn default_database() -> anyhow::Result<String> {
-    let home = agentfile_home()?;
+    let home = crate::home::agentfile_home()?;
     let dir = home.join("api");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(format!("sqlite://{}", dir.join("ninetrix.db").display()))
-}
-
-/// `$AGENTFILE_HOME`, else `~/.agentfile`.
-pub(crate) fn agentfile_home() -> anyhow::Result<PathBuf> {
-    if let Some(home) = std::env::var_os("AGENTFILE_HOME") {
-        return Ok(PathBuf::from(home));
-    }
-    let home = std::env::var_os("HOME")
-        .context("neither AGENTFILE_HOME nor HOME is set; set AGENTFILE_HOME")?;
-    Ok(PathBuf::from(home).join(".agentfile"))
 }
 
 /// The database URL without credentials, for logs.

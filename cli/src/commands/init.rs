@@ -1,13 +1,45 @@
 //! `ninetrix init`: writes a commented starter agentfile that validates.
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use clap::Args;
 use ninetrix_proto::agentfile::{self, names};
 
-use crate::cli::{InitArgs, InitProvider};
-use crate::style::Style;
+use crate::cli::pool_name;
+use crate::ui::style::Style;
+
+/// The providers `init` can write a starter for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InitProvider {
+    /// An offline, scripted model: runs with no API key.
+    Scripted,
+    /// Anthropic's Claude (needs ANTHROPIC_API_KEY).
+    Anthropic,
+    /// OpenAI (needs OPENAI_API_KEY).
+    Openai,
+    /// A local Ollama server on the host, through the OpenAI protocol.
+    Ollama,
+}
+
+/// Arguments of `ninetrix init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool name (default: derived from the directory name).
+    #[arg(short, long, value_name = "NAME", value_parser = pool_name)]
+    pub name: Option<String>,
+    /// The starter agent's provider.
+    #[arg(long, value_enum, default_value_t = InitProvider::Scripted)]
+    pub provider: InitProvider,
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
 
 /// Runs `ninetrix init`.
 pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
@@ -44,7 +76,7 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot write {}", args.file.display()))?;
 
     let style = Style::stdout();
-    println!(
+    outln!(
         "{} wrote {} (pool {}, agent `assistant`, provider {})",
         style.ok("✔"),
         args.file.display(),
@@ -56,9 +88,9 @@ pub(crate) fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
     } else {
         format!(" -f {}", args.file.display())
     };
-    println!("next: ninetrix validate{flag}");
+    outln!("next: ninetrix validate{flag}");
     if let Some(secret) = secret_for(args.provider) {
-        println!(
+        outln!(
             "      and provide {secret} on the host (it is mounted into the container as a secret)"
         );
     }

@@ -1,15 +1,24 @@
-//! One module per command. Each returns the process exit code, or an error for `main` to print.
+//! One module per command, each owning its arguments (clap `Args`) and its `run`, which returns
+//! the process exit code or an error for `main` to print. The Docker side lives in `crate::pool`
+//! and `crate::docker`, rendering in `crate::ui`.
 
-mod api;
-mod init;
-mod runner;
-mod validate;
+pub mod api;
+pub mod build;
+mod diag;
+pub mod down;
+pub mod init;
+pub mod invoke;
+pub mod logs;
+pub mod ps;
+pub mod run;
+pub mod runner;
+pub mod trace;
+pub mod up;
+pub mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{BuildArgs, Cli, Command};
-
-pub(crate) use api::agentfile_home;
+use crate::cli::{Cli, Command};
 
 fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
     f: F,
@@ -21,22 +30,6 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
         .block_on(f)
 }
 
-async fn build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
-    use crate::orchestrate::image;
-    let parsed = crate::orchestrate::load(&args.file)?;
-    let docker = crate::orchestrate::docker::connect().await?;
-    let binary = image::this_binary()?;
-    let (img, built) = image::runner_image(&docker, &binary).await?;
-    println!("{} {}", img.tag, if built { "built" } else { "up to date" });
-    for agent in &parsed.agentfile.agents {
-        if let Some(base) = &agent.runtime.image {
-            let img = image::agent_image(&docker, base, &binary).await?;
-            println!("{} (agent {})", img.tag, agent.name);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -44,13 +37,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => init::run(&args),
         Command::Api(args) => api::run(&args),
         Command::Runner => runner::run(),
-        Command::Build(args) => block_on(build(&args)),
-        Command::Up(args) => block_on(crate::orchestrate::up::run(&args)),
-        Command::Down(args) => block_on(crate::orchestrate::down::run(&args)),
-        Command::Ps(args) => block_on(crate::orchestrate::ps::run(&args)),
-        Command::Invoke(args) => block_on(crate::orchestrate::diag::invoke(&args)),
-        Command::Trace(args) => block_on(crate::orchestrate::diag::trace(&args)),
-        Command::Logs(args) => block_on(crate::orchestrate::logs::run(&args)),
-        Command::Run(args) => block_on(crate::orchestrate::run::run(&args)),
+        Command::Build(args) => block_on(build::run(&args)),
+        Command::Up(args) => block_on(up::run(&args)),
+        Command::Down(args) => block_on(down::run(&args)),
+        Command::Ps(args) => block_on(ps::run(&args)),
+        Command::Invoke(args) => block_on(invoke::run(&args)),
+        Command::Trace(args) => block_on(trace::run(&args)),
+        Command::Logs(args) => block_on(logs::run(&args)),
+        Command::Run(args) => block_on(run::run(&args)),
     }
 }

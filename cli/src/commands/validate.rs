@@ -1,16 +1,32 @@
 //! `ninetrix validate`: a readable summary of a valid agentfile, or every error with its place.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Args;
 use ninetrix_proto::agentfile::{
     self, AgentSpec, DiagnosticKind, LoadError, Parsed, Provider, Report, Severity, units,
 };
 use serde_json::json;
 
 use crate::EXIT_FAILURE;
-use crate::cli::ValidateArgs;
-use crate::style::Style;
+use crate::cli::pool_name;
+use crate::ui::style::Style;
+
+/// Arguments of `ninetrix validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool name, overriding the agentfile's `name:`.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Print the result as JSON on stdout (the resolved agents, or the errors).
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Runs `ninetrix validate`.
 pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
@@ -21,7 +37,7 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
             Ok(parsed) => (valid_json(args, parsed), true),
             Err(err) => (invalid_json(&file, err), false),
         };
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(exit(ok));
     }
     let err_style = Style::stderr();
@@ -30,7 +46,7 @@ pub(crate) fn run(args: &ValidateArgs) -> anyhow::Result<ExitCode> {
             if !parsed.warnings.diagnostics.is_empty() {
                 eprint!("{}", parsed.warnings.render(err_style.color));
             }
-            print!("{}", summary(args, &parsed, Style::stdout()));
+            crate::output::text(&summary(args, &parsed, Style::stdout()));
             Ok(exit(true))
         }
         Err(LoadError::Invalid(report)) => {

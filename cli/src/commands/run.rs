@@ -3,6 +3,7 @@
 //! Ctrl-C stops it cleanly (SIGTERM: the runner checkpoints and exits).
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -11,21 +12,44 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
     StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
+use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 
-use super::api::Api;
-use super::image;
-use super::spec::{self, Replica};
-use crate::cli::RunArgs;
+use crate::cli::pool_name;
+use crate::pool::image;
+use crate::pool::local_api::Api;
+use crate::pool::spec::DEFAULT_STOP_SECS;
+use crate::pool::spec::{self, Config, Replica, Slot};
+
+/// Arguments of `ninetrix run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agentfile.
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The agent.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The input (default: the agent's execution.task).
+    #[arg(short, long, value_name = "MSG")]
+    pub message: Option<String>,
+    /// Remove the container when it exits.
+    #[arg(long)]
+    pub rm: bool,
+    /// Seconds the job gets to checkpoint and exit on Ctrl-C before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+}
 
 /// Runs `ninetrix run`.
 pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
-    let parsed = super::load(&args.file)?;
+    let parsed = crate::pool::load(&args.file)?;
     let af = parsed.agentfile;
-    let pool = af
-        .pool_name(args.pool.as_deref(), &args.file)
-        .context("cannot derive a pool name: set `name:` or pass -p POOL")?;
+    let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
     let Some(agent) = af.agent(&args.agent) else {
         let known: Vec<&str> = af.agents.iter().map(|a| a.name.as_str()).collect();
         bail!(
@@ -46,21 +70,9 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             agent.name
         );
     }
-    let mut secrets = std::collections::BTreeMap::new();
-    for name in &spec.secrets {
-        let value = std::env::var(name)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .with_context(|| {
-                format!(
-                    "secret {name} (needed by agent `{}`) is not set on this host; export {name}=…",
-                    spec.name
-                )
-            })?;
-        secrets.insert(name.clone(), value);
-    }
-    let docker = super::docker::connect().await?;
-    let home = super::home()?;
+    let secrets = spec::host_secrets(&spec)?;
+    let docker = crate::docker::connect().await?;
+    let home = crate::home::agentfile_home()?;
     let binary = image::this_binary()?;
     let (runner_image, _) = image::runner_image(&docker, &binary).await?;
     let img = match &spec.runtime.image {
@@ -68,39 +80,23 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         None => runner_image.clone(),
     };
     let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
-    let network = super::up::ensure_network(&docker, &pool).await?;
+    let network = crate::docker::ensure_network(&docker, &pool).await?;
     api.join(&docker, &network).await?;
 
     let thread = ThreadId::new_v7();
-    let suffix: String = thread
-        .as_uuid()
-        .simple()
-        .to_string()
-        .chars()
-        .rev()
-        .take(6)
-        .collect();
-    let name = format!("ninetrix-{pool}-{}-run-{suffix}", spec.name);
     let token = api.runner_token(thread, &pool, &spec.name, 0).await?;
-    let hash = spec::config_hash(&spec, &img.id, &api.container_url, &secrets);
-    let mut body = Replica {
+    let config = Config::of(&spec, &img.id, &api.container_url, &secrets);
+    let replica = Replica {
         pool: &pool,
         spec: &spec,
-        replica: 0,
+        slot: Slot::Run,
         thread,
         image: &img.tag,
         api_url: &api.container_url,
-        hash: &hash,
-    }
-    .body();
-    body.hostname = Some(format!("{}-run", spec.name));
-    if let Some(labels) = body.labels.as_mut() {
-        labels.insert("dev.ninetrix.run".into(), "true".into());
-        labels.insert(spec::REPLICA.into(), "run".into());
-    }
-    if let Some(hc) = body.host_config.as_mut() {
-        hc.mounts = None; // a run gets a fresh, throwaway workspace
-    }
+        config: &config,
+    };
+    let name = replica.name();
+    let body = replica.body();
     let created = docker
         .create_container(
             Some(CreateContainerOptionsBuilder::default().name(&name).build()),
@@ -108,7 +104,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .with_context(|| format!("cannot create {name}"))?;
-    super::up::upload_secrets(&docker, &created.id, &secrets, &token)
+    crate::docker::upload_secrets(&docker, &created.id, &secrets, &token)
         .await
         .context("cannot upload the run's secrets")?;
     // Make sure the workspace exists in a container without volumes.
@@ -148,6 +144,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             frame = logs.next() => match frame {
                 Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                    // Best effort: a closed stdout must not hide the job's exit code.
                     let mut out = std::io::stdout();
                     let _ = out.write_all(&message);
                     let _ = out.flush();
@@ -161,7 +158,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
             _ = tokio::signal::ctrl_c(), if !interrupted => {
                 interrupted = true;
                 eprintln!("stopping {name}…");
-                let _ = docker.stop_container(&created.id, Some(StopContainerOptionsBuilder::default().t(10).build())).await;
+                let _ = docker.stop_container(&created.id, Some(StopContainerOptionsBuilder::default().t(args.timeout).build())).await;
             }
         }
     }

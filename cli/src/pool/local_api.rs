@@ -23,8 +23,8 @@ use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
 
-use super::docker::is_not_found;
-use super::image::Image;
+use crate::docker::is_not_found;
+use crate::pool::image::Image;
 
 /// The API port inside containers.
 const PORT: u16 = 8080;
@@ -50,6 +50,18 @@ pub(crate) fn local_name() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "ninetrix-api".into())
+}
+
+/// The API URL containers get, known without starting anything (`up --dry-run` needs it for the
+/// configuration digest): `AGENTFILE_API_URL` if set, else the local API's alias.
+pub(crate) fn planned_container_url() -> String {
+    std::env::var("AGENTFILE_API_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .map_or_else(
+            || format!("http://ninetrix-api:{PORT}"),
+            |u| u.trim_end_matches('/').to_string(),
+        )
 }
 
 /// Reads a secret file, creating it with 32 random bytes (base64url) on first use.

@@ -3,43 +3,65 @@
 //! unless `--purge`, which also deletes the threads in the API, the workspace volumes and the
 //! pool file. `--api` also removes the local API container (it serves every pool).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use clap::Args;
 
-use super::api::{Api, local_name};
-use super::{image, label, name, pool_containers, spec, state};
-use crate::cli::DownArgs;
+use crate::cli::pool_name;
+use crate::docker::{label, name, pool_containers};
+use crate::pool::image;
+use crate::pool::local_api::{Api, local_name};
+use crate::pool::resolve::Fallback;
+use crate::pool::spec;
+use crate::pool::spec::DEFAULT_STOP_SECS;
+use crate::pool::state;
+use crate::ui::progress::Progress;
+
+/// Arguments of `ninetrix down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The agentfile (for the pool name).
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Seconds each runner gets to checkpoint and exit before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+    /// Also delete the pool state, the threads' data in the API and the workspace volumes.
+    #[arg(long)]
+    pub purge: bool,
+    /// Also remove the local API container (it serves every pool).
+    #[arg(long)]
+    pub api: bool,
+}
 
 /// Runs `ninetrix down`.
 pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
-    let docker = super::docker::connect().await?;
-    let pool = match &args.pool {
-        Some(p) => Some(p.clone()),
-        None if args.file.exists() => {
-            let parsed = super::load(&args.file)?;
-            Some(
-                parsed
-                    .agentfile
-                    .pool_name(None, &args.file)
-                    .context("cannot derive a pool name: pass -p POOL")?,
-            )
-        }
-        None if args.api => None,
-        None => anyhow::bail!(
+    let docker = crate::docker::connect().await?;
+    let pool = crate::pool::resolve::resolve(&args.file, args.pool.as_deref(), Fallback::Nothing)?;
+    if pool.is_none() && !args.api {
+        anyhow::bail!(
             "{} does not exist; pass -f FILE or -p POOL",
             args.file.display()
-        ),
-    };
-    let progress = super::up::Progress::new(false);
+        );
+    }
+    let progress = Progress::new(false);
     if let Some(pool) = &pool {
         let containers = pool_containers(&docker, Some(pool)).await?;
         let removals = containers.iter().map(|c| {
             let docker = &docker;
             async move {
-                super::up::remove(docker, c.id.as_deref().unwrap_or_default(), args.timeout)
-                    .await?;
+                crate::docker::stop_and_remove(
+                    docker,
+                    c.id.as_deref().unwrap_or_default(),
+                    args.timeout,
+                )
+                .await?;
                 anyhow::Ok((
                     name(c),
                     label(c, spec::AGENT).unwrap_or_default().to_string(),
@@ -63,11 +85,11 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
             .await;
         match docker.remove_network(&net).await {
             Ok(()) => progress.step("Network", &net, "Removed"),
-            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) if crate::docker::is_not_found(&e) => {}
             Err(e) => return Err(e).with_context(|| format!("cannot remove network {net}")),
         }
         if args.purge {
-            let home = super::home()?;
+            let home = crate::home::agentfile_home()?;
             let locked = state::lock(&home, pool)?;
             let threads: Vec<_> = locked
                 .state
@@ -80,7 +102,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
                 let api = Api::ensure(&docker, &home, &img, reqwest::Client::new()).await?;
                 for (agent, n, thread) in &threads {
                     api.purge(*thread).await?;
-                    let volume = format!("{}-workspace", spec::container_name(pool, agent, *n));
+                    let volume = spec::volume_name(pool, agent, *n);
                     let _ = docker
                         .remove_volume(
                             &volume,
@@ -107,7 +129,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
             .await
         {
             Ok(()) => progress.step("Container", &n, "Removed"),
-            Err(e) if super::docker::is_not_found(&e) => {}
+            Err(e) if crate::docker::is_not_found(&e) => {}
             Err(e) => return Err(e).context("cannot remove the local API container"),
         }
     }

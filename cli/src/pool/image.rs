@@ -10,7 +10,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, CreateImageOptionsBuil
 use futures_util::StreamExt as _;
 use sha2::{Digest, Sha256};
 
-use super::docker::is_not_found;
+use crate::docker::is_not_found;
 
 /// A built image.
 #[derive(Clone, Debug)]
@@ -105,16 +105,39 @@ async fn build(
         .with_context(|| format!("image {tag} is missing after its build"))
 }
 
+/// The runner image's tag: version and binary hash.
+pub(crate) fn runner_tag(binary: &Binary) -> String {
+    format!(
+        "ninetrix/runner:{}-{}",
+        env!("CARGO_PKG_VERSION"),
+        binary.hash
+    )
+}
+
+/// An agent image's tag: version and a digest of its base and the binary.
+pub(crate) fn agent_tag(base: &str, binary: &Binary) -> String {
+    let digest: String = Sha256::digest(format!("{base}\n{}", binary.hash))
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("ninetrix/agent:{}-{digest}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The image with this tag if it exists, without building or pulling anything (`up --dry-run`).
+pub(crate) async fn existing(docker: &Docker, tag: &str) -> anyhow::Result<Option<Image>> {
+    Ok(inspect(docker, tag).await?.map(|id| Image {
+        tag: tag.to_string(),
+        id,
+    }))
+}
+
 /// The runner image, built if this binary has not been built into one yet.
 pub(crate) async fn runner_image(
     docker: &Docker,
     binary: &Binary,
 ) -> anyhow::Result<(Image, bool)> {
-    let tag = format!(
-        "ninetrix/runner:{}-{}",
-        env!("CARGO_PKG_VERSION"),
-        binary.hash
-    );
+    let tag = runner_tag(binary);
     if let Some(id) = inspect(docker, &tag).await? {
         return Ok((Image { tag, id }, false));
     }
@@ -162,12 +185,7 @@ pub(crate) async fn agent_image(
             );
         }
     }
-    let digest: String = Sha256::digest(format!("{base}\n{}", binary.hash))
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let tag = format!("ninetrix/agent:{}-{digest}", env!("CARGO_PKG_VERSION"));
+    let tag = agent_tag(base, binary);
     if let Some(id) = inspect(docker, &tag).await? {
         return Ok(Image { tag, id });
     }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,11 +13,49 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptionsBuilder;
 use chrono::{DateTime, Utc};
+use clap::Args;
 use futures_util::StreamExt as _;
 use serde_json::json;
 
-use super::{label, pool_containers, spec};
-use crate::cli::LogsArgs;
+use crate::cli::pool_name;
+use crate::docker::{label, pool_containers};
+use crate::pool::spec;
+
+/// Arguments of `ninetrix logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The agentfile (for the pool name); `-f` follows here, so name it with --file or
+    /// `ninetrix -f FILE logs`.
+    #[arg(long = "file", value_name = "FILE", default_value = "agentfile.yaml")]
+    pub file: PathBuf,
+    /// The pool.
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Only this agent's containers.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Keep following, across restarts.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// A stray argument, kept only to explain `logs -f FILE`.
+    #[arg(hide = true, value_name = "STRAY")]
+    pub stray: Option<String>,
+    /// Only lines since this time (RFC 3339) or for this long (10m, 2h).
+    #[arg(long, value_name = "T")]
+    pub since: Option<String>,
+    /// Lines per container from the end (`all` for everything).
+    #[arg(long, default_value = "all", value_name = "N")]
+    pub tail: String,
+    /// Show timestamps.
+    #[arg(short, long)]
+    pub timestamps: bool,
+    /// No colours.
+    #[arg(long)]
+    pub no_color: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One reassembled log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +141,7 @@ struct Target {
 
 fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": l.stream, "time": l.time, "line": l.text})
         );
@@ -114,27 +153,27 @@ fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
         None => prefix,
     };
     if args.timestamps {
-        println!(
+        outln!(
             "{prefix} {} {}",
             l.time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             l.text
         );
     } else {
-        println!("{prefix} {}", l.text);
+        outln!("{prefix} {}", l.text);
     }
 }
 
 fn marker(t: &Target, width: usize, text: &str, args: &LogsArgs) {
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({"container": t.prefix, "agent": t.agent, "replica": t.replica, "stream": "marker", "time": Utc::now(), "line": text})
         );
     } else {
         let line = format!("{:<width$} {text}", t.prefix);
         match t.color {
-            Some(c) => println!("\x1b[{c}m{line}\x1b[0m"),
-            None => println!("{line}"),
+            Some(c) => outln!("\x1b[{c}m{line}\x1b[0m"),
+            None => outln!("{line}"),
         }
     }
 }
@@ -173,8 +212,8 @@ async fn read(
 
 /// Runs `ninetrix logs`.
 pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
-    let pool = super::pool::pool_name(&args.file, args.pool.as_deref())?;
-    let docker = super::docker::connect().await?;
+    let pool = crate::pool::resolve::pool_name(&args.file, args.pool.as_deref())?;
+    let docker = crate::docker::connect().await?;
     let mut containers = pool_containers(&docker, Some(&pool)).await?;
     containers.retain(|c| {
         args.agent
@@ -246,13 +285,9 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
             if let Ok(info) = docker.inspect_container(&t.id, None).await {
                 let restarts = info.restart_count.unwrap_or(0);
                 if restarts > 0 {
-                    let st = info.state.unwrap_or_default();
-                    let code = st.exit_code.unwrap_or(0);
-                    let gave_up = t.durable
-                        && !st.running.unwrap_or(false)
-                        && !st.restarting.unwrap_or(false)
-                        && restarts >= spec::MAX_RESTARTS;
-                    let text = if gave_up {
+                    let live = spec::Liveness::of(&info);
+                    let code = live.exit_code.unwrap_or(0);
+                    let text = if live.gave_up(t.durable) {
                         format!("restarted {restarts} times, then gave up (exit code {code})")
                     } else {
                         format!("restarted {restarts} time(s) after crashes")
@@ -301,10 +336,10 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
                 let Ok(info) = docker.inspect_container(&t.id, None).await else {
                     return;
                 };
-                let st = info.state.unwrap_or_default();
-                let code = st.exit_code.unwrap_or(0);
-                let restarts = info.restart_count.unwrap_or(0);
-                if st.restarting.unwrap_or(false) || st.running.unwrap_or(false) {
+                let live = spec::Liveness::of(&info);
+                let code = live.exit_code.unwrap_or(0);
+                let restarts = live.restarts;
+                if live.restarting || live.running {
                     marker(
                         t,
                         width,
@@ -328,7 +363,7 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
                     }
                     continue;
                 }
-                if t.durable && code != 0 && restarts >= spec::MAX_RESTARTS {
+                if live.gave_up(t.durable) {
                     marker(
                         t,
                         width,

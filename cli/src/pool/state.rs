@@ -33,22 +33,6 @@ pub(crate) struct PoolState {
     pub(crate) agents: BTreeMap<String, BTreeMap<u32, ReplicaState>>,
 }
 
-impl PoolState {
-    /// The replica's thread ID, created (UUID v7) on first use.
-    pub(crate) fn thread_for(&mut self, agent: &str, replica: u32) -> ThreadId {
-        self.agents
-            .entry(agent.to_string())
-            .or_default()
-            .entry(replica)
-            .or_insert_with(|| ReplicaState {
-                thread_id: ThreadId::new_v7(),
-                container_id: None,
-                config_hash: None,
-            })
-            .thread_id
-    }
-}
-
 /// The pool state file, locked for as long as this value lives.
 pub(crate) struct LockedState {
     path: PathBuf,
@@ -59,6 +43,21 @@ pub(crate) struct LockedState {
 /// `$AGENTFILE_HOME/pools`.
 pub(crate) fn pools_dir(home: &Path) -> PathBuf {
     home.join("pools")
+}
+
+/// A pool's state as it is on disk (empty if it has none), read without the lock and without
+/// writing anything (`up --dry-run`).
+pub(crate) fn read(home: &Path, pool: &str) -> anyhow::Result<PoolState> {
+    let path = pools_dir(home).join(format!("{pool}.json"));
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("{} is not a valid pool state file", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PoolState {
+            pool: pool.to_string(),
+            ..PoolState::default()
+        }),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 /// Opens (or starts) a pool's state, taking its lock (waiting for another `up`/`down`).

@@ -10,10 +10,11 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
 
-use super::api::Api;
-use super::pool::PoolView;
-use crate::cli::{InvokeArgs, TraceArgs};
-use crate::style::Style;
+use super::invoke::InvokeArgs;
+use super::trace::TraceArgs;
+use crate::pool::local_api::Api;
+use crate::pool::resolve::PoolView;
+use crate::ui::style::Style;
 
 /// Exit code of `invoke --wait` when no reply came in time (like `timeout(1)`).
 pub(crate) const EXIT_TIMEOUT: u8 = 124;
@@ -62,12 +63,12 @@ pub(crate) async fn invoke(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let duplicate = body["duplicate"].as_bool().unwrap_or(false);
     if args.no_wait {
         if args.json {
-            println!(
+            outln!(
                 "{}",
                 json!({"thread_id": thread, "seq": seq, "duplicate": duplicate, "id": key})
             );
         } else {
-            println!(
+            outln!(
                 "queued as message {seq} for {}-{}{}",
                 args.agent,
                 args.replica,
@@ -103,12 +104,12 @@ pub(crate) async fn invoke(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                 "turn_completed" if d["seq"] == seq => {
                     let ok = d["ok"].as_bool().unwrap_or(false);
                     if args.json {
-                        println!(
+                        outln!(
                             "{}",
                             json!({"thread_id": thread, "seq": seq, "ok": ok, "reply": d["reply"], "duration_ms": d["duration_ms"]})
                         );
                     } else {
-                        println!("{}", d["reply"].as_str().unwrap_or(""));
+                        outln!("{}", d["reply"].as_str().unwrap_or(""));
                     }
                     return Ok(if ok {
                         ExitCode::SUCCESS
@@ -333,7 +334,7 @@ pub(crate) async fn trace(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         version: None,
     };
     if !args.json {
-        println!(
+        outln!(
             "{} {} · pool {} · agent {} · replica {} · {} · version {} · {} boot(s)",
             style.bold("thread"),
             thread,
@@ -350,9 +351,9 @@ pub(crate) async fn trace(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         for e in events_after(&api, thread, cursor).await? {
             cursor = e["seq"].as_u64().unwrap_or(cursor);
             if args.json {
-                println!("{e}");
+                outln!("{e}");
             } else if let Some(line) = r.line(&e) {
-                println!("{line}");
+                outln!("{line}");
             }
         }
         if !args.follow {

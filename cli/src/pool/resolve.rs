@@ -1,12 +1,14 @@
-//! What the diagnostic commands share: which pool, its state, its API, and a replica's thread.
+//! Which pool a command means (one rule for every command), and what the diagnostic commands
+//! share: the pool's state, its API, and a replica's thread.
 
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::Agentfile;
 
-use super::api::Api;
-use super::state::PoolState;
+use crate::pool::local_api::Api;
+use crate::pool::state::PoolState;
 
 /// A pool as the diagnostic commands see it.
 pub(crate) struct PoolView {
@@ -15,19 +17,45 @@ pub(crate) struct PoolView {
     pub(crate) api: Api,
 }
 
-/// The pool: `-p`, else the agentfile's, else the only pool with state.
-pub(crate) fn pool_name(file: &Path, pool: Option<&str>) -> anyhow::Result<String> {
-    if let Some(p) = pool {
-        return Ok(p.to_string());
+/// The pool of a loaded agentfile: `-p`, else its `name:`, else its directory's name.
+pub(crate) fn pool_of(af: &Agentfile, flag: Option<&str>, file: &Path) -> anyhow::Result<String> {
+    af.pool_name(flag, file)
+        .context("cannot derive a pool name: set `name:` in the agentfile or pass -p POOL")
+}
+
+/// What a command without a loaded agentfile falls back to when `-p` is not given and the
+/// agentfile does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// The only pool that has state (`logs`, `trace`, `invoke`).
+    OnlyPool,
+    /// No pool (`down --api` with nothing else to do).
+    Nothing,
+}
+
+/// The one rule for which pool a command means: `-p`, else the agentfile's (see [`pool_of`]) if
+/// the file exists, else the fallback; an error says what to pass.
+pub(crate) fn resolve(
+    file: &Path,
+    flag: Option<&str>,
+    fallback: Fallback,
+) -> anyhow::Result<Option<String>> {
+    if let Some(p) = flag {
+        return Ok(Some(p.to_string()));
     }
     if file.exists() {
-        let parsed = super::load(file)?;
-        return parsed
-            .agentfile
-            .pool_name(None, file)
-            .context("cannot derive a pool name: pass -p POOL");
+        let parsed = crate::pool::load(file)?;
+        return pool_of(&parsed.agentfile, None, file).map(Some);
     }
-    let dir = super::state::pools_dir(&super::home()?);
+    match fallback {
+        Fallback::Nothing => Ok(None),
+        Fallback::OnlyPool => only_pool().map(Some),
+    }
+}
+
+/// The only pool with a state file.
+fn only_pool() -> anyhow::Result<String> {
+    let dir = crate::pool::state::pools_dir(&crate::home::agentfile_home()?);
     let pools: Vec<String> = std::fs::read_dir(&dir)
         .map(|d| {
             d.filter_map(|e| {
@@ -42,17 +70,25 @@ pub(crate) fn pool_name(file: &Path, pool: Option<&str>) -> anyhow::Result<Strin
         .unwrap_or_default();
     match pools.as_slice() {
         [only] => Ok(only.clone()),
-        [] => bail!("no pool found: run `ninetrix up` first, or pass -p POOL"),
+        [] => {
+            bail!("no agentfile here and no pool found: run `ninetrix up` first, or pass -p POOL")
+        }
         many => bail!("several pools exist ({}); pass -p POOL", many.join(", ")),
     }
+}
+
+/// [`resolve`] with the only-pool fallback, for the diagnostic commands.
+pub(crate) fn pool_name(file: &Path, pool: Option<&str>) -> anyhow::Result<String> {
+    resolve(file, pool, Fallback::OnlyPool)?
+        .context("no pool found: run `ninetrix up` first, or pass -p POOL")
 }
 
 impl PoolView {
     /// Opens the pool's state (read-only) and API.
     pub(crate) fn open(file: &Path, pool: Option<&str>) -> anyhow::Result<PoolView> {
         let name = pool_name(file, pool)?;
-        let home = super::home()?;
-        let path = super::state::pools_dir(&home).join(format!("{name}.json"));
+        let home = crate::home::agentfile_home()?;
+        let path = crate::pool::state::pools_dir(&home).join(format!("{name}.json"));
         let state: PoolState = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .with_context(|| format!("{} is not a valid pool state file", path.display()))?,

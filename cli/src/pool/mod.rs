@@ -1,0 +1,45 @@
+//! A pool on Docker (DESIGN §9): the decisions of `up` ([`plan`], pure) and their execution
+//! ([`apply`]), what Docker has ([`observed`]), container specs and names ([`spec`]), the pool
+//! state file ([`state`]), images ([`image`]), the checkpoint API a pool uses ([`local_api`]),
+//! which pool a command means ([`resolve`]) and `up`'s readiness wait ([`ready`]). Everything
+//! goes through the Engine API (bollard); nothing shells out to the `docker` CLI.
+
+pub(crate) mod apply;
+pub(crate) mod image;
+pub(crate) mod local_api;
+pub(crate) mod observed;
+pub(crate) mod plan;
+pub(crate) mod ready;
+pub(crate) mod resolve;
+pub(crate) mod spec;
+pub(crate) mod state;
+
+use std::path::Path;
+
+use ninetrix_proto::agentfile::{self, LoadError, Parsed};
+
+/// Loads and validates the agentfile, printing its warnings, or its report on failure.
+pub(crate) fn load(file: &Path) -> anyhow::Result<Parsed> {
+    match agentfile::load(file) {
+        Ok(parsed) => {
+            if !parsed.warnings.diagnostics.is_empty() {
+                eprint!(
+                    "{}",
+                    parsed
+                        .warnings
+                        .render(crate::ui::style::Style::stderr().color)
+                );
+            }
+            Ok(parsed)
+        }
+        Err(LoadError::Invalid(report)) => {
+            eprint!("{}", report.render(crate::ui::style::Style::stderr().color));
+            anyhow::bail!(
+                "{} is invalid; run `ninetrix validate -f {}` for details",
+                report.file,
+                file.display()
+            )
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,58 @@
+//! What Docker has for a pool, read into the plain [`Observed`] values `plan` compares: labels
+//! parsed, and for containers that are not running, their restart count and exit code.
+
+use bollard::Docker;
+use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
+
+use crate::docker::{label, pool_containers};
+use crate::pool::plan::Observed;
+use crate::pool::spec::{self, Config, Liveness, Slot};
+
+/// The slot a container's labels name.
+pub(crate) fn slot(c: &ContainerSummary) -> Option<Slot> {
+    if label(c, spec::RUN) == Some("true") || label(c, spec::REPLICA) == Some("run") {
+        return Some(Slot::Run);
+    }
+    label(c, spec::REPLICA)
+        .and_then(|r| r.parse().ok())
+        .map(Slot::Replica)
+}
+
+/// The pool's containers, as `plan` sees them.
+pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<Observed>> {
+    let mut out = Vec::new();
+    for c in pool_containers(docker, Some(pool)).await? {
+        let id = c.id.clone().unwrap_or_default();
+        // A paused container counts as running: `up` leaves it as it is.
+        let running = matches!(
+            c.state,
+            Some(ContainerSummaryStateEnum::RUNNING | ContainerSummaryStateEnum::PAUSED)
+        );
+        let restarting = c.state == Some(ContainerSummaryStateEnum::RESTARTING);
+        // Only stopped containers need inspecting: their restarts decide "gave up".
+        let liveness = if running || restarting {
+            Liveness {
+                running,
+                restarting,
+                ..Liveness::default()
+            }
+        } else {
+            match docker.inspect_container(&id, None).await {
+                Ok(info) => Liveness::of(&info),
+                Err(e) if crate::docker::is_not_found(&e) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        out.push(Observed {
+            agent: label(&c, spec::AGENT).unwrap_or_default().to_string(),
+            slot: slot(&c),
+            thread: label(&c, spec::THREAD).and_then(|t| t.parse().ok()),
+            config: label(&c, spec::PARTS).and_then(Config::from_label),
+            durable: label(&c, spec::DURABLE) == Some("true"),
+            never_started: c.state == Some(ContainerSummaryStateEnum::CREATED),
+            liveness,
+            id,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,77 @@
+//! `up`'s readiness wait: every (re)started durable runner must emit `ready` after its start.
+//! Reads the thread's events through the API as JSON (the typed event client replaces this).
+
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+
+use crate::pool::apply::Started;
+use crate::pool::local_api::Api;
+use crate::ui::progress::Progress;
+
+/// Waits until each started runner has emitted `ready` after its start; reports the ones that
+/// exited, were OOM-killed, or are still restarting at the deadline.
+pub(crate) async fn wait_ready(
+    docker: &Docker,
+    api: &Api,
+    started: &[Started],
+    timeout: Duration,
+    progress: &Progress,
+) -> anyhow::Result<usize> {
+    let deadline = Instant::now() + timeout;
+    let mut pending: Vec<&Started> = started.iter().collect();
+    for s in &pending {
+        progress.working("Container", &s.name, "Waiting");
+    }
+    let mut failures = 0;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for s in pending {
+            let ready = api
+                .events(s.thread, s.baseline)
+                .await?
+                .iter()
+                .any(|e| e["type"] == "ready");
+            if ready {
+                progress.step("Container", &s.name, "Ready");
+                continue;
+            }
+            let info = docker.inspect_container(&s.id, None).await?;
+            let st = info.state.unwrap_or_default();
+            if !st.running.unwrap_or(false) && !st.restarting.unwrap_or(false) {
+                let why = if st.oom_killed.unwrap_or(false) {
+                    "OOM-killed".to_string()
+                } else {
+                    format!("exited with code {}", st.exit_code.unwrap_or(-1))
+                };
+                progress.fail("Container", &s.name, &format!("not ready: {why}"));
+                failures += 1;
+                continue;
+            }
+            if Instant::now() > deadline {
+                let why = if st.restarting.unwrap_or(false) {
+                    format!(
+                        "still restarting (restart {})",
+                        info.restart_count.unwrap_or(0)
+                    )
+                } else {
+                    "running but not ready".into()
+                };
+                progress.fail(
+                    "Container",
+                    &s.name,
+                    &format!("not ready after {}s: {why}", timeout.as_secs()),
+                );
+                failures += 1;
+                continue;
+            }
+            still.push(s);
+        }
+        pending = still;
+        if !pending.is_empty() {
+            progress.tick();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(failures)
+}

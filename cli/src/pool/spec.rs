@@ -1,0 +1,465 @@
+//! Container specs for agent replicas (DESIGN §3): names, labels, env, restart policy, limits,
+//! the workspace volume, and the configuration digest that decides whether `up` keeps or
+//! recreates a container. Secrets never enter any of these; the digest sees only a hash of their
+//! values. Also the one definition of "gave up" and of reading an agent's secrets on the host.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, NetworkingConfig, RestartPolicy,
+    RestartPolicyNameEnum,
+};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::AgentSpec;
+use sha2::{Digest, Sha256};
+
+/// Label: the pool a container belongs to (how every command finds a pool's containers).
+pub(crate) const POOL: &str = "dev.ninetrix.pool";
+/// Label: the agent a container runs.
+pub(crate) const AGENT: &str = "dev.ninetrix.agent";
+/// Label: the replica number, or `run` for a `ninetrix run` container.
+pub(crate) const REPLICA: &str = "dev.ninetrix.replica";
+/// Label: the thread the container's runner works on.
+pub(crate) const THREAD: &str = "dev.ninetrix.thread-id";
+/// Label: the whole configuration digest ([`Config::hash`]).
+pub(crate) const HASH: &str = "dev.ninetrix.config-hash";
+/// Label: the configuration digest by part, as JSON, so `up` can say *what* changed.
+pub(crate) const PARTS: &str = "dev.ninetrix.config-parts";
+/// Label: whether the agent is durable (restarted on failure) or a batch job.
+pub(crate) const DURABLE: &str = "dev.ninetrix.durable";
+/// Label: the ninetrix version that created the container.
+pub(crate) const VERSION: &str = "dev.ninetrix.version";
+/// Label: set on `ninetrix run`'s one-shot containers.
+pub(crate) const RUN: &str = "dev.ninetrix.run";
+
+/// How many policy restarts a durable agent gets before it "gave up".
+pub(crate) const MAX_RESTARTS: i64 = 3;
+/// Seconds a container gets to checkpoint and exit before SIGKILL, unless `-t/--timeout` says
+/// otherwise (also Docker's own `docker stop` default for the container).
+pub(crate) const STOP_TIMEOUT: i64 = DEFAULT_STOP_SECS as i64;
+/// Seconds a stopping container gets to checkpoint and exit before SIGKILL: the default of
+/// `-t/--timeout` on `up`, `down` and `run`.
+pub(crate) const DEFAULT_STOP_SECS: i32 = 30;
+
+/// `ninetrix-<pool>-<agent>-<n>`.
+pub(crate) fn container_name(pool: &str, agent: &str, replica: u32) -> String {
+    format!("ninetrix-{pool}-{agent}-{replica}")
+}
+
+/// `ninetrix-<pool>-<agent>-<n>-workspace`: a replica's workspace volume.
+pub(crate) fn volume_name(pool: &str, agent: &str, replica: u32) -> String {
+    format!("{}-workspace", container_name(pool, agent, replica))
+}
+
+/// `ninetrix-<pool>-<agent>-run-<6 hex of the thread>`: a `ninetrix run` container.
+pub(crate) fn run_container_name(pool: &str, agent: &str, thread: ThreadId) -> String {
+    let suffix: String = thread
+        .as_uuid()
+        .simple()
+        .to_string()
+        .chars()
+        .rev()
+        .take(6)
+        .collect();
+    format!("ninetrix-{pool}-{agent}-run-{suffix}")
+}
+
+/// `ninetrix-<pool>`.
+pub(crate) fn network_name(pool: &str) -> String {
+    format!("ninetrix-{pool}")
+}
+
+/// What Docker says about a container's process, as far as the restart rules care.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Liveness {
+    /// The process runs.
+    pub(crate) running: bool,
+    /// Docker is about to restart it (between two runs).
+    pub(crate) restarting: bool,
+    /// Policy restarts so far (reset by `docker start`).
+    pub(crate) restarts: i64,
+    /// The last exit code, if it ever exited.
+    pub(crate) exit_code: Option<i64>,
+}
+
+impl Liveness {
+    /// From `docker inspect`.
+    pub(crate) fn of(info: &bollard::models::ContainerInspectResponse) -> Self {
+        let st = info.state.clone().unwrap_or_default();
+        Self {
+            running: st.running.unwrap_or(false),
+            restarting: st.restarting.unwrap_or(false),
+            restarts: info.restart_count.unwrap_or(0),
+            exit_code: st.exit_code,
+        }
+    }
+
+    /// The one definition of "gave up": a durable agent whose process is down, whose last exit
+    /// was a failure, and which used its whole restart budget, so Docker will not restart it.
+    pub(crate) fn gave_up(&self, durable: bool) -> bool {
+        durable
+            && !self.running
+            && !self.restarting
+            && self.exit_code.is_some_and(|c| c != 0)
+            && self.restarts >= MAX_RESTARTS
+    }
+}
+
+/// An agent secret missing on the host.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "secret {name} (needed by agent `{agent}`) is not set on this host; export {name}=… and try again (nothing was started)"
+)]
+pub(crate) struct MissingSecret {
+    /// The secret's name.
+    pub(crate) name: String,
+    /// The agent that needs it.
+    pub(crate) agent: String,
+}
+
+/// Reads an agent's secrets from the host environment (an empty value counts as missing).
+pub(crate) fn host_secrets(spec: &AgentSpec) -> Result<BTreeMap<String, String>, MissingSecret> {
+    spec.secrets
+        .iter()
+        .map(|name| match std::env::var(name) {
+            Ok(v) if !v.is_empty() => Ok((name.clone(), v)),
+            _ => Err(MissingSecret {
+                name: name.clone(),
+                agent: spec.name.clone(),
+            }),
+        })
+        .collect()
+}
+
+/// A container's configuration digest by part: one short hash per field of the resolved spec
+/// (`metadata.instructions`, `runtime.model`, `tools`, …), plus `image` (its ID), `api_url` and
+/// `secret values`. Comparing two says which parts changed; the values themselves never appear.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Config {
+    parts: BTreeMap<String, String>,
+}
+
+/// 12 hex digits of SHA-256: enough to tell versions of one field apart.
+fn short(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Config {
+    /// The digest of a replica of `spec` (its replica count excluded: scaling recreates nothing)
+    /// on `image_id`, talking to `api_url`, with these secret values.
+    pub(crate) fn of(
+        spec: &AgentSpec,
+        image_id: &str,
+        api_url: &str,
+        secrets: &BTreeMap<String, String>,
+    ) -> Self {
+        let mut spec = spec.clone();
+        spec.execution.replicas = 1;
+        let mut parts = BTreeMap::new();
+        if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&spec) {
+            for (key, value) in fields {
+                match value {
+                    serde_json::Value::Object(inner) => {
+                        for (sub, v) in inner {
+                            parts.insert(format!("{key}.{sub}"), short(v.to_string().as_bytes()));
+                        }
+                    }
+                    v => {
+                        parts.insert(key, short(v.to_string().as_bytes()));
+                    }
+                }
+            }
+        }
+        parts.insert("image".into(), short(image_id.as_bytes()));
+        parts.insert("api_url".into(), short(api_url.as_bytes()));
+        let mut values = Sha256::new();
+        for (k, v) in secrets {
+            values.update(k.as_bytes());
+            values.update([0]);
+            values.update(Sha256::digest(v.as_bytes()));
+        }
+        parts.insert("secret values".into(), short(&values.finalize()));
+        Self { parts }
+    }
+
+    /// A digest from its parts (tests build configurations without an agent spec).
+    #[cfg(test)]
+    pub(crate) fn from_parts<'a>(parts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self {
+            parts: parts
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The whole digest (the `config-hash` label).
+    pub(crate) fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        for (k, v) in &self.parts {
+            h.update(k.as_bytes());
+            h.update([0]);
+            h.update(v.as_bytes());
+            h.update([0]);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The parts that differ between `self` and `other` (present on one side only included),
+    /// in name order.
+    pub(crate) fn changed(&self, other: &Config) -> Vec<String> {
+        let mut keys: Vec<&String> = self.parts.keys().chain(other.parts.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter(|k| self.parts.get(*k) != other.parts.get(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// The label form (compact JSON).
+    pub(crate) fn to_label(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the label form; `None` if it is not one.
+    pub(crate) fn from_label(label: &str) -> Option<Self> {
+        serde_json::from_str(label).ok()
+    }
+
+    /// A digest that matches nothing real: stands for an image that does not exist yet (`up
+    /// --dry-run` does not build it), so every container on it shows as changed in `image`.
+    pub(crate) fn with_unbuilt_image(mut self, tag: &str) -> Self {
+        self.parts.insert("image".into(), format!("unbuilt {tag}"));
+        self
+    }
+}
+
+/// Where a container sits in its pool: a numbered replica that `up` keeps, or a one-shot
+/// `ninetrix run` job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Replica `n` (1-based): a stable name, hostname `<agent>-<n>` and a workspace volume.
+    Replica(u32),
+    /// A `ninetrix run`: a unique name, hostname `<agent>-run`, a throwaway workspace, and the
+    /// `run` label so `up` leaves it alone.
+    Run,
+}
+
+/// Everything a replica container needs.
+pub(crate) struct Replica<'a> {
+    /// The pool.
+    pub(crate) pool: &'a str,
+    /// The resolved agent spec (for a run: with the run's task).
+    pub(crate) spec: &'a AgentSpec,
+    /// Replica or run.
+    pub(crate) slot: Slot,
+    /// The thread its runner works on.
+    pub(crate) thread: ThreadId,
+    /// The image tag.
+    pub(crate) image: &'a str,
+    /// The API URL as seen from containers.
+    pub(crate) api_url: &'a str,
+    /// Its configuration digest (labels).
+    pub(crate) config: &'a Config,
+}
+
+impl Replica<'_> {
+    /// The container's name.
+    pub(crate) fn name(&self) -> String {
+        match self.slot {
+            Slot::Replica(n) => container_name(self.pool, &self.spec.name, n),
+            Slot::Run => run_container_name(self.pool, &self.spec.name, self.thread),
+        }
+    }
+
+    /// The create body.
+    pub(crate) fn body(&self) -> ContainerCreateBody {
+        let s = self.spec;
+        let (replica_label, replica_env, hostname) = match self.slot {
+            Slot::Replica(n) => (n.to_string(), n, format!("{}-{n}", s.name)),
+            Slot::Run => ("run".to_string(), 0, format!("{}-run", s.name)),
+        };
+        let mut labels: HashMap<String, String> = [
+            (POOL, self.pool.to_string()),
+            (AGENT, s.name.clone()),
+            (REPLICA, replica_label),
+            (THREAD, self.thread.to_string()),
+            (HASH, self.config.hash()),
+            (PARTS, self.config.to_label()),
+            (DURABLE, s.execution.durability.to_string()),
+            (VERSION, env!("CARGO_PKG_VERSION").to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        if self.slot == Slot::Run {
+            labels.insert(RUN.into(), "true".into());
+        }
+        let mut env = vec![
+            format!("AGENTFILE_API_URL={}", self.api_url),
+            format!("AGENTFILE_THREAD_ID={}", self.thread),
+            format!("AGENTFILE_POOL={}", self.pool),
+            format!("AGENTFILE_AGENT={}", s.name),
+            format!("AGENTFILE_REPLICA={replica_env}"),
+            format!(
+                "AGENTFILE_AGENT_SPEC={}",
+                serde_json::to_string(s).unwrap_or_default()
+            ),
+            "AGENTFILE_WORKSPACE=/workspace".to_string(),
+        ];
+        env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
+        let restart = if s.execution.durability {
+            RestartPolicy {
+                name: Some(RestartPolicyNameEnum::ON_FAILURE),
+                maximum_retry_count: Some(MAX_RESTARTS),
+            }
+        } else {
+            RestartPolicy {
+                name: Some(RestartPolicyNameEnum::NO),
+                maximum_retry_count: None,
+            }
+        };
+        let mounts = match self.slot {
+            Slot::Replica(n) => Some(vec![Mount {
+                target: Some("/workspace".into()),
+                source: Some(volume_name(self.pool, &s.name, n)),
+                typ: Some(MountType::VOLUME),
+                ..Mount::default()
+            }]),
+            Slot::Run => None,
+        };
+        ContainerCreateBody {
+            image: Some(self.image.to_string()),
+            cmd: Some(vec!["runner".into()]),
+            hostname: Some(hostname),
+            env: Some(env),
+            labels: Some(labels),
+            stop_timeout: Some(STOP_TIMEOUT),
+            host_config: Some(HostConfig {
+                init: Some(true),
+                restart_policy: Some(restart),
+                nano_cpus: s.runtime.resources.cpu.map(|c| (c * 1e9) as i64),
+                memory: s
+                    .runtime
+                    .resources
+                    .memory_bytes
+                    .and_then(|m| i64::try_from(m).ok()),
+                network_mode: Some(network_name(self.pool)),
+                extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
+                mounts,
+                ..HostConfig::default()
+            }),
+            networking_config: Some(NetworkingConfig::default()),
+            ..ContainerCreateBody::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(yaml_agent: &str) -> AgentSpec {
+        let text = format!("name: p\nagents:\n  a:\n{yaml_agent}");
+        ninetrix_proto::agentfile::parse("agentfile.yaml", &text)
+            .unwrap()
+            .agentfile
+            .agents
+            .remove(0)
+    }
+
+    #[test]
+    fn gave_up_needs_a_durable_agent_down_after_a_failure_and_its_whole_budget() {
+        let down = |code, restarts| Liveness {
+            running: false,
+            restarting: false,
+            restarts,
+            exit_code: Some(code),
+        };
+        assert!(down(137, 3).gave_up(true));
+        assert!(!down(137, 3).gave_up(false), "a batch job never gives up");
+        assert!(!down(137, 2).gave_up(true), "budget left");
+        assert!(
+            !down(0, 3).gave_up(true),
+            "a clean exit is a stop, not a give-up"
+        );
+        let restarting = Liveness {
+            restarting: true,
+            ..down(137, 3)
+        };
+        assert!(!restarting.gave_up(true));
+    }
+
+    #[test]
+    fn the_digest_names_the_changed_field_ignores_replicas_and_hides_secret_values() {
+        let base = "    runtime: { provider: scripted, script: [\"hi\"] }\n";
+        let one = agent(&format!("{base}    metadata: {{ instructions: one }}\n"));
+        let two = agent(&format!("{base}    metadata: {{ instructions: two }}\n"));
+        let scaled = agent(&format!(
+            "{base}    metadata: {{ instructions: one }}\n    execution: {{ replicas: 3 }}\n"
+        ));
+        let secrets: BTreeMap<String, String> =
+            [("KEY".to_string(), "hunter2-secret".to_string())].into();
+        let c1 = Config::of(&one, "img", "http://api", &secrets);
+        assert_eq!(
+            Config::of(&two, "img", "http://api", &secrets).changed(&c1),
+            ["metadata.instructions"]
+        );
+        assert!(
+            Config::of(&scaled, "img", "http://api", &secrets)
+                .changed(&c1)
+                .is_empty()
+        );
+        let other_value: BTreeMap<String, String> =
+            [("KEY".to_string(), "another".to_string())].into();
+        assert_eq!(
+            Config::of(&one, "img2", "http://api", &other_value).changed(&c1),
+            ["image", "secret values"]
+        );
+        let label = c1.to_label();
+        assert!(!label.contains("hunter2"), "{label}");
+        assert_eq!(Config::from_label(&label), Some(c1.clone()));
+        assert_ne!(
+            c1.hash(),
+            Config::of(&two, "img", "http://api", &secrets).hash()
+        );
+    }
+
+    #[test]
+    fn a_run_container_is_named_labelled_and_mounted_as_a_run() {
+        let spec = agent("    runtime: { provider: scripted, script: [\"hi\"] }\n");
+        let config = Config::default();
+        let thread = ThreadId::new_v7();
+        let replica = |slot| Replica {
+            pool: "p",
+            spec: &spec,
+            slot,
+            thread,
+            image: "img",
+            api_url: "http://api",
+            config: &config,
+        };
+        let run = replica(Slot::Run).body();
+        let labels = run.labels.clone().unwrap();
+        assert_eq!(labels[RUN], "true");
+        assert_eq!(labels[REPLICA], "run");
+        assert_eq!(run.hostname.as_deref(), Some("a-run"));
+        assert_eq!(run.host_config.unwrap().mounts, None);
+        assert!(replica(Slot::Run).name().starts_with("ninetrix-p-a-run-"));
+        let two = replica(Slot::Replica(2)).body();
+        assert_eq!(two.hostname.as_deref(), Some("a-2"));
+        assert!(!two.labels.unwrap().contains_key(RUN));
+        let mounts = two.host_config.unwrap().mounts.unwrap();
+        assert_eq!(
+            mounts[0].source.as_deref(),
+            Some(volume_name("p", "a", 2).as_str())
+        );
+        assert_eq!(volume_name("p", "a", 2), "ninetrix-p-a-2-workspace");
+    }
+}
