@@ -99,7 +99,7 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
                 .collect();
             if !threads.is_empty() {
                 let (img, _) = image::runner_image(&docker, &image::this_binary()?).await?;
-                let api = Api::ensure(&docker, &home, &img, reqwest::Client::new()).await?;
+                let api = Api::ensure(&docker, &home, &img).await?;
                 for (agent, n, thread) in &threads {
                     api.purge(*thread).await?;
                     let volume = spec::volume_name(pool, agent, *n);

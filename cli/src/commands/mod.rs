@@ -4,7 +4,6 @@
 
 pub mod api;
 pub mod build;
-mod diag;
 pub mod down;
 pub mod init;
 pub mod invoke;

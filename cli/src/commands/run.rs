@@ -79,7 +79,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         Some(base) => image::agent_image(&docker, base, &binary).await?,
         None => runner_image.clone(),
     };
-    let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
+    let api = Api::ensure(&docker, &home, &runner_image).await?;
     let network = crate::docker::ensure_network(&docker, &pool).await?;
     api.join(&docker, &network).await?;
 

@@ -2,10 +2,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::{Context as _, bail};
 use clap::Args;
+use ninetrix_proto::ThreadId;
 
 use crate::cli::pool_name;
+use crate::pool::local_api::Api;
+use crate::pool::resolve::PoolView;
+use crate::ui::style::Style;
+use crate::ui::trace::Renderer;
 
 /// Arguments of `ninetrix trace`.
 #[derive(Debug, Args)]
@@ -37,7 +44,65 @@ pub struct TraceArgs {
     pub json: bool,
 }
 
-/// Runs `ninetrix trace` (the work is in `diag`, which the typed event model replaces).
+/// Runs `ninetrix trace`. With `--thread-id` only the API is needed: the pool's if one can be
+/// resolved, else `AGENTFILE_API_URL` or the local API.
 pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
-    super::diag::trace(args).await
+    let (api, thread) = match (&args.thread_id, &args.agent) {
+        (Some(t), _) => {
+            let thread: ThreadId = t
+                .parse()
+                .with_context(|| format!("--thread-id `{t}` is not a thread ID (a UUID)"))?;
+            let api = match PoolView::open(&args.file, args.pool.as_deref()) {
+                Ok(view) => view.api,
+                Err(_) => Api::any(&crate::home::agentfile_home()?)?,
+            };
+            (api, thread)
+        }
+        (None, Some(agent)) => {
+            let view = PoolView::open(&args.file, args.pool.as_deref())?;
+            let t = view.thread(agent, args.replica)?;
+            (view.api, t)
+        }
+        (None, None) => bail!("name the thread: --thread-id ID, or --agent A [--replica N]"),
+    };
+    let Some(info) = api.thread(thread).await? else {
+        bail!(
+            "thread {thread} does not exist in the checkpoint API at {}",
+            api.url
+        );
+    };
+    let style = Style::stdout();
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(120);
+    let mut renderer = Renderer::new(style, width);
+    if !args.json {
+        outln!(
+            "{} {} · pool {} · agent {} · replica {} · {} · version {} · {} boot(s)",
+            style.bold("thread"),
+            thread,
+            info.labels.pool.as_deref().unwrap_or("-"),
+            info.labels.agent.as_deref().unwrap_or("-"),
+            info.labels.replica.map_or("-".into(), |r| r.to_string()),
+            info.status.as_str(),
+            info.version,
+            info.boot_count
+        );
+    }
+    let mut cursor = 0;
+    loop {
+        for e in api.events(thread, cursor).await? {
+            cursor = e.seq;
+            if args.json {
+                outln!("{}", serde_json::to_string(&e)?);
+            } else if let Some(line) = renderer.line(&e) {
+                outln!("{line}");
+            }
+        }
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

@@ -88,7 +88,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         };
         images.insert(agent.name.clone(), img);
     }
-    let api = Api::ensure(&docker, &home, &runner_image, reqwest::Client::new()).await?;
+    let api = Api::ensure(&docker, &home, &runner_image).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
     let network = crate::docker::ensure_network(&docker, &pool).await?;
     api.join(&docker, &network).await?;

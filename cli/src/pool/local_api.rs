@@ -20,8 +20,11 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt as _;
+use ninetrix_client::{Client, ClientError, Token};
 use ninetrix_proto::ThreadId;
-use serde_json::{Value, json};
+use ninetrix_proto::api::{
+    EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, ThreadSummary,
+};
 
 use crate::docker::is_not_found;
 use crate::pool::image::Image;
@@ -38,10 +41,12 @@ pub(crate) struct Api {
     pub(crate) url: String,
     /// From the agent containers.
     pub(crate) container_url: String,
-    admin: String,
+    /// The typed client, with the admin token.
+    client: Client,
+    /// Where the admin token came from, for the message when the API refuses it.
+    token_source: String,
     /// The local container's name, when ninetrix runs the API.
     pub(crate) local: Option<String>,
-    http: reqwest::Client,
 }
 
 /// The local API container's name (`NINETRIX_API_CONTAINER`, default `ninetrix-api`).
@@ -109,7 +114,7 @@ pub(crate) fn secrets_tar(files: &[(&str, &str)]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The API named by `AGENTFILE_API_URL` (+ `AGENTFILE_ADMIN_TOKEN`), if set.
-fn external(http: &reqwest::Client) -> anyhow::Result<Option<Api>> {
+fn external() -> anyhow::Result<Option<Api>> {
     let Some(url) = std::env::var("AGENTFILE_API_URL")
         .ok()
         .filter(|u| !u.is_empty())
@@ -118,36 +123,38 @@ fn external(http: &reqwest::Client) -> anyhow::Result<Option<Api>> {
     };
     let admin = std::env::var("AGENTFILE_ADMIN_TOKEN").context("AGENTFILE_API_URL is set but AGENTFILE_ADMIN_TOKEN is not; set it to that API's admin token")?;
     let url = url.trim_end_matches('/').to_string();
-    Ok(Some(Api {
-        container_url: url.clone(),
+    Ok(Some(Api::new(
+        url.clone(),
         url,
         admin,
-        local: None,
-        http: http.clone(),
-    }))
+        "AGENTFILE_ADMIN_TOKEN (set it to the admin token of the API at AGENTFILE_API_URL)".into(),
+        None,
+    )))
+}
+
+/// Where the local API's admin token lives, in words.
+fn local_token_source(path: &Path) -> String {
+    format!(
+        "{} (written by `ninetrix up` and given to the {} container when it was created; if that \
+         container was created with another token, `ninetrix down --api` and `ninetrix up` \
+         recreate it — its data is kept)",
+        path.display(),
+        local_name()
+    )
 }
 
 impl Api {
     /// The API to use: external if `AGENTFILE_API_URL` is set, else the local container (started
     /// if needed, recreated when the image changed).
-    pub(crate) async fn ensure(
-        docker: &Docker,
-        home: &Path,
-        image: &Image,
-        http: reqwest::Client,
-    ) -> anyhow::Result<Api> {
-        if let Some(api) = external(&http)? {
+    pub(crate) async fn ensure(docker: &Docker, home: &Path, image: &Image) -> anyhow::Result<Api> {
+        if let Some(api) = external()? {
             return Ok(api);
         }
         let name = local_name();
         let secret = secret_file(&home.join("api").join("secret"))?;
-        let admin = secret_file(&home.join("api").join("admin-token"))?;
-        let host_port: u16 = match std::env::var("NINETRIX_API_PORT") {
-            Ok(p) => p
-                .parse()
-                .with_context(|| format!("NINETRIX_API_PORT `{p}` is not a port number"))?,
-            Err(_) => DEFAULT_HOST_PORT,
-        };
+        let admin_path = home.join("api").join("admin-token");
+        let admin = secret_file(&admin_path)?;
+        let host_port = local_host_port()?;
         let existing = match docker.inspect_container(&name, None).await {
             Ok(c) => Some(c),
             Err(e) if is_not_found(&e) => None,
@@ -249,13 +256,13 @@ impl Api {
             .and_then(|p| p.get(&format!("{PORT}/tcp")).cloned().flatten())
             .and_then(|b| b.first().and_then(|b| b.host_port.clone()))
             .context("the local API container has no published port")?;
-        let api = Api {
-            url: format!("http://127.0.0.1:{port}"),
-            container_url: format!("http://ninetrix-api:{PORT}"),
+        let api = Api::new(
+            format!("http://127.0.0.1:{port}"),
+            format!("http://ninetrix-api:{PORT}"),
             admin,
-            local: Some(name),
-            http,
-        };
+            local_token_source(&admin_path),
+            Some(name),
+        );
         api.wait_ready(docker, Duration::from_secs(30)).await?;
         Ok(api)
     }
@@ -263,8 +270,7 @@ impl Api {
     /// The API a pool already uses: `AGENTFILE_API_URL` if set, else the local API at the URL the
     /// pool state recorded, with the admin token from `$AGENTFILE_HOME/api/`.
     pub(crate) fn existing(home: &Path, state_url: Option<&str>) -> anyhow::Result<Api> {
-        let http = reqwest::Client::new();
-        if let Some(api) = external(&http)? {
+        if let Some(api) = external()? {
             return Ok(api);
         }
         let url = state_url
@@ -277,36 +283,65 @@ impl Api {
                 admin_path.display()
             )
         })?;
-        Ok(Api {
+        Ok(Api::new(
             url,
-            container_url: format!("http://ninetrix-api:{PORT}"),
-            admin: admin.trim().to_string(),
-            local: Some(local_name()),
-            http,
-        })
+            format!("http://ninetrix-api:{PORT}"),
+            admin.trim().to_string(),
+            local_token_source(&admin_path),
+            Some(local_name()),
+        ))
     }
 
-    /// Sends an admin request; returns the status and JSON body.
-    pub(crate) async fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(reqwest::StatusCode, Value)> {
-        self.call(method, path, body).await
+    /// The API at the URL `AGENTFILE_API_URL` names, or the local API at its default port,
+    /// without any pool (`trace --thread-id` needs only the API).
+    pub(crate) fn any(home: &Path) -> anyhow::Result<Api> {
+        Api::existing(
+            home,
+            Some(&format!("http://127.0.0.1:{}", local_host_port()?)),
+        )
+    }
+
+    fn new(
+        url: String,
+        container_url: String,
+        admin: String,
+        token_source: String,
+        local: Option<String>,
+    ) -> Api {
+        let client = Client::new(
+            ninetrix_client::http_client(),
+            &url,
+            Some(Token::new(admin)),
+        );
+        Api {
+            url,
+            container_url,
+            client,
+            token_source,
+            local,
+        }
+    }
+
+    /// Turns a failed call into an error that says what to do: a refused token names where the
+    /// token comes from; an unreachable API names its URL (the client's message does).
+    fn explain(&self, e: ClientError, doing: &str) -> anyhow::Error {
+        if e.is_auth() {
+            let code = e.code().map(ToString::to_string).unwrap_or_default();
+            return anyhow::anyhow!(
+                "the checkpoint API at {} refused the admin token while {doing} ({code}); the \
+                 token comes from {}",
+                self.url,
+                self.token_source
+            );
+        }
+        anyhow::Error::new(e).context(format!("while {doing}"))
     }
 
     async fn wait_ready(&self, docker: &Docker, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
+        let probe = self.client.clone().with_timeout(Duration::from_secs(2));
         loop {
-            if let Ok(r) = self
-                .http
-                .get(format!("{}/readyz", self.url))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await
-                && r.status().is_success()
-            {
+            if probe.readyz().await.is_ok() {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -365,29 +400,6 @@ impl Api {
         }
     }
 
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(reqwest::StatusCode, Value)> {
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.admin)
-            .timeout(Duration::from_secs(30));
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("the checkpoint API at {} is not reachable", self.url))?;
-        let status = resp.status();
-        let value = resp.json().await.unwrap_or(Value::Null);
-        Ok((status, value))
-    }
-
     /// Mints the runner token of a thread (recording its labels).
     pub(crate) async fn runner_token(
         &self,
@@ -396,67 +408,67 @@ impl Api {
         agent: &str,
         replica: u32,
     ) -> anyhow::Result<String> {
-        let (status, body) = self
-            .call(
-                reqwest::Method::POST,
-                "/v1/tokens/runner",
-                Some(
-                    json!({"thread_id": thread, "pool": pool, "agent": agent, "replica": replica}),
-                ),
-            )
-            .await?;
-        if !status.is_success() {
-            bail!(
-                "the checkpoint API refused to mint a runner token ({status}: {}); is AGENTFILE_ADMIN_TOKEN right?",
-                body["message"]
-            );
-        }
-        body["token"]
-            .as_str()
-            .map(str::to_string)
-            .context("the API's token response has no token")
+        let request = RunnerTokenRequest {
+            thread_id: thread,
+            pool: Some(pool.to_string()),
+            agent: Some(agent.to_string()),
+            replica: Some(replica),
+        };
+        let minted = self.client.mint_runner_token(&request).await.map_err(|e| {
+            self.explain(e, &format!("minting the runner token of {agent}-{replica}"))
+        })?;
+        Ok(minted.token)
     }
 
-    /// The thread's last event seq (0 for an unknown thread).
+    /// A thread's summary; `None` if the API has no such thread.
+    pub(crate) async fn thread(&self, thread: ThreadId) -> anyhow::Result<Option<ThreadSummary>> {
+        self.client
+            .thread(thread)
+            .await
+            .map_err(|e| self.explain(e, &format!("reading thread {thread}")))
+    }
+
+    /// The thread's last event seq (0 for a thread the API does not have yet).
     pub(crate) async fn event_seq(&self, thread: ThreadId) -> anyhow::Result<u64> {
-        let (status, body) = self
-            .call(reqwest::Method::GET, &format!("/v1/threads/{thread}"), None)
-            .await?;
-        Ok(if status.is_success() {
-            body["event_seq"].as_u64().unwrap_or(0)
-        } else {
-            0
-        })
+        Ok(self.thread(thread).await?.map_or(0, |t| t.event_seq))
     }
 
-    /// Events of a thread after a seq.
-    pub(crate) async fn events(&self, thread: ThreadId, after: u64) -> anyhow::Result<Vec<Value>> {
-        let (status, body) = self
-            .call(
-                reqwest::Method::GET,
-                &format!("/v1/threads/{thread}/events?after={after}"),
-                None,
-            )
-            .await?;
-        Ok(if status.is_success() {
-            body.as_array().cloned().unwrap_or_default()
-        } else {
-            Vec::new()
-        })
+    /// Every event of a thread after a seq.
+    pub(crate) async fn events(&self, thread: ThreadId, after: u64) -> anyhow::Result<Vec<Event>> {
+        self.client
+            .events_after(thread, after)
+            .await
+            .map_err(|e| self.explain(e, &format!("reading the events of thread {thread}")))
     }
 
-    /// Deletes a thread's data.
+    /// Puts a message in a thread's inbox.
+    pub(crate) async fn enqueue(
+        &self,
+        thread: ThreadId,
+        request: &EnqueueRequest,
+    ) -> anyhow::Result<EnqueueResponse> {
+        self.client
+            .enqueue(thread, request)
+            .await
+            .map_err(|e| self.explain(e, &format!("queueing a message for thread {thread}")))
+    }
+
+    /// Deletes a thread's data (a thread the API does not have is already gone).
     pub(crate) async fn purge(&self, thread: ThreadId) -> anyhow::Result<()> {
-        let (status, body) = self
-            .call(
-                reqwest::Method::DELETE,
-                &format!("/v1/threads/{thread}"),
-                None,
-            )
-            .await?;
-        if !(status.is_success() || status == reqwest::StatusCode::NOT_FOUND) {
-            bail!("cannot purge thread {thread}: {status} {}", body["message"]);
-        }
-        Ok(())
+        self.client
+            .purge(thread)
+            .await
+            .map(drop)
+            .map_err(|e| self.explain(e, &format!("purging thread {thread}")))
+    }
+}
+
+/// The local API's host port: `NINETRIX_API_PORT`, else the default.
+fn local_host_port() -> anyhow::Result<u16> {
+    match std::env::var("NINETRIX_API_PORT") {
+        Ok(p) => p
+            .parse()
+            .with_context(|| format!("NINETRIX_API_PORT `{p}` is not a port number")),
+        Err(_) => Ok(DEFAULT_HOST_PORT),
     }
 }

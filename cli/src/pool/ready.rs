@@ -1,9 +1,9 @@
 //! `up`'s readiness wait: every (re)started durable runner must emit `ready` after its start.
-//! Reads the thread's events through the API as JSON (the typed event client replaces this).
 
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
+use ninetrix_proto::events::{Decoded, TraceEvent};
 
 use crate::pool::apply::Started;
 use crate::pool::local_api::Api;
@@ -31,7 +31,7 @@ pub(crate) async fn wait_ready(
                 .events(s.thread, s.baseline)
                 .await?
                 .iter()
-                .any(|e| e["type"] == "ready");
+                .any(|e| is_ready(&e.decode()));
             if ready {
                 progress.step("Container", &s.name, "Ready");
                 continue;
@@ -74,4 +74,30 @@ pub(crate) async fn wait_ready(
         }
     }
     Ok(failures)
+}
+
+/// Whether an event says the runner is ready. Every kind is named: a new event kind must decide
+/// here whether it means ready.
+fn is_ready(event: &Decoded) -> bool {
+    match event {
+        Decoded::Known(e) => match e {
+            TraceEvent::Ready(_) => true,
+            TraceEvent::Boot(_)
+            | TraceEvent::Repair(_)
+            | TraceEvent::Resume(_)
+            | TraceEvent::TurnStarted(_)
+            | TraceEvent::TurnResumed(_)
+            | TraceEvent::LlmCall(_)
+            | TraceEvent::LlmRetry(_)
+            | TraceEvent::ToolCall(_)
+            | TraceEvent::ToolReplayed(_)
+            | TraceEvent::UnknownTool(_)
+            | TraceEvent::Checkpoint(_)
+            | TraceEvent::TurnCompleted(_)
+            | TraceEvent::BudgetExceeded(_)
+            | TraceEvent::MaxTurnsReached(_)
+            | TraceEvent::Error(_) => false,
+        },
+        Decoded::Unknown { .. } => false,
+    }
 }

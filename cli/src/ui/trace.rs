@@ -1,0 +1,346 @@
+//! The trace tree: one line per stored event (so `trace --follow` can stream), every event kind
+//! matched by name with no catch-all; a kind this build does not know is one plain line.
+
+use chrono::{DateTime, Utc};
+use ninetrix_proto::api::Event;
+use ninetrix_proto::events::{Decoded, ErrorStage, ToolCall, ToolMode, TraceEvent};
+
+use crate::ui::style::Style;
+
+/// Text on one line, cut to `max` characters.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let flat = s.replace('\n', " ⏎ ");
+    let mut out: String = flat.chars().take(max).collect();
+    if flat.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+/// Renders events into trace lines.
+pub(crate) struct Renderer {
+    pub(crate) style: Style,
+    /// When the current turn started (times on its lines are relative to it).
+    pub(crate) turn_start: Option<DateTime<Utc>>,
+    /// The terminal's width.
+    pub(crate) width: usize,
+    /// The last checkpoint version seen (shown on the turn's last line).
+    pub(crate) version: Option<u64>,
+}
+
+impl Renderer {
+    /// A renderer for a terminal of `width` columns.
+    pub(crate) fn new(style: Style, width: usize) -> Renderer {
+        Renderer {
+            style,
+            turn_start: None,
+            width,
+            version: None,
+        }
+    }
+
+    fn rel(&self, at: DateTime<Utc>) -> String {
+        match self.turn_start {
+            Some(start) => format!("+{:>5} ms", (at - start).num_milliseconds().max(0)),
+            None => "         ".into(),
+        }
+    }
+
+    fn tool(&self, at: DateTime<Utc>, t: &ToolCall) -> String {
+        let s = self.style;
+        let mode = match t.mode {
+            ToolMode::Replayed => s.bold("replayed"),
+            ToolMode::OutcomeUnknown => s.error("outcome unknown"),
+            ToolMode::Executed | ToolMode::ReExecuted => t.mode.as_str().to_string(),
+        };
+        format!(
+            "  ├─ {} tool {} {} · {} · {} · {} ms · {} · {}",
+            self.rel(at),
+            t.name,
+            one_line(&t.args, 60),
+            t.effect.as_str(),
+            mode,
+            t.duration_ms,
+            if t.ok { s.ok("ok") } else { s.error("error") },
+            one_line(&t.result, 60)
+        )
+    }
+
+    /// The line for one event, or `None` for events that only update the renderer's state.
+    pub(crate) fn line(&mut self, e: &Event) -> Option<String> {
+        let s = self.style;
+        let w = self.width.saturating_sub(40).max(30);
+        let at = e.at();
+        let event = match e.decode() {
+            Decoded::Known(event) => event,
+            Decoded::Unknown { kind, .. } => {
+                return Some(format!(
+                    "  · {kind} (an event this version of ninetrix does not know)"
+                ));
+            }
+        };
+        let out = match event {
+            TraceEvent::Boot(b) => format!(
+                "{} boot · epoch {} · restart {}{}",
+                s.bold("●"),
+                b.epoch,
+                b.restart_count,
+                if b.repaired {
+                    " · history repaired"
+                } else {
+                    ""
+                }
+            ),
+            TraceEvent::Ready(_) => return None,
+            TraceEvent::Repair(r) => {
+                let what: Vec<String> = r
+                    .dropped
+                    .iter()
+                    .map(|d| {
+                        let role = serde_json::to_value(d.role)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        if d.call_ids.is_empty() {
+                            role
+                        } else {
+                            format!("{role} ({})", one_line(&d.call_ids.join(", "), 40))
+                        }
+                    })
+                    .collect();
+                format!(
+                    "  {} repair ({}): cut to {} messages, dropped {}: {}",
+                    s.bold("↺"),
+                    r.mode,
+                    r.truncate_to,
+                    r.dropped.len(),
+                    what.join(", ")
+                )
+            }
+            TraceEvent::Resume(r) => format!(
+                "  {} resume: the interrupted message keeps its answered calls; {} still to run: {}",
+                s.bold("↻"),
+                r.pending_calls.len(),
+                one_line(&r.pending_calls.join(", "), w)
+            ),
+            TraceEvent::TurnStarted(t) => {
+                self.turn_start = Some(at);
+                format!(
+                    "{} turn {} · message {} · {}",
+                    s.bold("▶"),
+                    t.turn_seq,
+                    t.seq,
+                    one_line(&t.input, w)
+                )
+            }
+            TraceEvent::TurnResumed(t) => {
+                self.turn_start = Some(at);
+                format!(
+                    "{} turn {} resumed · message {}",
+                    s.bold("▶"),
+                    t.turn_seq,
+                    t.seq
+                )
+            }
+            TraceEvent::LlmCall(c) => format!(
+                "  ├─ {} model {} · {}→{} tokens · {} ms · {}",
+                self.rel(at),
+                c.model,
+                c.input_tokens,
+                c.output_tokens,
+                c.latency_ms,
+                c.stop_reason
+            ),
+            TraceEvent::LlmRetry(r) => format!(
+                "  ├─ {} model call failed (attempt {} of {}): {} · retrying in {} ms",
+                self.rel(at),
+                r.attempt,
+                r.max_attempts,
+                s.error(&one_line(&r.reason, w)),
+                r.retry_in_ms
+            ),
+            TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) => self.tool(at, &t),
+            TraceEvent::UnknownTool(u) => format!(
+                "  ├─ {} tool {} · {} · the agent has: {}",
+                self.rel(at),
+                u.name,
+                s.error("no such tool"),
+                one_line(&u.available.join(", "), w)
+            ),
+            TraceEvent::Checkpoint(c) => {
+                self.version = Some(c.version);
+                return None;
+            }
+            TraceEvent::TurnCompleted(t) => {
+                let line = format!(
+                    "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",
+                    self.rel(at),
+                    if t.ok {
+                        s.ok("done")
+                    } else {
+                        s.error("failed")
+                    },
+                    t.duration_ms,
+                    self.version.map_or("?".into(), |v| v.to_string()),
+                    one_line(&t.reply, w)
+                );
+                self.turn_start = None;
+                line
+            }
+            TraceEvent::BudgetExceeded(b) => format!(
+                "  {} budget exceeded: spent ${} of ${}",
+                s.error("!"),
+                b.spent_usd,
+                b.budget_usd
+            ),
+            TraceEvent::MaxTurnsReached(m) => format!(
+                "  {} stopped after {} model rounds",
+                s.error("!"),
+                m.max_turns
+            ),
+            TraceEvent::Error(err) => format!(
+                "  {} {}: {}",
+                s.error("✘"),
+                match err.stage {
+                    ErrorStage::Llm => "llm",
+                    ErrorStage::Runner => "runner",
+                },
+                one_line(&err.message, w)
+            ),
+        };
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn ev(seq: u64, kind: &str, at_ms: i64, data: Value) -> Event {
+        let at = DateTime::<Utc>::from_timestamp_millis(1_767_225_600_000 + at_ms)
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut data = data;
+        data["at"] = at.into();
+        serde_json::from_value(
+            json!({"seq": seq, "type": kind, "data": data, "epoch": 1, "created_at": "2026-01-01T00:00:00Z"}),
+        )
+        .unwrap()
+    }
+
+    fn tool(name: &str, mode: &str, ok: bool) -> Value {
+        json!({"name": name, "args": "{\"path\":\"story.txt\"}", "effect": "write", "mode": mode,
+               "duration_ms": 4, "ok": ok, "key": "k", "result": "appended 5 bytes"})
+    }
+
+    #[test]
+    fn the_tree_of_a_crashed_and_resumed_turn() {
+        let events = vec![
+            ev(
+                1,
+                "boot",
+                0,
+                json!({"epoch": 1, "boot_count": 1, "restart_count": 0, "repaired": false}),
+            ),
+            ev(2, "ready", 1, json!({"epoch": 1})),
+            ev(
+                3,
+                "turn_started",
+                10,
+                json!({"turn_seq": 1, "seq": 1, "input": "write the story"}),
+            ),
+            ev(4, "checkpoint", 12, json!({"version": 1, "history_len": 1})),
+            ev(
+                5,
+                "llm_retry",
+                15,
+                json!({"attempt": 1, "max_attempts": 6, "reason": "HTTP 529: Overloaded", "retry_in_ms": 500}),
+            ),
+            ev(
+                6,
+                "llm_call",
+                520,
+                json!({"model": "claude-sonnet-4-6", "input_tokens": 120, "output_tokens": 42, "latency_ms": 830, "stop_reason": "tool_use"}),
+            ),
+            ev(7, "tool_call", 535, tool("file_write", "executed", true)),
+            ev(
+                8,
+                "unknown_tool",
+                536,
+                json!({"name": "rm_rf", "call_id": "toolu_3", "available": ["file_write", "sleep"]}),
+            ),
+            ev(
+                9,
+                "boot",
+                5000,
+                json!({"epoch": 2, "boot_count": 2, "restart_count": 1, "repaired": true}),
+            ),
+            ev(
+                10,
+                "repair",
+                5001,
+                json!({"mode": "truncate", "truncate_to": 1, "dropped": [{"index": 1, "role": "assistant", "call_ids": ["toolu_1", "toolu_2"]}, {"index": 2, "role": "tool", "call_ids": ["toolu_1"]}]}),
+            ),
+            ev(11, "turn_resumed", 5002, json!({"turn_seq": 1, "seq": 1})),
+            ev(
+                12,
+                "llm_call",
+                5900,
+                json!({"model": "claude-sonnet-4-6", "input_tokens": 120, "output_tokens": 42, "latency_ms": 890, "stop_reason": "tool_use"}),
+            ),
+            ev(
+                13,
+                "tool_replayed",
+                5910,
+                tool("file_write", "replayed", true),
+            ),
+            ev(
+                14,
+                "tool_call",
+                5920,
+                tool("file_write", "outcome_unknown", false),
+            ),
+            ev(
+                15,
+                "checkpoint",
+                6000,
+                json!({"version": 7, "history_len": 6}),
+            ),
+            ev(
+                16,
+                "turn_completed",
+                6100,
+                json!({"turn_seq": 1, "seq": 1, "ok": true, "reply": "Done.", "duration_ms": 1098.0}),
+            ),
+            ev(
+                17,
+                "boot",
+                9000,
+                json!({"epoch": 3, "boot_count": 3, "restart_count": 2, "repaired": false}),
+            ),
+            ev(
+                18,
+                "resume",
+                9001,
+                json!({"pending_calls": ["toolu_7", "toolu_8"]}),
+            ),
+            ev(19, "approval_requested", 9002, json!({"id": 1})),
+        ];
+        let mut r = Renderer::new(Style { color: false }, 100);
+        let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
+        let text = lines.join("\n");
+        // Tool arguments are shown as the call's JSON; nothing else is: no event printed raw.
+        for raw in [
+            "\"at\"",
+            "\"pending_calls\"",
+            "\"dropped\"",
+            "\"call_ids\"",
+            "\"reason\"",
+        ] {
+            assert!(!text.contains(raw), "raw event JSON ({raw}):\n{text}");
+        }
+        insta::assert_snapshot!(text);
+    }
+}
