@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use ninetrix_api::store::StoreOptions;
 use ninetrix_api::{AuthConfig, Config, Server};
+use ninetrix_client::Client;
+use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadStatus};
 use ninetrix_proto::{Message, Role, ThreadId};
-use serde_json::json;
 use sqlx::Connection as _;
 
 /// Bytes of text in each checkpoint's message (~2 KB per checkpoint with the JSON around it).
@@ -48,10 +49,20 @@ fn summarize(what: String, mut samples: Vec<Duration>, elapsed: Duration) -> Row
     }
 }
 
-fn checkpoint_body(epoch: u64, parent: u64) -> serde_json::Value {
-    let message = Message::text(Role::Assistant, "x".repeat(PAYLOAD));
-    json!({"epoch": epoch, "parent_version": parent, "append": [message],
-           "state": {"turn_seq": parent, "turn_start_history_len": parent, "status": "in_turn", "inbox_cursor": 0}})
+fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
+    CheckpointRequest {
+        epoch,
+        parent_version: parent,
+        truncate_to: None,
+        append: vec![Message::text(Role::Assistant, "x".repeat(PAYLOAD))],
+        state: CheckpointState {
+            turn_seq: parent,
+            turn_start_history_len: parent,
+            status: ThreadStatus::InTurn,
+            inbox_cursor: 0,
+            usage: Default::default(),
+        },
+    }
 }
 
 async fn start(
@@ -81,44 +92,25 @@ async fn start(
     (base, tx, task)
 }
 
-async fn writes(
-    client: &reqwest::Client,
-    base: &str,
-    concurrency: usize,
-) -> (Vec<Duration>, Duration) {
+async fn writes(client: &Client, concurrency: usize) -> (Vec<Duration>, Duration) {
     let per = WRITES / concurrency;
     let mut threads = Vec::new();
     for _ in 0..concurrency {
         let t = ThreadId::new_v7();
-        let claim: serde_json::Value = client
-            .post(format!("{base}/v1/runners/threads/{t}/claim"))
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        threads.push((t, claim["epoch"].as_u64().unwrap()));
+        let claim = client.claim(t, &Default::default()).await.unwrap();
+        threads.push((t, claim.epoch));
     }
     let started = Instant::now();
     let tasks: Vec<_> = threads
         .into_iter()
         .map(|(t, epoch)| {
-            let (client, base) = (client.clone(), base.to_string());
+            let client = client.clone();
             tokio::spawn(async move {
                 let mut samples = Vec::with_capacity(per);
                 for parent in 0..per as u64 {
                     let body = checkpoint_body(epoch, parent);
                     let t0 = Instant::now();
-                    let resp = client
-                        .post(format!("{base}/v1/runners/threads/{t}/checkpoints"))
-                        .json(&body)
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(resp.status(), 201);
-                    resp.bytes().await.unwrap();
+                    client.append_checkpoint(t, &body).await.unwrap();
                     samples.push(t0.elapsed());
                 }
                 samples
@@ -133,35 +125,26 @@ async fn writes(
 }
 
 async fn latest(
-    client: &reqwest::Client,
+    client: &Client,
+    http: &reqwest::Client,
     base: &str,
 ) -> (ThreadId, Vec<Duration>, Duration, usize) {
     let t = ThreadId::new_v7();
-    let claim: serde_json::Value = client
-        .post(format!("{base}/v1/runners/threads/{t}/claim"))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let epoch = claim["epoch"].as_u64().unwrap();
+    let epoch = client.claim(t, &Default::default()).await.unwrap().epoch;
     for parent in 0..LATEST_TURNS {
-        let resp = client
-            .post(format!("{base}/v1/runners/threads/{t}/checkpoints"))
-            .json(&checkpoint_body(epoch, parent))
-            .send()
+        client
+            .append_checkpoint(t, &checkpoint_body(epoch, parent))
             .await
             .unwrap();
-        assert_eq!(resp.status(), 201);
     }
     let mut samples = Vec::new();
     let mut bytes = 0;
     let started = Instant::now();
     for _ in 0..LATEST_READS {
+        // Timed as raw bytes on purpose: this row measures the server and the wire, not a
+        // client's JSON parsing of 2 MB.
         let t0 = Instant::now();
-        let body = client
+        let body = http
             .get(format!("{base}/v1/runners/threads/{t}/latest"))
             .send()
             .await
@@ -234,7 +217,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let client = reqwest::Client::builder()
+        let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()
             .unwrap();
@@ -277,8 +260,9 @@ fn main() {
         }
         for (label, url, cleanup) in backends {
             let (base, stop, task) = start(&url).await;
+            let api = Client::new(http.clone(), &base, None);
             for concurrency in [1, 8, 32] {
-                let (samples, elapsed) = writes(&client, &base, concurrency).await;
+                let (samples, elapsed) = writes(&api, concurrency).await;
                 rows.push(summarize(
                     format!(
                         "{label}: checkpoint write over HTTP, {concurrency} concurrent thread(s)"
@@ -287,7 +271,7 @@ fn main() {
                     elapsed,
                 ));
             }
-            let (thread, samples, elapsed, bytes) = latest(&client, &base).await;
+            let (thread, samples, elapsed, bytes) = latest(&api, &http, &base).await;
             rows.push(summarize(
                 format!(
                     "{label}: GET latest, 1,000-turn thread ({:.1} MB)",

@@ -14,7 +14,7 @@ use std::time::Duration;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
-use support::{Admin, Gate, Hold, lines};
+use support::{Admin, Gate, Hold, Runner, lines};
 
 /// A fake OpenAI: the first request of each thread's runner fails with a 500; a request whose
 /// last message is the user's gets three tool calls; one after tool results gets the answer.
@@ -119,21 +119,9 @@ fn spec(base_url: &str, resume: &str) -> Value {
     })
 }
 
-fn runner(api_url: &str, thread: ThreadId, spec: &Value, ws: &std::path::Path) -> support::Runner {
-    let child = std::process::Command::new(ninetrix_bin())
-        .arg("runner")
-        .env("AGENTFILE_API_URL", api_url)
-        .env("AGENTFILE_RUNNER_TOKEN", "insecure-dev")
-        .env("AGENTFILE_THREAD_ID", thread.to_string())
-        .env("AGENTFILE_AGENT_SPEC", spec.to_string())
-        .env("AGENTFILE_WORKSPACE", ws)
-        .env("FAKE_OPENAI_KEY", "sk-fake-not-a-real-key")
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("ninetrix runner starts");
-    support::Runner { child }
+fn runner(api_url: &str, thread: ThreadId, spec: &Value, ws: &std::path::Path) -> Runner {
+    let key = [("FAKE_OPENAI_KEY", "sk-fake-not-a-real-key")];
+    Runner::start_with_env(api_url, thread, spec, ws, &key)
 }
 
 /// Runs a turn that is killed while the sleep's intent is in flight, restarts the runner, and

@@ -45,8 +45,20 @@ impl Runner {
         spec: &Value,
         workspace: &std::path::Path,
     ) -> Runner {
+        Runner::start_with_env(api_url, thread, spec, workspace, &[])
+    }
+
+    /// [`Runner::start`] with more environment (a provider's key, say).
+    pub(crate) fn start_with_env(
+        api_url: &str,
+        thread: ThreadId,
+        spec: &Value,
+        workspace: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Runner {
         let child = std::process::Command::new(ninetrix_bin())
             .arg("runner")
+            .envs(env.iter().copied())
             .env("AGENTFILE_API_URL", api_url)
             .env("AGENTFILE_RUNNER_TOKEN", "insecure-dev")
             .env("AGENTFILE_THREAD_ID", thread.to_string())
