@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ninetrix_client::Client;
 use ninetrix_e2e::ninetrix_bin;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{EnqueueRequest, ThreadState};
+use ninetrix_proto::api::{EnqueueRequest, ThreadState, ThreadStatus};
 use ninetrix_proto::events::{Decoded, TraceEvent, TurnCompleted};
 use serde_json::{Value, json};
 
@@ -147,6 +147,28 @@ impl Admin {
             assert!(
                 Instant::now() < deadline,
                 "turn for inbox seq {seq} did not complete within {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Waits until the thread's record (its latest checkpoint, not its events) shows inbox `seq`
+    /// taken and the thread idle. Events are best-effort: a runner killed between its final
+    /// checkpoint and its event flush loses that turn's `turn_completed`, but never the turn.
+    pub(crate) async fn wait_done(&self, thread: ThreadId, seq: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let latest = self.client.latest(thread).await.ok().flatten();
+            let state = latest.map(|l| l.state);
+            if state
+                .as_ref()
+                .is_some_and(|s| s.inbox_cursor >= seq && s.status == ThreadStatus::Idle)
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "inbox seq {seq} was not done within {timeout:?}: {state:?}"
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
