@@ -11,7 +11,7 @@ use ninetrix_proto::api::{
 use reqwest::Method;
 
 use crate::sse::SseDecoder;
-use crate::{Client, ClientError};
+use crate::{Client, ClientError, Limit};
 
 /// Filters of `GET /v1/threads`; every field optional.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl Client {
     /// `DELETE /v1/threads/{id}`: deletes everything of the thread. `false` if it did not exist.
     pub async fn purge(&self, thread: ThreadId) -> Result<bool, ClientError> {
         match self
-            .send::<()>(Method::DELETE, &path(thread, ""), &[], None, None)
+            .send::<()>(Method::DELETE, &path(thread, ""), &[], None, Limit::Default)
             .await
         {
             Ok(_) => Ok(true),
@@ -167,7 +167,7 @@ impl Client {
                 &p,
                 &[("after", after.to_string())],
                 None,
-                Some(None),
+                Limit::Never,
             )
             .await?;
         let base = self.base.clone();

@@ -62,6 +62,17 @@ pub struct Client {
 /// How long one request may take unless a method says otherwise.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long one request may take.
+#[derive(Clone, Copy, Debug)]
+enum Limit {
+    /// The client's timeout.
+    Default,
+    /// This long (a long-poll's wait plus a margin).
+    After(Duration),
+    /// No limit: a stream that stays open.
+    Never,
+}
+
 impl Client {
     /// A client of the API at `base_url` (e.g. `http://127.0.0.1:8787`), sending `token` as the
     /// bearer token (`None` for a server started with `--insecure-dev`).
@@ -105,20 +116,21 @@ impl Client {
             .await
     }
 
-    /// Sends one request and returns the response if its status is a success. `timeout` `None`
-    /// is the client's default; `Some(None)` sets none (a stream that stays open).
+    /// Sends one request and returns the response if its status is a success.
     async fn send<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
         query: &[(&str, String)],
         body: Option<&B>,
-        timeout: Option<Option<Duration>>,
+        limit: Limit,
     ) -> Result<reqwest::Response, ClientError> {
         let url = format!("{}{path}", self.base);
         let mut req = self.http.request(method.clone(), &url);
-        if let Some(limit) = timeout.unwrap_or(Some(self.timeout)) {
-            req = req.timeout(limit);
+        match limit {
+            Limit::Default => req = req.timeout(self.timeout),
+            Limit::After(d) => req = req.timeout(d),
+            Limit::Never => {}
         }
         if !query.is_empty() {
             req = req.query(query);
@@ -162,9 +174,8 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<T, ClientError> {
         let what = format!("{method} {path}");
-        let resp = self
-            .send(method, path, query, body, timeout.map(Some))
-            .await?;
+        let limit = timeout.map_or(Limit::Default, Limit::After);
+        let resp = self.send(method, path, query, body, limit).await?;
         let status = resp.status().as_u16();
         let bytes = resp
             .bytes()

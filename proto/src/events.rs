@@ -286,6 +286,16 @@ pub enum ErrorStage {
     Runner,
 }
 
+impl ErrorStage {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorStage::Llm => "llm",
+            ErrorStage::Runner => "runner",
+        }
+    }
+}
+
 /// `error`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorEvent {
@@ -318,9 +328,12 @@ impl TraceEvent {
         }
     }
 
-    /// The wire form, stamped with the time it happened (`data.at`).
+    /// The wire form, stamped with the time it happened (`data.at`). Type and data both come
+    /// from the serialised form, so the stored `type` is serde's, whatever [`TraceEvent::kind`]
+    /// says (a test keeps the two equal).
     pub fn to_new_event(&self, at: DateTime<Utc>) -> NewEvent {
         let mut value = serde_json::to_value(self).unwrap_or_default();
+        let kind = value["type"].as_str().unwrap_or(self.kind()).to_string();
         let mut data = value
             .get_mut("data")
             .map(serde_json::Value::take)
@@ -332,10 +345,7 @@ impl TraceEvent {
                     .into(),
             );
         }
-        NewEvent {
-            kind: self.kind().to_string(),
-            data,
-        }
+        NewEvent { kind, data }
     }
 
     /// Reads a stored `{type, data}` pair.
@@ -442,12 +452,23 @@ mod tests {
             ("max_turns_reached", json!({"max_turns": 3})),
             ("error", json!({"stage": "llm", "message": "401"})),
         ];
+        let at = "2026-01-01T00:00:00Z".parse().unwrap();
         for (kind, data) in cases {
             match stored(kind, data).decode() {
-                Decoded::Known(e) => assert_eq!(e.kind(), kind),
+                Decoded::Known(e) => {
+                    assert_eq!(e.kind(), kind);
+                    assert_eq!(e.to_new_event(at).kind, kind, "kind() agrees with serde");
+                }
                 Decoded::Unknown { why, .. } => panic!("{kind} did not read: {why}"),
             }
         }
+        let retry = TraceEvent::LlmRetry(LlmRetry {
+            attempt: 1,
+            max_attempts: 6,
+            reason: "HTTP 529".into(),
+            retry_in_ms: 500,
+        });
+        assert_eq!(retry.to_new_event(at).kind, retry.kind());
     }
 
     #[test]

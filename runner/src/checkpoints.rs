@@ -32,6 +32,9 @@ pub enum CheckpointError {
     /// The API could not be reached (or answered 5xx) for longer than the runner's patience.
     #[error("the checkpoint API is unreachable: {0}")]
     Unreachable(String),
+    /// The ledger has no entry for this key (an outcome before its intent).
+    #[error("the ledger has no entry {0}")]
+    NoLedgerEntry(String),
     /// The API refused the request.
     #[error("{0}")]
     Refused(ClientError),
@@ -98,7 +101,7 @@ pub struct HttpCheckpoints {
     client: Client,
     thread: ThreadId,
     /// How long transient failures are retried before giving up.
-    pub patience: Duration,
+    patience: Duration,
 }
 
 impl HttpCheckpoints {
@@ -193,7 +196,7 @@ impl Checkpoints for HttpCheckpoints {
 
 /// A thread kept in this process only: the same rules as the API (epochs fence, versions chain,
 /// the ledger keeps the first outcome), nothing survives the process. For batch jobs run without
-/// an API; its inbox is always empty.
+/// an API; its inbox is always empty and its events are only logged.
 #[derive(Clone, Debug)]
 pub struct MemoryCheckpoints {
     inner: Arc<Mutex<Memory>>,
@@ -208,7 +211,6 @@ struct Memory {
     history: Vec<Message>,
     state: CheckpointState,
     ledger: HashMap<String, ToolCallRecord>,
-    events: Vec<NewEvent>,
 }
 
 impl MemoryCheckpoints {
@@ -222,21 +224,10 @@ impl MemoryCheckpoints {
             history: Vec::new(),
             state: CheckpointState::default(),
             ledger: HashMap::new(),
-            events: Vec::new(),
         };
         Self {
             inner: Arc::new(Mutex::new(memory)),
         }
-    }
-
-    /// The events stored so far (for tests and diagnostics).
-    pub fn events(&self) -> Vec<NewEvent> {
-        self.lock().events.clone()
-    }
-
-    /// The ledger as stored (for tests).
-    pub fn ledger(&self) -> Vec<ToolCallRecord> {
-        self.lock().ledger.values().cloned().collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
@@ -336,11 +327,7 @@ impl Checkpoints for MemoryCheckpoints {
         let mut m = self.lock();
         Self::fence(&m, done.epoch)?;
         let Some(record) = m.ledger.get_mut(key) else {
-            return Err(CheckpointError::Refused(ClientError::Api {
-                status: 404,
-                code: ErrorCode::NotFound,
-                message: format!("no ledger entry {key}"),
-            }));
+            return Err(CheckpointError::NoLedgerEntry(key.to_string()));
         };
         if record.status != ToolCallStatus::Intent {
             if record.result.as_deref() == Some(done.result.as_str()) {
@@ -367,8 +354,8 @@ impl Checkpoints for MemoryCheckpoints {
         Ok(Vec::new())
     }
 
-    async fn events(&self, _epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
-        self.lock().events.extend(events);
+    /// Without an API the events are the runner's log lines only: nothing stores them.
+    async fn events(&self, _epoch: u64, _events: Vec<NewEvent>) -> Result<(), CheckpointError> {
         Ok(())
     }
 }

@@ -160,12 +160,6 @@ fn log(event: &TraceEvent) {
         TraceEvent::MaxTurnsReached(m) => {
             tracing::warn!("stopped after {} model rounds", m.max_turns)
         }
-        TraceEvent::Error(e) => {
-            let stage = match e.stage {
-                ninetrix_proto::events::ErrorStage::Llm => "llm",
-                ninetrix_proto::events::ErrorStage::Runner => "runner",
-            };
-            tracing::error!("{stage}: {}", e.message)
-        }
+        TraceEvent::Error(e) => tracing::error!("{}: {}", e.stage.as_str(), e.message),
     }
 }

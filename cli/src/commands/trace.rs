@@ -52,9 +52,16 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             let thread: ThreadId = t
                 .parse()
                 .with_context(|| format!("--thread-id `{t}` is not a thread ID (a UUID)"))?;
-            let api = match PoolView::open(&args.file, args.pool.as_deref()) {
-                Ok(view) => view.api,
-                Err(_) => Api::any(&crate::home::agentfile_home()?)?,
+            // A pool named (or an agentfile present) decides the API, errors included. With
+            // neither, the only pool's API if there is one, else `AGENTFILE_API_URL` or the
+            // local API: the thread ID is enough.
+            let api = if args.pool.is_some() || args.file.exists() {
+                PoolView::open(&args.file, args.pool.as_deref())?.api
+            } else {
+                match PoolView::open(&args.file, None) {
+                    Ok(view) => view.api,
+                    Err(_) => Api::any(&crate::home::agentfile_home()?)?,
+                }
             };
             (api, thread)
         }

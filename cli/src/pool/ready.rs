@@ -19,19 +19,18 @@ pub(crate) async fn wait_ready(
     progress: &Progress,
 ) -> anyhow::Result<usize> {
     let deadline = Instant::now() + timeout;
-    let mut pending: Vec<&Started> = started.iter().collect();
-    for s in &pending {
+    // Each runner with the seq read so far: every poll reads only the events after it.
+    let mut pending: Vec<(&Started, u64)> = started.iter().map(|s| (s, s.baseline)).collect();
+    for (s, _) in &pending {
         progress.working("Container", &s.name, "Waiting");
     }
     let mut failures = 0;
     while !pending.is_empty() {
         let mut still = Vec::new();
-        for s in pending {
-            let ready = api
-                .events(s.thread, s.baseline)
-                .await?
-                .iter()
-                .any(|e| is_ready(&e.decode()));
+        for (s, mut cursor) in pending {
+            let events = api.events(s.thread, cursor).await?;
+            cursor = events.last().map_or(cursor, |e| e.seq);
+            let ready = events.iter().any(|e| is_ready(&e.decode()));
             if ready {
                 progress.step("Container", &s.name, "Ready");
                 continue;
@@ -65,7 +64,7 @@ pub(crate) async fn wait_ready(
                 failures += 1;
                 continue;
             }
-            still.push(s);
+            still.push((s, cursor));
         }
         pending = still;
         if !pending.is_empty() {

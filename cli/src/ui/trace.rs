@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::Event;
-use ninetrix_proto::events::{Decoded, ErrorStage, ToolCall, ToolMode, TraceEvent};
+use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
 
 use crate::ui::style::Style;
 
@@ -97,12 +97,9 @@ impl Renderer {
                     .dropped
                     .iter()
                     .map(|d| {
-                        let role = serde_json::to_value(d.role)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default();
+                        let role = d.role.as_str();
                         if d.call_ids.is_empty() {
-                            role
+                            role.to_string()
                         } else {
                             format!("{role} ({})", one_line(&d.call_ids.join(", "), 40))
                         }
@@ -201,10 +198,7 @@ impl Renderer {
             TraceEvent::Error(err) => format!(
                 "  {} {}: {}",
                 s.error("✘"),
-                match err.stage {
-                    ErrorStage::Llm => "llm",
-                    ErrorStage::Runner => "runner",
-                },
+                err.stage.as_str(),
                 one_line(&err.message, w)
             ),
         };

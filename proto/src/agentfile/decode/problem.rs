@@ -66,7 +66,8 @@ pub(super) enum Problem<'a> {
     NoAgentsKey,
     /// `agents:` holds no agent.
     EmptyAgents,
-    /// A key of the public Ninetrix not implemented yet.
+    /// A key of the public Ninetrix agentfile that ninetrix has no equivalent for: refused by
+    /// name, never silently ignored.
     UnsupportedKey(&'a str),
     /// A key no section knows.
     UnknownKey {
