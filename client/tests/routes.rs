@@ -176,7 +176,13 @@ async fn every_route_answers_its_typed_method() {
     // Events: appended typed, read back typed, paged and streamed.
     let at = "2026-01-01T00:00:00Z".parse().unwrap();
     let events: Vec<_> = (0..3)
-        .map(|i| TraceEvent::Ready(Ready { epoch: i }).to_new_event(at))
+        .map(|i| {
+            TraceEvent::Ready(Ready {
+                epoch: i,
+                resuming: false,
+            })
+            .to_new_event(at)
+        })
         .collect();
     let appended = runner
         .append_events(
@@ -194,7 +200,10 @@ async fn every_route_answers_its_typed_method() {
     assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
     assert_eq!(
         all[2].decode(),
-        Decoded::Known(TraceEvent::Ready(Ready { epoch: 2 }))
+        Decoded::Known(TraceEvent::Ready(Ready {
+            epoch: 2,
+            resuming: false,
+        }))
     );
     assert_eq!(admin.events_after(thread, 2).await.unwrap().len(), 1);
     let page = admin.events_page(thread, 0, Some(2)).await.unwrap();

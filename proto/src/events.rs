@@ -24,7 +24,8 @@ use crate::message::Role;
 pub enum TraceEvent {
     /// The runner claimed the thread (a new epoch) and restored it.
     Boot(Boot),
-    /// Boot is over (any interrupted turn was resumed): the runner takes work.
+    /// The runner claimed its thread, restored it and serves it: an interrupted turn, if any, is
+    /// being resumed (`resuming`), new messages are taken after it.
     Ready(Ready),
     /// Boot cut an inconsistent history back (DESIGN §6.4).
     Repair(Repair),
@@ -39,6 +40,9 @@ pub enum TraceEvent {
     LlmCall(LlmCall),
     /// A model call failed in a way worth retrying; the runner waits and tries again.
     LlmRetry(LlmRetry),
+    /// A dependency (the checkpoint API or the model) answered again after an outage; the
+    /// runner waited it out without exiting.
+    Outage(Outage),
     /// A tool call was executed, re-executed, or answered "outcome unknown".
     ToolCall(ToolCall),
     /// A tool call's recorded outcome was replayed from the ledger instead of running it again.
@@ -78,6 +82,9 @@ pub struct Boot {
 pub struct Ready {
     /// The runner's epoch.
     pub epoch: u64,
+    /// The thread had an interrupted turn that the runner is resuming now.
+    #[serde(default)]
+    pub resuming: bool,
 }
 
 /// One message a repair dropped.
@@ -160,12 +167,71 @@ pub struct LlmCall {
 pub struct LlmRetry {
     /// The attempt that failed (from 1).
     pub attempt: u32,
-    /// Attempts allowed per call.
-    pub max_attempts: u32,
+    /// Attempts allowed per call; `None`: the runner retries until the model answers (an outage
+    /// never burns the container's restart budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
     /// What failed (status, cut stream, connection error), without secrets.
     pub reason: String,
     /// How long the runner waits before the next attempt.
     pub retry_in_ms: u64,
+}
+
+impl LlmRetry {
+    /// `attempt 2 of 6`, or `attempt 2` when the runner retries until the model answers.
+    pub fn attempt_text(&self) -> String {
+        match self.max_attempts {
+            Some(max) => format!("attempt {} of {max}", self.attempt),
+            None => format!("attempt {}", self.attempt),
+        }
+    }
+}
+
+impl Outage {
+    /// `checkpoint API was unreachable for 73.0 s (12 failed attempts; last: connection refused)`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} was unreachable for {:.1} s ({} failed attempt{}; last: {})",
+            self.dependency.as_str(),
+            self.duration_ms as f64 / 1000.0,
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.reason
+        )
+    }
+}
+
+/// What the runner depends on at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dependency {
+    /// The checkpoint API.
+    Api,
+    /// The model provider (`runtime.base_url` or the provider's default).
+    Model,
+}
+
+impl Dependency {
+    /// The name people read.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dependency::Api => "checkpoint API",
+            Dependency::Model => "model",
+        }
+    }
+}
+
+/// `outage`: a dependency could not be reached for a while and now answers again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outage {
+    /// Which one.
+    pub dependency: Dependency,
+    /// The last failure, without secrets (e.g. `connection refused at http://…/v1`).
+    pub reason: String,
+    /// Failed attempts during the outage.
+    pub attempts: u32,
+    /// From the first failure to the first success, in milliseconds.
+    pub duration_ms: u64,
 }
 
 /// How a tool call was answered.
@@ -317,6 +383,7 @@ impl TraceEvent {
             TraceEvent::TurnResumed(_) => "turn_resumed",
             TraceEvent::LlmCall(_) => "llm_call",
             TraceEvent::LlmRetry(_) => "llm_retry",
+            TraceEvent::Outage(_) => "outage",
             TraceEvent::ToolCall(_) => "tool_call",
             TraceEvent::ToolReplayed(_) => "tool_replayed",
             TraceEvent::UnknownTool(_) => "unknown_tool",
@@ -418,6 +485,15 @@ mod tests {
                 json!({"epoch": 2, "boot_count": 2, "restart_count": 1, "repaired": true, "version": 9, "at": "2026-01-01T00:00:01.000Z"}),
             ),
             ("ready", json!({"epoch": 2})),
+            ("ready", json!({"epoch": 3, "resuming": true})),
+            (
+                "llm_retry",
+                json!({"attempt": 1, "max_attempts": 6, "reason": "HTTP 529", "retry_in_ms": 500}),
+            ),
+            (
+                "outage",
+                json!({"dependency": "api", "reason": "connection refused", "attempts": 12, "duration_ms": 73000}),
+            ),
             (
                 "repair",
                 json!({"truncate_to": 3, "mode": "truncate", "dropped": [{"index": 3, "role": "assistant", "call_ids": ["toolu_1"], "reason": "part of the interrupted turn"}]}),
@@ -464,7 +540,7 @@ mod tests {
         }
         let retry = TraceEvent::LlmRetry(LlmRetry {
             attempt: 1,
-            max_attempts: 6,
+            max_attempts: None,
             reason: "HTTP 529".into(),
             retry_in_ms: 500,
         });

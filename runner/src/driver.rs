@@ -187,8 +187,10 @@ impl<C: Checkpoints> Runner<C> {
             Ok(f) => f,
             Err(stop) => return self.stopped(stop),
         };
-        self.events
-            .emit(TraceEvent::Ready(ev::Ready { epoch: self.epoch }));
+        self.events.emit(TraceEvent::Ready(ev::Ready {
+            epoch: self.epoch,
+            resuming: false,
+        }));
 
         if !self.config.spec.execution.durability {
             return self.batch(resumed).await;

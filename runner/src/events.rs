@@ -130,12 +130,12 @@ fn log(event: &TraceEvent) {
             c.stop_reason
         ),
         TraceEvent::LlmRetry(r) => tracing::warn!(
-            "model call failed (attempt {} of {}): {}; retrying in {} ms",
-            r.attempt,
-            r.max_attempts,
+            "model call failed ({}): {}; retrying in {} ms",
+            r.attempt_text(),
             r.reason,
             r.retry_in_ms
         ),
+        TraceEvent::Outage(o) => tracing::info!("{}; it answers again", o.text()),
         TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) => tracing::info!(
             "tool {} {} in {} ms (ok: {})",
             t.name,

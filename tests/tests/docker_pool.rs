@@ -3,159 +3,15 @@
 //! label even when it fails. The test drives the real binary; it reads Docker through the
 //! `docker` CLI (the product itself never shells out to it).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use ninetrix_e2e::ninetrix_bin;
 use serde_json::Value;
-
-const SECRET: &str = "s3cr3t-value-for-the-test-4242";
-
-struct Pool {
-    name: String,
-    dir: tempfile::TempDir,
-}
-
-impl Pool {
-    fn new(tag: &str) -> Pool {
-        let suffix: String = ninetrix_proto::ThreadId::new_v7()
-            .as_uuid()
-            .simple()
-            .to_string()
-            .chars()
-            .rev()
-            .take(6)
-            .collect();
-        Pool {
-            name: format!("t{tag}{suffix}"),
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.dir.path().join("home")
-    }
-
-    fn file(&self) -> PathBuf {
-        self.dir.path().join("agentfile.yaml")
-    }
-
-    fn write(&self, yaml: &str) {
-        std::fs::write(self.file(), format!("name: {}\n{yaml}", self.name)).unwrap();
-    }
-
-    fn ninetrix(&self, args: &[&str]) -> Output {
-        Command::new(ninetrix_bin())
-            .args(args)
-            .env("AGENTFILE_HOME", self.home())
-            .env(
-                "NINETRIX_API_CONTAINER",
-                format!("ninetrix-api-{}", self.name),
-            )
-            .env("NINETRIX_API_PORT", "0")
-            .env("TEST_SECRET", SECRET)
-            .env_remove("AGENTFILE_API_URL")
-            .output()
-            .unwrap()
-    }
-
-    fn up(&self, extra: &[&str]) -> String {
-        let file = self.file();
-        let mut args = vec!["up", "-f", file.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let out = self.ninetrix(&args);
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "up failed:\n{text}");
-        text
-    }
-
-    fn state(&self) -> Value {
-        serde_json::from_slice(
-            &std::fs::read(
-                self.home()
-                    .join("pools")
-                    .join(format!("{}.json", self.name)),
-            )
-            .unwrap(),
-        )
-        .unwrap()
-    }
-
-    fn container(&self, agent: &str, replica: u32) -> String {
-        format!("ninetrix-{}-{agent}-{replica}", self.name)
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = self.ninetrix(&[
-            "down",
-            "-p",
-            &self.name.clone(),
-            "--purge",
-            "--api",
-            "-t",
-            "2",
-        ]);
-        // Whatever is left, by label.
-        let ids = docker(&[
-            "ps",
-            "-aq",
-            "--filter",
-            &format!("label=dev.ninetrix.pool={}", self.name),
-        ]);
-        for id in ids.split_whitespace() {
-            docker(&["rm", "-f", id]);
-        }
-        docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
-        docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
-        for v in docker(&[
-            "volume",
-            "ls",
-            "-q",
-            "--filter",
-            &format!("name=ninetrix-{}-", self.name),
-        ])
-        .split_whitespace()
-        {
-            docker(&["volume", "rm", v]);
-        }
-    }
-}
-
-fn docker(args: &[&str]) -> String {
-    let out = Command::new("docker")
-        .args(args)
-        .output()
-        .expect("the docker CLI is installed for tests");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-fn inspect(name: &str) -> Value {
-    let v: Value = serde_json::from_str(&docker(&["inspect", name])).unwrap_or(Value::Null);
-    v[0].clone()
-}
-
-fn env_of(c: &Value, key: &str) -> Option<String> {
-    c["Config"]["Env"]
-        .as_array()?
-        .iter()
-        .filter_map(Value::as_str)
-        .find_map(|e| e.strip_prefix(&format!("{key}=")).map(str::to_string))
-}
-
-fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use support::docker::{Pool, SECRET, docker, env_of, inspect, kill_host_pid, wait_for};
 
 const TWO_AGENTS: &str = "agents:
   alpha:
@@ -358,25 +214,6 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
             .join(format!("{}.json", pool.name))
             .exists(),
         "--purge deletes the pool state"
-    );
-}
-
-fn kill_host_pid(container: &str) {
-    let c = inspect(container);
-    let pid = c["State"]["Pid"].as_i64().unwrap_or(0);
-    assert!(
-        pid > 0,
-        "{container} is not running: {} restarts, state {}\nlogs:\n{}",
-        c["RestartCount"],
-        c["State"],
-        docker(&["logs", "--tail", "20", container])
-    );
-    assert!(
-        Command::new("kill")
-            .args(["-9", &pid.to_string()])
-            .status()
-            .unwrap()
-            .success()
     );
 }
 
@@ -586,33 +423,6 @@ const STORY: &str = "agents:
     tools: [file_write, sleep]
 ";
 
-impl Pool {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(ninetrix_bin());
-        c.args(args)
-            .env("AGENTFILE_HOME", self.home())
-            .env(
-                "NINETRIX_API_CONTAINER",
-                format!("ninetrix-api-{}", self.name),
-            )
-            .env("NINETRIX_API_PORT", "0")
-            .env("NO_COLOR", "1")
-            .env_remove("AGENTFILE_API_URL");
-        c
-    }
-
-    fn events(&self) -> Vec<Value> {
-        let out = self
-            .command(&["trace", "-p", &self.name, "--agent", "researcher", "--json"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-}
-
 /// The mission in one test: a turn with a `write` tool is killed mid-tool; Docker restarts the
 /// container; the runner resumes the thread, repairs the history, replays the completed write
 /// from the ledger, finishes the turn, and the caller gets exactly one reply.
@@ -643,7 +453,7 @@ fn the_crash_story() {
 
     // Mid-tool: the append is done and recorded, the sleep is running.
     wait_for("the write to be executed", Duration::from_secs(30), || {
-        pool.events().iter().any(|e| {
+        pool.events("researcher").iter().any(|e| {
             e["type"] == "tool_call"
                 && e["data"]["name"] == "file_write"
                 && e["data"]["mode"] == "executed"
@@ -670,7 +480,7 @@ fn the_crash_story() {
         thread,
         "same thread after the restart"
     );
-    let events = pool.events();
+    let events = pool.events("researcher");
     let epochs: Vec<i64> = events
         .iter()
         .filter(|e| e["type"] == "boot")
@@ -766,7 +576,7 @@ fn the_crash_story() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&again.stdout), "Done.\n");
     let turns = pool
-        .events()
+        .events("researcher")
         .iter()
         .filter(|e| e["type"] == "turn_started")
         .count();
@@ -797,7 +607,7 @@ fn invoke_times_out_with_124_and_the_reply_still_comes() {
     assert_eq!(out.status.code(), Some(124));
     assert!(String::from_utf8_lossy(&out.stderr).contains("stays queued"));
     wait_for("the late reply", Duration::from_secs(30), || {
-        pool.events()
+        pool.events("researcher")
             .iter()
             .any(|e| e["type"] == "turn_completed" && e["data"]["seq"] == 1)
     });
@@ -975,7 +785,7 @@ fn a_runner_cut_off_from_the_api_recovers_when_reconnected() {
         .spawn()
         .unwrap();
     wait_for("the write to be executed", Duration::from_secs(30), || {
-        pool.events()
+        pool.events("researcher")
             .iter()
             .any(|e| e["type"] == "tool_call" && e["data"]["name"] == "file_write")
     });

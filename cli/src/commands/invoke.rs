@@ -104,8 +104,9 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
                 }
                 TraceEvent::LlmRetry(r) if in_turn && progress => eprintln!(
-                    "  model call failed (attempt {} of {}); retrying in {} ms",
-                    r.attempt, r.max_attempts, r.retry_in_ms
+                    "  model call failed ({}); retrying in {} ms",
+                    r.attempt_text(),
+                    r.retry_in_ms
                 ),
                 TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
                     eprintln!("  tool {} {}", t.name, t.mode.as_str())
@@ -132,6 +133,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                 // without a terminal.
                 TraceEvent::LlmCall(_)
                 | TraceEvent::LlmRetry(_)
+                | TraceEvent::Outage(_)
                 | TraceEvent::ToolCall(_)
                 | TraceEvent::ToolReplayed(_)
                 | TraceEvent::UnknownTool(_)

@@ -88,6 +88,7 @@ fn is_ready(event: &Decoded) -> bool {
             | TraceEvent::TurnResumed(_)
             | TraceEvent::LlmCall(_)
             | TraceEvent::LlmRetry(_)
+            | TraceEvent::Outage(_)
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)
             | TraceEvent::UnknownTool(_)

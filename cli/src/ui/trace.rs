@@ -149,10 +149,9 @@ impl Renderer {
                 c.stop_reason
             ),
             TraceEvent::LlmRetry(r) => format!(
-                "  ├─ {} model call failed (attempt {} of {}): {} · retrying in {} ms",
+                "  ├─ {} model call failed ({}): {} · retrying in {} ms",
                 self.rel(at),
-                r.attempt,
-                r.max_attempts,
+                r.attempt_text(),
                 s.error(&one_line(&r.reason, w)),
                 r.retry_in_ms
             ),
@@ -163,6 +162,12 @@ impl Renderer {
                 u.name,
                 s.error("no such tool"),
                 one_line(&u.available.join(", "), w)
+            ),
+            TraceEvent::Outage(o) => format!(
+                "  {} {} · {}",
+                s.bold("⚡"),
+                self.rel(at),
+                one_line(&o.text(), w)
             ),
             TraceEvent::Checkpoint(c) => {
                 self.version = Some(c.version);

@@ -188,7 +188,7 @@ impl Llm {
                     let wait = retry_after.unwrap_or(delay).min(self.max_backoff);
                     on_retry(LlmRetry {
                         attempt,
-                        max_attempts: self.max_attempts,
+                        max_attempts: Some(self.max_attempts),
                         reason: message,
                         retry_in_ms: wait.as_millis() as u64,
                     });

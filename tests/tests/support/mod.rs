@@ -1,8 +1,10 @@
-//! Shared pieces of the runner process tests: the agent spec, a runner child process, the API's
-//! admin calls, and a gate — a proxy between runner and API that can hold one chosen request so
-//! the test can kill the runner at an exact step.
+//! Shared pieces of the end-to-end tests: the agent spec, a runner child process, the API's admin
+//! calls, a gate — a proxy between runner and API that can hold one chosen request so the test
+//! can kill the runner at an exact step — and pools on real Docker ([`docker`]).
 
 #![allow(dead_code)]
+
+pub(crate) mod docker;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,0 +1,206 @@
+//! Pools on the real Docker Engine, for the tests that drive `ninetrix up`: each [`Pool`] has its
+//! own name, `$AGENTFILE_HOME`, local API container (`NINETRIX_API_CONTAINER`) and API port, and
+//! cleans up by label even when its test fails. Docker is read through the `docker` CLI (the
+//! product itself never shells out to it).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use ninetrix_e2e::ninetrix_bin;
+use serde_json::Value;
+
+pub(crate) const SECRET: &str = "s3cr3t-value-for-the-test-4242";
+
+pub(crate) struct Pool {
+    pub(crate) name: String,
+    pub(crate) dir: tempfile::TempDir,
+}
+
+impl Pool {
+    pub(crate) fn new(tag: &str) -> Pool {
+        let suffix: String = ninetrix_proto::ThreadId::new_v7()
+            .as_uuid()
+            .simple()
+            .to_string()
+            .chars()
+            .rev()
+            .take(6)
+            .collect();
+        Pool {
+            name: format!("t{tag}{suffix}"),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub(crate) fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    pub(crate) fn file(&self) -> PathBuf {
+        self.dir.path().join("agentfile.yaml")
+    }
+
+    pub(crate) fn write(&self, yaml: &str) {
+        std::fs::write(self.file(), format!("name: {}\n{yaml}", self.name)).unwrap();
+    }
+
+    pub(crate) fn ninetrix(&self, args: &[&str]) -> Output {
+        Command::new(ninetrix_bin())
+            .args(args)
+            .env("AGENTFILE_HOME", self.home())
+            .env(
+                "NINETRIX_API_CONTAINER",
+                format!("ninetrix-api-{}", self.name),
+            )
+            .env("NINETRIX_API_PORT", "0")
+            .env("TEST_SECRET", SECRET)
+            .env_remove("AGENTFILE_API_URL")
+            .output()
+            .unwrap()
+    }
+
+    pub(crate) fn up(&self, extra: &[&str]) -> String {
+        let file = self.file();
+        let mut args = vec!["up", "-f", file.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = self.ninetrix(&args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "up failed:\n{text}");
+        text
+    }
+
+    pub(crate) fn state(&self) -> Value {
+        serde_json::from_slice(
+            &std::fs::read(
+                self.home()
+                    .join("pools")
+                    .join(format!("{}.json", self.name)),
+            )
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    pub(crate) fn container(&self, agent: &str, replica: u32) -> String {
+        format!("ninetrix-{}-{agent}-{replica}", self.name)
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.ninetrix(&[
+            "down",
+            "-p",
+            &self.name.clone(),
+            "--purge",
+            "--api",
+            "-t",
+            "2",
+        ]);
+        // Whatever is left, by label.
+        let ids = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=dev.ninetrix.pool={}", self.name),
+        ]);
+        for id in ids.split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
+        docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
+        for v in docker(&[
+            "volume",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("name=ninetrix-{}-", self.name),
+        ])
+        .split_whitespace()
+        {
+            docker(&["volume", "rm", v]);
+        }
+    }
+}
+
+pub(crate) fn docker(args: &[&str]) -> String {
+    let out = Command::new("docker")
+        .args(args)
+        .output()
+        .expect("the docker CLI is installed for tests");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+pub(crate) fn inspect(name: &str) -> Value {
+    let v: Value = serde_json::from_str(&docker(&["inspect", name])).unwrap_or(Value::Null);
+    v[0].clone()
+}
+
+pub(crate) fn env_of(c: &Value, key: &str) -> Option<String> {
+    c["Config"]["Env"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find_map(|e| e.strip_prefix(&format!("{key}=")).map(str::to_string))
+}
+
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub(crate) fn kill_host_pid(container: &str) {
+    let c = inspect(container);
+    let pid = c["State"]["Pid"].as_i64().unwrap_or(0);
+    assert!(
+        pid > 0,
+        "{container} is not running: {} restarts, state {}\nlogs:\n{}",
+        c["RestartCount"],
+        c["State"],
+        docker(&["logs", "--tail", "20", container])
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+impl Pool {
+    /// The binary with this pool's environment, for a test that needs the `Command`.
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(ninetrix_bin());
+        c.args(args)
+            .env("AGENTFILE_HOME", self.home())
+            .env(
+                "NINETRIX_API_CONTAINER",
+                format!("ninetrix-api-{}", self.name),
+            )
+            .env("NINETRIX_API_PORT", "0")
+            .env("NO_COLOR", "1")
+            .env_remove("AGENTFILE_API_URL");
+        c
+    }
+
+    /// The trace of an agent's first replica, as JSON values.
+    pub(crate) fn events(&self, agent: &str) -> Vec<Value> {
+        let out = self
+            .command(&["trace", "-p", &self.name, "--agent", agent, "--json"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
