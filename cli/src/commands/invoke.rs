@@ -1,18 +1,25 @@
-//! `ninetrix invoke`: a message into an agent's inbox, and (by default) its reply.
+//! `ninetrix invoke`: a message into an agent's inbox, and (by default) its reply. It never
+//! misleads: a target that cannot answer (gave up, exited, unhealthy, a batch job) is refused
+//! before anything is queued and reported at once while waiting; API blips are retried with the
+//! same dedupe key; "queued as message N" is printed as soon as the message is stored.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use clap::Args;
+use ninetrix_client::ClientError;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::EnqueueRequest;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::json;
 
 use crate::cli::pool_name;
+use crate::pool::condition::{self, Condition, Facts};
 use crate::pool::resolve::PoolView;
+use crate::pool::spec;
 
 /// Arguments of `ninetrix invoke`.
 #[derive(Debug, Args)]
@@ -51,22 +58,75 @@ pub struct InvokeArgs {
 
 /// Exit code of `invoke --wait` when no reply came in time (like `timeout(1)`).
 pub(crate) const EXIT_TIMEOUT: u8 = 124;
+/// Exit code when the target cannot answer: gave up, exited, unhealthy, missing, or a batch job
+/// (`EX_UNAVAILABLE` of sysexits.h).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 
-/// Runs `ninetrix invoke`: queue the message (with a dedupe key, so a retry adds nothing), then
-/// follow the thread's events until the turn that answers it completes.
+/// How long API blips are retried (queueing, reading events) before `invoke` gives up on the API.
+const API_PATIENCE: Duration = Duration::from_secs(60);
+/// How often the target container's condition is re-read while waiting.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Runs `ninetrix invoke`: check that the target can answer, queue the message (with a dedupe
+/// key, so a retry adds nothing), then follow the thread's events until the turn that answers it
+/// completes, re-checking the target meanwhile.
 pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let view = PoolView::open(&args.file, args.pool.as_deref())?;
     let thread = view.thread(&args.agent, args.replica)?;
-    let key = args
-        .id
-        .clone()
-        .unwrap_or_else(|| format!("invoke-{}", ThreadId::new_v7()));
+    let docker = crate::docker::connect().await?;
+    let target = Target {
+        container: spec::container_name(&view.name, &args.agent, args.replica),
+        pool: view.name.clone(),
+    };
+    // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
+    let Some(facts) = target.facts(&docker).await? else {
+        eprintln!(
+            "{} does not exist, so nothing would answer; nothing was queued. `ninetrix up -p {}` creates it",
+            target.container, target.pool
+        );
+        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+    };
+    if !facts.durable {
+        eprintln!(
+            "agent `{}` is a batch job (execution.durability: false): it takes no messages, so \
+             nothing was queued. Run it with its input instead:\n  ninetrix run -p {} --agent {} -m {}",
+            args.agent,
+            target.pool,
+            args.agent,
+            shell_quote(&args.message)
+        );
+        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+    }
+    if let Some(why) = Condition::of(&facts).why_no_answer(&target.container, &target.pool) {
+        eprintln!("{why}; nothing was queued");
+        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+    }
+
+    let (key, generated) = match &args.id {
+        Some(id) => (id.clone(), false),
+        None => (format!("invoke-{}", ThreadId::new_v7()), true),
+    };
     let request = EnqueueRequest {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
     };
-    let queued = view.api.enqueue(thread, &request).await?;
+    let queued = match retry_blips(|| view.api.enqueue(thread, &request)).await {
+        Ok(q) => q,
+        Err(e) => {
+            return Err(e.context(format!(
+                "the message may or may not have been queued; re-run with `--id {key}`, which \
+                 queues it at most once"
+            )));
+        }
+    };
     let (seq, duplicate) = (queued.seq, queued.duplicate);
+    let again = if duplicate {
+        " (already queued with this --id)".to_string()
+    } else if generated {
+        format!("; to retry without sending it twice, pass --id {key}")
+    } else {
+        String::new()
+    };
     if args.no_wait {
         if args.json {
             outln!(
@@ -75,24 +135,27 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             );
         } else {
             outln!(
-                "queued as message {seq} for {}-{}{}",
+                "queued as message {seq} for {}-{} (id {key}){again}",
                 args.agent,
-                args.replica,
-                if duplicate {
-                    " (already queued with this --id)"
-                } else {
-                    ""
-                }
+                args.replica
             );
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    if !args.json {
+        eprintln!(
+            "queued as message {seq} for {}-{} (id {key}){again}",
+            args.agent, args.replica
+        );
     }
     let progress = std::io::stderr().is_terminal() && !args.json;
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut cursor = 0;
     let mut in_turn = false;
+    let mut checked = Instant::now();
+    let mut restarts_seen = facts.liveness.restarts;
     loop {
-        for e in view.api.events(thread, cursor).await? {
+        for e in retry_blips(|| view.api.events(thread, cursor)).await? {
             cursor = e.seq;
             let Decoded::Known(event) = e.decode() else {
                 continue;
@@ -104,10 +167,12 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                     eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
                 }
                 TraceEvent::LlmRetry(r) if in_turn && progress => eprintln!(
-                    "  model call failed ({}); retrying in {} ms",
+                    "  model call failed ({}): {}; retrying in {} ms",
                     r.attempt_text(),
+                    r.reason,
                     r.retry_in_ms
                 ),
+                TraceEvent::Outage(o) if progress => eprintln!("  {}; it answers again", o.text()),
                 TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
                     eprintln!("  tool {} {}", t.name, t.mode.as_str())
                 }
@@ -118,7 +183,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                     if args.json {
                         outln!(
                             "{}",
-                            json!({"thread_id": thread, "seq": seq, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
+                            json!({"thread_id": thread, "seq": seq, "id": key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
                         );
                     } else {
                         outln!("{}", done.reply);
@@ -148,13 +213,134 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                 | TraceEvent::Error(_) => {}
             }
         }
+        // While waiting: a target that can no longer answer is reported at once.
+        if checked.elapsed() >= RECHECK || Instant::now() >= deadline {
+            checked = Instant::now();
+            let facts = target.facts(&docker).await?;
+            let cond = facts.as_ref().map(Condition::of);
+            let why = match &cond {
+                None => Some(format!(
+                    "{} was removed; `ninetrix up -p {}` creates it again",
+                    target.container, target.pool
+                )),
+                Some(c) => c.why_no_answer(&target.container, &target.pool),
+            };
+            if let Some(why) = why {
+                eprintln!(
+                    "message {seq} stays queued and is answered once the agent runs again: {why}"
+                );
+                return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+            }
+            if let Some(Condition::Restarting { restarts }) = cond
+                && restarts > restarts_seen
+            {
+                restarts_seen = restarts;
+                if progress {
+                    eprintln!(
+                        "  {} crashed and is restarting ({} restart(s) left); the turn resumes",
+                        target.container,
+                        condition::restarts_left(restarts)
+                    );
+                }
+            }
+        }
         if Instant::now() >= deadline {
             eprintln!(
-                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace --agent {} --replica {} -f`)",
-                args.timeout, args.agent, args.replica
+                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} --replica {} -f`)",
+                args.timeout, target.pool, args.agent, args.replica
             );
             return Ok(ExitCode::from(EXIT_TIMEOUT));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The container `invoke` addresses.
+struct Target {
+    container: String,
+    pool: String,
+}
+
+impl Target {
+    /// Its facts; `None` if it does not exist.
+    async fn facts(&self, docker: &bollard::Docker) -> anyhow::Result<Option<Facts>> {
+        match docker.inspect_container(&self.container, None).await {
+            Ok(info) => Ok(Some(condition::inspect(docker, &info).await?)),
+            Err(e) if crate::docker::is_not_found(&e) => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot inspect {}", self.container)),
+        }
+    }
+}
+
+/// Runs an API call, retrying while the API is unreachable or answers 5xx (a restart, a blip)
+/// for up to [`API_PATIENCE`]; other errors return at once. Safe for `enqueue` because its dedupe
+/// key makes a repeat add nothing.
+async fn retry_blips<T, F, Fut>(call: F) -> anyhow::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(200);
+    let mut told = false;
+    loop {
+        match call().await {
+            Ok(v) => return Ok(v),
+            Err(e) if is_blip(&e) && started.elapsed() + delay < API_PATIENCE => {
+                if !told {
+                    eprintln!("{e:#}; retrying for up to {}s", API_PATIENCE.as_secs());
+                    told = true;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether an error is the API being briefly away (not a refusal).
+fn is_blip(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ClientError>()
+        .is_some_and(ClientError::is_transient)
+}
+
+/// A message as one shell word, for the `ninetrix run` line.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_quoted_for_the_shell_only_when_needed() {
+        assert_eq!(shell_quote("summarise"), "summarise");
+        assert_eq!(shell_quote("it's done"), "'it'\\''s done'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn only_an_unreachable_or_failing_api_is_a_blip() {
+        let down = anyhow::Error::new(ClientError::Unreachable {
+            url: "http://127.0.0.1:1".into(),
+            reason: "connection refused".into(),
+        })
+        .context("while queueing a message");
+        assert!(is_blip(&down));
+        let refused = anyhow::Error::new(ClientError::Api {
+            status: 401,
+            code: ninetrix_client::ErrorCode::Unauthorized,
+            message: "bad token".into(),
+        });
+        assert!(!is_blip(&refused));
+        assert!(!is_blip(&anyhow::anyhow!("no such pool")));
     }
 }

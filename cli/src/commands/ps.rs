@@ -1,6 +1,8 @@
-//! `ninetrix ps`: the pools' containers, found by label (so it works from any directory), with
-//! Docker's status, restarts, exit code, OOM, and "gave up" for a durable agent that used its
-//! whole restart budget.
+//! `ninetrix ps`: the pools' containers, found by label (so it works from any directory), each
+//! with its [`Condition`]: Docker's status Compose-style with the health verdict and the runner's
+//! reason (`Up 3 minutes (unhealthy: model unreachable: …)`), restarts, exit code, OOM, and "gave
+//! up" for a durable agent that used its whole restart budget. A durable agent that is not running
+//! is listed without `-a`: that is exactly what `ps` is for. Finished batch jobs need `-a`.
 
 use std::process::ExitCode;
 
@@ -9,7 +11,8 @@ use serde::Serialize;
 
 use crate::cli::pool_name;
 use crate::docker::{label, name, pool_containers};
-use crate::pool::spec::{self, Liveness};
+use crate::pool::condition::{self, Condition, Health};
+use crate::pool::spec;
 
 /// Arguments of `ninetrix ps`.
 #[derive(Debug, Args)]
@@ -17,7 +20,8 @@ pub struct PsArgs {
     /// Only this pool.
     #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
     pub pool: Option<String>,
-    /// Include stopped containers.
+    /// Also finished batch jobs and `ninetrix run` containers (durable agents that stopped are
+    /// always listed).
     #[arg(short, long)]
     pub all: bool,
     /// As JSON.
@@ -33,8 +37,16 @@ struct Row {
     replica: Option<u32>,
     container: String,
     thread_id: Option<String>,
+    /// Docker's state word (`running`, `exited`, `restarting`, …).
     state: Option<String>,
+    /// Compose-style status with health and reason.
     status: String,
+    /// The healthcheck's verdict, when the container runs and has one.
+    health: Option<Health>,
+    /// Why it is unhealthy or stopped, or what a healthy runner is doing.
+    reason: Option<String>,
+    /// Whether it takes messages now or after its restart.
+    answers: bool,
     restarts: i64,
     exit_code: Option<i64>,
     oom_killed: bool,
@@ -59,11 +71,24 @@ impl Row {
             self.replica
                 .map_or_else(|| "null".into(), |r| r.to_string()),
             self.thread_id.clone().unwrap_or_default(),
-            self.status.clone(),
             self.restarts.to_string(),
             self.exit(),
+            self.status.clone(),
         ]
     }
+}
+
+/// Whether `ps` lists a container: running ones always, durable agents always (a stopped one is
+/// news), batch jobs and `ninetrix run` containers that stopped only with `-a`.
+fn listed(all: bool, durable: bool, run: bool, c: &Condition) -> bool {
+    all || (durable && !run)
+        || matches!(
+            c,
+            Condition::Serving { .. }
+                | Condition::Unhealthy { .. }
+                | Condition::Restarting { .. }
+                | Condition::Paused
+        )
 }
 
 /// Runs `ninetrix ps`.
@@ -72,15 +97,18 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for c in pool_containers(&docker, args.pool.as_deref()).await? {
         let id = c.id.clone().unwrap_or_default();
-        let info = docker.inspect_container(&id, None).await?;
-        let live = Liveness::of(&info);
-        if !args.all && !live.running && !live.restarting {
+        let info = match docker.inspect_container(&id, None).await {
+            Ok(info) => info,
+            // Removed between the list and the inspect.
+            Err(e) if crate::docker::is_not_found(&e) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let facts = condition::inspect(&docker, &info).await?;
+        let cond = Condition::of(&facts);
+        let run = label(&c, spec::RUN) == Some("true");
+        if !listed(args.all, facts.durable, run, &cond) {
             continue;
         }
-        let st = info.state.clone().unwrap_or_default();
-        let durable = label(&c, spec::DURABLE) == Some("true");
-        let gave_up = live.gave_up(durable);
-        let status = c.status.clone().unwrap_or_default();
         let owned = |key| label(&c, key).map(str::to_string);
         rows.push(Row {
             pool: owned(spec::POOL),
@@ -88,20 +116,26 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
             replica: label(&c, spec::REPLICA).and_then(|r| r.parse().ok()),
             container: name(&c),
             thread_id: owned(spec::THREAD),
-            state: st.status.map(|s| s.to_string()),
-            status: if gave_up {
-                format!("gave up after {} restarts ({status})", live.restarts)
-            } else {
-                status
-            },
-            restarts: live.restarts,
-            exit_code: st.exit_code,
-            oom_killed: st.oom_killed.unwrap_or(false),
-            gave_up,
-            durable,
+            state: Some(facts.state.clone()).filter(|s| !s.is_empty()),
+            status: cond.status(c.status.as_deref().unwrap_or_default()),
+            health: cond.health(),
+            reason: cond.reason(),
+            answers: cond.answers(),
+            restarts: facts.liveness.restarts,
+            exit_code: facts.liveness.exit_code,
+            oom_killed: facts.oom_killed,
+            gave_up: matches!(cond, Condition::GaveUp { .. }),
+            durable: facts.durable,
         });
     }
-    rows.sort_by(|a, b| (&a.pool, &a.agent, a.replica).cmp(&(&b.pool, &b.agent, b.replica)));
+    rows.sort_by(|a, b| {
+        (&a.pool, &a.agent, a.replica, &a.container).cmp(&(
+            &b.pool,
+            &b.agent,
+            b.replica,
+            &b.container,
+        ))
+    });
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -111,9 +145,9 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         "AGENT",
         "REPLICA",
         "THREAD",
-        "STATUS",
         "RESTARTS",
         "EXIT",
+        "STATUS",
     ];
     let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
     crate::output::text(&crate::ui::table::table(header, &cells));
@@ -134,6 +168,9 @@ mod tests {
             thread_id: Some("t".into()),
             state: Some(state.into()),
             status: "Up".into(),
+            health: None,
+            reason: None,
+            answers: true,
             restarts: 0,
             exit_code: exit,
             oom_killed: oom,
@@ -143,5 +180,33 @@ mod tests {
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");
         assert_eq!(row("exited", Some(137), true).exit(), "137 (OOM)");
+    }
+
+    #[test]
+    fn stopped_durable_agents_are_listed_without_all_finished_jobs_are_not() {
+        let gave_up = Condition::GaveUp {
+            restarts: 3,
+            exit_code: 1,
+            oom: false,
+            reason: None,
+        };
+        let done = Condition::Exited {
+            exit_code: 0,
+            oom: false,
+            reason: None,
+        };
+        let up = Condition::Serving {
+            health: None,
+            note: None,
+        };
+        assert!(listed(false, true, false, &gave_up));
+        assert!(listed(false, true, false, &done), "a stopped durable agent");
+        assert!(!listed(false, false, false, &done), "a finished batch job");
+        assert!(
+            !listed(false, true, true, &done),
+            "a finished `ninetrix run`"
+        );
+        assert!(listed(false, false, false, &up));
+        assert!(listed(true, false, true, &done));
     }
 }

@@ -1,4 +1,6 @@
 //! `up`'s readiness wait: every (re)started durable runner must emit `ready` after its start.
+//! Ready means claimed its thread and serving it: a runner resuming a long interrupted turn says
+//! so at once (`Ready (resuming)`), `up` does not wait for that turn to end.
 
 use std::time::{Duration, Instant};
 
@@ -30,9 +32,13 @@ pub(crate) async fn wait_ready(
         for (s, mut cursor) in pending {
             let events = api.events(s.thread, cursor).await?;
             cursor = events.last().map_or(cursor, |e| e.seq);
-            let ready = events.iter().any(|e| is_ready(&e.decode()));
-            if ready {
-                progress.step("Container", &s.name, "Ready");
+            if let Some(resuming) = events.iter().find_map(|e| ready(&e.decode())) {
+                let status = if resuming {
+                    "Ready (resuming its interrupted turn)"
+                } else {
+                    "Ready"
+                };
+                progress.step("Container", &s.name, status);
                 continue;
             }
             let info = docker.inspect_container(&s.id, None).await?;
@@ -75,12 +81,12 @@ pub(crate) async fn wait_ready(
     Ok(failures)
 }
 
-/// Whether an event says the runner is ready. Every kind is named: a new event kind must decide
-/// here whether it means ready.
-fn is_ready(event: &Decoded) -> bool {
+/// Whether an event says the runner is ready: `Some(resuming)` if it does. Every kind is named:
+/// a new event kind must decide here whether it means ready.
+fn ready(event: &Decoded) -> Option<bool> {
     match event {
         Decoded::Known(e) => match e {
-            TraceEvent::Ready(_) => true,
+            TraceEvent::Ready(r) => Some(r.resuming),
             TraceEvent::Boot(_)
             | TraceEvent::Repair(_)
             | TraceEvent::Resume(_)
@@ -96,8 +102,8 @@ fn is_ready(event: &Decoded) -> bool {
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::BudgetExceeded(_)
             | TraceEvent::MaxTurnsReached(_)
-            | TraceEvent::Error(_) => false,
+            | TraceEvent::Error(_) => None,
         },
-        Decoded::Unknown { .. } => false,
+        Decoded::Unknown { .. } => None,
     }
 }

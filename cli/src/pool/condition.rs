@@ -1,0 +1,501 @@
+//! What a pool container is doing, as people read it: Docker's state, the runner's own health
+//! report (the output of the image's `ninetrix health` check, which Docker keeps), the restart
+//! budget, and why a stopped container stopped. [`Condition::of`] decides from plain [`Facts`]
+//! without I/O; [`inspect`] gathers the facts of one container. `ps` shows a condition, `invoke`
+//! refuses or stops waiting on one that cannot answer.
+
+use bollard::Docker;
+use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, HealthStatusEnum};
+use bollard::query_parameters::LogsOptionsBuilder;
+use futures_util::StreamExt as _;
+
+use crate::pool::spec::{DURABLE, Liveness, MAX_RESTARTS};
+
+/// Docker's healthcheck verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Health {
+    /// Not checked yet (the start period).
+    Starting,
+    /// The last check passed.
+    Healthy,
+    /// The last check failed.
+    Unhealthy,
+}
+
+/// What [`Condition::of`] needs to know about a container.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Facts {
+    /// Running, restarting, restart count, last exit code.
+    pub(crate) liveness: Liveness,
+    /// Docker's state word (`created`, `running`, `paused`, `exited`, `dead`, …).
+    pub(crate) state: String,
+    /// The container is durable (restarted on failure) rather than a batch job.
+    pub(crate) durable: bool,
+    /// The kernel killed it for memory.
+    pub(crate) oom_killed: bool,
+    /// The healthcheck's verdict, if the image has one.
+    pub(crate) health: Option<Health>,
+    /// The last healthcheck's output (the runner's one-line reason).
+    pub(crate) health_output: Option<String>,
+    /// For a stopped container: the last error its process logged.
+    pub(crate) last_error: Option<String>,
+}
+
+/// A container's condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Condition {
+    /// Running; healthy, or not (yet) checked. `note` is what the runner says it is doing.
+    Serving {
+        /// Docker's verdict (`None`: the image has no healthcheck).
+        health: Option<Health>,
+        /// `working on message 4`, `resuming turn 2`, … (`serving` is left out).
+        note: Option<String>,
+    },
+    /// Running, but its healthcheck fails: a dependency is down (the runner waits it out).
+    Unhealthy {
+        /// The runner's reason, e.g. `model unreachable: connection refused at … (runtime.base_url)`.
+        reason: String,
+    },
+    /// Paused by `docker pause`.
+    Paused,
+    /// Between two runs: Docker restarts it (within the budget).
+    Restarting {
+        /// Policy restarts so far.
+        restarts: i64,
+    },
+    /// A durable agent that crashed through its whole restart budget: Docker will not restart
+    /// it; only `ninetrix up` does.
+    GaveUp {
+        /// Restarts used.
+        restarts: i64,
+        /// Its last exit code.
+        exit_code: i64,
+        /// Killed for memory.
+        oom: bool,
+        /// The last error it logged.
+        reason: Option<String>,
+    },
+    /// Stopped otherwise: a finished batch job, a stopped or fenced runner, a crash Docker does
+    /// not restart (no policy), or OOM.
+    Exited {
+        /// Its exit code.
+        exit_code: i64,
+        /// Killed for memory.
+        oom: bool,
+        /// The last error it logged (for a non-zero exit).
+        reason: Option<String>,
+    },
+    /// Created but never started.
+    Created,
+}
+
+impl Condition {
+    /// Decides the condition from the facts.
+    pub(crate) fn of(f: &Facts) -> Condition {
+        let live = f.liveness;
+        if f.state == "paused" {
+            return Condition::Paused;
+        }
+        if live.running {
+            let output = f
+                .health_output
+                .as_deref()
+                .map(first_line)
+                .filter(|s| !s.is_empty());
+            return match f.health {
+                Some(Health::Unhealthy) => Condition::Unhealthy {
+                    reason: output.unwrap_or_else(|| "its healthcheck fails".into()),
+                },
+                health => Condition::Serving {
+                    health,
+                    note: output.filter(|o| o != "serving" && health == Some(Health::Healthy)),
+                },
+            };
+        }
+        if live.restarting {
+            return Condition::Restarting {
+                restarts: live.restarts,
+            };
+        }
+        if f.state == "created" {
+            return Condition::Created;
+        }
+        let exit_code = live.exit_code.unwrap_or(-1);
+        let reason = f.last_error.clone().filter(|_| exit_code != 0);
+        if live.gave_up(f.durable) {
+            Condition::GaveUp {
+                restarts: live.restarts,
+                exit_code,
+                oom: f.oom_killed,
+                reason,
+            }
+        } else {
+            Condition::Exited {
+                exit_code,
+                oom: f.oom_killed,
+                reason,
+            }
+        }
+    }
+
+    /// Whether the runner takes messages now or soon (running, or about to be restarted).
+    pub(crate) fn answers(&self) -> bool {
+        matches!(
+            self,
+            Condition::Serving { .. } | Condition::Restarting { .. }
+        )
+    }
+
+    /// The healthcheck verdict, for `ps --json`.
+    pub(crate) fn health(&self) -> Option<Health> {
+        match self {
+            Condition::Serving { health, .. } => *health,
+            Condition::Unhealthy { .. } => Some(Health::Unhealthy),
+            _ => None,
+        }
+    }
+
+    /// The reason shown after the status, if there is one.
+    pub(crate) fn reason(&self) -> Option<String> {
+        match self {
+            Condition::Serving { note, .. } => note.clone(),
+            Condition::Unhealthy { reason } => Some(reason.clone()),
+            Condition::GaveUp { reason, .. } | Condition::Exited { reason, .. } => reason.clone(),
+            Condition::Paused | Condition::Restarting { .. } | Condition::Created => None,
+        }
+    }
+
+    /// Docker's own status text (`Up 3 minutes (unhealthy)`, `Exited (1) 2 minutes ago`) with
+    /// the health and the reason spelled out, Compose-style: `Up 3 minutes (unhealthy: model
+    /// unreachable: …)`, `Exited (1) 2 minutes ago (gave up after 3 restarts: cannot claim …)`.
+    pub(crate) fn status(&self, docker_status: &str) -> String {
+        let base = strip_health(docker_status);
+        let detail = match self {
+            Condition::Serving { health, note } => match (health, note) {
+                (Some(Health::Starting), _) => Some("health: starting".to_string()),
+                (Some(Health::Healthy), Some(note)) => Some(format!("healthy: {note}")),
+                (Some(Health::Healthy), None) => Some("healthy".to_string()),
+                (_, _) => None,
+            },
+            Condition::Unhealthy { reason } => Some(format!("unhealthy: {reason}")),
+            Condition::GaveUp {
+                restarts,
+                oom,
+                reason,
+                ..
+            } => Some(join(
+                format!(
+                    "gave up after {restarts} restarts{}",
+                    if *oom { ", OOM-killed" } else { "" }
+                ),
+                reason.as_deref(),
+            )),
+            Condition::Exited { oom, reason, .. } => match (oom, reason) {
+                (true, r) => Some(join("OOM-killed".into(), r.as_deref())),
+                (false, Some(r)) => Some(r.clone()),
+                (false, None) => None,
+            },
+            Condition::Paused | Condition::Restarting { .. } | Condition::Created => None,
+        };
+        match detail {
+            Some(d) => format!("{base} ({d})"),
+            None => base.to_string(),
+        }
+    }
+
+    /// For a condition in which the runner will not answer: what is wrong and the command that
+    /// fixes it (`invoke` prints it).
+    pub(crate) fn why_no_answer(&self, container: &str, pool: &str) -> Option<String> {
+        let logs = format!("`ninetrix logs -p {pool} {container}`");
+        match self {
+            Condition::Serving { .. } | Condition::Restarting { .. } => None,
+            Condition::Unhealthy { reason } => Some(format!(
+                "{container} is unhealthy: {reason}. It keeps retrying and answers once that is \
+                 fixed; if the agentfile is wrong, fix it and run `ninetrix up -p {pool}` (details: \
+                 {logs})"
+            )),
+            Condition::Paused => Some(format!(
+                "{container} is paused; `docker unpause {container}` resumes it"
+            )),
+            Condition::GaveUp {
+                restarts, reason, ..
+            } => Some(format!(
+                "{container} gave up after {restarts} restarts{}; `ninetrix up -p {pool}` \
+                 starts it again (details: {logs})",
+                reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )),
+            Condition::Exited {
+                exit_code,
+                oom,
+                reason,
+            } => Some(format!(
+                "{container} is not running (exited with code {exit_code}{}{}); `ninetrix up -p \
+                 {pool}` starts it again (details: {logs})",
+                if *oom { ", OOM-killed" } else { "" },
+                reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )),
+            Condition::Created => Some(format!(
+                "{container} was created but never started; `ninetrix up -p {pool}` starts it"
+            )),
+        }
+    }
+}
+
+fn join(head: String, tail: Option<&str>) -> String {
+    match tail {
+        Some(t) => format!("{head}: {t}"),
+        None => head,
+    }
+}
+
+/// The first non-empty line, trimmed.
+fn first_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Docker's status text without its own health suffix (ours replaces it).
+fn strip_health(status: &str) -> &str {
+    for suffix in [" (healthy)", " (unhealthy)", " (health: starting)"] {
+        if let Some(base) = status.strip_suffix(suffix) {
+            return base;
+        }
+    }
+    status
+}
+
+/// The last error a runner logged: its last `ERROR` line (the runner's log format), else the
+/// last `error:` line (a configuration error), without the level.
+pub(crate) fn last_error_in(logs: &str) -> Option<String> {
+    logs.lines().rev().find_map(|line| {
+        let line = line.trim();
+        line.strip_prefix("ERROR ")
+            .or_else(|| line.strip_prefix("error: "))
+            .map(|rest| rest.trim().to_string())
+    })
+}
+
+/// The facts of a container from `docker inspect` (and, when it is stopped with a failure, its
+/// last log lines).
+pub(crate) async fn inspect(
+    docker: &Docker,
+    info: &ContainerInspectResponse,
+) -> anyhow::Result<Facts> {
+    let st = info.state.clone().unwrap_or_default();
+    let durable = info
+        .config
+        .as_ref()
+        .and_then(|c| c.labels.as_ref())
+        .and_then(|l| l.get(DURABLE))
+        .is_some_and(|v| v == "true");
+    let liveness = Liveness::of(info);
+    let health = st.health.as_ref().and_then(|h| match h.status {
+        Some(HealthStatusEnum::STARTING) => Some(Health::Starting),
+        Some(HealthStatusEnum::HEALTHY) => Some(Health::Healthy),
+        Some(HealthStatusEnum::UNHEALTHY) => Some(Health::Unhealthy),
+        _ => None,
+    });
+    let health_output = st
+        .health
+        .as_ref()
+        .and_then(|h| h.log.as_ref())
+        .and_then(|log| log.last())
+        .and_then(|r| r.output.clone());
+    let stopped_badly =
+        !liveness.running && !liveness.restarting && liveness.exit_code.is_some_and(|c| c != 0);
+    let last_error = match (&info.id, stopped_badly) {
+        (Some(id), true) => last_error_in(&tail(docker, id, 20).await),
+        _ => None,
+    };
+    Ok(Facts {
+        liveness,
+        state: st
+            .status
+            .unwrap_or(ContainerStateStatusEnum::EMPTY)
+            .to_string(),
+        durable,
+        oom_killed: st.oom_killed.unwrap_or(false),
+        health,
+        health_output,
+        last_error,
+    })
+}
+
+/// The last `n` lines a container wrote (both streams); empty if they cannot be read.
+async fn tail(docker: &Docker, id: &str, n: usize) -> String {
+    let mut out = String::new();
+    let mut logs = docker.logs(
+        id,
+        Some(
+            LogsOptionsBuilder::default()
+                .stdout(true)
+                .stderr(true)
+                .tail(&n.to_string())
+                .build(),
+        ),
+    );
+    while let Some(Ok(chunk)) = logs.next().await {
+        out.push_str(&chunk.to_string());
+    }
+    out
+}
+
+/// How many restarts a durable agent has left, for progress lines.
+pub(crate) fn restarts_left(restarts: i64) -> i64 {
+    (MAX_RESTARTS - restarts).max(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running(health: Option<Health>, output: Option<&str>) -> Facts {
+        Facts {
+            liveness: Liveness {
+                running: true,
+                ..Liveness::default()
+            },
+            state: "running".into(),
+            durable: true,
+            health,
+            health_output: output.map(str::to_string),
+            ..Facts::default()
+        }
+    }
+
+    fn exited(code: i64, restarts: i64, durable: bool) -> Facts {
+        Facts {
+            liveness: Liveness {
+                restarts,
+                exit_code: Some(code),
+                ..Liveness::default()
+            },
+            state: "exited".into(),
+            durable,
+            last_error: Some("cannot claim thread 0193: the checkpoint API is unreachable".into()),
+            ..Facts::default()
+        }
+    }
+
+    #[test]
+    fn a_failing_healthcheck_is_unhealthy_with_the_runners_reason() {
+        let c = Condition::of(&running(
+            Some(Health::Unhealthy),
+            Some(
+                "model unreachable: connection refused at http://172.18.0.1:9/v1 (runtime.base_url)\n",
+            ),
+        ));
+        assert_eq!(
+            c.status("Up 3 minutes (unhealthy)"),
+            "Up 3 minutes (unhealthy: model unreachable: connection refused at http://172.18.0.1:9/v1 (runtime.base_url))"
+        );
+        assert!(!c.answers());
+        assert_eq!(c.health(), Some(Health::Unhealthy));
+        let why = c.why_no_answer("ninetrix-p-writer-1", "p").unwrap();
+        assert!(why.contains("unhealthy: model unreachable"), "{why}");
+        assert!(why.contains("ninetrix up -p p"), "{why}");
+    }
+
+    #[test]
+    fn a_healthy_runner_shows_what_it_does_but_not_serving() {
+        let busy = Condition::of(&running(
+            Some(Health::Healthy),
+            Some("working on message 4"),
+        ));
+        assert_eq!(
+            busy.status("Up 2 minutes (healthy)"),
+            "Up 2 minutes (healthy: working on message 4)"
+        );
+        let idle = Condition::of(&running(Some(Health::Healthy), Some("serving")));
+        assert_eq!(
+            idle.status("Up 2 minutes (healthy)"),
+            "Up 2 minutes (healthy)"
+        );
+        let early = Condition::of(&running(Some(Health::Starting), None));
+        assert_eq!(
+            early.status("Up 1 second (health: starting)"),
+            "Up 1 second (health: starting)"
+        );
+        let unchecked = Condition::of(&running(None, None));
+        assert_eq!(unchecked.status("Up 1 second"), "Up 1 second");
+        assert!(busy.answers() && idle.answers() && early.answers() && unchecked.answers());
+        assert!(busy.why_no_answer("c", "p").is_none());
+    }
+
+    #[test]
+    fn a_durable_agent_that_spent_its_budget_gave_up_and_says_why() {
+        let c = Condition::of(&exited(1, MAX_RESTARTS, true));
+        assert!(matches!(c, Condition::GaveUp { restarts: 3, .. }));
+        assert_eq!(
+            c.status("Exited (1) 2 minutes ago"),
+            "Exited (1) 2 minutes ago (gave up after 3 restarts: cannot claim thread 0193: the checkpoint API is unreachable)"
+        );
+        assert!(!c.answers());
+        let why = c.why_no_answer("ninetrix-p-writer-1", "p").unwrap();
+        assert!(
+            why.starts_with("ninetrix-p-writer-1 gave up after 3 restarts"),
+            "{why}"
+        );
+        assert!(why.contains("`ninetrix up -p p`"), "{why}");
+    }
+
+    #[test]
+    fn other_stops_are_exits_with_their_reason_only_when_they_failed() {
+        let batch = Condition::of(&exited(1, 0, false));
+        assert!(matches!(batch, Condition::Exited { exit_code: 1, .. }));
+        let mut clean = exited(0, 0, true);
+        clean.last_error = None;
+        let stopped = Condition::of(&clean);
+        assert_eq!(
+            stopped.status("Exited (0) 5 seconds ago"),
+            "Exited (0) 5 seconds ago"
+        );
+        let mut oom = exited(137, 1, true);
+        oom.oom_killed = true;
+        oom.last_error = None;
+        assert_eq!(
+            Condition::of(&oom).status("Exited (137) 1 second ago"),
+            "Exited (137) 1 second ago (OOM-killed)"
+        );
+    }
+
+    #[test]
+    fn restarting_paused_and_created_containers() {
+        let mut f = exited(1, 1, true);
+        f.liveness.restarting = true;
+        f.state = "restarting".into();
+        let c = Condition::of(&f);
+        assert_eq!(c, Condition::Restarting { restarts: 1 });
+        assert!(c.answers());
+        f.liveness.restarting = false;
+        f.state = "created".into();
+        assert_eq!(Condition::of(&f), Condition::Created);
+        f.state = "paused".into();
+        assert_eq!(Condition::of(&f), Condition::Paused);
+        assert_eq!(restarts_left(1), 2);
+    }
+
+    #[test]
+    fn the_last_error_is_read_from_the_runner_log_format() {
+        let logs = " INFO boot epoch 3\nERROR cannot claim thread x: refused\n INFO stopping\n";
+        assert_eq!(
+            last_error_in(logs).as_deref(),
+            Some("cannot claim thread x: refused")
+        );
+        assert_eq!(
+            last_error_in("error: AGENTFILE_API_URL is not set\n").as_deref(),
+            Some("AGENTFILE_API_URL is not set")
+        );
+        assert_eq!(last_error_in(" INFO fine\n"), None);
+    }
+}
