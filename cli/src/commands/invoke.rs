@@ -17,7 +17,7 @@ use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::json;
 
 use crate::cli::pool_name;
-use crate::pool::condition::{self, Condition, Facts};
+use crate::pool::condition::{self, Condition, Facts, Who};
 use crate::pool::resolve::PoolView;
 use crate::pool::spec;
 
@@ -77,6 +77,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let target = Target {
         container: spec::container_name(&view.name, &args.agent, args.replica),
         pool: view.name.clone(),
+        agent: args.agent.clone(),
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
     let Some(facts) = target.facts(&docker).await? else {
@@ -97,7 +98,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
-    if let Some(why) = Condition::of(&facts).why_no_answer(&target.container, &target.pool) {
+    if let Some(why) = Condition::of(&facts).why_no_answer(&target.who()) {
         eprintln!("{why}; nothing was queued");
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
@@ -223,7 +224,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                     "{} was removed; `ninetrix up -p {}` creates it again",
                     target.container, target.pool
                 )),
-                Some(c) => c.why_no_answer(&target.container, &target.pool),
+                Some(c) => c.why_no_answer(&target.who()),
             };
             if let Some(why) = why {
                 eprintln!(
@@ -259,9 +260,18 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
 struct Target {
     container: String,
     pool: String,
+    agent: String,
 }
 
 impl Target {
+    fn who(&self) -> Who<'_> {
+        Who {
+            pool: &self.pool,
+            agent: &self.agent,
+            container: &self.container,
+        }
+    }
+
     /// Its facts; `None` if it does not exist.
     async fn facts(&self, docker: &bollard::Docker) -> anyhow::Result<Option<Facts>> {
         match docker.inspect_container(&self.container, None).await {

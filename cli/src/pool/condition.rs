@@ -206,8 +206,13 @@ impl Condition {
 
     /// For a condition in which the runner will not answer: what is wrong and the command that
     /// fixes it (`invoke` prints it).
-    pub(crate) fn why_no_answer(&self, container: &str, pool: &str) -> Option<String> {
-        let logs = format!("`ninetrix logs -p {pool} {container}`");
+    pub(crate) fn why_no_answer(&self, who: &Who<'_>) -> Option<String> {
+        let Who {
+            pool,
+            agent,
+            container,
+        } = *who;
+        let logs = format!("`ninetrix logs -p {pool} --agent {agent}`");
         match self {
             Condition::Serving { .. } | Condition::Restarting { .. } => None,
             Condition::Unhealthy { reason } => Some(format!(
@@ -246,6 +251,17 @@ impl Condition {
             )),
         }
     }
+}
+
+/// The container a condition belongs to, for the messages that name it and its fix.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who<'a> {
+    /// The pool.
+    pub(crate) pool: &'a str,
+    /// The agent.
+    pub(crate) agent: &'a str,
+    /// The container's name.
+    pub(crate) container: &'a str,
 }
 
 fn join(head: String, tail: Option<&str>) -> String {
@@ -359,6 +375,12 @@ pub(crate) fn restarts_left(restarts: i64) -> i64 {
 mod tests {
     use super::*;
 
+    const WHO: Who<'static> = Who {
+        pool: "p",
+        agent: "writer",
+        container: "ninetrix-p-writer-1",
+    };
+
     fn running(health: Option<Health>, output: Option<&str>) -> Facts {
         Facts {
             liveness: Liveness {
@@ -401,9 +423,10 @@ mod tests {
         );
         assert!(!c.answers());
         assert_eq!(c.health(), Some(Health::Unhealthy));
-        let why = c.why_no_answer("ninetrix-p-writer-1", "p").unwrap();
+        let why = c.why_no_answer(&WHO).unwrap();
         assert!(why.contains("unhealthy: model unreachable"), "{why}");
         assert!(why.contains("ninetrix up -p p"), "{why}");
+        assert!(why.contains("`ninetrix logs -p p --agent writer`"), "{why}");
     }
 
     #[test]
@@ -429,7 +452,7 @@ mod tests {
         let unchecked = Condition::of(&running(None, None));
         assert_eq!(unchecked.status("Up 1 second"), "Up 1 second");
         assert!(busy.answers() && idle.answers() && early.answers() && unchecked.answers());
-        assert!(busy.why_no_answer("c", "p").is_none());
+        assert!(busy.why_no_answer(&WHO).is_none());
     }
 
     #[test]
@@ -441,7 +464,7 @@ mod tests {
             "Exited (1) 2 minutes ago (gave up after 3 restarts: cannot claim thread 0193: the checkpoint API is unreachable)"
         );
         assert!(!c.answers());
-        let why = c.why_no_answer("ninetrix-p-writer-1", "p").unwrap();
+        let why = c.why_no_answer(&WHO).unwrap();
         assert!(
             why.starts_with("ninetrix-p-writer-1 gave up after 3 restarts"),
             "{why}"
