@@ -55,7 +55,7 @@ pub(crate) const EXIT_TIMEOUT: u8 = 124;
 /// Runs `ninetrix invoke`: queue the message (with a dedupe key, so a retry adds nothing), then
 /// follow the thread's events until the turn that answers it completes.
 pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
-    let view = PoolView::open(&args.file, args.pool.as_deref())?;
+    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
     let thread = view.thread(&args.agent, args.replica)?;
     let key = args
         .id
