@@ -74,6 +74,8 @@ pub(crate) struct NetworkCandidate {
     pub(crate) created: String,
     /// How many containers are attached to it.
     pub(crate) containers: usize,
+    /// The names of its endpoints (the attached containers').
+    pub(crate) endpoints: Vec<String>,
 }
 
 /// Which of a pool's networks to keep and which to remove (duplicates left by an older ninetrix,
@@ -135,8 +137,13 @@ pub(crate) async fn pool_networks(
     for n in listed {
         let Some(id) = n.id else { continue };
         // The listing does not carry the endpoints; inspect says how many containers use it.
-        let containers = match docker.inspect_network(&id, None).await {
-            Ok(i) => i.containers.map_or(0, |c| c.len()),
+        let endpoints: Vec<String> = match docker.inspect_network(&id, None).await {
+            Ok(i) => i
+                .containers
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(cid, ep)| ep.name.unwrap_or(cid))
+                .collect(),
             Err(e) if is_not_found(&e) => continue,
             Err(e) => return Err(e).with_context(|| format!("cannot inspect network {id}")),
         };
@@ -144,7 +151,8 @@ pub(crate) async fn pool_networks(
             id,
             name: n.name.unwrap_or_default(),
             created: bollard_date(n.created.as_ref()),
-            containers,
+            containers: endpoints.len(),
+            endpoints,
         });
     }
     Ok(out)
@@ -152,13 +160,45 @@ pub(crate) async fn pool_networks(
 
 /// The pool's network (a bridge labelled with the pool), found by label and created only if
 /// none exists. Duplicates are repaired: the one [`choose_network`] keeps stays, the others are
-/// removed (a failure to remove one is reported in `repairs`, never fatal). Callers hold the pool
-/// lock, so two ninetrix commands never create it twice.
-pub(crate) async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<PoolNetwork> {
+/// removed — after detaching the local API (`api`) — unless another container still uses one,
+/// which is then left and reported in `repairs` (never fatal). Callers hold the pool lock, so two
+/// ninetrix commands never create it twice.
+pub(crate) async fn ensure_network(
+    docker: &Docker,
+    pool: &str,
+    api: Option<&str>,
+) -> anyhow::Result<PoolNetwork> {
     let found = pool_networks(docker, pool).await?;
     if let Some((keep, rest)) = choose_network(&found) {
         let mut repairs = Vec::new();
         for dup in rest {
+            let users: Vec<&str> = dup
+                .endpoints
+                .iter()
+                .map(String::as_str)
+                .filter(|e| Some(*e) != api)
+                .collect();
+            if !users.is_empty() {
+                repairs.push(format!(
+                    "duplicate network {} ({}) left in place: {} still use(s) it; `ninetrix down` \
+                     and `ninetrix up` replace it",
+                    dup.name,
+                    short_id(&dup.id),
+                    users.join(", ")
+                ));
+                continue;
+            }
+            if let Some(api) = api.filter(|a| dup.endpoints.iter().any(|e| e == a)) {
+                let _ = docker
+                    .disconnect_network(
+                        &dup.id,
+                        NetworkDisconnectRequest {
+                            container: api.to_string(),
+                            force: Some(true),
+                        },
+                    )
+                    .await;
+            }
             match remove_network(docker, &dup.id, &[]).await {
                 Ok(()) => repairs.push(format!(
                     "removed duplicate network {} ({})",
@@ -390,6 +430,7 @@ mod tests {
             name: "ninetrix-p".into(),
             created: created.into(),
             containers,
+            endpoints: (0..containers).map(|i| format!("c{i}")).collect(),
         }
     }
 

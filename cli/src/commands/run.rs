@@ -84,7 +84,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     // a run adds no replica to the pool state.
     let network = {
         let _locked = crate::pool::state::lock(&home, &pool)?;
-        crate::docker::ensure_network(&docker, &pool).await?
+        crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?
     };
     for repair in &network.repairs {
         eprintln!("network {}: {repair}", network.name);

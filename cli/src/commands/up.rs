@@ -94,7 +94,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     let api = Api::ensure(&docker, &home, &runner_image).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
-    let network = crate::docker::ensure_network(&docker, &pool).await?;
+    let network = crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?;
     for repair in &network.repairs {
         progress.step("Network", &network.name, repair);
     }
