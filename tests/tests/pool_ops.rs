@@ -131,17 +131,42 @@ fn a_hundred_replicas_go_up_and_a_purge_leaves_nothing_labelled_with_the_pool() 
     assert!(api_threads(&pool, &api).len() >= 100);
 
     let down = pool.ninetrix(&["down", "-p", &pool.name, "--purge", "-t", "5"]);
-    assert!(
-        down.status.success(),
-        "down --purge failed:\n{}",
-        text(&down)
-    );
+    // Docker 20.10 can lose endpoint-count decrements when many containers of one network stop
+    // at once (moby/moby#42119): the network then refuses removal with no endpoint left to
+    // disconnect, until the daemon restarts. `down` must then say so with the command that
+    // removes it, and still leave no container, volume or thread behind.
+    let stuck_network = if down.status.success() {
+        None
+    } else {
+        let err = String::from_utf8_lossy(&down.stderr).to_string();
+        assert!(
+            err.contains("down finished with 1 problem(s):")
+                && err.contains("still has active endpoints")
+                && err.contains("sudo systemctl restart docker && docker network rm"),
+            "down --purge failed for another reason than Docker's stale endpoints:\n{}",
+            text(&down)
+        );
+        eprintln!("note: Docker left stale endpoints on the pool network:\n{err}");
+        Some(
+            docker(&["network", "ls", "-q", "--filter", &label])
+                .trim()
+                .to_string(),
+        )
+    };
     assert_eq!(
         api_threads(&pool, &api).len(),
         0,
         "the API still lists threads of the purged pool"
     );
-    assert_eq!(leftovers(&pool), Vec::<String>::new());
+    let left: Vec<String> = leftovers(&pool)
+        .into_iter()
+        .filter(|l| {
+            stuck_network
+                .as_ref()
+                .is_none_or(|n| *l != format!("network {n}"))
+        })
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
 
     // `down --api --volumes` needs no pool: run where no agentfile is.
     let out = pool
