@@ -341,19 +341,44 @@ pub(crate) async fn stop_and_remove(
     id: &str,
     stop_secs: i32,
 ) -> anyhow::Result<()> {
-    let _ = docker
+    let stopped = docker
         .stop_container(
             id,
             Some(StopContainerOptionsBuilder::default().t(stop_secs).build()),
         )
         .await;
-    match docker
+    // A stopped container is removed without force: a forced removal runs the network cleanup
+    // again beside the daemon's own one after the exit, which on Docker 20.10 can leave the
+    // network with a stale endpoint count. Force only when the stop did not work.
+    let force = match stopped {
+        Ok(()) => false,
+        Err(e) if is_not_found(&e) => return Ok(()),
+        Err(_) => true,
+    };
+    let first = docker
         .remove_container(
             id,
-            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            Some(
+                RemoveContainerOptionsBuilder::default()
+                    .force(force)
+                    .build(),
+            ),
         )
-        .await
-    {
+        .await;
+    let result = match first {
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) if !force => {
+            docker
+                .remove_container(
+                    id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await
+        }
+        other => other,
+    };
+    match result {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot remove container {id}")),
