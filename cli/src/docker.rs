@@ -1,15 +1,17 @@
 //! The Docker Engine connection: connect through `DOCKER_HOST` or the local socket, negotiate the
 //! API version (Debian's 20.10 engine stops at 1.41), and turn connection failures into errors
 //! that say what to do; finding a pool's containers by label; and the Docker actions more than
-//! one command takes (the pool network, stopping and removing a container, uploading secrets).
+//! one command takes: the pool network (found by label, created once, duplicates repaired,
+//! removed past stale endpoints), stopping and removing a container, uploading secrets.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use bollard::Docker;
 use bollard::models::ContainerSummary;
-use bollard::models::NetworkCreateRequest;
-use bollard::query_parameters::ListContainersOptionsBuilder;
+use bollard::models::{NetworkCreateRequest, NetworkDisconnectRequest};
+use bollard::query_parameters::{ListContainersOptionsBuilder, ListNetworksOptions};
 use bollard::query_parameters::{
     RemoveContainerOptionsBuilder, StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
@@ -58,26 +60,278 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
-/// The pool's network (a bridge labelled with the pool), created if missing.
-pub(crate) async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
-    let net = crate::pool::spec::network_name(pool);
-    match docker.inspect_network(&net, None).await {
-        Ok(_) => return Ok(net),
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => return Err(e).context("cannot inspect the pool network"),
+/// Label on ninetrix's networks and API container: what the object is for (`network`, `api`).
+pub(crate) const ROLE: &str = "dev.ninetrix.role";
+
+/// A pool network as Docker lists it, reduced to what the duplicate choice needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NetworkCandidate {
+    /// The network ID (everything after the choice addresses the network by it).
+    pub(crate) id: String,
+    /// Its name (`ninetrix-<pool>`; duplicates share it).
+    pub(crate) name: String,
+    /// When Docker created it (RFC 3339; compared as instants).
+    pub(crate) created: String,
+    /// How many containers are attached to it.
+    pub(crate) containers: usize,
+    /// The names of its endpoints (the attached containers').
+    pub(crate) endpoints: Vec<String>,
+}
+
+/// Which of a pool's networks to keep and which to remove (duplicates left by an older ninetrix,
+/// or by two `up`s that raced before the pool lock came first): keep the one with the most
+/// containers; among equals (e.g. none has any), the oldest; the ID breaks a remaining tie so the
+/// choice never depends on listing order. `None` when there is no network.
+pub(crate) fn choose_network(
+    candidates: &[NetworkCandidate],
+) -> Option<(&NetworkCandidate, Vec<&NetworkCandidate>)> {
+    let instant = |c: &NetworkCandidate| {
+        chrono::DateTime::parse_from_rfc3339(&c.created)
+            .map(|t| t.timestamp_nanos_opt().unwrap_or(i64::MAX))
+            .unwrap_or(i64::MAX)
+    };
+    let keep = candidates.iter().min_by(|a, b| {
+        b.containers
+            .cmp(&a.containers)
+            .then_with(|| instant(a).cmp(&instant(b)))
+            .then_with(|| a.id.cmp(&b.id))
+    })?;
+    let rest = candidates.iter().filter(|c| c.id != keep.id).collect();
+    Some((keep, rest))
+}
+
+/// The pool's network, found by label: its ID and name, plus what was repaired on the way.
+#[derive(Clone, Debug)]
+pub(crate) struct PoolNetwork {
+    /// The ID every later call uses (a name can be ambiguous).
+    pub(crate) id: String,
+    /// The name, for messages.
+    pub(crate) name: String,
+    /// Whether this call created it.
+    pub(crate) created: bool,
+    /// One line per duplicate removed, or left because it could not be removed (never fatal).
+    pub(crate) repairs: Vec<String>,
+}
+
+fn bollard_date(d: Option<&bollard::models::BollardDate>) -> String {
+    d.map(ToString::to_string).unwrap_or_default()
+}
+
+/// Every network labelled with the pool (duplicates included), with their attached containers.
+pub(crate) async fn pool_networks(
+    docker: &Docker,
+    pool: &str,
+) -> anyhow::Result<Vec<NetworkCandidate>> {
+    let filters: HashMap<String, Vec<String>> = [(
+        "label".to_string(),
+        vec![format!("{}={pool}", crate::pool::spec::POOL)],
+    )]
+    .into();
+    let listed = docker
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(filters),
+        }))
+        .await
+        .context("cannot list networks")?;
+    let mut out = Vec::new();
+    for n in listed {
+        let Some(id) = n.id else { continue };
+        // The listing does not carry the endpoints; inspect says how many containers use it.
+        let endpoints: Vec<String> = match docker.inspect_network(&id, None).await {
+            Ok(i) => i
+                .containers
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(cid, ep)| ep.name.unwrap_or(cid))
+                .collect(),
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot inspect network {id}")),
+        };
+        out.push(NetworkCandidate {
+            id,
+            name: n.name.unwrap_or_default(),
+            created: bollard_date(n.created.as_ref()),
+            containers: endpoints.len(),
+            endpoints,
+        });
     }
-    let labels: HashMap<String, String> =
-        [(crate::pool::spec::POOL.to_string(), pool.to_string())].into();
-    docker
+    Ok(out)
+}
+
+/// The pool's network (a bridge labelled with the pool), found by label and created only if
+/// none exists. Duplicates are repaired: the one [`choose_network`] keeps stays, the others are
+/// removed — after detaching the local API (`api`) — unless another container still uses one,
+/// which is then left and reported in `repairs` (never fatal). Callers hold the pool lock, so two
+/// ninetrix commands never create it twice.
+pub(crate) async fn ensure_network(
+    docker: &Docker,
+    pool: &str,
+    api: Option<&str>,
+) -> anyhow::Result<PoolNetwork> {
+    let found = pool_networks(docker, pool).await?;
+    if let Some((keep, rest)) = choose_network(&found) {
+        let mut repairs = Vec::new();
+        for dup in rest {
+            let users: Vec<&str> = dup
+                .endpoints
+                .iter()
+                .map(String::as_str)
+                .filter(|e| Some(*e) != api)
+                .collect();
+            if !users.is_empty() {
+                repairs.push(format!(
+                    "duplicate network {} ({}) left in place: {} still use(s) it; `ninetrix down` \
+                     and `ninetrix up` replace it",
+                    dup.name,
+                    short_id(&dup.id),
+                    users.join(", ")
+                ));
+                continue;
+            }
+            if let Some(api) = api.filter(|a| dup.endpoints.iter().any(|e| e == a)) {
+                let _ = docker
+                    .disconnect_network(
+                        &dup.id,
+                        NetworkDisconnectRequest {
+                            container: api.to_string(),
+                            force: Some(true),
+                        },
+                    )
+                    .await;
+            }
+            match remove_network(docker, &dup.id, &[]).await {
+                Ok(()) => repairs.push(format!(
+                    "removed duplicate network {} ({})",
+                    dup.name,
+                    short_id(&dup.id)
+                )),
+                Err(e) => repairs.push(format!(
+                    "duplicate network {} ({}) left in place: {e:#}",
+                    dup.name,
+                    short_id(&dup.id)
+                )),
+            }
+        }
+        return Ok(PoolNetwork {
+            id: keep.id.clone(),
+            name: keep.name.clone(),
+            created: false,
+            repairs,
+        });
+    }
+    let name = crate::pool::spec::network_name(pool);
+    let labels: HashMap<String, String> = [
+        (crate::pool::spec::POOL.to_string(), pool.to_string()),
+        (ROLE.to_string(), "network".to_string()),
+    ]
+    .into();
+    let created = docker
         .create_network(NetworkCreateRequest {
-            name: net.clone(),
+            name: name.clone(),
             driver: Some("bridge".into()),
             labels: Some(labels),
             ..NetworkCreateRequest::default()
         })
         .await
-        .with_context(|| format!("cannot create network {net}"))?;
-    Ok(net)
+        .with_context(|| format!("cannot create network {name}"))?;
+    Ok(PoolNetwork {
+        id: created.id,
+        name,
+        created: true,
+        repairs: Vec::new(),
+    })
+}
+
+/// The first 12 characters of a Docker ID, as `docker` prints them.
+pub(crate) fn short_id(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// Why a network still stands after [`remove_network`] tried everything.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NetworkRemoval {
+    /// Docker keeps endpoints of containers that no longer exist (Docker 20.10 after many
+    /// parallel removals): only a daemon restart drops them.
+    #[error(
+        "network {id} still has active endpoints after force-disconnecting every endpoint it \
+         lists and {tries} tries (stale endpoints left by Docker); remove it with `sudo systemctl \
+         restart docker && docker network rm {id}`"
+    )]
+    StaleEndpoints {
+        /// The network's ID.
+        id: String,
+        /// How many removals were tried.
+        tries: u32,
+    },
+    /// Any other refusal.
+    #[error("cannot remove network {id}: {message}")]
+    Other {
+        /// The network's ID.
+        id: String,
+        /// Docker's message.
+        message: String,
+    },
+}
+
+/// Removes a network (already gone is success). Endpoints that block it are force-disconnected
+/// by *name* — every endpoint `inspect` lists, plus `names` (the containers the caller just
+/// removed: Docker 20.10 can keep an endpoint of a removed container that `inspect` no longer
+/// shows, and a forced disconnect finds it by name only) — and the removal is retried with a
+/// short backoff.
+pub(crate) async fn remove_network(
+    docker: &Docker,
+    id: &str,
+    names: &[String],
+) -> Result<(), NetworkRemoval> {
+    const TRIES: u32 = 6;
+    let mut delay = Duration::from_millis(100);
+    for attempt in 1..=TRIES {
+        let message = match docker.remove_network(id).await {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError { message, .. }) => message,
+            Err(e) => e.to_string(),
+        };
+        if !message.contains("active endpoints") {
+            return Err(NetworkRemoval::Other {
+                id: id.to_string(),
+                message,
+            });
+        }
+        if attempt == TRIES {
+            break;
+        }
+        let mut endpoints: Vec<String> = match docker.inspect_network(id, None).await {
+            Ok(n) => n
+                .containers
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(cid, ep)| ep.name.unwrap_or(cid))
+                .collect(),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(_) => Vec::new(),
+        };
+        endpoints.extend(names.iter().cloned());
+        endpoints.sort();
+        endpoints.dedup();
+        for endpoint in endpoints {
+            let _ = docker
+                .disconnect_network(
+                    id,
+                    NetworkDisconnectRequest {
+                        container: endpoint,
+                        force: Some(true),
+                    },
+                )
+                .await;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+    Err(NetworkRemoval::StaleEndpoints {
+        id: id.to_string(),
+        tries: TRIES,
+    })
 }
 
 /// Stops a container (SIGTERM, then SIGKILL after `stop_secs`: a runner checkpoints and exits
@@ -87,19 +341,44 @@ pub(crate) async fn stop_and_remove(
     id: &str,
     stop_secs: i32,
 ) -> anyhow::Result<()> {
-    let _ = docker
+    let stopped = docker
         .stop_container(
             id,
             Some(StopContainerOptionsBuilder::default().t(stop_secs).build()),
         )
         .await;
-    match docker
+    // A stopped container is removed without force: a forced removal runs the network cleanup
+    // again beside the daemon's own one after the exit, which on Docker 20.10 can leave the
+    // network with a stale endpoint count. Force only when the stop did not work.
+    let force = match stopped {
+        Ok(()) => false,
+        Err(e) if is_not_found(&e) => return Ok(()),
+        Err(_) => true,
+    };
+    let first = docker
         .remove_container(
             id,
-            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            Some(
+                RemoveContainerOptionsBuilder::default()
+                    .force(force)
+                    .build(),
+            ),
         )
-        .await
-    {
+        .await;
+    let result = match first {
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) if !force => {
+            docker
+                .remove_container(
+                    id,
+                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                )
+                .await
+        }
+        other => other,
+    };
+    match result {
         Ok(()) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e).with_context(|| format!("cannot remove container {id}")),
@@ -164,4 +443,62 @@ pub(crate) fn name(c: &ContainerSummary) -> String {
         .and_then(|n| n.first())
         .map(|n| n.trim_start_matches('/').to_string())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(id: &str, created: &str, containers: usize) -> NetworkCandidate {
+        NetworkCandidate {
+            id: id.into(),
+            name: "ninetrix-p".into(),
+            created: created.into(),
+            containers,
+            endpoints: (0..containers).map(|i| format!("c{i}")).collect(),
+        }
+    }
+
+    #[test]
+    fn a_duplicate_network_choice_keeps_the_used_one_else_the_oldest() {
+        assert!(choose_network(&[]).is_none());
+        let only = [net("a", "2024-01-01T00:00:00Z", 0)];
+        let (keep, rest) = choose_network(&only).unwrap();
+        assert_eq!((keep.id.as_str(), rest.len()), ("a", 0));
+        // The one with containers wins over an older empty one.
+        let nets = [
+            net("old", "2024-01-01T00:00:00Z", 0),
+            net("used", "2024-01-02T00:00:00Z", 3),
+            net("new", "2024-01-03T00:00:00Z", 0),
+        ];
+        let (keep, rest) = choose_network(&nets).unwrap();
+        assert_eq!(keep.id, "used");
+        let mut gone: Vec<&str> = rest.iter().map(|c| c.id.as_str()).collect();
+        gone.sort();
+        assert_eq!(gone, ["new", "old"]);
+        // None used: the oldest, compared as instants (not as text: the offsets differ).
+        let nets = [
+            net("b", "2024-01-01T10:00:00.5+02:00", 0),
+            net("a", "2024-01-01T09:00:00Z", 0),
+        ];
+        assert_eq!(choose_network(&nets).unwrap().0.id, "b");
+        // Same instant: the ID decides, whatever the order.
+        let nets = [
+            net("y", "2024-01-01T00:00:00Z", 0),
+            net("x", "2024-01-01T00:00:00Z", 0),
+        ];
+        assert_eq!(choose_network(&nets).unwrap().0.id, "x");
+    }
+
+    #[test]
+    fn a_network_left_by_stale_endpoints_names_the_command_that_removes_it() {
+        let e = NetworkRemoval::StaleEndpoints {
+            id: "abc".into(),
+            tries: 6,
+        };
+        assert!(
+            e.to_string()
+                .contains("sudo systemctl restart docker && docker network rm abc")
+        );
+    }
 }

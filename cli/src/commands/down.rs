@@ -1,24 +1,36 @@
 //! `ninetrix down`: stop (SIGTERM; runners checkpoint and exit 0) and remove a pool's containers
-//! in parallel, then its network. Pool state and thread data stay (like Compose keeps volumes)
-//! unless `--purge`, which also deletes the threads in the API, the workspace volumes and the
-//! pool file. `--api` also removes the local API container (it serves every pool).
+//! with bounded parallelism, then its networks (found by label, duplicates too; stale endpoints
+//! force-disconnected). Pool state and thread data stay (like Compose keeps volumes) unless
+//! `--purge`, which also deletes every thread the API records for the pool, every workspace
+//! volume of the pool and the pool file. `--api` also removes this home's local API container
+//! (it serves every pool of the home); `--api --volumes` its data volume too.
+//!
+//! Every step runs even when an earlier one failed; the failures are reported together at the
+//! end and make the exit status 1, so one stuck network never leaves volumes, threads or the API
+//! behind.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-use bollard::query_parameters::RemoveContainerOptionsBuilder;
+use bollard::Docker;
+use bollard::query_parameters::{ListVolumesOptions, RemoveContainerOptionsBuilder};
 use clap::Args;
+use futures_util::StreamExt as _;
+use ninetrix_proto::ThreadId;
 
 use crate::cli::pool_name;
-use crate::docker::{label, name, pool_containers};
+use crate::docker::{is_not_found, label, name, pool_containers, pool_networks, short_id};
 use crate::pool::image;
-use crate::pool::local_api::{Api, local_name};
+use crate::pool::local_api::{Api, data_volume, local_name};
 use crate::pool::resolve::Fallback;
 use crate::pool::spec;
 use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::pool::state;
 use crate::ui::progress::Progress;
+
+/// How many containers are stopped and removed at once.
+const PARALLEL_REMOVALS: usize = 16;
 
 /// Arguments of `ninetrix down`.
 #[derive(Debug, Args)]
@@ -32,12 +44,76 @@ pub struct DownArgs {
     /// Seconds each runner gets to checkpoint and exit before it is killed.
     #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
     pub timeout: i32,
-    /// Also delete the pool state, the threads' data in the API and the workspace volumes.
+    /// Also delete the pool state, every thread of the pool in the API and the workspace volumes.
     #[arg(long)]
     pub purge: bool,
-    /// Also remove the local API container (it serves every pool).
+    /// Also remove this home's local API container (it serves every pool of the home).
     #[arg(long)]
     pub api: bool,
+    /// With --api: also remove the API's data volume (every thread of every pool of the home).
+    #[arg(long, requires = "api")]
+    pub volumes: bool,
+}
+
+/// The failures of a `down`, collected so that every step runs.
+#[derive(Debug, Default)]
+pub(crate) struct Failures(Vec<String>);
+
+impl Failures {
+    /// Records one failed step.
+    pub(crate) fn record(&mut self, what: impl std::fmt::Display) {
+        self.0.push(what.to_string());
+    }
+
+    /// Records the error of a step, if it failed.
+    pub(crate) fn check<T>(&mut self, step: &str, r: anyhow::Result<T>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.record(format!("{step}: {e:#}"));
+                None
+            }
+        }
+    }
+
+    /// The end-of-run report: `None` when everything worked.
+    pub(crate) fn report(&self) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut out = format!("down finished with {} problem(s):", self.0.len());
+        for f in &self.0 {
+            out.push_str("\n  - ");
+            out.push_str(f);
+        }
+        Some(out)
+    }
+}
+
+/// The workspace volumes of `pool` among `volumes` (name, pool label): those labelled with the
+/// pool, and — for volumes made before volumes were labelled — unlabelled ones named
+/// `ninetrix-<pool>-…-workspace`, unless a longer known pool's prefix claims the name (pool
+/// `a`'s prefix `ninetrix-a-` also matches pool `a-b`'s volumes).
+pub(crate) fn pool_volumes(
+    pool: &str,
+    volumes: &[(String, Option<String>)],
+    known_pools: &BTreeSet<String>,
+) -> Vec<String> {
+    let prefix = format!("ninetrix-{pool}-");
+    volumes
+        .iter()
+        .filter(|(name, labelled)| match labelled {
+            Some(p) => p == pool,
+            None => {
+                name.starts_with(&prefix)
+                    && name.ends_with("-workspace")
+                    && !known_pools.iter().any(|other| {
+                        other.len() > pool.len() && name.starts_with(&format!("ninetrix-{other}-"))
+                    })
+            }
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// Runs `ninetrix down`.
@@ -50,88 +126,311 @@ pub(crate) async fn run(args: &DownArgs) -> anyhow::Result<ExitCode> {
             args.file.display()
         );
     }
+    let home = crate::home::agentfile_home()?;
     let progress = Progress::new(false);
+    let mut failures = Failures::default();
     if let Some(pool) = &pool {
-        let containers = pool_containers(&docker, Some(pool)).await?;
-        let removals = containers.iter().map(|c| {
-            let docker = &docker;
-            async move {
-                crate::docker::stop_and_remove(
-                    docker,
-                    c.id.as_deref().unwrap_or_default(),
-                    args.timeout,
-                )
-                .await?;
-                anyhow::Ok((
-                    name(c),
-                    label(c, spec::AGENT).unwrap_or_default().to_string(),
-                ))
+        down_pool(&docker, &home, pool, args, &progress, &mut failures).await?;
+    }
+    if args.api {
+        remove_api(&docker, &home, args.volumes, &progress, &mut failures).await;
+    }
+    match failures.report() {
+        None => Ok(ExitCode::SUCCESS),
+        Some(report) => {
+            eprintln!("{report}");
+            Ok(ExitCode::from(crate::EXIT_FAILURE))
+        }
+    }
+}
+
+/// The pool's part of `down`. Only a pool that does not exist at all is an early error (in
+/// `failures`); everything else carries on past a failed step.
+async fn down_pool(
+    docker: &Docker,
+    home: &std::path::Path,
+    pool: &str,
+    args: &DownArgs,
+    progress: &Progress,
+    failures: &mut Failures,
+) -> anyhow::Result<()> {
+    let containers = pool_containers(docker, Some(pool)).await?;
+    let networks = pool_networks(docker, pool).await?;
+    if !state::exists(home, pool) && containers.is_empty() && networks.is_empty() {
+        let mut known: BTreeSet<String> = state::pools(home).into_iter().collect();
+        for c in pool_containers(docker, None).await.unwrap_or_default() {
+            if let Some(p) = label(&c, spec::POOL) {
+                known.insert(p.to_string());
             }
-        });
-        for done in futures_util::future::join_all(removals).await {
-            let (n, _) = done?;
+        }
+        let known: Vec<String> = known.into_iter().collect();
+        failures.record(format!(
+            "no pool `{pool}`: no state in {} and no container or network labelled with it \
+             (pools: {})",
+            state::pools_dir(home).display(),
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+        return Ok(());
+    }
+    // The lock: an `up` of this pool in progress finishes first, and none starts meanwhile.
+    let locked = state::lock(home, pool)?;
+
+    let mut removals = futures_util::stream::iter(containers.iter().map(|c| async move {
+        let n = name(c);
+        let r = crate::docker::stop_and_remove(
+            docker,
+            c.id.as_deref().unwrap_or_default(),
+            args.timeout,
+        )
+        .await;
+        (n, r)
+    }))
+    .buffer_unordered(PARALLEL_REMOVALS);
+    let mut removed_names = Vec::new();
+    while let Some((n, r)) = removals.next().await {
+        if failures.check(&format!("container {n}"), r).is_some() {
             progress.step("Container", &n, "Removed");
         }
-        let net = spec::network_name(pool);
+        removed_names.push(n);
+    }
+    drop(removals);
+
+    // The networks (duplicates too), re-listed: a container removal detaches its endpoint.
+    let local = local_name(home);
+    let networks = match pool_networks(docker, pool).await {
+        Ok(n) => n,
+        Err(e) => {
+            failures.record(format!("networks of pool {pool}: {e:#}"));
+            Vec::new()
+        }
+    };
+    for net in &networks {
         // The local API is attached to every pool's network; detach it first.
         let _ = docker
             .disconnect_network(
-                &net,
+                &net.id,
                 bollard::models::NetworkDisconnectRequest {
-                    container: local_name(),
+                    container: local.clone(),
                     force: Some(true),
                 },
             )
             .await;
-        match docker.remove_network(&net).await {
-            Ok(()) => progress.step("Network", &net, "Removed"),
-            Err(e) if crate::docker::is_not_found(&e) => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot remove network {net}")),
+        match crate::docker::remove_network(docker, &net.id, &removed_names).await {
+            Ok(()) => progress.step("Network", &net.name, "Removed"),
+            Err(e) => failures.record(format!("network {} ({}): {e}", net.name, short_id(&net.id))),
         }
-        if args.purge {
-            let home = crate::home::agentfile_home()?;
-            let locked = state::lock(&home, pool)?;
-            let threads: Vec<_> = locked
-                .state
-                .agents
-                .iter()
-                .flat_map(|(agent, r)| r.iter().map(move |(n, s)| (agent.clone(), *n, s.thread_id)))
-                .collect();
-            if !threads.is_empty() {
-                let (img, _) = image::runner_image(&docker, &image::this_binary()?).await?;
-                let api = Api::ensure(&docker, &home, &img).await?;
-                for (agent, n, thread) in &threads {
-                    api.purge(*thread).await?;
-                    let volume = spec::volume_name(pool, agent, *n);
-                    let _ = docker
-                        .remove_volume(
-                            &volume,
-                            None::<bollard::query_parameters::RemoveVolumeOptions>,
-                        )
-                        .await;
+    }
+
+    if args.purge {
+        let threads_gone =
+            purge_threads(docker, home, pool, &locked.state, progress, failures).await;
+        remove_volumes(docker, home, pool, progress, failures).await;
+        if threads_gone {
+            failures.check("pool file", locked.delete());
+            progress.step("Pool", pool, "Purged");
+        } else {
+            failures.record(format!(
+                "the pool file of {pool} is kept so that `ninetrix down --purge -p {pool}` can \
+                 finish deleting its threads"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every thread the API records for the pool (all replicas, `ninetrix run` jobs, past
+/// batch containers), page by page until the listing is empty, then the pool file's own
+/// threads (older APIs may not have their labels). Whether every thread is gone.
+async fn purge_threads(
+    docker: &Docker,
+    home: &std::path::Path,
+    pool: &str,
+    pool_state: &state::PoolState,
+    progress: &Progress,
+    failures: &mut Failures,
+) -> bool {
+    let api = match image::this_binary() {
+        Ok(binary) => match image::runner_image(docker, &binary).await {
+            Ok((img, _)) => Api::ensure(docker, home, &img).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let Some(api) = failures.check("the checkpoint API (to delete the pool's threads)", api) else {
+        return false;
+    };
+    let mut purged = 0usize;
+    let mut failed: BTreeSet<ThreadId> = BTreeSet::new();
+    loop {
+        // Deleted threads leave the listing; the ones that failed stay at its front.
+        let offset = u32::try_from(failed.len()).unwrap_or(u32::MAX);
+        let page = match api.pool_threads(pool, offset).await {
+            Ok(p) => p,
+            Err(e) => {
+                failures.record(format!("threads of pool {pool}: {e:#}"));
+                return false;
+            }
+        };
+        if page.is_empty() {
+            break;
+        }
+        let mut progressed = false;
+        for t in page {
+            if failed.contains(&t.thread_id) {
+                continue;
+            }
+            match api.purge(t.thread_id).await {
+                Ok(()) => {
+                    purged += 1;
+                    progressed = true;
+                }
+                Err(e) => {
+                    failures.record(format!("thread {}: {e:#}", t.thread_id));
+                    failed.insert(t.thread_id);
+                    progressed = true;
                 }
             }
-            locked.delete()?;
-            progress.step(
-                "Pool",
-                pool,
-                &format!("Purged ({} thread(s))", threads.len()),
-            );
+        }
+        if !progressed {
+            break;
         }
     }
-    if args.api {
-        let n = local_name();
+    for replicas in pool_state.agents.values() {
+        for r in replicas.values() {
+            if failed.contains(&r.thread_id) {
+                continue;
+            }
+            if let Err(e) = api.purge(r.thread_id).await {
+                failures.record(format!("thread {}: {e:#}", r.thread_id));
+                failed.insert(r.thread_id);
+            }
+        }
+    }
+    progress.step("Threads", pool, &format!("Deleted ({purged})"));
+    failed.is_empty()
+}
+
+/// Removes the pool's workspace volumes (see [`pool_volumes`]).
+async fn remove_volumes(
+    docker: &Docker,
+    home: &std::path::Path,
+    pool: &str,
+    progress: &Progress,
+    failures: &mut Failures,
+) {
+    let listed = match docker.list_volumes(None::<ListVolumesOptions>).await {
+        Ok(l) => l.volumes.unwrap_or_default(),
+        Err(e) => {
+            failures.record(format!("volumes of pool {pool}: cannot list volumes: {e}"));
+            return;
+        }
+    };
+    let volumes: Vec<(String, Option<String>)> = listed
+        .into_iter()
+        .map(|v| (v.name, v.labels.get(spec::POOL).cloned()))
+        .collect();
+    let mut known: BTreeSet<String> = state::pools(home).into_iter().collect();
+    known.extend(volumes.iter().filter_map(|(_, p)| p.clone()));
+    for c in pool_containers(docker, None).await.unwrap_or_default() {
+        if let Some(p) = label(&c, spec::POOL) {
+            known.insert(p.to_string());
+        }
+    }
+    for v in pool_volumes(pool, &volumes, &known) {
         match docker
-            .remove_container(
-                &n,
-                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
-            )
+            .remove_volume(&v, None::<bollard::query_parameters::RemoveVolumeOptions>)
             .await
         {
-            Ok(()) => progress.step("Container", &n, "Removed"),
-            Err(e) if crate::docker::is_not_found(&e) => {}
-            Err(e) => return Err(e).context("cannot remove the local API container"),
+            Ok(()) => progress.step("Volume", &v, "Removed"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => failures.record(format!("volume {v}: {e}")),
         }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes this home's local API container and, with `--volumes`, its data volume.
+async fn remove_api(
+    docker: &Docker,
+    home: &std::path::Path,
+    volumes: bool,
+    progress: &Progress,
+    failures: &mut Failures,
+) {
+    let n = local_name(home);
+    match docker
+        .remove_container(
+            &n,
+            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+        )
+        .await
+    {
+        Ok(()) => progress.step("Container", &n, "Removed"),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => failures.record(format!("the local API container {n}: {e}")),
+    }
+    if volumes {
+        let v = data_volume(home);
+        match docker
+            .remove_volume(&v, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
+        {
+            Ok(()) => progress.step("Volume", &v, "Removed"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => failures.record(format!("the API's data volume {v}: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_failure_is_reported_at_the_end() {
+        let mut f = Failures::default();
+        assert_eq!(f.report(), None);
+        assert_eq!(f.check("container a", anyhow::Ok(1)), Some(1));
+        assert_eq!(f.report(), None);
+        assert!(
+            f.check::<()>("network n", Err(anyhow::anyhow!("has active endpoints")))
+                .is_none()
+        );
+        f.record("volume v: in use");
+        let report = f.report().unwrap();
+        assert!(report.starts_with("down finished with 2 problem(s):"));
+        assert!(report.contains("network n: has active endpoints"));
+        assert!(report.contains("volume v: in use"));
+    }
+
+    #[test]
+    fn a_pools_volumes_are_its_labelled_ones_and_its_old_unlabelled_ones() {
+        let v = |n: &str, p: Option<&str>| (n.to_string(), p.map(str::to_string));
+        let volumes = vec![
+            v("ninetrix-a-w-1-workspace", Some("a")),
+            v("custom-name", Some("a")),
+            v("ninetrix-a-w-2-workspace", None),
+            v("ninetrix-a-b-w-1-workspace", None),
+            v("ninetrix-a-x-1-workspace", Some("a-x")),
+            v("ninetrix-a-notes", None),
+            v("ninetrix-api-data", None),
+            v("other", None),
+        ];
+        let known: BTreeSet<String> = ["a", "a-b", "a-x"].map(String::from).into();
+        assert_eq!(
+            pool_volumes("a", &volumes, &known),
+            vec![
+                "ninetrix-a-w-1-workspace".to_string(),
+                "custom-name".into(),
+                "ninetrix-a-w-2-workspace".into(),
+            ]
+        );
+        assert_eq!(
+            pool_volumes("a-b", &volumes, &known),
+            vec!["ninetrix-a-b-w-1-workspace".to_string()]
+        );
+    }
 }

@@ -71,7 +71,7 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// key, so a retry adds nothing), then follow the thread's events until the turn that answers it
 /// completes, re-checking the target meanwhile.
 pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
-    let view = PoolView::open(&args.file, args.pool.as_deref())?;
+    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
     let thread = view.thread(&args.agent, args.replica)?;
     let docker = crate::docker::connect().await?;
     let target = Target {

@@ -80,8 +80,16 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         None => runner_image.clone(),
     };
     let api = Api::ensure(&docker, &home, &runner_image).await?;
-    let network = crate::docker::ensure_network(&docker, &pool).await?;
-    api.join(&docker, &network).await?;
+    // The pool lock, held while the network is found or created (as `up` does), then released:
+    // a run adds no replica to the pool state.
+    let network = {
+        let _locked = crate::pool::state::lock(&home, &pool)?;
+        crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?
+    };
+    for repair in &network.repairs {
+        eprintln!("network {}: {repair}", network.name);
+    }
+    api.join(&docker, &network.id).await?;
 
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread, &pool, &spec.name, 0).await?;
@@ -93,6 +101,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         thread,
         image: &img.tag,
         api_url: &api.container_url,
+        network: &network.id,
         config: &config,
     };
     let name = replica.name();

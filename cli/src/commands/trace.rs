@@ -56,17 +56,17 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             // neither, the only pool's API if there is one, else `AGENTFILE_API_URL` or the
             // local API: the thread ID is enough.
             let api = if args.pool.is_some() || args.file.exists() {
-                PoolView::open(&args.file, args.pool.as_deref())?.api
+                PoolView::open(&args.file, args.pool.as_deref()).await?.api
             } else {
-                match PoolView::open(&args.file, None) {
+                match PoolView::open(&args.file, None).await {
                     Ok(view) => view.api,
-                    Err(_) => Api::any(&crate::home::agentfile_home()?)?,
+                    Err(_) => Api::any(&crate::home::agentfile_home()?).await?,
                 }
             };
             (api, thread)
         }
         (None, Some(agent)) => {
-            let view = PoolView::open(&args.file, args.pool.as_deref())?;
+            let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
             let t = view.thread(agent, args.replica)?;
             (view.api, t)
         }

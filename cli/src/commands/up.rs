@@ -1,5 +1,6 @@
 //! `ninetrix up`: plan, then apply. Validate the agentfile and read the host secrets (nothing
-//! starts if one is missing), build the images, ensure the API and the network, observe the
+//! starts if one is missing), take the pool lock, build the images, ensure the API and the
+//! network (found by label, created once), observe the
 //! pool's containers, [`plan`](crate::pool::plan::plan) the Docker actions, [`apply`] them, and wait
 //! for every (re)started durable runner to be `ready`. `--dry-run` prints the plan instead and
 //! changes nothing: no image build, no API, no network, no pool state written.
@@ -72,6 +73,9 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     if args.dry_run {
         return dry_run(&docker, &af, &pool, &home, &secrets, options).await;
     }
+    // The pool lock first: a second `up` (or a `down`) of this pool waits here, then finds what
+    // the first made, so nothing — image, API, network, container — is created twice.
+    let mut locked = state::lock(&home, &pool)?;
     let progress = Progress::new(args.json);
     let binary = image::this_binary()?;
     let (runner_image, built) = image::runner_image(&docker, &binary).await?;
@@ -90,14 +94,20 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     let api = Api::ensure(&docker, &home, &runner_image).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
-    let network = crate::docker::ensure_network(&docker, &pool).await?;
-    api.join(&docker, &network).await?;
-    progress.step("Network", &network, "Ready");
+    let network = crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?;
+    for repair in &network.repairs {
+        progress.step("Network", &network.name, repair);
+    }
+    api.join(&docker, &network.id).await?;
+    progress.step(
+        "Network",
+        &network.name,
+        if network.created { "Created" } else { "Ready" },
+    );
 
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
     });
-    let mut locked = state::lock(&home, &pool)?;
     locked.state.agentfile = std::path::absolute(&args.file).ok();
     locked.state.agentfile_hash = std::fs::read(&args.file).ok().map(|b| {
         use sha2::Digest as _;
@@ -106,13 +116,15 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
             .map(|x| format!("{x:02x}"))
             .collect()
     });
-    locked.state.api_url = Some(api.url.clone());
+    // Only an external API's URL is worth recording: the local one's is read from its container.
+    locked.state.api_url = api.local.is_none().then(|| api.url.clone());
     let observed = observe(&docker, &pool).await?;
     let plan = plan::plan(&desired, &observed, &locked.state, &[], options);
     let target = Target {
         docker: &docker,
         api: &api,
         pool: &pool,
+        network: &network.id,
         agents: af.agents.iter().map(|a| (a.name.as_str(), a)).collect(),
         images: &images,
         configs: desired

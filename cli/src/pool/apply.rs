@@ -29,6 +29,8 @@ pub(crate) struct Target<'a> {
     pub(crate) api: &'a Api,
     /// The pool.
     pub(crate) pool: &'a str,
+    /// The pool network's ID.
+    pub(crate) network: &'a str,
     /// Agent specs by name.
     pub(crate) agents: HashMap<&'a str, &'a AgentSpec>,
     /// Images by agent.
@@ -329,6 +331,7 @@ async fn create_steps(
         thread: job.thread,
         image: &image.tag,
         api_url: &t.api.container_url,
+        network: t.network,
         config,
     };
     let cname = replica.name();

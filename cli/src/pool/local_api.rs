@@ -1,38 +1,55 @@
 //! The checkpoint API a pool uses: `AGENTFILE_API_URL` (+ `AGENTFILE_ADMIN_TOKEN`) if set, else
-//! the local `ninetrix-api` container — the same image running `ninetrix api`, its SQLite file on
-//! a named volume, published on 127.0.0.1, its secret and admin token generated once under
-//! `$AGENTFILE_HOME/api/` (mode 0600, never printed) and uploaded as files, joined to each pool's
-//! network under the alias `ninetrix-api`.
+//! the local API container of this `$AGENTFILE_HOME` — the same image running `ninetrix api`, its
+//! SQLite file on a named volume, published on 127.0.0.1, its secret and admin token generated
+//! once under `$AGENTFILE_HOME/api/` (mode 0600, never printed) and uploaded as files, joined to
+//! each pool's network under the alias `ninetrix-api`.
+//!
+//! One local API per home: the container is named after the home (`ninetrix-api` for the default
+//! `~/.agentfile`, `ninetrix-api-<8 hex of sha256(home)>` for any other; `NINETRIX_API_CONTAINER`
+//! overrides) and labelled with it (`dev.ninetrix.home`), so a second home never talks to the
+//! first one's API with the wrong token. Its address is read from the container every time (the
+//! published port), never remembered, so a restart that moves the port heals itself.
 
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountType, NetworkConnectRequest,
-    PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerInspectResponse, EndpointSettings, HealthConfig, HostConfig,
+    Mount, MountType, NetworkConnectRequest, PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 use futures_util::StreamExt as _;
-use ninetrix_client::{Client, ClientError, Token};
+use ninetrix_client::{Client, ClientError, ThreadQuery, Token};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, ThreadSummary,
 };
+use sha2::Digest as _;
 
 use crate::docker::is_not_found;
 use crate::pool::image::Image;
 
 /// The API port inside containers.
 const PORT: u16 = 8080;
-/// The default host port of the local API.
+/// The default host port of the local API (the default home's).
 pub(crate) const DEFAULT_HOST_PORT: u16 = 8787;
+/// Label: the absolute `$AGENTFILE_HOME` a local API container belongs to.
+pub(crate) const HOME: &str = "dev.ninetrix.home";
+/// The local API's Docker healthcheck: the image has no shell, so the binary answers it.
+const HEALTH_TEST: [&str; 5] = [
+    "CMD",
+    "/ninetrix",
+    "health",
+    "--url",
+    "http://127.0.0.1:8080/readyz",
+];
 
 /// How the CLI and the containers reach the API.
 #[derive(Clone)]
@@ -49,12 +66,89 @@ pub(crate) struct Api {
     pub(crate) local: Option<String>,
 }
 
-/// The local API container's name (`NINETRIX_API_CONTAINER`, default `ninetrix-api`).
-pub(crate) fn local_name() -> String {
+/// A home as the label and the derived name see it: absolute, without a trailing slash.
+fn home_key(home: &Path) -> String {
+    let abs = std::path::absolute(home).unwrap_or_else(|_| home.to_path_buf());
+    let s = abs.to_string_lossy().to_string();
+    match s.trim_end_matches('/') {
+        "" => "/".to_string(),
+        t => t.to_string(),
+    }
+}
+
+/// Whether `home` is the default home (`~/.agentfile`).
+fn is_default_home(home: &Path) -> bool {
+    std::env::var_os("HOME")
+        .is_some_and(|h| home_key(&PathBuf::from(h).join(".agentfile")) == home_key(home))
+}
+
+/// The local API container's name for a home, without the override: `ninetrix-api` for the
+/// default home, `ninetrix-api-<8 hex of sha256(absolute home)>` for any other.
+pub(crate) fn derived_name(home_key: &str, default_home: bool) -> String {
+    if default_home {
+        return "ninetrix-api".into();
+    }
+    let digest = sha2::Sha256::digest(home_key.as_bytes());
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("ninetrix-api-{hex}")
+}
+
+/// The local API container's name: `NINETRIX_API_CONTAINER`, else [`derived_name`].
+pub(crate) fn local_name(home: &Path) -> String {
     std::env::var("NINETRIX_API_CONTAINER")
         .ok()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "ninetrix-api".into())
+        .unwrap_or_else(|| derived_name(&home_key(home), is_default_home(home)))
+}
+
+/// The local API's data volume: `<container name>-data`.
+pub(crate) fn data_volume(home: &Path) -> String {
+    format!("{}-data", local_name(home))
+}
+
+/// What `up` does with the local API container it finds under its name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum LocalAction {
+    /// None exists: create it.
+    Create,
+    /// It is ours and runs this image: keep it (start it if stopped).
+    Reuse,
+    /// It is ours (or unlabelled, from an older ninetrix) but must be recreated; its data volume
+    /// is kept. The reason is for the progress line.
+    Recreate(&'static str),
+    /// It belongs to another home: refuse, naming it.
+    Refuse {
+        /// The other home.
+        other_home: String,
+    },
+}
+
+/// The decision, from what Docker has under the name: its home label and image ID.
+pub(crate) fn local_action(
+    found: Option<(Option<&str>, Option<&str>)>,
+    home_key: &str,
+    image_id: &str,
+) -> LocalAction {
+    match found {
+        None => LocalAction::Create,
+        Some((Some(other), _)) if other != home_key => LocalAction::Refuse {
+            other_home: other.to_string(),
+        },
+        Some((None, _)) => LocalAction::Recreate("made by an older ninetrix (no home label)"),
+        Some((Some(_), image)) if image != Some(image_id) => {
+            LocalAction::Recreate("the ninetrix binary changed")
+        }
+        Some(_) => LocalAction::Reuse,
+    }
+}
+
+/// The refusal when the container under the chosen name belongs to another home.
+fn other_home_error(name: &str, other: &str, home: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the local API container {name} belongs to AGENTFILE_HOME {other}, not to {home}; use \
+         that home (AGENTFILE_HOME={other}), or give this home its own API with \
+         NINETRIX_API_CONTAINER=<another name> and NINETRIX_API_PORT=<a free port, or 0>"
+    )
 }
 
 /// The API URL containers get, known without starting anything (`up --dry-run` needs it for the
@@ -69,7 +163,9 @@ pub(crate) fn planned_container_url() -> String {
         )
 }
 
-/// Reads a secret file, creating it with 32 random bytes (base64url) on first use.
+/// Reads a secret file, creating it with 32 random bytes (hex) on first use. Creation is atomic
+/// (a complete temp file hard-linked into place), so two commands starting at once in one home
+/// agree on the value and never read a half-written file.
 fn secret_file(path: &Path) -> anyhow::Result<String> {
     if let Ok(v) = std::fs::read_to_string(path) {
         return Ok(v.trim().to_string());
@@ -79,15 +175,28 @@ fn secret_file(path: &Path) -> anyhow::Result<String> {
     let mut raw = [0u8; 32];
     getrandom_fill(&mut raw)?;
     let value: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .write(true)
         .mode(0o600)
-        .open(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
     f.write_all(value.as_bytes())?;
     f.sync_all()?;
-    Ok(value)
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(value),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Ok(std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?
+                .trim()
+                .to_string())
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot create {}", path.display())),
+    }
 }
 
 fn getrandom_fill(buf: &mut [u8]) -> anyhow::Result<()> {
@@ -133,100 +242,91 @@ fn external() -> anyhow::Result<Option<Api>> {
 }
 
 /// Where the local API's admin token lives, in words.
-fn local_token_source(path: &Path) -> String {
+fn local_token_source(path: &Path, name: &str) -> String {
     format!(
-        "{} (written by `ninetrix up` and given to the {} container when it was created; if that \
-         container was created with another token, `ninetrix down --api` and `ninetrix up` \
+        "{} (written by `ninetrix up` and given to the {name} container when it was created; if \
+         that container was created with another token, `ninetrix down --api` and `ninetrix up` \
          recreate it — its data is kept)",
         path.display(),
-        local_name()
     )
 }
 
+/// The host port the local API container publishes, from `docker inspect`.
+fn published_port(c: &ContainerInspectResponse) -> Option<String> {
+    c.network_settings
+        .as_ref()
+        .and_then(|n| n.ports.as_ref())
+        .and_then(|p| p.get(&format!("{PORT}/tcp")).cloned().flatten())
+        .and_then(|b| b.first().and_then(|b| b.host_port.clone()))
+        .filter(|p| !p.is_empty() && p != "0")
+}
+
+/// The lock that serialises creating the local API of one home (two `up`s of different pools at
+/// once would otherwise both create it); released when dropped.
+fn api_lock(home: &Path) -> anyhow::Result<std::fs::File> {
+    let dir = home.join("api");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    f.lock()
+        .with_context(|| format!("cannot lock {}", path.display()))?;
+    Ok(f)
+}
+
 impl Api {
-    /// The API to use: external if `AGENTFILE_API_URL` is set, else the local container (started
-    /// if needed, recreated when the image changed).
+    /// The API to use: external if `AGENTFILE_API_URL` is set, else this home's local container
+    /// (created or started if needed, recreated when the binary changed or when an older
+    /// ninetrix made it; refused when it belongs to another home).
     pub(crate) async fn ensure(docker: &Docker, home: &Path, image: &Image) -> anyhow::Result<Api> {
         if let Some(api) = external()? {
             return Ok(api);
         }
-        let name = local_name();
+        let _lock = api_lock(home)?;
+        let name = local_name(home);
+        let key = home_key(home);
         let secret = secret_file(&home.join("api").join("secret"))?;
         let admin_path = home.join("api").join("admin-token");
         let admin = secret_file(&admin_path)?;
-        let host_port = local_host_port()?;
+        let host_port = local_host_port(home)?;
         let existing = match docker.inspect_container(&name, None).await {
             Ok(c) => Some(c),
             Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(e).context("cannot inspect the local API container"),
         };
-        let reuse = existing
-            .as_ref()
-            .is_some_and(|c| c.image.as_deref() == Some(image.id.as_str()));
-        if existing.is_some() && !reuse {
-            docker
-                .remove_container(
-                    &name,
-                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
-                )
-                .await
-                .context("cannot replace the local API container")?;
+        let found = existing.as_ref().map(|c| {
+            (
+                c.config
+                    .as_ref()
+                    .and_then(|c| c.labels.as_ref())
+                    .and_then(|l| l.get(HOME))
+                    .map(String::as_str),
+                c.image.as_deref(),
+            )
+        });
+        let action = local_action(found, &key, &image.id);
+        match &action {
+            LocalAction::Refuse { other_home } => {
+                return Err(other_home_error(&name, other_home, &key));
+            }
+            LocalAction::Recreate(_) => {
+                docker
+                    .remove_container(
+                        &name,
+                        Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                    )
+                    .await
+                    .context("cannot replace the local API container")?;
+            }
+            LocalAction::Create | LocalAction::Reuse => {}
         }
-        if !reuse {
-            let labels: HashMap<String, String> = [
-                ("dev.ninetrix.role".to_string(), "api".to_string()),
-                (
-                    "dev.ninetrix.version".to_string(),
-                    env!("CARGO_PKG_VERSION").to_string(),
-                ),
-            ]
-            .into();
-            let body = ContainerCreateBody {
-                image: Some(image.tag.clone()),
-                cmd: Some(
-                    [
-                        "api",
-                        "--listen",
-                        "0.0.0.0:8080",
-                        "--database",
-                        "sqlite:///data/ninetrix.db",
-                        "--secret-file",
-                        "/run/secrets/api-secret",
-                        "--admin-token-file",
-                        "/run/secrets/admin-token",
-                    ]
-                    .map(String::from)
-                    .to_vec(),
-                ),
-                labels: Some(labels),
-                exposed_ports: Some(vec![format!("{PORT}/tcp")]),
-                stop_timeout: Some(10),
-                host_config: Some(HostConfig {
-                    init: Some(true),
-                    restart_policy: Some(RestartPolicy {
-                        name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
-                        maximum_retry_count: None,
-                    }),
-                    port_bindings: Some(
-                        [(
-                            format!("{PORT}/tcp"),
-                            Some(vec![PortBinding {
-                                host_ip: Some("127.0.0.1".into()),
-                                host_port: Some(host_port.to_string()),
-                            }]),
-                        )]
-                        .into(),
-                    ),
-                    mounts: Some(vec![Mount {
-                        target: Some("/data".into()),
-                        source: Some(format!("{name}-data")),
-                        typ: Some(MountType::VOLUME),
-                        ..Mount::default()
-                    }]),
-                    ..HostConfig::default()
-                }),
-                ..ContainerCreateBody::default()
-            };
+        if action != LocalAction::Reuse {
+            let body = local_body(image, &name, &key, host_port);
             docker
                 .create_container(
                     Some(CreateContainerOptionsBuilder::default().name(&name).build()),
@@ -250,32 +350,60 @@ impl Api {
         }
         docker.start_container(&name, None).await.map_err(|e| anyhow::anyhow!("cannot start the local API container {name}: {e} (is port {host_port} in use? set NINETRIX_API_PORT)"))?;
         let inspected = docker.inspect_container(&name, None).await?;
-        let port = inspected
-            .network_settings
-            .and_then(|n| n.ports)
-            .and_then(|p| p.get(&format!("{PORT}/tcp")).cloned().flatten())
-            .and_then(|b| b.first().and_then(|b| b.host_port.clone()))
-            .context("the local API container has no published port")?;
+        let port =
+            published_port(&inspected).context("the local API container has no published port")?;
         let api = Api::new(
             format!("http://127.0.0.1:{port}"),
             format!("http://ninetrix-api:{PORT}"),
             admin,
-            local_token_source(&admin_path),
+            local_token_source(&admin_path, &name),
             Some(name),
         );
         api.wait_ready(docker, Duration::from_secs(30)).await?;
         Ok(api)
     }
 
-    /// The API a pool already uses: `AGENTFILE_API_URL` if set, else the local API at the URL the
-    /// pool state recorded, with the admin token from `$AGENTFILE_HOME/api/`.
-    pub(crate) fn existing(home: &Path, state_url: Option<&str>) -> anyhow::Result<Api> {
+    /// The API a pool already uses: `AGENTFILE_API_URL` if set, else this home's local API at the
+    /// port its container publishes *now* (read from Docker every time: a restart on port 0
+    /// moves it), with the admin token from `$AGENTFILE_HOME/api/`. Starts nothing: a missing or
+    /// stopped container is an error saying `ninetrix up` starts it. Docker is only asked for
+    /// the local API.
+    pub(crate) async fn existing(home: &Path) -> anyhow::Result<Api> {
         if let Some(api) = external()? {
             return Ok(api);
         }
-        let url = state_url
-            .context("the pool has no API recorded; run `ninetrix up` first")?
-            .to_string();
+        let docker = crate::docker::connect().await?;
+        let name = local_name(home);
+        let key = home_key(home);
+        let c = match docker.inspect_container(&name, None).await {
+            Ok(c) => c,
+            Err(e) if is_not_found(&e) => bail!(
+                "the local checkpoint API container {name} (of AGENTFILE_HOME {key}) does not \
+                 exist; `ninetrix up` starts it"
+            ),
+            Err(e) => return Err(e).context("cannot inspect the local API container"),
+        };
+        let labelled = c
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(HOME));
+        if let Some(other) = labelled.filter(|o| **o != key) {
+            return Err(other_home_error(&name, other, &key));
+        }
+        let state = c.state.clone().unwrap_or_default();
+        if !state.running.unwrap_or(false) || state.restarting.unwrap_or(false) {
+            let status = state
+                .status
+                .map_or_else(|| "not running".to_string(), |s| s.to_string());
+            bail!(
+                "the local checkpoint API container {name} is not running ({status}); \
+                 `ninetrix up` starts it"
+            );
+        }
+        let port = published_port(&c).with_context(|| {
+            format!("the local API container {name} publishes no port; `ninetrix up` recreates it")
+        })?;
         let admin_path = home.join("api").join("admin-token");
         let admin = std::fs::read_to_string(&admin_path).with_context(|| {
             format!(
@@ -284,21 +412,18 @@ impl Api {
             )
         })?;
         Ok(Api::new(
-            url,
+            format!("http://127.0.0.1:{port}"),
             format!("http://ninetrix-api:{PORT}"),
             admin.trim().to_string(),
-            local_token_source(&admin_path),
-            Some(local_name()),
+            local_token_source(&admin_path, &name),
+            Some(name),
         ))
     }
 
-    /// The API at the URL `AGENTFILE_API_URL` names, or the local API at its default port,
-    /// without any pool (`trace --thread-id` needs only the API).
-    pub(crate) fn any(home: &Path) -> anyhow::Result<Api> {
-        Api::existing(
-            home,
-            Some(&format!("http://127.0.0.1:{}", local_host_port()?)),
-        )
+    /// The API without any pool (`trace --thread-id` needs only the API): `AGENTFILE_API_URL`,
+    /// else this home's local API wherever it is published now.
+    pub(crate) async fn any(home: &Path) -> anyhow::Result<Api> {
+        Api::existing(home).await
     }
 
     fn new(
@@ -453,6 +578,24 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("queueing a message for thread {thread}")))
     }
 
+    /// One page of the threads the API records for a pool (labels from the claim or the runner
+    /// token), from `offset`.
+    pub(crate) async fn pool_threads(
+        &self,
+        pool: &str,
+        offset: u32,
+    ) -> anyhow::Result<Vec<ThreadSummary>> {
+        let query = ThreadQuery {
+            pool: Some(pool.to_string()),
+            offset: Some(offset),
+            ..ThreadQuery::default()
+        };
+        self.client
+            .list_threads(&query)
+            .await
+            .map_err(|e| self.explain(e, &format!("listing the threads of pool {pool}")))
+    }
+
     /// Deletes a thread's data (a thread the API does not have is already gone).
     pub(crate) async fn purge(&self, thread: ThreadId) -> anyhow::Result<()> {
         self.client
@@ -463,12 +606,144 @@ impl Api {
     }
 }
 
-/// The local API's host port: `NINETRIX_API_PORT`, else the default.
-fn local_host_port() -> anyhow::Result<u16> {
+/// The local API's host port: `NINETRIX_API_PORT` if set; else 8787 for the default home and
+/// an ephemeral port (0: Docker picks a free one) for any other, so two homes never collide.
+fn local_host_port(home: &Path) -> anyhow::Result<u16> {
     match std::env::var("NINETRIX_API_PORT") {
-        Ok(p) => p
+        Ok(p) if !p.is_empty() => p
             .parse()
             .with_context(|| format!("NINETRIX_API_PORT `{p}` is not a port number")),
-        Err(_) => Ok(DEFAULT_HOST_PORT),
+        _ if is_default_home(home) => Ok(DEFAULT_HOST_PORT),
+        _ => Ok(0),
+    }
+}
+
+/// The local API container's create body: `ninetrix api` on the data volume, published on
+/// 127.0.0.1, labelled with its home, restarted unless stopped, with a healthcheck the binary
+/// answers (`ninetrix health`).
+fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> ContainerCreateBody {
+    let labels: HashMap<String, String> = [
+        (crate::docker::ROLE.to_string(), "api".to_string()),
+        (HOME.to_string(), home_key.to_string()),
+        (
+            "dev.ninetrix.version".to_string(),
+            env!("CARGO_PKG_VERSION").to_string(),
+        ),
+    ]
+    .into();
+    ContainerCreateBody {
+        image: Some(image.tag.clone()),
+        cmd: Some(
+            [
+                "api",
+                "--listen",
+                "0.0.0.0:8080",
+                "--database",
+                "sqlite:///data/ninetrix.db",
+                "--secret-file",
+                "/run/secrets/api-secret",
+                "--admin-token-file",
+                "/run/secrets/admin-token",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        labels: Some(labels),
+        exposed_ports: Some(vec![format!("{PORT}/tcp")]),
+        stop_timeout: Some(10),
+        healthcheck: Some(HealthConfig {
+            test: Some(HEALTH_TEST.map(String::from).to_vec()),
+            interval: Some(10_000_000_000),
+            timeout: Some(3_000_000_000),
+            retries: Some(3),
+            start_period: Some(10_000_000_000),
+            ..HealthConfig::default()
+        }),
+        host_config: Some(HostConfig {
+            init: Some(true),
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+                maximum_retry_count: None,
+            }),
+            port_bindings: Some(
+                [(
+                    format!("{PORT}/tcp"),
+                    Some(vec![PortBinding {
+                        host_ip: Some("127.0.0.1".into()),
+                        host_port: Some(host_port.to_string()),
+                    }]),
+                )]
+                .into(),
+            ),
+            mounts: Some(vec![Mount {
+                target: Some("/data".into()),
+                source: Some(format!("{name}-data")),
+                typ: Some(MountType::VOLUME),
+                ..Mount::default()
+            }]),
+            ..HostConfig::default()
+        }),
+        ..ContainerCreateBody::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_home_gets_the_plain_name_and_others_a_name_of_their_own() {
+        assert_eq!(derived_name("/root/.agentfile", true), "ninetrix-api");
+        let a = derived_name("/tmp/a/home", false);
+        let b = derived_name("/tmp/b/home", false);
+        assert!(a.starts_with("ninetrix-api-") && a.len() == "ninetrix-api-".len() + 8);
+        assert_ne!(a, b);
+        assert_eq!(a, derived_name("/tmp/a/home", false), "stable for one home");
+        assert_eq!(home_key(Path::new("/tmp/a/home/")), "/tmp/a/home");
+    }
+
+    #[test]
+    fn a_container_of_another_home_is_refused_and_an_unlabelled_one_recreated() {
+        let home = "/h/one";
+        assert_eq!(local_action(None, home, "img"), LocalAction::Create);
+        assert_eq!(
+            local_action(Some((Some(home), Some("img"))), home, "img"),
+            LocalAction::Reuse
+        );
+        assert!(matches!(
+            local_action(Some((Some(home), Some("old"))), home, "img"),
+            LocalAction::Recreate(_)
+        ));
+        assert!(matches!(
+            local_action(Some((None, Some("img"))), home, "img"),
+            LocalAction::Recreate(_)
+        ));
+        assert_eq!(
+            local_action(Some((Some("/h/two"), Some("img"))), home, "img"),
+            LocalAction::Refuse {
+                other_home: "/h/two".into()
+            }
+        );
+        let message = other_home_error("ninetrix-api", "/h/two", home).to_string();
+        assert!(message.contains("/h/two") && message.contains("NINETRIX_API_CONTAINER"));
+    }
+
+    #[test]
+    fn the_create_body_carries_the_home_label_and_the_healthcheck() {
+        let image = Image {
+            tag: "ninetrix/runner:x".into(),
+            id: "sha256:1".into(),
+        };
+        let body = local_body(&image, "ninetrix-api-1", "/h/one", 0);
+        assert_eq!(body.labels.as_ref().unwrap()[HOME], "/h/one");
+        assert_eq!(
+            body.healthcheck.unwrap().test.unwrap(),
+            HEALTH_TEST.map(String::from).to_vec()
+        );
+        let host = body.host_config.unwrap();
+        assert_eq!(
+            host.mounts.unwrap()[0].source.as_deref(),
+            Some("ninetrix-api-1-data")
+        );
     }
 }

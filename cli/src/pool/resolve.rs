@@ -55,19 +55,7 @@ pub(crate) fn resolve(
 
 /// The only pool with a state file.
 fn only_pool() -> anyhow::Result<String> {
-    let dir = crate::pool::state::pools_dir(&crate::home::agentfile_home()?);
-    let pools: Vec<String> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(|e| {
-                e.ok()?
-                    .file_name()
-                    .to_str()?
-                    .strip_suffix(".json")
-                    .map(str::to_string)
-            })
-            .collect()
-        })
-        .unwrap_or_default();
+    let pools = crate::pool::state::pools(&crate::home::agentfile_home()?);
     match pools.as_slice() {
         [only] => Ok(only.clone()),
         [] => {
@@ -84,8 +72,9 @@ pub(crate) fn pool_name(file: &Path, pool: Option<&str>) -> anyhow::Result<Strin
 }
 
 impl PoolView {
-    /// Opens the pool's state (read-only) and API.
-    pub(crate) fn open(file: &Path, pool: Option<&str>) -> anyhow::Result<PoolView> {
+    /// Opens the pool's state (read-only) and API. The local API's address comes from its
+    /// container now (see [`Api::existing`]), never from the URL an older pool file recorded.
+    pub(crate) async fn open(file: &Path, pool: Option<&str>) -> anyhow::Result<PoolView> {
         let name = pool_name(file, pool)?;
         let home = crate::home::agentfile_home()?;
         let path = crate::pool::state::pools_dir(&home).join(format!("{name}.json"));
@@ -97,7 +86,7 @@ impl PoolView {
                 path.display()
             ),
         };
-        let api = Api::existing(&home, state.api_url.as_deref())?;
+        let api = Api::existing(&home).await?;
         Ok(PoolView { name, state, api })
     }
 

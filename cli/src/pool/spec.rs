@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, NetworkingConfig, RestartPolicy,
-    RestartPolicyNameEnum,
+    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, NetworkingConfig,
+    RestartPolicy, RestartPolicyNameEnum,
 };
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
@@ -265,6 +265,8 @@ pub(crate) struct Replica<'a> {
     pub(crate) image: &'a str,
     /// The API URL as seen from containers.
     pub(crate) api_url: &'a str,
+    /// The pool network's ID (a name can be ambiguous when an older ninetrix left duplicates).
+    pub(crate) network: &'a str,
     /// Its configuration digest (labels).
     pub(crate) config: &'a Config,
 }
@@ -330,6 +332,19 @@ impl Replica<'_> {
                 target: Some("/workspace".into()),
                 source: Some(volume_name(self.pool, &s.name, n)),
                 typ: Some(MountType::VOLUME),
+                // Labels apply when Docker creates the volume (first use); `down --purge` finds
+                // the pool's volumes by them. Not part of the digest: nothing is recreated.
+                volume_options: Some(MountVolumeOptions {
+                    labels: Some(
+                        [
+                            (POOL.to_string(), self.pool.to_string()),
+                            (AGENT.to_string(), s.name.clone()),
+                            (REPLICA.to_string(), n.to_string()),
+                        ]
+                        .into(),
+                    ),
+                    ..MountVolumeOptions::default()
+                }),
                 ..Mount::default()
             }]),
             Slot::Run => None,
@@ -350,7 +365,7 @@ impl Replica<'_> {
                     .resources
                     .memory_bytes
                     .and_then(|m| i64::try_from(m).ok()),
-                network_mode: Some(network_name(self.pool)),
+                network_mode: Some(self.network.to_string()),
                 extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
                 mounts,
                 ..HostConfig::default()
@@ -443,6 +458,7 @@ mod tests {
             thread,
             image: "img",
             api_url: "http://api",
+            network: "0123456789ab",
             config: &config,
         };
         let run = replica(Slot::Run).body();
@@ -461,5 +477,14 @@ mod tests {
             Some(volume_name("p", "a", 2).as_str())
         );
         assert_eq!(volume_name("p", "a", 2), "ninetrix-p-a-2-workspace");
+        let volume_labels = mounts[0]
+            .volume_options
+            .as_ref()
+            .and_then(|o| o.labels.clone())
+            .unwrap();
+        assert_eq!(volume_labels[POOL], "p");
+        assert_eq!(volume_labels[REPLICA], "2");
+        let host = replica(Slot::Replica(2)).body().host_config.unwrap();
+        assert_eq!(host.network_mode.as_deref(), Some("0123456789ab"));
     }
 }

@@ -1,6 +1,8 @@
 //! Pool state (`$AGENTFILE_HOME/pools/<pool>.json`): the thread ID of every agent replica, created
 //! once and reused across `up`, `down` and recreates. Written atomically (temp file, fsync,
-//! rename), mode 0600, under an exclusive lock so two `up`s cannot race. Never holds secrets.
+//! rename), mode 0600, under an exclusive lock (`<pool>.lock`) that `up` and `down` take before
+//! they create or remove anything, so two of them never race. `api_url` matters only for an
+//! external API (a local API's address is read from its container). Never holds secrets.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -60,7 +62,32 @@ pub(crate) fn read(home: &Path, pool: &str) -> anyhow::Result<PoolState> {
     }
 }
 
-/// Opens (or starts) a pool's state, taking its lock (waiting for another `up`/`down`).
+/// Whether a pool has a state file in this home.
+pub(crate) fn exists(home: &Path, pool: &str) -> bool {
+    pools_dir(home).join(format!("{pool}.json")).exists()
+}
+
+/// The pools with a state file in this home, sorted.
+pub(crate) fn pools(home: &Path) -> Vec<String> {
+    let mut pools: Vec<String> = std::fs::read_dir(pools_dir(home))
+        .map(|d| {
+            d.filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()?
+                    .strip_suffix(".json")
+                    .map(str::to_string)
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    pools.sort();
+    pools
+}
+
+/// Opens (or starts) a pool's state, taking its lock: every command that changes a pool (`up`,
+/// `down`, `run`'s network) takes it before it creates or removes anything, and waits (saying
+/// so) while another holds it.
 pub(crate) fn lock(home: &Path, pool: &str) -> anyhow::Result<LockedState> {
     let dir = pools_dir(home);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -72,8 +99,20 @@ pub(crate) fn lock(home: &Path, pool: &str) -> anyhow::Result<LockedState> {
         .mode(0o600)
         .open(&lock_path)
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!(
+                "waiting for another ninetrix command on pool {pool} to finish ({} is locked)",
+                lock_path.display()
+            );
+            lock.lock()
+                .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", lock_path.display()));
+        }
+    }
     let path = dir.join(format!("{pool}.json"));
     let state = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {

@@ -15,6 +15,9 @@ pub(crate) const SECRET: &str = "s3cr3t-value-for-the-test-4242";
 pub(crate) struct Pool {
     pub(crate) name: String,
     pub(crate) dir: tempfile::TempDir,
+    /// Whether the CLI derives the local API's name and port from the home itself (neither
+    /// `NINETRIX_API_CONTAINER` nor `NINETRIX_API_PORT` set), as a user's machine does.
+    pub(crate) derived_api: bool,
 }
 
 impl Pool {
@@ -30,6 +33,56 @@ impl Pool {
         Pool {
             name: format!("t{tag}{suffix}"),
             dir: tempfile::tempdir().unwrap(),
+            derived_api: false,
+        }
+    }
+
+    /// A pool whose home gets the API container and port the CLI derives from it (no
+    /// `NINETRIX_API_CONTAINER`, no `NINETRIX_API_PORT`); cleaned up by the home label.
+    pub(crate) fn with_derived_api(tag: &str) -> Pool {
+        let mut pool = Pool::new(tag);
+        pool.derived_api = true;
+        pool
+    }
+
+    /// The home as the API container's `dev.ninetrix.home` label carries it (absolute).
+    pub(crate) fn home_label(&self) -> String {
+        std::path::absolute(self.home())
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    /// The local API container of this pool's home, found by its home label.
+    pub(crate) fn api_container(&self) -> Option<String> {
+        docker(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=dev.ninetrix.home={}", self.home_label()),
+            "--format",
+            "{{.Names}}",
+        ])
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+    }
+
+    /// The environment the binary gets (the home, and the API's name and port unless derived).
+    fn apply_env(&self, c: &mut Command) {
+        c.env("AGENTFILE_HOME", self.home())
+            .env("TEST_SECRET", SECRET)
+            .env_remove("AGENTFILE_API_URL");
+        if self.derived_api {
+            c.env_remove("NINETRIX_API_CONTAINER")
+                .env_remove("NINETRIX_API_PORT");
+        } else {
+            c.env(
+                "NINETRIX_API_CONTAINER",
+                format!("ninetrix-api-{}", self.name),
+            )
+            .env("NINETRIX_API_PORT", "0");
         }
     }
 
@@ -46,18 +99,10 @@ impl Pool {
     }
 
     pub(crate) fn ninetrix(&self, args: &[&str]) -> Output {
-        Command::new(ninetrix_bin())
-            .args(args)
-            .env("AGENTFILE_HOME", self.home())
-            .env(
-                "NINETRIX_API_CONTAINER",
-                format!("ninetrix-api-{}", self.name),
-            )
-            .env("NINETRIX_API_PORT", "0")
-            .env("TEST_SECRET", SECRET)
-            .env_remove("AGENTFILE_API_URL")
-            .output()
-            .unwrap()
+        let mut c = Command::new(ninetrix_bin());
+        c.args(args);
+        self.apply_env(&mut c);
+        c.output().unwrap()
     }
 
     pub(crate) fn up(&self, extra: &[&str]) -> String {
@@ -114,6 +159,34 @@ impl Drop for Pool {
         }
         docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
         docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
+        if self.derived_api
+            && let Some(api) = self.api_container()
+        {
+            docker(&["rm", "-f", &api]);
+            docker(&["volume", "rm", &format!("{api}-data")]);
+        }
+        for n in docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=dev.ninetrix.pool={}", self.name),
+        ])
+        .split_whitespace()
+        {
+            docker(&["network", "rm", n]);
+        }
+        for v in docker(&[
+            "volume",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=dev.ninetrix.pool={}", self.name),
+        ])
+        .split_whitespace()
+        {
+            docker(&["volume", "rm", v]);
+        }
         for v in docker(&[
             "volume",
             "ls",
@@ -180,15 +253,8 @@ impl Pool {
     /// The binary with this pool's environment, for a test that needs the `Command`.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(ninetrix_bin());
-        c.args(args)
-            .env("AGENTFILE_HOME", self.home())
-            .env(
-                "NINETRIX_API_CONTAINER",
-                format!("ninetrix-api-{}", self.name),
-            )
-            .env("NINETRIX_API_PORT", "0")
-            .env("NO_COLOR", "1")
-            .env_remove("AGENTFILE_API_URL");
+        c.args(args).env("NO_COLOR", "1");
+        self.apply_env(&mut c);
         c
     }
 
