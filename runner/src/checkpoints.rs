@@ -196,6 +196,8 @@ pub fn api_failure_text(e: &ClientError) -> String {
                 "timed out".into()
             } else if lower.contains("connection reset") {
                 "connection reset".into()
+            } else if lower.contains("no route to host") {
+                "no route to host".into()
             } else {
                 reason.rsplit(": ").next().unwrap_or(reason).to_string()
             }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HostConfig, Mount, MountType, NetworkConnectRequest,
-    PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, EndpointSettings, HealthConfig, HostConfig, Mount, MountType,
+    NetworkConnectRequest, PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -200,6 +200,25 @@ impl Api {
                 ),
                 labels: Some(labels),
                 exposed_ports: Some(vec![format!("{PORT}/tcp")]),
+                // The runner image's check judges a runner's report; the API's is its readiness.
+                healthcheck: Some(HealthConfig {
+                    test: Some(
+                        [
+                            "CMD",
+                            "/ninetrix",
+                            "health",
+                            "--url",
+                            &format!("http://127.0.0.1:{PORT}/readyz"),
+                        ]
+                        .map(String::from)
+                        .to_vec(),
+                    ),
+                    interval: Some(15_000_000_000),
+                    timeout: Some(10_000_000_000),
+                    start_period: Some(10_000_000_000),
+                    retries: Some(1),
+                    ..HealthConfig::default()
+                }),
                 stop_timeout: Some(10),
                 host_config: Some(HostConfig {
                     init: Some(true),

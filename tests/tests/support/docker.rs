@@ -15,6 +15,8 @@ pub(crate) const SECRET: &str = "s3cr3t-value-for-the-test-4242";
 pub(crate) struct Pool {
     pub(crate) name: String,
     pub(crate) dir: tempfile::TempDir,
+    /// `NINETRIX_API_PORT` for this pool's commands ("0": any free port).
+    api_port: String,
 }
 
 impl Pool {
@@ -30,7 +32,25 @@ impl Pool {
         Pool {
             name: format!("t{tag}{suffix}"),
             dir: tempfile::tempdir().unwrap(),
+            api_port: "0".into(),
         }
+    }
+
+    /// A pool whose local API listens on a fixed, free host port (picked here), so the port
+    /// stays put when the test stops and starts the API container.
+    pub(crate) fn with_fixed_api_port(tag: &str) -> Pool {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port");
+        let mut pool = Pool::new(tag);
+        pool.api_port = port.to_string();
+        pool
+    }
+
+    /// The local API container's name.
+    pub(crate) fn api_container(&self) -> String {
+        format!("ninetrix-api-{}", self.name)
     }
 
     pub(crate) fn home(&self) -> PathBuf {
@@ -53,7 +73,7 @@ impl Pool {
                 "NINETRIX_API_CONTAINER",
                 format!("ninetrix-api-{}", self.name),
             )
-            .env("NINETRIX_API_PORT", "0")
+            .env("NINETRIX_API_PORT", &self.api_port)
             .env("TEST_SECRET", SECRET)
             .env_remove("AGENTFILE_API_URL")
             .output()
@@ -186,7 +206,7 @@ impl Pool {
                 "NINETRIX_API_CONTAINER",
                 format!("ninetrix-api-{}", self.name),
             )
-            .env("NINETRIX_API_PORT", "0")
+            .env("NINETRIX_API_PORT", &self.api_port)
             .env("NO_COLOR", "1")
             .env_remove("AGENTFILE_API_URL");
         c
