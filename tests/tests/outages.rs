@@ -135,7 +135,10 @@ fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
             health(&name)
         )
     });
-    assert!(output.ends_with(":8080)"), "the API's URL is named: {output}");
+    assert!(
+        output.ends_with(":8080)"),
+        "the API's URL is named: {output}"
+    );
 
     docker(&["start", &api]);
     wait_for(
