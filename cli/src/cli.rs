@@ -84,7 +84,7 @@ impl Command {
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
             Command::Run(a) => Some(&mut a.file),
-            Command::Api(_) | Command::Ps(_) | Command::Runner => None,
+            Command::Api(_) | Command::Ps(_) | Command::Runner | Command::Health(_) => None,
         }
     }
 
@@ -99,7 +99,11 @@ impl Command {
             Command::Trace(a) => Some(&mut a.pool),
             Command::Logs(a) => Some(&mut a.pool),
             Command::Run(a) => Some(&mut a.pool),
-            Command::Init(_) | Command::Api(_) | Command::Build(_) | Command::Runner => None,
+            Command::Init(_)
+            | Command::Api(_)
+            | Command::Build(_)
+            | Command::Runner
+            | Command::Health(_) => None,
         }
     }
 
@@ -163,6 +167,9 @@ pub enum Command {
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,
+    /// The image's health check: one line saying why, exit 0 healthy / 1 not.
+    #[command(hide = true)]
+    Health(crate::commands::health::HealthArgs),
 }
 
 /// Clap's check of a `-p/--pool` value.

@@ -1,5 +1,6 @@
 //! Where the runner keeps its thread: the [`Checkpoints`] seam, with the checkpoint API over HTTP
-//! ([`HttpCheckpoints`], retrying transient failures up to a patience) and an in-memory
+//! ([`HttpCheckpoints`], retrying transient failures for as long as it takes — or up to an opt-in
+//! patience — and reporting the outage in the runner's health) and an in-memory
 //! implementation ([`MemoryCheckpoints`]) for a batch job run without an API, which still goes
 //! through the same claim, checkpoint and ledger logic.
 
@@ -8,6 +9,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ninetrix_proto::events::Dependency;
+
+use crate::backoff;
+use crate::health::Health;
 use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
@@ -29,7 +34,8 @@ pub enum CheckpointError {
     /// The ledger entry already holds another outcome (a stale copy recorded it first).
     #[error("the ledger already holds another outcome: {0}")]
     AlreadyCompleted(String),
-    /// The API could not be reached (or answered 5xx) for longer than the runner's patience.
+    /// The API could not be reached (or answered 5xx) for longer than the runner's opt-in
+    /// patience (`AGENTFILE_API_PATIENCE`).
     #[error("the checkpoint API is unreachable: {0}")]
     Unreachable(String),
     /// The ledger has no entry for this key (an outcome before its intent).
@@ -100,43 +106,106 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
 pub struct HttpCheckpoints {
     client: Client,
     thread: ThreadId,
-    /// How long transient failures are retried before giving up.
-    patience: Duration,
+    /// The API's base URL, for the health line.
+    url: String,
+    /// How long transient failures are retried before giving up; `None`: for as long as it takes.
+    patience: Option<Duration>,
+    health: Health,
 }
 
 impl HttpCheckpoints {
-    /// The thread's routes through `client`.
-    pub fn new(client: Client, thread: ThreadId, patience: Duration) -> Self {
+    /// The thread's routes through `client` (whose base URL is `url`), reporting outages to
+    /// `health`.
+    pub fn new(
+        client: Client,
+        url: &str,
+        thread: ThreadId,
+        patience: Option<Duration>,
+        health: Health,
+    ) -> Self {
         Self {
             client,
             thread,
+            url: url.to_string(),
             patience,
+            health,
         }
     }
 
-    /// Runs `call`, retrying transient failures (no answer, 5xx, 429) with backoff for up to the
-    /// patience.
+    /// Runs `call`, retrying transient failures (no answer, 5xx, 429) with capped exponential
+    /// backoff ([`backoff::API`]) until it answers or the opt-in patience runs out. While it fails
+    /// the health says `checkpoint API unreachable: …`; its first answer afterwards ends the
+    /// outage (an `outage` event).
     async fn retrying<T, F, Fut>(&self, call: F) -> Result<T, CheckpointError>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
         let started = Instant::now();
-        let mut delay = Duration::from_millis(100);
+        let mut failures = 0;
         loop {
             match call().await {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    self.health.answered(Dependency::Api);
+                    return Ok(v);
+                }
                 Err(e) if e.is_transient() => {
-                    if started.elapsed() + delay > self.patience {
-                        return Err(CheckpointError::Unreachable(e.to_string()));
+                    failures += 1;
+                    let delay = backoff::API.delay(failures, backoff::jitter());
+                    let reason = api_failure_text(&e);
+                    if let Some(patience) = self.patience
+                        && started.elapsed() + delay > patience
+                    {
+                        return Err(CheckpointError::Unreachable(format!(
+                            "{e} (gave up after {} s: AGENTFILE_API_PATIENCE)",
+                            patience.as_secs()
+                        )));
                     }
+                    self.health.failed(
+                        Dependency::Api,
+                        &reason,
+                        format!("checkpoint API unreachable: {reason} ({})", self.url),
+                    );
                     tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "checkpoint API call failed; retrying");
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(5));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    // It answered, if with a refusal: the API itself is up.
+                    self.health.answered(Dependency::Api);
+                    return Err(e.into());
+                }
             }
         }
+    }
+}
+
+/// A short cause for a failed API call: `connection refused`, `DNS lookup failed`, `timed out`,
+/// `HTTP 503: …`, else the innermost cause the HTTP stack gave.
+pub fn api_failure_text(e: &ClientError) -> String {
+    match e {
+        ClientError::Unreachable { reason, .. } => {
+            let lower = reason.to_lowercase();
+            if lower.contains("connection refused") {
+                "connection refused".into()
+            } else if lower.contains("dns error")
+                || lower.contains("failed to lookup address")
+                || lower.contains("no record found")
+            {
+                "DNS lookup failed".into()
+            } else if lower.contains("timed out") || lower.contains("timeout") {
+                "timed out".into()
+            } else if lower.contains("connection reset") {
+                "connection reset".into()
+            } else if lower.contains("no route to host") {
+                "no route to host".into()
+            } else {
+                reason.rsplit(": ").next().unwrap_or(reason).to_string()
+            }
+        }
+        ClientError::Api {
+            status, message, ..
+        } => format!("HTTP {status}: {message}"),
+        other => other.to_string(),
     }
 }
 

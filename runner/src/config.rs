@@ -82,8 +82,12 @@ pub struct Config {
     pub secrets: HashMap<String, SecretValue>,
     /// Longest silence in a model's response stream before the call is abandoned and retried.
     pub stream_idle_timeout: Duration,
-    /// How long the runner keeps retrying while the API is unreachable before exiting 1.
-    pub api_patience: Duration,
+    /// How long the runner keeps retrying while the API is unreachable before exiting 1
+    /// (`AGENTFILE_API_PATIENCE`, opt-in); `None`: it waits out any outage.
+    pub api_patience: Option<Duration>,
+    /// Where the runner writes its health report (`AGENTFILE_HEALTH_FILE`, default
+    /// `/run/ninetrix/health`), read by `ninetrix health`.
+    pub health_file: PathBuf,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.
@@ -207,7 +211,13 @@ pub fn from_vars(
         workspace: PathBuf::from(get(vars, "AGENTFILE_WORKSPACE").unwrap_or("/workspace")),
         task: get(vars, "AGENTFILE_TASK").map(str::to_string),
         stream_idle_timeout: seconds(vars, "AGENTFILE_STREAM_IDLE_TIMEOUT", 120)?,
-        api_patience: seconds(vars, "AGENTFILE_API_PATIENCE", 60)?,
+        api_patience: match get(vars, "AGENTFILE_API_PATIENCE") {
+            None => None,
+            Some(_) => Some(seconds(vars, "AGENTFILE_API_PATIENCE", 0)?),
+        },
+        health_file: PathBuf::from(
+            get(vars, "AGENTFILE_HEALTH_FILE").unwrap_or(crate::health::DEFAULT_PATH),
+        ),
         secrets,
         spec,
     })

@@ -13,6 +13,7 @@ use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCh
 use crate::config::Config;
 use crate::engine::{Effect, Engine, EngineConfig, Input, PlannedCall};
 use crate::events::Events;
+use crate::health::{Activity, Health};
 use crate::history;
 use crate::ledger::{self, Decision};
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
@@ -74,6 +75,7 @@ struct Runner<C: Checkpoints> {
     tool_defs: Vec<ToolDef>,
     tool_ctx: ToolContext,
     events: Events,
+    health: Health,
     system: Option<String>,
     epoch: u64,
     version: u64,
@@ -86,6 +88,8 @@ struct Runner<C: Checkpoints> {
 /// checkpoint API when one is configured, else (a batch job) against a thread kept in memory.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
     let http = http_client();
+    let health = Health::new(Some(config.health_file.clone()));
+    health.heartbeat();
     match config.api.clone() {
         Some(access) => {
             let client = Client::new(
@@ -93,12 +97,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
                 &access.url,
                 Some(Token::new(access.token.expose())),
             );
-            let store = HttpCheckpoints::new(client, config.thread_id, config.api_patience);
-            run_with(store, config, http, shutdown).await
+            let store = HttpCheckpoints::new(
+                client,
+                &access.url,
+                config.thread_id,
+                config.api_patience,
+                health.clone(),
+            );
+            run_with(store, config, http, health, shutdown).await
         }
         None => {
             let store = MemoryCheckpoints::new(config.thread_id);
-            run_with(store, config, http, shutdown).await
+            run_with(store, config, http, health, shutdown).await
         }
     }
 }
@@ -107,6 +117,7 @@ async fn run_with<C: Checkpoints>(
     store: C,
     config: Config,
     http: reqwest::Client,
+    health: Health,
     shutdown: CancellationToken,
 ) -> Exit {
     let labels = ThreadLabels {
@@ -114,7 +125,7 @@ async fn run_with<C: Checkpoints>(
         agent: Some(config.spec.name.clone()),
         replica: config.replica,
     };
-    // Claim (the HTTP store retries while the API is unreachable, up to its patience).
+    // Claim (the HTTP store retries while the API is unreachable).
     let (epoch, boot_count) = match store.claim(&labels).await {
         Ok(c) => (c.epoch, c.boot_count),
         Err(e) => {
@@ -122,6 +133,7 @@ async fn run_with<C: Checkpoints>(
         }
     };
     let events = Events::start(store.clone(), epoch);
+    health.attach(events.clone());
     let spec = &config.spec;
     let engine = Engine::new(EngineConfig {
         thread: config.thread_id,
@@ -132,7 +144,8 @@ async fn run_with<C: Checkpoints>(
         batch: !spec.execution.durability,
     });
     let mut runner = Runner {
-        llm: Llm::new(&config, http.clone()),
+        llm: Llm::new(&config, http.clone(), health.clone()),
+        health,
         tool_defs: tools::definitions(&spec.tools),
         tool_ctx: ToolContext {
             workspace: config.workspace.clone(),
@@ -183,14 +196,28 @@ impl<C: Checkpoints> Runner<C> {
             repaired,
             version: self.version,
         }));
-        let resumed = match self.execute(effects).await {
+        // Ready means claimed, restored, any repair stored: before an interrupted turn's
+        // remaining steps, which may take long.
+        let (restore, resume) = split_at_resume(effects);
+        if let Err(stop) = self.execute(restore).await {
+            return self.stopped(stop);
+        }
+        let resuming = resume.first().and_then(|e| match e {
+            Effect::Event(TraceEvent::TurnResumed(t)) => Some(t.turn_seq),
+            _ => None,
+        });
+        self.events.emit(TraceEvent::Ready(ev::Ready {
+            epoch: self.epoch,
+            resuming: resuming.is_some(),
+        }));
+        self.events.flush(Duration::from_secs(2)).await;
+        if let Some(turn) = resuming {
+            self.health.set(Activity::Resuming { turn });
+        }
+        let resumed = match self.execute(resume).await {
             Ok(f) => f,
             Err(stop) => return self.stopped(stop),
         };
-        self.events.emit(TraceEvent::Ready(ev::Ready {
-            epoch: self.epoch,
-            resuming: false,
-        }));
 
         if !self.config.spec.execution.durability {
             return self.batch(resumed).await;
@@ -198,6 +225,7 @@ impl<C: Checkpoints> Runner<C> {
         if self.config.api.is_none() {
             return Exit::Failure("a durable agent needs the checkpoint API".into());
         }
+        self.health.set(Activity::Serving);
         loop {
             let after = self.engine.state().inbox_cursor;
             let next = tokio::select! {
@@ -215,6 +243,7 @@ impl<C: Checkpoints> Runner<C> {
                 return self.stopped(Stop::Shutdown);
             }
             self.turn_started = Instant::now();
+            self.health.set(Activity::Working { seq: message.seq });
             let effects = self.engine.apply(Input::Message {
                 seq: message.seq,
                 content: message.content,
@@ -222,6 +251,7 @@ impl<C: Checkpoints> Runner<C> {
             if let Err(stop) = self.execute(effects).await {
                 return self.stopped(stop);
             }
+            self.health.set(Activity::Serving);
         }
     }
 
@@ -238,6 +268,7 @@ impl<C: Checkpoints> Runner<C> {
                     return Exit::Failure("a batch agent needs a task: set execution.task in the agentfile or pass a message".into());
                 };
                 self.turn_started = Instant::now();
+                self.health.set(Activity::Batch);
                 let effects = self.engine.apply(Input::Message {
                     seq: 0,
                     content: task,
@@ -270,11 +301,11 @@ impl<C: Checkpoints> Runner<C> {
                 Exit::Ok
             }
             Stop::Failure(why) => {
+                // The event's log line is the one report of it.
                 self.events.emit(TraceEvent::Error(ErrorEvent {
                     stage: ErrorStage::Runner,
                     message: why.clone(),
                 }));
-                tracing::error!("{why}");
                 Exit::Failure(why)
             }
         }
@@ -321,8 +352,10 @@ impl<C: Checkpoints> Runner<C> {
                         Ok(turn) => Input::Llm(turn),
                         Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
                         Err(LlmError::Fatal(why)) => Input::LlmFailed(why),
+                        // Only with an attempt limit (none by default): a restart would not help,
+                        // so the turn ends with the reason.
                         Err(e @ LlmError::Transient { .. }) => {
-                            return Err(Stop::Failure(format!("the model kept failing: {e}")));
+                            Input::LlmFailed(format!("the model kept failing: {e}"))
                         }
                     };
                     queue.extend(self.engine.apply(input));
@@ -428,4 +461,15 @@ impl<C: Checkpoints> Runner<C> {
             }
         }
     }
+}
+
+/// Splits a restore's effects where an interrupted turn resumes (its `turn_resumed` event):
+/// what restores the thread (repair checkpoint, repair events) and what continues the turn.
+fn split_at_resume(mut effects: Vec<Effect>) -> (Vec<Effect>, Vec<Effect>) {
+    let at = effects
+        .iter()
+        .position(|e| matches!(e, Effect::Event(TraceEvent::TurnResumed(_))))
+        .unwrap_or(effects.len());
+    let resume = effects.split_off(at);
+    (effects, resume)
 }

@@ -7,8 +7,8 @@
 use ninetrix_proto::agentfile::{Effect as EffectClass, ResumeMode, ToolSpec, tools};
 use ninetrix_proto::api::{CheckpointState, ThreadStatus, Usage};
 use ninetrix_proto::events::{
-    BudgetExceeded, ErrorEvent, ErrorStage, LlmCall, MaxTurnsReached, Repair as RepairEvent,
-    Resume, TraceEvent, TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
+    BudgetExceeded, LlmCall, MaxTurnsReached, Repair as RepairEvent, Resume, TraceEvent,
+    TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
 };
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
@@ -194,18 +194,12 @@ impl Engine {
             Input::Restored(Some((history, state))) => self.restore(history, state),
             Input::Message { seq, content } => self.start_turn(seq, content),
             Input::Llm(turn) => self.on_llm(turn),
-            Input::LlmFailed(why) => {
-                let mut out = vec![event(TraceEvent::Error(ErrorEvent {
-                    stage: ErrorStage::Llm,
-                    message: why.clone(),
-                }))];
-                out.extend(self.stop_turn(
-                    &format!("The model could not be called: {why}"),
-                    false,
-                    "llm_failed",
-                ));
-                out
-            }
+            // The failed turn's reply carries the cause (said once: no separate error event).
+            Input::LlmFailed(why) => self.stop_turn(
+                &format!("The model could not be called: {why}"),
+                false,
+                "llm_failed",
+            ),
             Input::Tool {
                 call_id,
                 content,

@@ -1,14 +1,24 @@
 //! Trace events: logged as one short line each, and sent to the API in batches by a background
-//! task. Emitting never waits on the API: a full queue drops the event (with a warning), and a
-//! failed batch is logged and dropped. Events are diagnostics; checkpoints are the truth.
+//! task. Emitting never waits on the API. While the API is unreachable the events wait in a
+//! bounded buffer ([`MAX_PENDING`]; the oldest are dropped beyond it, and how many is logged once
+//! the API answers) and are retried with backoff. Events are diagnostics; checkpoints are the
+//! truth.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use ninetrix_proto::api::NewEvent;
 use ninetrix_proto::events::TraceEvent;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
-use crate::checkpoints::Checkpoints;
+use crate::backoff;
+use crate::checkpoints::{CheckpointError, Checkpoints};
+
+/// The most events kept while the API cannot take them (a few hours of a busy agent's retries).
+pub const MAX_PENDING: usize = 2048;
+/// The most events per request.
+const BATCH: usize = 256;
 
 enum Msg {
     Event(NewEvent),
@@ -48,48 +58,114 @@ impl Events {
     }
 }
 
-async fn send_loop<C: Checkpoints>(api: C, epoch: u64, mut rx: mpsc::Receiver<Msg>) {
-    let mut batch: Vec<NewEvent> = Vec::new();
-    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
-    loop {
-        let msg = if batch.is_empty() {
-            rx.recv().await
-        } else {
-            match tokio::time::timeout(Duration::from_millis(100), rx.recv()).await {
-                Ok(m) => m,
-                Err(_) => {
-                    // Quiet for 100 ms: send what we have.
-                    send(&api, epoch, &mut batch).await;
-                    continue;
+/// The events not stored yet.
+struct Pending {
+    queue: VecDeque<NewEvent>,
+    /// Dropped because the buffer was full, since the last report.
+    dropped: u64,
+    failures: u32,
+    /// No attempt before this (the API failed).
+    retry_at: Option<Instant>,
+}
+
+impl Pending {
+    fn push(&mut self, e: NewEvent) {
+        if self.queue.len() >= MAX_PENDING {
+            self.queue.pop_front();
+            self.dropped += 1;
+        }
+        self.queue.push_back(e);
+    }
+
+    fn backing_off(&self) -> bool {
+        self.retry_at.is_some_and(|t| t > Instant::now())
+    }
+
+    /// Sends everything queued, in batches; stops at the first transient failure (then waits
+    /// the backoff before the next try).
+    async fn send<C: Checkpoints>(&mut self, api: &C, epoch: u64) {
+        while !self.queue.is_empty() {
+            let n = self.queue.len().min(BATCH);
+            let batch: Vec<NewEvent> = self.queue.iter().take(n).cloned().collect();
+            match api.events(epoch, batch).await {
+                Ok(()) => {
+                    self.queue.drain(..n);
+                    self.failures = 0;
+                    self.retry_at = None;
+                    if self.dropped > 0 {
+                        tracing::warn!(
+                            "{} trace event(s) were dropped while the checkpoint API was unreachable (the runner keeps at most {MAX_PENDING})",
+                            self.dropped
+                        );
+                        self.dropped = 0;
+                    }
+                }
+                Err(CheckpointError::Unreachable(why)) => {
+                    self.failures += 1;
+                    let wait = backoff::API
+                        .delay(self.failures + 3, backoff::jitter())
+                        .min(Duration::from_secs(30));
+                    tracing::debug!(
+                        "trace events wait for the checkpoint API ({why}); next try in {} ms",
+                        wait.as_millis()
+                    );
+                    self.retry_at = Some(Instant::now() + wait);
+                    return;
+                }
+                Err(e) => {
+                    self.queue.drain(..n);
+                    tracing::warn!(error = %e, "{n} trace event(s) were refused and not stored");
                 }
             }
+        }
+    }
+}
+
+async fn send_loop<C: Checkpoints>(api: C, epoch: u64, mut rx: mpsc::Receiver<Msg>) {
+    let mut pending = Pending {
+        queue: VecDeque::new(),
+        dropped: 0,
+        failures: 0,
+        retry_at: None,
+    };
+    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    loop {
+        // Quiet for 100 ms (or the backoff over): send what we have.
+        let wait = match (pending.queue.is_empty(), pending.retry_at) {
+            (true, _) => None,
+            (false, Some(at)) => Some(at.saturating_duration_since(Instant::now())),
+            (false, None) => Some(Duration::from_millis(100)),
+        };
+        let msg = match wait {
+            None => rx.recv().await,
+            Some(d) => match tokio::time::timeout(d, rx.recv()).await {
+                Ok(m) => m,
+                Err(_) => {
+                    pending.send(&api, epoch).await;
+                    continue;
+                }
+            },
         };
         match msg {
             None => {
-                send(&api, epoch, &mut batch).await;
+                pending.send(&api, epoch).await;
                 return;
             }
             Some(Msg::Event(e)) => {
-                batch.push(e);
-                if batch.len() < 64 {
+                pending.push(e);
+                if pending.queue.len() < 64 || pending.backing_off() {
                     continue;
                 }
             }
             Some(Msg::Flush(done)) => waiting.push(done),
         }
-        send(&api, epoch, &mut batch).await;
+        if !pending.backing_off() {
+            pending.send(&api, epoch).await;
+        }
+        // A flush waits for one attempt, never for the API to come back.
         for w in waiting.drain(..) {
             let _ = w.send(());
         }
-    }
-}
-
-async fn send<C: Checkpoints>(api: &C, epoch: u64, batch: &mut Vec<NewEvent>) {
-    if batch.is_empty() {
-        return;
-    }
-    if let Err(e) = api.events(epoch, std::mem::take(batch)).await {
-        tracing::warn!(error = %e, "trace events were not stored");
     }
 }
 
@@ -102,6 +178,9 @@ fn log(event: &TraceEvent) {
             b.boot_count,
             b.repaired
         ),
+        TraceEvent::Ready(r) if r.resuming => {
+            tracing::info!("ready (resuming the interrupted turn)")
+        }
         TraceEvent::Ready(_) => tracing::info!("ready"),
         TraceEvent::Repair(r) => tracing::info!(
             "repaired history: cut to {} messages, dropped {}",
@@ -149,8 +228,12 @@ fn log(event: &TraceEvent) {
             u.available.join(", ")
         ),
         TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
+        TraceEvent::TurnCompleted(t) if t.ok => {
+            tracing::info!("turn {} completed", t.turn_seq)
+        }
+        // A failed turn's reply says why (once: no separate error event repeats it).
         TraceEvent::TurnCompleted(t) => {
-            tracing::info!("turn {} completed (ok: {})", t.turn_seq, t.ok)
+            tracing::warn!("turn {} failed: {}", t.turn_seq, t.reply)
         }
         TraceEvent::BudgetExceeded(b) => tracing::warn!(
             "budget exceeded: spent ${} of ${}",

@@ -6,11 +6,13 @@
 //! The decisions live in the pure `engine`, `history` and `ledger` modules; `driver` does the I/O
 //! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one).
 
+pub mod backoff;
 pub mod checkpoints;
 pub mod config;
 pub mod driver;
 pub mod engine;
 pub mod events;
+pub mod health;
 pub mod history;
 pub mod ledger;
 pub mod llm;

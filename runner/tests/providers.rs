@@ -10,7 +10,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use ninetrix_proto::{Block, Message, Role};
-use ninetrix_runner::llm::{Llm, LlmError, LlmRequest, ToolDef};
+use ninetrix_runner::backoff::Schedule;
+use ninetrix_runner::health::Health;
+use ninetrix_runner::llm::{Endpoint, Llm, LlmError, LlmRequest, NoAnswer, ToolDef};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -104,6 +106,10 @@ async fn serve(fake: Fake) -> String {
 }
 
 fn llm(provider: &str, base_url: &str, idle_secs: u64) -> Llm {
+    llm_with(provider, base_url, idle_secs, Health::new(None))
+}
+
+fn llm_with(provider: &str, base_url: &str, idle_secs: u64, health: Health) -> Llm {
     let spec = json!({
         "name": "a",
         "metadata": {"name": null, "description": null, "role": null, "goal": null, "instructions": null, "constraints": []},
@@ -129,8 +135,11 @@ fn llm(provider: &str, base_url: &str, idle_secs: u64) -> Llm {
     .collect();
     let config = ninetrix_runner::config::from_vars(&vars, std::path::Path::new("/nonexistent"))
         .expect("config");
-    let mut llm = Llm::new(&config, ninetrix_client::http_client());
-    llm.max_backoff = Duration::from_millis(50);
+    let mut llm = Llm::new(&config, ninetrix_client::http_client(), health);
+    llm.schedule = Schedule {
+        first: Duration::from_millis(50),
+        cap: Duration::from_millis(50),
+    };
     llm
 }
 
@@ -357,13 +366,13 @@ async fn rate_limits_overload_and_broken_streams_are_retried() {
         "retry-after was honoured"
     );
     // Each retry is reported (it becomes an `llm_retry` line in the trace), in order, with the
-    // wait the runner chose: the server's `retry-after` (1 s), capped by `max_backoff` (50 ms).
+    // wait the runner chose: the server's `retry-after` (1 s), capped by the schedule (50 ms).
     let retries = retries.into_inner().unwrap();
     assert_eq!(
         retries.iter().map(|r| r.attempt).collect::<Vec<_>>(),
         [1, 2, 3, 4, 5]
     );
-    assert!(retries.iter().all(|r| r.max_attempts == Some(6)));
+    assert!(retries.iter().all(|r| r.max_attempts.is_none()));
     assert_eq!(retries[0].retry_in_ms, 50);
     assert!(retries[0].reason.contains("429"), "{:?}", retries[0]);
 }
@@ -411,4 +420,216 @@ async fn cancellation_aborts_a_call_at_once() {
         .unwrap_err();
     assert!(matches!(err, LlmError::Cancelled));
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+fn canned_json(status: u16, body: &str) -> Canned {
+    Canned {
+        status,
+        headers: vec![("content-type", "application/json")],
+        chunks: vec![body.as_bytes().to_vec()],
+        stall: false,
+    }
+}
+
+#[tokio::test]
+async fn an_outage_is_retried_until_the_model_answers_and_shows_in_the_health() {
+    let fake = Fake::default();
+    {
+        let mut r = fake.responses.lock().unwrap();
+        for _ in 0..8 {
+            r.push_back(canned_json(
+                503,
+                "{\"error\":{\"message\":\"upstream down\"}}",
+            ));
+        }
+        r.push_back(sse(200, OPENAI_STREAM, 7));
+    }
+    let base = format!("{}/v1", serve(fake.clone()).await);
+    let (h, t) = (history(), tools());
+    let health = Health::new(None);
+    let model = llm_with("openai", &base, 5, health.clone());
+    let seen = Mutex::new(Vec::new());
+    let turn = model
+        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
+            seen.lock()
+                .unwrap()
+                .push((r.attempt, health.report().model));
+        })
+        .await
+        .unwrap();
+    assert_eq!(turn.stop_reason, "tool_calls");
+    assert_eq!(
+        fake.requests.lock().unwrap().len(),
+        9,
+        "more than the old limit of 6"
+    );
+    let seen = seen.into_inner().unwrap();
+    // A blip is not an outage; the third failure in a row is, with the cause and the key.
+    assert_eq!(seen[0].1, None);
+    assert_eq!(seen[1].1, None);
+    assert_eq!(
+        seen[2].1.as_deref(),
+        Some(&*format!(
+            "model unreachable: HTTP 503: upstream down from {base} (runtime.base_url)"
+        ))
+    );
+    assert_eq!(
+        health.report().model,
+        None,
+        "healthy again once it answered"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_key_names_the_secret() {
+    let fake = Fake::default();
+    fake.responses.lock().unwrap().push_back(canned_json(
+        401,
+        "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}",
+    ));
+    let base = serve(fake.clone()).await;
+    let (h, t) = (history(), tools());
+    let err = llm("anthropic", &base, 5)
+        .complete(&request(&h, &t), &CancellationToken::new(), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the model provider refused the API key: HTTP 401: invalid x-api-key — check the secret KEY (runtime.api_key_secret)"
+    );
+    assert_eq!(fake.requests.lock().unwrap().len(), 1, "not retried");
+}
+
+#[tokio::test]
+async fn an_unknown_model_names_runtime_model() {
+    let fake = Fake::default();
+    fake.responses.lock().unwrap().push_back(canned_json(
+        404,
+        "{\"error\":{\"message\":\"The model `gpt-4o-mini` does not exist or you do not have access to it.\",\"type\":\"invalid_request_error\",\"code\":\"model_not_found\"}}",
+    ));
+    let base = format!("{}/v1", serve(fake.clone()).await);
+    let (h, t) = (history(), tools());
+    let err = llm("openai", &base, 5)
+        .complete(&request(&h, &t), &CancellationToken::new(), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the model provider does not know the model `gpt-4o-mini`: HTTP 404: The model `gpt-4o-mini` does not exist or you do not have access to it. — check runtime.model, or runtime.base_url ({base}) if its path is wrong"
+        )
+    );
+}
+
+fn endpoint(base: &str) -> Endpoint {
+    Endpoint {
+        base: base.to_string(),
+        from_spec: true,
+        provider: "openai",
+        key_secret: None,
+        model: "m".into(),
+    }
+}
+
+/// A real failed request to `url` through the runner's HTTP client (or `client`).
+async fn failed(client: &reqwest::Client, url: &str) -> reqwest::Error {
+    client.get(url).send().await.expect_err("the request fails")
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_named_with_the_url_and_the_key() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let e = failed(
+        &ninetrix_client::http_client(),
+        &format!("{base}/chat/completions"),
+    )
+    .await;
+    let cause = ninetrix_runner::llm::classify(&e);
+    assert_eq!(cause, NoAnswer::Refused, "{e:?}");
+    assert_eq!(
+        ninetrix_runner::llm::connect_error_text(&cause, &endpoint(&base)),
+        format!("connection refused at {base} (runtime.base_url)")
+    );
+    let default = Endpoint {
+        from_spec: false,
+        ..endpoint(&base)
+    };
+    assert_eq!(
+        ninetrix_runner::llm::connect_error_text(&cause, &default),
+        format!(
+            "connection refused at {base} (the openai default URL; set runtime.base_url to use another)"
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_host_is_a_dns_failure() {
+    let base = "http://ninetrix-no-such-host.invalid/v1";
+    let e = failed(
+        &ninetrix_client::http_client(),
+        &format!("{base}/chat/completions"),
+    )
+    .await;
+    let cause = ninetrix_runner::llm::classify(&e);
+    assert_eq!(cause, NoAnswer::Dns, "{e:?}");
+    assert_eq!(
+        ninetrix_runner::llm::connect_error_text(&cause, &endpoint(base)),
+        "DNS lookup failed for ninetrix-no-such-host.invalid (runtime.base_url)"
+    );
+}
+
+#[tokio::test]
+async fn tls_to_a_plain_listener_is_a_handshake_failure() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let _ = sock
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        }
+    });
+    let base = format!("https://{addr}/v1");
+    let e = failed(
+        &ninetrix_client::http_client(),
+        &format!("{base}/chat/completions"),
+    )
+    .await;
+    let cause = ninetrix_runner::llm::classify(&e);
+    let NoAnswer::Tls(why) = &cause else {
+        panic!("not a TLS failure: {cause:?} from {e:?}");
+    };
+    assert_eq!(
+        ninetrix_runner::llm::connect_error_text(&cause, &endpoint(&base)),
+        format!("TLS handshake with {addr} failed: {why} (runtime.base_url)")
+    );
+}
+
+#[tokio::test]
+async fn a_silent_server_is_a_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((sock, _)) = listener.accept().await {
+            held.push(sock);
+        }
+    });
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let base = format!("http://{addr}/v1");
+    let e = failed(&client, &format!("{base}/chat/completions")).await;
+    let cause = ninetrix_runner::llm::classify(&e);
+    assert_eq!(cause, NoAnswer::Timeout, "{e:?}");
+    assert_eq!(
+        ninetrix_runner::llm::connect_error_text(&NoAnswer::ConnectTimeout, &endpoint(&base)),
+        format!("timed out connecting to {base} (runtime.base_url)")
+    );
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::ThreadId;
 use serde_json::{Value, json};
+use support::openai::{answer_stream, chunk, end};
 use support::{Admin, Gate, Hold, Runner, lines};
 
 /// A fake OpenAI: the first request of each thread's runner fails with a 500; a request whose
@@ -60,18 +61,6 @@ async fn fake_openai() -> String {
     url
 }
 
-fn chunk(delta: Value, finish: Option<&str>) -> String {
-    let body = json!({"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-    format!("data: {body}\n\n")
-}
-
-fn end(prompt: u64, completion: u64) -> String {
-    let usage = json!({"id": "c1", "object": "chat.completion.chunk", "model": "gpt-4o-mini", "choices": [],
-        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}});
-    format!("data: {usage}\n\ndata: [DONE]\n\n")
-}
-
 fn tool_calls_stream() -> String {
     let call = |index: u64, id: &str, name: &str, args: Value| {
         chunk(
@@ -92,15 +81,6 @@ fn tool_calls_stream() -> String {
         call(2, "call_s", "sleep", json!({"seconds": 0.2})),
         chunk(json!({}), Some("tool_calls")),
         end(40, 12),
-    ]
-    .concat()
-}
-
-fn answer_stream(text: &str) -> String {
-    [
-        chunk(json!({"role": "assistant", "content": text}), None),
-        chunk(json!({}), Some("stop")),
-        end(60, 3),
     ]
     .concat()
 }
@@ -192,7 +172,7 @@ async fn trace_of_a_truncated_turn_shows_retry_unknown_tool_and_replay() {
     let trace = crashed_turn("truncate").await;
     for expected in [
         "boot · epoch 1 · restart 0",
-        "model call failed (attempt 1 of 6)",
+        "model call failed (attempt 1)",
         "HTTP 500",
         "tool file_write",
         "· executed ·",

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod build;
 pub mod down;
+pub mod health;
 pub mod init;
 pub mod invoke;
 pub mod logs;
@@ -29,6 +30,14 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
         .block_on(f)
 }
 
+/// Runs a future that yields a plain value on a small runtime.
+fn block_on_value<T, F: std::future::Future<Output = T>>(f: F) -> anyhow::Result<T> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(f))
+}
+
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -36,6 +45,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => init::run(&args),
         Command::Api(args) => api::run(&args),
         Command::Runner => runner::run(),
+        Command::Health(args) => health::run(&args),
         Command::Build(args) => block_on(build::run(&args)),
         Command::Up(args) => block_on(up::run(&args)),
         Command::Down(args) => block_on(down::run(&args)),

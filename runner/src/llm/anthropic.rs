@@ -10,7 +10,7 @@ use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct Anthropic {
@@ -21,6 +21,7 @@ pub(crate) struct Anthropic {
     max_tokens: u32,
     temperature: f64,
     idle: Duration,
+    endpoint: Endpoint,
 }
 
 impl Anthropic {
@@ -47,6 +48,7 @@ impl Anthropic {
             max_tokens: spec.runtime.max_tokens,
             temperature: spec.runtime.temperature,
             idle,
+            endpoint: Endpoint::of(spec, "https://api.anthropic.com"),
         }
     }
 
@@ -72,7 +74,7 @@ impl Anthropic {
         if let Some(key) = &self.key {
             request = request.header("x-api-key", key.expose());
         }
-        let resp = send(request).await?;
+        let resp = send(request, &self.endpoint).await?;
         let mut asm = Assembly {
             model: self.model.clone(),
             ..Assembly::default()

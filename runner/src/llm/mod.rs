@@ -1,7 +1,12 @@
 //! Model providers: Anthropic's Messages API and OpenAI's Chat Completions (both streamed over
 //! SSE), and the offline `scripted` model. One [`Llm`] in front of them adds retries with backoff
-//! (honouring `retry-after`) and cost accounting. An assistant message exists only once the
-//! stream's terminal event has arrived; a cut or idle stream is an error, never a partial message.
+//! (honouring `retry-after`) — for as long as the model stays unreachable, reporting the outage in
+//! the runner's health — and cost accounting. An assistant message exists only once the stream's
+//! terminal event has arrived; a cut or idle stream is an error, never a partial message.
+//!
+//! Failures name their cause and the agentfile key to fix ([`Endpoint`]): a connection refused,
+//! a DNS lookup, a TLS handshake or a timeout names the URL and `runtime.base_url`; a refused key
+//! names the secret (`runtime.api_key_secret`); an unknown model names `runtime.model`.
 
 mod anthropic;
 mod openai;
@@ -12,11 +17,13 @@ use std::time::{Duration, Instant};
 use ninetrix_client::sse;
 use ninetrix_proto::Message;
 use ninetrix_proto::agentfile::{AgentSpec, Provider};
-use ninetrix_proto::events::LlmRetry;
+use ninetrix_proto::events::{Dependency, LlmRetry};
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::{self, Schedule};
 use crate::config::Config;
 use crate::engine::{CallUsage, LlmTurn};
+use crate::health::Health;
 
 /// A tool as offered to the model.
 #[derive(Clone, Debug)]
@@ -105,18 +112,70 @@ enum Backend {
     OpenAi(openai::OpenAi),
 }
 
+/// Where the model is and which agentfile keys configure it: what an error names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The base URL the runner calls.
+    pub base: String,
+    /// Whether `runtime.base_url` set it (else it is the provider's default).
+    pub from_spec: bool,
+    /// The provider's name.
+    pub provider: &'static str,
+    /// The secret holding the API key (`runtime.api_key_secret`).
+    pub key_secret: Option<String>,
+    /// The model (`runtime.model`).
+    pub model: String,
+}
+
+impl Endpoint {
+    /// The endpoint of `spec`, whose provider's default base URL is `default`.
+    pub fn of(spec: &AgentSpec, default: &str) -> Endpoint {
+        Endpoint {
+            base: spec
+                .runtime
+                .base_url
+                .clone()
+                .unwrap_or_else(|| default.to_string()),
+            from_spec: spec.runtime.base_url.is_some(),
+            provider: spec.runtime.provider.as_str(),
+            key_secret: spec.runtime.api_key_secret.clone(),
+            model: spec.runtime.model.clone(),
+        }
+    }
+
+    /// The key that sets the URL: `(runtime.base_url)`, or that it is the provider's default.
+    fn url_key(&self) -> String {
+        if self.from_spec {
+            "(runtime.base_url)".into()
+        } else {
+            format!(
+                "(the {} default URL; set runtime.base_url to use another)",
+                self.provider
+            )
+        }
+    }
+
+    /// The host (and port) of the base URL.
+    fn host(&self) -> &str {
+        let rest = self.base.split_once("://").map_or(&*self.base, |(_, r)| r);
+        rest.split(['/', '?']).next().unwrap_or(rest)
+    }
+}
+
 /// The agent's model, with retries.
 pub struct Llm {
     backend: Backend,
-    /// Attempts per call before giving up (transient errors only).
-    pub max_attempts: u32,
-    /// The longest wait between attempts.
-    pub max_backoff: Duration,
+    /// Attempts per call before giving up on transient errors; `None` (the default): until the
+    /// model answers.
+    pub max_attempts: Option<u32>,
+    /// The backoff between attempts (the longest wait also caps a `retry-after`).
+    pub schedule: Schedule,
+    health: Health,
 }
 
 impl Llm {
-    /// The provider the spec names.
-    pub fn new(config: &Config, http: reqwest::Client) -> Llm {
+    /// The provider the spec names, reporting outages to `health`.
+    pub fn new(config: &Config, http: reqwest::Client, health: Health) -> Llm {
         let spec: &AgentSpec = &config.spec;
         let key = spec
             .runtime
@@ -143,21 +202,23 @@ impl Llm {
         };
         Llm {
             backend,
-            max_attempts: 6,
-            max_backoff: Duration::from_secs(30),
+            max_attempts: None,
+            schedule: backoff::MODEL,
+            health,
         }
     }
 
-    /// Calls the model, retrying transient failures with exponential backoff (or the server's
-    /// `retry-after`); each retry is reported to `on_retry` before the wait. Cancellation aborts
-    /// at once.
+    /// Calls the model, retrying transient failures with capped exponential backoff (or the
+    /// server's `retry-after`, capped too) until it answers (or `max_attempts`); each retry is
+    /// reported to `on_retry` before the wait and to the health (which shows the model down after
+    /// a short debounce). The first answer after failures ends the outage: an `outage` event.
+    /// Cancellation aborts at once.
     pub async fn complete(
         &self,
         req: &LlmRequest<'_>,
         cancel: &CancellationToken,
         on_retry: impl Fn(LlmRetry),
     ) -> Result<LlmTurn, LlmError> {
-        let mut delay = Duration::from_millis(500);
         let mut attempt = 1;
         loop {
             let started = Instant::now();
@@ -167,6 +228,7 @@ impl Llm {
             };
             match result {
                 Ok(raw) => {
+                    self.health.answered(Dependency::Model);
                     let usage = CallUsage {
                         input_tokens: raw.input_tokens,
                         output_tokens: raw.output_tokens,
@@ -184,11 +246,18 @@ impl Llm {
                 Err(LlmError::Transient {
                     message,
                     retry_after,
-                }) if attempt < self.max_attempts => {
-                    let wait = retry_after.unwrap_or(delay).min(self.max_backoff);
+                }) if self.max_attempts.is_none_or(|max| attempt < max) => {
+                    let wait = retry_after
+                        .unwrap_or_else(|| self.schedule.delay(attempt, backoff::jitter()))
+                        .min(self.schedule.cap);
+                    self.health.failed(
+                        Dependency::Model,
+                        &message,
+                        format!("model unreachable: {message}"),
+                    );
                     on_retry(LlmRetry {
                         attempt,
-                        max_attempts: Some(self.max_attempts),
+                        max_attempts: self.max_attempts,
                         reason: message,
                         retry_in_ms: wait.as_millis() as u64,
                     });
@@ -196,8 +265,12 @@ impl Llm {
                         () = tokio::time::sleep(wait) => {}
                         () = cancel.cancelled() => return Err(LlmError::Cancelled),
                     }
-                    delay = (delay * 2).min(self.max_backoff);
-                    attempt += 1;
+                    attempt = attempt.saturating_add(1);
+                }
+                Err(e @ LlmError::Fatal(_)) => {
+                    // It answered, if with a refusal: not an outage.
+                    self.health.answered(Dependency::Model);
+                    return Err(e);
                 }
                 Err(e) => return Err(e),
             }
@@ -222,31 +295,64 @@ fn error_text(body: &str) -> String {
     message.unwrap_or_else(|| body.chars().take(300).collect())
 }
 
-/// Classifies an HTTP error status.
+/// Classifies an HTTP error status: overload, rate limits and server errors are transient;
+/// anything else ends the turn with a text naming what to fix — the secret for a refused key, the
+/// model for an unknown one, else the provider's own message.
 pub(crate) fn status_error(
     status: reqwest::StatusCode,
     headers: &reqwest::header::HeaderMap,
     body: &str,
+    endpoint: &Endpoint,
 ) -> LlmError {
     let retry_after = headers
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
         .map(Duration::from_secs_f64);
-    let message = format!("HTTP {status}: {}", error_text(body));
-    if status.as_u16() == 429
-        || status.as_u16() == 408
-        || status.as_u16() == 529
-        || status.is_server_error()
-    {
-        LlmError::Transient {
-            message,
+    let code = status.as_u16();
+    let said = format!("HTTP {code}: {}", error_text(body));
+    if matches!(code, 408 | 429 | 529) || status.is_server_error() {
+        return LlmError::Transient {
+            message: format!("{said} from {} {}", endpoint.base, endpoint.url_key()),
             retry_after,
-        }
-    } else {
-        LlmError::Fatal(message)
+        };
     }
+    let unknown_model = code == 404 || error_code(body).as_deref() == Some("model_not_found");
+    LlmError::Fatal(match code {
+        401 | 403 => match &endpoint.key_secret {
+            Some(secret) => format!(
+                "the model provider refused the API key: {said} — check the secret {secret} (runtime.api_key_secret)"
+            ),
+            None => format!(
+                "the model provider refused the request without an API key: {said} — name the secret holding the key in runtime.api_key_secret"
+            ),
+        },
+        _ if unknown_model => {
+            let also = if endpoint.from_spec {
+                format!(
+                    ", or runtime.base_url ({}) if its path is wrong",
+                    endpoint.base
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "the model provider does not know the model `{}`: {said} — check runtime.model{also}",
+                endpoint.model
+            )
+        }
+        _ => format!("the model provider refused the request: {said}"),
+    })
+}
+
+/// `error.code` (OpenAI) or `error.type` (Anthropic) of an error body.
+fn error_code(body: &str) -> Option<String> {
+    let v = serde_json::from_str::<serde_json::Value>(body).ok()?;
+    v["error"]["code"]
+        .as_str()
+        .or(v["error"]["type"].as_str())
+        .map(str::to_string)
 }
 
 /// Reads a streamed response through the SSE decoder, with an idle timeout between chunks.
@@ -289,8 +395,14 @@ pub(crate) async fn read_stream(
 }
 
 /// Sends a streaming request; a non-2xx answer becomes the classified error.
-pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response, LlmError> {
-    let resp = request.send().await.map_err(|e| send_error(&e))?;
+pub(crate) async fn send(
+    request: reqwest::RequestBuilder,
+    endpoint: &Endpoint,
+) -> Result<reqwest::Response, LlmError> {
+    let resp = request.send().await.map_err(|e| LlmError::Transient {
+        message: connect_error_text(&classify(&e), endpoint),
+        retry_after: None,
+    })?;
     if resp.status().is_success() {
         return Ok(resp);
     }
@@ -299,13 +411,82 @@ pub(crate) async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Re
         status,
         &headers,
         &resp.text().await.unwrap_or_default(),
+        endpoint,
     ))
 }
 
-/// Connection-level failures are transient.
-pub(crate) fn send_error(e: &reqwest::Error) -> LlmError {
-    LlmError::Transient {
-        message: format!("cannot reach the model: {e}"),
-        retry_after: None,
+/// Why a request got no answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoAnswer {
+    /// Nothing listens at the address.
+    Refused,
+    /// The host name did not resolve.
+    Dns,
+    /// The TLS handshake failed (the innermost cause).
+    Tls(String),
+    /// Connecting took too long.
+    ConnectTimeout,
+    /// The request timed out after connecting.
+    Timeout,
+    /// Something else (the innermost cause).
+    Other(String),
+}
+
+/// Classifies a failed request by walking its cause chain: the I/O error kinds for a refused or
+/// timed-out connection, the resolver's error for DNS, the TLS stack's for a handshake.
+pub fn classify(e: &reqwest::Error) -> NoAnswer {
+    let mut chain: Vec<&(dyn std::error::Error + 'static)> = Vec::new();
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cause) = next {
+        chain.push(cause);
+        next = cause.source();
+    }
+    let innermost = chain.last().map(|c| c.to_string()).unwrap_or_default();
+    let io_kind = |kind: std::io::ErrorKind| {
+        chain.iter().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == kind)
+        })
+    };
+    let text = |needles: &[&str]| {
+        chain.iter().any(|c| {
+            let t = c.to_string().to_lowercase();
+            needles.iter().any(|n| t.contains(n))
+        })
+    };
+    if io_kind(std::io::ErrorKind::ConnectionRefused) {
+        NoAnswer::Refused
+    } else if text(&[
+        "dns error",
+        "failed to lookup address",
+        "no record found",
+        "nxdomain",
+    ]) {
+        NoAnswer::Dns
+    } else if e.is_timeout() || io_kind(std::io::ErrorKind::TimedOut) {
+        if e.is_connect() {
+            NoAnswer::ConnectTimeout
+        } else {
+            NoAnswer::Timeout
+        }
+    } else if e.is_connect()
+        && text(&["tls", "handshake", "certificate", "corrupt message", "peer"])
+    {
+        NoAnswer::Tls(innermost)
+    } else {
+        NoAnswer::Other(innermost)
+    }
+}
+
+/// The text of a request that got no answer: the cause, the URL (or host) and the agentfile key.
+pub fn connect_error_text(cause: &NoAnswer, endpoint: &Endpoint) -> String {
+    let key = endpoint.url_key();
+    match cause {
+        NoAnswer::Refused => format!("connection refused at {} {key}", endpoint.base),
+        NoAnswer::Dns => format!("DNS lookup failed for {} {key}", endpoint.host()),
+        NoAnswer::Tls(why) => format!("TLS handshake with {} failed: {why} {key}", endpoint.host()),
+        NoAnswer::ConnectTimeout => format!("timed out connecting to {} {key}", endpoint.base),
+        NoAnswer::Timeout => format!("the request to {} timed out {key}", endpoint.base),
+        NoAnswer::Other(why) => format!("cannot reach the model at {}: {why} {key}", endpoint.base),
     }
 }

@@ -10,7 +10,7 @@ use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct OpenAi {
@@ -21,6 +21,7 @@ pub(crate) struct OpenAi {
     max_tokens: u32,
     temperature: f64,
     idle: Duration,
+    endpoint: Endpoint,
 }
 
 impl OpenAi {
@@ -43,6 +44,7 @@ impl OpenAi {
             max_tokens: spec.runtime.max_tokens,
             temperature: spec.runtime.temperature,
             idle,
+            endpoint: Endpoint::of(spec, "https://api.openai.com/v1"),
         }
     }
 
@@ -66,7 +68,7 @@ impl OpenAi {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key.expose());
         }
-        let resp = send(request).await?;
+        let resp = send(request, &self.endpoint).await?;
         let mut asm = Assembly {
             model: self.model.clone(),
             ..Assembly::default()

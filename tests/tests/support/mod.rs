@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod docker;
+pub(crate) mod openai;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,6 +68,10 @@ impl Runner {
             .env("AGENTFILE_AGENT_SPEC", spec.to_string())
             .env("AGENTFILE_WORKSPACE", workspace)
             .env("AGENTFILE_API_PATIENCE", "20")
+            .env(
+                "AGENTFILE_HEALTH_FILE",
+                workspace.with_file_name(format!("health-{thread}")),
+            )
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

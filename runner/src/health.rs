@@ -1,0 +1,458 @@
+//! The runner's health: what it is doing and which dependency is down, written to a small status
+//! file (`AGENTFILE_HEALTH_FILE`, default `/run/ninetrix/health`) that `ninetrix health` — the
+//! image's Docker HEALTHCHECK — reads and judges. The report is plain data ([`HealthReport`]);
+//! [`judge`] is the pure decision `(report, now) -> (healthy, line)`; [`Health`] is the shared
+//! handle the driver, the checkpoint store and the model update, which rewrites the file on every
+//! change and every [`HEARTBEAT`] (a report older than [`STALE_AFTER`] means a stuck runner).
+//!
+//! It also tracks outages: a dependency that failed at least once and then answers yields one
+//! `outage` trace event, emitted through the runner's event sink.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ninetrix_proto::events::{Dependency, Outage, TraceEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::events::Events;
+
+/// Where the report goes unless `AGENTFILE_HEALTH_FILE` says otherwise.
+pub const DEFAULT_PATH: &str = "/run/ninetrix/health";
+/// How often the report is rewritten even when nothing changed.
+pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// A report older than this means the runner stopped reporting (hung or gone).
+pub const STALE_AFTER: Duration = Duration::from_secs(60);
+/// A dependency failure is shown in the health only after this many failed attempts in a row…
+pub const SHOW_AFTER_ATTEMPTS: u32 = 3;
+/// …or once it has lasted this long (a single blip is not an outage).
+pub const SHOW_AFTER: Duration = Duration::from_secs(10);
+
+/// What the runner is doing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Activity {
+    /// Claiming and restoring its thread.
+    Starting,
+    /// Idle, waiting for inbox messages.
+    Serving,
+    /// In a turn for an inbox message.
+    Working {
+        /// The inbox message's sequence number.
+        seq: u64,
+    },
+    /// Finishing a turn a previous run of this thread left interrupted.
+    Resuming {
+        /// The turn number.
+        turn: u64,
+    },
+    /// Running a batch job's task.
+    Batch,
+}
+
+/// The report in the status file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthReport {
+    /// What the runner is doing.
+    pub activity: Activity,
+    /// Set while the checkpoint API is failing: the line to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// Set while the model is failing: the line to show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// When this report was written, Unix milliseconds.
+    pub written_ms: i64,
+}
+
+/// Judges a report at `now_ms` (Unix milliseconds): healthy or not, and the one line that says
+/// why. A dependency down or a stale report is unhealthy; anything else is healthy and names the
+/// activity.
+pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
+    let age = Duration::from_millis(u64::try_from(now_ms - report.written_ms).unwrap_or(0));
+    if age > STALE_AFTER {
+        return (
+            false,
+            format!("the runner has not reported for {} s", age.as_secs()),
+        );
+    }
+    if let Some(api) = &report.api {
+        return (false, api.clone());
+    }
+    if let Some(model) = &report.model {
+        return (false, model.clone());
+    }
+    let line = match report.activity {
+        Activity::Starting => "starting: claiming the thread".to_string(),
+        Activity::Serving => "serving".to_string(),
+        Activity::Working { seq } => format!("working on message {seq}"),
+        Activity::Resuming { turn } => format!("resuming turn {turn}"),
+        Activity::Batch => "running its task".to_string(),
+    };
+    (true, line)
+}
+
+/// Whether a dependency that has failed `attempts` times in a row for `lasting` is shown as down.
+pub fn shows_as_down(attempts: u32, lasting: Duration) -> bool {
+    attempts >= SHOW_AFTER_ATTEMPTS || lasting >= SHOW_AFTER
+}
+
+/// Why `ninetrix health` could not read a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No file (yet).
+    #[error("the runner has not reported yet (no {0})")]
+    Missing(String),
+    /// The file could not be read or parsed.
+    #[error("cannot read the runner's health report {path}: {why}")]
+    Unreadable {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The status file's path: `AGENTFILE_HEALTH_FILE` if set, else [`DEFAULT_PATH`].
+pub fn path_from_env() -> PathBuf {
+    std::env::var_os("AGENTFILE_HEALTH_FILE")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from)
+}
+
+/// Reads a report.
+pub fn read(path: &Path) -> Result<HealthReport, ReadError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReadError::Missing(path.display().to_string()));
+        }
+        Err(e) => {
+            return Err(ReadError::Unreadable {
+                path: path.display().to_string(),
+                why: e.to_string(),
+            });
+        }
+    };
+    serde_json::from_str(&text).map_err(|e| ReadError::Unreadable {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    })
+}
+
+/// A dependency failing now.
+#[derive(Clone, Debug)]
+struct Trouble {
+    since: Instant,
+    attempts: u32,
+    /// The last failure, for the `outage` event.
+    reason: String,
+    /// The health line once it shows.
+    line: String,
+}
+
+struct State {
+    activity: Activity,
+    api: Option<Trouble>,
+    model: Option<Trouble>,
+    /// Where the runner's events go, once the thread is claimed.
+    events: Option<Events>,
+    /// Outages that ended before there was an event sink (while claiming).
+    pending: Vec<Outage>,
+    /// The status file; `None`: not written (tests of the pure parts).
+    path: Option<PathBuf>,
+    /// A failed write was already logged.
+    warned: bool,
+}
+
+/// The runner's shared health handle. Cloning shares it.
+#[derive(Clone)]
+pub struct Health {
+    inner: Arc<Mutex<State>>,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Health")
+    }
+}
+
+impl Health {
+    /// A handle writing to `path` (`None`: kept in memory only), starting in
+    /// [`Activity::Starting`]. Call [`Health::heartbeat`] from within a Tokio runtime to keep the
+    /// file fresh.
+    pub fn new(path: Option<PathBuf>) -> Health {
+        let health = Health {
+            inner: Arc::new(Mutex::new(State {
+                activity: Activity::Starting,
+                api: None,
+                model: None,
+                events: None,
+                pending: Vec::new(),
+                path,
+                warned: false,
+            })),
+        };
+        health.write();
+        health
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every update is a few assignments: a poisoned lock is still consistent.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Rewrites the report every [`HEARTBEAT`] until the runtime stops.
+    pub fn heartbeat(&self) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                me.write();
+            }
+        });
+    }
+
+    /// Sends outage events to `events` from now on (and those that ended before).
+    pub fn attach(&self, events: Events) {
+        let pending = {
+            let mut s = self.lock();
+            s.events = Some(events.clone());
+            std::mem::take(&mut s.pending)
+        };
+        for outage in pending {
+            events.emit(TraceEvent::Outage(outage));
+        }
+    }
+
+    /// Sets what the runner is doing.
+    pub fn set(&self, activity: Activity) {
+        let changed = {
+            let mut s = self.lock();
+            let changed = s.activity != activity;
+            s.activity = activity;
+            changed
+        };
+        if changed {
+            self.write();
+        }
+    }
+
+    /// The current report (written at `now`).
+    pub fn report(&self) -> HealthReport {
+        let s = self.lock();
+        let shown = |t: &Option<Trouble>| {
+            t.as_ref()
+                .filter(|t| shows_as_down(t.attempts, t.since.elapsed()))
+                .map(|t| t.line.clone())
+        };
+        HealthReport {
+            activity: s.activity.clone(),
+            api: shown(&s.api),
+            model: shown(&s.model),
+            written_ms: chrono::Utc::now().timestamp_millis(),
+        }
+    }
+
+    /// Records a failed attempt to reach `dependency`: `reason` for the event, `line` for the
+    /// health report.
+    pub fn failed(&self, dependency: Dependency, reason: &str, line: String) {
+        let before = self.report();
+        {
+            let mut s = self.lock();
+            let slot = match dependency {
+                Dependency::Api => &mut s.api,
+                Dependency::Model => &mut s.model,
+            };
+            match slot {
+                Some(t) => {
+                    t.attempts += 1;
+                    t.reason = reason.to_string();
+                    t.line = line;
+                }
+                None => {
+                    *slot = Some(Trouble {
+                        since: Instant::now(),
+                        attempts: 1,
+                        reason: reason.to_string(),
+                        line,
+                    })
+                }
+            }
+        }
+        let after = self.report();
+        if (before.api, before.model) != (after.api, after.model) {
+            self.write();
+        }
+    }
+
+    /// Records that `dependency` answered: ends its outage, if there was one, with an `outage`
+    /// event.
+    pub fn answered(&self, dependency: Dependency) {
+        let (outage, events) = {
+            let mut s = self.lock();
+            let slot = match dependency {
+                Dependency::Api => &mut s.api,
+                Dependency::Model => &mut s.model,
+            };
+            let Some(t) = slot.take() else {
+                return;
+            };
+            let outage = Outage {
+                dependency,
+                reason: t.reason,
+                attempts: t.attempts,
+                duration_ms: t.since.elapsed().as_millis() as u64,
+            };
+            if s.events.is_none() {
+                s.pending.push(outage);
+                drop(s);
+                self.write();
+                return;
+            }
+            (outage, s.events.clone())
+        };
+        self.write();
+        if let Some(events) = events {
+            events.emit(TraceEvent::Outage(outage));
+        }
+    }
+
+    /// Writes the report atomically (a temporary file renamed over the old one). A failure is
+    /// logged once; health is diagnostics and never stops the runner.
+    fn write(&self) {
+        let report = self.report();
+        let path = self.lock().path.clone();
+        let Some(path) = path else { return };
+        if let Err(e) = write_atomically(&path, &report) {
+            let mut s = self.lock();
+            if !s.warned {
+                s.warned = true;
+                tracing::warn!(
+                    "cannot write the health report {}: {e}; `ninetrix health` will call this runner unhealthy (set AGENTFILE_HEALTH_FILE to a writable path)",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+fn write_atomically(path: &Path, report: &HealthReport) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let json = serde_json::to_vec(report).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(activity: Activity) -> HealthReport {
+        HealthReport {
+            activity,
+            api: None,
+            model: None,
+            written_ms: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn judging_names_the_activity_or_the_fault() {
+        let now = 1_005_000;
+        assert_eq!(
+            judge(&report(Activity::Serving), now),
+            (true, "serving".into())
+        );
+        assert_eq!(
+            judge(&report(Activity::Working { seq: 4 }), now),
+            (true, "working on message 4".into())
+        );
+        assert_eq!(
+            judge(&report(Activity::Resuming { turn: 2 }), now),
+            (true, "resuming turn 2".into())
+        );
+        let mut down = report(Activity::Working { seq: 1 });
+        down.model = Some(
+            "model unreachable: connection refused at http://h:9/v1 (runtime.base_url)".into(),
+        );
+        assert_eq!(
+            judge(&down, now),
+            (
+                false,
+                "model unreachable: connection refused at http://h:9/v1 (runtime.base_url)".into()
+            )
+        );
+        // The API first: nothing can be stored while it is down.
+        down.api = Some("checkpoint API unreachable: connection refused (http://api:8080)".into());
+        assert!(
+            judge(&down, now)
+                .1
+                .starts_with("checkpoint API unreachable")
+        );
+    }
+
+    #[test]
+    fn a_stale_report_is_unhealthy() {
+        let r = report(Activity::Serving);
+        assert!(judge(&r, r.written_ms + 59_000).0);
+        assert_eq!(
+            judge(&r, r.written_ms + 75_000),
+            (false, "the runner has not reported for 75 s".into())
+        );
+        // A clock that went backwards is not staleness.
+        assert!(judge(&r, r.written_ms - 5_000).0);
+    }
+
+    #[test]
+    fn a_blip_is_not_an_outage() {
+        assert!(!shows_as_down(1, Duration::from_secs(1)));
+        assert!(!shows_as_down(2, Duration::from_secs(9)));
+        assert!(shows_as_down(3, Duration::from_millis(300)));
+        assert!(shows_as_down(1, Duration::from_secs(10)));
+    }
+
+    #[tokio::test]
+    async fn the_file_follows_failures_and_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/health");
+        let health = Health::new(Some(path.clone()));
+        assert_eq!(read(&path).unwrap().activity, Activity::Starting);
+        health.set(Activity::Serving);
+        for _ in 0..3 {
+            health.failed(
+                Dependency::Api,
+                "connection refused",
+                "checkpoint API unreachable: connection refused (http://x)".into(),
+            );
+        }
+        let (healthy, line) = judge(&read(&path).unwrap(), chrono::Utc::now().timestamp_millis());
+        assert!(!healthy);
+        assert_eq!(
+            line,
+            "checkpoint API unreachable: connection refused (http://x)"
+        );
+        health.answered(Dependency::Api);
+        let (healthy, line) = judge(&read(&path).unwrap(), chrono::Utc::now().timestamp_millis());
+        assert!(healthy, "{line}");
+        assert_eq!(line, "serving");
+        // The outage ended before an event sink existed: it is kept for it.
+        let pending = health.lock().pending.clone();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(
+            (pending[0].dependency, pending[0].attempts),
+            (Dependency::Api, 3)
+        );
+        assert!(matches!(
+            read(&dir.path().join("none")),
+            Err(ReadError::Missing(_))
+        ));
+    }
+}
