@@ -327,12 +327,8 @@ fn crashes_restart_with_the_same_thread_until_the_budget_is_spent() {
         let c = inspect(&name);
         c["State"]["Running"] == false && c["State"]["Restarting"] == false
     });
-    let ps: Value = serde_json::from_slice(
-        &pool
-            .ninetrix(&["ps", "-p", &pool.name, "--json"])
-            .stdout,
-    )
-    .unwrap();
+    let ps: Value =
+        serde_json::from_slice(&pool.ninetrix(&["ps", "-p", &pool.name, "--json"]).stdout).unwrap();
     // Listed without -a: a durable agent that is not running is what `ps` is for.
     let worker = ps
         .as_array()

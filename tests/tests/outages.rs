@@ -14,7 +14,7 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::ThreadStatus;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::{Value, json};
-use support::docker::{Pool, docker, inspect, wait_for};
+use support::docker::{Pool, docker, inspect, text, wait_for};
 use support::openai::{answer_stream, error_response, stream_response};
 use support::{Admin, Gate, Hold, Runner};
 
@@ -42,25 +42,11 @@ fn running(container: &str) -> bool {
 }
 
 fn invoke_no_wait(pool: &Pool, agent: &str, message: &str, id: &str) {
-    let out = pool
-        .command(&[
-            "invoke",
-            "-p",
-            &pool.name,
-            "--agent",
-            agent,
-            "-m",
-            message,
-            "--id",
-            id,
-            "--no-wait",
-        ])
-        .output()
-        .unwrap();
+    let out = pool.invoke(agent, message, &["--id", id, "--no-wait"]);
     assert!(
         out.status.success(),
         "invoke --no-wait failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        text(&out)
     );
 }
 

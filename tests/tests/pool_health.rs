@@ -6,19 +6,10 @@
 
 mod support;
 
-use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::docker::{Pool, inspect, wait_for};
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use support::docker::{Pool, inspect, text, wait_for};
 
 /// `ps --json` rows of the pool.
 fn ps(pool: &Pool, all: bool) -> Vec<Value> {
@@ -100,17 +91,7 @@ fn a_dead_agent_looks_dead_and_invoke_refuses_it_at_once() {
     assert!(table.contains("gave up after 3 restarts"), "{table}");
 
     // invoke refuses at once, names the cause and the fix, and queues nothing.
-    let out = pool.ninetrix(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        "broken",
-        "-m",
-        "hello",
-        "--timeout",
-        "120",
-    ]);
+    let out = pool.invoke("broken", "hello", &["--timeout", "120"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(69), "{said}");
     assert!(said.contains("gave up after 3 restarts"), "{said}");
@@ -121,15 +102,7 @@ fn a_dead_agent_looks_dead_and_invoke_refuses_it_at_once() {
     assert!(said.contains("nothing was queued"), "{said}");
 
     // A batch agent takes no messages: refused, with the line to run it instead.
-    let out = pool.ninetrix(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        "digest",
-        "-m",
-        "Write it now",
-    ]);
+    let out = pool.invoke("digest", "Write it now", &[]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(69), "{said}");
     assert!(
@@ -168,17 +141,7 @@ fn an_agent_whose_model_is_unreachable_is_unhealthy_and_invoke_says_so() {
     // Nothing listens on the container's own port 9: every model call is refused. The runner
     // claims its thread and serves, so `up` says Ready.
     pool.up(&[]);
-    let out = pool.ninetrix(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        "asker",
-        "-m",
-        "Are you there?",
-        "--timeout",
-        "240",
-    ]);
+    let out = pool.invoke("asker", "Are you there?", &["--timeout", "240"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(69), "{said}");
     assert!(said.contains("queued as message"), "{said}");
@@ -206,15 +169,7 @@ fn an_agent_whose_model_is_unreachable_is_unhealthy_and_invoke_says_so() {
     assert_eq!(inspect(&pool.container("asker", 1))["RestartCount"], 0);
 
     // A second invoke is refused before anything is queued.
-    let out = pool.ninetrix(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        "asker",
-        "-m",
-        "Still there?",
-    ]);
+    let out = pool.invoke("asker", "Still there?", &[]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(69), "{said}");
     assert!(said.contains("nothing was queued"), "{said}");
@@ -237,16 +192,7 @@ fn a_runner_resuming_a_long_turn_is_ready_at_once() {
     let pool = Pool::new("resume");
     pool.write(LONG_TURN);
     pool.up(&[]);
-    let out = pool.ninetrix(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        "sleeper",
-        "-m",
-        "Wait.",
-        "--no-wait",
-    ]);
+    let out = pool.invoke("sleeper", "Wait.", &["--no-wait"]);
     assert!(out.status.success(), "{}", text(&out));
     wait_for("the long turn to start", Duration::from_secs(30), || {
         pool.events("sleeper")

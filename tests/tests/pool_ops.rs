@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ninetrix_client::{Client, ThreadQuery, Token};
 use ninetrix_proto::api::ThreadSummary;
-use support::docker::{Pool, docker, wait_for};
+use support::docker::{Pool, docker, text, wait_for};
 
 /// Everything Docker holds that is labelled with (or named after) the pool: containers,
 /// networks, volumes.
@@ -80,30 +80,8 @@ fn api_threads(pool: &Pool, api_container: &str) -> Vec<ThreadSummary> {
     })
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn invoke(pool: &Pool, agent: &str, key: &str) -> Output {
-    pool.command(&[
-        "invoke",
-        "-p",
-        &pool.name,
-        "--agent",
-        agent,
-        "-m",
-        "hello",
-        "--id",
-        key,
-        "--timeout",
-        "60",
-    ])
-    .output()
-    .unwrap()
+    pool.invoke(agent, "hello", &["--id", key, "--timeout", "60"])
 }
 
 #[test]

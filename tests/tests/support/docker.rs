@@ -201,6 +201,15 @@ impl Drop for Pool {
     }
 }
 
+/// A command's stdout and stderr, one after the other (for assertions and their messages).
+pub(crate) fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 pub(crate) fn docker(args: &[&str]) -> String {
     let out = Command::new("docker")
         .args(args)
@@ -250,6 +259,14 @@ pub(crate) fn kill_host_pid(container: &str) {
 }
 
 impl Pool {
+    /// `ninetrix invoke -p <pool> --agent <agent> -m <message> <extra…>` (replica 1 unless
+    /// `extra` says otherwise).
+    pub(crate) fn invoke(&self, agent: &str, message: &str, extra: &[&str]) -> Output {
+        let mut args = vec!["invoke", "-p", &self.name, "--agent", agent, "-m", message];
+        args.extend_from_slice(extra);
+        self.ninetrix(&args)
+    }
+
     /// The binary with this pool's environment, for a test that needs the `Command`.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(ninetrix_bin());
