@@ -103,10 +103,10 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
 
-    let (key, generated) = match &args.id {
-        Some(id) => (id.clone(), false),
-        None => (format!("invoke-{}", ThreadId::new_v7()), true),
-    };
+    let key = args
+        .id
+        .clone()
+        .unwrap_or_else(|| format!("invoke-{}", ThreadId::new_v7()));
     let request = EnqueueRequest {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
@@ -121,13 +121,19 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (seq, duplicate) = (queued.seq, queued.duplicate);
-    let again = if duplicate {
-        " (already queued with this --id)".to_string()
-    } else if generated {
-        format!("; to retry without sending it twice, pass --id {key}")
+    let already = if duplicate {
+        " (already queued with this --id)"
     } else {
-        String::new()
+        ""
     };
+    // Said when `invoke` stops before the reply: how to wait again without a second message.
+    let rerun = format!(
+        "`ninetrix invoke -p {} --agent {} --replica {} --id {key} -m {}` waits for it without queueing it again",
+        target.pool,
+        args.agent,
+        args.replica,
+        shell_quote(&args.message)
+    );
     if args.no_wait {
         if args.json {
             outln!(
@@ -136,7 +142,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             );
         } else {
             outln!(
-                "queued as message {seq} for {}-{} (id {key}){again}",
+                "queued as message {seq} for {}-{} (id {key}){already}",
                 args.agent,
                 args.replica
             );
@@ -145,7 +151,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         eprintln!(
-            "queued as message {seq} for {}-{} (id {key}){again}",
+            "queued as message {seq} for {}-{} (id {key}){already}",
             args.agent, args.replica
         );
     }
@@ -227,9 +233,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                 Some(c) => c.why_no_answer(&target.who()),
             };
             if let Some(why) = why {
-                eprintln!(
-                    "message {seq} stays queued and is answered once the agent runs again: {why}"
-                );
+                eprintln!("message {seq} stays queued: {why}; {rerun}");
                 return Ok(ExitCode::from(EXIT_UNAVAILABLE));
             }
             if let Some(Condition::Restarting { restarts }) = cond
@@ -247,7 +251,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         }
         if Instant::now() >= deadline {
             eprintln!(
-                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} --replica {} -f`)",
+                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} --replica {} -f`; {rerun})",
                 args.timeout, target.pool, args.agent, args.replica
             );
             return Ok(ExitCode::from(EXIT_TIMEOUT));

@@ -148,7 +148,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     .await?;
     if failures > 0 {
         eprintln!(
-            "{failures} runner(s) did not become ready; see `ninetrix ps -p {pool} -a` and the containers' logs"
+            "{failures} runner(s) did not become ready; `ninetrix ps -p {pool}` shows each one's state and reason, `ninetrix logs -p {pool}` their logs"
         );
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }

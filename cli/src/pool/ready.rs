@@ -8,6 +8,7 @@ use bollard::Docker;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 
 use crate::pool::apply::Started;
+use crate::pool::condition;
 use crate::pool::local_api::Api;
 use crate::ui::progress::Progress;
 
@@ -42,25 +43,28 @@ pub(crate) async fn wait_ready(
                 continue;
             }
             let info = docker.inspect_container(&s.id, None).await?;
-            let st = info.state.unwrap_or_default();
-            if !st.running.unwrap_or(false) && !st.restarting.unwrap_or(false) {
-                let why = if st.oom_killed.unwrap_or(false) {
+            let facts = condition::inspect(docker, &info).await?;
+            let live = facts.liveness;
+            if !live.running && !live.restarting {
+                let mut why = if facts.oom_killed {
                     "OOM-killed".to_string()
                 } else {
-                    format!("exited with code {}", st.exit_code.unwrap_or(-1))
+                    format!("exited with code {}", live.exit_code.unwrap_or(-1))
                 };
+                if let Some(error) = &facts.last_error {
+                    why = format!("{why}: {error}");
+                }
                 progress.fail("Container", &s.name, &format!("not ready: {why}"));
                 failures += 1;
                 continue;
             }
             if Instant::now() > deadline {
-                let why = if st.restarting.unwrap_or(false) {
-                    format!(
-                        "still restarting (restart {})",
-                        info.restart_count.unwrap_or(0)
-                    )
-                } else {
-                    "running but not ready".into()
+                let why = match (live.restarting, &facts.health_output) {
+                    (true, _) => format!("still restarting (restart {})", live.restarts),
+                    (false, Some(health)) => {
+                        format!("running but not ready ({})", health.trim())
+                    }
+                    (false, None) => "running but not ready".into(),
                 };
                 progress.fail(
                     "Container",
