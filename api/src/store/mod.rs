@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-    ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
-    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
-    VersionSummary,
+    CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
+    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels,
+    ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    VersionDetail, VersionSummary,
 };
 
 pub use postgres::PostgresStore;
@@ -223,6 +223,10 @@ store_ops! {
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
         = |c| append_checkpoint(c, id, &request, now_ms());
+
+    /// One durable step in one transaction: a checkpoint version, ledger intents and outcomes.
+    write fn commit(id: ThreadId, request: CommitRequest) -> CommitResponse
+        = |c| commit(c, id, &request, now_ms());
 
     /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
     write fn record_intent(id: ThreadId, intent: ToolCallIntent) -> (ToolCallRecord, bool)

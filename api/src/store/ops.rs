@@ -6,8 +6,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointState, ErrorCode, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
-    ToolCallRecord, ToolCallStatus, VersionSummary,
+    CheckpointRequest, CheckpointState, CommitRequest, ErrorCode, Event, InboxMessage,
+    ThreadLabels, ThreadStatus, ThreadSummary, ToolCallRecord, ToolCallStatus, VersionSummary,
 };
 use ninetrix_proto::message::Message;
 
@@ -224,6 +224,67 @@ pub(crate) const MAX_KEY_LEN: usize = 128;
 /// Longest event type, in characters.
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
+/// A ledger or dedupe key must have 1 to [`MAX_KEY_LEN`] characters.
+pub(crate) fn check_key(key: &str) -> StoreResult<()> {
+    if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidKey,
+            message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
+        });
+    }
+    Ok(())
+}
+
+/// Every ledger key of a commit, checked before anything is read or written.
+pub(crate) fn check_commit_keys(req: &CommitRequest) -> StoreResult<()> {
+    let intents = req.intents.iter().map(|i| i.key.as_str());
+    let outcomes = req.outcomes.iter().map(|o| o.key.as_str());
+    intents.chain(outcomes).try_for_each(check_key)
+}
+
+/// The version part of a checkpoint or of a commit, borrowed from either request.
+pub(crate) struct VersionWrite<'a> {
+    pub(crate) epoch: u64,
+    pub(crate) parent_version: u64,
+    pub(crate) truncate_to: Option<u64>,
+    pub(crate) append: &'a [Message],
+    pub(crate) state: &'a CheckpointState,
+}
+
+impl<'a> From<&'a CheckpointRequest> for VersionWrite<'a> {
+    fn from(r: &'a CheckpointRequest) -> Self {
+        VersionWrite {
+            epoch: r.epoch,
+            parent_version: r.parent_version,
+            truncate_to: r.truncate_to,
+            append: &r.append,
+            state: &r.state,
+        }
+    }
+}
+
+impl<'a> From<&'a CommitRequest> for VersionWrite<'a> {
+    fn from(r: &'a CommitRequest) -> Self {
+        VersionWrite {
+            epoch: r.epoch,
+            parent_version: r.parent_version,
+            truncate_to: r.truncate_to,
+            append: &r.append,
+            state: &r.state,
+        }
+    }
+}
+
+/// The fields of a ledger intent, borrowed from a [`ToolCallIntent`](ninetrix_proto::api::ToolCallIntent)
+/// or a commit's [`CommitIntent`](ninetrix_proto::api::CommitIntent).
+pub(crate) struct IntentWrite<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) turn_seq: u64,
+    pub(crate) tool: &'a str,
+    pub(crate) args: &'a serde_json::Value,
+    pub(crate) effect: Effect,
+}
+
 /// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
 /// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
 /// holds the database's write lock).
@@ -231,8 +292,9 @@ macro_rules! sql_ops {
     ($conn:ty, $lock:literal) => {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
-            CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-            ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
+            CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
+            EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage,
+            ThreadLabels, ThreadSummary,
             ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
         };
 
@@ -288,6 +350,11 @@ macro_rules! sql_ops {
 
         pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
             let thread = fenced_thread(c, id, req.epoch).await?;
+            append_version(c, id, &thread, &VersionWrite::from(req), now).await
+        }
+
+        /// Appends a version to `thread` (read and fenced by the caller, in this transaction).
+        async fn append_version(c: &mut Conn, id: ThreadId, thread: &ThreadRow, req: &VersionWrite<'_>, now: i64) -> StoreResult<CheckpointCreated> {
             let head = to_u64(thread.version);
             if req.parent_version != head {
                 return Err(StoreError::VersionConflict { given: req.parent_version, head });
@@ -311,7 +378,7 @@ macro_rules! sql_ops {
                     .await?;
                 len = cut;
             }
-            for message in &req.append {
+            for message in req.append {
                 sqlx::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
                     .bind(id.to_string())
                     .bind(version_i)
@@ -338,7 +405,7 @@ macro_rules! sql_ops {
             .bind(req.truncate_to.map(|t| to_i64(t, "truncate_to")).transpose()?)
             .bind(req.append.len() as i64)
             .bind(to_i64(len, "history_len")?)
-            .bind(encode(&req.state)?)
+            .bind(encode(req.state)?)
             .bind(now)
             .execute(&mut *c)
             .await?;
@@ -359,66 +426,93 @@ macro_rules! sql_ops {
             row.map(ToolCallRow::record).transpose()
         }
 
-        fn check_key(key: &str) -> StoreResult<()> {
-            if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
-                return Err(StoreError::Invalid {
-                    code: ErrorCode::InvalidKey,
-                    message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
-                });
-            }
-            Ok(())
-        }
-
         pub(crate) async fn record_intent(c: &mut Conn, id: ThreadId, intent: &ToolCallIntent, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
             check_key(&intent.key)?;
             fenced_thread(c, id, intent.epoch).await?;
+            let fields = IntentWrite { key: &intent.key, turn_seq: intent.turn_seq, tool: &intent.tool, args: &intent.args, effect: intent.effect };
+            insert_intent(c, id, intent.epoch, &fields, now).await
+        }
+
+        /// Inserts an intent unless its key is in the ledger; returns the stored record and
+        /// whether it is new. The caller has fenced the thread in this transaction.
+        async fn insert_intent(c: &mut Conn, id: ThreadId, epoch: u64, intent: &IntentWrite<'_>, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
             let inserted = sqlx::query(
                 "INSERT INTO tool_calls (thread_id, key, turn_seq, tool, args, effect, status, intent_epoch, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, 'intent', $7, $8) ON CONFLICT (thread_id, key) DO NOTHING",
             )
             .bind(id.to_string())
-            .bind(&intent.key)
+            .bind(intent.key)
             .bind(to_i64(intent.turn_seq, "turn_seq")?)
-            .bind(&intent.tool)
-            .bind(encode(&intent.args)?)
+            .bind(intent.tool)
+            .bind(encode(intent.args)?)
             .bind(intent.effect.as_str())
-            .bind(to_i64(intent.epoch, "epoch")?)
+            .bind(to_i64(epoch, "epoch")?)
             .bind(now)
             .execute(&mut *c)
             .await?
             .rows_affected()
                 == 1;
-            let record = tool_call_row(c, id, &intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
+            let record = tool_call_row(c, id, intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
             Ok((record, inserted))
         }
 
         pub(crate) async fn complete_tool_call(c: &mut Conn, id: ThreadId, key: &str, done: &ToolCallCompletion, now: i64) -> StoreResult<ToolCallRecord> {
             check_key(key)?;
             fenced_thread(c, id, done.epoch).await?;
+            record_outcome(c, id, key, done.epoch, done.ok, &done.result, now).await
+        }
+
+        /// Records an outcome (the first one wins; the same one again is harmless). The caller
+        /// has fenced the thread in this transaction.
+        async fn record_outcome(c: &mut Conn, id: ThreadId, key: &str, epoch: u64, ok: bool, result: &str, now: i64) -> StoreResult<ToolCallRecord> {
             let existing = tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?;
-            let status = if done.ok { "completed" } else { "failed" };
+            let status = if ok { "completed" } else { "failed" };
             match existing.status {
                 ninetrix_proto::api::ToolCallStatus::Intent => {
                     sqlx::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
                         .bind(id.to_string())
                         .bind(key)
                         .bind(status)
-                        .bind(&done.result)
-                        .bind(to_i64(done.epoch, "epoch")?)
+                        .bind(result)
+                        .bind(to_i64(epoch, "epoch")?)
                         .bind(now)
                         .execute(&mut *c)
                         .await?;
                     tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))
                 }
                 recorded => {
-                    let same_ok = matches!(recorded, ninetrix_proto::api::ToolCallStatus::Completed) == done.ok;
-                    if same_ok && existing.result.as_deref() == Some(done.result.as_str()) {
+                    let same_ok = matches!(recorded, ninetrix_proto::api::ToolCallStatus::Completed) == ok;
+                    if same_ok && existing.result.as_deref() == Some(result) {
                         Ok(existing)
                     } else {
                         Err(StoreError::AlreadyCompleted { key: key.to_string() })
                     }
                 }
             }
+        }
+
+        /// One durable step: a version, the ledger intents, then the outcomes, in the caller's
+        /// one transaction. Any refusal returns an error, so the transaction writes nothing.
+        pub(crate) async fn commit(c: &mut Conn, id: ThreadId, req: &CommitRequest, now: i64) -> StoreResult<CommitResponse> {
+            check_commit_keys(req)?;
+            let thread = fenced_thread(c, id, req.epoch).await?;
+            let created = append_version(c, id, &thread, &VersionWrite::from(req), now).await?;
+            let mut keys = Vec::with_capacity(req.intents.len());
+            for intent in &req.intents {
+                let fields = IntentWrite { key: &intent.key, turn_seq: intent.turn_seq, tool: &intent.tool, args: &intent.args, effect: intent.effect };
+                insert_intent(c, id, req.epoch, &fields, now).await?;
+                keys.push(intent.key.as_str());
+            }
+            for outcome in &req.outcomes {
+                record_outcome(c, id, &outcome.key, req.epoch, outcome.ok, &outcome.result, now).await?;
+            }
+            // The records as they stand at the end (an intent completed by this same commit
+            // shows its outcome).
+            let mut records = Vec::with_capacity(keys.len());
+            for key in keys {
+                records.push(tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?);
+            }
+            Ok(CommitResponse { version: created.version, history_len: created.history_len, records })
         }
 
         pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
