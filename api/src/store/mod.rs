@@ -8,6 +8,7 @@
 
 mod ops;
 mod postgres;
+mod rsq;
 mod sqlite;
 
 use std::sync::Arc;
@@ -72,6 +73,12 @@ pub enum StoreError {
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e.to_string().into())
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
         StoreError::Database(e.to_string().into())
     }
 }
@@ -192,7 +199,7 @@ macro_rules! store_ops {
                 $(#[doc = $doc])*
                 pub async fn $name(&self, $($arg: $ty),*) -> StoreResult<$ret> {
                     match self {
-                        Store::Sqlite(s) => store_ops!(@$kind s, $c, ops::sqlite::$op($($call)*)),
+                        Store::Sqlite(s) => store_ops!(@sqlite $kind s, $c, $op($($call)*)),
                         Store::Postgres(s) => {
                             store_ops!(@$kind s, $c, ops::postgres::$op($($call)*))
                         }
@@ -200,6 +207,16 @@ macro_rules! store_ops {
                 }
             )*
         }
+    };
+    // SQLite's writes run on the writer thread's rusqlite connection; their futures never wait.
+    (@sqlite write $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        $s.write(move |$c| {
+            ops::rsq_run(ops::sqlite_writer::$op($($call)*))
+        })
+        .await
+    };
+    (@sqlite read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        store_ops!(@read $s, $c, ops::sqlite::$op($($call)*))
     };
     (@write $s:ident, $c:ident, $call:expr) => {
         $s.write(move |$c| Box::pin(async move { $call.await })).await

@@ -219,6 +219,15 @@ pub(crate) fn splice_state(
     )
 }
 
+/// Runs one of the SQLite writer's operations (built from `rsq`, so it never waits) on this thread.
+pub(crate) fn rsq_run<T>(op: impl std::future::Future<Output = StoreResult<T>>) -> StoreResult<T> {
+    super::rsq::run_now(op).unwrap_or_else(|| {
+        Err(StoreError::Database(
+            "a SQLite write waited on the writer thread".into(),
+        ))
+    })
+}
+
 /// Longest ledger or dedupe key, in characters.
 pub(crate) const MAX_KEY_LEN: usize = 128;
 /// Longest event type, in characters.
@@ -285,33 +294,35 @@ pub(crate) struct IntentWrite<'a> {
     pub(crate) effect: Effect,
 }
 
-/// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
-/// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
-/// holds the database's write lock).
+/// The ledger columns every ledger read selects.
+pub(crate) const TOOL_CALL_COLUMNS: &str = "key, turn_seq, tool, args, effect, status, result, intent_epoch, completed_epoch, created_at, completed_at";
+
+/// The queries, written once. `writes` expands the write operations for a connection type `$conn`
+/// whose query functions live in the module `q` at the expansion site (`sqlx` for Postgres, the
+/// rusqlite adapter `rsq` for SQLite's writer thread); `$lock` is appended to the thread-row read
+/// that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already holds the
+/// database's write lock). `reads` expands the reads for an sqlx connection.
 macro_rules! sql_ops {
-    ($conn:ty, $lock:literal) => {
+    (writes $conn:ty, $lock:literal) => {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
             CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
-            EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage,
-            ThreadLabels, ThreadSummary,
-            ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+            EnqueueRequest, EnqueueResponse, ErrorCode, EventsRequest, ThreadLabels,
+            ToolCallCompletion, ToolCallIntent, ToolCallRecord,
         };
 
         use $crate::store::ops::*;
-        use $crate::store::{StoreError, StoreResult, ThreadFilter};
+        use $crate::store::{StoreError, StoreResult};
 
         type Conn = $conn;
 
-        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
         const SELECT_THREAD_FOR_WRITE: &str = concat!(
             "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1",
             $lock
         );
-        const TOOL_CALL_COLUMNS: &str = "key, turn_seq, tool, args, effect, status, result, intent_epoch, completed_epoch, created_at, completed_at";
 
         pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
-            sqlx::query(
+            q::query(
                 "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
                  ON CONFLICT (thread_id) DO UPDATE SET pool = COALESCE(excluded.pool, threads.pool), \
                  agent = COALESCE(excluded.agent, threads.agent), replica = COALESCE(excluded.replica, threads.replica)",
@@ -328,7 +339,7 @@ macro_rules! sql_ops {
 
         pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
             ensure_thread(c, id, labels, now).await?;
-            let (epoch, boot_count): (i64, i64) = sqlx::query_as(
+            let (epoch, boot_count): (i64, i64) = q::query_as(
                 "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
             )
             .bind(id.to_string())
@@ -340,7 +351,7 @@ macro_rules! sql_ops {
 
         /// Reads the thread for a write and checks the writer's epoch.
         async fn fenced_thread(c: &mut Conn, id: ThreadId, epoch: u64) -> StoreResult<ThreadRow> {
-            let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            let row: Option<ThreadRow> = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let row = row.ok_or(StoreError::NotFound("thread"))?;
             if to_u64(row.epoch) != epoch {
                 return Err(StoreError::Fenced { given: epoch, current: to_u64(row.epoch) });
@@ -370,7 +381,7 @@ macro_rules! sql_ops {
                         message: format!("truncate_to {cut} is longer than the history ({old_len} messages)"),
                     });
                 }
-                sqlx::query("UPDATE messages SET superseded_by = $2 WHERE thread_id = $1 AND superseded_by IS NULL AND position >= $3")
+                q::query("UPDATE messages SET superseded_by = $2 WHERE thread_id = $1 AND superseded_by IS NULL AND position >= $3")
                     .bind(id.to_string())
                     .bind(version_i)
                     .bind(to_i64(cut, "truncate_to")?)
@@ -379,7 +390,7 @@ macro_rules! sql_ops {
                 len = cut;
             }
             for message in req.append {
-                sqlx::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
+                q::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
                     .bind(id.to_string())
                     .bind(version_i)
                     .bind(to_i64(len, "position")?)
@@ -394,7 +405,7 @@ macro_rules! sql_ops {
                     message: format!("turn_start_history_len {} is past the end of the history ({len} messages)", req.state.turn_start_history_len),
                 });
             }
-            sqlx::query(
+            q::query(
                 "INSERT INTO versions (thread_id, version, parent_version, epoch, truncate_to, appended, history_len, state, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
@@ -409,7 +420,7 @@ macro_rules! sql_ops {
             .bind(now)
             .execute(&mut *c)
             .await?;
-            sqlx::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
+            q::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
                 .bind(id.to_string())
                 .bind(version_i)
                 .bind(to_i64(len, "history_len")?)
@@ -422,7 +433,7 @@ macro_rules! sql_ops {
 
         async fn tool_call_row(c: &mut Conn, id: ThreadId, key: &str) -> StoreResult<Option<ToolCallRecord>> {
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND key = $2");
-            let row: Option<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(key).fetch_optional(&mut *c).await?;
+            let row: Option<ToolCallRow> = q::query_as(q::AssertSqlSafe(sql)).bind(id.to_string()).bind(key).fetch_optional(&mut *c).await?;
             row.map(ToolCallRow::record).transpose()
         }
 
@@ -436,7 +447,7 @@ macro_rules! sql_ops {
         /// Inserts an intent unless its key is in the ledger; returns the stored record and
         /// whether it is new. The caller has fenced the thread in this transaction.
         async fn insert_intent(c: &mut Conn, id: ThreadId, epoch: u64, intent: &IntentWrite<'_>, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
-            let inserted = sqlx::query(
+            let inserted = q::query(
                 "INSERT INTO tool_calls (thread_id, key, turn_seq, tool, args, effect, status, intent_epoch, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, 'intent', $7, $8) ON CONFLICT (thread_id, key) DO NOTHING",
             )
@@ -469,7 +480,7 @@ macro_rules! sql_ops {
             let status = if ok { "completed" } else { "failed" };
             match existing.status {
                 ninetrix_proto::api::ToolCallStatus::Intent => {
-                    sqlx::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
+                    q::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
                         .bind(id.to_string())
                         .bind(key)
                         .bind(status)
@@ -521,7 +532,7 @@ macro_rules! sql_ops {
             }
             ensure_thread(c, id, &ThreadLabels::default(), now).await?;
             if let Some(key) = &req.dedupe_key {
-                let seq: Option<(i64,)> = sqlx::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
+                let seq: Option<(i64,)> = q::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
                     .bind(id.to_string())
                     .bind(key)
                     .fetch_optional(&mut *c)
@@ -530,12 +541,12 @@ macro_rules! sql_ops {
                     return Ok(EnqueueResponse { seq: to_u64(seq), duplicate: true });
                 }
             }
-            let (seq,): (i64,) = sqlx::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
+            let (seq,): (i64,) = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
                 .bind(id.to_string())
                 .bind(now)
                 .fetch_one(&mut *c)
                 .await?;
-            sqlx::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
+            q::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
                 .bind(id.to_string())
                 .bind(seq)
                 .bind(&req.content)
@@ -559,7 +570,7 @@ macro_rules! sql_ops {
             let mut seq = thread.event_seq;
             for e in &req.events {
                 seq += 1;
-                sqlx::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+                q::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
                     .bind(id.to_string())
                     .bind(seq)
                     .bind(&e.kind)
@@ -570,7 +581,7 @@ macro_rules! sql_ops {
                     .await?;
             }
             if seq != thread.event_seq {
-                sqlx::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
+                q::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
                     .bind(id.to_string())
                     .bind(seq)
                     .bind(now)
@@ -584,15 +595,27 @@ macro_rules! sql_ops {
             let mut found = false;
             for table in ["messages", "versions", "tool_calls", "inbox", "events", "threads"] {
                 let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
-                let n = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
+                let n = q::query(q::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
                 found |= table == "threads" && n > 0;
             }
             Ok(found)
         }
 
+    };
+    (reads $conn:ty) => {
+        use ninetrix_proto::ThreadId;
+        use ninetrix_proto::api::{Event, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
+
+        use $crate::store::ops::*;
+        use $crate::store::{StoreResult, ThreadFilter};
+
+        type ReadConn = $conn;
+
+        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
+
         /// The latest state as a JSON document (a `ThreadState`), spliced from the stored JSON
         /// of the state and of each message without decoding them.
-        pub(crate) async fn latest_json(c: &mut Conn, id: ThreadId) -> StoreResult<Option<String>> {
+        pub(crate) async fn latest_json(c: &mut ReadConn, id: ThreadId) -> StoreResult<Option<String>> {
             let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
             let (state,): (String,) = sqlx::query_as("SELECT state FROM versions WHERE thread_id = $1 AND version = $2")
@@ -622,7 +645,7 @@ macro_rules! sql_ops {
             Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, &history)))
         }
 
-        pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
             let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -632,7 +655,7 @@ macro_rules! sql_ops {
             Ok(rows.into_iter().map(InboxRow::message).collect())
         }
 
-        pub(crate) async fn events_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
+        pub(crate) async fn events_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
             let rows: Vec<EventRow> = sqlx::query_as("SELECT seq, kind, data, epoch, created_at FROM events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -642,7 +665,7 @@ macro_rules! sql_ops {
             rows.into_iter().map(EventRow::event).collect()
         }
 
-        pub(crate) async fn list_threads(c: &mut Conn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
+        pub(crate) async fn list_threads(c: &mut ReadConn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
             let rows: Vec<ThreadRow> = sqlx::query_as(
                 "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads \
                  WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
@@ -658,12 +681,12 @@ macro_rules! sql_ops {
             rows.into_iter().map(ThreadRow::summary).collect()
         }
 
-        pub(crate) async fn thread(c: &mut Conn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
+        pub(crate) async fn thread(c: &mut ReadConn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
             let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             row.map(ThreadRow::summary).transpose()
         }
 
-        pub(crate) async fn versions(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
+        pub(crate) async fn versions(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
             let rows: Vec<VersionRow> = sqlx::query_as(
                 "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 ORDER BY version",
             )
@@ -673,7 +696,7 @@ macro_rules! sql_ops {
             rows.into_iter().map(VersionRow::summary).collect()
         }
 
-        pub(crate) async fn version(c: &mut Conn, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
+        pub(crate) async fn version(c: &mut ReadConn, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
             let v = to_i64(version, "version")?;
             let row: Option<VersionRow> = sqlx::query_as(
                 "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 AND version = $2",
@@ -694,7 +717,7 @@ macro_rules! sql_ops {
             Ok(Some(VersionDetail { summary: row.summary()?, history }))
         }
 
-        pub(crate) async fn tool_calls(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
+        pub(crate) async fn tool_calls(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 ORDER BY created_at, key");
             let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).fetch_all(&mut *c).await?;
             rows.into_iter().map(ToolCallRow::record).collect()
@@ -703,11 +726,23 @@ macro_rules! sql_ops {
 }
 
 pub(crate) mod sqlite {
-    //! The queries for SQLite.
-    sql_ops!(sqlx::SqliteConnection, "");
+    //! The reads for SQLite (sqlx's pool of reader connections).
+    sql_ops!(reads sqlx::SqliteConnection);
+}
+
+pub(crate) mod sqlite_writer {
+    //! The writes for SQLite, run on the writer thread's rusqlite connection.
+    use crate::store::rsq as q;
+    sql_ops!(writes rusqlite::Connection, "");
 }
 
 pub(crate) mod postgres {
     //! The queries for Postgres.
-    sql_ops!(sqlx::PgConnection, " FOR UPDATE");
+    use sqlx as q;
+    sql_ops!(writes sqlx::PgConnection, " FOR UPDATE");
+
+    mod reads {
+        sql_ops!(reads sqlx::PgConnection);
+    }
+    pub(crate) use reads::*;
 }
