@@ -77,6 +77,7 @@ async fn start(
     config.store = StoreOptions {
         max_batch: 256,
         max_connections: 8,
+        ..StoreOptions::default()
     };
     let server = Server::bind(config).await.expect("server starts");
     let base = format!("http://{}", server.local_addr().unwrap());

@@ -50,10 +50,19 @@ pub(crate) async fn latest(
     caller: Caller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
-) -> Result<axum::Json<ThreadState>, ApiError> {
+) -> Result<Response, ApiError> {
     caller.require_thread(id)?;
-    match app.store.latest(id).await? {
-        Some(state) => Ok(axum::Json(state)),
+    // The store assembles the document from the JSON it stored; it is sent as it is, without
+    // decoding megabytes of history into messages and encoding them again.
+    match app.store.latest_json(id).await? {
+        Some(json) => Ok((
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            json,
+        )
+            .into_response()),
         None => Err(ApiError::NotFound(format!(
             "thread {id} has no checkpoint yet"
         ))),

@@ -6,6 +6,7 @@
 //! its own transaction, serialised per thread by a row lock (`postgres.rs`). A write is
 //! acknowledged only after its transaction has committed durably.
 
+mod latest;
 mod ops;
 mod postgres;
 mod rsq;
@@ -123,6 +124,8 @@ pub struct StoreOptions {
     pub max_batch: usize,
     /// Connections for reads (SQLite) or for everything (Postgres).
     pub max_connections: u32,
+    /// Bytes of assembled histories kept for `latest` (0: none).
+    pub latest_cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -130,6 +133,7 @@ impl Default for StoreOptions {
         Self {
             max_batch: 256,
             max_connections: 8,
+            latest_cache_bytes: 64 << 20,
         }
     }
 }
@@ -172,6 +176,31 @@ impl Store {
     /// Stops background work and closes connections after pending writes finish.
     pub async fn close(&self) {
         dispatch!(self, s => s.close())
+    }
+
+    /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
+    /// messages (what `GET latest` sends), from the cached history of the thread when it can be.
+    pub async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
+        match self {
+            Store::Sqlite(s) => {
+                let mut conn = s.reader().await?;
+                ops::sqlite::latest_json(&mut conn, id, s.latest_cache()).await
+            }
+            Store::Postgres(s) => {
+                let mut conn = s.reader().await?;
+                ops::postgres::latest_json(&mut conn, id, s.latest_cache()).await
+            }
+        }
+    }
+
+    /// Deletes every trace of the thread; `false` if it did not exist.
+    pub async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
+        let purged = self.purge_rows(id).await;
+        match self {
+            Store::Sqlite(s) => s.latest_cache().forget(id),
+            Store::Postgres(s) => s.latest_cache().forget(id),
+        }
+        purged
     }
 
     /// The assembled latest state, or `None` before the first checkpoint.
@@ -265,12 +294,9 @@ store_ops! {
     write fn append_events(id: ThreadId, request: EventsRequest) -> u64
         = |c| append_events(c, id, &request, now_ms());
 
-    /// Deletes every trace of the thread; `false` if it did not exist.
-    write fn purge(id: ThreadId) -> bool = |c| purge(c, id);
+    /// Deletes every row of the thread (see [`Store::purge`]).
+    write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
 
-    /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
-    /// messages (what `GET latest` sends).
-    read fn latest_json(id: ThreadId) -> Option<String> = |c| latest_json(c, id);
 
     /// Inbox messages after `after`, oldest first.
     read fn inbox_after(id: ThreadId, after: u64, limit: u32) -> Vec<InboxMessage>

@@ -607,6 +607,7 @@ macro_rules! sql_ops {
         use ninetrix_proto::api::{Event, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
 
         use $crate::store::ops::*;
+        use $crate::store::latest::{self, LatestCache};
         use $crate::store::{StoreResult, ThreadFilter};
 
         type ReadConn = $conn;
@@ -615,16 +616,77 @@ macro_rules! sql_ops {
 
         /// The latest state as a JSON document (a `ThreadState`), spliced from the stored JSON
         /// of the state and of each message without decoding them.
-        pub(crate) async fn latest_json(c: &mut ReadConn, id: ThreadId) -> StoreResult<Option<String>> {
+        pub(crate) async fn latest_json(c: &mut ReadConn, id: ThreadId, cache: &LatestCache) -> StoreResult<Option<String>> {
             let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
+            let head = thread.version;
+            // Versions are never changed once written, so the state of `head` and the messages
+            // appended up to `head` read the same whatever is committed meanwhile.
             let (state,): (String,) = sqlx::query_as("SELECT state FROM versions WHERE thread_id = $1 AND version = $2")
                 .bind(id.to_string())
-                .bind(thread.version)
+                .bind(head)
                 .fetch_one(&mut *c)
                 .await?;
-            // Rows in position order straight off the partial index, appended as they arrive.
-            // (An ordered aggregate would sort megabytes of JSON; one row each is cheaper.)
+            let history = match cache.get(id, thread.created_at).filter(|e| e.version <= head) {
+                Some(hit) if hit.version == head => Some(hit),
+                Some(hit) => {
+                    let extended = extend_history(c, id, hit, head, thread.history_len).await?;
+                    if let Some(e) = &extended {
+                        cache.put(id, e.clone());
+                    }
+                    extended
+                }
+                None => None,
+            };
+            let history = match history {
+                Some(h) => h,
+                None => {
+                    let h = live_history(c, id, thread.created_at, head, thread.history_len).await?;
+                    cache.put(id, h.clone());
+                    h
+                }
+            };
+            Ok(Some(splice_state(id, to_u64(head), to_u64(thread.epoch), &state, &history.history)))
+        }
+
+        /// The cached history extended to `head` with the messages of the versions since, or
+        /// `None` when one of them truncated (then the history is rebuilt).
+        async fn extend_history(c: &mut ReadConn, id: ThreadId, hit: latest::Cached, head: i64, len: i64) -> StoreResult<Option<latest::Cached>> {
+            let (cuts,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM versions WHERE thread_id = $1 AND version > $2 AND version <= $3 AND truncate_to IS NOT NULL")
+                .bind(id.to_string())
+                .bind(hit.version)
+                .bind(head)
+                .fetch_one(&mut *c)
+                .await?;
+            if cuts > 0 {
+                return Ok(None);
+            }
+            let mut history = String::with_capacity(hit.history.len() + 4096);
+            history.push_str(&hit.history);
+            let mut count = hit.len;
+            {
+                let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND version > $2 AND version <= $3 ORDER BY version, position")
+                    .bind(id.to_string())
+                    .bind(hit.version)
+                    .bind(head)
+                    .fetch(&mut *c);
+                while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
+                    if count > 0 {
+                        history.push(',');
+                    }
+                    history.push_str(&body);
+                    count += 1;
+                }
+            }
+            if count != len {
+                return Err(corrupt("history", &format!("{count} messages up to version {head}, expected {len}")));
+            }
+            Ok(Some(latest::Cached { created_at: hit.created_at, version: head, len, history: std::sync::Arc::new(history) }))
+        }
+
+        /// The live history read whole: rows in position order straight off the partial index,
+        /// appended as they arrive. (An ordered aggregate would sort megabytes of JSON.)
+        async fn live_history(c: &mut ReadConn, id: ThreadId, created_at: i64, head: i64, len: i64) -> StoreResult<latest::Cached> {
             let mut history = String::new();
             let mut count = 0i64;
             {
@@ -639,10 +701,10 @@ macro_rules! sql_ops {
                     count += 1;
                 }
             }
-            if count != thread.history_len {
-                return Err(corrupt("history", &format!("{count} live messages, expected {}", thread.history_len)));
+            if count != len {
+                return Err(corrupt("history", &format!("{count} live messages, expected {len}")));
             }
-            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, &history)))
+            Ok(latest::Cached { created_at, version: head, len, history: std::sync::Arc::new(history) })
         }
 
         pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {

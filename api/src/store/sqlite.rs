@@ -22,6 +22,7 @@ use sqlx::{Connection as _, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::latest::LatestCache;
 use super::{StoreError, StoreOptions, StoreResult};
 
 /// Hands the outcome of the transaction a write ran in to its caller.
@@ -47,6 +48,7 @@ pub struct SqliteStore {
     readers: SqlitePool,
     stop: CancellationToken,
     writer_done: Arc<tokio::sync::Notify>,
+    latest: Arc<LatestCache>,
 }
 
 impl SqliteStore {
@@ -95,6 +97,7 @@ impl SqliteStore {
             readers,
             stop,
             writer_done,
+            latest: Arc::new(LatestCache::new(options.latest_cache_bytes)),
         })
     }
 
@@ -119,6 +122,10 @@ impl SqliteStore {
             .map_err(|_| StoreError::Database("the writer has stopped".into()))?;
         rx.await
             .map_err(|_| StoreError::Database("the writer stopped before committing".into()))?
+    }
+
+    pub(crate) fn latest_cache(&self) -> &LatestCache {
+        &self.latest
     }
 
     pub(crate) async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Sqlite>> {
