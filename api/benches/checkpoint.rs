@@ -204,8 +204,6 @@ fn rusqlite_floor(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
 }
 
 /// The same row through sqlx's SQLite driver (its worker thread between the caller and SQLite).
-/// The floor: one row of the same size per transaction, committed straight into SQLite (WAL,
-/// synchronous=FULL), one writer.
 async fn sqlx_sqlite(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
     let opts: sqlx::sqlite::SqliteConnectOptions =
         format!("sqlite://{}", dir.join("raw.db").display())
