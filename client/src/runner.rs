@@ -1,12 +1,13 @@
-//! The runner routes (`/v1/runners/threads/{id}/…`): claim, latest, checkpoints, the ledger, the
+//! The runner routes (`/v1/runners/threads/{id}/…`): claim, latest, checkpoints, commit, the ledger, the
 //! inbox long-poll and trace events. Called with the thread's runner token (or the admin token).
 
 use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, EventsAppended,
-    EventsRequest, InboxMessage, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
+    CommitResponse, EventsAppended, EventsRequest, InboxMessage, ThreadState, ToolCallCompletion,
+    ToolCallIntent, ToolCallRecord,
 };
 use reqwest::Method;
 
@@ -46,6 +47,17 @@ impl Client {
         request: &CheckpointRequest,
     ) -> Result<CheckpointCreated, ClientError> {
         let p = path(thread, "/checkpoints");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `POST …/commit`: one durable step in one transaction — a checkpoint version, ledger
+    /// intents and outcomes (fenced by epoch, chained by parent version; all or nothing).
+    pub async fn commit(
+        &self,
+        thread: ThreadId,
+        request: &CommitRequest,
+    ) -> Result<CommitResponse, ClientError> {
+        let p = path(thread, "/commit");
         self.call(Method::POST, &p, &[], Some(request), None).await
     }
 

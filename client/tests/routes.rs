@@ -8,8 +8,9 @@ use futures_util::StreamExt as _;
 use ninetrix_api::{AuthConfig, Config, Secret, Server};
 use ninetrix_client::{Client, ClientError, ErrorCode, ThreadQuery, Token, http_client};
 use ninetrix_proto::api::{
-    CheckpointRequest, CheckpointState, ClaimRequest, EnqueueRequest, EventsRequest,
-    RunnerTokenRequest, ThreadStatus, ToolCallCompletion, ToolCallIntent, ToolCallStatus,
+    CheckpointRequest, CheckpointState, ClaimRequest, CommitIntent, CommitOutcome, CommitRequest,
+    EnqueueRequest, EventsRequest, RunnerTokenRequest, ThreadStatus, ToolCallCompletion,
+    ToolCallIntent, ToolCallStatus,
 };
 use ninetrix_proto::events::{Decoded, Ready, TraceEvent};
 use ninetrix_proto::{Message, Role, ThreadId};
@@ -173,6 +174,43 @@ async fn every_route_answers_its_typed_method() {
     assert_eq!(done.status, ToolCallStatus::Completed);
     assert_eq!(admin.tool_calls(thread).await.unwrap().len(), 1);
 
+    // One durable step: a version, an intent and an outcome in one commit.
+    let committed = runner
+        .commit(
+            thread,
+            &CommitRequest {
+                epoch: claim.epoch,
+                parent_version: 1,
+                truncate_to: None,
+                append: vec![Message::text(Role::Assistant, "calling")],
+                state: state(1, ThreadStatus::InTurn),
+                intents: vec![CommitIntent {
+                    key: "key-2".into(),
+                    turn_seq: 1,
+                    tool: "file_write".into(),
+                    args: serde_json::json!({"path": "b"}),
+                    effect: ninetrix_proto::agentfile::Effect::Write,
+                }],
+                outcomes: vec![CommitOutcome {
+                    key: "key-1".into(),
+                    ok: true,
+                    result: "written".into(),
+                }],
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((committed.version, committed.history_len), (2, 2));
+    assert_eq!(
+        committed
+            .records
+            .iter()
+            .map(|r| (r.key.as_str(), r.status))
+            .collect::<Vec<_>>(),
+        [("key-2", ToolCallStatus::Intent)]
+    );
+    assert_eq!(admin.tool_calls(thread).await.unwrap().len(), 2);
+
     // Events: appended typed, read back typed, paged and streamed.
     let at = "2026-01-01T00:00:00Z".parse().unwrap();
     let events: Vec<_> = (0..3)
@@ -218,7 +256,7 @@ async fn every_route_answers_its_typed_method() {
 
     // Listing and reading.
     let summary = admin.thread(thread).await.unwrap().unwrap();
-    assert_eq!(summary.version, 1);
+    assert_eq!(summary.version, 2);
     assert_eq!(summary.labels.agent.as_deref(), Some("a"));
     let listed = admin
         .list_threads(&ThreadQuery {
@@ -229,7 +267,7 @@ async fn every_route_answers_its_typed_method() {
         .await
         .unwrap();
     assert_eq!(listed.len(), 1);
-    assert_eq!(admin.versions(thread).await.unwrap().len(), 1);
+    assert_eq!(admin.versions(thread).await.unwrap().len(), 2);
     assert_eq!(admin.version(thread, 1).await.unwrap().history.len(), 1);
 
     // Purge: the thread is gone, a second purge says so.

@@ -57,6 +57,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(runner::claim))
         .routes(routes!(runner::latest))
         .routes(routes!(runner::append_checkpoint))
+        .routes(routes!(runner::commit))
         .routes(routes!(runner::record_intent))
         .routes(routes!(runner::complete_tool_call))
         .routes(routes!(runner::inbox))

@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, ErrorBody, ErrorCode,
-    EventsAppended, EventsRequest, InboxMessage, MAX_STORED_INT, ThreadState, ToolCallCompletion,
-    ToolCallIntent, ToolCallRecord,
+    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
+    CommitResponse, ErrorBody, ErrorCode, EventsAppended, EventsRequest, InboxMessage,
+    MAX_STORED_INT, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
 use serde::Deserialize;
 
@@ -50,10 +50,19 @@ pub(crate) async fn latest(
     caller: Caller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
-) -> Result<axum::Json<ThreadState>, ApiError> {
+) -> Result<Response, ApiError> {
     caller.require_thread(id)?;
-    match app.store.latest(id).await? {
-        Some(state) => Ok(axum::Json(state)),
+    // The store assembles the document from the JSON it stored; it is sent as it is, without
+    // decoding megabytes of history into messages and encoding them again.
+    match app.store.latest_json(id).await? {
+        Some(json) => Ok((
+            [(
+                axum::http::header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static("application/json"),
+            )],
+            json,
+        )
+            .into_response()),
         None => Err(ApiError::NotFound(format!(
             "thread {id} has no checkpoint yet"
         ))),
@@ -77,6 +86,28 @@ pub(crate) async fn append_checkpoint(
     caller.require_thread(id)?;
     let created = app.store.append_checkpoint(id, request).await?;
     Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+/// One durable step of a turn in one transaction: a checkpoint version (its state carries the
+/// inbox cursor), the ledger intents of the calls about to run and the outcomes of calls that
+/// ran. Fenced and chained like a checkpoint; if any part is refused, nothing is written.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/commit", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = CommitRequest,
+    responses((status = 201, body = CommitResponse, description = "committed: the new version and the ledger record of each intent"),
+        (status = 409, body = ErrorBody, description = "`fenced`, `version_conflict` or `already_completed`"),
+        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such thread, or an outcome for a key not in the ledger"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn commit(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<CommitRequest>,
+) -> Result<(StatusCode, axum::Json<CommitResponse>), ApiError> {
+    caller.require_thread(id)?;
+    let committed = app.store.commit(id, request).await?;
+    Ok((StatusCode::CREATED, axum::Json(committed)))
 }
 
 /// Record the intent to run a tool call before running it. If the key is already in the ledger

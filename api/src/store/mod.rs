@@ -6,18 +6,20 @@
 //! its own transaction, serialised per thread by a row lock (`postgres.rs`). A write is
 //! acknowledged only after its transaction has committed durably.
 
+mod latest;
 mod ops;
 mod postgres;
+mod rsq;
 mod sqlite;
 
 use std::sync::Arc;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-    ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
-    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
-    VersionSummary,
+    CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
+    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels,
+    ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    VersionDetail, VersionSummary,
 };
 
 pub use postgres::PostgresStore;
@@ -76,6 +78,12 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Database(e.to_string().into())
+    }
+}
+
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         StoreError::Database(format!("migration failed: {e}").into())
@@ -116,6 +124,8 @@ pub struct StoreOptions {
     pub max_batch: usize,
     /// Connections for reads (SQLite) or for everything (Postgres).
     pub max_connections: u32,
+    /// Bytes of assembled histories kept for `latest` (0: none).
+    pub latest_cache_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -123,6 +133,7 @@ impl Default for StoreOptions {
         Self {
             max_batch: 256,
             max_connections: 8,
+            latest_cache_bytes: 64 << 20,
         }
     }
 }
@@ -167,6 +178,31 @@ impl Store {
         dispatch!(self, s => s.close())
     }
 
+    /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
+    /// messages (what `GET latest` sends), from the cached history of the thread when it can be.
+    pub async fn latest_json(&self, id: ThreadId) -> StoreResult<Option<String>> {
+        match self {
+            Store::Sqlite(s) => {
+                let mut conn = s.reader().await?;
+                ops::sqlite::latest_json(&mut conn, id, s.latest_cache()).await
+            }
+            Store::Postgres(s) => {
+                let mut conn = s.reader().await?;
+                ops::postgres::latest_json(&mut conn, id, s.latest_cache()).await
+            }
+        }
+    }
+
+    /// Deletes every trace of the thread; `false` if it did not exist.
+    pub async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
+        let purged = self.purge_rows(id).await;
+        match self {
+            Store::Sqlite(s) => s.latest_cache().forget(id),
+            Store::Postgres(s) => s.latest_cache().forget(id),
+        }
+        purged
+    }
+
     /// The assembled latest state, or `None` before the first checkpoint.
     pub async fn latest(&self, id: ThreadId) -> StoreResult<Option<ThreadState>> {
         match self.latest_json(id).await? {
@@ -192,7 +228,7 @@ macro_rules! store_ops {
                 $(#[doc = $doc])*
                 pub async fn $name(&self, $($arg: $ty),*) -> StoreResult<$ret> {
                     match self {
-                        Store::Sqlite(s) => store_ops!(@$kind s, $c, ops::sqlite::$op($($call)*)),
+                        Store::Sqlite(s) => store_ops!(@sqlite $kind s, $c, $op($($call)*)),
                         Store::Postgres(s) => {
                             store_ops!(@$kind s, $c, ops::postgres::$op($($call)*))
                         }
@@ -200,6 +236,16 @@ macro_rules! store_ops {
                 }
             )*
         }
+    };
+    // SQLite's writes run on the writer thread's rusqlite connection; their futures never wait.
+    (@sqlite write $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        $s.write(move |$c| {
+            ops::rsq_run(ops::sqlite_writer::$op($($call)*))
+        })
+        .await
+    };
+    (@sqlite read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        store_ops!(@read $s, $c, ops::sqlite::$op($($call)*))
     };
     (@write $s:ident, $c:ident, $call:expr) => {
         $s.write(move |$c| Box::pin(async move { $call.await })).await
@@ -224,6 +270,10 @@ store_ops! {
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
         = |c| append_checkpoint(c, id, &request, now_ms());
 
+    /// One durable step in one transaction: a checkpoint version, ledger intents and outcomes.
+    write fn commit(id: ThreadId, request: CommitRequest) -> CommitResponse
+        = |c| commit(c, id, &request, now_ms());
+
     /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
     write fn record_intent(id: ThreadId, intent: ToolCallIntent) -> (ToolCallRecord, bool)
         = |c| record_intent(c, id, &intent, now_ms());
@@ -244,12 +294,9 @@ store_ops! {
     write fn append_events(id: ThreadId, request: EventsRequest) -> u64
         = |c| append_events(c, id, &request, now_ms());
 
-    /// Deletes every trace of the thread; `false` if it did not exist.
-    write fn purge(id: ThreadId) -> bool = |c| purge(c, id);
+    /// Deletes every row of the thread (see [`Store::purge`]).
+    write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
 
-    /// The latest state as the JSON of a [`ThreadState`], assembled without decoding the stored
-    /// messages (what `GET latest` sends).
-    read fn latest_json(id: ThreadId) -> Option<String> = |c| latest_json(c, id);
 
     /// Inbox messages after `after`, oldest first.
     read fn inbox_after(id: ThreadId, after: u64, limit: u32) -> Vec<InboxMessage>

@@ -6,8 +6,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointState, ErrorCode, Event, InboxMessage, ThreadLabels, ThreadStatus, ThreadSummary,
-    ToolCallRecord, ToolCallStatus, VersionSummary,
+    CheckpointRequest, CheckpointState, CommitRequest, ErrorCode, Event, InboxMessage,
+    ThreadLabels, ThreadStatus, ThreadSummary, ToolCallRecord, ToolCallStatus, VersionSummary,
 };
 use ninetrix_proto::message::Message;
 
@@ -219,37 +219,110 @@ pub(crate) fn splice_state(
     )
 }
 
+/// Runs one of the SQLite writer's operations (built from `rsq`, so it never waits) on this thread.
+pub(crate) fn rsq_run<T>(op: impl std::future::Future<Output = StoreResult<T>>) -> StoreResult<T> {
+    super::rsq::run_now(op).unwrap_or_else(|| {
+        Err(StoreError::Database(
+            "a SQLite write waited on the writer thread".into(),
+        ))
+    })
+}
+
 /// Longest ledger or dedupe key, in characters.
 pub(crate) const MAX_KEY_LEN: usize = 128;
 /// Longest event type, in characters.
 pub(crate) const MAX_KIND_LEN: usize = 64;
 
-/// The queries, for one backend. `$conn` is its connection type; `$lock` is appended to the
-/// thread-row read that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already
-/// holds the database's write lock).
+/// A ledger or dedupe key must have 1 to [`MAX_KEY_LEN`] characters.
+pub(crate) fn check_key(key: &str) -> StoreResult<()> {
+    if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidKey,
+            message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
+        });
+    }
+    Ok(())
+}
+
+/// Every ledger key of a commit, checked before anything is read or written.
+pub(crate) fn check_commit_keys(req: &CommitRequest) -> StoreResult<()> {
+    let intents = req.intents.iter().map(|i| i.key.as_str());
+    let outcomes = req.outcomes.iter().map(|o| o.key.as_str());
+    intents.chain(outcomes).try_for_each(check_key)
+}
+
+/// The version part of a checkpoint or of a commit, borrowed from either request.
+pub(crate) struct VersionWrite<'a> {
+    pub(crate) epoch: u64,
+    pub(crate) parent_version: u64,
+    pub(crate) truncate_to: Option<u64>,
+    pub(crate) append: &'a [Message],
+    pub(crate) state: &'a CheckpointState,
+}
+
+impl<'a> From<&'a CheckpointRequest> for VersionWrite<'a> {
+    fn from(r: &'a CheckpointRequest) -> Self {
+        VersionWrite {
+            epoch: r.epoch,
+            parent_version: r.parent_version,
+            truncate_to: r.truncate_to,
+            append: &r.append,
+            state: &r.state,
+        }
+    }
+}
+
+impl<'a> From<&'a CommitRequest> for VersionWrite<'a> {
+    fn from(r: &'a CommitRequest) -> Self {
+        VersionWrite {
+            epoch: r.epoch,
+            parent_version: r.parent_version,
+            truncate_to: r.truncate_to,
+            append: &r.append,
+            state: &r.state,
+        }
+    }
+}
+
+/// The fields of a ledger intent, borrowed from a [`ToolCallIntent`](ninetrix_proto::api::ToolCallIntent)
+/// or a commit's [`CommitIntent`](ninetrix_proto::api::CommitIntent).
+pub(crate) struct IntentWrite<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) turn_seq: u64,
+    pub(crate) tool: &'a str,
+    pub(crate) args: &'a serde_json::Value,
+    pub(crate) effect: Effect,
+}
+
+/// The ledger columns every ledger read selects.
+pub(crate) const TOOL_CALL_COLUMNS: &str = "key, turn_seq, tool, args, effect, status, result, intent_epoch, completed_epoch, created_at, completed_at";
+
+/// The queries, written once. `writes` expands the write operations for a connection type `$conn`
+/// whose query functions live in the module `q` at the expansion site (`sqlx` for Postgres, the
+/// rusqlite adapter `rsq` for SQLite's writer thread); `$lock` is appended to the thread-row read
+/// that starts every write (" FOR UPDATE" on Postgres; SQLite's writer already holds the
+/// database's write lock). `reads` expands the reads for an sqlx connection.
 macro_rules! sql_ops {
-    ($conn:ty, $lock:literal) => {
+    (writes $conn:ty, $lock:literal) => {
         use ninetrix_proto::ThreadId;
         use ninetrix_proto::api::{
-            CheckpointCreated, CheckpointRequest, ClaimResponse, EnqueueRequest, EnqueueResponse,
-            ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels, ThreadSummary,
-            ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+            CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
+            EnqueueRequest, EnqueueResponse, ErrorCode, EventsRequest, ThreadLabels,
+            ToolCallCompletion, ToolCallIntent, ToolCallRecord,
         };
 
         use $crate::store::ops::*;
-        use $crate::store::{StoreError, StoreResult, ThreadFilter};
+        use $crate::store::{StoreError, StoreResult};
 
         type Conn = $conn;
 
-        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
         const SELECT_THREAD_FOR_WRITE: &str = concat!(
             "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1",
             $lock
         );
-        const TOOL_CALL_COLUMNS: &str = "key, turn_seq, tool, args, effect, status, result, intent_epoch, completed_epoch, created_at, completed_at";
 
         pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
-            sqlx::query(
+            q::query(
                 "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
                  ON CONFLICT (thread_id) DO UPDATE SET pool = COALESCE(excluded.pool, threads.pool), \
                  agent = COALESCE(excluded.agent, threads.agent), replica = COALESCE(excluded.replica, threads.replica)",
@@ -266,7 +339,7 @@ macro_rules! sql_ops {
 
         pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
             ensure_thread(c, id, labels, now).await?;
-            let (epoch, boot_count): (i64, i64) = sqlx::query_as(
+            let (epoch, boot_count): (i64, i64) = q::query_as(
                 "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
             )
             .bind(id.to_string())
@@ -278,7 +351,7 @@ macro_rules! sql_ops {
 
         /// Reads the thread for a write and checks the writer's epoch.
         async fn fenced_thread(c: &mut Conn, id: ThreadId, epoch: u64) -> StoreResult<ThreadRow> {
-            let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            let row: Option<ThreadRow> = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let row = row.ok_or(StoreError::NotFound("thread"))?;
             if to_u64(row.epoch) != epoch {
                 return Err(StoreError::Fenced { given: epoch, current: to_u64(row.epoch) });
@@ -288,6 +361,11 @@ macro_rules! sql_ops {
 
         pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
             let thread = fenced_thread(c, id, req.epoch).await?;
+            append_version(c, id, &thread, &VersionWrite::from(req), now).await
+        }
+
+        /// Appends a version to `thread` (read and fenced by the caller, in this transaction).
+        async fn append_version(c: &mut Conn, id: ThreadId, thread: &ThreadRow, req: &VersionWrite<'_>, now: i64) -> StoreResult<CheckpointCreated> {
             let head = to_u64(thread.version);
             if req.parent_version != head {
                 return Err(StoreError::VersionConflict { given: req.parent_version, head });
@@ -303,7 +381,7 @@ macro_rules! sql_ops {
                         message: format!("truncate_to {cut} is longer than the history ({old_len} messages)"),
                     });
                 }
-                sqlx::query("UPDATE messages SET superseded_by = $2 WHERE thread_id = $1 AND superseded_by IS NULL AND position >= $3")
+                q::query("UPDATE messages SET superseded_by = $2 WHERE thread_id = $1 AND superseded_by IS NULL AND position >= $3")
                     .bind(id.to_string())
                     .bind(version_i)
                     .bind(to_i64(cut, "truncate_to")?)
@@ -311,8 +389,8 @@ macro_rules! sql_ops {
                     .await?;
                 len = cut;
             }
-            for message in &req.append {
-                sqlx::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
+            for message in req.append {
+                q::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
                     .bind(id.to_string())
                     .bind(version_i)
                     .bind(to_i64(len, "position")?)
@@ -327,7 +405,7 @@ macro_rules! sql_ops {
                     message: format!("turn_start_history_len {} is past the end of the history ({len} messages)", req.state.turn_start_history_len),
                 });
             }
-            sqlx::query(
+            q::query(
                 "INSERT INTO versions (thread_id, version, parent_version, epoch, truncate_to, appended, history_len, state, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             )
@@ -338,11 +416,11 @@ macro_rules! sql_ops {
             .bind(req.truncate_to.map(|t| to_i64(t, "truncate_to")).transpose()?)
             .bind(req.append.len() as i64)
             .bind(to_i64(len, "history_len")?)
-            .bind(encode(&req.state)?)
+            .bind(encode(req.state)?)
             .bind(now)
             .execute(&mut *c)
             .await?;
-            sqlx::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
+            q::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
                 .bind(id.to_string())
                 .bind(version_i)
                 .bind(to_i64(len, "history_len")?)
@@ -355,64 +433,67 @@ macro_rules! sql_ops {
 
         async fn tool_call_row(c: &mut Conn, id: ThreadId, key: &str) -> StoreResult<Option<ToolCallRecord>> {
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND key = $2");
-            let row: Option<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).bind(key).fetch_optional(&mut *c).await?;
+            let row: Option<ToolCallRow> = q::query_as(q::AssertSqlSafe(sql)).bind(id.to_string()).bind(key).fetch_optional(&mut *c).await?;
             row.map(ToolCallRow::record).transpose()
-        }
-
-        fn check_key(key: &str) -> StoreResult<()> {
-            if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
-                return Err(StoreError::Invalid {
-                    code: ErrorCode::InvalidKey,
-                    message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
-                });
-            }
-            Ok(())
         }
 
         pub(crate) async fn record_intent(c: &mut Conn, id: ThreadId, intent: &ToolCallIntent, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
             check_key(&intent.key)?;
             fenced_thread(c, id, intent.epoch).await?;
-            let inserted = sqlx::query(
+            let fields = IntentWrite { key: &intent.key, turn_seq: intent.turn_seq, tool: &intent.tool, args: &intent.args, effect: intent.effect };
+            insert_intent(c, id, intent.epoch, &fields, now).await
+        }
+
+        /// Inserts an intent unless its key is in the ledger; returns the stored record and
+        /// whether it is new. The caller has fenced the thread in this transaction.
+        async fn insert_intent(c: &mut Conn, id: ThreadId, epoch: u64, intent: &IntentWrite<'_>, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
+            let inserted = q::query(
                 "INSERT INTO tool_calls (thread_id, key, turn_seq, tool, args, effect, status, intent_epoch, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, 'intent', $7, $8) ON CONFLICT (thread_id, key) DO NOTHING",
             )
             .bind(id.to_string())
-            .bind(&intent.key)
+            .bind(intent.key)
             .bind(to_i64(intent.turn_seq, "turn_seq")?)
-            .bind(&intent.tool)
-            .bind(encode(&intent.args)?)
+            .bind(intent.tool)
+            .bind(encode(intent.args)?)
             .bind(intent.effect.as_str())
-            .bind(to_i64(intent.epoch, "epoch")?)
+            .bind(to_i64(epoch, "epoch")?)
             .bind(now)
             .execute(&mut *c)
             .await?
             .rows_affected()
                 == 1;
-            let record = tool_call_row(c, id, &intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
+            let record = tool_call_row(c, id, intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
             Ok((record, inserted))
         }
 
         pub(crate) async fn complete_tool_call(c: &mut Conn, id: ThreadId, key: &str, done: &ToolCallCompletion, now: i64) -> StoreResult<ToolCallRecord> {
             check_key(key)?;
             fenced_thread(c, id, done.epoch).await?;
+            record_outcome(c, id, key, done.epoch, done.ok, &done.result, now).await
+        }
+
+        /// Records an outcome (the first one wins; the same one again is harmless). The caller
+        /// has fenced the thread in this transaction.
+        async fn record_outcome(c: &mut Conn, id: ThreadId, key: &str, epoch: u64, ok: bool, result: &str, now: i64) -> StoreResult<ToolCallRecord> {
             let existing = tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?;
-            let status = if done.ok { "completed" } else { "failed" };
+            let status = if ok { "completed" } else { "failed" };
             match existing.status {
                 ninetrix_proto::api::ToolCallStatus::Intent => {
-                    sqlx::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
+                    q::query("UPDATE tool_calls SET status = $3, result = $4, completed_epoch = $5, completed_at = $6 WHERE thread_id = $1 AND key = $2")
                         .bind(id.to_string())
                         .bind(key)
                         .bind(status)
-                        .bind(&done.result)
-                        .bind(to_i64(done.epoch, "epoch")?)
+                        .bind(result)
+                        .bind(to_i64(epoch, "epoch")?)
                         .bind(now)
                         .execute(&mut *c)
                         .await?;
                     tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))
                 }
                 recorded => {
-                    let same_ok = matches!(recorded, ninetrix_proto::api::ToolCallStatus::Completed) == done.ok;
-                    if same_ok && existing.result.as_deref() == Some(done.result.as_str()) {
+                    let same_ok = matches!(recorded, ninetrix_proto::api::ToolCallStatus::Completed) == ok;
+                    if same_ok && existing.result.as_deref() == Some(result) {
                         Ok(existing)
                     } else {
                         Err(StoreError::AlreadyCompleted { key: key.to_string() })
@@ -421,13 +502,37 @@ macro_rules! sql_ops {
             }
         }
 
+        /// One durable step: a version, the ledger intents, then the outcomes, in the caller's
+        /// one transaction. Any refusal returns an error, so the transaction writes nothing.
+        pub(crate) async fn commit(c: &mut Conn, id: ThreadId, req: &CommitRequest, now: i64) -> StoreResult<CommitResponse> {
+            check_commit_keys(req)?;
+            let thread = fenced_thread(c, id, req.epoch).await?;
+            let created = append_version(c, id, &thread, &VersionWrite::from(req), now).await?;
+            let mut keys = Vec::with_capacity(req.intents.len());
+            for intent in &req.intents {
+                let fields = IntentWrite { key: &intent.key, turn_seq: intent.turn_seq, tool: &intent.tool, args: &intent.args, effect: intent.effect };
+                insert_intent(c, id, req.epoch, &fields, now).await?;
+                keys.push(intent.key.as_str());
+            }
+            for outcome in &req.outcomes {
+                record_outcome(c, id, &outcome.key, req.epoch, outcome.ok, &outcome.result, now).await?;
+            }
+            // The records as they stand at the end (an intent completed by this same commit
+            // shows its outcome).
+            let mut records = Vec::with_capacity(keys.len());
+            for key in keys {
+                records.push(tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?);
+            }
+            Ok(CommitResponse { version: created.version, history_len: created.history_len, records })
+        }
+
         pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
             if let Some(key) = &req.dedupe_key {
                 check_key(key)?;
             }
             ensure_thread(c, id, &ThreadLabels::default(), now).await?;
             if let Some(key) = &req.dedupe_key {
-                let seq: Option<(i64,)> = sqlx::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
+                let seq: Option<(i64,)> = q::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
                     .bind(id.to_string())
                     .bind(key)
                     .fetch_optional(&mut *c)
@@ -436,12 +541,12 @@ macro_rules! sql_ops {
                     return Ok(EnqueueResponse { seq: to_u64(seq), duplicate: true });
                 }
             }
-            let (seq,): (i64,) = sqlx::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
+            let (seq,): (i64,) = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
                 .bind(id.to_string())
                 .bind(now)
                 .fetch_one(&mut *c)
                 .await?;
-            sqlx::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
+            q::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
                 .bind(id.to_string())
                 .bind(seq)
                 .bind(&req.content)
@@ -465,7 +570,7 @@ macro_rules! sql_ops {
             let mut seq = thread.event_seq;
             for e in &req.events {
                 seq += 1;
-                sqlx::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
+                q::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
                     .bind(id.to_string())
                     .bind(seq)
                     .bind(&e.kind)
@@ -476,7 +581,7 @@ macro_rules! sql_ops {
                     .await?;
             }
             if seq != thread.event_seq {
-                sqlx::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
+                q::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
                     .bind(id.to_string())
                     .bind(seq)
                     .bind(now)
@@ -490,24 +595,98 @@ macro_rules! sql_ops {
             let mut found = false;
             for table in ["messages", "versions", "tool_calls", "inbox", "events", "threads"] {
                 let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
-                let n = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
+                let n = q::query(q::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
                 found |= table == "threads" && n > 0;
             }
             Ok(found)
         }
 
+    };
+    (reads $conn:ty) => {
+        use ninetrix_proto::ThreadId;
+        use ninetrix_proto::api::{Event, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
+
+        use $crate::store::ops::*;
+        use $crate::store::latest::{self, LatestCache};
+        use $crate::store::{StoreResult, ThreadFilter};
+
+        type ReadConn = $conn;
+
+        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
+
         /// The latest state as a JSON document (a `ThreadState`), spliced from the stored JSON
         /// of the state and of each message without decoding them.
-        pub(crate) async fn latest_json(c: &mut Conn, id: ThreadId) -> StoreResult<Option<String>> {
+        pub(crate) async fn latest_json(c: &mut ReadConn, id: ThreadId, cache: &LatestCache) -> StoreResult<Option<String>> {
             let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
+            let head = thread.version;
+            // Versions are never changed once written, so the state of `head` and the messages
+            // appended up to `head` read the same whatever is committed meanwhile.
             let (state,): (String,) = sqlx::query_as("SELECT state FROM versions WHERE thread_id = $1 AND version = $2")
                 .bind(id.to_string())
-                .bind(thread.version)
+                .bind(head)
                 .fetch_one(&mut *c)
                 .await?;
-            // Rows in position order straight off the partial index, appended as they arrive.
-            // (An ordered aggregate would sort megabytes of JSON; one row each is cheaper.)
+            let history = match cache.get(id, thread.created_at).filter(|e| e.version <= head) {
+                Some(hit) if hit.version == head => Some(hit),
+                Some(hit) => {
+                    let extended = extend_history(c, id, hit, head, thread.history_len).await?;
+                    if let Some(e) = &extended {
+                        cache.put(id, e.clone());
+                    }
+                    extended
+                }
+                None => None,
+            };
+            let history = match history {
+                Some(h) => h,
+                None => {
+                    let h = live_history(c, id, thread.created_at, head, thread.history_len).await?;
+                    cache.put(id, h.clone());
+                    h
+                }
+            };
+            Ok(Some(splice_state(id, to_u64(head), to_u64(thread.epoch), &state, &history.history)))
+        }
+
+        /// The cached history extended to `head` with the messages of the versions since, or
+        /// `None` when one of them truncated (then the history is rebuilt).
+        async fn extend_history(c: &mut ReadConn, id: ThreadId, hit: latest::Cached, head: i64, len: i64) -> StoreResult<Option<latest::Cached>> {
+            let (cuts,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM versions WHERE thread_id = $1 AND version > $2 AND version <= $3 AND truncate_to IS NOT NULL")
+                .bind(id.to_string())
+                .bind(hit.version)
+                .bind(head)
+                .fetch_one(&mut *c)
+                .await?;
+            if cuts > 0 {
+                return Ok(None);
+            }
+            let mut history = String::with_capacity(hit.history.len() + 4096);
+            history.push_str(&hit.history);
+            let mut count = hit.len;
+            {
+                let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND version > $2 AND version <= $3 ORDER BY version, position")
+                    .bind(id.to_string())
+                    .bind(hit.version)
+                    .bind(head)
+                    .fetch(&mut *c);
+                while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
+                    if count > 0 {
+                        history.push(',');
+                    }
+                    history.push_str(&body);
+                    count += 1;
+                }
+            }
+            if count != len {
+                return Err(corrupt("history", &format!("{count} messages up to version {head}, expected {len}")));
+            }
+            Ok(Some(latest::Cached { created_at: hit.created_at, version: head, len, history: std::sync::Arc::new(history) }))
+        }
+
+        /// The live history read whole: rows in position order straight off the partial index,
+        /// appended as they arrive. (An ordered aggregate would sort megabytes of JSON.)
+        async fn live_history(c: &mut ReadConn, id: ThreadId, created_at: i64, head: i64, len: i64) -> StoreResult<latest::Cached> {
             let mut history = String::new();
             let mut count = 0i64;
             {
@@ -522,13 +701,13 @@ macro_rules! sql_ops {
                     count += 1;
                 }
             }
-            if count != thread.history_len {
-                return Err(corrupt("history", &format!("{count} live messages, expected {}", thread.history_len)));
+            if count != len {
+                return Err(corrupt("history", &format!("{count} live messages, expected {len}")));
             }
-            Ok(Some(splice_state(id, to_u64(thread.version), to_u64(thread.epoch), &state, &history)))
+            Ok(latest::Cached { created_at, version: head, len, history: std::sync::Arc::new(history) })
         }
 
-        pub(crate) async fn inbox_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
             let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -538,7 +717,7 @@ macro_rules! sql_ops {
             Ok(rows.into_iter().map(InboxRow::message).collect())
         }
 
-        pub(crate) async fn events_after(c: &mut Conn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
+        pub(crate) async fn events_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
             let rows: Vec<EventRow> = sqlx::query_as("SELECT seq, kind, data, epoch, created_at FROM events WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -548,7 +727,7 @@ macro_rules! sql_ops {
             rows.into_iter().map(EventRow::event).collect()
         }
 
-        pub(crate) async fn list_threads(c: &mut Conn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
+        pub(crate) async fn list_threads(c: &mut ReadConn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
             let rows: Vec<ThreadRow> = sqlx::query_as(
                 "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads \
                  WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
@@ -564,12 +743,12 @@ macro_rules! sql_ops {
             rows.into_iter().map(ThreadRow::summary).collect()
         }
 
-        pub(crate) async fn thread(c: &mut Conn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
+        pub(crate) async fn thread(c: &mut ReadConn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
             let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
             row.map(ThreadRow::summary).transpose()
         }
 
-        pub(crate) async fn versions(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
+        pub(crate) async fn versions(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
             let rows: Vec<VersionRow> = sqlx::query_as(
                 "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 ORDER BY version",
             )
@@ -579,7 +758,7 @@ macro_rules! sql_ops {
             rows.into_iter().map(VersionRow::summary).collect()
         }
 
-        pub(crate) async fn version(c: &mut Conn, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
+        pub(crate) async fn version(c: &mut ReadConn, id: ThreadId, version: u64) -> StoreResult<Option<VersionDetail>> {
             let v = to_i64(version, "version")?;
             let row: Option<VersionRow> = sqlx::query_as(
                 "SELECT version, parent_version, epoch, truncate_to, appended, history_len, state, created_at FROM versions WHERE thread_id = $1 AND version = $2",
@@ -600,7 +779,7 @@ macro_rules! sql_ops {
             Ok(Some(VersionDetail { summary: row.summary()?, history }))
         }
 
-        pub(crate) async fn tool_calls(c: &mut Conn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
+        pub(crate) async fn tool_calls(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 ORDER BY created_at, key");
             let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).fetch_all(&mut *c).await?;
             rows.into_iter().map(ToolCallRow::record).collect()
@@ -609,11 +788,23 @@ macro_rules! sql_ops {
 }
 
 pub(crate) mod sqlite {
-    //! The queries for SQLite.
-    sql_ops!(sqlx::SqliteConnection, "");
+    //! The reads for SQLite (sqlx's pool of reader connections).
+    sql_ops!(reads sqlx::SqliteConnection);
+}
+
+pub(crate) mod sqlite_writer {
+    //! The writes for SQLite, run on the writer thread's rusqlite connection.
+    use crate::store::rsq as q;
+    sql_ops!(writes rusqlite::Connection, "");
 }
 
 pub(crate) mod postgres {
     //! The queries for Postgres.
-    sql_ops!(sqlx::PgConnection, " FOR UPDATE");
+    use sqlx as q;
+    sql_ops!(writes sqlx::PgConnection, " FOR UPDATE");
+
+    mod reads {
+        sql_ops!(reads sqlx::PgConnection);
+    }
+    pub(crate) use reads::*;
 }

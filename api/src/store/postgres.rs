@@ -8,12 +8,16 @@ use futures_util::future::BoxFuture;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{PgConnection, PgPool};
 
+use std::sync::Arc;
+
+use super::latest::LatestCache;
 use super::{StoreOptions, StoreResult};
 
 /// A Postgres checkpoint store.
 #[derive(Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    latest: Arc<LatestCache>,
 }
 
 impl PostgresStore {
@@ -26,7 +30,10 @@ impl PostgresStore {
             .connect(url)
             .await?;
         sqlx::migrate!("migrations/postgres").run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            latest: Arc::new(LatestCache::new(options.latest_cache_bytes)),
+        })
     }
 
     pub(crate) async fn write<T, F>(&self, op: F) -> StoreResult<T>
@@ -38,6 +45,10 @@ impl PostgresStore {
         let value = op(&mut tx).await?;
         tx.commit().await?;
         Ok(value)
+    }
+
+    pub(crate) fn latest_cache(&self) -> &LatestCache {
+        &self.latest
     }
 
     pub(crate) async fn reader(&self) -> StoreResult<sqlx::pool::PoolConnection<sqlx::Postgres>> {

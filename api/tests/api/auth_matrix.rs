@@ -57,6 +57,18 @@ fn routes() -> Vec<Route> {
         },
         Route {
             method: Method::POST,
+            path: "/v1/runners/threads/{t}/commit",
+            access: Runner,
+            ok: StatusCode::CREATED,
+            body: |e| {
+                let mut body = checkpoint(e, 1, None, vec![message("assistant", "a")], 2);
+                body["intents"] = json!([{"key": "c1", "turn_seq": 1, "tool": "t", "args": {}, "effect": "write"}]);
+                body["outcomes"] = json!([{"key": "k", "ok": true, "result": "r"}]);
+                Some(body)
+            },
+        },
+        Route {
+            method: Method::POST,
             path: "/v1/runners/threads/{t}/tool-calls",
             access: Runner,
             ok: StatusCode::CREATED,

@@ -2,6 +2,7 @@
 
 mod auth_matrix;
 mod bad_input;
+mod commit;
 mod conformance;
 mod model;
 mod openapi_contract;

@@ -1,5 +1,7 @@
-//! Property test: random sequences of appends and truncations, written through the store, assemble
-//! to exactly the history a reference model computes — for `latest` and for every past version.
+//! Property test: random sequences of appends and truncations, written through two stores on one
+//! database (as two API replicas), assemble to exactly the history a reference model computes — for
+//! `latest` after every version (served from one store's cache of assembled histories, which must
+//! notice the other's writes) and for every past version.
 
 use ninetrix_api::store::{Store, StoreOptions};
 use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadLabels};
@@ -35,6 +37,11 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
         let store = Store::open(&db.url, &StoreOptions::default())
             .await
             .unwrap();
+        // A second store on the same database, as another API replica: its writes must show in
+        // the first one's `latest`, whose cached history does not know about them.
+        let other = Store::open(&db.url, &StoreOptions::default())
+            .await
+            .unwrap();
         for ops in cases {
             let thread = ThreadId::new_v7();
             let epoch = store
@@ -56,7 +63,8 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
                     .map(|j| Message::text(Role::User, format!("v{i} m{j}")))
                     .collect();
                 model.extend(append.iter().cloned());
-                let created = store
+                let writer = if i % 3 == 2 { &other } else { &store };
+                let created = writer
                     .append_checkpoint(
                         thread,
                         CheckpointRequest {
@@ -74,6 +82,8 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
                     .unwrap();
                 assert_eq!(created.history_len, model.len() as u64);
                 versions.push(model.clone());
+                let latest = store.latest(thread).await.unwrap().unwrap();
+                assert_eq!(latest.history, model, "latest after version {}", i + 1);
             }
             let latest = store.latest(thread).await.unwrap();
             match latest {
@@ -86,6 +96,7 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
             }
         }
         store.close().await;
+        other.close().await;
     });
 }
 

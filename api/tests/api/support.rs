@@ -130,6 +130,7 @@ impl TestApi {
         config.store = StoreOptions {
             max_batch: 64,
             max_connections: 4,
+            ..StoreOptions::default()
         };
         tweak(&mut config);
         let server = Server::bind(config).await.expect("server starts");

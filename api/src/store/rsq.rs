@@ -1,0 +1,282 @@
+//! The few parts of sqlx's query API that the store's writes use (`query`, `query_as`, `bind`,
+//! `execute`, `fetch_one`, `fetch_optional`), over a rusqlite connection, so the same query text in
+//! `ops.rs` runs on SQLite's writer thread without an async bridge.
+//!
+//! The futures never wait: rusqlite is synchronous, so each one completes on its first poll, on
+//! the writer's own thread (see [`run_now`]). Statements are prepared once per connection
+//! (`prepare_cached`). Parameters are written `$1`, `$2`, … as on Postgres and bound by their
+//! number, whatever order they appear in.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use rusqlite::Connection;
+use rusqlite::types::Value;
+
+use super::ops::{ThreadRow, ToolCallRow};
+
+/// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
+pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
+
+/// SQL text: a literal or a string marked safe.
+pub(crate) struct Sql(Cow<'static, str>);
+
+impl From<&'static str> for Sql {
+    fn from(s: &'static str) -> Self {
+        Sql(Cow::Borrowed(s))
+    }
+}
+
+impl From<AssertSqlSafe<String>> for Sql {
+    fn from(s: AssertSqlSafe<String>) -> Self {
+        Sql(Cow::Owned(s.0))
+    }
+}
+
+/// A value a query binds.
+pub(crate) trait Arg {
+    /// As SQLite stores it.
+    fn value(self) -> Value;
+}
+
+impl Arg for i64 {
+    fn value(self) -> Value {
+        Value::Integer(self)
+    }
+}
+
+impl Arg for String {
+    fn value(self) -> Value {
+        Value::Text(self)
+    }
+}
+
+impl Arg for &str {
+    fn value(self) -> Value {
+        Value::Text(self.to_string())
+    }
+}
+
+impl Arg for &String {
+    fn value(self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+
+impl<T: Arg> Arg for Option<T> {
+    fn value(self) -> Value {
+        self.map_or(Value::Null, Arg::value)
+    }
+}
+
+/// What `execute` reports.
+pub(crate) struct Done(usize);
+
+impl Done {
+    /// Rows inserted, updated or deleted.
+    pub(crate) fn rows_affected(&self) -> u64 {
+        self.0 as u64
+    }
+}
+
+/// A query with its arguments.
+pub(crate) struct Query {
+    sql: Sql,
+    args: Vec<Value>,
+}
+
+/// A statement to run.
+pub(crate) fn query(sql: impl Into<Sql>) -> Query {
+    Query {
+        sql: sql.into(),
+        args: Vec::new(),
+    }
+}
+
+/// A statement whose rows are read as `T`.
+pub(crate) fn query_as<T: FromRow>(sql: impl Into<Sql>) -> QueryAs<T> {
+    QueryAs {
+        query: query(sql),
+        row: PhantomData,
+    }
+}
+
+impl Query {
+    /// Binds the next parameter (`$1`, then `$2`, …).
+    pub(crate) fn bind(mut self, value: impl Arg) -> Self {
+        self.args.push(value.value());
+        self
+    }
+
+    fn prepare<'c>(&self, c: &'c Connection) -> rusqlite::Result<rusqlite::CachedStatement<'c>> {
+        let mut stmt = c.prepare_cached(&self.sql.0)?;
+        for i in 1..=stmt.parameter_count() {
+            let name = stmt.parameter_name(i).unwrap_or_default();
+            let n: usize = name
+                .strip_prefix('$')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| rusqlite::Error::InvalidParameterName(name.to_string()))?;
+            let value = self
+                .args
+                .get(n.wrapping_sub(1))
+                .ok_or(rusqlite::Error::InvalidParameterCount(n, self.args.len()))?;
+            stmt.raw_bind_parameter(i, value)?;
+        }
+        Ok(stmt)
+    }
+
+    /// Runs the statement.
+    pub(crate) async fn execute(self, c: &mut Connection) -> rusqlite::Result<Done> {
+        self.prepare(c)?.raw_execute().map(Done)
+    }
+}
+
+/// A query whose rows are read as `T`.
+pub(crate) struct QueryAs<T> {
+    query: Query,
+    row: PhantomData<fn() -> T>,
+}
+
+impl<T: FromRow> QueryAs<T> {
+    /// Binds the next parameter.
+    pub(crate) fn bind(mut self, value: impl Arg) -> Self {
+        self.query = self.query.bind(value);
+        self
+    }
+
+    /// The first row, if any.
+    pub(crate) async fn fetch_optional(self, c: &mut Connection) -> rusqlite::Result<Option<T>> {
+        let mut stmt = self.query.prepare(c)?;
+        let mut rows = stmt.raw_query();
+        match rows.next()? {
+            Some(row) => T::from_row(row).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first row; no row is an error.
+    pub(crate) async fn fetch_one(self, c: &mut Connection) -> rusqlite::Result<T> {
+        self.fetch_optional(c)
+            .await?
+            .ok_or(rusqlite::Error::QueryReturnedNoRows)
+    }
+}
+
+/// A type read from a row.
+pub(crate) trait FromRow: Sized {
+    /// Reads it.
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self>;
+}
+
+impl FromRow for (i64,) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?,))
+    }
+}
+
+impl FromRow for (i64, i64) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?, row.get(1)?))
+    }
+}
+
+impl FromRow for ThreadRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(ThreadRow {
+            thread_id: row.get("thread_id")?,
+            pool: row.get("pool")?,
+            agent: row.get("agent")?,
+            replica: row.get("replica")?,
+            epoch: row.get("epoch")?,
+            boot_count: row.get("boot_count")?,
+            version: row.get("version")?,
+            history_len: row.get("history_len")?,
+            status: row.get("status")?,
+            inbox_seq: row.get("inbox_seq")?,
+            event_seq: row.get("event_seq")?,
+            created_at: row.get("created_at")?,
+            updated_at: row.get("updated_at")?,
+        })
+    }
+}
+
+impl FromRow for ToolCallRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(ToolCallRow {
+            key: row.get("key")?,
+            turn_seq: row.get("turn_seq")?,
+            tool: row.get("tool")?,
+            args: row.get("args")?,
+            effect: row.get("effect")?,
+            status: row.get("status")?,
+            result: row.get("result")?,
+            intent_epoch: row.get("intent_epoch")?,
+            completed_epoch: row.get("completed_epoch")?,
+            created_at: row.get("created_at")?,
+            completed_at: row.get("completed_at")?,
+        })
+    }
+}
+
+/// Runs a future that never waits (every future of this module, and the store's write operations
+/// built only from them) to completion on this thread. One that did wait is an error, not a hang.
+pub(crate) fn run_now<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_bind_by_number_whatever_order_they_appear_in() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.execute_batch("CREATE TABLE t (a BIGINT, b TEXT, c TEXT)")
+            .unwrap();
+        let done = run_now(
+            query("INSERT INTO t (c, a, b) VALUES ($3, $1, $2)")
+                .bind(7i64)
+                .bind("bee")
+                .bind(Some("sea".to_string()))
+                .execute(&mut c),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(done.rows_affected(), 1);
+        let row: (i64,) = run_now(
+            query_as("SELECT a FROM t WHERE b = $2 AND c = $1")
+                .bind("sea")
+                .bind("bee")
+                .fetch_one(&mut c),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(row, (7,));
+        let none: Option<(i64,)> = run_now(
+            query_as("SELECT a FROM t WHERE b = $1")
+                .bind(None::<String>)
+                .fetch_optional(&mut c),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn a_missing_argument_is_an_error_not_a_null() {
+        let mut c = Connection::open_in_memory().unwrap();
+        let err = run_now(query("SELECT $1, $2").bind(1i64).execute(&mut c))
+            .unwrap()
+            .err()
+            .unwrap();
+        assert!(
+            matches!(err, rusqlite::Error::InvalidParameterCount(2, 1)),
+            "{err}"
+        );
+    }
+}
