@@ -457,7 +457,7 @@ def main():
             pg.close()
 
     med = {key: tuple(pct([r[i] for r in runs], 0.5) for i in range(4)) for key, runs in stats.items()}
-    print(f"- figures: {'the median of ' + str(args.runs) + ' runs' if args.runs > 1 else 'one run'}")
+    print(f"- figures: {'the median of ' + str(args.runs) + ' runs (writes/s in brackets: the lowest–highest run)' if args.runs > 1 else 'one run'}")
     print()
     print("| scenario | store | writes/s | p50 ms | p99 ms | KB per conversation |")
     print("|---|---|---:|---:|---:|---:|")
@@ -468,8 +468,8 @@ def main():
             spread = f" ({min(w):.0f}–{max(w):.0f})"
         print(f"| {key[0]} | {names[key]} | {s[0]:.0f}{spread} | {s[1]:.2f} | {s[2]:.2f} | {s[3]:.0f} |")
     print()
-    print("Ratios (ninetrix's figure ÷ the other's; writes/s: above 1 is ninetrix faster; p50, p99, bytes: "
-          "below 1 is ninetrix lower):")
+    print("Ratios of the medians above (ninetrix's figure ÷ the other's; writes/s: above 1 is ninetrix faster, "
+          "in brackets each run's own ratio, lowest–highest; p50, p99, bytes: below 1 is ninetrix lower):")
     print()
     print("| scenario | backend | ninetrix ÷ | writes/s | p50 | p99 | bytes |")
     print("|---|---|---|---:|---:|---:|---:|")
@@ -478,8 +478,12 @@ def main():
             nx = med[(label, backend, "ninetrix")]
             for kind, what in [("langgraph", "LangGraph"), ("floor", "floor")]:
                 o = med[(label, backend, kind)]
-                print(f"| {label} | {backend} | {what} | {nx[0] / o[0]:.2f} | {nx[1] / o[1]:.2f} | {nx[2] / o[2]:.2f} | "
-                      f"{nx[3] / o[3]:.2f} |")
+                spread = ""
+                if args.runs > 1:  # the writes/s ratio of each run (same run, same conditions)
+                    r = [a[0] / b[0] for a, b in zip(stats[(label, backend, "ninetrix")], stats[(label, backend, kind)])]
+                    spread = f" ({min(r):.2f}–{max(r):.2f})"
+                print(f"| {label} | {backend} | {what} | {nx[0] / o[0]:.2f}{spread} | {nx[1] / o[1]:.2f} | "
+                      f"{nx[2] / o[2]:.2f} | {nx[3] / o[3]:.2f} |")
 
 
 if __name__ == "__main__":
