@@ -138,12 +138,15 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
+        // Found before `down` removes it (a derived name is found by its home label).
+        let derived = self.derived_api.then(|| self.api_container()).flatten();
         let _ = self.ninetrix(&[
             "down",
             "-p",
             &self.name.clone(),
             "--purge",
             "--api",
+            "--volumes",
             "-t",
             "2",
         ]);
@@ -159,9 +162,7 @@ impl Drop for Pool {
         }
         docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
         docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
-        if self.derived_api
-            && let Some(api) = self.api_container()
-        {
+        if let Some(api) = derived {
             docker(&["rm", "-f", &api]);
             docker(&["volume", "rm", &format!("{api}-data")]);
         }
