@@ -178,6 +178,26 @@ pub(crate) fn time(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
 }
 
+/// Appends message bodies to a JSON array's inside (`a,b,c`) as the rows arrive, counting them
+/// in `count` (already holding the messages in `history`).
+pub(crate) async fn join_bodies<S>(
+    mut rows: S,
+    history: &mut String,
+    count: &mut i64,
+) -> Result<(), sqlx::Error>
+where
+    S: futures_util::Stream<Item = Result<String, sqlx::Error>> + Unpin,
+{
+    while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
+        if *count > 0 {
+            history.push(',');
+        }
+        history.push_str(&body);
+        *count += 1;
+    }
+    Ok(())
+}
+
 pub(crate) fn corrupt(what: &str, detail: &str) -> StoreError {
     StoreError::Corrupt(format!("{what}: {detail}").into())
 }
@@ -664,20 +684,12 @@ macro_rules! sql_ops {
             let mut history = String::with_capacity(hit.history.len() + 4096);
             history.push_str(&hit.history);
             let mut count = hit.len;
-            {
-                let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND version > $2 AND version <= $3 ORDER BY version, position")
-                    .bind(id.to_string())
-                    .bind(hit.version)
-                    .bind(head)
-                    .fetch(&mut *c);
-                while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
-                    if count > 0 {
-                        history.push(',');
-                    }
-                    history.push_str(&body);
-                    count += 1;
-                }
-            }
+            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND version > $2 AND version <= $3 ORDER BY version, position")
+                .bind(id.to_string())
+                .bind(hit.version)
+                .bind(head)
+                .fetch(&mut *c);
+            join_bodies(rows, &mut history, &mut count).await?;
             if count != len {
                 return Err(corrupt("history", &format!("{count} messages up to version {head}, expected {len}")));
             }
@@ -689,18 +701,10 @@ macro_rules! sql_ops {
         async fn live_history(c: &mut ReadConn, id: ThreadId, created_at: i64, head: i64, len: i64) -> StoreResult<latest::Cached> {
             let mut history = String::new();
             let mut count = 0i64;
-            {
-                let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
-                    .bind(id.to_string())
-                    .fetch(&mut *c);
-                while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
-                    if count > 0 {
-                        history.push(',');
-                    }
-                    history.push_str(&body);
-                    count += 1;
-                }
-            }
+            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
+                .bind(id.to_string())
+                .fetch(&mut *c);
+            join_bodies(rows, &mut history, &mut count).await?;
             if count != len {
                 return Err(corrupt("history", &format!("{count} live messages, expected {len}")));
             }
