@@ -61,6 +61,18 @@ impl Client {
         self.call(Method::POST, &p, &[], Some(request), None).await
     }
 
+    /// `GET …/tool-calls?turn_seq=N`: the ledger records of one turn, oldest first.
+    pub async fn turn_tool_calls(
+        &self,
+        thread: ThreadId,
+        turn_seq: u64,
+    ) -> Result<Vec<ToolCallRecord>, ClientError> {
+        let p = path(thread, "/tool-calls");
+        let query = [("turn_seq", turn_seq.to_string())];
+        self.call::<(), _>(Method::GET, &p, &query, None, None)
+            .await
+    }
+
     /// `POST …/tool-calls`: records a tool call's intent, or returns the existing record.
     pub async fn record_intent(
         &self,

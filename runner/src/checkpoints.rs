@@ -17,9 +17,8 @@ use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, CheckpointState, ClaimResponse, EventsRequest,
-    InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent,
-    ToolCallRecord, ToolCallStatus,
+    CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest, InboxMessage,
+    NewEvent, ThreadLabels, ThreadState, ToolCallRecord, ToolCallStatus,
 };
 
 /// Why a checkpoint store call failed.
@@ -61,8 +60,8 @@ impl From<ClientError> for CheckpointError {
     }
 }
 
-/// The thread's durable store, as the driver uses it. Every call is safe to repeat: writes are
-/// fenced by epoch and chained by version, ledger calls are idempotent by key.
+/// The thread's durable store, as the driver uses it. Every call is safe to repeat: commits are
+/// fenced by epoch and chained by version, and a ledger key keeps its first intent and outcome.
 pub trait Checkpoints: Clone + Send + Sync + 'static {
     /// Claims the thread: a new epoch.
     fn claim(
@@ -71,22 +70,17 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<ClaimResponse, CheckpointError>> + Send;
     /// The latest state; `None` for a fresh thread.
     fn latest(&self) -> impl Future<Output = Result<Option<ThreadState>, CheckpointError>> + Send;
-    /// Appends a checkpoint version.
-    fn checkpoint(
+    /// Commits one durable step: a checkpoint version, ledger intents and outcomes, all or
+    /// nothing.
+    fn commit(
         &self,
-        request: &CheckpointRequest,
-    ) -> impl Future<Output = Result<CheckpointCreated, CheckpointError>> + Send;
-    /// Records a tool call's intent, or returns the existing record.
-    fn intent(
+        request: &CommitRequest,
+    ) -> impl Future<Output = Result<CommitResponse, CheckpointError>> + Send;
+    /// The ledger records of one turn.
+    fn turn_ledger(
         &self,
-        intent: &ToolCallIntent,
-    ) -> impl Future<Output = Result<ToolCallRecord, CheckpointError>> + Send;
-    /// Records a tool call's outcome.
-    fn complete(
-        &self,
-        key: &str,
-        done: &ToolCallCompletion,
-    ) -> impl Future<Output = Result<ToolCallRecord, CheckpointError>> + Send;
+        turn_seq: u64,
+    ) -> impl Future<Output = Result<Vec<ToolCallRecord>, CheckpointError>> + Send;
     /// The next inbox message after `after`, waiting up to `wait`.
     fn inbox(
         &self,
@@ -219,25 +213,13 @@ impl Checkpoints for HttpCheckpoints {
         self.retrying(|| self.client.latest(self.thread)).await
     }
 
-    async fn checkpoint(
-        &self,
-        request: &CheckpointRequest,
-    ) -> Result<CheckpointCreated, CheckpointError> {
-        self.retrying(|| self.client.append_checkpoint(self.thread, request))
+    async fn commit(&self, request: &CommitRequest) -> Result<CommitResponse, CheckpointError> {
+        self.retrying(|| self.client.commit(self.thread, request))
             .await
     }
 
-    async fn intent(&self, intent: &ToolCallIntent) -> Result<ToolCallRecord, CheckpointError> {
-        self.retrying(|| self.client.record_intent(self.thread, intent))
-            .await
-    }
-
-    async fn complete(
-        &self,
-        key: &str,
-        done: &ToolCallCompletion,
-    ) -> Result<ToolCallRecord, CheckpointError> {
-        self.retrying(|| self.client.complete_tool_call(self.thread, key, done))
+    async fn turn_ledger(&self, turn_seq: u64) -> Result<Vec<ToolCallRecord>, CheckpointError> {
+        self.retrying(|| self.client.turn_tool_calls(self.thread, turn_seq))
             .await
     }
 
@@ -341,10 +323,8 @@ impl Checkpoints for MemoryCheckpoints {
         }))
     }
 
-    async fn checkpoint(
-        &self,
-        request: &CheckpointRequest,
-    ) -> Result<CheckpointCreated, CheckpointError> {
+    /// The API's commit rules on a copy, swapped in only when every part is accepted.
+    async fn commit(&self, request: &CommitRequest) -> Result<CommitResponse, CheckpointError> {
         let mut m = self.lock();
         Self::fence(&m, request.epoch)?;
         if request.parent_version != m.version {
@@ -353,66 +333,72 @@ impl Checkpoints for MemoryCheckpoints {
                 request.parent_version, m.version
             )));
         }
+        let mut ledger = m.ledger.clone();
+        for intent in &request.intents {
+            ledger
+                .entry(intent.key.clone())
+                .or_insert_with(|| ToolCallRecord {
+                    key: intent.key.clone(),
+                    turn_seq: intent.turn_seq,
+                    tool: intent.tool.clone(),
+                    args: intent.args.clone(),
+                    effect: intent.effect,
+                    status: ToolCallStatus::Intent,
+                    result: None,
+                    intent_epoch: request.epoch,
+                    completed_epoch: None,
+                    created_at: chrono::Utc::now(),
+                    completed_at: None,
+                });
+        }
+        for outcome in &request.outcomes {
+            let Some(record) = ledger.get_mut(&outcome.key) else {
+                return Err(CheckpointError::NoLedgerEntry(outcome.key.clone()));
+            };
+            if record.status != ToolCallStatus::Intent {
+                let same = (record.status == ToolCallStatus::Completed) == outcome.ok
+                    && record.result.as_deref() == Some(outcome.result.as_str());
+                if same {
+                    continue;
+                }
+                return Err(CheckpointError::AlreadyCompleted(outcome.key.clone()));
+            }
+            record.status = if outcome.ok {
+                ToolCallStatus::Completed
+            } else {
+                ToolCallStatus::Failed
+            };
+            record.result = Some(outcome.result.clone());
+            record.completed_epoch = Some(request.epoch);
+            record.completed_at = Some(chrono::Utc::now());
+        }
+        let records = request
+            .intents
+            .iter()
+            .filter_map(|i| ledger.get(&i.key).cloned())
+            .collect();
         if let Some(cut) = request.truncate_to {
             let cut = usize::try_from(cut).unwrap_or(usize::MAX);
             m.history.truncate(cut);
         }
         m.history.extend(request.append.iter().cloned());
         m.state = request.state.clone();
+        m.ledger = ledger;
         m.version += 1;
-        Ok(CheckpointCreated {
+        Ok(CommitResponse {
             version: m.version,
             history_len: m.history.len() as u64,
+            records,
         })
     }
 
-    async fn intent(&self, intent: &ToolCallIntent) -> Result<ToolCallRecord, CheckpointError> {
-        let mut m = self.lock();
-        Self::fence(&m, intent.epoch)?;
-        let record = m
-            .ledger
-            .entry(intent.key.clone())
-            .or_insert_with(|| ToolCallRecord {
-                key: intent.key.clone(),
-                turn_seq: intent.turn_seq,
-                tool: intent.tool.clone(),
-                args: intent.args.clone(),
-                effect: intent.effect,
-                status: ToolCallStatus::Intent,
-                result: None,
-                intent_epoch: intent.epoch,
-                completed_epoch: None,
-                created_at: chrono::Utc::now(),
-                completed_at: None,
-            });
-        Ok(record.clone())
-    }
-
-    async fn complete(
-        &self,
-        key: &str,
-        done: &ToolCallCompletion,
-    ) -> Result<ToolCallRecord, CheckpointError> {
-        let mut m = self.lock();
-        Self::fence(&m, done.epoch)?;
-        let Some(record) = m.ledger.get_mut(key) else {
-            return Err(CheckpointError::NoLedgerEntry(key.to_string()));
-        };
-        if record.status != ToolCallStatus::Intent {
-            if record.result.as_deref() == Some(done.result.as_str()) {
-                return Ok(record.clone());
-            }
-            return Err(CheckpointError::AlreadyCompleted(key.to_string()));
-        }
-        record.status = if done.ok {
-            ToolCallStatus::Completed
-        } else {
-            ToolCallStatus::Failed
-        };
-        record.result = Some(done.result.clone());
-        record.completed_epoch = Some(done.epoch);
-        record.completed_at = Some(chrono::Utc::now());
-        Ok(record.clone())
+    async fn turn_ledger(&self, turn_seq: u64) -> Result<Vec<ToolCallRecord>, CheckpointError> {
+        let m = self.lock();
+        Ok(m.ledger
+            .values()
+            .filter(|r| r.turn_seq == turn_seq)
+            .cloned()
+            .collect())
     }
 
     async fn inbox(
@@ -433,16 +419,37 @@ impl Checkpoints for MemoryCheckpoints {
 mod tests {
     use ninetrix_proto::Role;
     use ninetrix_proto::agentfile::Effect;
+    use ninetrix_proto::api::{CommitIntent, CommitOutcome};
 
     use super::*;
 
-    fn write(epoch: u64, parent: u64) -> CheckpointRequest {
-        CheckpointRequest {
+    fn write(epoch: u64, parent: u64) -> CommitRequest {
+        CommitRequest {
             epoch,
             parent_version: parent,
             truncate_to: None,
             append: vec![Message::text(Role::User, "x")],
             state: CheckpointState::default(),
+            intents: Vec::new(),
+            outcomes: Vec::new(),
+        }
+    }
+
+    fn intent(key: &str) -> CommitIntent {
+        CommitIntent {
+            key: key.into(),
+            turn_seq: 1,
+            tool: "file_write".into(),
+            args: serde_json::json!({}),
+            effect: Effect::Write,
+        }
+    }
+
+    fn outcome(key: &str, result: &str) -> CommitOutcome {
+        CommitOutcome {
+            key: key.into(),
+            ok: true,
+            result: result.into(),
         }
     }
 
@@ -453,55 +460,53 @@ mod tests {
         let first = store.claim(&labels).await.unwrap();
         assert_eq!((first.epoch, first.boot_count), (1, 1));
         assert!(store.latest().await.unwrap().is_none());
-        assert_eq!(store.checkpoint(&write(1, 0)).await.unwrap().version, 1);
+        assert_eq!(store.commit(&write(1, 0)).await.unwrap().version, 1);
         assert!(matches!(
-            store.checkpoint(&write(1, 0)).await,
+            store.commit(&write(1, 0)).await,
             Err(CheckpointError::VersionConflict(_))
         ));
         let second = store.claim(&labels).await.unwrap();
         assert_eq!(second.epoch, 2);
         assert!(matches!(
-            store.checkpoint(&write(1, 1)).await,
+            store.commit(&write(1, 1)).await,
             Err(CheckpointError::Fenced(_))
         ));
         let latest = store.latest().await.unwrap().unwrap();
         assert_eq!((latest.version, latest.history.len()), (1, 1));
 
-        let intent = ToolCallIntent {
-            epoch: 2,
-            key: "k".into(),
-            turn_seq: 1,
-            tool: "file_write".into(),
-            args: serde_json::json!({}),
-            effect: Effect::Write,
-        };
-        assert_eq!(
-            store.intent(&intent).await.unwrap().status,
-            ToolCallStatus::Intent
-        );
-        let done = ToolCallCompletion {
-            epoch: 2,
-            ok: true,
-            result: "ok".into(),
-        };
-        assert_eq!(
-            store.complete("k", &done).await.unwrap().status,
-            ToolCallStatus::Completed
-        );
-        // The same outcome again is idempotent; another one is refused; a re-recorded intent
-        // returns the completed record.
-        assert!(store.complete("k", &done).await.is_ok());
-        let other = ToolCallCompletion {
-            result: "different".into(),
-            ..done
-        };
+        // An intent, then its outcome in a later commit.
+        let mut step = write(2, 1);
+        step.intents = vec![intent("k")];
+        let done = store.commit(&step).await.unwrap();
+        assert_eq!(done.records[0].status, ToolCallStatus::Intent);
+        assert_eq!(done.records[0].intent_epoch, 2);
+        let mut step = write(2, 2);
+        step.outcomes = vec![outcome("k", "ok")];
+        store.commit(&step).await.unwrap();
+        // The same outcome again is harmless; another one refuses the whole commit; a
+        // re-recorded intent returns the completed record.
+        let mut step = write(2, 3);
+        step.intents = vec![intent("k")];
+        step.outcomes = vec![outcome("k", "ok")];
+        let again = store.commit(&step).await.unwrap();
+        assert_eq!(again.records[0].status, ToolCallStatus::Completed);
+        let mut step = write(2, 4);
+        step.intents = vec![intent("new")];
+        step.outcomes = vec![outcome("k", "different")];
         assert!(matches!(
-            store.complete("k", &other).await,
+            store.commit(&step).await,
             Err(CheckpointError::AlreadyCompleted(_))
         ));
-        assert_eq!(
-            store.intent(&intent).await.unwrap().status,
-            ToolCallStatus::Completed
-        );
+        let latest = store.latest().await.unwrap().unwrap();
+        assert_eq!(latest.version, 4, "nothing of the refused commit was kept");
+        let ledger = store.turn_ledger(1).await.unwrap();
+        assert_eq!(ledger.len(), 1, "not even its new intent");
+        // An outcome for a key with no intent is refused.
+        let mut step = write(2, 4);
+        step.outcomes = vec![outcome("missing", "x")];
+        assert!(matches!(
+            store.commit(&step).await,
+            Err(CheckpointError::NoLedgerEntry(_))
+        ));
     }
 }

@@ -5,17 +5,17 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use ninetrix_client::{Client, Token, http_client};
-use ninetrix_proto::api::{CheckpointRequest, ThreadLabels, ToolCallCompletion, ToolCallIntent};
+use ninetrix_proto::api::{CommitRequest, ThreadLabels, ThreadStatus, ToolCallStatus};
 use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::Config;
-use crate::engine::{Effect, Engine, EngineConfig, Input, PlannedCall};
+use crate::engine::{CommitPlan, Effect, Engine, EngineConfig, Input, PlannedCall, Restored};
 use crate::events::Events;
 use crate::health::{Activity, Health};
 use crate::history;
-use crate::ledger::{self, Decision};
+use crate::ledger::Decision;
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
 use crate::tools::{self, ToolContext};
 
@@ -137,6 +137,7 @@ async fn run_with<C: Checkpoints>(
     let spec = &config.spec;
     let engine = Engine::new(EngineConfig {
         thread: config.thread_id,
+        epoch,
         max_rounds: spec.execution.max_turns,
         budget: spec.governance.max_budget_per_run,
         resume: spec.execution.resume,
@@ -183,9 +184,31 @@ impl<C: Checkpoints> Runner<C> {
                 self.epoch
             );
         }
-        let effects = self
-            .engine
-            .apply(Input::Restored(restored.map(|s| (s.history, s.state))));
+        let restored = match restored {
+            None => None,
+            Some(s) => {
+                // An interrupted turn's calls are decided by its ledger records.
+                let ledger = if s.state.status == ThreadStatus::InTurn {
+                    match self.store.turn_ledger(s.state.turn_seq).await {
+                        Ok(records) => records,
+                        Err(e) => {
+                            return Exit::Failure(format!(
+                                "cannot fetch the ledger of turn {}: {e}",
+                                s.state.turn_seq
+                            ));
+                        }
+                    }
+                } else {
+                    Vec::new()
+                };
+                Some(Restored {
+                    history: s.history,
+                    state: s.state,
+                    ledger,
+                })
+            }
+        };
+        let effects = self.engine.apply(Input::Restored(restored));
         let repaired = effects
             .iter()
             .any(|e| matches!(e, Effect::Event(TraceEvent::Repair(_))));
@@ -317,21 +340,7 @@ impl<C: Checkpoints> Runner<C> {
         let mut finished = None;
         while let Some(effect) = queue.pop_front() {
             match effect {
-                Effect::Checkpoint(plan) => {
-                    let req = CheckpointRequest {
-                        epoch: self.epoch,
-                        parent_version: self.version,
-                        truncate_to: plan.truncate_to,
-                        append: plan.append,
-                        state: plan.state,
-                    };
-                    let created = self.store.checkpoint(&req).await?;
-                    self.version = created.version;
-                    self.events.emit(TraceEvent::Checkpoint(ev::Checkpoint {
-                        version: created.version,
-                        history_len: created.history_len,
-                    }));
-                }
+                Effect::Commit(plan) => self.commit(plan).await?,
                 Effect::CallLlm => {
                     if self.shutdown.is_cancelled() {
                         return Err(Stop::Shutdown);
@@ -380,36 +389,55 @@ impl<C: Checkpoints> Runner<C> {
         Ok(finished)
     }
 
-    /// One tool call through the ledger: record the intent, then do what [`ledger::decide`]
-    /// says — replay a recorded outcome, answer a `write` whose outcome is unknown with an error,
-    /// or execute — and record the outcome.
+    /// Commits one durable step, and checks that the ledger recorded each intent as this
+    /// runner's: the engine sends only intents for keys it believes new, so any other record
+    /// means its view of the ledger is stale — a restart reloads it.
+    async fn commit(&mut self, plan: CommitPlan) -> Result<(), Stop> {
+        let req = CommitRequest {
+            epoch: self.epoch,
+            parent_version: self.version,
+            truncate_to: plan.truncate_to,
+            append: plan.append,
+            state: plan.state,
+            intents: plan.intents,
+            outcomes: plan.outcomes,
+        };
+        let done = self.store.commit(&req).await?;
+        self.version = done.version;
+        if let Some(stale) = done.records.iter().find(|r| {
+            r.intent_epoch != self.epoch
+                || (r.status != ToolCallStatus::Intent && r.completed_epoch != Some(self.epoch))
+        }) {
+            return Err(Stop::Failure(format!(
+                "the ledger already held call {} ({}, recorded by epoch {}): this runner's view \
+                 of the turn is stale",
+                stale.key, stale.tool, stale.intent_epoch
+            )));
+        }
+        self.events.emit(TraceEvent::Checkpoint(ev::Checkpoint {
+            version: done.version,
+            history_len: done.history_len,
+        }));
+        Ok(())
+    }
+
+    /// Performs one tool call as the engine decided it through the ledger — replay a recorded
+    /// outcome, answer a `write` whose outcome is unknown with an error, or execute (a `write`'s
+    /// intent is already stored) — and traces it. The outcome is recorded by a later commit.
     async fn run_tool(&mut self, call: PlannedCall) -> Result<Input, Stop> {
         let started = Instant::now();
         let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
         let preview = tools::preview_args(&call.args, &secrets);
-        let intent = ToolCallIntent {
-            epoch: self.epoch,
-            key: call.key.clone(),
-            turn_seq: call.turn_seq,
-            tool: call.name.clone(),
-            args: call.args.clone(),
-            effect: call.effect,
-        };
-        let record = self.store.intent(&intent).await?;
-        let decision = ledger::decide(&record, self.epoch, call.effect);
-        let mode = decision.mode();
-        let output = match decision {
-            Decision::Replay { content, is_error } => tools::ToolOutput { content, is_error },
+        let mode = call.decision.mode();
+        let output = match &call.decision {
+            Decision::Replay { content, is_error } => tools::ToolOutput {
+                content: content.clone(),
+                is_error: *is_error,
+            },
             Decision::OutcomeUnknown => {
-                let out = tools::ToolOutput::error(history::outcome_unknown_text(&call.name));
-                self.record(&call.key, &out).await?;
-                out
+                tools::ToolOutput::error(history::outcome_unknown_text(&call.name))
             }
-            Decision::Execute { .. } => {
-                let out = self.execute_tool(&call).await?;
-                self.record(&call.key, &out).await?;
-                out
-            }
+            Decision::Execute { .. } => self.execute_tool(&call).await?,
         };
         let event = ev::ToolCall {
             name: call.name,
@@ -431,19 +459,6 @@ impl<C: Checkpoints> Runner<C> {
             content: output.content,
             is_error: output.is_error,
         })
-    }
-
-    async fn record(&self, key: &str, out: &tools::ToolOutput) -> Result<(), Stop> {
-        let done = ToolCallCompletion {
-            epoch: self.epoch,
-            ok: !out.is_error,
-            result: out.content.clone(),
-        };
-        match self.store.complete(key, &done).await {
-            // A stale copy of this runner recorded it first: the ledger keeps the first outcome.
-            Ok(_) | Err(CheckpointError::AlreadyCompleted(_)) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Runs the tool; on SIGTERM it may finish within a grace period, else the runner stops

@@ -1,11 +1,34 @@
 //! The turn engine (DESIGN §6.3) as pure logic: a state machine that takes [`Input`]s (a restored
-//! thread, an inbox message, a model response, a tool result) and returns [`Effect`]s (write a
-//! checkpoint, call the model, run a tool, emit an event, report a finished turn). It does no I/O:
-//! the driver performs the effects and feeds their outcomes back. Everything about *what happens
-//! next* — including resuming an interrupted turn — is decided here, from the history alone.
+//! thread, an inbox message, a model response, a tool result) and returns [`Effect`]s (commit a
+//! durable step, call the model, run a tool, emit an event, report a finished turn). It does no
+//! I/O: the driver performs the effects and feeds their outcomes back. Everything about *what
+//! happens next* — resuming an interrupted turn, and which ledger decision each tool call gets —
+//! is decided here, from the history and the turn's ledger alone.
+//!
+//! ## Where a turn writes (docs/durability.md, "Where a turn writes")
+//!
+//! A turn of R model rounds and W executed `write` calls makes R + W durable writes, each one
+//! [`Effect::Commit`] (checkpoint + ledger records + inbox cursor in one transaction):
+//! - **each model response**, with everything not yet stored before it (the turn's input message
+//!   on the first round; the results of `read`/`idempotent` calls on later ones) and the ledger
+//!   intent of the next `write` call that will run. The response that ends the turn is stored
+//!   with the thread back to `idle`;
+//! - **each executed `write` call's outcome**, with its result (and any results before it), and
+//!   the intent of the next `write` call.
+//!
+//! Nothing else waits for the disk: a crash before the first commit leaves the input in the inbox
+//! after the stored cursor (it is taken again); a crash before a read's result is stored re-runs
+//! the read, which its effect class allows; a replayed or outcome-unknown result is the same on
+//! every boot, because the ledger entry it comes from is already stored. A `write` never runs
+//! before its intent is stored; when no earlier commit carried it (a resumed turn), it gets a
+//! commit of its own.
+
+use std::collections::HashMap;
 
 use ninetrix_proto::agentfile::{Effect as EffectClass, ResumeMode, ToolSpec, tools};
-use ninetrix_proto::api::{CheckpointState, ThreadStatus, Usage};
+use ninetrix_proto::api::{
+    CheckpointState, CommitIntent, CommitOutcome, ThreadStatus, ToolCallRecord, Usage,
+};
 use ninetrix_proto::events::{
     BudgetExceeded, LlmCall, MaxTurnsReached, Repair as RepairEvent, Resume, TraceEvent,
     TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
@@ -13,13 +36,15 @@ use ninetrix_proto::events::{
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
 use crate::history::{self, Repair};
-use crate::ledger;
+use crate::ledger::{self, Decision, Entry};
 
-/// What the engine needs to know about the agent.
+/// What the engine needs to know about the agent and its runner.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// The thread (ledger keys include it).
     pub thread: ThreadId,
+    /// The runner's epoch (from its claim): an intent of this epoch is this runner's own.
+    pub epoch: u64,
     /// Most model rounds in one turn.
     pub max_rounds: u32,
     /// Most US dollars one turn may spend.
@@ -58,11 +83,23 @@ pub struct LlmTurn {
     pub latency_ms: u64,
 }
 
+/// The thread as stored, for [`Input::Restored`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Restored {
+    /// The history at the latest version.
+    pub history: Vec<Message>,
+    /// The small state at the latest version.
+    pub state: CheckpointState,
+    /// The ledger records of the turn in `state.turn_seq` (empty when the thread is between
+    /// turns: a finished turn's calls are never looked up again).
+    pub ledger: Vec<ToolCallRecord>,
+}
+
 /// Something that happened.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// The thread as stored (`None`: a fresh thread).
-    Restored(Option<(Vec<Message>, CheckpointState)>),
+    Restored(Option<Restored>),
     /// The next inbox message (or a batch job's task, with seq 0).
     Message {
         /// Its inbox seq.
@@ -85,7 +122,7 @@ pub enum Input {
     },
 }
 
-/// A tool call to perform through the ledger.
+/// A tool call to perform, with the ledger's decision for it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannedCall {
     /// The provider's call ID (answered by the result).
@@ -100,27 +137,34 @@ pub struct PlannedCall {
     pub effect: EffectClass,
     /// The turn.
     pub turn_seq: u64,
+    /// What to do: execute it, replay its recorded outcome, or report its outcome unknown.
+    pub decision: Decision,
 }
 
-/// A checkpoint to write: cut to `truncate_to`, append, set the state.
+/// One durable step to commit: cut to `truncate_to`, append, set the state, record the ledger
+/// intents and outcomes — all or nothing.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CheckpointPlan {
+pub struct CommitPlan {
     /// History repair.
     pub truncate_to: Option<u64>,
     /// New messages.
     pub append: Vec<Message>,
     /// The state after it.
     pub state: CheckpointState,
+    /// Ledger intents, each for a key the ledger does not hold yet.
+    pub intents: Vec<CommitIntent>,
+    /// Ledger outcomes (after the intents).
+    pub outcomes: Vec<CommitOutcome>,
 }
 
 /// Something the driver must do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
-    /// Write a checkpoint (before doing anything that depends on it).
-    Checkpoint(CheckpointPlan),
+    /// Commit a durable step (before doing anything that depends on it).
+    Commit(CommitPlan),
     /// Call the model with the current history.
     CallLlm,
-    /// Run (or replay) a tool call.
+    /// Run (or replay) a tool call, then answer with [`Input::Tool`].
     RunTool(PlannedCall),
     /// Emit a trace event.
     Event(TraceEvent),
@@ -142,9 +186,17 @@ pub struct Engine {
     history: Vec<Message>,
     /// `history[..persisted]` is stored.
     persisted: usize,
-    /// A truncation to send with the next checkpoint.
+    /// A truncation to send with the next commit.
     truncate: Option<usize>,
     state: CheckpointState,
+    /// The current turn's ledger as this runner knows it (stored, or riding on the next commit).
+    ledger: HashMap<String, Entry>,
+    /// Ledger intents for the next commit.
+    intents: Vec<CommitIntent>,
+    /// Ledger outcomes for the next commit.
+    outcomes: Vec<CommitOutcome>,
+    /// The call the driver is performing.
+    in_flight: Option<PlannedCall>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -160,6 +212,14 @@ pub fn preview(text: &str, max: usize) -> String {
     out
 }
 
+/// What the next unanswered call of the current response is.
+enum NextCall {
+    /// A call to a tool the agent does not have.
+    Unknown { call_id: String, name: String },
+    /// A call to perform.
+    Known(PlannedCall),
+}
+
 impl Engine {
     /// A fresh engine.
     pub fn new(cfg: EngineConfig) -> Self {
@@ -169,15 +229,20 @@ impl Engine {
             persisted: 0,
             truncate: None,
             state: CheckpointState::default(),
+            ledger: HashMap::new(),
+            intents: Vec::new(),
+            outcomes: Vec::new(),
+            in_flight: None,
         }
     }
 
-    /// The history as the engine sees it (including what is not yet checkpointed).
+    /// The history as the engine sees it (including what is not yet committed).
     pub fn history(&self) -> &[Message] {
         &self.history
     }
 
-    /// The current small state.
+    /// The current small state (including what is not yet committed: the cursor of a turn
+    /// whose first response is still to come).
     pub fn state(&self) -> &CheckpointState {
         &self.state
     }
@@ -191,7 +256,7 @@ impl Engine {
     pub fn apply(&mut self, input: Input) -> Vec<Effect> {
         match input {
             Input::Restored(None) => Vec::new(),
-            Input::Restored(Some((history, state))) => self.restore(history, state),
+            Input::Restored(Some(restored)) => self.restore(restored),
             Input::Message { seq, content } => self.start_turn(seq, content),
             Input::Llm(turn) => self.on_llm(turn),
             // The failed turn's reply carries the cause (said once: no separate error event).
@@ -204,20 +269,24 @@ impl Engine {
                 call_id,
                 content,
                 is_error,
-            } => {
-                self.history
-                    .push(history::tool_result(&call_id, content, is_error));
-                let mut out = vec![self.checkpoint()];
-                out.extend(self.advance());
-                out
-            }
+            } => self.on_tool(call_id, content, is_error),
         }
     }
 
-    fn restore(&mut self, history: Vec<Message>, state: CheckpointState) -> Vec<Effect> {
+    fn restore(&mut self, restored: Restored) -> Vec<Effect> {
+        let Restored {
+            history,
+            state,
+            ledger,
+        } = restored;
         self.persisted = history.len();
         self.history = history;
         self.state = state;
+        self.ledger = ledger
+            .iter()
+            .filter(|r| r.turn_seq == self.state.turn_seq)
+            .map(|r| (r.key.clone(), Entry::from(r)))
+            .collect();
         let mut out = Vec::new();
         let anchor = self.state.turn_start_history_len as usize;
         let Repair {
@@ -234,7 +303,8 @@ impl Engine {
                 .state
                 .turn_start_history_len
                 .min(self.history.len() as u64);
-            out.push(self.checkpoint());
+            // The repair is a version of its own: stored before the turn goes on.
+            out.push(self.commit());
             out.push(event(TraceEvent::Repair(RepairEvent {
                 truncate_to: cut as u64,
                 dropped,
@@ -254,22 +324,23 @@ impl Engine {
         out
     }
 
+    /// Takes an inbox message. Nothing is written: until the first model response is committed
+    /// (with the message and the advanced cursor), the message is still in the inbox after the
+    /// stored cursor, and a restarted runner takes it again.
     fn start_turn(&mut self, seq: u64, content: String) -> Vec<Effect> {
         self.state.turn_seq += 1;
         self.state.usage = Usage::default();
+        self.ledger.clear();
         self.history
             .push(Message::text(Role::User, content.clone()));
         self.state.turn_start_history_len = self.history.len() as u64;
         self.state.status = ThreadStatus::InTurn;
         self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
-        let mut out = vec![
-            self.checkpoint(),
-            event(TraceEvent::TurnStarted(TurnStarted {
-                turn_seq: self.state.turn_seq,
-                seq,
-                input: preview(&content, 200),
-            })),
-        ];
+        let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
+            turn_seq: self.state.turn_seq,
+            seq,
+            input: preview(&content, 200),
+        }))];
         out.extend(self.advance());
         out
     }
@@ -280,18 +351,15 @@ impl Engine {
         self.state.usage.cost_usd += turn.usage.cost_usd;
         let calls = turn.message.tool_call_ids().count();
         self.history.push(turn.message);
-        let mut out = vec![
-            self.checkpoint(),
-            event(TraceEvent::LlmCall(LlmCall {
-                model: turn.model,
-                input_tokens: turn.usage.input_tokens,
-                output_tokens: turn.usage.output_tokens,
-                cost_usd: turn.usage.cost_usd,
-                latency_ms: turn.latency_ms,
-                stop_reason: turn.stop_reason,
-                tool_calls: calls as u64,
-            })),
-        ];
+        let mut out = vec![event(TraceEvent::LlmCall(LlmCall {
+            model: turn.model,
+            input_tokens: turn.usage.input_tokens,
+            output_tokens: turn.usage.output_tokens,
+            cost_usd: turn.usage.cost_usd,
+            latency_ms: turn.latency_ms,
+            stop_reason: turn.stop_reason,
+            tool_calls: calls as u64,
+        }))];
         if let Some(budget) = self.cfg.budget
             && self.state.usage.cost_usd > budget
         {
@@ -306,8 +374,58 @@ impl Engine {
             out.extend(self.stop_turn(&reply, false, "budget_exceeded"));
             return out;
         }
+        // A final answer is committed by `finish` (one write with the thread back to idle);
+        // a response with calls is committed before any of them runs.
+        if calls > 0 {
+            out.insert(0, self.commit());
+        }
         out.extend(self.advance());
         out
+    }
+
+    /// A tool call answered: its result joins the history; a `write` that ran commits its
+    /// outcome now, everything else rides on the next commit.
+    fn on_tool(&mut self, call_id: String, content: String, is_error: bool) -> Vec<Effect> {
+        let call = self.in_flight.take_if(|c| c.call_id == call_id);
+        self.history
+            .push(history::tool_result(&call_id, content.clone(), is_error));
+        let mut out = Vec::new();
+        if let Some(call) = call {
+            let outcome = CommitOutcome {
+                key: call.key.clone(),
+                ok: !is_error,
+                result: content.clone(),
+            };
+            match call.decision {
+                Decision::Replay { .. } => {}
+                Decision::OutcomeUnknown => {
+                    self.record_outcome(outcome);
+                }
+                Decision::Execute { .. } => {
+                    if !self.ledger.contains_key(&call.key) {
+                        self.intents.push(intent_of(&call));
+                        self.ledger
+                            .insert(call.key.clone(), Entry::intent(self.cfg.epoch));
+                    }
+                    self.record_outcome(outcome);
+                    if call.effect == EffectClass::Write {
+                        out.push(self.commit());
+                    }
+                }
+            }
+        }
+        out.extend(self.advance());
+        out
+    }
+
+    fn record_outcome(&mut self, outcome: CommitOutcome) {
+        if let Some(entry) = self.ledger.remove(&outcome.key) {
+            self.ledger.insert(
+                outcome.key.clone(),
+                entry.completed(outcome.ok, outcome.result.clone()),
+            );
+        }
+        self.outcomes.push(outcome);
     }
 
     /// Ends the turn early: answers any unanswered call with an error result (never a fake
@@ -343,7 +461,7 @@ impl Engine {
         };
         let seq = self.state.inbox_cursor;
         vec![
-            self.checkpoint(),
+            self.commit(),
             event(TraceEvent::TurnCompleted(TurnCompleted {
                 turn_seq: self.state.turn_seq,
                 seq,
@@ -356,16 +474,24 @@ impl Engine {
         ]
     }
 
-    /// The checkpoint of everything not yet stored.
-    fn checkpoint(&mut self) -> Effect {
+    /// The commit of everything not yet stored, plus the intent of the next `write` call of the
+    /// current response that will run (so it need not wait for a commit of its own).
+    fn commit(&mut self) -> Effect {
         let cut = self.truncate.take();
         let from = cut.unwrap_or(self.persisted).min(self.persisted);
         let append = self.history[from..].to_vec();
         self.persisted = self.history.len();
-        Effect::Checkpoint(CheckpointPlan {
+        if let Some(next) = self.next_write_to_run() {
+            self.intents.push(intent_of(&next));
+            self.ledger
+                .insert(next.key.clone(), Entry::intent(self.cfg.epoch));
+        }
+        Effect::Commit(CommitPlan {
             truncate_to: cut.map(|c| c as u64),
             append,
             state: self.state.clone(),
+            intents: std::mem::take(&mut self.intents),
+            outcomes: std::mem::take(&mut self.outcomes),
         })
     }
 
@@ -373,81 +499,143 @@ impl Engine {
         self.cfg.tools.iter().find(|t| t.name == name)
     }
 
+    /// The current turn's anchor, its last assistant message, and how many model rounds it has.
+    fn position(&self) -> (usize, Option<usize>, u32) {
+        let anchor = (self.state.turn_start_history_len as usize).min(self.history.len());
+        let last_assistant = self.history[anchor..]
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .map(|i| i + anchor);
+        let rounds = self.history[anchor..]
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count() as u32;
+        (anchor, last_assistant, rounds)
+    }
+
+    /// The tool calls of message `a`, and how many of them have results after it.
+    fn calls_of(&self, a: usize) -> (Vec<(String, String, serde_json::Value)>, usize) {
+        let calls = self.history[a]
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolCall { id, name, args } => {
+                    Some((id.clone(), name.clone(), args.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let answered = self.history[a + 1..]
+            .iter()
+            .flat_map(|m| m.tool_result_ids())
+            .count();
+        (calls, answered)
+    }
+
+    /// Call `index` of message `a` (the turn starts at `anchor`), with its ledger decision.
+    fn plan(&self, anchor: usize, a: usize, index: usize) -> NextCall {
+        let (calls, _) = self.calls_of(a);
+        let (call_id, name, args) = calls[index].clone();
+        let Some(spec) = self.spec_of(&name) else {
+            return NextCall::Unknown { call_id, name };
+        };
+        let occurrence = self.occurrence(anchor, a, index, &name, &args);
+        let key = ledger::key(
+            self.cfg.thread,
+            self.state.turn_seq,
+            &name,
+            &args,
+            occurrence,
+        );
+        let effect = tools::call_effect(&name, spec.effect, spec.effect_pinned, &args);
+        let decision = ledger::decide(self.ledger.get(&key), self.cfg.epoch, effect);
+        NextCall::Known(PlannedCall {
+            call_id,
+            name,
+            args,
+            key,
+            effect,
+            turn_seq: self.state.turn_seq,
+            decision,
+        })
+    }
+
+    /// The next `write` of the current response that will execute, if its intent is not stored
+    /// or riding yet: so the commit being built can carry it. Reads, replays and outcome-unknown
+    /// writes before it do not stop the search; a write whose intent is already this runner's
+    /// does (it is the next to run, and the one after it waits for its outcome's commit).
+    fn next_write_to_run(&self) -> Option<PlannedCall> {
+        if self.state.status != ThreadStatus::InTurn {
+            return None;
+        }
+        let (anchor, last_assistant, _) = self.position();
+        let a = last_assistant?;
+        let (calls, answered) = self.calls_of(a);
+        (answered..calls.len())
+            .find_map(|i| match self.plan(anchor, a, i) {
+                NextCall::Known(call)
+                    if call.effect == EffectClass::Write
+                        && matches!(call.decision, Decision::Execute { .. }) =>
+                {
+                    Some(call)
+                }
+                _ => None,
+            })
+            .filter(|call| !self.ledger.contains_key(&call.key))
+    }
+
     /// Decides the next step of the current turn from the history.
     fn advance(&mut self) -> Vec<Effect> {
         let mut out = Vec::new();
         loop {
-            let anchor = (self.state.turn_start_history_len as usize).min(self.history.len());
-            let last_assistant = self.history[anchor..]
-                .iter()
-                .rposition(|m| m.role == Role::Assistant)
-                .map(|i| i + anchor);
-            let rounds = self.history[anchor..]
-                .iter()
-                .filter(|m| m.role == Role::Assistant)
-                .count() as u32;
+            let (anchor, last_assistant, rounds) = self.position();
             let Some(a) = last_assistant else {
                 out.push(Effect::CallLlm);
                 return out;
             };
-            let calls: Vec<(String, String, serde_json::Value)> = self.history[a]
-                .blocks
-                .iter()
-                .filter_map(|b| match b {
-                    Block::ToolCall { id, name, args } => {
-                        Some((id.clone(), name.clone(), args.clone()))
-                    }
-                    _ => None,
-                })
-                .collect();
-            let answered = self.history[a + 1..]
-                .iter()
-                .flat_map(|m| m.tool_result_ids())
-                .count();
+            let (calls, answered) = self.calls_of(a);
             if calls.is_empty() {
                 let reply = self.history[a].text_content();
                 out.extend(self.finish(reply, true));
                 return out;
             }
             if answered < calls.len() {
-                let (call_id, name, args) = calls[answered].clone();
-                let Some(spec) = self.spec_of(&name).cloned() else {
-                    let available: Vec<String> =
-                        self.cfg.tools.iter().map(|t| t.name.clone()).collect();
-                    self.history.push(history::tool_result(
-                        &call_id,
-                        format!(
-                            "There is no tool `{name}`. Available tools: {}.",
-                            available.join(", ")
-                        ),
-                        true,
-                    ));
-                    out.push(self.checkpoint());
-                    out.push(event(TraceEvent::UnknownTool(UnknownTool {
-                        name,
-                        call_id,
-                        available,
-                    })));
-                    continue;
-                };
-                let occurrence = self.occurrence(anchor, a, answered, &name, &args);
-                let key = ledger::key(
-                    self.cfg.thread,
-                    self.state.turn_seq,
-                    &name,
-                    &args,
-                    occurrence,
-                );
-                let effect = tools::call_effect(&name, spec.effect, spec.effect_pinned, &args);
-                out.push(Effect::RunTool(PlannedCall {
-                    call_id,
-                    name,
-                    args,
-                    key,
-                    effect,
-                    turn_seq: self.state.turn_seq,
-                }));
-                return out;
+                match self.plan(anchor, a, answered) {
+                    NextCall::Unknown { call_id, name } => {
+                        let available: Vec<String> =
+                            self.cfg.tools.iter().map(|t| t.name.clone()).collect();
+                        self.history.push(history::tool_result(
+                            &call_id,
+                            format!(
+                                "There is no tool `{name}`. Available tools: {}.",
+                                available.join(", ")
+                            ),
+                            true,
+                        ));
+                        out.push(event(TraceEvent::UnknownTool(UnknownTool {
+                            name,
+                            call_id,
+                            available,
+                        })));
+                        continue;
+                    }
+                    NextCall::Known(call) => {
+                        // A write runs only once its intent is stored: when no commit carried
+                        // it yet, this one does.
+                        if call.effect == EffectClass::Write && !self.ledger.contains_key(&call.key)
+                        {
+                            self.intents.push(intent_of(&call));
+                            self.ledger
+                                .insert(call.key.clone(), Entry::intent(self.cfg.epoch));
+                            self.in_flight = Some(call.clone());
+                            out.push(self.commit());
+                        } else {
+                            self.in_flight = Some(call.clone());
+                        }
+                        out.push(Effect::RunTool(call));
+                        return out;
+                    }
+                }
             }
             if rounds >= self.cfg.max_rounds {
                 out.push(event(TraceEvent::MaxTurnsReached(MaxTurnsReached {
@@ -506,22 +694,43 @@ impl Engine {
     }
 }
 
+/// The ledger intent of `call`.
+fn intent_of(call: &PlannedCall) -> CommitIntent {
+    CommitIntent {
+        key: call.key.clone(),
+        turn_seq: call.turn_seq,
+        tool: call.name.clone(),
+        args: call.args.clone(),
+        effect: call.effect,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use ninetrix_proto::agentfile::Effect as Class;
+    use ninetrix_proto::api::ToolCallStatus;
+    use serde_json::json;
 
     fn config() -> EngineConfig {
         EngineConfig {
             thread: ThreadId::new_v7(),
+            epoch: 1,
             max_rounds: 5,
             budget: Some(0.10),
             resume: ResumeMode::Truncate,
-            tools: vec![ToolSpec {
-                name: "file_write".into(),
-                effect: Class::Idempotent,
-                effect_pinned: false,
-            }],
+            tools: vec![
+                ToolSpec {
+                    name: "file_write".into(),
+                    effect: Class::Idempotent,
+                    effect_pinned: false,
+                },
+                ToolSpec {
+                    name: "file_read".into(),
+                    effect: Class::Read,
+                    effect_pinned: false,
+                },
+            ],
             batch: false,
         }
     }
@@ -540,11 +749,44 @@ mod tests {
         })
     }
 
+    fn answer(text: &str) -> Input {
+        llm(vec![Block::Text { text: text.into() }], 0.0)
+    }
+
+    /// A `write` call: `file_write` in append mode.
     fn append_call(id: &str) -> Block {
+        append_of(id, "x")
+    }
+
+    fn append_of(id: &str, content: &str) -> Block {
         Block::ToolCall {
             id: id.into(),
             name: "file_write".into(),
-            args: serde_json::json!({"path": "log", "content": "x", "mode": "append"}),
+            args: json!({"path": "log", "content": content, "mode": "append"}),
+        }
+    }
+
+    /// A `read` call.
+    fn read_call(id: &str) -> Block {
+        Block::ToolCall {
+            id: id.into(),
+            name: "file_read".into(),
+            args: json!({"path": "notes"}),
+        }
+    }
+
+    fn result(id: &str) -> Input {
+        Input::Tool {
+            call_id: id.into(),
+            content: format!("result of {id}"),
+            is_error: false,
+        }
+    }
+
+    fn message(seq: u64) -> Input {
+        Input::Message {
+            seq,
+            content: "go".into(),
         }
     }
 
@@ -552,7 +794,7 @@ mod tests {
         effects
             .iter()
             .map(|e| match e {
-                Effect::Checkpoint(_) => "checkpoint".into(),
+                Effect::Commit(_) => "commit".into(),
                 Effect::CallLlm => "call_llm".into(),
                 Effect::RunTool(c) => format!("run:{}", c.name),
                 Effect::Event(e) => format!("event:{}", e.kind()),
@@ -561,20 +803,83 @@ mod tests {
             .collect()
     }
 
+    fn commits(effects: &[Effect]) -> Vec<&CommitPlan> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Commit(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn run_of(effects: &[Effect]) -> PlannedCall {
+        match effects.last() {
+            Some(Effect::RunTool(call)) => call.clone(),
+            other => panic!("expected a tool run last, got {other:?}"),
+        }
+    }
+
+    /// Drives a turn to its end, answering every call with its result and every model round
+    /// from `responses`; returns every effect.
+    fn drive(e: &mut Engine, first: Vec<Effect>, responses: Vec<Input>) -> Vec<Effect> {
+        let mut all = first.clone();
+        let mut next = first;
+        let mut responses = responses.into_iter();
+        loop {
+            let input = match next.last() {
+                Some(Effect::CallLlm) => responses.next().expect("a response for every round"),
+                Some(Effect::RunTool(call)) => result(&call.call_id),
+                _ => return all,
+            };
+            next = e.apply(input);
+            all.extend(next.clone());
+        }
+    }
+
     #[test]
-    fn a_turn_checkpoints_after_every_step() {
+    fn a_question_and_its_answer_are_one_commit() {
         let mut e = Engine::new(config());
-        let out = e.apply(Input::Message {
-            seq: 7,
-            content: "hi".into(),
-        });
+        let out = e.apply(message(7));
         assert_eq!(
             kinds(&out),
-            ["checkpoint", "event:turn_started", "call_llm"]
+            ["event:turn_started", "call_llm"],
+            "the input waits"
         );
-        let Effect::Checkpoint(plan) = &out[0] else {
-            panic!()
-        };
+        assert_eq!(e.state().inbox_cursor, 7, "the cursor moves in memory");
+        let out = e.apply(answer("hello"));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:llm_call",
+                "commit",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+        let plan = commits(&out)[0];
+        assert_eq!(plan.append.len(), 2, "the input and the answer");
+        assert_eq!(plan.append[0].role, Role::User);
+        assert_eq!(
+            (plan.state.inbox_cursor, plan.state.status),
+            (7, ThreadStatus::Idle)
+        );
+        assert!(plan.intents.is_empty() && plan.outcomes.is_empty());
+        assert!(e.idle());
+    }
+
+    #[test]
+    fn a_write_turn_commits_each_response_and_the_writes_outcome() {
+        let mut e = Engine::new(config());
+        e.apply(message(7));
+        let out = e.apply(llm(vec![append_call("c1")], 0.01));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "run:file_write"]);
+        let plan = commits(&out)[0];
+        assert_eq!(
+            plan.append.len(),
+            2,
+            "the input rides on the first response"
+        );
         assert_eq!(
             (
                 plan.state.inbox_cursor,
@@ -583,39 +888,36 @@ mod tests {
             ),
             (7, 1, ThreadStatus::InTurn)
         );
-        let out = e.apply(llm(vec![append_call("c1")], 0.01));
-        assert_eq!(
-            kinds(&out),
-            ["checkpoint", "event:llm_call", "run:file_write"]
-        );
-        let Effect::RunTool(call) = &out[2] else {
-            panic!()
-        };
+        let call = run_of(&out);
         assert_eq!(call.effect, Class::Write, "append mode is a write");
-        let out = e.apply(Input::Tool {
-            call_id: "c1".into(),
-            content: "ok".into(),
-            is_error: false,
-        });
-        assert_eq!(kinds(&out), ["checkpoint", "call_llm"]);
-        let out = e.apply(llm(
-            vec![Block::Text {
-                text: "done".into(),
-            }],
-            0.01,
-        ));
+        assert_eq!(call.decision, Decision::Execute { again: false });
+        assert_eq!(
+            plan.intents.iter().map(|i| &i.key).collect::<Vec<_>>(),
+            [&call.key],
+            "the write's intent is stored before it runs, with the response"
+        );
+        let out = e.apply(result("c1"));
+        assert_eq!(kinds(&out), ["commit", "call_llm"]);
+        let plan = commits(&out)[0];
+        assert_eq!(plan.append.len(), 1);
+        assert!(plan.intents.is_empty());
+        assert_eq!(plan.outcomes.len(), 1);
+        assert_eq!(
+            (plan.outcomes[0].key.as_str(), plan.outcomes[0].ok),
+            (call.key.as_str(), true)
+        );
+        let out = e.apply(answer("done"));
         assert_eq!(
             kinds(&out),
             [
-                "checkpoint",
                 "event:llm_call",
-                "checkpoint",
+                "commit",
                 "event:turn_completed",
                 "finished"
             ]
         );
         assert_eq!(
-            out[4],
+            out[3],
             Effect::TurnFinished {
                 seq: 7,
                 reply: "done".into(),
@@ -627,66 +929,214 @@ mod tests {
     }
 
     #[test]
+    fn reads_ride_on_the_next_commit_with_their_ledger_records() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![read_call("r1")], 0.0));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "run:file_read"]);
+        assert!(
+            commits(&out)[0].intents.is_empty(),
+            "a read needs no intent first"
+        );
+        let read = run_of(&out);
+        let out = e.apply(result("r1"));
+        assert_eq!(kinds(&out), ["call_llm"], "a read's result is not a write");
+        let out = e.apply(answer("done"));
+        let plan = commits(&out)[0];
+        assert_eq!(plan.append.len(), 2, "the read's result and the answer");
+        assert_eq!(plan.intents.len(), 1);
+        assert_eq!(plan.intents[0].key, read.key);
+        assert_eq!(
+            plan.outcomes.len(),
+            1,
+            "recorded for the ledger, in the same write"
+        );
+        assert_eq!(plan.outcomes[0].result, "result of r1");
+    }
+
+    /// R model rounds and W write calls cost R + W commits, whatever the mix.
+    #[test]
+    fn a_turn_costs_one_commit_per_response_and_per_write() {
+        let cases: Vec<(Vec<Input>, usize)> = vec![
+            (vec![answer("hi")], 1),
+            (vec![llm(vec![read_call("a")], 0.0), answer("ok")], 2),
+            (vec![llm(vec![append_call("a")], 0.0), answer("ok")], 3),
+            // The researcher: list, write, read, answer: 4 rounds + 1 write.
+            (
+                vec![
+                    llm(vec![read_call("a")], 0.0),
+                    llm(vec![append_of("b", "report")], 0.0),
+                    llm(vec![read_call("c")], 0.0),
+                    answer("ok"),
+                ],
+                5,
+            ),
+            (
+                vec![
+                    llm(
+                        vec![
+                            read_call("a"),
+                            append_of("b", "1"),
+                            read_call("c"),
+                            append_of("d", "2"),
+                        ],
+                        0.0,
+                    ),
+                    answer("ok"),
+                ],
+                4,
+            ),
+        ];
+        for (responses, want) in cases {
+            let mut e = Engine::new(config());
+            let first = e.apply(message(1));
+            let all = drive(&mut e, first, responses);
+            assert_eq!(commits(&all).len(), want, "{:?}", kinds(&all));
+            assert!(e.idle());
+            // Every write's intent is committed before it runs.
+            let mut committed = Vec::new();
+            for effect in &all {
+                match effect {
+                    Effect::Commit(p) => committed.extend(p.intents.iter().map(|i| i.key.clone())),
+                    Effect::RunTool(c) if c.effect == Class::Write => {
+                        assert!(
+                            committed.contains(&c.key),
+                            "{} ran before its intent",
+                            c.name
+                        )
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_next_writes_intent_rides_on_the_previous_writes_outcome() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![append_of("a", "1"), append_of("b", "2")], 0.0));
+        let first = run_of(&out);
+        assert_eq!(
+            commits(&out)[0].intents.len(),
+            1,
+            "only the first write's intent"
+        );
+        let out = e.apply(result("a"));
+        assert_eq!(kinds(&out), ["commit", "run:file_write"]);
+        let second = run_of(&out);
+        let plan = commits(&out)[0];
+        assert_eq!(plan.outcomes[0].key, first.key);
+        assert_eq!(plan.intents[0].key, second.key);
+        assert_ne!(first.key, second.key);
+    }
+
+    fn stored(e: &Engine) -> Restored {
+        Restored {
+            history: e.history().to_vec(),
+            state: e.state().clone(),
+            ledger: Vec::new(),
+        }
+    }
+
+    fn record(call: &PlannedCall, status: ToolCallStatus, epoch: u64) -> ToolCallRecord {
+        ToolCallRecord {
+            key: call.key.clone(),
+            turn_seq: call.turn_seq,
+            tool: call.name.clone(),
+            args: call.args.clone(),
+            effect: call.effect,
+            status,
+            result: (status != ToolCallStatus::Intent).then(|| "recorded".to_string()),
+            intent_epoch: epoch,
+            completed_epoch: (status != ToolCallStatus::Intent).then_some(epoch),
+            created_at: chrono::Utc::now(),
+            completed_at: None,
+        }
+    }
+
+    fn second_boot(cfg: EngineConfig) -> Engine {
+        Engine::new(EngineConfig { epoch: 2, ..cfg })
+    }
+
+    #[test]
     fn a_restored_turn_with_an_orphaned_call_is_repaired_and_rerun_with_the_same_keys() {
         let mut first = Engine::new(config());
-        first.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
+        first.apply(message(1));
         let out = first.apply(llm(vec![append_call("c1")], 0.0));
-        let Effect::RunTool(original) = out.last().unwrap().clone() else {
-            panic!()
-        };
-        // Crash: the call is stored, its result is not.
-        let stored = (first.history().to_vec(), first.state().clone());
-        let mut second = Engine {
-            cfg: first.cfg.clone(),
-            ..Engine::new(config())
-        };
-        let out = second.apply(Input::Restored(Some(stored)));
+        let original = run_of(&out);
+        // Crash while the write runs: the response and the intent are stored, the result not.
+        let mut restored = stored(&first);
+        restored.ledger = vec![record(&original, ToolCallStatus::Intent, 1)];
+        let mut second = second_boot(first.cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored)));
         assert_eq!(
             kinds(&out),
-            [
-                "checkpoint",
-                "event:repair",
-                "event:turn_resumed",
-                "call_llm"
-            ]
+            ["commit", "event:repair", "event:turn_resumed", "call_llm"]
         );
-        let Effect::Checkpoint(plan) = &out[0] else {
-            panic!()
-        };
+        let plan = commits(&out)[0];
         assert_eq!((plan.truncate_to, plan.append.len()), (Some(1), 0));
-        // The model asks again (a new provider ID): the ledger key is the same.
+        // The model asks again (a new provider ID): same key, and the write is not run again.
         let out = second.apply(llm(vec![append_call("c9")], 0.0));
-        let Effect::RunTool(again) = out.last().unwrap() else {
-            panic!()
-        };
+        let again = run_of(&out);
         assert_eq!(again.key, original.key);
+        assert_eq!(again.decision, Decision::OutcomeUnknown);
+        assert!(
+            commits(&out)[0].intents.is_empty(),
+            "a key the ledger holds is not recorded again"
+        );
+        let out = second.apply(Input::Tool {
+            call_id: "c9".into(),
+            content: "unknown".into(),
+            is_error: true,
+        });
+        assert_eq!(
+            kinds(&out),
+            ["call_llm"],
+            "the same answer on every boot: no write"
+        );
+        let out = second.apply(answer("checked"));
+        let plan = commits(&out)[0];
+        assert_eq!(plan.outcomes.len(), 1, "the unknown outcome is recorded");
+        assert_eq!(
+            (plan.outcomes[0].key.as_str(), plan.outcomes[0].ok),
+            (original.key.as_str(), false)
+        );
+    }
+
+    #[test]
+    fn a_completed_call_is_replayed_and_writes_nothing() {
+        let mut first = Engine::new(config());
+        first.apply(message(1));
+        let original = run_of(&first.apply(llm(vec![append_call("c1")], 0.0)));
+        let mut restored = stored(&first);
+        restored.ledger = vec![record(&original, ToolCallStatus::Completed, 1)];
+        let mut second = second_boot(first.cfg.clone());
+        second.apply(Input::Restored(Some(restored)));
+        let out = second.apply(llm(vec![append_call("c2")], 0.0));
+        let replay = run_of(&out);
+        assert!(matches!(replay.decision, Decision::Replay { .. }));
+        let out = second.apply(result("c2"));
+        assert_eq!(kinds(&out), ["call_llm"]);
+        let out = second.apply(answer("done"));
+        let plan = commits(&out)[0];
+        assert!(plan.intents.is_empty() && plan.outcomes.is_empty());
     }
 
     #[test]
     fn a_restored_turn_whose_answer_was_stored_just_finishes() {
         let mut first = Engine::new(config());
-        first.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
-        first.apply(llm(
-            vec![Block::Text {
-                text: "answer".into(),
-            }],
-            0.0,
-        ));
-        let mut state = first.state().clone();
-        state.status = ThreadStatus::InTurn; // crash during the final checkpoint
-        let mut second = Engine::new(config());
-        let out = second.apply(Input::Restored(Some((first.history().to_vec(), state))));
+        first.apply(message(1));
+        first.apply(answer("answer"));
+        let mut restored = stored(&first);
+        restored.state.status = ThreadStatus::InTurn; // stored by an older runner, mid-turn
+        let mut second = second_boot(config());
+        let out = second.apply(Input::Restored(Some(restored)));
         assert_eq!(
             kinds(&out),
             [
                 "event:turn_resumed",
-                "checkpoint",
+                "commit",
                 "event:turn_completed",
                 "finished"
             ]
@@ -696,22 +1146,19 @@ mod tests {
     #[test]
     fn the_budget_stops_the_turn_without_running_its_calls() {
         let mut e = Engine::new(config());
-        e.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
+        e.apply(message(1));
         let out = e.apply(llm(vec![append_call("c1")], 0.25));
         assert_eq!(
             kinds(&out),
             [
-                "checkpoint",
                 "event:llm_call",
                 "event:budget_exceeded",
-                "checkpoint",
+                "commit",
                 "event:turn_completed",
                 "finished"
             ]
         );
+        assert!(commits(&out)[0].intents.is_empty(), "no call will run");
         let Effect::TurnFinished { ok, reply, .. } = out.last().unwrap() else {
             panic!()
         };
@@ -734,22 +1181,11 @@ mod tests {
             budget: None,
             ..config()
         });
-        e.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
+        e.apply(message(1));
         e.apply(llm(vec![append_call("c1")], 0.0));
-        e.apply(Input::Tool {
-            call_id: "c1".into(),
-            content: "ok".into(),
-            is_error: false,
-        });
-        e.apply(llm(vec![append_call("c2")], 0.0));
-        let out = e.apply(Input::Tool {
-            call_id: "c2".into(),
-            content: "ok".into(),
-            is_error: false,
-        });
+        e.apply(result("c1"));
+        e.apply(llm(vec![append_of("c2", "y")], 0.0));
+        let out = e.apply(result("c2"));
         assert!(
             kinds(&out).contains(&"event:max_turns_reached".to_string()),
             "{:?}",
@@ -764,27 +1200,18 @@ mod tests {
     #[test]
     fn unknown_tools_get_an_error_result_and_the_turn_goes_on() {
         let mut e = Engine::new(config());
-        e.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
+        e.apply(message(1));
         let out = e.apply(llm(
             vec![Block::ToolCall {
                 id: "x".into(),
                 name: "rm_rf".into(),
-                args: serde_json::json!({}),
+                args: json!({}),
             }],
             0.0,
         ));
         assert_eq!(
             kinds(&out),
-            [
-                "checkpoint",
-                "event:llm_call",
-                "checkpoint",
-                "event:unknown_tool",
-                "call_llm"
-            ]
+            ["commit", "event:llm_call", "event:unknown_tool", "call_llm"]
         );
         let unknown = out.iter().find_map(|e| match e {
             Effect::Event(TraceEvent::UnknownTool(u)) => Some(u.clone()),
@@ -795,29 +1222,16 @@ mod tests {
             (unknown.name.as_str(), unknown.call_id.as_str()),
             ("rm_rf", "x")
         );
-        assert_eq!(unknown.available, ["file_write"]);
+        assert_eq!(unknown.available, ["file_write", "file_read"]);
         assert!(crate::history::validate(e.history()).is_ok());
     }
 
     #[test]
     fn identical_calls_in_one_turn_get_different_keys() {
         let mut e = Engine::new(config());
-        e.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
-        let out = e.apply(llm(vec![append_call("a"), append_call("b")], 0.0));
-        let Effect::RunTool(first) = out.last().unwrap().clone() else {
-            panic!()
-        };
-        let out = e.apply(Input::Tool {
-            call_id: "a".into(),
-            content: "ok".into(),
-            is_error: false,
-        });
-        let Effect::RunTool(second) = out.last().unwrap().clone() else {
-            panic!()
-        };
+        e.apply(message(1));
+        let first = run_of(&e.apply(llm(vec![append_call("a"), append_call("b")], 0.0)));
+        let second = run_of(&e.apply(result("a")));
         assert_ne!(first.key, second.key);
     }
 
@@ -828,30 +1242,57 @@ mod tests {
             ..config()
         };
         let mut first = Engine::new(cfg.clone());
-        first.apply(Input::Message {
-            seq: 1,
-            content: "go".into(),
-        });
-        first.apply(llm(vec![append_call("a"), append_call("b")], 0.0));
-        first.apply(Input::Tool {
-            call_id: "a".into(),
-            content: "ok".into(),
-            is_error: false,
-        });
-        // Crash before b's result.
-        let stored = (first.history().to_vec(), first.state().clone());
-        let mut second = Engine::new(cfg);
-        let out = second.apply(Input::Restored(Some(stored)));
+        first.apply(message(1));
+        let a = run_of(&first.apply(llm(vec![append_of("a", "1"), append_of("b", "2")], 0.0)));
+        let b = run_of(&first.apply(result("a")));
+        // Crash before b ran: a's outcome and b's intent are stored.
+        let mut restored = stored(&first);
+        restored.ledger = vec![
+            record(&a, ToolCallStatus::Completed, 1),
+            record(&b, ToolCallStatus::Intent, 1),
+        ];
+        let mut second = second_boot(cfg);
+        let out = second.apply(Input::Restored(Some(restored)));
         assert_eq!(
             kinds(&out),
             ["event:resume", "event:turn_resumed", "run:file_write"]
         );
-        let Effect::RunTool(call) = out.last().unwrap() else {
-            panic!()
-        };
+        let call = run_of(&out);
         assert_eq!(
-            call.call_id, "b",
-            "no new model call: the pending call is completed"
+            (call.call_id.as_str(), call.decision),
+            ("b", Decision::OutcomeUnknown),
+            "no new model call; the pending write is reported, not repeated"
         );
+    }
+
+    #[test]
+    fn a_resumed_write_without_a_stored_intent_gets_a_commit_before_it_runs() {
+        let cfg = EngineConfig {
+            resume: ResumeMode::Complete,
+            ..config()
+        };
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![read_call("r"), append_call("w")], 0.0));
+        let write_key = commits(&out)[0].intents[0].key.clone();
+        // Crash during the read: the response and the write's intent were stored... but say an
+        // older runner stored the response alone (no intent): the write must not run unrecorded.
+        let restored = stored(&first);
+        let mut second = second_boot(cfg);
+        let out = second.apply(Input::Restored(Some(restored)));
+        let read = run_of(&out);
+        assert_eq!(read.name, "file_read");
+        assert_eq!(read.decision, Decision::Execute { again: false });
+        let out = second.apply(result("r"));
+        assert_eq!(kinds(&out), ["commit", "run:file_write"]);
+        let plan = commits(&out)[0];
+        assert_eq!(
+            plan.intents
+                .iter()
+                .map(|i| i.key.as_str())
+                .collect::<Vec<_>>(),
+            [read.key.as_str(), write_key.as_str()]
+        );
+        assert_eq!(plan.outcomes.len(), 1, "the read's outcome rides along");
     }
 }

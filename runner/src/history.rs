@@ -238,9 +238,9 @@ fn first_difference(a: &[Message], b: &[Message]) -> Option<usize> {
 /// An error result for a call whose outcome cannot be known (DESIGN §6.5).
 pub fn outcome_unknown_text(tool: &str) -> String {
     format!(
-        "The outcome of this `{tool}` call is unknown: the agent crashed after starting it and \
-         before recording its result. It may or may not have taken effect. Verify the current \
-         state before retrying it."
+        "The outcome of this `{tool}` call is unknown: the agent crashed after recording that it \
+         was about to run and before recording its result. It may or may not have taken effect. \
+         Verify the current state before retrying it."
     )
 }
 

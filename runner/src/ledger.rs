@@ -1,14 +1,61 @@
 //! The tool-call ledger's rules (DESIGN §6.5), as pure functions: the key of a call —
 //! `sha256(thread, turn_seq, tool, canonical args, occurrence)`, where occurrence counts earlier
 //! identical calls in the same turn, never the provider's call ID, which changes when a turn is
-//! re-run — and [`decide`], what to do with a call given its ledger record: replay, report the
-//! outcome unknown, or execute. The driver only performs the decision.
+//! re-run — and [`decide`], what to do with a call given what the ledger holds for its key:
+//! replay, report the outcome unknown, or execute. The engine applies the decision; the driver
+//! only performs it.
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{ToolCallRecord, ToolCallStatus};
 use ninetrix_proto::events::ToolMode;
 use sha2::{Digest, Sha256};
+
+/// What the runner knows of one ledger key: loaded for the turn being resumed, then kept up to
+/// date as its own commits record intents and outcomes (one runner writes a thread at a time).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Intent only, or an outcome.
+    pub status: ToolCallStatus,
+    /// The recorded result text, once there is an outcome.
+    pub result: Option<String>,
+    /// The epoch that recorded the intent.
+    pub intent_epoch: u64,
+}
+
+impl Entry {
+    /// An intent recorded by the runner at `epoch`.
+    pub fn intent(epoch: u64) -> Self {
+        Self {
+            status: ToolCallStatus::Intent,
+            result: None,
+            intent_epoch: epoch,
+        }
+    }
+
+    /// This entry with an outcome.
+    pub fn completed(self, ok: bool, result: String) -> Self {
+        Self {
+            status: if ok {
+                ToolCallStatus::Completed
+            } else {
+                ToolCallStatus::Failed
+            },
+            result: Some(result),
+            ..self
+        }
+    }
+}
+
+impl From<&ToolCallRecord> for Entry {
+    fn from(r: &ToolCallRecord) -> Self {
+        Self {
+            status: r.status,
+            result: r.result.clone(),
+            intent_epoch: r.intent_epoch,
+        }
+    }
+}
 
 /// What to do with a tool call, given the ledger's record of its key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,18 +90,20 @@ impl Decision {
     }
 }
 
-/// The ledger decision for a call whose intent was just recorded (or found) as `record`, by a
-/// runner at `epoch`, for a call of class `effect` (which may differ per call: `file_write` with
-/// `overwrite` is idempotent, with `append` a write).
-pub fn decide(record: &ToolCallRecord, epoch: u64, effect: Effect) -> Decision {
-    match record.status {
+/// The ledger decision for a call, given what the ledger holds for its key (`None`: nothing), by
+/// a runner at `epoch`, for a call of class `effect` (which may differ per call: `file_write` with
+/// `overwrite` is idempotent, with `append` a write). A `write` decided `Execute` runs only once
+/// its intent is stored (the engine sees to that).
+pub fn decide(entry: Option<&Entry>, epoch: u64, effect: Effect) -> Decision {
+    let Some(entry) = entry else {
+        return Decision::Execute { again: false };
+    };
+    match entry.status {
         ToolCallStatus::Completed | ToolCallStatus::Failed => Decision::Replay {
-            content: record.result.clone().unwrap_or_default(),
-            is_error: record.status == ToolCallStatus::Failed,
+            content: entry.result.clone().unwrap_or_default(),
+            is_error: entry.status == ToolCallStatus::Failed,
         },
-        ToolCallStatus::Intent if record.intent_epoch == epoch => {
-            Decision::Execute { again: false }
-        }
+        ToolCallStatus::Intent if entry.intent_epoch == epoch => Decision::Execute { again: false },
         ToolCallStatus::Intent => match effect {
             Effect::Write => Decision::OutcomeUnknown,
             Effect::Read | Effect::Idempotent => Decision::Execute { again: true },
@@ -95,23 +144,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn record(status: ToolCallStatus, intent_epoch: u64) -> ToolCallRecord {
-        ToolCallRecord {
-            key: "k".into(),
-            turn_seq: 1,
-            tool: "t".into(),
-            args: json!({}),
-            effect: Effect::Write,
+    fn entry(status: ToolCallStatus, intent_epoch: u64) -> Entry {
+        Entry {
             status,
             result: (status != ToolCallStatus::Intent).then(|| "recorded".to_string()),
             intent_epoch,
-            completed_epoch: (status != ToolCallStatus::Intent).then_some(intent_epoch),
-            created_at: chrono::Utc::now(),
-            completed_at: None,
         }
     }
 
-    /// Every status × (this runner's intent, an earlier runner's) × effect class.
+    /// Every status × (this runner's intent, an earlier runner's) × effect class, and no entry.
     #[test]
     fn the_ledger_decision_table() {
         use Decision::*;
@@ -149,8 +190,15 @@ mod tests {
             (Intent, 1, Write, OutcomeUnknown),
         ];
         for (status, intent_epoch, effect, want) in table {
-            let got = decide(&record(status, intent_epoch), 2, effect);
+            let got = decide(Some(&entry(status, intent_epoch)), 2, effect);
             assert_eq!(got, want, "{status:?} by epoch {intent_epoch}, {effect:?}");
+        }
+        for effect in [Read, Idempotent, Write] {
+            assert_eq!(
+                decide(None, 2, effect),
+                fresh,
+                "a key the ledger lacks runs"
+            );
         }
         assert_eq!(OutcomeUnknown.mode(), ToolMode::OutcomeUnknown);
         assert_eq!(again.mode(), ToolMode::ReExecuted);

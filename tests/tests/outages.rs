@@ -321,11 +321,12 @@ async fn a_resumed_long_turn_is_ready_at_once() {
     let thread = ThreadId::new_v7();
     let gate = Gate::start(&api.url).await;
     let seq = admin.send(thread, "wait a bit", "k1").await;
+    // Killed just after the response asking for the sleep is stored: the turn is interrupted.
     let held = gate.arm(Hold {
         method: "POST",
-        path_contains: "/tool-calls",
-        body_contains: vec!["\"tool\":\"sleep\""],
-        forward_first: false,
+        path_contains: "/commit",
+        body_contains: vec!["\"name\":\"sleep\""],
+        forward_first: true,
     });
     let mut first = Runner::start(&gate.url, thread, &spec, &ws);
     tokio::time::timeout(Duration::from_secs(30), held)

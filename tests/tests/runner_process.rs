@@ -1,6 +1,6 @@
 //! The runner as a process against a real `ninetrix api` (child process, SQLite): a scripted turn
-//! that appends a line to a file (a `write` tool) survives SIGKILL at every step — and at random
-//! times, many times over — with each inbox message applied exactly once, the side effect never
+//! that appends a line to a file (a `write` tool) survives SIGKILL just before and just after each
+//! of its three durable writes — and at random times, many times over — with each inbox message applied exactly once, the side effect never
 //! doubled, a valid transcript, and the turn completed. Plus SIGTERM, fencing, bad config, batch.
 
 mod support;
@@ -66,87 +66,99 @@ async fn crash_at(hold: Hold, expected_lines: usize) {
         .unwrap_or_else(|_| panic!("the runner never reached {hold:?}"));
     runner.kill();
     let _restarted = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
-    let done = s
-        .admin
-        .wait_turn(s.thread, seq, Duration::from_secs(30))
+    // Judged from the record: a kill just after the final answer is stored may lose the turn's
+    // events, never the turn.
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(30))
         .await;
-    check_invariants(&s, 1).await;
+    let latest = check_invariants(&s, 1).await;
     assert_eq!(
         lines(&s.workspace),
         expected_lines,
         "the side effect after a crash at {hold:?}"
     );
-    let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
+    // A turn already done before the kill is done before the restarted runner claims.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
+        if thread.boot_count >= 2 {
+            assert_eq!(
+                thread.boot_count, 2,
+                "one claim before the crash, one after"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted runner never claimed the thread"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let last = latest.history.last().unwrap();
     assert_eq!(
-        thread.boot_count, 2,
-        "one claim before the crash, one after"
+        (last.role, last.text_content().as_str()),
+        (Role::Assistant, "Done."),
+        "the turn ended with the script's answer after a crash at {hold:?}"
     );
-    assert!(done.ok);
 }
 
-fn checkpoint_hold(body: Vec<&'static str>, forward_first: bool) -> Hold {
+/// Holds the commit whose body has every one of `body`: `stored` lets the API store it first
+/// (the kill lands just after the write), else it never reaches the API (just before).
+fn commit_hold(body: Vec<&'static str>, stored: bool) -> Hold {
     Hold {
         method: "POST",
-        path_contains: "/checkpoints",
+        path_contains: "/commit",
         body_contains: body,
-        forward_first,
+        forward_first: stored,
     }
 }
 
+// The scripted turn makes three durable writes (docs/durability.md, "Where a turn writes"): the
+// first response with the write's intent (and the input message), the write's outcome with its
+// result, and the final answer with the thread back to idle. One kill just before and one just
+// after each.
+
+/// The first response (with the input) never stored: the message is still in the inbox after the
+/// stored cursor and is taken again; the write runs once, on the second boot.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_after_the_input_checkpoint() {
-    crash_at(
-        checkpoint_hold(vec!["\"role\":\"user\"", "\"status\":\"in_turn\""], true),
-        1,
-    )
-    .await;
+async fn sigkill_before_the_first_response_is_stored() {
+    crash_at(commit_hold(vec!["\"type\":\"tool_call\""], false), 1).await;
 }
 
+/// The response and the write's intent are stored, the write never ran: on restart its outcome
+/// is unknown, so it is not run again (and was never run): no line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_after_the_model_response() {
-    crash_at(checkpoint_hold(vec!["\"type\":\"tool_call\""], true), 1).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_intent_and_execution() {
-    // The intent is stored, the tool never ran: on restart the write's outcome is unknown, so it
-    // is not run again (and was never run): no line.
+async fn sigkill_after_the_first_response_is_stored() {
     crash_at(
-        Hold {
-            method: "POST",
-            path_contains: "/tool-calls",
-            body_contains: vec![],
-            forward_first: true,
-        },
+        commit_hold(vec!["\"type\":\"tool_call\"", "\"intents\":[{"], true),
         0,
     )
     .await;
 }
 
+/// The line was appended, its outcome never stored: on restart the outcome is unknown and the
+/// write is not repeated: exactly one line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_execution_and_completion() {
-    // The line was appended, its completion never stored: on restart the outcome is unknown and
-    // the write is not repeated: exactly one line.
-    crash_at(
-        Hold {
-            method: "PUT",
-            path_contains: "/tool-calls/",
-            body_contains: vec![],
-            forward_first: false,
-        },
-        1,
-    )
-    .await;
+async fn sigkill_after_the_write_before_its_outcome_is_stored() {
+    crash_at(commit_hold(vec!["\"outcomes\":[{"], false), 1).await;
 }
 
+/// The outcome is stored: the re-asked call is replayed from the ledger, not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_after_the_tool_result() {
-    crash_at(checkpoint_hold(vec!["\"type\":\"tool_result\""], true), 1).await;
+async fn sigkill_after_the_writes_outcome_is_stored() {
+    crash_at(commit_hold(vec!["\"outcomes\":[{"], true), 1).await;
 }
 
+/// The final answer never stored: the turn resumes from the stored result and answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_during_the_final_checkpoint() {
-    crash_at(checkpoint_hold(vec!["\"status\":\"idle\""], false), 1).await;
+async fn sigkill_before_the_final_answer_is_stored() {
+    crash_at(commit_hold(vec!["\"status\":\"idle\""], false), 1).await;
+}
+
+/// The final answer stored, its events perhaps not: nothing is done twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_after_the_final_answer_is_stored() {
+    crash_at(commit_hold(vec!["\"status\":\"idle\""], true), 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! `ninetrix trace` of crashed turns, end to end on real processes: a runner talking to a local
 //! fake of OpenAI's streaming Chat Completions API (it fails the first call with a 500, so the
 //! turn starts with a retry; it asks for a write, a tool the agent does not have, and a sleep),
-//! killed while the sleep is being recorded, then restarted. The trace must tell the whole story
+//! killed just after the write's outcome is stored, then restarted. The trace must tell the whole story
 //! as readable lines — the retry, the unknown tool, the replayed write after a `truncate` repair,
 //! the pending call of a `complete` resume — and contain no raw JSON.
 
@@ -104,7 +104,7 @@ fn runner(api_url: &str, thread: ThreadId, spec: &Value, ws: &std::path::Path) -
     Runner::start_with_env(api_url, thread, spec, ws, &key)
 }
 
-/// Runs a turn that is killed while the sleep's intent is in flight, restarts the runner, and
+/// Runs a turn that is killed just after the write's outcome is stored, restarts the runner, and
 /// returns `ninetrix trace` of the thread.
 async fn crashed_turn(resume: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -118,16 +118,17 @@ async fn crashed_turn(resume: &str) -> String {
     let thread = ThreadId::new_v7();
     let gate = Gate::start(&api.url).await;
     let seq = admin.send(thread, "clean up", "k1").await;
+    // The kill lands just after the write's outcome is stored, before the rest of the calls are.
     let held = gate.arm(Hold {
         method: "POST",
-        path_contains: "/tool-calls",
-        body_contains: vec!["\"tool\":\"sleep\""],
-        forward_first: false,
+        path_contains: "/commit",
+        body_contains: vec!["\"outcomes\":[{"],
+        forward_first: true,
     });
     let mut first = runner(&gate.url, thread, &spec, &ws);
     tokio::time::timeout(Duration::from_secs(30), held)
         .await
-        .expect("the runner reached the sleep");
+        .expect("the runner stored the write's outcome");
     first.kill();
     let _second = runner(&api.url, thread, &spec, &ws);
     let done = admin.wait_turn(thread, seq, Duration::from_secs(30)).await;
@@ -178,7 +179,7 @@ async fn trace_of_a_truncated_turn_shows_retry_unknown_tool_and_replay() {
         "· executed ·",
         "tool rm_rf · no such tool · the agent has: file_write, sleep",
         "boot · epoch 2 · restart 1 · history repaired",
-        "repair (truncate): cut to 1 messages, dropped 3: assistant (call_w, call_x, call_s), tool (call_w), tool (call_x)",
+        "repair (truncate): cut to 1 messages, dropped 2: assistant (call_w, call_x, call_s), tool (call_w)",
         "turn 1 resumed · message 1",
         "· replayed ·",
         "tool sleep",
@@ -197,7 +198,7 @@ async fn trace_of_a_completed_turn_shows_the_resumed_calls() {
     let trace = crashed_turn("complete").await;
     for expected in [
         "boot · epoch 2 · restart 1",
-        "resume: the interrupted message keeps its answered calls; 1 still to run: call_s",
+        "resume: the interrupted message keeps its answered calls; 2 still to run: call_x, call_s",
         "turn 1 resumed · message 1",
         "tool sleep",
         "All done.",

@@ -58,7 +58,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(runner::latest))
         .routes(routes!(runner::append_checkpoint))
         .routes(routes!(runner::commit))
-        .routes(routes!(runner::record_intent))
+        .routes(routes!(runner::record_intent, runner::turn_tool_calls))
         .routes(routes!(runner::complete_tool_call))
         .routes(routes!(runner::inbox))
         .routes(routes!(runner::append_events))

@@ -110,6 +110,39 @@ pub(crate) async fn commit(
     Ok((StatusCode::CREATED, axum::Json(committed)))
 }
 
+/// Query of the turn ledger.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnQuery {
+    /// The turn whose ledger records to return.
+    #[param(maximum = 9223372036854775807_i64)]
+    turn_seq: u64,
+}
+
+/// The ledger records of one turn, oldest first: what a runner resuming that turn decides each
+/// call by (replay a recorded outcome, report a `write` left without one as unknown, or run it).
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/tool-calls", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnQuery),
+    responses((status = 200, body = Vec<ToolCallRecord>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn turn_tool_calls(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(query): ApiQuery<TurnQuery>,
+) -> Result<axum::Json<Vec<ToolCallRecord>>, ApiError> {
+    caller.require_thread(id)?;
+    let turn = seq_cursor(query.turn_seq).map_err(|_| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!(
+            "turn_seq {} is larger than {MAX_STORED_INT}",
+            query.turn_seq
+        ),
+    })?;
+    Ok(axum::Json(app.store.turn_tool_calls(id, turn).await?))
+}
+
 /// Record the intent to run a tool call before running it. If the key is already in the ledger
 /// the existing record comes back (200) so a completed call can be replayed; a new one is 201.
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/tool-calls", tag = "runner",

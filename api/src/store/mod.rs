@@ -322,6 +322,10 @@ store_ops! {
 
     /// The ledger of a thread.
     read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
+
+    /// The ledger records of one turn of a thread (what a resuming runner decides its calls by).
+    read fn turn_tool_calls(id: ThreadId, turn_seq: u64) -> Vec<ToolCallRecord>
+        = |c| turn_tool_calls(c, id, turn_seq);
 }
 
 /// Current time in Unix milliseconds.

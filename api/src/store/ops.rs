@@ -783,6 +783,16 @@ macro_rules! sql_ops {
             Ok(Some(VersionDetail { summary: row.summary()?, history }))
         }
 
+        pub(crate) async fn turn_tool_calls(c: &mut ReadConn, id: ThreadId, turn_seq: u64) -> StoreResult<Vec<ToolCallRecord>> {
+            let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
+            let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .bind(to_i64(turn_seq, "turn_seq")?)
+                .fetch_all(&mut *c)
+                .await?;
+            rows.into_iter().map(ToolCallRow::record).collect()
+        }
+
         pub(crate) async fn tool_calls(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<ToolCallRecord>> {
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 ORDER BY created_at, key");
             let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(id.to_string()).fetch_all(&mut *c).await?;

@@ -68,6 +68,13 @@ fn routes() -> Vec<Route> {
             },
         },
         Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/tool-calls?turn_seq=1",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::POST,
             path: "/v1/runners/threads/{t}/tool-calls",
             access: Runner,
@@ -313,6 +320,9 @@ async fn the_openapi_document_lists_every_route() {
         .map(|r| {
             let path = r
                 .path
+                .split('?')
+                .next()
+                .unwrap()
                 .replace("{t}", "{thread_id}")
                 .replace("tool-calls/k", "tool-calls/{key}")
                 .replace("checkpoints/1", "checkpoints/{version}");

@@ -18,6 +18,7 @@ both_backends!(
     resent_intents_return_the_recorded_records_untouched,
     the_first_outcome_wins_across_commits,
     racing_commits_on_one_parent_leave_exactly_one_step,
+    a_runner_reads_the_ledger_of_one_turn,
 );
 
 /// The admin's typed client (the ledger listing is an admin route).
@@ -543,5 +544,55 @@ async fn racing_commits_on_one_parent_leave_exactly_one_step(backend: Backend) {
     );
     let latest = client.latest(thread).await.unwrap().unwrap();
     assert_eq!(latest.state.inbox_cursor, winners[0]);
+    api.stop().await;
+}
+
+/// `GET …/tool-calls?turn_seq=N` (runner route): the records of turn N only, oldest first — what
+/// a runner resuming turn N decides its calls by.
+async fn a_runner_reads_the_ledger_of_one_turn(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let (thread, _, epoch, client) = setup(&api).await;
+    let mut first = step(epoch, 0, vec![], state(1, 0, 0));
+    first.intents = vec![intent("t1a", "a"), intent("t1b", "b")];
+    first.outcomes = vec![outcome("t1a", true, "done a")];
+    client.commit(thread, &first).await.unwrap();
+    let mut second = step(epoch, 1, vec![], state(2, 0, 0));
+    second.intents = vec![CommitIntent {
+        turn_seq: 2,
+        ..intent("t2", "c")
+    }];
+    client.commit(thread, &second).await.unwrap();
+
+    let turn1 = client.turn_tool_calls(thread, 1).await.unwrap();
+    let got: Vec<(&str, ToolCallStatus)> =
+        turn1.iter().map(|r| (r.key.as_str(), r.status)).collect();
+    assert_eq!(
+        got,
+        [
+            ("t1a", ToolCallStatus::Completed),
+            ("t1b", ToolCallStatus::Intent)
+        ]
+    );
+    let turn2 = client.turn_tool_calls(thread, 2).await.unwrap();
+    assert_eq!(
+        turn2.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
+        ["t2"]
+    );
+    assert!(client.turn_tool_calls(thread, 3).await.unwrap().is_empty());
+    // A turn past what the store can hold is a bad query, not an empty answer.
+    let (status, body) = api
+        .admin(
+            Method::GET,
+            format!("/v1/runners/threads/{thread}/tool-calls?turn_seq=9223372036854775808"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("turn_seq"),
+        "{body}"
+    );
     api.stop().await;
 }
