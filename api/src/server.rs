@@ -1,5 +1,6 @@
 //! The server: configuration, building the shared state, binding, and graceful shutdown.
 
+use axum::serve::ListenerExt as _;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -131,7 +132,15 @@ impl Server {
             shutdown.await;
             cancel.cancel();
         };
-        let result = axum::serve(self.listener, self.router)
+        // Small writes (SSE events, long-poll answers) go out at once: without TCP_NODELAY,
+        // Nagle's algorithm holds a write until the previous one is acknowledged, and the
+        // peer's delayed ACK makes that ~40 ms.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY on an accepted connection: {e}");
+            }
+        });
+        let result = axum::serve(listener, self.router)
             .with_graceful_shutdown(signal)
             .await;
         self.app.store.close().await;

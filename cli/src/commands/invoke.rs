@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
+use futures_util::StreamExt as _;
 use ninetrix_client::ClientError;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::EnqueueRequest;
+use ninetrix_proto::api::{EnqueueRequest, Event};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::json;
 
@@ -157,68 +158,48 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     }
     let progress = std::io::stderr().is_terminal() && !args.json;
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let mut reply = Reply {
+        thread,
+        seq,
+        key: &key,
+        json: args.json,
+        progress,
+        in_turn: false,
+    };
     let mut cursor = 0;
-    let mut in_turn = false;
     let mut checked = Instant::now();
     let mut restarts_seen = facts.liveness.restarts;
+    // The reply arrives on the thread's event stream (SSE) as soon as it is stored; a dropped
+    // stream is opened again after the last event seen (no gap, no repeat).
+    let mut stream = None;
     loop {
-        for e in retry_blips(|| view.api.events(thread, cursor)).await? {
-            cursor = e.seq;
-            let Decoded::Known(event) = e.decode() else {
-                continue;
-            };
-            match event {
-                TraceEvent::TurnStarted(t) => in_turn = t.seq == seq,
-                TraceEvent::TurnResumed(t) => in_turn = t.seq == seq,
-                TraceEvent::LlmCall(c) if in_turn && progress => {
-                    eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
-                }
-                TraceEvent::LlmRetry(r) if in_turn && progress => eprintln!(
-                    "  model call failed ({}): {}; retrying in {} ms",
-                    r.attempt_text(),
-                    r.reason,
-                    r.retry_in_ms
-                ),
-                TraceEvent::Outage(o) if progress => eprintln!("  {}; it answers again", o.text()),
-                TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
-                    eprintln!("  tool {} {}", t.name, t.mode.as_str())
-                }
-                TraceEvent::UnknownTool(u) if in_turn && progress => {
-                    eprintln!("  tool {}: no such tool", u.name)
-                }
-                TraceEvent::TurnCompleted(done) if done.seq == seq => {
-                    if args.json {
-                        outln!(
-                            "{}",
-                            json!({"thread_id": thread, "seq": seq, "id": key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
-                        );
-                    } else {
-                        outln!("{}", done.reply);
+        if stream.is_none() {
+            stream = Some(Box::pin(
+                retry_blips(|| view.api.event_stream(thread, cursor)).await?,
+            ));
+        }
+        let Some(events) = stream.as_mut() else {
+            continue;
+        };
+        let wake = tokio::time::Instant::from_std((checked + RECHECK).min(deadline));
+        tokio::select! {
+            next = events.next() => match next {
+                Some(Ok(e)) => {
+                    cursor = e.seq;
+                    if let Some(code) = reply.see(&e) {
+                        return Ok(code);
                     }
-                    return Ok(if done.ok {
-                        ExitCode::SUCCESS
-                    } else {
-                        ExitCode::from(crate::EXIT_FAILURE)
-                    });
+                    continue;
                 }
-                // Events that only show progress, other turns' events, and those not shown
-                // without a terminal.
-                TraceEvent::LlmCall(_)
-                | TraceEvent::LlmRetry(_)
-                | TraceEvent::Outage(_)
-                | TraceEvent::ToolCall(_)
-                | TraceEvent::ToolReplayed(_)
-                | TraceEvent::UnknownTool(_)
-                | TraceEvent::TurnCompleted(_)
-                | TraceEvent::Boot(_)
-                | TraceEvent::Ready(_)
-                | TraceEvent::Repair(_)
-                | TraceEvent::Resume(_)
-                | TraceEvent::Checkpoint(_)
-                | TraceEvent::BudgetExceeded(_)
-                | TraceEvent::MaxTurnsReached(_)
-                | TraceEvent::Error(_) => {}
-            }
+                Some(Err(e)) if e.is_transient() => stream = None,
+                Some(Err(e)) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("reading the events of thread {thread}")));
+                }
+                // The server ended the stream (a restart): open it again.
+                None => stream = None,
+            },
+            () = tokio::time::sleep_until(wake) => {}
         }
         // While waiting: a target that can no longer answer is reported at once.
         if checked.elapsed() >= RECHECK || Instant::now() >= deadline {
@@ -256,7 +237,85 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             );
             return Ok(ExitCode::from(EXIT_TIMEOUT));
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        if stream.is_none() {
+            // A dropped stream: a breath before opening it again.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// What `invoke` shows of the thread's events while it waits for the reply to message `seq`.
+struct Reply<'a> {
+    thread: ThreadId,
+    seq: u64,
+    key: &'a str,
+    json: bool,
+    /// Progress lines on stderr (a terminal, not `--json`).
+    progress: bool,
+    /// The events are of message `seq`'s turn.
+    in_turn: bool,
+}
+
+impl Reply<'_> {
+    /// Shows one event; the exit code once it is the reply.
+    fn see(&mut self, e: &Event) -> Option<ExitCode> {
+        let Decoded::Known(event) = e.decode() else {
+            return None;
+        };
+        let (seq, in_turn, progress) = (self.seq, self.in_turn, self.progress);
+        match event {
+            TraceEvent::TurnStarted(t) => self.in_turn = t.seq == seq,
+            TraceEvent::TurnResumed(t) => self.in_turn = t.seq == seq,
+            TraceEvent::LlmCall(c) if in_turn && progress => {
+                eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
+            }
+            TraceEvent::LlmRetry(r) if in_turn && progress => eprintln!(
+                "  model call failed ({}): {}; retrying in {} ms",
+                r.attempt_text(),
+                r.reason,
+                r.retry_in_ms
+            ),
+            TraceEvent::Outage(o) if progress => eprintln!("  {}; it answers again", o.text()),
+            TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
+                eprintln!("  tool {} {}", t.name, t.mode.as_str())
+            }
+            TraceEvent::UnknownTool(u) if in_turn && progress => {
+                eprintln!("  tool {}: no such tool", u.name)
+            }
+            TraceEvent::TurnCompleted(done) if done.seq == seq => {
+                if self.json {
+                    outln!(
+                        "{}",
+                        json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
+                    );
+                } else {
+                    outln!("{}", done.reply);
+                }
+                return Some(if done.ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(crate::EXIT_FAILURE)
+                });
+            }
+            // Events that only show progress, other turns' events, and those not shown
+            // without a terminal.
+            TraceEvent::LlmCall(_)
+            | TraceEvent::LlmRetry(_)
+            | TraceEvent::Outage(_)
+            | TraceEvent::ToolCall(_)
+            | TraceEvent::ToolReplayed(_)
+            | TraceEvent::UnknownTool(_)
+            | TraceEvent::TurnCompleted(_)
+            | TraceEvent::Boot(_)
+            | TraceEvent::Ready(_)
+            | TraceEvent::Repair(_)
+            | TraceEvent::Resume(_)
+            | TraceEvent::Checkpoint(_)
+            | TraceEvent::BudgetExceeded(_)
+            | TraceEvent::MaxTurnsReached(_)
+            | TraceEvent::Error(_) => {}
+        }
+        None
     }
 }
 
