@@ -173,6 +173,41 @@ impl HttpCheckpoints {
     }
 }
 
+impl HttpCheckpoints {
+    /// The answer to `request` if the thread shows it stored: at `parent_version + 1`, with the
+    /// thread still at the request's epoch.
+    async fn stored_by_earlier_attempt(
+        &self,
+        request: &CommitRequest,
+    ) -> Result<Option<CommitResponse>, CheckpointError> {
+        let Some(latest) = self.latest().await? else {
+            return Ok(None);
+        };
+        if !stored_by_this_epoch(request, latest.version, latest.epoch) {
+            return Ok(None);
+        }
+        let mut records = Vec::with_capacity(request.intents.len());
+        for intent in &request.intents {
+            let turn = self.turn_ledger(intent.turn_seq).await?;
+            match turn.into_iter().find(|r| r.key == intent.key) {
+                Some(r) => records.push(r),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(CommitResponse {
+            version: latest.version,
+            history_len: latest.history.len() as u64,
+            records,
+        }))
+    }
+}
+
+/// Whether a thread at `version` and `epoch` holds `request` as its latest version: only the
+/// runner that holds the epoch writes at it, one commit at a time.
+fn stored_by_this_epoch(request: &CommitRequest, version: u64, epoch: u64) -> bool {
+    epoch == request.epoch && version == request.parent_version + 1
+}
+
 /// A short cause for a failed API call: `connection refused`, `DNS lookup failed`, `timed out`,
 /// `HTTP 503: …`, else the innermost cause the HTTP stack gave.
 pub fn api_failure_text(e: &ClientError) -> String {
@@ -213,9 +248,36 @@ impl Checkpoints for HttpCheckpoints {
         self.retrying(|| self.client.latest(self.thread)).await
     }
 
+    /// A commit retried after a failure may have been stored by an earlier attempt whose answer
+    /// was lost (the API died after its COMMIT): the retry then meets `version_conflict`. Such a
+    /// conflict is this runner's own write when the thread is at the next version and still at
+    /// this runner's epoch — nobody else can write at that epoch — and its answer is rebuilt
+    /// from the stored thread and ledger instead of ending the runner.
     async fn commit(&self, request: &CommitRequest) -> Result<CommitResponse, CheckpointError> {
-        self.retrying(|| self.client.commit(self.thread, request))
-            .await
+        let attempts = std::sync::atomic::AtomicU32::new(0);
+        let result = self
+            .retrying(|| {
+                attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.client.commit(self.thread, request)
+            })
+            .await;
+        match result {
+            Err(CheckpointError::VersionConflict(why))
+                if attempts.load(std::sync::atomic::Ordering::Relaxed) > 1 =>
+            {
+                match self.stored_by_earlier_attempt(request).await? {
+                    Some(done) => {
+                        tracing::info!(
+                            version = done.version,
+                            "a retried commit had been stored by its first attempt"
+                        );
+                        Ok(done)
+                    }
+                    None => Err(CheckpointError::VersionConflict(why)),
+                }
+            }
+            other => other,
+        }
     }
 
     async fn turn_ledger(&self, turn_seq: u64) -> Result<Vec<ToolCallRecord>, CheckpointError> {
@@ -451,6 +513,21 @@ mod tests {
             ok: true,
             result: result.into(),
         }
+    }
+
+    #[test]
+    fn only_the_next_version_at_the_same_epoch_is_a_lost_answer_of_ours() {
+        let request = write(3, 7);
+        assert!(stored_by_this_epoch(&request, 8, 3));
+        assert!(
+            !stored_by_this_epoch(&request, 8, 4),
+            "another runner claimed since"
+        );
+        assert!(
+            !stored_by_this_epoch(&request, 9, 3),
+            "more than one version since"
+        );
+        assert!(!stored_by_this_epoch(&request, 7, 3), "nothing stored");
     }
 
     #[tokio::test]

@@ -327,6 +327,7 @@ async fn a_resumed_long_turn_is_ready_at_once() {
         path_contains: "/commit",
         body_contains: vec!["\"name\":\"sleep\""],
         forward_first: true,
+        lose_answer: false,
     });
     let mut first = Runner::start(&gate.url, thread, &spec, &ws);
     tokio::time::timeout(Duration::from_secs(30), held)

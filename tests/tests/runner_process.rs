@@ -110,6 +110,7 @@ fn commit_hold(body: Vec<&'static str>, stored: bool) -> Hold {
         path_contains: "/commit",
         body_contains: body,
         forward_first: stored,
+        lose_answer: false,
     }
 }
 
@@ -159,6 +160,42 @@ async fn sigkill_before_the_final_answer_is_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_after_the_final_answer_is_stored() {
     crash_at(commit_hold(vec!["\"status\":\"idle\""], true), 1).await;
+}
+
+/// The API stores the write's outcome and its answer is lost (as when the API dies right after
+/// its commit): the runner's retry meets `version_conflict`, recognises its own stored write,
+/// and goes on — no restart, nothing written twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_whose_answer_is_lost_is_recognised_not_repeated() {
+    let s = setup();
+    let gate = Gate::start(&s.api.url).await;
+    let seq = s.admin.send(s.thread, "message 0", "k0").await;
+    let lost = gate.arm(Hold {
+        lose_answer: true,
+        ..commit_hold(vec!["\"outcomes\":[{"], true)
+    });
+    let mut runner = Runner::start(&gate.url, s.thread, &appender_spec(), &s.workspace);
+    tokio::time::timeout(Duration::from_secs(30), lost)
+        .await
+        .expect("the runner sent the write's outcome");
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(30))
+        .await;
+    let latest = check_invariants(&s, 1).await;
+    assert_eq!(lines(&s.workspace), 1);
+    assert_eq!(
+        latest.history.len(),
+        4,
+        "input, call, result, answer: the outcome's commit was not applied twice"
+    );
+    assert!(
+        runner.wait_exit(Duration::from_millis(200)).is_none(),
+        "the runner goes on serving"
+    );
+    let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
+    assert_eq!(thread.boot_count, 1, "no restart");
+    assert_eq!(latest.version, 3, "three commits, each once");
+    runner.kill();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -124,6 +124,7 @@ async fn crashed_turn(resume: &str) -> String {
         path_contains: "/commit",
         body_contains: vec!["\"outcomes\":[{"],
         forward_first: true,
+        lose_answer: false,
     });
     let mut first = runner(&gate.url, thread, &spec, &ws);
     tokio::time::timeout(Duration::from_secs(30), held)

@@ -74,7 +74,12 @@ impl Runner {
             )
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            // NINETRIX_RUNNER_STDERR=1 shows the runners' own log lines when a test fails.
+            .stderr(if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            })
             .spawn()
             .expect("ninetrix runner starts");
         Runner { child }
@@ -199,6 +204,9 @@ pub(crate) struct Hold {
     pub(crate) body_contains: Vec<&'static str>,
     /// Let the API store it first (then hold the response); else never forward it.
     pub(crate) forward_first: bool,
+    /// Instead of holding: let the API store it, then answer 503 as if the answer were lost
+    /// (the API died after its commit); later requests pass.
+    pub(crate) lose_answer: bool,
 }
 
 /// A proxy in front of the API that holds the first request matching a [`Hold`].
@@ -274,6 +282,14 @@ async fn forward(
         }
         r.send().await
     };
+    if matched.as_ref().is_some_and(|h| h.lose_answer) {
+        let _ = send().await;
+        held.notify_one();
+        return axum::response::Response::builder()
+            .status(503)
+            .body(axum::body::Body::empty())
+            .unwrap();
+    }
     if let Some(h) = matched {
         if h.forward_first {
             let _ = send().await;
