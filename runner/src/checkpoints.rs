@@ -175,7 +175,8 @@ impl HttpCheckpoints {
 
 impl HttpCheckpoints {
     /// The answer to `request` if the thread shows it stored: at `parent_version + 1`, with the
-    /// thread still at the request's epoch.
+    /// thread still at the request's epoch. A thread claimed by a later epoch meanwhile means
+    /// this runner is stale: fenced, as its write would have been.
     async fn stored_by_earlier_attempt(
         &self,
         request: &CommitRequest,
@@ -183,6 +184,13 @@ impl HttpCheckpoints {
         let Some(latest) = self.latest().await? else {
             return Ok(None);
         };
+        if latest.epoch > request.epoch {
+            // Another runner claimed the thread while this one retried: this copy is stale.
+            return Err(CheckpointError::Fenced(format!(
+                "epoch {} is not the current epoch {}",
+                request.epoch, latest.epoch
+            )));
+        }
         if !stored_by_this_epoch(request, latest.version, latest.epoch) {
             return Ok(None);
         }
