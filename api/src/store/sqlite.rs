@@ -12,7 +12,8 @@
 
 use std::str::FromStr as _;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use sqlx::sqlite::{
@@ -41,6 +42,62 @@ enum Msg {
 /// How often the WAL is checkpointed into the database file.
 const WAL_CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
+/// What the writer thread has done since the store opened: how many group commits, how many
+/// writes they carried, and where its time went. For benchmarks and diagnostics; reading it
+/// never waits for the writer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Transactions committed (or rolled back as a whole): one fsync each when they wrote.
+    pub commits: u64,
+    /// Writes those transactions carried.
+    pub writes: u64,
+    /// Time spent running the writes' statements (from `BEGIN` to just before `COMMIT`).
+    pub statements: Duration,
+    /// Time spent in `COMMIT` (the WAL write and its fsync).
+    pub commit: Duration,
+}
+
+impl WriterStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &WriterStats) -> WriterStats {
+        WriterStats {
+            commits: self.commits - earlier.commits,
+            writes: self.writes - earlier.writes,
+            statements: self.statements.saturating_sub(earlier.statements),
+            commit: self.commit.saturating_sub(earlier.commit),
+        }
+    }
+}
+
+/// The writer's counters, updated once per group commit.
+#[derive(Default)]
+struct Counters {
+    commits: AtomicU64,
+    writes: AtomicU64,
+    statements_ns: AtomicU64,
+    commit_ns: AtomicU64,
+}
+
+impl Counters {
+    fn add(&self, writes: usize, statements: Duration, commit: Duration) {
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.writes.fetch_add(writes as u64, Ordering::Relaxed);
+        self.statements_ns
+            .fetch_add(ns(statements), Ordering::Relaxed);
+        self.commit_ns.fetch_add(ns(commit), Ordering::Relaxed);
+    }
+
+    fn read(&self) -> WriterStats {
+        WriterStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            statements: Duration::from_nanos(self.statements_ns.load(Ordering::Relaxed)),
+            commit: Duration::from_nanos(self.commit_ns.load(Ordering::Relaxed)),
+        }
+    }
+}
+
 /// A SQLite checkpoint store.
 #[derive(Clone)]
 pub struct SqliteStore {
@@ -49,6 +106,7 @@ pub struct SqliteStore {
     stop: CancellationToken,
     writer_done: Arc<tokio::sync::Notify>,
     latest: Arc<LatestCache>,
+    counters: Arc<Counters>,
 }
 
 impl SqliteStore {
@@ -84,10 +142,12 @@ impl SqliteStore {
         tokio::spawn(run_checkpointer(checkpointer, stop.clone()));
         let max_batch = options.max_batch.max(1);
         let done = writer_done.clone();
+        let counters = Arc::new(Counters::default());
+        let counted = counters.clone();
         std::thread::Builder::new()
             .name("ninetrix-sqlite-writer".into())
             .spawn(move || {
-                run_writer(writer, rx, max_batch);
+                run_writer(writer, rx, max_batch, &counted);
                 done.notify_waiters();
                 done.notify_one();
             })
@@ -98,7 +158,13 @@ impl SqliteStore {
             stop,
             writer_done,
             latest: Arc::new(LatestCache::new(options.latest_cache_bytes)),
+            counters,
         })
+    }
+
+    /// What the writer thread has done so far.
+    pub fn writer_stats(&self) -> WriterStats {
+        self.counters.read()
     }
 
     /// Runs one write in the next group commit and returns its result once committed.
@@ -184,7 +250,12 @@ async fn run_checkpointer(mut conn: SqliteConnection, stop: CancellationToken) {
 
 /// The writer thread: group-commits whatever is queued until told to stop (or every sender is
 /// gone), then checkpoints the WAL into the database file.
-fn run_writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>, max_batch: usize) {
+fn run_writer(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Msg>,
+    max_batch: usize,
+    counters: &Counters,
+) {
     let mut batch: Vec<Job> = Vec::with_capacity(max_batch);
     let mut stopping = false;
     while !stopping {
@@ -200,7 +271,7 @@ fn run_writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>, max_batch: usiz
             }
         }
         if !batch.is_empty() {
-            commit_batch(&mut conn, &mut batch);
+            commit_batch(&mut conn, &mut batch, counters);
         }
     }
     // Finish what is still queued, then stop taking writes.
@@ -209,12 +280,12 @@ fn run_writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>, max_batch: usiz
         if let Msg::Job(job) = msg {
             batch.push(job);
             if batch.len() == max_batch {
-                commit_batch(&mut conn, &mut batch);
+                commit_batch(&mut conn, &mut batch, counters);
             }
         }
     }
     if !batch.is_empty() {
-        commit_batch(&mut conn, &mut batch);
+        commit_batch(&mut conn, &mut batch, counters);
     }
     let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
     if let Err((_, e)) = conn.close() {
@@ -222,16 +293,20 @@ fn run_writer(mut conn: Connection, mut rx: mpsc::Receiver<Msg>, max_batch: usiz
     }
 }
 
-fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
+fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>, counters: &Counters) {
     let mut deliveries: Vec<Deliver> = Vec::with_capacity(batch.len());
     // A lone write needs no savepoint: if it fails, the whole transaction rolls back.
     let alone = batch.len() == 1;
+    let writes = batch.len();
+    let started = Instant::now();
+    let mut committing = started;
     let outcome: Result<(), StoreError> = (|| {
         conn.execute_batch("BEGIN IMMEDIATE")?;
         if alone {
             let job = batch.pop().expect("one job");
             let (failed, deliver) = job(conn);
             deliveries.push(deliver);
+            committing = Instant::now();
             conn.execute_batch(if failed { "ROLLBACK" } else { "COMMIT" })?;
             return Ok(());
         }
@@ -244,9 +319,16 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
             }
             conn.execute_batch("RELEASE w")?;
         }
+        committing = Instant::now();
         conn.execute_batch("COMMIT")?;
         Ok(())
     })();
+    let committed = Instant::now();
+    counters.add(
+        writes,
+        committing.saturating_duration_since(started),
+        committed.saturating_duration_since(committing),
+    );
     if let Err(e) = &outcome {
         tracing::error!(error = %e, "group commit failed; rolling back");
         if !conn.is_autocommit() {
@@ -258,5 +340,32 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
     batch.clear();
     for deliver in deliveries {
         deliver(outcome.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ninetrix_proto::ThreadId;
+
+    use super::*;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn the_writer_counts_its_commits_and_the_writes_they_carried() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("stats.db").display());
+        let store = Store::open(&url, &StoreOptions::default()).await.unwrap();
+        let before = store.writer_stats().unwrap();
+        for _ in 0..3 {
+            store
+                .claim(ThreadId::new_v7(), Default::default())
+                .await
+                .unwrap();
+        }
+        let done = store.writer_stats().unwrap().since(&before);
+        // Each claim was awaited before the next was sent, so each had a commit of its own.
+        assert_eq!((done.writes, done.commits), (3, 3));
+        assert!(done.commit > Duration::ZERO && done.statements > Duration::ZERO);
+        store.close().await;
     }
 }
