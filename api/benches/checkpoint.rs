@@ -226,11 +226,29 @@ impl Floor {
     }
 }
 
-fn rusqlite_floor(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
-    let mut floor = Floor::open(&dir.join("floor.db"));
+/// The floor's run, and what its commits wrote to the WAL (never checkpointed here, so the
+/// WAL's length is every frame written).
+fn rusqlite_floor(dir: &std::path::Path) -> (Vec<Duration>, Duration, WriterStats) {
+    let path = dir.join("floor.db");
+    let mut floor = Floor::open(&path);
     let started = Instant::now();
     let samples = (0..WRITES).map(|_| floor.commit()).collect();
-    (samples, started.elapsed())
+    let elapsed = started.elapsed();
+    let page_size: i64 = floor
+        .conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    let page_size = page_size as u64;
+    let wal = std::fs::metadata(dir.join("floor.db-wal")).unwrap().len();
+    let header = 32;
+    let stats = WriterStats {
+        commits: WRITES as u64,
+        writes: WRITES as u64,
+        wal_frames: (wal - header) / (page_size + 24),
+        page_size,
+        ..WriterStats::default()
+    };
+    (samples, elapsed, stats)
 }
 
 /// One write's time taken apart, SQLite, one writer: each round commits the floor's row, a
@@ -386,10 +404,12 @@ fn per_write(d: Duration, n: u64) -> String {
 /// One line about what the writer did during a run.
 fn writer_line(what: &str, s: &WriterStats) -> String {
     format!(
-        "| {what} | {} | {} | {:.1} | {} | {} |",
+        "| {what} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
         s.writes,
         s.commits,
         s.writes as f64 / s.commits.max(1) as f64,
+        s.wal_frames as f64 / s.writes.max(1) as f64,
+        s.wal_bytes() as f64 / 1024.0 / s.writes.max(1) as f64,
         per_write(s.statements, s.writes),
         per_write(s.commit, s.commits),
     )
@@ -443,9 +463,10 @@ fn main() {
 
         let dir = tempfile::tempdir().unwrap();
         let floor_dir = dir.path().to_path_buf();
-        let (raw, elapsed) = tokio::task::spawn_blocking(move || rusqlite_floor(&floor_dir))
-            .await
-            .unwrap();
+        let (raw, elapsed, floor_wal) =
+            tokio::task::spawn_blocking(move || rusqlite_floor(&floor_dir))
+                .await
+                .unwrap();
         let floor = summarize(
             "floor: rusqlite insert + commit of the same row, 1 writer".into(),
             raw,
@@ -485,7 +506,10 @@ fn main() {
                 Some((admin.clone(), name)),
             ));
         }
-        let mut writer_lines = Vec::new();
+        let mut writer_lines = vec![writer_line(
+            "floor: rusqlite insert + commit of the same row (no statement or COMMIT times)",
+            &floor_wal,
+        )];
         let mut split_rows = Vec::new();
         for (label, url, cleanup) in backends {
             let (base, store, stop, task) = start(&url).await;
@@ -577,8 +601,8 @@ fn main() {
         }
 
         println!("\nSQLite's writer thread during each run:\n");
-        println!("| run | writes | commits | writes per commit | statements µs per write | COMMIT µs per commit |");
-        println!("|---|---:|---:|---:|---:|---:|");
+        println!("| run | writes | commits | writes per commit | WAL pages per write | WAL KiB per write | statements µs per write | COMMIT µs per commit |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
         for line in &writer_lines {
             println!("{line}");
         }

@@ -10,6 +10,7 @@
 //! Under load many checkpoints share one fsync; alone, a write costs one commit. Reads and
 //! migrations use sqlx (the readers' pool); both drivers link the same SQLite.
 
+use std::cell::Cell;
 use std::str::FromStr as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,6 +56,10 @@ pub struct WriterStats {
     pub statements: Duration,
     /// Time spent in `COMMIT` (the WAL write and its fsync).
     pub commit: Duration,
+    /// Pages the commits wrote to the WAL (each one WAL frame: the page and a 24-byte header).
+    pub wal_frames: u64,
+    /// The database's page size in bytes.
+    pub page_size: u64,
 }
 
 impl WriterStats {
@@ -65,8 +70,46 @@ impl WriterStats {
             writes: self.writes - earlier.writes,
             statements: self.statements.saturating_sub(earlier.statements),
             commit: self.commit.saturating_sub(earlier.commit),
+            wal_frames: self.wal_frames - earlier.wal_frames,
+            page_size: self.page_size,
         }
     }
+
+    /// Bytes the commits appended to the WAL.
+    pub fn wal_bytes(&self) -> u64 {
+        self.wal_frames * (self.page_size + WAL_FRAME_HEADER)
+    }
+}
+
+/// Bytes of a WAL frame's header.
+const WAL_FRAME_HEADER: u64 = 24;
+
+thread_local! {
+    /// The writer thread's WAL: frames in it after the last commit, and frames written by
+    /// commits not yet counted. Set by [`count_wal_frames`], which SQLite calls on the thread
+    /// that commits.
+    static WAL_FRAMES: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// SQLite's WAL hook: after each commit, the number of frames in the WAL. A WAL that a
+/// checkpoint let restart from its beginning holds only the last commit's frames.
+fn count_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    let now = u64::try_from(frames).unwrap_or(0);
+    WAL_FRAMES.with(|w| {
+        let (before, pending) = w.get();
+        let written = if now >= before { now - before } else { now };
+        w.set((now, pending + written));
+    });
+    Ok(())
+}
+
+/// Frames written by the commits since the last call, on this thread.
+fn take_wal_frames() -> u64 {
+    WAL_FRAMES.with(|w| {
+        let (before, pending) = w.get();
+        w.set((before, 0));
+        pending
+    })
 }
 
 /// The writer's counters, updated once per group commit.
@@ -76,16 +119,19 @@ struct Counters {
     writes: AtomicU64,
     statements_ns: AtomicU64,
     commit_ns: AtomicU64,
+    wal_frames: AtomicU64,
+    page_size: AtomicU64,
 }
 
 impl Counters {
-    fn add(&self, writes: usize, statements: Duration, commit: Duration) {
+    fn add(&self, writes: usize, statements: Duration, commit: Duration, wal_frames: u64) {
         let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.writes.fetch_add(writes as u64, Ordering::Relaxed);
         self.statements_ns
             .fetch_add(ns(statements), Ordering::Relaxed);
         self.commit_ns.fetch_add(ns(commit), Ordering::Relaxed);
+        self.wal_frames.fetch_add(wal_frames, Ordering::Relaxed);
     }
 
     fn read(&self) -> WriterStats {
@@ -94,6 +140,8 @@ impl Counters {
             writes: self.writes.load(Ordering::Relaxed),
             statements: Duration::from_nanos(self.statements_ns.load(Ordering::Relaxed)),
             commit: Duration::from_nanos(self.commit_ns.load(Ordering::Relaxed)),
+            wal_frames: self.wal_frames.load(Ordering::Relaxed),
+            page_size: self.page_size.load(Ordering::Relaxed),
         }
     }
 }
@@ -143,6 +191,10 @@ impl SqliteStore {
         let max_batch = options.max_batch.max(1);
         let done = writer_done.clone();
         let counters = Arc::new(Counters::default());
+        let page_size: i64 = writer.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        counters
+            .page_size
+            .store(u64::try_from(page_size).unwrap_or(0), Ordering::Relaxed);
         let counted = counters.clone();
         std::thread::Builder::new()
             .name("ninetrix-sqlite-writer".into())
@@ -227,6 +279,9 @@ fn open_writer(path: &std::path::Path) -> StoreResult<Connection> {
     conn.pragma_update(None, "foreign_keys", false)?;
     conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     conn.set_prepared_statement_cache_capacity(64);
+    // Counts the pages each commit writes (WriterStats); replaces the automatic checkpoint,
+    // which is off anyway (`wal_autocheckpoint = 0`).
+    conn.wal_hook(Some(count_wal_frames));
     Ok(conn)
 }
 
@@ -328,6 +383,7 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>, counters: &Counters
         writes,
         committing.saturating_duration_since(started),
         committed.saturating_duration_since(committing),
+        take_wal_frames(),
     );
     if let Err(e) = &outcome {
         tracing::error!(error = %e, "group commit failed; rolling back");
@@ -366,6 +422,13 @@ mod tests {
         // Each claim was awaited before the next was sent, so each had a commit of its own.
         assert_eq!((done.writes, done.commits), (3, 3));
         assert!(done.commit > Duration::ZERO && done.statements > Duration::ZERO);
+        // Each claim changed at least the thread's page; none wrote more than a few.
+        assert!(
+            (3..=3 * 8).contains(&done.wal_frames),
+            "{} frames",
+            done.wal_frames
+        );
+        assert_eq!(done.wal_bytes(), done.wal_frames * (done.page_size + 24));
         store.close().await;
     }
 }
