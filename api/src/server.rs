@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -136,7 +137,14 @@ impl Server {
             shutdown.await;
             cancel.cancel();
         };
-        let result = axum::serve(self.listener, self.router)
+        // Answers go out as soon as they are written (no Nagle delay behind an unacknowledged
+        // segment): a runner waits on every commit's answer.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+            }
+        });
+        let result = axum::serve(listener, self.router)
             .with_graceful_shutdown(signal)
             .await;
         self.app.store.close().await;
