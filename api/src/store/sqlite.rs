@@ -431,4 +431,93 @@ mod tests {
         assert_eq!(done.wal_bytes(), done.wal_frames * (done.page_size + 24));
         store.close().await;
     }
+
+    /// A database written by the first schema (messages keyed by version, versions with a rowid)
+    /// reads the same after the store migrates it: the live history, and the history as of a
+    /// version whose messages a later truncation cut.
+    #[tokio::test]
+    async fn a_database_of_the_first_schema_reads_the_same_after_migrating() {
+        use ninetrix_proto::api::{CheckpointState, ThreadStatus};
+        use ninetrix_proto::{Message, Role};
+
+        let dir = tempfile::tempdir().unwrap();
+        let first_only = dir.path().join("migrations");
+        std::fs::create_dir(&first_only).unwrap();
+        std::fs::copy(
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/sqlite/0001_init.sql"
+            ),
+            first_only.join("0001_init.sql"),
+        )
+        .unwrap();
+        let path = dir.path().join("old.db");
+        let url = format!("sqlite://{}", path.display());
+        let connect = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal);
+        let mut conn = SqliteConnection::connect_with(&connect).await.unwrap();
+        sqlx::migrate::Migrator::new(first_only.as_path())
+            .await
+            .unwrap()
+            .run(&mut conn)
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+
+        // Version 1 appends m0 and m1; version 2 cuts back to 1 message and appends m2;
+        // version 3 appends m3.
+        let id = ThreadId::new_v7();
+        let m: Vec<Message> = (0..4)
+            .map(|i| Message::text(Role::User, format!("m{i}")))
+            .collect();
+        let msg = |i: usize| m[i].clone();
+        let body = |i: usize| serde_json::to_string(&m[i]).unwrap();
+        let state = serde_json::to_string(&CheckpointState {
+            turn_seq: 1,
+            turn_start_history_len: 1,
+            status: ThreadStatus::Idle,
+            inbox_cursor: 0,
+            usage: Default::default(),
+        })
+        .unwrap();
+        let old = Connection::open(&path).unwrap();
+        let t = id.to_string();
+        old.execute(
+            "INSERT INTO threads (thread_id, epoch, version, history_len, created_at, updated_at) VALUES (?1, 1, 3, 3, 0, 0)",
+            [&t],
+        )
+        .unwrap();
+        for (v, truncate_to, appended, len) in
+            [(1, None, 2, 2), (2, Some(1), 1, 2), (3, None, 1, 3)]
+        {
+            old.execute(
+                "INSERT INTO versions (thread_id, version, parent_version, epoch, truncate_to, appended, history_len, state, created_at) VALUES (?1, ?2, ?3, 1, ?4, ?5, ?6, ?7, 0)",
+                rusqlite::params![t, v, v - 1, truncate_to, appended, len, state],
+            )
+            .unwrap();
+        }
+        for (v, position, superseded_by, i) in [
+            (1, 0, None, 0),
+            (1, 1, Some(2), 1),
+            (2, 1, None, 2),
+            (3, 2, None, 3),
+        ] {
+            old.execute(
+                "INSERT INTO messages (thread_id, version, position, superseded_by, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                rusqlite::params![t, v, position, superseded_by, body(i)],
+            )
+            .unwrap();
+        }
+        old.close().unwrap();
+
+        let store = Store::open(&url, &StoreOptions::default()).await.unwrap();
+        let latest = store.latest(id).await.unwrap().unwrap();
+        assert_eq!(latest.history, vec![msg(0), msg(2), msg(3)]);
+        let first = store.version(id, 1).await.unwrap().unwrap();
+        assert_eq!(first.history, vec![msg(0), msg(1)]);
+        assert_eq!(store.versions(id).await.unwrap().len(), 3);
+        store.close().await;
+    }
 }
