@@ -3,11 +3,17 @@
 //! for a 1,000-turn thread, and the floor: the same row committed straight into SQLite with the
 //! same pragmas by rusqlite (no async bridge), and by sqlx for comparison. Prints a Markdown table for BENCHMARKS.md.
 //!
+//! It also splits one write's time (issue 12, goal 2): the floor, the store's own write in
+//! process (hand-off to the writer thread, statements, commit), an HTTP round trip that does no
+//! work (`/healthz`) and the checkpoint over HTTP, measured interleaved round by round so a busy
+//! machine slows them alike; the writer's own counters (statements vs `COMMIT`, writes per
+//! commit); and the CPU cost of the JSON and the token check in a loop.
+//!
 //! Run: `cargo bench -p ninetrix-api --bench checkpoint`
 
 use std::time::{Duration, Instant};
 
-use ninetrix_api::store::StoreOptions;
+use ninetrix_api::store::{Store, StoreOptions, WriterStats};
 use ninetrix_api::{AuthConfig, Config, Server};
 use ninetrix_client::Client;
 use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadStatus};
@@ -18,6 +24,8 @@ use sqlx::Connection as _;
 const PAYLOAD: usize = 1900;
 /// Checkpoints written per run of each concurrency level.
 const WRITES: usize = 4000;
+/// Rounds of the interleaved split of one write.
+const SPLIT_ROUNDS: usize = 1500;
 const LATEST_TURNS: u64 = 1000;
 const LATEST_READS: usize = 200;
 
@@ -69,6 +77,7 @@ async fn start(
     url: &str,
 ) -> (
     String,
+    Store,
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
@@ -81,6 +90,7 @@ async fn start(
     };
     let server = Server::bind(config).await.expect("server starts");
     let base = format!("http://{}", server.local_addr().unwrap());
+    let store = server.store().clone();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         server
@@ -90,7 +100,7 @@ async fn start(
             .await
             .unwrap();
     });
-    (base, tx, task)
+    (base, store, tx, task)
 }
 
 async fn writes(client: &Client, concurrency: usize) -> (Vec<Duration>, Duration) {
@@ -177,30 +187,232 @@ async fn latest_in_process(url: &str, thread: ThreadId) -> (Vec<Duration>, Durat
     (samples, elapsed)
 }
 
-/// The floor: one row of the same size per transaction, committed straight into SQLite by
-/// rusqlite on this thread — no async bridge, no worker-thread hop (WAL, synchronous=FULL, as the
-/// store). What a checkpoint write is measured against.
-fn rusqlite_floor(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
-    let mut conn = rusqlite::Connection::open(dir.join("floor.db")).unwrap();
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    conn.pragma_update(None, "synchronous", "FULL").unwrap();
-    conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
-    conn.execute_batch("CREATE TABLE rows (thread_id TEXT NOT NULL, version BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (thread_id, version))").unwrap();
-    let body = serde_json::to_string(&checkpoint_body(1, 0)).unwrap();
-    let thread = ThreadId::new_v7().to_string();
-    let mut samples = Vec::new();
-    let started = Instant::now();
-    for v in 0..WRITES as i64 {
+/// The floor's database: one row of the same size per transaction, committed straight into
+/// SQLite by rusqlite on the calling thread — no async bridge, no worker-thread hop (WAL,
+/// synchronous=FULL, as the store). What a checkpoint write is measured against.
+struct Floor {
+    conn: rusqlite::Connection,
+    body: String,
+    thread: String,
+    next: i64,
+}
+
+impl Floor {
+    fn open(path: &std::path::Path) -> Floor {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.pragma_update(None, "synchronous", "FULL").unwrap();
+        conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        conn.execute_batch("CREATE TABLE rows (thread_id TEXT NOT NULL, version BIGINT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (thread_id, version))").unwrap();
+        Floor {
+            conn,
+            body: serde_json::to_string(&checkpoint_body(1, 0)).unwrap(),
+            thread: ThreadId::new_v7().to_string(),
+            next: 0,
+        }
+    }
+
+    /// One insert + commit; its duration.
+    fn commit(&mut self) -> Duration {
         let t0 = Instant::now();
-        let tx = conn.transaction().unwrap();
+        let tx = self.conn.transaction().unwrap();
         tx.prepare_cached("INSERT INTO rows (thread_id, version, body) VALUES (?1, ?2, ?3)")
             .unwrap()
-            .execute(rusqlite::params![thread, v, body])
+            .execute(rusqlite::params![self.thread, self.next, self.body])
             .unwrap();
         tx.commit().unwrap();
-        samples.push(t0.elapsed());
+        self.next += 1;
+        t0.elapsed()
     }
-    (samples, started.elapsed())
+}
+
+/// The floor's run, and what its commits wrote to the WAL (never checkpointed here, so the
+/// WAL's length is every frame written).
+fn rusqlite_floor(dir: &std::path::Path) -> (Vec<Duration>, Duration, WriterStats) {
+    let path = dir.join("floor.db");
+    let mut floor = Floor::open(&path);
+    let started = Instant::now();
+    let samples = (0..WRITES).map(|_| floor.commit()).collect();
+    let elapsed = started.elapsed();
+    let page_size: i64 = floor
+        .conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    let page_size = page_size as u64;
+    let wal = std::fs::metadata(dir.join("floor.db-wal")).unwrap().len();
+    let header = 32;
+    let stats = WriterStats {
+        commits: WRITES as u64,
+        writes: WRITES as u64,
+        wal_frames: (wal - header) / (page_size + 24),
+        page_size,
+        ..WriterStats::default()
+    };
+    (samples, elapsed, stats)
+}
+
+/// One write's time taken apart, SQLite, one writer: each round commits the floor's row, a
+/// checkpoint through the store in process, an HTTP request that does no work, and a checkpoint
+/// over HTTP, so all four see the same machine. Returns the four rows and the writer's counters
+/// over the two kinds of checkpoint.
+async fn split_one_write(
+    dir: &std::path::Path,
+    store: &Store,
+    api: &Client,
+) -> (Vec<Row>, WriterStats) {
+    let mut floor = Floor::open(&dir.join("split-floor.db"));
+    let (direct, direct_epoch) = claimed(api).await;
+    let (http, http_epoch) = claimed(api).await;
+    let mut samples: [Vec<Duration>; 4] = Default::default();
+    let mut elapsed = [Duration::ZERO; 4];
+    let before = store.writer_stats().unwrap_or_default();
+    for round in 0..SPLIT_ROUNDS as u64 {
+        let d = floor.commit();
+        samples[0].push(d);
+        elapsed[0] += d;
+
+        let body = checkpoint_body(direct_epoch, round);
+        let t0 = Instant::now();
+        store.append_checkpoint(direct, body).await.unwrap();
+        let d = t0.elapsed();
+        samples[1].push(d);
+        elapsed[1] += d;
+
+        let t0 = Instant::now();
+        api.healthz().await.unwrap();
+        let d = t0.elapsed();
+        samples[2].push(d);
+        elapsed[2] += d;
+
+        let body = checkpoint_body(http_epoch, round);
+        let t0 = Instant::now();
+        api.append_checkpoint(http, &body).await.unwrap();
+        let d = t0.elapsed();
+        samples[3].push(d);
+        elapsed[3] += d;
+    }
+    let stats = store.writer_stats().unwrap_or_default().since(&before);
+    let names = [
+        "split: floor (rusqlite insert + commit of the same row)",
+        "split: checkpoint through the store in process (no HTTP)",
+        "split: HTTP round trip that does no work (GET /healthz)",
+        "split: checkpoint over HTTP",
+    ];
+    let rows = names
+        .into_iter()
+        .zip(samples)
+        .zip(elapsed)
+        .map(|((name, s), e)| summarize(name.into(), s, e))
+        .collect();
+    (rows, stats)
+}
+
+async fn claimed(api: &Client) -> (ThreadId, u64) {
+    let t = ThreadId::new_v7();
+    let epoch = api.claim(t, &Default::default()).await.unwrap().epoch;
+    (t, epoch)
+}
+
+/// Checkpoints through the store in process from `concurrency` tasks at once: the group
+/// commit's throughput without HTTP.
+async fn store_writes(
+    store: &Store,
+    api: &Client,
+    concurrency: usize,
+) -> (Vec<Duration>, Duration) {
+    let per = WRITES / concurrency;
+    let mut threads = Vec::new();
+    for _ in 0..concurrency {
+        threads.push(claimed(api).await);
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = threads
+        .into_iter()
+        .map(|(t, epoch)| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(per);
+                for parent in 0..per as u64 {
+                    let body = checkpoint_body(epoch, parent);
+                    let t0 = Instant::now();
+                    store.append_checkpoint(t, body).await.unwrap();
+                    samples.push(t0.elapsed());
+                }
+                samples
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    (all, started.elapsed())
+}
+
+/// Mean CPU time of the per-request work that is neither SQL nor the network: decoding the
+/// request body as the server does, encoding the message and the state as the store does,
+/// encoding the answer, and checking a runner token.
+fn cpu_costs() -> Vec<(String, Duration)> {
+    const N: u32 = 20_000;
+    let request = checkpoint_body(3, 7);
+    let bytes = serde_json::to_vec(&request).unwrap();
+    let auth = ninetrix_api::auth::Authenticator::new(ninetrix_api::AuthConfig::Tokens {
+        secret: ninetrix_api::Secret::new(b"bench-secret".to_vec()),
+        admin_token: ninetrix_api::Secret::new(b"bench-admin".to_vec()),
+    });
+    let header = format!("Bearer {}", auth.runner_token(ThreadId::new_v7()));
+    let mean = |f: &mut dyn FnMut()| {
+        let t0 = Instant::now();
+        for _ in 0..N {
+            f();
+        }
+        t0.elapsed() / N
+    };
+    vec![
+        (
+            format!("client: encode the request body ({} bytes)", bytes.len()),
+            mean(&mut || {
+                std::hint::black_box(serde_json::to_vec(&request).unwrap());
+            }),
+        ),
+        (
+            "server: decode the request body".into(),
+            mean(&mut || {
+                std::hint::black_box(serde_json::from_slice::<CheckpointRequest>(&bytes).unwrap());
+            }),
+        ),
+        (
+            "store: encode the message and the state".into(),
+            mean(&mut || {
+                std::hint::black_box(serde_json::to_string(&request.append[0]).unwrap());
+                std::hint::black_box(serde_json::to_string(&request.state).unwrap());
+            }),
+        ),
+        (
+            "server: check a runner token".into(),
+            mean(&mut || {
+                std::hint::black_box(auth.caller(Some(&header)).unwrap());
+            }),
+        ),
+    ]
+}
+
+fn per_write(d: Duration, n: u64) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1e6 / n.max(1) as f64)
+}
+
+/// One line about what the writer did during a run.
+fn writer_line(what: &str, s: &WriterStats) -> String {
+    format!(
+        "| {what} | {} | {} | {:.1} | {:.1} | {:.1} | {} | {} |",
+        s.writes,
+        s.commits,
+        s.writes as f64 / s.commits.max(1) as f64,
+        s.wal_frames as f64 / s.writes.max(1) as f64,
+        s.wal_bytes() as f64 / 1024.0 / s.writes.max(1) as f64,
+        per_write(s.statements, s.writes),
+        per_write(s.commit, s.commits),
+    )
 }
 
 /// The same row through sqlx's SQLite driver (its worker thread between the caller and SQLite).
@@ -251,9 +463,10 @@ fn main() {
 
         let dir = tempfile::tempdir().unwrap();
         let floor_dir = dir.path().to_path_buf();
-        let (raw, elapsed) = tokio::task::spawn_blocking(move || rusqlite_floor(&floor_dir))
-            .await
-            .unwrap();
+        let (raw, elapsed, floor_wal) =
+            tokio::task::spawn_blocking(move || rusqlite_floor(&floor_dir))
+                .await
+                .unwrap();
         let floor = summarize(
             "floor: rusqlite insert + commit of the same row, 1 writer".into(),
             raw,
@@ -293,18 +506,39 @@ fn main() {
                 Some((admin.clone(), name)),
             ));
         }
+        let mut writer_lines = vec![writer_line(
+            "floor: rusqlite insert + commit of the same row (no statement or COMMIT times)",
+            &floor_wal,
+        )];
+        let mut split_rows = Vec::new();
         for (label, url, cleanup) in backends {
-            let (base, stop, task) = start(&url).await;
+            let (base, store, stop, task) = start(&url).await;
             let api = Client::new(http.clone(), &base, None);
             for concurrency in [1, 8, 32] {
+                let before = store.writer_stats();
                 let (samples, elapsed) = writes(&api, concurrency).await;
-                rows.push(summarize(
-                    format!(
-                        "{label}: checkpoint write over HTTP, {concurrency} concurrent thread(s)"
-                    ),
-                    samples,
-                    elapsed,
-                ));
+                let what =
+                    format!("{label}: checkpoint write over HTTP, {concurrency} concurrent thread(s)");
+                if let (Some(b), Some(a)) = (before, store.writer_stats()) {
+                    writer_lines.push(writer_line(&what, &a.since(&b)));
+                }
+                rows.push(summarize(what, samples, elapsed));
+            }
+            for concurrency in [1, 32] {
+                let before = store.writer_stats();
+                let (samples, elapsed) = store_writes(&store, &api, concurrency).await;
+                let what = format!(
+                    "{label}: checkpoint through the store in process, {concurrency} concurrent thread(s)"
+                );
+                if let (Some(b), Some(a)) = (before, store.writer_stats()) {
+                    writer_lines.push(writer_line(&what, &a.since(&b)));
+                }
+                rows.push(summarize(what, samples, elapsed));
+            }
+            if label == "SQLite" {
+                let (split, stats) = split_one_write(dir.path(), &store, &api).await;
+                split_rows = split;
+                writer_lines.push(writer_line("split: both checkpoint rows", &stats));
             }
             let (thread, samples, elapsed, bytes) = latest(&api, &http, &base).await;
             rows.push(summarize(
@@ -351,5 +585,33 @@ fn main() {
             ms(floor_p50 * 2),
             ms(floor_p99 * 2 + Duration::from_millis(1))
         );
+
+        println!("\nOne write taken apart (SQLite, one writer, {SPLIT_ROUNDS} interleaved rounds):\n");
+        println!("| measurement | n | p50 ms | p99 ms | per second |");
+        println!("|---|---:|---:|---:|---:|");
+        for r in &split_rows {
+            println!(
+                "| {} | {} | {} | {} | {:.0} |",
+                r.what,
+                r.n,
+                ms(r.p50),
+                ms(r.p99),
+                r.per_sec
+            );
+        }
+
+        println!("\nSQLite's writer thread during each run:\n");
+        println!("| run | writes | commits | writes per commit | WAL pages per write | WAL KiB per write | statements µs per write | COMMIT µs per commit |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        for line in &writer_lines {
+            println!("{line}");
+        }
+
+        println!("\nCPU per request outside SQL and the network (mean of a loop):\n");
+        println!("| work | µs |");
+        println!("|---|---:|");
+        for (what, d) in cpu_costs() {
+            println!("| {what} | {:.1} |", d.as_secs_f64() * 1e6);
+        }
     });
 }

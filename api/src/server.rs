@@ -116,6 +116,11 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The store the server writes to (shared: what it does shows in [`Store::writer_stats`]).
+    pub fn store(&self) -> &Store {
+        &self.app.store
+    }
+
     /// The storage backend's name.
     pub fn backend(&self) -> &'static str {
         self.app.store.backend()

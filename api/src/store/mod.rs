@@ -23,7 +23,7 @@ use ninetrix_proto::api::{
 };
 
 pub use postgres::PostgresStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, WriterStats};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -157,6 +157,15 @@ impl Store {
             Ok(Store::Postgres(PostgresStore::open(url, options).await?))
         } else {
             Err(StoreError::UnsupportedUrl)
+        }
+    }
+
+    /// What SQLite's writer thread has done so far (group commits, writes, time in statements
+    /// and in commits); `None` on Postgres, which has no writer thread.
+    pub fn writer_stats(&self) -> Option<WriterStats> {
+        match self {
+            Store::Sqlite(s) => Some(s.writer_stats()),
+            Store::Postgres(_) => None,
         }
     }
 

@@ -684,10 +684,13 @@ macro_rules! sql_ops {
             let mut history = String::with_capacity(hit.history.len() + 4096);
             history.push_str(&hit.history);
             let mut count = hit.len;
-            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND version > $2 AND version <= $3 ORDER BY version, position")
+            // With no truncation since the cached version, the messages of the versions since
+            // are the ones at positions from the cached length on, in position order.
+            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND position >= $4 AND version > $2 AND version <= $3 ORDER BY position")
                 .bind(id.to_string())
                 .bind(hit.version)
                 .bind(head)
+                .bind(hit.len)
                 .fetch(&mut *c);
             join_bodies(rows, &mut history, &mut count).await?;
             if count != len {
@@ -696,8 +699,9 @@ macro_rules! sql_ops {
             Ok(Some(latest::Cached { created_at: hit.created_at, version: head, len, history: std::sync::Arc::new(history) }))
         }
 
-        /// The live history read whole: rows in position order straight off the partial index,
-        /// appended as they arrive. (An ordered aggregate would sort megabytes of JSON.)
+        /// The live history read whole: rows in position order straight off an index (SQLite's
+        /// primary key, Postgres' partial index of live rows), appended as they arrive. (An
+        /// ordered aggregate would sort megabytes of JSON.)
         async fn live_history(c: &mut ReadConn, id: ThreadId, created_at: i64, head: i64, len: i64) -> StoreResult<latest::Cached> {
             let mut history = String::new();
             let mut count = 0i64;
