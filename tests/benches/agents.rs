@@ -61,10 +61,7 @@ fn main() {
     // Warm-up: builds the image and starts the API once, so `up` measures the pool alone.
     bench.write(1);
     bench.ninetrix_ok(&["up", "-f", bench.file_str()], Duration::from_secs(300));
-    bench.ninetrix_ok(
-        &["down", "-f", bench.file_str(), "--purge", "-t", "10"],
-        Duration::from_secs(120),
-    );
+    bench.down(Duration::from_secs(120));
     println!(
         "machine: {} cores, {:.1} GiB, load average before: {}",
         cores(),
@@ -164,6 +161,23 @@ impl Bench {
         (out, took)
     }
 
+    /// `down --purge`: its wall time, and whether it left the network with stale endpoints.
+    /// Docker 20.10 can keep stale endpoints on a network after many containers stop at once
+    /// (moby/moby#42119): `down` then reports the network it could not remove (and the next
+    /// `up` of the pool reuses it). Any other failure fails the bench.
+    fn down(&self, limit: Duration) -> (Duration, bool) {
+        let (status, out, took) = self.ninetrix(
+            &["down", "-f", self.file_str(), "--purge", "-t", "10"],
+            limit,
+        );
+        assert!(
+            status.success() || out.contains("still has active endpoints"),
+            "down --purge: {}",
+            tail(&out, 40)
+        );
+        (took, !status.success())
+    }
+
     /// One N, one run.
     fn measure(&self, n: u32, run: u32, settle: Duration, idle: Duration) -> Sample {
         self.write(n);
@@ -231,19 +245,7 @@ impl Bench {
             .filter(|s| s.is_some_and(|s| s.success()))
             .count();
 
-        let (status, out, down) = self.ninetrix(
-            &["down", "-f", self.file_str(), "--purge", "-t", "10"],
-            Duration::from_secs(120 + u64::from(n)),
-        );
-        // Docker 20.10 can keep stale endpoints on a network after many containers stop at once
-        // (moby/moby#42119): `down` then reports the network it could not remove. Anything else
-        // is a failure.
-        let stuck_network = !status.success();
-        assert!(
-            status.success() || out.contains("still has active endpoints"),
-            "down --purge: {}",
-            tail(&out, 40)
-        );
+        let (down, stuck_network) = self.down(Duration::from_secs(120 + u64::from(n)));
         Sample {
             n,
             run,
