@@ -167,7 +167,8 @@ pub enum Command {
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,
-    /// The image's health check: one line saying why, exit 0 healthy / 1 not.
+    /// A health check (the local API's healthcheck, or a runner's report): one line saying why,
+    /// exit 0 healthy / 1 not.
     #[command(hide = true)]
     Health(crate::commands::health::HealthArgs),
 }

@@ -138,7 +138,7 @@ fn cases() -> Vec<Case> {
             &agent("    execution:\n      replicas: 0\n"),
             "out_of_range",
             (7, 17),
-            "`replicas` must be between 1 and 100, found 0",
+            "`replicas` must be between 1 and 1000, found 0",
         ),
         case(
             "batch with replicas 2",

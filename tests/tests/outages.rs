@@ -1,7 +1,7 @@
 //! Outages the runner rides out without burning Docker's restart budget, and the failures it
 //! names: on real Docker, the checkpoint API stopped for longer than the old 60 s patience and a
 //! model that refuses connections for 90 s — the container keeps running (RestartCount 0), its
-//! Docker health turns `unhealthy` with the reason, and every queued message is answered once
+//! health in `ninetrix ps` turns `unhealthy` with the reason, and every queued message is answered once
 //! the dependency is back, with an `outage` event. As runner processes: a refused API key ends
 //! the turn with a reply naming the secret, and a resumed long turn is `ready` at once.
 
@@ -18,18 +18,17 @@ use support::docker::{Pool, docker, inspect, text, wait_for};
 use support::openai::{answer_stream, error_response, stream_response};
 use support::{Admin, Gate, Hold, Runner};
 
-/// Docker's health of a container: its status and the last check's output.
-fn health(container: &str) -> (String, String) {
-    let c = inspect(container);
-    let h = &c["State"]["Health"];
-    let status = h["Status"].as_str().unwrap_or("none").to_string();
-    let output = h["Log"]
-        .as_array()
-        .and_then(|l| l.last())
-        .and_then(|l| l["Output"].as_str())
-        .unwrap_or("")
-        .trim()
-        .to_string();
+/// A container's health as `ninetrix ps --json` shows it: its verdict and the runner's reason.
+fn health(pool: &Pool, container: &str) -> (String, String) {
+    let out = pool.ninetrix(&["ps", "-p", &pool.name, "--json"]);
+    assert!(out.status.success(), "ps failed:\n{}", text(&out));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["container"] == container)
+        .unwrap_or_else(|| panic!("ps lists {container}: {rows:#?}"));
+    let status = row["health"].as_str().unwrap_or("none").to_string();
+    let output = row["reason"].as_str().unwrap_or("").trim().to_string();
     (status, output)
 }
 
@@ -78,7 +77,7 @@ const WORKER: &str = "agents:
 ";
 
 /// The API container is stopped mid-turn for longer than the old patience (60 s): the runner
-/// keeps running and retrying, reports `checkpoint API unreachable` to Docker, and once the API
+/// keeps running and retrying, `ps` shows it unhealthy: `checkpoint API unreachable`, and once the API
 /// is back answers every queued message exactly once, with RestartCount still 0.
 #[test]
 fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
@@ -98,7 +97,7 @@ fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
     docker(&["stop", "-t", "2", &api]);
     assert_eq!(inspect(&api)["State"]["Running"], false, "the API is down");
 
-    // Down for 75 s: the runner never exits, and Docker's health says why.
+    // Down for 75 s: the runner never exits, and `ps` says why.
     let down = Instant::now();
     let mut seen_unhealthy = None;
     while down.elapsed() < Duration::from_secs(75) {
@@ -109,7 +108,7 @@ fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
             docker(&["logs", "--tail", "20", &name])
         );
         assert_eq!(restarts(&name), 0, "the outage burned a restart");
-        let (status, output) = health(&name);
+        let (status, output) = health(&pool, &name);
         if status == "unhealthy" && output.contains("checkpoint API unreachable") {
             seen_unhealthy = Some(output);
         }
@@ -117,8 +116,8 @@ fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
     }
     let output = seen_unhealthy.unwrap_or_else(|| {
         panic!(
-            "Docker never saw the runner unhealthy with the reason: {:?}",
-            health(&name)
+            "ps never showed the runner unhealthy with the reason: {:?}",
+            health(&pool, &name)
         )
     });
     assert!(
@@ -149,12 +148,12 @@ fn an_api_outage_longer_than_the_old_patience_is_ridden_out() {
     wait_for(
         "the runner to be healthy again",
         Duration::from_secs(40),
-        || health(&name).0 == "healthy",
+        || health(&pool, &name).0 == "healthy",
     );
 }
 
 /// A model that refuses connections for 90 s, then answers: the turn waits it out (no restart),
-/// Docker's health says `model unreachable: connection refused at … (runtime.base_url)`
+/// `ps` says `unhealthy: model unreachable: connection refused at … (runtime.base_url)`
 /// meanwhile, and the reply arrives once it listens.
 #[test]
 fn a_model_refusing_connections_for_90_s_is_waited_out() {
@@ -195,10 +194,10 @@ fn a_model_refusing_connections_for_90_s_is_waited_out() {
     let asked = Instant::now();
     invoke_no_wait(&pool, "talker", "are you there?", "q1");
     wait_for(
-        "Docker to see the runner unhealthy with the reason",
+        "ps to show the runner unhealthy with the reason",
         Duration::from_secs(85),
         || {
-            let (status, output) = health(&name);
+            let (status, output) = health(&pool, &name);
             status == "unhealthy"
                 && output.contains(&format!("connection refused at {base_url}"))
                 && output.contains("(runtime.base_url)")

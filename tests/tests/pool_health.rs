@@ -217,3 +217,95 @@ fn a_runner_resuming_a_long_turn_is_ready_at_once() {
         "up returned while the resumed 120 s turn was still running"
     );
 }
+
+/// The runner process inside a container (the child of its `docker-init`), as a host PID.
+fn runner_pid(container: &str) -> u32 {
+    let init = inspect(container)["State"]["Pid"].as_i64().unwrap_or(0);
+    assert!(init > 0, "{container} is not running");
+    let children = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children")).unwrap();
+    children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{container}'s init has no child"))
+}
+
+fn signal(pid: u32, sig: &str) {
+    assert!(
+        std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Health without a Docker healthcheck: no `docker exec` runs per container; `ps` reads the
+/// runners' reports from the pool's health volume. A runner that stops reporting (frozen with
+/// SIGSTOP) turns unhealthy with the reason while its sibling stays healthy, `invoke` refuses
+/// it, and it is healthy again once it runs.
+#[test]
+fn a_runner_that_stops_reporting_is_unhealthy_in_ps_without_a_docker_healthcheck() {
+    let pool = Pool::new("stale");
+    pool.write(
+        "agents:\n  idler:\n    runtime: { provider: scripted, script: [\"ok\"] }\n    execution: { replicas: 2 }\n",
+    );
+    pool.up(&[]);
+    let (one, two) = (pool.container("idler", 1), pool.container("idler", 2));
+    for c in [&one, &two] {
+        let info = inspect(c);
+        assert!(
+            info["State"]["Health"].is_null(),
+            "Docker runs no healthcheck: {}",
+            info["State"]
+        );
+        assert_eq!(info["Config"]["Healthcheck"]["Test"][0], "NONE");
+    }
+    let health = |replica: u64| {
+        let rows = ps(&pool, false);
+        let row = rows
+            .iter()
+            .find(|r| r["replica"] == replica)
+            .unwrap_or_else(|| panic!("replica {replica} listed: {rows:#?}"))
+            .clone();
+        (
+            row["health"].as_str().unwrap_or("none").to_string(),
+            row["reason"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    wait_for("both runners healthy", Duration::from_secs(40), || {
+        health(1).0 == "healthy" && health(2).0 == "healthy"
+    });
+
+    let frozen = runner_pid(&two);
+    signal(frozen, "-STOP");
+    let mut last = (String::new(), String::new());
+    wait_for(
+        "the frozen runner to be unhealthy in ps",
+        Duration::from_secs(100),
+        || {
+            last = health(2);
+            last.0 == "unhealthy"
+        },
+    );
+    assert!(
+        last.1.starts_with("the runner has not reported for"),
+        "the reason is named: {last:?}"
+    );
+    assert_eq!(health(1).0, "healthy", "its sibling is not affected");
+    let out = pool.invoke("idler", "hello", &["--replica", "2"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(69), "{said}");
+    assert!(
+        said.contains("unhealthy: the runner has not reported"),
+        "{said}"
+    );
+    assert!(said.contains("nothing was queued"), "{said}");
+
+    signal(frozen, "-CONT");
+    wait_for(
+        "the runner to be healthy again",
+        Duration::from_secs(30),
+        || health(2).0 == "healthy",
+    );
+}

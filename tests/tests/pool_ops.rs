@@ -99,12 +99,20 @@ fn a_hundred_replicas_go_up_and_a_purge_leaves_nothing_labelled_with_the_pool() 
             .count(),
         100
     );
+    let volumes = docker(&["volume", "ls", "-q", "--filter", &label]);
     assert_eq!(
-        docker(&["volume", "ls", "-q", "--filter", &label])
+        volumes
             .split_whitespace()
+            .filter(|v| v.ends_with("-workspace"))
             .count(),
         100,
         "every workspace volume carries the pool label"
+    );
+    assert!(
+        volumes
+            .split_whitespace()
+            .any(|v| v == format!("ninetrix-{}-health", pool.name)),
+        "so does the pool's health volume: {volumes}"
     );
     assert!(api_threads(&pool, &api).len() >= 100);
 

@@ -1,6 +1,7 @@
-//! `ninetrix health` (hidden): the Docker HEALTHCHECK of the runner and API images, answered by
-//! the binary itself (the images have no shell). Prints one line — the reason Docker keeps as the
-//! check's output, which `ps` shows — and exits 0 when healthy, 1 when not.
+//! `ninetrix health` (hidden): the local API container's Docker healthcheck, answered by the
+//! binary itself (the image has no shell), and a manual check of a runner (`docker exec <c>
+//! /ninetrix health`; `ps` reads the runners' reports itself, pool/health.rs). Prints one line
+//! and exits 0 when healthy, 1 when not.
 //!
 //! Without `--url` it judges the runner's status file (`AGENTFILE_HEALTH_FILE`, default
 //! `/run/ninetrix/health`); with `--url` it GETs the URL (the API's `/readyz`) and wants a 2xx.

@@ -65,8 +65,10 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 
 /// How long API blips are retried (queueing, reading events) before `invoke` gives up on the API.
 const API_PATIENCE: Duration = Duration::from_secs(60);
-/// How often the target container's condition is re-read while waiting.
+/// How often the target container's condition is re-read while waiting (Docker's state)…
 const RECHECK: Duration = Duration::from_secs(1);
+/// …and how often its runner's health report (an archive request, which costs Docker a process).
+const HEALTH_RECHECK: Duration = Duration::from_secs(5);
 
 /// Runs `ninetrix invoke`: check that the target can answer, queue the message (with a dedupe
 /// key, so a retry adds nothing), then follow the thread's events until the turn that answers it
@@ -81,7 +83,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         agent: args.agent.clone(),
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
-    let Some(facts) = target.facts(&docker).await? else {
+    let Some(facts) = target.facts(&docker, true).await? else {
         eprintln!(
             "{} does not exist, so nothing would answer; nothing was queued. `ninetrix up -p {}` creates it",
             target.container, target.pool
@@ -168,6 +170,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut cursor = 0;
     let mut checked = Instant::now();
+    let mut health_checked = Instant::now();
     let mut restarts_seen = facts.liveness.restarts;
     // The reply arrives on the thread's event stream (SSE) as soon as it is stored; a dropped
     // stream is opened again after the last event seen (no gap, no repeat).
@@ -204,7 +207,11 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         // While waiting: a target that can no longer answer is reported at once.
         if checked.elapsed() >= RECHECK || Instant::now() >= deadline {
             checked = Instant::now();
-            let facts = target.facts(&docker).await?;
+            let with_health = health_checked.elapsed() >= HEALTH_RECHECK;
+            if with_health {
+                health_checked = Instant::now();
+            }
+            let facts = target.facts(&docker, with_health).await?;
             let cond = facts.as_ref().map(Condition::of);
             let why = match &cond {
                 None => Some(format!(
@@ -335,9 +342,17 @@ impl Target {
         }
     }
 
-    /// Its facts; `None` if it does not exist.
-    async fn facts(&self, docker: &bollard::Docker) -> anyhow::Result<Option<Facts>> {
+    /// Its facts (with its runner's health report when `with_health`); `None` if it does not
+    /// exist.
+    async fn facts(
+        &self,
+        docker: &bollard::Docker,
+        with_health: bool,
+    ) -> anyhow::Result<Option<Facts>> {
         match docker.inspect_container(&self.container, None).await {
+            Ok(info) if with_health => {
+                Ok(Some(condition::inspect_with_health(docker, &info).await?))
+            }
             Ok(info) => Ok(Some(condition::inspect(docker, &info).await?)),
             Err(e) if crate::docker::is_not_found(&e) => Ok(None),
             Err(e) => Err(e).with_context(|| format!("cannot inspect {}", self.container)),

@@ -1,6 +1,6 @@
 //! `ninetrix ps`: the pools' containers, found by label (so it works from any directory), each
 //! with its [`Condition`]: Docker's status Compose-style with the health verdict and the runner's
-//! reason (`Up 3 minutes (unhealthy: model unreachable: …)`), restarts, exit code, OOM, and "gave
+//! reason (the runners' reports are read in one request per pool) (`Up 3 minutes (unhealthy: model unreachable: …)`), restarts, exit code, OOM, and "gave
 //! up" for a durable agent that used its whole restart budget. A durable agent that is not running
 //! is listed without `-a`: that is exactly what `ps` is for. Finished batch jobs need `-a`.
 
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::cli::pool_name;
 use crate::docker::{label, name, pool_containers};
 use crate::pool::condition::{self, Condition, Health};
+use crate::pool::health;
 use crate::pool::spec;
 
 /// Arguments of `ninetrix ps`.
@@ -94,7 +95,7 @@ fn listed(all: bool, durable: bool, run: bool, c: &Condition) -> bool {
 /// Runs `ninetrix ps`.
 pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let docker = crate::docker::connect().await?;
-    let mut rows = Vec::new();
+    let mut found = Vec::new();
     for c in pool_containers(&docker, args.pool.as_deref()).await? {
         let id = c.id.clone().unwrap_or_default();
         let info = match docker.inspect_container(&id, None).await {
@@ -104,6 +105,11 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         };
         let facts = condition::inspect(&docker, &info).await?;
+        found.push((c, facts));
+    }
+    judge_reports(&docker, &mut found).await;
+    let mut rows = Vec::new();
+    for (c, facts) in found {
         let cond = Condition::of(&facts);
         let run = label(&c, spec::RUN) == Some("true");
         if !listed(args.all, facts.durable, run, &cond) {
@@ -152,6 +158,53 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
     crate::output::text(&crate::ui::table::table(header, &cells));
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many running containers of a pool `ps` tries to read the pool's health reports through
+/// (one that stops meanwhile fails the request).
+const HEALTH_READ_TRIES: usize = 3;
+
+/// Judges the health of every running runner from its report: one archive request per pool,
+/// through one of its running containers (pool/health.rs), never one per container.
+async fn judge_reports(
+    docker: &bollard::Docker,
+    found: &mut [(bollard::models::ContainerSummary, condition::Facts)],
+) {
+    let mut pools: Vec<String> = found
+        .iter()
+        .filter(|(_, f)| f.wants_report())
+        .filter_map(|(c, _)| label(c, spec::POOL).map(str::to_string))
+        .collect();
+    pools.sort();
+    pools.dedup();
+    for pool in pools {
+        let through: Vec<String> = found
+            .iter()
+            .filter(|(c, f)| f.wants_report() && label(c, spec::POOL) == Some(pool.as_str()))
+            .filter_map(|(c, _)| c.id.clone())
+            .take(HEALTH_READ_TRIES)
+            .collect();
+        let mut reports = Err(anyhow::anyhow!("no running container"));
+        for id in &through {
+            reports = health::read_pool(docker, id).await;
+            if reports.is_ok() {
+                break;
+            }
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        for (c, facts) in found
+            .iter_mut()
+            .filter(|(c, _)| label(c, spec::POOL) == Some(pool.as_str()))
+        {
+            let seen = match &reports {
+                Ok(r) => r.get(&name(c)).cloned().unwrap_or(health::Seen::Missing),
+                Err(e) => health::Seen::Unreadable(format!(
+                    "cannot read the pool's health reports: {e:#}"
+                )),
+            };
+            facts.judge_report(&seen, now);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,20 @@
 //! What a pool container is doing, as people read it: Docker's state, the runner's own health
-//! report (the output of the image's `ninetrix health` check, which Docker keeps), the restart
-//! budget, and why a stopped container stopped. [`Condition::of`] decides from plain [`Facts`]
-//! without I/O; [`inspect`] gathers the facts of one container. `ps` shows a condition, `invoke`
-//! refuses or stops waiting on one that cannot answer.
+//! report (read from the pool's health volume, pool/health.rs; or, for a container made by an
+//! older ninetrix, the output of its Docker healthcheck), the restart budget, and why a stopped
+//! container stopped. [`Condition::of`] decides from plain [`Facts`] without I/O; [`inspect`]
+//! gathers the facts of one container from Docker, [`Facts::judge_report`] adds its report, and
+//! [`inspect_with_health`] does both for one container. `ps` shows a condition, `invoke` refuses
+//! or stops waiting on one that cannot answer.
 
 use bollard::Docker;
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, HealthStatusEnum};
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt as _;
 
+use crate::pool::health;
 use crate::pool::spec::{DURABLE, Liveness, MAX_RESTARTS};
 
-/// Docker's healthcheck verdict.
+/// A runner's health: the verdict on its report (or a Docker healthcheck's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Health {
@@ -34,12 +37,34 @@ pub(crate) struct Facts {
     pub(crate) durable: bool,
     /// The kernel killed it for memory.
     pub(crate) oom_killed: bool,
-    /// The healthcheck's verdict, if the image has one.
+    /// The health verdict, once known (a report judged, or a Docker healthcheck).
     pub(crate) health: Option<Health>,
-    /// The last healthcheck's output (the runner's one-line reason).
+    /// The runner's one-line reason (or the last Docker healthcheck's output).
     pub(crate) health_output: Option<String>,
     /// For a stopped container: the last error its process logged.
     pub(crate) last_error: Option<String>,
+    /// When Docker last started it (Unix milliseconds).
+    pub(crate) started_ms: Option<i64>,
+}
+
+impl Facts {
+    /// Whether the runner's health report should be read: it runs and no Docker healthcheck
+    /// already gave a verdict.
+    pub(crate) fn wants_report(&self) -> bool {
+        self.liveness.running && self.health.is_none()
+    }
+
+    /// Sets the health of a running container from its runner's report (see
+    /// [`health::verdict`]); a container that does not run, or whose Docker healthcheck already
+    /// gave a verdict, is left as it is.
+    pub(crate) fn judge_report(&mut self, seen: &health::Seen, now_ms: i64) {
+        if !self.wants_report() {
+            return;
+        }
+        let (verdict, line) = health::verdict(seen, self.started_ms, now_ms);
+        self.health = Some(verdict);
+        self.health_output = Some(line);
+    }
 }
 
 /// A container's condition.
@@ -344,7 +369,27 @@ pub(crate) async fn inspect(
         health,
         health_output,
         last_error,
+        started_ms: health::started_ms(info),
     })
+}
+
+/// The facts of one container, its runner's report included (one archive request when it runs).
+pub(crate) async fn inspect_with_health(
+    docker: &Docker,
+    info: &ContainerInspectResponse,
+) -> anyhow::Result<Facts> {
+    let mut facts = inspect(docker, info).await?;
+    if facts.wants_report() {
+        let name = info
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .trim_start_matches('/');
+        let id = info.id.as_deref().unwrap_or(name);
+        let seen = health::read_one(docker, id, name).await;
+        facts.judge_report(&seen, chrono::Utc::now().timestamp_millis());
+    }
+    Ok(facts)
 }
 
 /// The last `n` lines a container wrote (both streams); empty if they cannot be read.
@@ -453,6 +498,47 @@ mod tests {
         assert_eq!(unchecked.status("Up 1 second"), "Up 1 second");
         assert!(busy.answers() && idle.answers() && early.answers() && unchecked.answers());
         assert!(busy.why_no_answer(&WHO).is_none());
+    }
+
+    #[test]
+    fn the_runners_report_decides_the_health_of_a_running_container_only() {
+        use ninetrix_runner::health::{Activity, HealthReport};
+        let now = 1_000_000;
+        let sick = health::Seen::Report(HealthReport {
+            activity: Activity::Serving,
+            api: Some(
+                "checkpoint API unreachable: connection refused (http://ninetrix-api:8080)".into(),
+            ),
+            model: None,
+            written_ms: now - 1_000,
+        });
+        let mut f = running(None, None);
+        f.started_ms = Some(now - 60_000);
+        f.judge_report(&sick, now);
+        let c = Condition::of(&f);
+        assert_eq!(
+            c,
+            Condition::Unhealthy {
+                reason: "checkpoint API unreachable: connection refused (http://ninetrix-api:8080)"
+                    .into()
+            }
+        );
+        assert!(!c.answers(), "invoke refuses it");
+        // A Docker healthcheck's verdict (a container made by an older ninetrix) stands.
+        let mut legacy = running(Some(Health::Healthy), Some("serving"));
+        legacy.judge_report(&sick, now);
+        assert_eq!(legacy.health, Some(Health::Healthy));
+        // A stopped container has no health.
+        let mut stopped = exited(1, 1, true);
+        stopped.judge_report(&sick, now);
+        assert_eq!(stopped.health, None);
+        // Just started, nothing reported yet: starting, and it answers.
+        let mut fresh = running(None, None);
+        fresh.started_ms = Some(now - 2_000);
+        fresh.judge_report(&health::Seen::Missing, now);
+        let c = Condition::of(&fresh);
+        assert_eq!(c.status("Up 2 seconds"), "Up 2 seconds (health: starting)");
+        assert!(c.answers());
     }
 
     #[test]

@@ -105,23 +105,16 @@ async fn build(
         .with_context(|| format!("image {tag} is missing after its build"))
 }
 
-/// The images' health check: `ninetrix health` judges the runner's status file and prints the
-/// reason (the image has no shell). Every check is a `docker exec` of the binary, so the interval
-/// is chosen for 100 replicas on 2 cores: every 15 s is ~7 execs a second there, a small load,
-/// and a dependency outage still shows within one interval (the runner itself debounces blips).
-/// One failed check is enough (`--retries=1`): the runner has already debounced, and a stale
-/// report (60 s) is judged by the check. The start period covers claiming the thread.
-/// Docker 20.10 knows interval, timeout, start-period and retries (not start-interval).
-const HEALTHCHECK: &str = "HEALTHCHECK --interval=15s --timeout=10s --start-period=30s --retries=1 CMD [\"/ninetrix\", \"health\"]\n";
-
-/// The runner image's Dockerfile.
+/// The runner image's Dockerfile. No HEALTHCHECK: the runners' health is read on demand from
+/// the pool's health volume (pool/health.rs), and containers are created with the healthcheck
+/// off, so a base image's own does not run either.
 fn runner_dockerfile() -> String {
-    format!("FROM scratch\nCOPY ninetrix /ninetrix\n{HEALTHCHECK}ENTRYPOINT [\"/ninetrix\"]\n")
+    "FROM scratch\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n".to_string()
 }
 
 /// An agent image's Dockerfile: `base` plus the binary.
 fn agent_dockerfile(base: &str) -> String {
-    format!("FROM {base}\nCOPY ninetrix /ninetrix\n{HEALTHCHECK}ENTRYPOINT [\"/ninetrix\"]\n")
+    format!("FROM {base}\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n")
 }
 
 /// The runner image's tag: version and binary hash.

@@ -2,11 +2,13 @@
 //! ([`apply`]), what Docker has ([`observed`]), container specs and names ([`spec`]), the pool
 //! state file ([`state`]), images ([`image`]), the checkpoint API a pool uses ([`local_api`]),
 //! which pool a command means ([`resolve`]), `up`'s readiness wait ([`ready`]) and what a
-//! container is doing as people read it ([`condition`]). Everything
+//! container is doing as people read it ([`condition`]), with the runners' health reports
+//! ([`health`]). Everything
 //! goes through the Engine API (bollard); nothing shells out to the `docker` CLI.
 
 pub(crate) mod apply;
 pub(crate) mod condition;
+pub(crate) mod health;
 pub(crate) mod image;
 pub(crate) mod local_api;
 pub(crate) mod observed;

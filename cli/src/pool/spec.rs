@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, MountVolumeOptions, NetworkingConfig,
-    RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
+    NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
 };
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
@@ -327,8 +327,26 @@ impl Replica<'_> {
                 maximum_retry_count: None,
             }
         };
-        let mounts = match self.slot {
-            Slot::Replica(n) => Some(vec![Mount {
+        let name = self.name();
+        env.push(format!(
+            "AGENTFILE_HEALTH_FILE={}",
+            crate::pool::health::file_of(&name)
+        ));
+        // Every container of the pool reports its health into the pool's health volume, which
+        // `ps` reads in one request (pool/health.rs); no Docker healthcheck runs.
+        let health = Mount {
+            target: Some(crate::pool::health::MOUNT.into()),
+            source: Some(crate::pool::health::volume_name(self.pool)),
+            typ: Some(MountType::VOLUME),
+            volume_options: Some(MountVolumeOptions {
+                labels: Some([(POOL.to_string(), self.pool.to_string())].into()),
+                ..MountVolumeOptions::default()
+            }),
+            ..Mount::default()
+        };
+        let mut mounts = vec![health];
+        match self.slot {
+            Slot::Replica(n) => mounts.push(Mount {
                 target: Some("/workspace".into()),
                 source: Some(volume_name(self.pool, &s.name, n)),
                 typ: Some(MountType::VOLUME),
@@ -346,9 +364,9 @@ impl Replica<'_> {
                     ..MountVolumeOptions::default()
                 }),
                 ..Mount::default()
-            }]),
-            Slot::Run => None,
-        };
+            }),
+            Slot::Run => {}
+        }
         ContainerCreateBody {
             image: Some(self.image.to_string()),
             cmd: Some(vec!["runner".into()]),
@@ -367,8 +385,13 @@ impl Replica<'_> {
                     .and_then(|m| i64::try_from(m).ok()),
                 network_mode: Some(self.network.to_string()),
                 extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
-                mounts,
+                mounts: Some(mounts),
                 ..HostConfig::default()
+            }),
+            // A base image's own HEALTHCHECK would run `docker exec` per container and interval.
+            healthcheck: Some(HealthConfig {
+                test: Some(vec!["NONE".into()]),
+                ..HealthConfig::default()
             }),
             networking_config: Some(NetworkingConfig::default()),
             ..ContainerCreateBody::default()
@@ -466,12 +489,38 @@ mod tests {
         assert_eq!(labels[RUN], "true");
         assert_eq!(labels[REPLICA], "run");
         assert_eq!(run.hostname.as_deref(), Some("a-run"));
-        assert_eq!(run.host_config.unwrap().mounts, None);
+        let health_mount = |body: &ContainerCreateBody| {
+            let mounts = body.host_config.clone().unwrap().mounts.unwrap();
+            assert_eq!(mounts[0].target.as_deref(), Some("/run/ninetrix/pool"));
+            assert_eq!(mounts[0].source.as_deref(), Some("ninetrix-p-health"));
+            mounts.len()
+        };
+        assert_eq!(health_mount(&run), 1, "a run has no workspace volume");
+        let name = replica(Slot::Run).name();
+        assert!(
+            run.env
+                .clone()
+                .unwrap()
+                .contains(&format!("AGENTFILE_HEALTH_FILE=/run/ninetrix/pool/{name}"))
+        );
+        assert_eq!(
+            run.healthcheck.clone().unwrap().test,
+            Some(vec!["NONE".to_string()]),
+            "no Docker healthcheck, not even a base image's"
+        );
         assert!(replica(Slot::Run).name().starts_with("ninetrix-p-a-run-"));
         let two = replica(Slot::Replica(2)).body();
         assert_eq!(two.hostname.as_deref(), Some("a-2"));
-        assert!(!two.labels.unwrap().contains_key(RUN));
+        assert!(!two.labels.clone().unwrap().contains_key(RUN));
+        assert_eq!(health_mount(&two), 2);
+        assert!(
+            two.env
+                .clone()
+                .unwrap()
+                .contains(&"AGENTFILE_HEALTH_FILE=/run/ninetrix/pool/ninetrix-p-a-2".to_string())
+        );
         let mounts = two.host_config.unwrap().mounts.unwrap();
+        let mounts = &mounts[1..];
         assert_eq!(
             mounts[0].source.as_deref(),
             Some(volume_name("p", "a", 2).as_str())

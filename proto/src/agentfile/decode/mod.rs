@@ -39,8 +39,9 @@ pub mod defaults {
     pub const TOOL_TIMEOUT_SECS: u32 = 30;
     /// `execution.max_turns`.
     pub const MAX_TURNS: u32 = 20;
-    /// Most replicas of one agent.
-    pub const MAX_REPLICAS: u32 = 100;
+    /// Most replicas of one agent. A pool's containers share one Linux bridge, which takes at
+    /// most 1,024 ports (one per container, the local API's included); issue 12 measured 500.
+    pub const MAX_REPLICAS: u32 = 1000;
 }
 
 /// Decodes one key's value into its section's state `S`. `None` marks the section invalid; the
