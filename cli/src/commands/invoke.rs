@@ -101,7 +101,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
-    if let Some(why) = Condition::of(&facts).why_no_answer(&target.who()) {
+    if let Some(why) = facts.why_no_answer_to_invoke(&target.who()) {
         eprintln!("{why}; nothing was queued");
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
@@ -157,6 +157,12 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             "queued as message {seq} for {}-{} (id {key}){already}",
             args.agent, args.replica
         );
+        if let Some(api) = &facts.api_complaint {
+            eprintln!(
+                "  {} last reported: {api}; it takes the message once it reconnects",
+                target.container
+            );
+        }
     }
     let progress = std::io::stderr().is_terminal() && !args.json;
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
@@ -213,12 +219,12 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             }
             let facts = target.facts(&docker, with_health).await?;
             let cond = facts.as_ref().map(Condition::of);
-            let why = match &cond {
+            let why = match &facts {
                 None => Some(format!(
                     "{} was removed; `ninetrix up -p {}` creates it again",
                     target.container, target.pool
                 )),
-                Some(c) => c.why_no_answer(&target.who()),
+                Some(f) => f.why_no_answer_to_invoke(&target.who()),
             };
             if let Some(why) = why {
                 eprintln!("message {seq} stays queued: {why}; {rerun}");

@@ -45,6 +45,9 @@ pub(crate) struct Facts {
     pub(crate) last_error: Option<String>,
     /// When Docker last started it (Unix milliseconds).
     pub(crate) started_ms: Option<i64>,
+    /// The runner's report says only that it cannot reach the checkpoint API: its words (see
+    /// [`health::api_complaint`]).
+    pub(crate) api_complaint: Option<String>,
 }
 
 impl Facts {
@@ -64,6 +67,19 @@ impl Facts {
         let (verdict, line) = health::verdict(seen, self.started_ms, now_ms);
         self.health = Some(verdict);
         self.health_output = Some(line);
+        self.api_complaint = health::api_complaint(seen, self.started_ms, now_ms);
+    }
+
+    /// For `invoke`, which has just reached the checkpoint API itself: why a message would not be
+    /// answered, or `None`. Like [`Condition::why_no_answer`], except that a runner whose only
+    /// complaint is the API is not a reason to refuse: the message waits in the API, and the
+    /// runner (which retries the API without end) takes it once it reconnects — after an API
+    /// restart, typically within a second.
+    pub(crate) fn why_no_answer_to_invoke(&self, who: &Who<'_>) -> Option<String> {
+        if self.api_complaint.is_some() {
+            return None;
+        }
+        Condition::of(self).why_no_answer(who)
     }
 }
 
@@ -370,6 +386,7 @@ pub(crate) async fn inspect(
         health_output,
         last_error,
         started_ms: health::started_ms(info),
+        api_complaint: None,
     })
 }
 
@@ -523,7 +540,36 @@ mod tests {
                     .into()
             }
         );
-        assert!(!c.answers(), "invoke refuses it");
+        assert!(!c.answers());
+        // …but invoke, which reaches the API itself, queues: the runner takes the message once it
+        // reconnects (after an API restart it has not noticed yet).
+        assert_eq!(
+            f.api_complaint.as_deref(),
+            Some("checkpoint API unreachable: connection refused (http://ninetrix-api:8080)")
+        );
+        assert!(f.why_no_answer_to_invoke(&WHO).is_none());
+        // A model that is down too, or a stale report, is still a refusal.
+        let mut both = f.clone();
+        let both_down = health::Seen::Report(HealthReport {
+            activity: Activity::Serving,
+            api: Some("checkpoint API unreachable".into()),
+            model: Some("model unreachable".into()),
+            written_ms: now - 1_000,
+        });
+        both.health = None;
+        both.judge_report(&both_down, now);
+        assert!(both.why_no_answer_to_invoke(&WHO).is_some());
+        let mut stale = f.clone();
+        let old = health::Seen::Report(HealthReport {
+            activity: Activity::Serving,
+            api: Some("checkpoint API unreachable".into()),
+            model: None,
+            written_ms: now - 61_000,
+        });
+        stale.started_ms = Some(now - 300_000);
+        stale.health = None;
+        stale.judge_report(&old, now);
+        assert!(stale.why_no_answer_to_invoke(&WHO).is_some());
         // A Docker healthcheck's verdict (a container made by an older ninetrix) stands.
         let mut legacy = running(Some(Health::Healthy), Some("serving"));
         legacy.judge_report(&sick, now);

@@ -100,6 +100,23 @@ pub(crate) fn verdict(seen: &Seen, started_ms: Option<i64>, now_ms: i64) -> (Hea
     }
 }
 
+/// When the only thing wrong in a runner's report of this run is the checkpoint API (a fresh
+/// report, the model fine): the runner's words. A caller that reaches the API itself — `invoke`,
+/// right after an API restart that the runner has not noticed yet — knows the message it queues
+/// is safe there and will be taken once the runner reconnects, so it queues rather than refuses.
+pub(crate) fn api_complaint(seen: &Seen, started_ms: Option<i64>, now_ms: i64) -> Option<String> {
+    let Seen::Report(r) = seen else {
+        return None;
+    };
+    let this_run = started_ms.is_none_or(|s| r.written_ms + START_SLACK_MS >= s);
+    let fresh = now_ms - r.written_ms
+        <= i64::try_from(ninetrix_runner::health::STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
+    match (&r.api, &r.model) {
+        (Some(api), None) if this_run && fresh => Some(api.clone()),
+        _ => None,
+    }
+}
+
 /// Docker's `StartedAt` (RFC 3339) as Unix milliseconds; `None` if it never started.
 pub(crate) fn started_ms(info: &bollard::models::ContainerInspectResponse) -> Option<i64> {
     info.state
