@@ -1,6 +1,7 @@
 //! Wake-ups for long-polls and event streams: a committed write to a thread's inbox or events
-//! notifies the requests waiting on that thread. Waiters also re-check every second, so a write
-//! made by another API replica (on a shared Postgres) is seen too.
+//! notifies the requests waiting on that thread. On SQLite (one API process per file) that is
+//! every write, so waiters sleep until woken; on Postgres they also re-check every second, so a
+//! write made by another API replica is seen too (`Store::recheck_every`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -331,9 +331,11 @@ fn event_stream(
             if !matches!(c.app.store.thread(c.id).await, Ok(Some(_))) {
                 return None;
             }
+            // On Postgres, re-check every second: another API replica's writes do not notify us.
+            let recheck = c.app.store.recheck_every();
             tokio::select! {
                 () = woken => {}
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = tokio::time::sleep(recheck.unwrap_or(Duration::MAX)), if recheck.is_some() => {}
                 () = c.app.shutdown.cancelled() => return None,
             }
         }

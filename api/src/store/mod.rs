@@ -13,6 +13,7 @@ mod rsq;
 mod sqlite;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
@@ -174,6 +175,17 @@ impl Store {
         match self {
             Store::Sqlite(_) => "sqlite",
             Store::Postgres(_) => "postgres",
+        }
+    }
+
+    /// How often a long-poll or an event stream re-reads the store on its own. A SQLite file has
+    /// one API process, which notifies its waiters of every write it commits: never (an idle pool
+    /// of 500 runners long-polling cost this API 500 reads a second). On Postgres another API
+    /// replica may write without notifying this one: every second.
+    pub fn recheck_every(&self) -> Option<Duration> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(_) => Some(Duration::from_secs(1)),
         }
     }
 
