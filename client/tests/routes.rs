@@ -196,6 +196,7 @@ async fn every_route_answers_its_typed_method() {
                     ok: true,
                     result: "written".into(),
                 }],
+                events: Vec::new(),
             },
         )
         .await

@@ -553,6 +553,11 @@ pub struct CommitRequest {
     /// is harmless, a different one is 409 `already_completed`.
     #[serde(default)]
     pub outcomes: Vec<CommitOutcome>,
+    /// Trace events stored with this step, in order, after those already stored — in the same
+    /// transaction, so an event that rides on a commit (a turn's `turn_completed` on its final
+    /// one) is stored exactly when the step is, and costs no write of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<NewEvent>,
 }
 
 /// The answer to a commit.

@@ -502,6 +502,7 @@ mod tests {
             state: CheckpointState::default(),
             intents: Vec::new(),
             outcomes: Vec::new(),
+            events: Vec::new(),
         }
     }
 

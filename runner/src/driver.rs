@@ -78,7 +78,9 @@ struct Runner<C: Checkpoints> {
     health: Health,
     system: Option<String>,
     epoch: u64,
+    /// The latest stored version, and the history length as of it.
     version: u64,
+    history_len: u64,
     shutdown: CancellationToken,
     /// When the current turn's input was taken (for `turn_completed.duration_ms`).
     turn_started: Instant,
@@ -159,6 +161,7 @@ async fn run_with<C: Checkpoints>(
         events,
         epoch,
         version: 0,
+        history_len: 0,
         shutdown,
         turn_started: Instant::now(),
         config,
@@ -177,6 +180,7 @@ impl<C: Checkpoints> Runner<C> {
         };
         if let Some(state) = &restored {
             self.version = state.version;
+            self.history_len = state.history.len() as u64;
             tracing::info!(
                 "resumed thread {} at version {} (epoch {})",
                 self.config.thread_id,
@@ -340,7 +344,17 @@ impl<C: Checkpoints> Runner<C> {
         let mut finished = None;
         while let Some(effect) = queue.pop_front() {
             match effect {
-                Effect::Commit(plan) => self.commit(plan).await?,
+                Effect::Commit(plan) => {
+                    // The events the engine puts right after a commit are facts about it (the
+                    // response's `llm_call`, the turn's `turn_completed`): they are stored with it.
+                    let mut riding = Vec::new();
+                    while let Some(Effect::Event(_)) = queue.front() {
+                        if let Some(Effect::Event(e)) = queue.pop_front() {
+                            riding.push(self.stamped(e));
+                        }
+                    }
+                    self.commit(plan, riding).await?
+                }
                 Effect::CallLlm => {
                     if self.shutdown.is_cancelled() {
                         return Err(Stop::Shutdown);
@@ -373,14 +387,13 @@ impl<C: Checkpoints> Runner<C> {
                     let input = self.run_tool(call).await?;
                     queue.extend(self.engine.apply(input));
                 }
-                Effect::Event(mut e) => {
-                    if let TraceEvent::TurnCompleted(done) = &mut e {
-                        done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
-                    }
+                Effect::Event(e) => {
+                    let e = self.stamped(e);
                     self.events.emit(e)
                 }
                 Effect::TurnFinished { reply, ok, .. } => {
-                    // Callers wait for `turn_completed`: send it before taking more work.
+                    // `turn_completed` rode on the final commit; anything emitted since is sent
+                    // before more work is taken.
                     self.events.flush(Duration::from_secs(2)).await;
                     finished = Some(Finished { reply, ok });
                 }
@@ -392,7 +405,24 @@ impl<C: Checkpoints> Runner<C> {
     /// Commits one durable step, and checks that the ledger recorded each intent as this
     /// runner's: the engine sends only intents for keys it believes new, so any other record
     /// means its view of the ledger is stale — a restart reloads it.
-    async fn commit(&mut self, plan: CommitPlan) -> Result<(), Stop> {
+    ///
+    /// The trace events queued so far, a `checkpoint` event for the version this commit makes
+    /// (versions are chained, so it is the parent's + 1), and `riding` (events true once the commit
+    /// is stored) are stored in the same transaction. If the commit fails, they are queued again
+    /// (all but the `checkpoint`, which did not happen).
+    async fn commit(&mut self, plan: CommitPlan, riding: Vec<TraceEvent>) -> Result<(), Stop> {
+        let queued = self.events.take().await;
+        let checkpoint = TraceEvent::Checkpoint(ev::Checkpoint {
+            version: self.version + 1,
+            history_len: plan.truncate_to.unwrap_or(self.history_len) + plan.append.len() as u64,
+        });
+        let now = chrono::Utc::now();
+        let mut events = queued.clone();
+        events.extend(
+            std::iter::once(&checkpoint)
+                .chain(&riding)
+                .map(|e| e.to_new_event(now)),
+        );
         let req = CommitRequest {
             epoch: self.epoch,
             parent_version: self.version,
@@ -401,9 +431,26 @@ impl<C: Checkpoints> Runner<C> {
             state: plan.state,
             intents: plan.intents,
             outcomes: plan.outcomes,
+            events,
         };
-        let done = self.store.commit(&req).await?;
+        let done = match self.store.commit(&req).await {
+            Ok(done) => {
+                self.events.settle(Vec::new());
+                for e in std::iter::once(&checkpoint).chain(&riding) {
+                    self.events.log_only(e);
+                }
+                done
+            }
+            Err(e) => {
+                self.events.settle(queued);
+                for e in riding {
+                    self.events.emit(e);
+                }
+                return Err(e.into());
+            }
+        };
         self.version = done.version;
+        self.history_len = done.history_len;
         if let Some(stale) = done.records.iter().find(|r| {
             r.intent_epoch != self.epoch
                 || (r.status != ToolCallStatus::Intent && r.completed_epoch != Some(self.epoch))
@@ -414,11 +461,15 @@ impl<C: Checkpoints> Runner<C> {
                 stale.key, stale.tool, stale.intent_epoch
             )));
         }
-        self.events.emit(TraceEvent::Checkpoint(ev::Checkpoint {
-            version: done.version,
-            history_len: done.history_len,
-        }));
         Ok(())
+    }
+
+    /// The event with what only the driver knows filled in (a finished turn's duration).
+    fn stamped(&self, mut e: TraceEvent) -> TraceEvent {
+        if let TraceEvent::TurnCompleted(done) = &mut e {
+            done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
+        }
+        e
     }
 
     /// Performs one tool call as the engine decided it through the ledger — replay a recorded

@@ -1,5 +1,8 @@
-//! Trace events: logged as one short line each, and sent to the API in batches by a background
-//! task. Emitting never waits on the API. While the API is unreachable the events wait in a
+//! Trace events: logged as one short line each, and stored by the API. Most ride on the turn's
+//! commits: before each commit the driver takes what is queued ([`Events::take`]) and sends it in
+//! the same transaction, so a turn's events cost no write of their own. What is left when the
+//! runner goes quiet (100 ms without an event: boot, a slow model call) a background task sends in
+//! batches. Emitting never waits on the API. While the API is unreachable the events wait in a
 //! bounded buffer ([`MAX_PENDING`]; the oldest are dropped beyond it, and how many is logged once
 //! the API answers) and are retried with backoff. Events are diagnostics; checkpoints are the
 //! truth.
@@ -23,6 +26,11 @@ const BATCH: usize = 256;
 enum Msg {
     Event(NewEvent),
     Flush(oneshot::Sender<()>),
+    /// Lend the queued events (at most [`BATCH`]) to a commit; nothing is sent until
+    /// [`Msg::Settle`].
+    Take(oneshot::Sender<Vec<NewEvent>>),
+    /// The commit is over: the events it did not store go back to the front of the queue.
+    Settle(Vec<NewEvent>),
 }
 
 /// The event sink.
@@ -55,6 +63,31 @@ impl Events {
         if self.tx.send(Msg::Flush(done)).await.is_ok() {
             let _ = tokio::time::timeout(bound, wait).await;
         }
+    }
+
+    /// Takes the events queued so far (oldest first, at most one batch) for a commit to store.
+    /// Until [`Events::settle`] nothing else is sent, so no later event is stored before them.
+    pub async fn take(&self) -> Vec<NewEvent> {
+        let (give, taken) = oneshot::channel();
+        if self.tx.send(Msg::Take(give)).await.is_err() {
+            return Vec::new();
+        }
+        taken.await.unwrap_or_default()
+    }
+
+    /// Ends a [`Events::take`]: `unsent` (empty when the commit stored them) goes back to the
+    /// front of the queue.
+    pub fn settle(&self, unsent: Vec<NewEvent>) {
+        // The channel has room: at most one Settle follows each Take.
+        if self.tx.try_send(Msg::Settle(unsent)).is_err() {
+            tracing::warn!("event queue full; events taken for a commit were dropped");
+        }
+    }
+
+    /// Logs an event that is stored some other way (with a commit): the same line
+    /// [`Events::emit`] would log.
+    pub fn log_only(&self, event: &TraceEvent) {
+        log(event);
     }
 }
 
@@ -129,9 +162,11 @@ async fn send_loop<C: Checkpoints>(api: C, epoch: u64, mut rx: mpsc::Receiver<Ms
         retry_at: None,
     };
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    // Events lent to a commit: nothing is sent until it settles.
+    let mut lent = false;
     loop {
         // Quiet for 100 ms (or the backoff over): send what we have.
-        let wait = match (pending.queue.is_empty(), pending.retry_at) {
+        let wait = match (pending.queue.is_empty() || lent, pending.retry_at) {
             (true, _) => None,
             (false, Some(at)) => Some(at.saturating_duration_since(Instant::now())),
             (false, None) => Some(Duration::from_millis(100)),
@@ -153,13 +188,26 @@ async fn send_loop<C: Checkpoints>(api: C, epoch: u64, mut rx: mpsc::Receiver<Ms
             }
             Some(Msg::Event(e)) => {
                 pending.push(e);
-                if pending.queue.len() < 64 || pending.backing_off() {
+                if pending.queue.len() < 64 || pending.backing_off() || lent {
                     continue;
                 }
             }
+            Some(Msg::Take(give)) => {
+                let n = pending.queue.len().min(BATCH);
+                let _ = give.send(pending.queue.drain(..n).collect());
+                lent = true;
+                continue;
+            }
+            Some(Msg::Settle(unsent)) => {
+                for e in unsent.into_iter().rev() {
+                    pending.queue.push_front(e);
+                }
+                lent = false;
+                continue;
+            }
             Some(Msg::Flush(done)) => waiting.push(done),
         }
-        if !pending.backing_off() {
+        if !pending.backing_off() && !lent {
             pending.send(&api, epoch).await;
         }
         // A flush waits for one attempt, never for the API to come back.

@@ -78,6 +78,7 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
             },
             intents: Vec::new(),
             outcomes: Vec::new(),
+            events: Vec::new(),
         };
         client.commit(thread, &request).await.unwrap();
     }

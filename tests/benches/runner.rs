@@ -70,6 +70,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         state: state(status),
         intents: Vec::new(),
         outcomes: Vec::new(),
+        events: Vec::new(),
     };
     let mut first = step(
         version,

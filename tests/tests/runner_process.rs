@@ -1,7 +1,8 @@
 //! The runner as a process against a real `ninetrix api` (child process, SQLite): a scripted turn
 //! that appends a line to a file (a `write` tool) survives SIGKILL just before and just after each
 //! of its three durable writes — and at random times, many times over — with each inbox message applied exactly once, the side effect never
-//! doubled, a valid transcript, and the turn completed. Plus SIGTERM, fencing, bad config, batch.
+//! doubled, a valid transcript, and the turn completed — with exactly one `turn_completed` event,
+//! which rides on the final commit. Plus SIGTERM, fencing, bad config, batch.
 
 mod support;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, ninetrix_bin, seed_from_env};
 use ninetrix_proto::api::{ThreadState, ThreadStatus, ToolCallStatus};
+use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{Role, ThreadId};
 use support::{Admin, Gate, Hold, Runner, appender_spec, lines};
 
@@ -54,6 +56,19 @@ async fn check_invariants(s: &Setup, messages: usize) -> ThreadState {
     latest
 }
 
+/// The inbox seq of every `turn_completed` event of the thread, in order. It is stored in the
+/// transaction of the turn's final commit, so a completed turn has exactly one, whatever the kills.
+async fn completed_turns(s: &Setup) -> Vec<u64> {
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    events
+        .iter()
+        .filter_map(|e| match e.decode() {
+            Decoded::Known(TraceEvent::TurnCompleted(t)) => Some(t.seq),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Kills the runner while the gate holds the chosen request, restarts it, and checks the turn.
 async fn crash_at(hold: Hold, expected_lines: usize) {
     let s = setup();
@@ -66,12 +81,15 @@ async fn crash_at(hold: Hold, expected_lines: usize) {
         .unwrap_or_else(|_| panic!("the runner never reached {hold:?}"));
     runner.kill();
     let _restarted = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
-    // Judged from the record: a kill just after the final answer is stored may lose the turn's
-    // events, never the turn.
     s.admin
         .wait_done(s.thread, seq, Duration::from_secs(30))
         .await;
     let latest = check_invariants(&s, 1).await;
+    assert_eq!(
+        completed_turns(&s).await,
+        [seq],
+        "one turn_completed after a crash at {hold:?}"
+    );
     assert_eq!(
         lines(&s.workspace),
         expected_lines,
@@ -215,12 +233,15 @@ async fn sigkill_at_random_times_many_times_over() {
         runner.kill();
     }
     let _runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
-    // Judged from the record: a kill can land after the last turn's final checkpoint and before
-    // its event flush, so that turn may have no `turn_completed` event.
     s.admin
         .wait_done(s.thread, last_seq, Duration::from_secs(60))
         .await;
     let latest = check_invariants(&s, kills).await;
+    assert_eq!(
+        completed_turns(&s).await,
+        (1..=kills as u64).collect::<Vec<_>>(),
+        "seed {seed}: each turn has exactly one turn_completed, in order"
+    );
     // Every message answered: each user message's turn ends with a final assistant answer.
     let h = &latest.history;
     let inputs: Vec<usize> = h

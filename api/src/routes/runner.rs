@@ -90,7 +90,8 @@ pub(crate) async fn append_checkpoint(
 
 /// One durable step of a turn in one transaction: a checkpoint version (its state carries the
 /// inbox cursor), the ledger intents of the calls about to run and the outcomes of calls that
-/// ran. Fenced and chained like a checkpoint; if any part is refused, nothing is written.
+/// ran, and the trace events that ride on the step (they reach event-stream readers when it is
+/// stored). Fenced and chained like a checkpoint; if any part is refused, nothing is written.
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/commit", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = CommitRequest,
@@ -106,7 +107,11 @@ pub(crate) async fn commit(
     ApiJson(request): ApiJson<CommitRequest>,
 ) -> Result<(StatusCode, axum::Json<CommitResponse>), ApiError> {
     caller.require_thread(id)?;
+    let with_events = !request.events.is_empty();
     let committed = app.store.commit(id, request).await?;
+    if with_events {
+        app.hub.notify(id);
+    }
     Ok((StatusCode::CREATED, axum::Json(committed)))
 }
 
@@ -238,8 +243,11 @@ pub(crate) async fn inbox(
         if !messages.is_empty() || now >= deadline {
             return Ok(axum::Json(messages));
         }
-        // Re-check at least every second: writes by another API replica do not notify us.
-        let until = deadline.min(now + Duration::from_secs(1));
+        // On Postgres, re-check every second: writes by another API replica do not notify us.
+        let until = app
+            .store
+            .recheck_every()
+            .map_or(deadline, |every| deadline.min(now + every));
         tokio::select! {
             () = woken => {}
             () = tokio::time::sleep_until(until) => {}

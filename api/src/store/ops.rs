@@ -6,7 +6,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointRequest, CheckpointState, CommitRequest, ErrorCode, Event, InboxMessage,
+    CheckpointRequest, CheckpointState, CommitRequest, ErrorCode, Event, InboxMessage, NewEvent,
     ThreadLabels, ThreadStatus, ThreadSummary, ToolCallRecord, ToolCallStatus, VersionSummary,
 };
 use ninetrix_proto::message::Message;
@@ -268,7 +268,23 @@ pub(crate) fn check_key(key: &str) -> StoreResult<()> {
 pub(crate) fn check_commit_keys(req: &CommitRequest) -> StoreResult<()> {
     let intents = req.intents.iter().map(|i| i.key.as_str());
     let outcomes = req.outcomes.iter().map(|o| o.key.as_str());
-    intents.chain(outcomes).try_for_each(check_key)
+    intents.chain(outcomes).try_for_each(check_key)?;
+    check_events(&req.events)
+}
+
+/// Checks a batch of events before anything is written: every type has 1 to [`MAX_KIND_LEN`]
+/// characters.
+pub(crate) fn check_events(events: &[NewEvent]) -> StoreResult<()> {
+    match events
+        .iter()
+        .find(|e| e.kind.is_empty() || e.kind.chars().count() > MAX_KIND_LEN)
+    {
+        Some(_) => Err(StoreError::Invalid {
+            code: ErrorCode::InvalidEvent,
+            message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The version part of a checkpoint or of a commit, borrowed from either request.
@@ -543,6 +559,7 @@ macro_rules! sql_ops {
             for key in keys {
                 records.push(tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?);
             }
+            insert_events(c, id, thread.event_seq, req.epoch, &req.events, now).await?;
             Ok(CommitResponse { version: created.version, history_len: created.history_len, records })
         }
 
@@ -578,29 +595,28 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
-            for e in &req.events {
-                if e.kind.is_empty() || e.kind.chars().count() > MAX_KIND_LEN {
-                    return Err(StoreError::Invalid {
-                        code: ErrorCode::InvalidEvent,
-                        message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
-                    });
-                }
-            }
+            check_events(&req.events)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
-            let mut seq = thread.event_seq;
-            for e in &req.events {
+            insert_events(c, id, thread.event_seq, req.epoch, &req.events, now).await
+        }
+
+        /// Stores `events` after the thread's last event (`event_seq`); returns the new last seq.
+        /// The caller has fenced the writer and checked the events ([`check_events`]).
+        async fn insert_events(c: &mut Conn, id: ThreadId, event_seq: i64, epoch: u64, events: &[NewEvent], now: i64) -> StoreResult<u64> {
+            let mut seq = event_seq;
+            for e in events {
                 seq += 1;
                 q::query("INSERT INTO events (thread_id, seq, kind, data, epoch, created_at) VALUES ($1, $2, $3, $4, $5, $6)")
                     .bind(id.to_string())
                     .bind(seq)
                     .bind(&e.kind)
                     .bind(encode(&e.data)?)
-                    .bind(to_i64(req.epoch, "epoch")?)
+                    .bind(to_i64(epoch, "epoch")?)
                     .bind(now)
                     .execute(&mut *c)
                     .await?;
             }
-            if seq != thread.event_seq {
+            if seq != event_seq {
                 q::query("UPDATE threads SET event_seq = $2, updated_at = $3 WHERE thread_id = $1")
                     .bind(id.to_string())
                     .bind(seq)

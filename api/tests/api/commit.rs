@@ -4,7 +4,8 @@
 use ninetrix_client::{Client, ClientError, ErrorCode, Token};
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
-    CheckpointState, CommitIntent, CommitOutcome, CommitRequest, ThreadStatus, ToolCallStatus,
+    CheckpointState, CommitIntent, CommitOutcome, CommitRequest, EventsRequest, NewEvent,
+    ThreadStatus, ToolCallStatus,
 };
 use ninetrix_proto::{Message, Role, ThreadId};
 use reqwest::{Method, StatusCode};
@@ -19,6 +20,7 @@ both_backends!(
     the_first_outcome_wins_across_commits,
     racing_commits_on_one_parent_leave_exactly_one_step,
     a_runner_reads_the_ledger_of_one_turn,
+    events_on_a_commit_follow_those_stored_and_reach_the_stream_with_it,
 );
 
 /// The admin's typed client (the ledger listing is an admin route).
@@ -76,12 +78,13 @@ fn step(epoch: u64, parent: u64, append: Vec<Message>, state: CheckpointState) -
         state,
         intents: Vec::new(),
         outcomes: Vec::new(),
+        events: Vec::new(),
     }
 }
 
 /// What a refused commit must leave as it was: the version chain, the live history, the state
 /// (with its cursor) and the ledger.
-async fn snapshot(api: &TestApi, thread: ThreadId) -> (Value, Value, Value) {
+async fn snapshot(api: &TestApi, thread: ThreadId) -> (Value, Value, Value, Value) {
     let (_, versions) = api
         .admin(
             Method::GET,
@@ -103,7 +106,10 @@ async fn snapshot(api: &TestApi, thread: ThreadId) -> (Value, Value, Value) {
             None,
         )
         .await;
-    (versions, latest, ledger)
+    let (_, events) = api
+        .admin(Method::GET, format!("/v1/threads/{thread}/events"), None)
+        .await;
+    (versions, latest, ledger, events)
 }
 
 async fn enqueue(api: &TestApi, thread: ThreadId, content: &str) -> u64 {
@@ -281,6 +287,7 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
             "state": {"turn_seq": 1, "turn_start_history_len": 1, "status": "in_turn", "inbox_cursor": 9},
             "intents": [{"key": "new", "turn_seq": 1, "tool": "t", "args": {}, "effect": "write"}],
             "outcomes": [{"key": "open", "ok": true, "result": "x"}],
+            "events": [{"type": "turn_completed", "data": {"seq": 9}}],
         })
     };
     let with = |f: &dyn Fn(&mut Value)| {
@@ -337,6 +344,12 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
             "invalid_key",
         ),
         (
+            "an event without a type",
+            with(&|b| b["events"][0]["type"] = "".into()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_event",
+        ),
+        (
             "truncation past the end",
             with(&|b| b["truncate_to"] = 9.into()),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -375,8 +388,15 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
         .call(Method::POST, &path, Some(&token), Some(good()))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{answer}");
-    let (_, _, ledger) = snapshot(&api, thread).await;
+    let (_, _, ledger, events) = snapshot(&api, thread).await;
     assert_eq!(ledger.as_array().unwrap().len(), 3);
+    let kinds: Vec<_> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("turn_completed")], "{events}");
     api.stop().await;
 }
 
@@ -594,5 +614,58 @@ async fn a_runner_reads_the_ledger_of_one_turn(backend: Backend) {
         body["message"].as_str().unwrap().contains("turn_seq"),
         "{body}"
     );
+    api.stop().await;
+}
+
+/// Events that ride on a commit are stored in its transaction, numbered after those already
+/// stored, and wake a reader of the thread's event stream — the reply a caller waits for costs the
+/// runner no write of its own.
+async fn events_on_a_commit_follow_those_stored_and_reach_the_stream_with_it(backend: Backend) {
+    use futures_util::StreamExt as _;
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let (thread, _, epoch, client) = setup(&api).await;
+    let event = |kind: &str, n: u64| NewEvent {
+        kind: kind.into(),
+        data: json!({ "n": n }),
+    };
+    let sent = client
+        .append_events(
+            thread,
+            &EventsRequest {
+                epoch,
+                events: vec![event("boot", 1), event("ready", 2)],
+            },
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(sent.last_seq, 2);
+    let admin = admin(&api);
+    let mut stream = Box::pin(admin.event_stream(thread, 2).await.unwrap());
+    let mut turn = step(
+        epoch,
+        0,
+        vec![
+            Message::text(Role::User, "q"),
+            Message::text(Role::Assistant, "a"),
+        ],
+        state(1, 0, 0),
+    );
+    turn.events = vec![event("checkpoint", 3), event("turn_completed", 4)];
+    client.commit(thread, &turn).await.unwrap();
+    for want in [(3, "checkpoint"), (4, "turn_completed")] {
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+            .await
+            .expect("the commit's events reach the stream")
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.seq, got.kind.as_str()), want);
+        assert_eq!(got.data["n"], json!(want.0));
+    }
+    let all = admin.events_after(thread, 0).await.unwrap();
+    let seqs: Vec<_> = all.iter().map(|e| (e.seq, e.epoch)).collect();
+    assert_eq!(seqs, [(1, epoch), (2, epoch), (3, epoch), (4, epoch)]);
     api.stop().await;
 }
