@@ -1,12 +1,14 @@
 //! The assembled history of recently read threads, kept so `latest` does not re-read and re-join
 //! every message of a long thread each time.
 //!
-//! An entry is the JSON of a thread's live messages, joined with commas, as of one version. It is
-//! never trusted blindly: `latest` reads the thread row and uses the entry only for the same
-//! incarnation of the thread (`created_at`), extending it with the messages of the versions since
-//! when none of them truncated; otherwise it rebuilds. So writes made through another API replica
-//! (Postgres) are seen, and the cache holds no state of its own that could disagree with the
-//! database. Bounded by total bytes; the least recently used entries go first.
+//! An entry is the JSON of a thread's live messages, joined with commas, as of one version, with
+//! where each message ends. It is never trusted blindly: `latest` reads the thread row and uses
+//! the entry only for the same incarnation of the thread (`created_at`), extending it with the
+//! versions since — each one's cut (`truncate_to`, a repair after a crash) then its messages, in
+//! version order ([`Joined::extend`]) — and checking the result's length against the thread's. So
+//! writes made through another API replica (Postgres) are seen, a resumed long thread is not
+//! re-read whole after its repair, and the cache holds no state of its own that could disagree
+//! with the database. Bounded by total bytes; the least recently used entries go first.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,10 +23,100 @@ pub(crate) struct Cached {
     pub(crate) created_at: i64,
     /// The version it is as of.
     pub(crate) version: i64,
-    /// Live messages in it.
-    pub(crate) len: i64,
-    /// Their JSON, joined with commas.
-    pub(crate) history: Arc<String>,
+    /// The live messages as of it.
+    pub(crate) history: Arc<Joined>,
+}
+
+/// Message bodies (JSON) joined with commas — the inside of a JSON array — and the byte offset
+/// where each one ends, so the history can be cut back to any number of messages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Joined {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Joined {
+    /// Appends one message's JSON.
+    pub(crate) fn push(&mut self, body: &str) {
+        if !self.ends.is_empty() {
+            self.text.push(',');
+        }
+        self.text.push_str(body);
+        self.ends.push(self.text.len());
+    }
+
+    /// Keeps the first `n` messages (all of them if there are fewer).
+    pub(crate) fn truncate(&mut self, n: usize) {
+        if n < self.ends.len() {
+            self.text
+                .truncate(if n == 0 { 0 } else { self.ends[n - 1] });
+            self.ends.truncate(n);
+        }
+    }
+
+    /// How many messages.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The joined JSON.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Bytes held.
+    fn size(&self) -> usize {
+        self.text.len() + self.ends.len() * std::mem::size_of::<usize>()
+    }
+
+    /// This history with the versions after it applied, in version order: for each version its
+    /// cut (`cuts`: version, `truncate_to`) and then its messages (`rows`: version, position,
+    /// body, in any order). Every message must land at the position it was stored at, and a cut
+    /// may not reach past the end: anything else means the rows do not describe this history
+    /// (the caller rebuilds from the database).
+    pub(crate) fn extend(
+        &self,
+        cuts: &[(i64, i64)],
+        mut rows: Vec<(i64, i64, String)>,
+    ) -> Result<Joined, String> {
+        rows.sort_by_key(|r| (r.0, r.1));
+        let mut cuts: Vec<(i64, i64)> = cuts.to_vec();
+        cuts.sort_unstable();
+        let mut out = self.clone();
+        out.text
+            .reserve(rows.iter().map(|r| r.2.len() + 1).sum::<usize>());
+        let mut cuts = cuts.into_iter().peekable();
+        let mut rows = rows.into_iter().peekable();
+        loop {
+            let next_cut = cuts.peek().map(|c| c.0);
+            let next_row = rows.peek().map(|r| r.0);
+            let version = match (next_cut, next_row) {
+                (None, None) => return Ok(out),
+                (Some(c), Some(r)) => c.min(r),
+                (Some(v), None) | (None, Some(v)) => v,
+            };
+            if let Some((_, to)) = cuts.next_if(|c| c.0 == version) {
+                let to =
+                    usize::try_from(to).map_err(|_| format!("version {version} cuts to {to}"))?;
+                if to > out.len() {
+                    return Err(format!(
+                        "version {version} cuts to {to} messages of {}",
+                        out.len()
+                    ));
+                }
+                out.truncate(to);
+            }
+            while let Some((_, position, body)) = rows.next_if(|r| r.0 == version) {
+                if usize::try_from(position).ok() != Some(out.len()) {
+                    return Err(format!(
+                        "version {version} has a message at position {position}, after {}",
+                        out.len()
+                    ));
+                }
+                out.push(&body);
+            }
+        }
+    }
 }
 
 struct Entry {
@@ -77,10 +169,10 @@ impl LatestCache {
     /// Stores the entry of `thread`, evicting the least recently used ones beyond the budget. A
     /// history larger than the whole budget is not kept.
     pub(crate) fn put(&self, thread: ThreadId, cached: Cached) {
-        let size = cached.history.len();
+        let size = cached.history.size();
         let mut inner = self.lock();
         if let Some(old) = inner.entries.remove(&thread) {
-            inner.bytes -= old.cached.history.len();
+            inner.bytes -= old.cached.history.size();
         }
         if size > self.budget {
             return;
@@ -90,7 +182,7 @@ impl LatestCache {
                 break;
             };
             if let Some(gone) = inner.entries.remove(&oldest) {
-                inner.bytes -= gone.cached.history.len();
+                inner.bytes -= gone.cached.history.size();
             }
         }
         inner.clock += 1;
@@ -103,7 +195,7 @@ impl LatestCache {
     pub(crate) fn forget(&self, thread: ThreadId) {
         let mut inner = self.lock();
         if let Some(old) = inner.entries.remove(&thread) {
-            inner.bytes -= old.cached.history.len();
+            inner.bytes -= old.cached.history.size();
         }
     }
 }
@@ -113,12 +205,79 @@ mod tests {
     use super::*;
 
     fn cached(created_at: i64, version: i64, history: &str) -> Cached {
+        let mut joined = Joined::default();
+        joined.push(history);
         Cached {
             created_at,
             version,
-            len: 1,
-            history: Arc::new(history.to_string()),
+            history: Arc::new(joined),
         }
+    }
+
+    fn joined(bodies: &[&str]) -> Joined {
+        let mut j = Joined::default();
+        for b in bodies {
+            j.push(b);
+        }
+        j
+    }
+
+    fn row(version: i64, position: i64, body: &str) -> (i64, i64, String) {
+        (version, position, body.to_string())
+    }
+
+    #[test]
+    fn joined_messages_are_a_json_array_inside_and_cut_back_to_any_length() {
+        let mut j = joined(&["{\"a\":1}", "2", "\"three\""]);
+        assert_eq!(j.text(), "{\"a\":1},2,\"three\"");
+        assert_eq!(j.len(), 3);
+        j.truncate(5);
+        assert_eq!(j.len(), 3, "cutting past the end keeps everything");
+        j.truncate(1);
+        assert_eq!((j.text(), j.len()), ("{\"a\":1}", 1));
+        j.push("4");
+        assert_eq!(j.text(), "{\"a\":1},4");
+        j.truncate(0);
+        assert_eq!((j.text(), j.len()), ("", 0));
+        j.push("5");
+        assert_eq!(j.text(), "5");
+    }
+
+    #[test]
+    fn versions_apply_in_order_each_cut_before_its_messages() {
+        let base = joined(&["u1", "a1", "u2", "call"]);
+        // v5: the tool result; v6: a repair cuts back to the turn's input (2 messages + the
+        // input = 3) and the resumed turn appends a new answer; v7 appends one more.
+        let cuts = [(6, 3)];
+        let rows = vec![row(7, 4, "more"), row(5, 4, "result"), row(6, 3, "answer")];
+        let out = base.extend(&cuts, rows).unwrap();
+        assert_eq!(out.text(), "u1,a1,u2,answer,more");
+        assert_eq!(out, joined(&["u1", "a1", "u2", "answer", "more"]));
+        assert_eq!(base.len(), 4, "the cached entry itself is unchanged");
+        // A cut with no messages of its own, and a cut to nothing.
+        assert_eq!(
+            base.extend(&[(5, 2)], vec![]).unwrap(),
+            joined(&["u1", "a1"])
+        );
+        assert_eq!(
+            base.extend(&[(5, 0)], vec![row(5, 0, "x")]).unwrap(),
+            joined(&["x"])
+        );
+    }
+
+    #[test]
+    fn rows_that_do_not_describe_the_history_are_refused() {
+        let base = joined(&["u1", "a1"]);
+        assert!(base.extend(&[], vec![row(3, 3, "gap")]).is_err(), "a gap");
+        assert!(
+            base.extend(&[], vec![row(3, 1, "overlap")]).is_err(),
+            "no cut before it"
+        );
+        assert!(
+            base.extend(&[(3, 5)], vec![]).is_err(),
+            "a cut past the end"
+        );
+        assert!(base.extend(&[(3, -1)], vec![]).is_err());
     }
 
     #[test]
@@ -134,7 +293,9 @@ mod tests {
 
     #[test]
     fn the_least_recently_used_go_first_and_the_budget_holds() {
-        let cache = LatestCache::new(10);
+        // An entry of one message holds its bytes and one offset.
+        let size = |n: usize| n + std::mem::size_of::<usize>();
+        let cache = LatestCache::new(size(4) * 2 + size(4) / 2);
         let [a, b, c] = [ThreadId::new_v7(), ThreadId::new_v7(), ThreadId::new_v7()];
         cache.put(a, cached(1, 1, "aaaa"));
         cache.put(b, cached(1, 1, "bbbb"));
@@ -144,10 +305,10 @@ mod tests {
         assert!(cache.get(a, 1).is_some() && cache.get(c, 1).is_some());
         // Replacing an entry counts its new size only.
         cache.put(a, cached(1, 2, "aaaaa"));
-        assert_eq!(cache.lock().bytes, 9);
+        assert_eq!(cache.lock().bytes, size(4) + size(5));
         // Larger than the whole budget: not kept, and nothing else is evicted for it.
         cache.put(b, cached(1, 1, "bbbbbbbbbbbbbbbbbbbbbbbbbbb"));
         assert!(cache.get(b, 1).is_none());
-        assert_eq!(cache.lock().bytes, 9);
+        assert_eq!(cache.lock().bytes, size(4) + size(5));
     }
 }

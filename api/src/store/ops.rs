@@ -178,26 +178,6 @@ pub(crate) fn time(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
 }
 
-/// Appends message bodies to a JSON array's inside (`a,b,c`) as the rows arrive, counting them
-/// in `count` (already holding the messages in `history`).
-pub(crate) async fn join_bodies<S>(
-    mut rows: S,
-    history: &mut String,
-    count: &mut i64,
-) -> Result<(), sqlx::Error>
-where
-    S: futures_util::Stream<Item = Result<String, sqlx::Error>> + Unpin,
-{
-    while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
-        if *count > 0 {
-            history.push(',');
-        }
-        history.push_str(&body);
-        *count += 1;
-    }
-    Ok(())
-}
-
 pub(crate) fn corrupt(what: &str, detail: &str) -> StoreError {
     StoreError::Corrupt(format!("{what}: {detail}").into())
 }
@@ -682,53 +662,58 @@ macro_rules! sql_ops {
                     h
                 }
             };
-            Ok(Some(splice_state(id, to_u64(head), to_u64(thread.epoch), &state, &history.history)))
+            Ok(Some(splice_state(id, to_u64(head), to_u64(thread.epoch), &state, history.history.text())))
         }
 
-        /// The cached history extended to `head` with the messages of the versions since, or
-        /// `None` when one of them truncated (then the history is rebuilt).
+        /// The cached history extended to `head` by the versions since — each one's cut (a
+        /// repair) and then its messages — or `None` when the rows do not fit it (then the
+        /// history is rebuilt).
         async fn extend_history(c: &mut ReadConn, id: ThreadId, hit: latest::Cached, head: i64, len: i64) -> StoreResult<Option<latest::Cached>> {
-            let (cuts,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM versions WHERE thread_id = $1 AND version > $2 AND version <= $3 AND truncate_to IS NOT NULL")
+            let cuts: Vec<(i64, i64)> = sqlx::query_as("SELECT version, truncate_to FROM versions WHERE thread_id = $1 AND version > $2 AND version <= $3 AND truncate_to IS NOT NULL")
                 .bind(id.to_string())
                 .bind(hit.version)
                 .bind(head)
-                .fetch_one(&mut *c)
+                .fetch_all(&mut *c)
                 .await?;
-            if cuts > 0 {
-                return Ok(None);
-            }
-            let mut history = String::with_capacity(hit.history.len() + 4096);
-            history.push_str(&hit.history);
-            let mut count = hit.len;
-            // With no truncation since the cached version, the messages of the versions since
-            // are the ones at positions from the cached length on, in position order.
-            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND position >= $4 AND version > $2 AND version <= $3 ORDER BY position")
+            // Every message of the versions since sits at or after the cached length, or after
+            // the shortest cut among them.
+            let cached_len = i64::try_from(hit.history.len()).unwrap_or(i64::MAX);
+            let from = cuts.iter().map(|c| c.1).fold(cached_len, i64::min);
+            let rows: Vec<(i64, i64, String)> = sqlx::query_as("SELECT version, position, body FROM messages WHERE thread_id = $1 AND position >= $4 AND version > $2 AND version <= $3")
                 .bind(id.to_string())
                 .bind(hit.version)
                 .bind(head)
-                .bind(hit.len)
-                .fetch(&mut *c);
-            join_bodies(rows, &mut history, &mut count).await?;
-            if count != len {
-                return Err(corrupt("history", &format!("{count} messages up to version {head}, expected {len}")));
+                .bind(from)
+                .fetch_all(&mut *c)
+                .await?;
+            let history = match hit.history.extend(&cuts, rows) {
+                Ok(h) => h,
+                Err(why) => {
+                    tracing::warn!(thread_id = %id, "the cached history does not extend ({why}); reading it whole");
+                    return Ok(None);
+                }
+            };
+            if i64::try_from(history.len()).ok() != Some(len) {
+                return Err(corrupt("history", &format!("{} messages up to version {head}, expected {len}", history.len())));
             }
-            Ok(Some(latest::Cached { created_at: hit.created_at, version: head, len, history: std::sync::Arc::new(history) }))
+            Ok(Some(latest::Cached { created_at: hit.created_at, version: head, history: std::sync::Arc::new(history) }))
         }
 
         /// The live history read whole: rows in position order straight off an index (SQLite's
         /// primary key, Postgres' partial index of live rows), appended as they arrive. (An
         /// ordered aggregate would sort megabytes of JSON.)
         async fn live_history(c: &mut ReadConn, id: ThreadId, created_at: i64, head: i64, len: i64) -> StoreResult<latest::Cached> {
-            let mut history = String::new();
-            let mut count = 0i64;
-            let rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
+            let mut history = latest::Joined::default();
+            let mut rows = sqlx::query_scalar::<_, String>("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
                 .bind(id.to_string())
                 .fetch(&mut *c);
-            join_bodies(rows, &mut history, &mut count).await?;
-            if count != len {
-                return Err(corrupt("history", &format!("{count} live messages, expected {len}")));
+            while let Some(body) = futures_util::TryStreamExt::try_next(&mut rows).await? {
+                history.push(&body);
             }
-            Ok(latest::Cached { created_at, version: head, len, history: std::sync::Arc::new(history) })
+            if i64::try_from(history.len()).ok() != Some(len) {
+                return Err(corrupt("history", &format!("{} live messages, expected {len}", history.len())));
+            }
+            Ok(latest::Cached { created_at, version: head, history: std::sync::Arc::new(history) })
         }
 
         pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
