@@ -39,12 +39,8 @@ impl Scripted {
                 args: call.args.clone(),
             });
         }
-        let chars_in: usize = req
-            .history
-            .iter()
-            .map(|m| serde_json::to_string(&m.blocks).map_or(0, |s| s.len()))
-            .sum();
-        let chars_out: usize = serde_json::to_string(&blocks).map_or(0, |s| s.len());
+        let chars_in: usize = req.history.iter().map(|m| json_len(&m.blocks)).sum();
+        let chars_out = json_len(&blocks);
         let stop_reason = if step.tool_calls.is_empty() {
             "end_turn"
         } else {
@@ -58,4 +54,21 @@ impl Scripted {
             model: "scripted".into(),
         })
     }
+}
+
+/// The length of `value`'s JSON, counted as it is written (nothing is kept: a long history is
+/// not copied into a string on every model round).
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
 }

@@ -113,40 +113,51 @@ pub(crate) async fn write(ctx: &ToolContext, args: &Value) -> ToolOutput {
         Ok(p) => p,
         Err(e) => return ToolOutput::error(e),
     };
-    if let Some(parent) = path.parent()
-        && let Err(e) = tokio::fs::create_dir_all(parent).await
-    {
-        return ToolOutput::error(format!("cannot create the directory of `{rel}`: {e}"));
+    // One blocking task for the whole write (directories, re-check, open, write, fsync): each
+    // `tokio::fs` call would be a thread hand-off of its own.
+    let workspace = ctx.workspace.clone();
+    let bytes = content.as_bytes().to_vec();
+    let done =
+        tokio::task::spawn_blocking(move || write_file(&workspace, &rel, &path, &bytes, append))
+            .await
+            .unwrap_or_else(|e| Err(format!("the write did not finish: {e}")));
+    match done {
+        Ok(message) => ToolOutput::ok(message),
+        Err(e) => ToolOutput::error(e),
+    }
+}
+
+/// `file_write`'s blocking part: the file at `path` (`rel` inside `workspace`) gets `bytes`,
+/// appended and fsynced, or written over it. Returns what the tool answers.
+fn write_file(
+    workspace: &Path,
+    rel: &str,
+    path: &Path,
+    bytes: &[u8],
+    append: bool,
+) -> Result<String, String> {
+    use std::io::Write as _;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create the directory of `{rel}`: {e}"))?;
     }
     // Re-check after creating directories (a racing symlink).
-    if let Err(e) = confine(&ctx.workspace, &rel) {
-        return ToolOutput::error(e);
-    }
+    confine(workspace, rel)?;
     let result = if append {
-        use tokio::io::AsyncWriteExt as _;
-        match tokio::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)
-            .await
-        {
-            Ok(mut f) => match f.write_all(content.as_bytes()).await {
-                Ok(()) => f.sync_all().await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        }
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
     } else {
-        tokio::fs::write(&path, content.as_bytes()).await
+        std::fs::write(path, bytes)
     };
-    match result {
-        Ok(()) => ToolOutput::ok(format!(
-            "{} {} bytes to {rel}",
-            if append { "appended" } else { "wrote" },
-            content.len()
-        )),
-        Err(e) => ToolOutput::error(format!("cannot write `{rel}`: {e}")),
-    }
+    result.map_err(|e| format!("cannot write `{rel}`: {e}"))?;
+    Ok(format!(
+        "{} {} bytes to {rel}",
+        if append { "appended" } else { "wrote" },
+        bytes.len()
+    ))
 }
 
 pub(crate) async fn list(ctx: &ToolContext, args: &Value) -> ToolOutput {
