@@ -321,7 +321,8 @@ pub struct TurnCompleted {
     /// What the turn spent.
     #[serde(default)]
     pub usage: Usage,
-    /// From taking the input (or resuming) to the end, in this runner's life.
+    /// From taking the input (or resuming) to sending the turn's final commit, which this event
+    /// rides on, in this runner's life.
     #[serde(default)]
     pub duration_ms: f64,
 }

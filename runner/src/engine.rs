@@ -160,7 +160,9 @@ pub struct CommitPlan {
 /// Something the driver must do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Effect {
-    /// Commit a durable step (before doing anything that depends on it).
+    /// Commit a durable step (before doing anything that depends on it). The events that
+    /// directly follow it in the same list are true once it is stored (a response's `llm_call`,
+    /// a turn's `turn_completed`): the driver stores them in the same transaction.
     Commit(CommitPlan),
     /// Call the model with the current history.
     CallLlm,
