@@ -435,14 +435,14 @@ impl<C: Checkpoints> Runner<C> {
         };
         let done = match self.store.commit(&req).await {
             Ok(done) => {
-                self.events.settle(Vec::new());
+                self.events.settle(Vec::new()).await;
                 for e in std::iter::once(&checkpoint).chain(&riding) {
                     self.events.log_only(e);
                 }
                 done
             }
             Err(e) => {
-                self.events.settle(queued);
+                self.events.settle(queued).await;
                 for e in riding {
                     self.events.emit(e);
                 }

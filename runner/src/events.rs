@@ -76,12 +76,10 @@ impl Events {
     }
 
     /// Ends a [`Events::take`]: `unsent` (empty when the commit stored them) goes back to the
-    /// front of the queue.
-    pub fn settle(&self, unsent: Vec<NewEvent>) {
-        // The channel has room: at most one Settle follows each Take.
-        if self.tx.try_send(Msg::Settle(unsent)).is_err() {
-            tracing::warn!("event queue full; events taken for a commit were dropped");
-        }
+    /// front of the queue. Waits for room rather than drop it: until it arrives, nothing is sent.
+    pub async fn settle(&self, unsent: Vec<NewEvent>) {
+        // Fails only once the sender task is gone (the runtime is stopping).
+        let _ = self.tx.send(Msg::Settle(unsent)).await;
     }
 
     /// Logs an event that is stored some other way (with a commit): the same line
@@ -292,5 +290,90 @@ fn log(event: &TraceEvent) {
             tracing::warn!("stopped after {} model rounds", m.max_turns)
         }
         TraceEvent::Error(e) => tracing::error!("{}: {}", e.stage.as_str(), e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use ninetrix_proto::api::{
+        ClaimResponse, CommitRequest, CommitResponse, InboxMessage, ThreadLabels, ThreadState,
+        ToolCallRecord,
+    };
+
+    use super::*;
+
+    /// A store that only records the event batches sent to it.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Recorder {
+        fn stored(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl Checkpoints for Recorder {
+        async fn claim(&self, _: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn latest(&self) -> Result<Option<ThreadState>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn commit(&self, _: &CommitRequest) -> Result<CommitResponse, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn turn_ledger(&self, _: u64) -> Result<Vec<ToolCallRecord>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn inbox(&self, _: u64, _: Duration) -> Result<Vec<InboxMessage>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn events(&self, _: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
+            let mut stored = self.0.lock().unwrap();
+            stored.extend(events.iter().map(numbered));
+            Ok(())
+        }
+    }
+
+    fn event(n: u64) -> TraceEvent {
+        TraceEvent::Checkpoint(ninetrix_proto::events::Checkpoint {
+            version: n,
+            history_len: n,
+        })
+    }
+
+    fn numbered(e: &NewEvent) -> String {
+        e.data["version"].to_string()
+    }
+
+    #[tokio::test]
+    async fn events_lent_to_a_commit_keep_their_place_in_the_order() {
+        let store = Recorder::default();
+        let events = Events::start(store.clone(), 1);
+        events.emit(event(1));
+        events.emit(event(2));
+        let taken = events.take().await;
+        assert_eq!(taken.iter().map(numbered).collect::<Vec<_>>(), ["1", "2"]);
+        // While lent, nothing later is sent (it would be stored before them).
+        events.emit(event(3));
+        events.flush(Duration::from_secs(5)).await;
+        assert!(store.stored().is_empty(), "{:?}", store.stored());
+        // The commit failed: they go back in front of what came since.
+        events.settle(taken).await;
+        events.flush(Duration::from_secs(5)).await;
+        assert_eq!(store.stored(), ["1", "2", "3"]);
+        // A commit that stored them: nothing comes back, later events are sent.
+        events.emit(event(4));
+        let taken = events.take().await;
+        assert_eq!(taken.iter().map(numbered).collect::<Vec<_>>(), ["4"]);
+        events.settle(Vec::new()).await;
+        events.flush(Duration::from_secs(5)).await;
+        assert_eq!(
+            store.stored(),
+            ["1", "2", "3"],
+            "event 4 was stored by its commit"
+        );
     }
 }
