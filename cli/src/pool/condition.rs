@@ -76,10 +76,10 @@ impl Facts {
     /// runner (which retries the API without end) takes it once it reconnects — after an API
     /// restart, typically within a second.
     pub(crate) fn why_no_answer_to_invoke(&self, who: &Who<'_>) -> Option<String> {
-        if self.api_complaint.is_some() {
-            return None;
+        match Condition::of(self) {
+            Condition::Unhealthy { .. } if self.api_complaint.is_some() => None,
+            other => other.why_no_answer(who),
         }
-        Condition::of(self).why_no_answer(who)
     }
 }
 
