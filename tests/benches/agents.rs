@@ -633,15 +633,7 @@ fn print_tables(results: &[Sample], idle: Duration) {
     }
     println!();
     println!("CPU seconds used during `up` by process group, and the machine's busy share:");
-    let names: Vec<String> = {
-        let mut v: Vec<String> = results
-            .iter()
-            .flat_map(|r| r.up_cpu.keys().cloned())
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    let names = group_names(results.iter().map(|r| &r.up_cpu));
     println!(
         "| agents | run | {} | sum | machine busy |",
         names.join(" | ")
@@ -667,15 +659,7 @@ fn print_tables(results: &[Sample], idle: Duration) {
         idle.as_secs(),
         cores()
     );
-    let names: Vec<String> = {
-        let mut v: Vec<String> = results
-            .iter()
-            .flat_map(|r| r.cpu.groups.keys().cloned())
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    let names = group_names(results.iter().map(|r| &r.cpu.groups));
     println!("| agents | run | {} |", names.join(" | "));
     println!("|---:|---:|{}", "---:|".repeat(names.len()));
     for r in results {
@@ -692,15 +676,7 @@ fn print_tables(results: &[Sample], idle: Duration) {
     }
     println!();
     println!("Memory growth by process group (PSS, MiB per agent) and kernel slab:");
-    let names: Vec<String> = {
-        let mut v: Vec<String> = results
-            .iter()
-            .flat_map(|r| r.pss_growth_kb.keys().cloned())
-            .collect();
-        v.sort();
-        v.dedup();
-        v
-    };
+    let names = group_names(results.iter().map(|r| &r.pss_growth_kb));
     println!(
         "| agents | run | {} | slab (unreclaimable) |",
         names.join(" | ")
@@ -725,4 +701,10 @@ fn print_tables(results: &[Sample], idle: Duration) {
             mib(r.slab_growth_kb as f64) / n
         );
     }
+}
+
+/// The process groups named in any of the runs' tables, sorted, each once.
+fn group_names<'a, V: 'a>(tables: impl Iterator<Item = &'a BTreeMap<String, V>>) -> Vec<String> {
+    let names: std::collections::BTreeSet<&String> = tables.flat_map(|t| t.keys()).collect();
+    names.into_iter().cloned().collect()
 }

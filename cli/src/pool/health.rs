@@ -71,7 +71,7 @@ impl Seen {
 /// for [`START_PERIOD`], then unhealthy; with one, [`judge`] decides (a dependency down, or no
 /// report for 60 s, is unhealthy).
 pub(crate) fn verdict(seen: &Seen, started_ms: Option<i64>, now_ms: i64) -> (Health, String) {
-    let this_run = |r: &HealthReport| started_ms.is_none_or(|s| r.written_ms + START_SLACK_MS >= s);
+    let this_run = |r: &HealthReport| of_this_run(r, started_ms);
     match seen {
         Seen::Report(r) if this_run(r) => {
             let (healthy, line) = judge(r, now_ms);
@@ -108,13 +108,19 @@ pub(crate) fn api_complaint(seen: &Seen, started_ms: Option<i64>, now_ms: i64) -
     let Seen::Report(r) = seen else {
         return None;
     };
-    let this_run = started_ms.is_none_or(|s| r.written_ms + START_SLACK_MS >= s);
-    let fresh = now_ms - r.written_ms
-        <= i64::try_from(ninetrix_runner::health::STALE_AFTER.as_millis()).unwrap_or(i64::MAX);
+    // `judge` names the API only when the report is fresh and the API is its first complaint.
     match (&r.api, &r.model) {
-        (Some(api), None) if this_run && fresh => Some(api.clone()),
+        (Some(api), None) if of_this_run(r, started_ms) && judge(r, now_ms).1 == *api => {
+            Some(api.clone())
+        }
         _ => None,
     }
+}
+
+/// Whether a report was written in the container's current run (Docker last started it at
+/// `started_ms`), not left by an earlier one.
+fn of_this_run(r: &HealthReport, started_ms: Option<i64>) -> bool {
+    started_ms.is_none_or(|s| r.written_ms + START_SLACK_MS >= s)
 }
 
 /// Docker's `StartedAt` (RFC 3339) as Unix milliseconds; `None` if it never started.
