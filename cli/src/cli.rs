@@ -84,7 +84,11 @@ impl Command {
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
             Command::Run(a) => Some(&mut a.file),
-            Command::Api(_) | Command::Ps(_) | Command::Runner | Command::Health(_) => None,
+            Command::Api(_)
+            | Command::Ps(_)
+            | Command::Runner
+            | Command::Health(_)
+            | Command::McpBridge(_) => None,
         }
     }
 
@@ -103,7 +107,8 @@ impl Command {
             | Command::Api(_)
             | Command::Build(_)
             | Command::Runner
-            | Command::Health(_) => None,
+            | Command::Health(_)
+            | Command::McpBridge(_) => None,
         }
     }
 
@@ -171,6 +176,8 @@ pub enum Command {
     /// exit 0 healthy / 1 not.
     #[command(hide = true)]
     Health(crate::commands::health::HealthArgs),
+    /// Serve a stdio MCP server over streamable HTTP, restarting it when it dies.
+    McpBridge(crate::commands::mcp_bridge::McpBridgeArgs),
 }
 
 /// Clap's check of a `-p/--pool` value.

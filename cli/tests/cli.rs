@@ -299,8 +299,19 @@ fn init_derives_the_pool_name_from_the_directory() {
 fn every_command_has_a_help_page() {
     let ws = Workspace::new();
     for command in [
-        "", "validate", "init", "api", "build", "up", "down", "ps", "invoke", "trace", "logs",
+        "",
+        "validate",
+        "init",
+        "api",
+        "build",
+        "up",
+        "down",
+        "ps",
+        "invoke",
+        "trace",
+        "logs",
         "run",
+        "mcp-bridge",
     ] {
         let mut cmd = ws.ninetrix();
         cmd.env("COLUMNS", "100");

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::agentfile::Effect;
+use crate::agentfile::mcp::EffectSource;
 use crate::api::{Event, NewEvent, Usage};
 use crate::message::Role;
 
@@ -49,6 +50,13 @@ pub enum TraceEvent {
     ToolReplayed(ToolCall),
     /// The model called a tool the agent does not have; it was answered with an error.
     UnknownTool(UnknownTool),
+    /// An MCP server's tools were read (at boot, after it came back, or after it said its list
+    /// changed): each tool the agent may call with its effect class and where that came from,
+    /// and the tools the agentfile names that the server does not offer.
+    McpTools(McpTools),
+    /// An MCP server could not be reached or broke; its tools answer with an error naming it
+    /// until it is back (the runner retries with backoff).
+    McpServerDown(McpServerDown),
     /// A checkpoint version was written.
     Checkpoint(Checkpoint),
     /// A turn ended (successfully or not) and its reply is in the history.
@@ -250,6 +258,10 @@ pub enum ToolMode {
     /// A `read` or `idempotent` call started by a runner that crashed: run again.
     #[serde(rename = "re-executed")]
     ReExecuted,
+    /// A write's verifier, run (as a read) because the write's outcome is unknown; its answer
+    /// goes to the model with the unknown-outcome notice.
+    #[serde(rename = "verification")]
+    Verification,
 }
 
 impl ToolMode {
@@ -260,6 +272,7 @@ impl ToolMode {
             ToolMode::Replayed => "replayed",
             ToolMode::OutcomeUnknown => "outcome_unknown",
             ToolMode::ReExecuted => "re-executed",
+            ToolMode::Verification => "verification",
         }
     }
 }
@@ -285,6 +298,38 @@ pub struct ToolCall {
     /// The start of the result.
     #[serde(default)]
     pub result: String,
+}
+
+/// `mcp_tools`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpTools {
+    /// The server (its `mcp_servers` name).
+    pub server: String,
+    /// The tools the agent may call.
+    pub tools: Vec<McpToolClass>,
+    /// Tools the agentfile names (`mcp://server/tool`, `allow:`) that the server does not offer.
+    #[serde(default)]
+    pub missing: Vec<String>,
+}
+
+/// One MCP tool in `mcp_tools`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolClass {
+    /// The name the model sees (`server__tool`).
+    pub name: String,
+    /// Its effect class.
+    pub effect: Effect,
+    /// Where the class came from.
+    pub source: EffectSource,
+}
+
+/// `mcp_server_down`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerDown {
+    /// The server.
+    pub server: String,
+    /// Why, without secrets (e.g. `connection refused at http://…/mcp`).
+    pub reason: String,
 }
 
 /// `unknown_tool`.
@@ -388,6 +433,8 @@ impl TraceEvent {
             TraceEvent::ToolCall(_) => "tool_call",
             TraceEvent::ToolReplayed(_) => "tool_replayed",
             TraceEvent::UnknownTool(_) => "unknown_tool",
+            TraceEvent::McpTools(_) => "mcp_tools",
+            TraceEvent::McpServerDown(_) => "mcp_server_down",
             TraceEvent::Checkpoint(_) => "checkpoint",
             TraceEvent::TurnCompleted(_) => "turn_completed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",

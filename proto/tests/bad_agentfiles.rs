@@ -211,11 +211,55 @@ fn cases() -> Vec<Case> {
             "unknown tool `file_wirte`",
         ),
         case(
-            "unsupported MCP tool",
+            "MCP tool of an undeclared server",
             &agent("    tools: [\"mcp://github\"]\n"),
-            "unsupported_tool",
+            "unknown_mcp_server",
             (6, 13),
-            "tool `mcp://github` is not supported yet",
+            "unknown MCP server `github`",
+        ),
+        case(
+            "MCP header holding a credential",
+            &format!(
+                "mcp_servers:\n  gh:\n    url: https://mcp.example.com/mcp\n    headers:\n      Authorization: \"Bearer abc123\"\n{}",
+                agent("    tools: [\"mcp://gh\"]\n")
+            ),
+            "secret_value",
+            (5, 22),
+            "header `Authorization` must name a secret, not hold a value",
+        ),
+        case(
+            "stdio MCP server in an agent without an image",
+            &format!(
+                "mcp_servers:\n  t:\n    command: [mcp-server-time]\n{}",
+                agent("    tools: [\"mcp://t\"]\n")
+            ),
+            "mcp_needs_image",
+            (9, 13),
+            "MCP server `t` runs inside the agent's container, which has no runtime for it (no `runtime.image`)",
+        ),
+        case(
+            "MCP server that is neither remote nor a command",
+            &format!("mcp_servers:\n  t:\n    trusted: true\n{}", agent("")),
+            "invalid_mcp_server",
+            (2, 3),
+            "MCP server `t` says neither where it is nor how to start it",
+        ),
+        case(
+            "MCP command that needs a shell",
+            &format!(
+                "mcp_servers:\n  t:\n    command: \"sh -c 'x'\"\n{}",
+                agent("")
+            ),
+            "invalid_mcp_server",
+            (3, 14),
+            "command \"sh -c 'x'\" needs quoting or a shell to split",
+        ),
+        case(
+            "verifier the agent does not have",
+            &agent("    tools:\n      - name: file_write\n        verify: { tool: file_read }\n"),
+            "undeclared_tool",
+            (8, 25),
+            "verifier `file_read` is not one of the agent's tools",
         ),
         case(
             "script calls an undeclared tool",

@@ -17,7 +17,10 @@ use crate::health::{Activity, Health};
 use crate::history;
 use crate::ledger::Decision;
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
-use crate::tools::{self, ToolContext};
+use crate::mcp::McpServers;
+use crate::tools::{self, ToolContext, ToolOutput};
+use ninetrix_mcp::client::CallError;
+use ninetrix_proto::agentfile::Effect as EffectClass;
 
 /// How the runner ended, as an exit code (DESIGN §6.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,8 +75,11 @@ struct Runner<C: Checkpoints> {
     store: C,
     engine: Engine,
     llm: Llm,
+    /// What the model is told it may call: the builtins, then the MCP tools offered now.
     tool_defs: Vec<ToolDef>,
     tool_ctx: ToolContext,
+    /// The agent's MCP servers.
+    mcp: McpServers,
     events: Events,
     health: Health,
     system: Option<String>,
@@ -137,6 +143,10 @@ async fn run_with<C: Checkpoints>(
     let events = Events::start(store.clone(), epoch);
     health.attach(events.clone());
     let spec = &config.spec;
+    let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace) {
+        Ok(mcp) => mcp,
+        Err(e) => return Exit::Failure(e.to_string()),
+    };
     let engine = Engine::new(EngineConfig {
         thread: config.thread_id,
         epoch,
@@ -150,6 +160,7 @@ async fn run_with<C: Checkpoints>(
         llm: Llm::new(&config, http.clone(), health.clone()),
         health,
         tool_defs: tools::definitions(&spec.tools),
+        mcp,
         tool_ctx: ToolContext {
             workspace: config.workspace.clone(),
             timeout: Duration::from_secs(u64::from(spec.runtime.tool_timeout_secs)),
@@ -167,12 +178,15 @@ async fn run_with<C: Checkpoints>(
         config,
     };
     let exit = runner.main(boot_count).await;
+    runner.mcp.close().await;
     runner.events.flush(Duration::from_secs(2)).await;
     exit
 }
 
 impl<C: Checkpoints> Runner<C> {
     async fn main(&mut self, boot_count: u64) -> Exit {
+        // The MCP servers' tools decide the effect classes an interrupted turn resumes with.
+        self.refresh_tools().await;
         // Fetch and restore (repair, resume).
         let restored = match self.store.latest().await {
             Ok(state) => state,
@@ -271,6 +285,7 @@ impl<C: Checkpoints> Runner<C> {
             }
             self.turn_started = Instant::now();
             self.health.set(Activity::Working { seq: message.seq });
+            self.refresh_tools().await;
             let effects = self.engine.apply(Input::Message {
                 seq: message.seq,
                 content: message.content,
@@ -296,6 +311,7 @@ impl<C: Checkpoints> Runner<C> {
                 };
                 self.turn_started = Instant::now();
                 self.health.set(Activity::Batch);
+                self.refresh_tools().await;
                 let effects = self.engine.apply(Input::Message {
                     seq: 0,
                     content: task,
@@ -472,24 +488,63 @@ impl<C: Checkpoints> Runner<C> {
         e
     }
 
+    /// Reads the MCP servers' tools (connecting to those that are down and due, re-listing those
+    /// that changed), and hands the result to the model's tool list and the engine. A turn
+    /// boundary; a no-op for an agent without MCP servers.
+    async fn refresh_tools(&mut self) {
+        if self.mcp.is_empty() {
+            return;
+        }
+        let (events, down) = self.mcp.refresh().await;
+        for e in events {
+            self.events.emit(e);
+        }
+        self.health.set_mcp(down);
+        let offered = self.mcp.offered();
+        let spec = &self.config.spec;
+        self.tool_defs = tools::definitions(&spec.tools);
+        self.tool_defs.extend(offered.iter().map(|o| o.def.clone()));
+        // Offered MCP tools first (final classes), then the agentfile's entries: a tool of a
+        // server that is down still resolves, to its entry's class (`write` unless pinned).
+        let mut specs: Vec<_> = offered.into_iter().map(|o| o.spec).collect();
+        specs.extend(spec.tools.iter().cloned());
+        self.engine.set_tools(specs);
+    }
+
     /// Performs one tool call as the engine decided it through the ledger — replay a recorded
-    /// outcome, answer a `write` whose outcome is unknown with an error, or execute (a `write`'s
-    /// intent is already stored) — and traces it. The outcome is recorded by a later commit.
+    /// outcome, answer a `write` whose outcome is unknown (with its verifier's answer, if it has
+    /// one), or execute (a `write`'s intent is already stored) — and traces it. The outcome is
+    /// recorded by a later commit.
     async fn run_tool(&mut self, call: PlannedCall) -> Result<Input, Stop> {
         let started = Instant::now();
         let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
         let preview = tools::preview_args(&call.args, &secrets);
-        let mode = call.decision.mode();
+        let mut mode = call.decision.mode();
         let output = match &call.decision {
-            Decision::Replay { content, is_error } => tools::ToolOutput {
+            Decision::Replay { content, is_error } => ToolOutput {
                 content: content.clone(),
                 is_error: *is_error,
             },
             Decision::OutcomeUnknown => {
-                tools::ToolOutput::error(history::outcome_unknown_text(&call.name))
+                let text = history::outcome_unknown_text(&call.name);
+                self.verified(&call, text).await
             }
-            Decision::Execute { .. } => self.execute_tool(&call).await?,
+            Decision::Execute { .. } => match self.execute_tool(&call).await? {
+                Executed::Answered(out) => out,
+                Executed::Lost(why) if call.effect == EffectClass::Write => {
+                    mode = ev::ToolMode::OutcomeUnknown;
+                    let text = history::outcome_lost_text(&call.name, &why);
+                    self.verified(&call, text).await
+                }
+                Executed::Lost(why) => ToolOutput::error(format!(
+                    "{why}. No answer came, so it may or may not have run; this tool is safe to \
+                     call again."
+                )),
+            },
         };
+        let result = self
+            .mcp
+            .scrub(&crate::engine::preview(&output.content, 200));
         let event = ev::ToolCall {
             name: call.name,
             args: preview,
@@ -498,7 +553,7 @@ impl<C: Checkpoints> Runner<C> {
             duration_ms: started.elapsed().as_millis() as u64,
             ok: !output.is_error,
             key: call.key,
-            result: crate::engine::preview(&output.content, 200),
+            result,
         };
         self.events.emit(if mode == ev::ToolMode::Replayed {
             TraceEvent::ToolReplayed(event)
@@ -512,10 +567,49 @@ impl<C: Checkpoints> Runner<C> {
         })
     }
 
+    /// The answer to a `write` whose outcome is unknown: `notice`, and — when the agentfile
+    /// names a verifier — what the verifier (a read, run now) says about the write's effect, so
+    /// the model decides on evidence. The whole answer becomes the call's recorded outcome, so a
+    /// later boot replays it rather than verifying again.
+    async fn verified(&self, call: &PlannedCall, notice: String) -> ToolOutput {
+        let Some((tool, args)) = &call.verify else {
+            return ToolOutput::error(notice);
+        };
+        let started = Instant::now();
+        let key = format!("{}:verify", call.key);
+        let answer = match self.call_tool(tool, args, &key).await {
+            Executed::Answered(out) => out,
+            Executed::Lost(why) => ToolOutput::error(why),
+        };
+        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
+        self.events.emit(TraceEvent::ToolCall(ev::ToolCall {
+            name: tool.clone(),
+            args: tools::preview_args(args, &secrets),
+            effect: EffectClass::Read,
+            mode: ev::ToolMode::Verification,
+            duration_ms: started.elapsed().as_millis() as u64,
+            ok: !answer.is_error,
+            key,
+            result: self
+                .mcp
+                .scrub(&crate::engine::preview(&answer.content, 200)),
+        }));
+        let status = if answer.is_error {
+            "failed"
+        } else {
+            "answered"
+        };
+        ToolOutput::error(format!(
+            "{notice}\n\nTo check, ninetrix called `{tool}` with {}; it {status}:\n{}",
+            serde_json::to_string(args).unwrap_or_default(),
+            answer.content
+        ))
+    }
+
     /// Runs the tool; on SIGTERM it may finish within a grace period, else the runner stops
     /// (the intent stays without an outcome; the next boot applies the ambiguity rule).
-    async fn execute_tool(&self, call: &PlannedCall) -> Result<tools::ToolOutput, Stop> {
-        let work = tools::run(&call.name, &call.args, &self.tool_ctx);
+    async fn execute_tool(&self, call: &PlannedCall) -> Result<Executed, Stop> {
+        let work = self.call_tool(&call.name, &call.args, &call.key);
         tokio::pin!(work);
         tokio::select! {
             out = &mut work => Ok(out),
@@ -527,6 +621,44 @@ impl<C: Checkpoints> Runner<C> {
             }
         }
     }
+
+    /// Calls a tool by the model's name: an MCP tool on its server (with its ledger key), else a
+    /// builtin.
+    async fn call_tool(&self, name: &str, args: &serde_json::Value, key: &str) -> Executed {
+        let Some((server, tool)) = self.mcp.routes(name) else {
+            return Executed::Answered(tools::run(name, args, &self.tool_ctx).await);
+        };
+        if args.get("_raw").is_some() {
+            return Executed::Answered(ToolOutput::error(
+                "the arguments were not valid JSON; call the tool again with a JSON object",
+            ));
+        }
+        let (result, events) = self
+            .mcp
+            .call(&server, &tool, args, key, self.tool_ctx.timeout)
+            .await;
+        for e in events {
+            self.events.emit(e);
+        }
+        match result {
+            Ok(out) => Executed::Answered(ToolOutput {
+                content: tools::cap(out.text, tools::MAX_RESULT),
+                is_error: out.is_error,
+            }),
+            Err(CallError::NotSent(why)) | Err(CallError::Refused(why)) => {
+                Executed::Answered(ToolOutput::error(why))
+            }
+            Err(CallError::Lost(why)) => Executed::Lost(why),
+        }
+    }
+}
+
+/// What became of a tool call this runner made.
+enum Executed {
+    /// The tool answered (or certainly did not run, and the answer says why).
+    Answered(ToolOutput),
+    /// No answer came after the request may have reached the tool: why.
+    Lost(String),
 }
 
 /// Splits a restore's effects where an interrupted turn resumes (its `turn_resumed` event):

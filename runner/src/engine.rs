@@ -139,6 +139,9 @@ pub struct PlannedCall {
     pub turn_seq: u64,
     /// What to do: execute it, replay its recorded outcome, or report its outcome unknown.
     pub decision: Decision,
+    /// The read tool (by the model's name) and arguments that check this write's effect when
+    /// its outcome is unknown (`verify:` in the agentfile).
+    pub verify: Option<(String, serde_json::Value)>,
 }
 
 /// One durable step to commit: cut to `truncate_to`, append, set the state, record the ledger
@@ -498,7 +501,14 @@ impl Engine {
     }
 
     fn spec_of(&self, name: &str) -> Option<&ToolSpec> {
-        self.cfg.tools.iter().find(|t| t.name == name)
+        self.cfg.tools.iter().find(|t| t.offers(name))
+    }
+
+    /// Replaces the agent's tools (the driver's list after reading its MCP servers' tools: each
+    /// MCP tool by the name the model sees, with its final effect class, before the agentfile's
+    /// entries). Takes effect for calls planned from now on.
+    pub fn set_tools(&mut self, tools: Vec<ToolSpec>) {
+        self.cfg.tools = tools;
     }
 
     /// The current turn's anchor, its last assistant message, and how many model rounds it has.
@@ -551,6 +561,10 @@ impl Engine {
         );
         let effect = tools::call_effect(&name, spec.effect, spec.effect_pinned, &args);
         let decision = ledger::decide(self.ledger.get(&key), self.cfg.epoch, effect);
+        let verify = spec
+            .verify
+            .as_ref()
+            .map(|v| (v.tool.clone(), v.args.apply(&args)));
         NextCall::Known(PlannedCall {
             call_id,
             name,
@@ -559,6 +573,7 @@ impl Engine {
             effect,
             turn_seq: self.state.turn_seq,
             decision,
+            verify,
         })
     }
 
@@ -722,16 +737,8 @@ mod tests {
             budget: Some(0.10),
             resume: ResumeMode::Truncate,
             tools: vec![
-                ToolSpec {
-                    name: "file_write".into(),
-                    effect: Class::Idempotent,
-                    effect_pinned: false,
-                },
-                ToolSpec {
-                    name: "file_read".into(),
-                    effect: Class::Read,
-                    effect_pinned: false,
-                },
+                ToolSpec::builtin(tools::builtin("file_write").unwrap()),
+                ToolSpec::builtin(tools::builtin("file_read").unwrap()),
             ],
             batch: false,
         }

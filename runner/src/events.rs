@@ -273,6 +273,26 @@ fn log(event: &TraceEvent) {
             u.name,
             u.available.join(", ")
         ),
+        TraceEvent::McpTools(m) => {
+            let tools: Vec<String> = m
+                .tools
+                .iter()
+                .map(|t| format!("{} ({}, {})", t.name, t.effect.as_str(), t.source.as_str()))
+                .collect();
+            tracing::info!("MCP server `{}` offers: {}", m.server, tools.join(", "));
+            if !m.missing.is_empty() {
+                tracing::warn!(
+                    "MCP server `{}` does not offer {} (named in the agentfile)",
+                    m.server,
+                    m.missing.join(", ")
+                );
+            }
+        }
+        TraceEvent::McpServerDown(d) => tracing::warn!(
+            "MCP server `{}` is down: {}; its tools answer with an error until it is back",
+            d.server,
+            d.reason
+        ),
         TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
         TraceEvent::TurnCompleted(t) if t.ok => {
             tracing::info!("turn {} completed", t.turn_seq)

@@ -8,6 +8,7 @@
 //! It also tracks outages: a dependency that failed at least once and then answers yields one
 //! `outage` trace event, emitted through the runner's event sink.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,6 +62,10 @@ pub struct HealthReport {
     /// Set while the model is failing: the line to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// MCP servers that are down: server → the line to show. The agent still serves (their
+    /// tools answer with an error naming the server), so this is said, not judged unhealthy.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp: BTreeMap<String, String>,
     /// When this report was written, Unix milliseconds.
     pub written_ms: i64,
 }
@@ -82,13 +87,17 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
     if let Some(model) = &report.model {
         return (false, model.clone());
     }
-    let line = match report.activity {
+    let mut line = match report.activity {
         Activity::Starting => "starting: claiming the thread".to_string(),
         Activity::Serving => "serving".to_string(),
         Activity::Working { seq } => format!("working on message {seq}"),
         Activity::Resuming { turn } => format!("resuming turn {turn}"),
         Activity::Batch => "running its task".to_string(),
     };
+    for down in report.mcp.values() {
+        line.push_str("; ");
+        line.push_str(down);
+    }
     (true, line)
 }
 
@@ -153,6 +162,8 @@ struct Trouble {
 
 struct State {
     activity: Activity,
+    /// MCP servers that are down (server → line).
+    mcp: BTreeMap<String, String>,
     api: Option<Trouble>,
     model: Option<Trouble>,
     /// Where the runner's events go, once the thread is claimed.
@@ -185,6 +196,7 @@ impl Health {
         let health = Health {
             inner: Arc::new(Mutex::new(State {
                 activity: Activity::Starting,
+                mcp: BTreeMap::new(),
                 api: None,
                 model: None,
                 events: None,
@@ -240,6 +252,19 @@ impl Health {
         }
     }
 
+    /// Sets the MCP servers that are down (server → line); rewrites the report on a change.
+    pub fn set_mcp(&self, down: BTreeMap<String, String>) {
+        let changed = {
+            let mut s = self.lock();
+            let changed = s.mcp != down;
+            s.mcp = down;
+            changed
+        };
+        if changed {
+            self.write();
+        }
+    }
+
     /// The current report (written at `now`).
     pub fn report(&self) -> HealthReport {
         let s = self.lock();
@@ -252,6 +277,7 @@ impl Health {
             activity: s.activity.clone(),
             api: shown(&s.api),
             model: shown(&s.model),
+            mcp: s.mcp.clone(),
             written_ms: chrono::Utc::now().timestamp_millis(),
         }
     }
@@ -360,6 +386,7 @@ mod tests {
             activity,
             api: None,
             model: None,
+            mcp: BTreeMap::new(),
             written_ms: 1_000_000,
         }
     }

@@ -244,6 +244,15 @@ pub fn outcome_unknown_text(tool: &str) -> String {
     )
 }
 
+/// What the model is told about a `write` call whose answer was lost while this runner waited
+/// for it (`why`: the server broke, the stream was cut, the time ran out).
+pub fn outcome_lost_text(tool: &str, why: &str) -> String {
+    format!(
+        "The outcome of this `{tool}` call is unknown: {why}. It may or may not have taken \
+         effect. Verify the current state before retrying it."
+    )
+}
+
 /// A tool-result message.
 pub fn tool_result(call_id: &str, content: String, is_error: bool) -> Message {
     Message::new(

@@ -2,7 +2,8 @@
 //!
 //! Configured only by the environment (`config`), it claims its thread, restores and repairs the
 //! history, resumes an interrupted turn, then serves its inbox: each message is one turn of model
-//! calls (`llm`) and tool calls (`tools`) recorded in the ledger, checkpointed after every step.
+//! calls (`llm`) and tool calls (builtin `tools`, and the agent's `mcp` servers) recorded in the
+//! ledger, checkpointed after every step.
 //! The decisions live in the pure `engine`, `history` and `ledger` modules; `driver` does the I/O
 //! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one).
 
@@ -16,6 +17,7 @@ pub mod health;
 pub mod history;
 pub mod ledger;
 pub mod llm;
+pub mod mcp;
 pub mod tools;
 
 pub use config::{Config, ConfigError};

@@ -318,6 +318,8 @@ impl Reply<'_> {
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)
             | TraceEvent::UnknownTool(_)
+            | TraceEvent::McpTools(_)
+            | TraceEvent::McpServerDown(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::Boot(_)
             | TraceEvent::Ready(_)

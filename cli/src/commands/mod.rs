@@ -9,6 +9,7 @@ pub mod health;
 pub mod init;
 pub mod invoke;
 pub mod logs;
+pub mod mcp_bridge;
 pub mod ps;
 pub mod run;
 pub mod runner;
@@ -46,6 +47,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Api(args) => api::run(&args),
         Command::Runner => runner::run(),
         Command::Health(args) => health::run(&args),
+        Command::McpBridge(args) => mcp_bridge::run(&args),
         Command::Build(args) => block_on(build::run(&args)),
         Command::Up(args) => block_on(up::run(&args)),
         Command::Down(args) => block_on(down::run(&args)),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 /// Short lines for container logs: Docker adds the time; the level and the message suffice.
-fn init_runner_logging() {
+pub(crate) fn init_runner_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

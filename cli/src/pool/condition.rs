@@ -527,6 +527,7 @@ mod tests {
                 "checkpoint API unreachable: connection refused (http://ninetrix-api:8080)".into(),
             ),
             model: None,
+            mcp: Default::default(),
             written_ms: now - 1_000,
         });
         let mut f = running(None, None);
@@ -554,6 +555,7 @@ mod tests {
             activity: Activity::Serving,
             api: Some("checkpoint API unreachable".into()),
             model: Some("model unreachable".into()),
+            mcp: Default::default(),
             written_ms: now - 1_000,
         });
         both.health = None;
@@ -564,6 +566,7 @@ mod tests {
             activity: Activity::Serving,
             api: Some("checkpoint API unreachable".into()),
             model: None,
+            mcp: Default::default(),
             written_ms: now - 61_000,
         });
         stale.started_ms = Some(now - 300_000);

@@ -216,6 +216,7 @@ mod tests {
             activity: Activity::Working { seq: 4 },
             api: None,
             model: model.map(str::to_string),
+            mcp: Default::default(),
             written_ms,
         })
     }
@@ -285,6 +286,7 @@ mod tests {
                 activity: Activity::Serving,
                 api: None,
                 model: None,
+                mcp: Default::default(),
                 written_ms: 7,
             })
         );

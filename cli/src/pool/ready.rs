@@ -108,6 +108,8 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)
             | TraceEvent::UnknownTool(_)
+            | TraceEvent::McpTools(_)
+            | TraceEvent::McpServerDown(_)
             | TraceEvent::Checkpoint(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::BudgetExceeded(_)

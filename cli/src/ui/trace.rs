@@ -51,6 +51,7 @@ impl Renderer {
         let mode = match t.mode {
             ToolMode::Replayed => s.bold("replayed"),
             ToolMode::OutcomeUnknown => s.error("outcome unknown"),
+            ToolMode::Verification => s.bold("verification"),
             ToolMode::Executed | ToolMode::ReExecuted => t.mode.as_str().to_string(),
         };
         format!(
@@ -162,6 +163,31 @@ impl Renderer {
                 u.name,
                 s.error("no such tool"),
                 one_line(&u.available.join(", "), w)
+            ),
+            TraceEvent::McpTools(m) => {
+                let tools: Vec<String> = m
+                    .tools
+                    .iter()
+                    .map(|t| format!("{} ({}, {})", t.name, t.effect.as_str(), t.source.as_str()))
+                    .collect();
+                let missing = if m.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · {} {}", s.error("not offered:"), m.missing.join(", "))
+                };
+                format!(
+                    "  mcp server {} · {}{}",
+                    m.server,
+                    one_line(&tools.join(", "), w),
+                    missing
+                )
+            }
+            TraceEvent::McpServerDown(d) => format!(
+                "  {} {} mcp server {} · {}",
+                s.bold("⚡"),
+                self.rel(at),
+                d.server,
+                s.error(&one_line(&d.reason, w))
             ),
             TraceEvent::Outage(o) => format!(
                 "  {} {} · {}",

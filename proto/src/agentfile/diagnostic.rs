@@ -104,6 +104,12 @@ diagnostic_kinds! {
     UnknownTool = "unknown_tool",
     /// A tool source ninetrix does not implement yet.
     UnsupportedTool = "unsupported_tool",
+    /// An `mcp://` tool naming a server `mcp_servers` does not declare.
+    UnknownMcpServer = "unknown_mcp_server",
+    /// An `mcp_servers` entry that is not one kind of server (or an invalid command or `allow`).
+    InvalidMcpServer = "invalid_mcp_server",
+    /// A stdio MCP server in an agent's container that has no image to run it.
+    McpNeedsImage = "mcp_needs_image",
     /// The file cannot be read (no location).
     Io = "io",
     /// The file is larger than any agentfile should be (no location).

@@ -8,6 +8,7 @@
 
 mod decode;
 mod diagnostic;
+pub mod mcp;
 pub mod names;
 pub mod providers;
 mod schema;

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::mcp::{McpServer, McpSource, Verify};
 use super::names;
 pub use super::providers::Provider;
 pub use super::tools::Effect;
@@ -22,6 +23,9 @@ pub struct Agentfile {
     pub name: Option<String>,
     /// The agents, in the order the file declares them.
     pub agents: Vec<AgentSpec>,
+    /// The MCP servers the agents may use (`mcp_servers:`), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServer>,
 }
 
 impl Agentfile {
@@ -65,8 +69,20 @@ pub struct AgentSpec {
     /// Plain settings for its container.
     pub env: BTreeMap<String, String>,
     /// Names of the secrets it needs, mounted at `/run/secrets/<NAME>`; includes the provider's
-    /// API key secret.
+    /// API key secret and those its MCP servers' headers and local commands use.
     pub secrets: Vec<String>,
+    /// The MCP servers its tools come from (a subset of the pool's `mcp_servers`), so the
+    /// runner knows how to reach them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+impl AgentSpec {
+    /// Whether the agent may call the tool the model knows as `name`: a builtin it lists, or an
+    /// MCP tool one of its `mcp://` entries covers.
+    pub fn offers(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t.offers(name))
+    }
 }
 
 /// Who an agent is.
@@ -178,9 +194,50 @@ pub struct ToolSpec {
     /// Its effect class (the builtin's default unless the agentfile overrides it).
     pub effect: Effect,
     /// The agentfile set `effect` itself: it applies to every call. Otherwise the builtin's
-    /// per-call rule applies (see [`super::tools::call_effect`]).
+    /// per-call rule applies (see [`super::tools::call_effect`]); for an MCP tool, its trusted
+    /// server's annotations or `write` (see [`super::mcp::mcp_effect`]).
     #[serde(default)]
     pub effect_pinned: bool,
+    /// For an `mcp://` entry: the server and which of its tools. `name` is then the name the
+    /// model sees (`server__tool`), or `server__*` for all (or the allowed) tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpSource>,
+    /// The read tool that checks this write's effect when its outcome is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Verify>,
+}
+
+impl ToolSpec {
+    /// A builtin with its default effect class.
+    pub fn builtin(b: &super::tools::Builtin) -> Self {
+        Self {
+            name: b.name.to_string(),
+            effect: b.effect,
+            effect_pinned: false,
+            mcp: None,
+            verify: None,
+        }
+    }
+
+    /// Whether this entry gives the tool the model knows as `name`.
+    pub fn offers(&self, name: &str) -> bool {
+        use super::mcp::{NAME_SEPARATOR, model_name};
+        match &self.mcp {
+            Some(source) if source.tool.is_none() => {
+                if source.allow.is_empty() {
+                    name.strip_prefix(source.server.as_str())
+                        .and_then(|rest| rest.strip_prefix(NAME_SEPARATOR))
+                        .is_some_and(|tool| !tool.is_empty())
+                } else {
+                    source
+                        .allow
+                        .iter()
+                        .any(|tool| model_name(&source.server, tool) == name)
+                }
+            }
+            _ => self.name == name,
+        }
+    }
 }
 
 /// How an agent runs.
@@ -253,6 +310,7 @@ mod tests {
         let af = Agentfile {
             name: None,
             agents: vec![],
+            mcp_servers: BTreeMap::new(),
         };
         let path = Path::new("/srv/My Agents/agentfile.yaml");
         assert_eq!(af.pool_name(None, path).as_deref(), Some("my-agents"));
@@ -261,6 +319,7 @@ mod tests {
         let named = Agentfile {
             name: Some("research".into()),
             agents: vec![],
+            mcp_servers: BTreeMap::new(),
         };
         assert_eq!(named.pool_name(None, path).as_deref(), Some("research"));
     }

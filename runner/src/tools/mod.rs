@@ -50,9 +50,31 @@ pub struct ToolContext {
     pub http: reqwest::Client,
 }
 
-/// The definitions offered to the model for the agent's tools.
+/// Most bytes of a tool result the model sees from an MCP server (as `http_request`'s body).
+pub const MAX_RESULT: usize = 256 * 1024;
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying where it was cut.
+pub fn cap(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push_str(&format!("\n[result cut at {max} bytes]"));
+    text
+}
+
+/// The definitions offered to the model for the agent's builtin tools (MCP tools are added by
+/// the driver once their servers list them).
 pub fn definitions(tools: &[ToolSpec]) -> Vec<ToolDef> {
-    tools.iter().filter_map(|t| definition(&t.name)).collect()
+    tools
+        .iter()
+        .filter(|t| t.mcp.is_none())
+        .filter_map(|t| definition(&t.name))
+        .collect()
 }
 
 fn definition(name: &str) -> Option<ToolDef> {
@@ -190,6 +212,13 @@ mod tests {
             "{p}"
         );
         assert!(p.chars().count() <= 201, "{p}");
+    }
+
+    #[test]
+    fn results_are_capped_at_a_character_boundary() {
+        assert_eq!(cap("short".into(), 10), "short");
+        let capped = cap("é".repeat(10), 5);
+        assert_eq!(capped, "éé\n[result cut at 5 bytes]");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use super::runtime::RuntimeIn;
 use super::*;
+use crate::agentfile::mcp::McpTransport;
 
 impl Cx {
     pub(super) fn agentfile(&mut self, root: &Node) -> Option<Agentfile> {
@@ -43,7 +44,11 @@ impl Cx {
                 agents.push(agent);
             }
         }
-        Some(Agentfile { name, agents })
+        Some(Agentfile {
+            name,
+            agents,
+            mcp_servers: self.mcp.clone(),
+        })
     }
 
     pub(super) fn empty_agents(&mut self, loc: Loc) {
@@ -129,6 +134,31 @@ impl Cx {
         {
             secret_names.push(key_secret.clone());
         }
+        let tools = tools?;
+        let mut mcp_servers = BTreeMap::new();
+        for (i, tool) in tools.iter().enumerate() {
+            let Some(source) = &tool.mcp else { continue };
+            let Some(server) = self.mcp.get(&source.server).cloned() else {
+                continue;
+            };
+            if matches!(server.transport, McpTransport::Stdio { .. })
+                && runtime.as_ref().is_some_and(|r| r.image.is_none())
+            {
+                let loc = tool_loc(node, i).unwrap_or(key.loc);
+                self.report(
+                    &format!("{path}.tools[{i}]"),
+                    loc,
+                    Problem::McpNeedsImage(&source.server),
+                );
+                ok = false;
+            }
+            for secret in server.transport.agent_secrets() {
+                if !secret_names.contains(&secret) {
+                    secret_names.push(secret);
+                }
+            }
+            mcp_servers.insert(source.server.clone(), server);
+        }
         if !ok {
             return None;
         }
@@ -136,11 +166,12 @@ impl Cx {
             name: key.name.clone(),
             metadata: metadata?,
             runtime: runtime?,
-            tools: tools?,
+            tools,
             execution: execution?,
             governance: governance?,
             env: env?,
             secrets: secret_names,
+            mcp_servers,
         })
     }
 
@@ -148,6 +179,18 @@ impl Cx {
         let mut m = Metadata::default();
         self.dispatch(node, path, &METADATA, &mut m)?.then_some(m)
     }
+}
+
+/// Where an agent's `tools[i]` entry is.
+fn tool_loc(agent: &Node, i: usize) -> Option<Loc> {
+    let Kind::Map(entries) = &agent.kind else {
+        return None;
+    };
+    let (_, tools) = entries.iter().find(|(k, _)| k.name == "tools")?;
+    let Kind::Seq(items) = &tools.kind else {
+        return None;
+    };
+    items.get(i).map(|n| n.loc)
 }
 
 /// The top level as written: the pool name, the settings shared by every agent, and `agents:`.
@@ -176,6 +219,7 @@ pub(super) const TOP: Section<TopIn> = Section {
             top.agents = Some((f.key.loc, f.value.clone()));
             Some(())
         }),
+        ("mcp_servers", |cx, _, f| cx.mcp_servers(f.value, &f.path)),
         ("schema_version", |cx, _, f| {
             cx.schema_version(f.value, &f.path);
             Some(())

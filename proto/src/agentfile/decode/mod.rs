@@ -5,15 +5,17 @@
 //! provider resolution. It never stops at the first error: each section is checked on its own,
 //! and a broken value only drops the checks that depend on it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 mod agent;
+mod mcp;
 mod problem;
 mod runtime;
 mod settings;
 mod tool_list;
 
 use super::diagnostic::{Diagnostic, DiagnosticKind, Severity};
+use super::mcp::McpServer;
 use super::names;
 use super::providers::{self, Provider, Resolution};
 use super::schema::{
@@ -121,6 +123,8 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &settings::EXECUTION,
     &settings::GOVERNANCE,
     &tool_list::TOOL,
+    &mcp::MCP_SERVER,
+    &mcp::VERIFY,
 ];
 
 /// Where keys that are misplaced usually belong.
@@ -179,6 +183,10 @@ struct ExecutionIn {
 #[derive(Default)]
 struct Cx {
     diags: Vec<Diagnostic>,
+    /// The valid `mcp_servers` entries (decoded before the agents that use them).
+    mcp: BTreeMap<String, McpServer>,
+    /// `mcp_servers` entries with errors: tools using them are not reported a second time.
+    mcp_invalid: BTreeSet<String>,
 }
 
 impl Cx {
@@ -456,6 +464,14 @@ mod tests {
                 "agents:\n  a:\n    tools:\n      - KEY: VALUE\n",
                 "agents.a.tools[0]",
             ),
+            "an MCP server" => (
+                "mcp_servers:\n  s:\n    KEY: VALUE\nagents:\n  a: {}\n",
+                "mcp_servers.s",
+            ),
+            "a verifier" => (
+                "agents:\n  a:\n    tools:\n      - name: file_write\n        verify:\n          KEY: VALUE\n",
+                "agents.a.tools[0].verify",
+            ),
             _ => return None,
         })
     }
@@ -513,6 +529,7 @@ mod tests {
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),
+            include_str!("mcp.rs"),
         ];
         let declared = sources
             .iter()

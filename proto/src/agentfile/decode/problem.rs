@@ -55,6 +55,21 @@ pub(super) enum ToolGap<'a> {
     NinetrixBuiltin(&'a str),
 }
 
+/// What is wrong with the shape of an `mcp_servers` entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Shape {
+    /// Neither `url`, `image` + `command`, nor `command`.
+    Nothing,
+    /// `url` together with `image` or `command`.
+    UrlAndCommand,
+    /// `image` without `command`.
+    ImageWithoutCommand,
+    /// `headers` on a stdio server.
+    HeadersWithoutUrl,
+    /// `env`/`secrets` on a remote server.
+    EnvOnUrl,
+}
+
 /// One problem found while decoding an agentfile.
 #[derive(Debug)]
 pub(super) enum Problem<'a> {
@@ -193,6 +208,35 @@ pub(super) enum Problem<'a> {
         name: &'a str,
         closest: Option<&'a str>,
     },
+    /// An `mcp_servers` entry whose keys do not make one kind of server.
+    McpShape(&'a str, Shape),
+    /// An MCP server `url` that is not http(s).
+    McpUrl(&'a str),
+    /// A header value that names no secret.
+    HeaderNotASecret(&'a str),
+    /// A command string that needs a shell to split.
+    CommandNeedsList(&'a str),
+    /// An empty command.
+    EmptyCommand,
+    /// An `mcp://` entry naming a server `mcp_servers` does not have.
+    UnknownMcpServer {
+        server: &'a str,
+        closest: Option<String>,
+        known: String,
+    },
+    /// `allow` on a one-tool entry.
+    AllowOnOneTool(&'a str),
+    /// `verify` without `tool`.
+    MissingVerifyTool,
+    /// A verifier that is not one of the agent's tools.
+    UndeclaredVerifier {
+        name: &'a str,
+        declared: Vec<&'a str>,
+    },
+    /// A verifier that is not a tool name (`mcp://server` without a tool).
+    VerifierNotATool(&'a str),
+    /// An agent using a stdio server in its own container without `runtime.image`.
+    McpNeedsImage(&'a str),
 }
 
 impl Problem<'_> {
@@ -236,7 +280,9 @@ impl Problem<'_> {
             | Problem::EmptyScriptStep
             | Problem::EmptyTask => K::EmptyValue,
             Problem::ScriptNotScripted { .. } => K::ScriptNotScripted,
-            Problem::UndeclaredTool { .. } => K::UndeclaredTool,
+            Problem::UndeclaredTool { .. } | Problem::UndeclaredVerifier { .. } => {
+                K::UndeclaredTool
+            }
             Problem::ScriptEndsWithToolCall => K::ScriptEndsWithToolCall,
             Problem::BatchReplicas(_) => K::BatchReplicas,
             Problem::ReservedEnv(_) => K::ReservedEnv,
@@ -245,7 +291,16 @@ impl Problem<'_> {
             Problem::UnknownResumeMode(_) | Problem::UnknownEffect(_) => K::InvalidValue,
             Problem::DuplicateTool(_) => K::DuplicateTool,
             Problem::UnsupportedTool { .. } => K::UnsupportedTool,
-            Problem::UnknownTool { .. } => K::UnknownTool,
+            Problem::UnknownTool { .. } | Problem::VerifierNotATool(_) => K::UnknownTool,
+            Problem::McpShape(..)
+            | Problem::CommandNeedsList(_)
+            | Problem::EmptyCommand
+            | Problem::AllowOnOneTool(_) => K::InvalidMcpServer,
+            Problem::McpUrl(_) => K::InvalidUrl,
+            Problem::HeaderNotASecret(_) => K::SecretValue,
+            Problem::UnknownMcpServer { .. } => K::UnknownMcpServer,
+            Problem::MissingVerifyTool => K::MissingKey,
+            Problem::McpNeedsImage(_) => K::McpNeedsImage,
         }
     }
 
@@ -264,6 +319,7 @@ impl Problem<'_> {
             Problem::SecretInEnv { .. }
                 | Problem::SecretValuesListed(_)
                 | Problem::SecretValueNotName
+                | Problem::HeaderNotASecret(_)
         )
     }
 
@@ -371,6 +427,48 @@ impl Problem<'_> {
             Problem::DuplicateTool(name) => format!("tool `{name}` is listed twice"),
             Problem::UnsupportedTool { name, .. } => format!("tool `{name}` is not supported yet"),
             Problem::UnknownTool { name, .. } => format!("unknown tool `{name}`"),
+            Problem::McpShape(server, shape) => match shape {
+                Shape::Nothing => {
+                    format!("MCP server `{server}` says neither where it is nor how to start it")
+                }
+                Shape::UrlAndCommand => {
+                    format!("MCP server `{server}` has both `url` and a command")
+                }
+                Shape::ImageWithoutCommand => {
+                    format!("MCP server `{server}` has `image` but no `command`")
+                }
+                Shape::HeadersWithoutUrl => {
+                    format!("MCP server `{server}` has `headers` but no `url`")
+                }
+                Shape::EnvOnUrl => {
+                    format!("MCP server `{server}` is remote (`url`) but has `env` or `secrets`")
+                }
+            },
+            Problem::McpUrl(url) => {
+                format!("an MCP server `url` must be http:// or https://, found \"{url}\"")
+            }
+            Problem::HeaderNotASecret(header) => {
+                format!("header `{header}` must name a secret, not hold a value")
+            }
+            Problem::CommandNeedsList(command) => {
+                format!("command \"{command}\" needs quoting or a shell to split")
+            }
+            Problem::EmptyCommand => "`command` is empty".into(),
+            Problem::UnknownMcpServer { server, .. } => format!("unknown MCP server `{server}`"),
+            Problem::AllowOnOneTool(name) => {
+                format!("`allow` only applies to a whole server, and `{name}` names one tool")
+            }
+            Problem::MissingVerifyTool => "`verify` needs `tool`".into(),
+            Problem::UndeclaredVerifier { name, .. } => {
+                format!("verifier `{name}` is not one of the agent's tools")
+            }
+            Problem::VerifierNotATool(name) => {
+                format!("verifier `{name}` is a server, not a tool")
+            }
+            Problem::McpNeedsImage(server) => format!(
+                "MCP server `{server}` runs inside the agent's container, which has no runtime \
+                 for it (no `runtime.image`)"
+            ),
         }
     }
 
@@ -537,6 +635,55 @@ impl Problem<'_> {
                     None => format!("the builtins are {builtins}"),
                 }
             }
+            Problem::McpShape(_, shape) => match shape {
+                Shape::ImageWithoutCommand => {
+                    "add the server's `command`, e.g. `command: [mcp-server-time]`".into()
+                }
+                Shape::HeadersWithoutUrl => "a stdio server gets its credentials from `secrets` \
+                                             (as environment variables); remove `headers`"
+                    .into(),
+                Shape::EnvOnUrl => "a remote server gets credentials from `headers` naming \
+                                    secrets; remove `env`/`secrets`"
+                    .into(),
+                _ => "give `url:` for a remote streamable-HTTP server, `image:` + `command:` for \
+                      a stdio server in a sidecar container, or `command:` alone for a stdio \
+                      server inside the agent's container"
+                    .into(),
+            },
+            Problem::McpUrl(_) => "e.g. `url: https://mcp.example.com/mcp`".into(),
+            Problem::HeaderNotASecret(header) => format!(
+                "never put credentials in the agentfile; write e.g. `{header}: \"Bearer \
+                 ${{GITHUB_TOKEN}}\"` and provide GITHUB_TOKEN on the host"
+            ),
+            Problem::CommandNeedsList(_) => {
+                "write the command as a list: `command: [uvx, mcp-server-time, \"--tz=UTC\"]`"
+                    .into()
+            }
+            Problem::EmptyCommand => "e.g. `command: [mcp-server-time]`".into(),
+            Problem::UnknownMcpServer { closest, known, .. } => match (closest, known.is_empty()) {
+                (Some(c), _) => format!("did you mean `{c}`? `mcp_servers` has: {known}"),
+                (None, true) => "declare it under the top-level `mcp_servers:`, e.g. \
+                                 `mcp_servers: { time: { image: mcp/time, command: \
+                                 [mcp-server-time] } }`"
+                    .into(),
+                (None, false) => format!("`mcp_servers` has: {known}"),
+            },
+            Problem::AllowOnOneTool(_) => {
+                "write `name: mcp://<server>` with `allow: [<tool>, …]`, or drop `allow`".into()
+            }
+            Problem::MissingVerifyTool => {
+                "e.g. `verify: { tool: mcp://tickets/get_ticket, args: same }`".into()
+            }
+            Problem::VerifierNotATool(_) => "name one tool: `mcp://<server>/<tool>`".into(),
+            Problem::UndeclaredVerifier { name, declared } => format!(
+                "add `{name}` to the agent's `tools:` (it has: {}); the runner calls the \
+                 verifier as one of the agent's tools",
+                declared.join(", ")
+            ),
+            Problem::McpNeedsImage(_) => "set `runtime.image` to an image that has the server's \
+                                          runtime (e.g. python:3.12-slim), or give the server an \
+                                          `image:` so it runs as a sidecar"
+                .into(),
             Problem::DuplicateSecret(_) | Problem::NonFiniteArgument | Problem::MissingToolName => {
                 return None;
             }

@@ -521,7 +521,7 @@ impl Cx {
         let Kind::Seq(items) = &node.kind else { return };
         for (i, (step, item)) in steps.iter().zip(items).enumerate() {
             for (j, call) in step.tool_calls.iter().enumerate() {
-                if tools.iter().any(|t| t.name == call.name) {
+                if tools.iter().any(|t| t.offers(&call.name)) {
                     continue;
                 }
                 let loc = find_call_name(item, j).unwrap_or(item.loc);

@@ -1,6 +1,7 @@
-//! `tools`: builtin names, Ninetrix aliases, effect overrides, and the tool sources that are
-//! not supported yet.
+//! `tools`: builtin names, Ninetrix aliases, `mcp://` entries, effect overrides, verifiers, and
+//! the tool sources that are not supported yet.
 
+use super::mcp::{VERIFY, VerifyIn};
 use super::*;
 
 impl Cx {
@@ -8,34 +9,27 @@ impl Cx {
         if let Kind::Str(s) = &node.kind
             && s == "all"
         {
-            return Some(
-                tools::BUILTINS
-                    .iter()
-                    .map(|b| ToolSpec {
-                        name: b.name.into(),
-                        effect: b.effect,
-                        effect_pinned: false,
-                    })
-                    .collect(),
-            );
+            return Some(tools::BUILTINS.iter().map(ToolSpec::builtin).collect());
         }
         let Kind::Seq(items) = &node.kind else {
             self.type_error(path, node, "a list of tools (or `all`)");
             return None;
         };
         let mut out: Vec<ToolSpec> = Vec::new();
+        // Verifiers are resolved once the whole list is known: (index in `out`, verify, where).
+        let mut verifiers: Vec<(usize, VerifyIn, Loc, String)> = Vec::new();
         let mut ok = true;
         for (i, item) in items.iter().enumerate() {
             let p = format!("{path}[{i}]");
-            let (name, name_loc, effect) = match &item.kind {
-                Kind::Str(s) => (s.clone(), item.loc, None),
+            let mut tool = ToolIn::default();
+            let (name, name_loc) = match &item.kind {
+                Kind::Str(s) => (s.clone(), item.loc),
                 Kind::Map(_) => {
-                    let mut tool = ToolIn::default();
                     let Some(field_ok) = self.dispatch(item, &p, &TOOL, &mut tool) else {
                         ok = false;
                         continue;
                     };
-                    let Some((name, loc)) = tool.name else {
+                    let Some((name, loc)) = tool.name.take() else {
                         if field_ok {
                             self.report(&join(&p, "name"), item.loc, Problem::MissingToolName);
                         }
@@ -46,7 +40,7 @@ impl Cx {
                         ok = false;
                         continue;
                     }
-                    (name, loc, tool.effect)
+                    (name, loc)
                 }
                 _ => {
                     self.type_error(&p, item, "a tool name or `{ name, effect }`");
@@ -54,21 +48,50 @@ impl Cx {
                     continue;
                 }
             };
-            let Some(resolved) = self.tool_names(&name, name_loc, &p) else {
-                ok = false;
-                continue;
-            };
-            for builtin in resolved {
-                if out.iter().any(|t| t.name == builtin.name) {
-                    self.report(&p, name_loc, Problem::DuplicateTool(builtin.name));
+            let specs = if name.starts_with("mcp://") {
+                let allow = std::mem::take(&mut tool.allow);
+                match self.mcp_tool(&name, name_loc, &p, tool.effect, allow) {
+                    Some(spec) => vec![spec],
+                    None => {
+                        ok = false;
+                        continue;
+                    }
+                }
+            } else {
+                if !tool.allow.is_empty() {
+                    self.report(&join(&p, "allow"), name_loc, Problem::AllowOnOneTool(&name));
                     ok = false;
                     continue;
                 }
-                out.push(ToolSpec {
-                    name: builtin.name.to_string(),
-                    effect: effect.unwrap_or(builtin.effect),
-                    effect_pinned: effect.is_some(),
-                });
+                let Some(resolved) = self.tool_names(&name, name_loc, &p) else {
+                    ok = false;
+                    continue;
+                };
+                resolved
+                    .into_iter()
+                    .map(|b| ToolSpec {
+                        effect: tool.effect.unwrap_or(b.effect),
+                        effect_pinned: tool.effect.is_some(),
+                        ..ToolSpec::builtin(b)
+                    })
+                    .collect()
+            };
+            for spec in specs {
+                if out.iter().any(|t| t.name == spec.name) {
+                    self.report(&p, name_loc, Problem::DuplicateTool(&spec.name));
+                    ok = false;
+                    continue;
+                }
+                if let Some((v, at)) = tool.verify.take() {
+                    verifiers.push((out.len(), v, at, join(&p, "verify")));
+                }
+                out.push(spec);
+            }
+        }
+        for (index, v, at, p) in verifiers {
+            match self.verify(v, &out, at, &p) {
+                Some(verify) => out[index].verify = Some(verify),
+                None => ok = false,
             }
         }
         ok.then_some(out)
@@ -90,7 +113,6 @@ impl Cx {
         }
         let gap = if let Some((scheme, _)) = name.split_once("://") {
             Some(ToolGap::Source(match scheme {
-                "mcp" => "MCP servers are",
                 "composio" => "Composio tools are",
                 "hub" => "Ninetrix Hub tools are",
                 "openapi" => "OpenAPI tools are",
@@ -120,13 +142,17 @@ impl Cx {
     }
 }
 
-/// A tool written as `{ name, effect }`.
+/// A tool written as `{ name, effect, allow, verify }`.
 #[derive(Default)]
 pub(super) struct ToolIn {
     /// The tool's name and where the name is.
     name: Option<(String, Loc)>,
-    /// The effect that overrides the builtin's.
+    /// The effect that overrides the builtin's (or the MCP server's).
     effect: Option<Effect>,
+    /// For `mcp://<server>`: only these of its tools.
+    allow: Vec<String>,
+    /// The verifier of a write, and where `verify:` is.
+    verify: Option<(VerifyIn, Loc)>,
 }
 
 pub(super) const TOOL: Section<ToolIn> = Section {
@@ -137,12 +163,20 @@ pub(super) const TOOL: Section<ToolIn> = Section {
             Some(())
         }),
         ("effect", |cx, tool, f| {
-            let text = cx.string(f.value, &f.path)?;
-            let Some(effect) = Effect::parse(&text) else {
-                cx.report(&f.path, f.value.loc, Problem::UnknownEffect(&text));
+            tool.effect = Some(cx.effect(f.value, &f.path)?);
+            Some(())
+        }),
+        ("allow", |cx, tool, f| {
+            let list = cx.string_list(f.value, &f.path)?;
+            tool.allow = list.into_iter().map(|(s, _)| s).collect();
+            Some(())
+        }),
+        ("verify", |cx, tool, f| {
+            let mut v = VerifyIn::default();
+            if !cx.dispatch(f.value, &f.path, &VERIFY, &mut v)? {
                 return None;
-            };
-            tool.effect = Some(effect);
+            }
+            tool.verify = Some((v, f.key.loc));
             Some(())
         }),
     ],

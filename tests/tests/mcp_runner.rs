@@ -1,0 +1,375 @@
+//! MCP tool calls through the ledger, with the runner as a process against a real `ninetrix
+//! api` and a real MCP server written with the official Python SDK (`mcp` 2.x, streamable HTTP;
+//! tests/fixtures/mcp_ledger_server.py), which journals every call it starts:
+//!
+//! - SIGKILL of the runner mid MCP `write` call: after the restart the call is not made again
+//!   (the server saw exactly one), its outcome is reported unknown, and the verifier's answer —
+//!   a read through the same server — reaches the model;
+//! - SIGKILL mid MCP `read` call: the read runs again (the server saw two);
+//! - the server process killed mid `write` call behind `ninetrix mcp-bridge`: the runner gets no
+//!   answer, reports the outcome unknown with the verifier's answer (after the bridge restarted
+//!   the server), and the turn completes — without a runner restart.
+//!
+//! Needs `pip install mcp==2.3.0` (CI installs it); otherwise reported skipped (see build.rs).
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ninetrix_e2e::{ApiProcess, ninetrix_bin};
+use ninetrix_proto::events::{Decoded, ToolMode, TraceEvent};
+use ninetrix_proto::{Block, Role, ThreadId};
+use serde_json::Value;
+use support::{Admin, Runner};
+
+const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/mcp_ledger_server.py");
+
+/// A free loopback port (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed and reaped on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn quiet(command: &mut std::process::Command) -> &mut std::process::Command {
+    let stderr = if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
+        std::process::Stdio::inherit()
+    } else {
+        std::process::Stdio::null()
+    };
+    command.stdout(std::process::Stdio::null()).stderr(stderr)
+}
+
+/// Waits until something accepts connections on `port`.
+fn wait_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing listens on port {port} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    api: ApiProcess,
+    admin: Admin,
+    workspace: PathBuf,
+    thread: ThreadId,
+    /// Where the MCP server works, and its journal.
+    root: PathBuf,
+    journal: PathBuf,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("api.db").display());
+    let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+    let workspace = dir.path().join("workspace");
+    let root = dir.path().join("server");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    Setup {
+        admin: Admin::new(&api.url),
+        api,
+        workspace,
+        thread: ThreadId::new_v7(),
+        journal: dir.path().join("journal"),
+        root,
+        _dir: dir,
+    }
+}
+
+impl Setup {
+    /// The ledger server over streamable HTTP on its own port.
+    fn server(&self) -> (Child, String) {
+        let port = free_port();
+        let child = quiet(std::process::Command::new("python3").args([
+            SERVER,
+            "--root",
+            &self.root.display().to_string(),
+            "--journal",
+            &self.journal.display().to_string(),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ]))
+        .spawn()
+        .expect("python3 runs the MCP test server");
+        wait_listening(port);
+        (Child(child), format!("http://127.0.0.1:{port}/mcp"))
+    }
+
+    /// The ledger server as a stdio server behind `ninetrix mcp-bridge`.
+    fn bridged_server(&self) -> (Child, String) {
+        let port = free_port();
+        let child = quiet(std::process::Command::new(ninetrix_bin()).args([
+            "mcp-bridge",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--",
+            "python3",
+            SERVER,
+            "--root",
+            &self.root.display().to_string(),
+            "--journal",
+            &self.journal.display().to_string(),
+        ]))
+        .spawn()
+        .expect("ninetrix mcp-bridge starts");
+        wait_listening(port);
+        (Child(child), format!("http://127.0.0.1:{port}/mcp"))
+    }
+
+    /// The calls the server started, as journalled: (tool, its JSON line).
+    fn journal(&self) -> Vec<(String, Value)> {
+        std::fs::read_to_string(&self.journal)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                (v["tool"].as_str().unwrap().to_string(), v)
+            })
+            .collect()
+    }
+
+    /// Waits until the server has started `n` calls of `tool`; the last one.
+    fn wait_started(&self, tool: &str, n: usize) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let calls: Vec<Value> = self
+                .journal()
+                .into_iter()
+                .filter(|(t, _)| t == tool)
+                .map(|(_, v)| v)
+                .collect();
+            if calls.len() >= n {
+                return calls[n - 1].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the MCP server did not start call {n} of `{tool}` within 30 s: {:?}",
+                self.journal()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    fn count(&self, tool: &str) -> usize {
+        self.journal().iter().filter(|(t, _)| t == tool).count()
+    }
+
+    fn file_lines(&self, name: &str) -> usize {
+        std::fs::read_to_string(self.root.join(name))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+/// An agent whose turn makes one call of `tool` (with `args`) on the MCP server at `url`, then
+/// answers "Done.". `append_line` is a write verified by `count_lines`.
+fn spec(url: &str, tool: &str, args: &str) -> Value {
+    let yaml = format!(
+        r#"
+mcp_servers:
+  notes:
+    url: {url}
+    trusted: true
+agents:
+  scribe:
+    runtime:
+      provider: scripted
+      tool_timeout: 60
+      script:
+        - tool_calls: [{{ name: {tool}, args: {args} }}]
+        - text: Done.
+    tools:
+      - name: mcp://notes/append_line
+        verify:
+          tool: mcp://notes/count_lines
+          args: {{ path: "{{{{args.path}}}}", text: "{{{{args.text}}}}" }}
+      - mcp://notes/count_lines
+"#
+    );
+    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
+        .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
+    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+}
+
+/// The result the model got for the turn's one tool call.
+async fn tool_result(s: &Setup) -> (String, bool) {
+    let latest = s.admin.latest(s.thread).await;
+    if let Err(v) = ninetrix_runner::history::validate(&latest.history) {
+        panic!("invalid transcript: {v}");
+    }
+    let results: Vec<(String, bool)> = latest
+        .history
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .flat_map(|m| &m.blocks)
+        .filter_map(|b| match b {
+            Block::ToolResult {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "one tool result: {results:?}");
+    let last = latest.history.last().unwrap();
+    assert_eq!(
+        (last.role, last.text_content().as_str()),
+        (Role::Assistant, "Done.")
+    );
+    results[0].clone()
+}
+
+/// The `tool_call` events of the thread: (tool, mode).
+async fn tool_events(s: &Setup) -> Vec<(String, ToolMode)> {
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    events
+        .iter()
+        .filter_map(|e| match e.decode() {
+            Decoded::Known(TraceEvent::ToolCall(t)) => Some((t.name, t.mode)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn kill_pid(pid: u64) {
+    let ok = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -KILL {pid}");
+}
+
+#[tokio::test]
+#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
+async fn sigkill_mid_mcp_write_reports_unknown_with_the_verifiers_answer_and_never_repeats_it() {
+    let s = setup();
+    let (_server, url) = s.server();
+    let spec = spec(
+        &url,
+        "notes__append_line",
+        r#"{ path: out.txt, text: hello, delay: 5 }"#,
+    );
+    let seq = s.admin.send(s.thread, "write it", "k0").await;
+    let mut runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    let call = s.wait_started("append_line", 1);
+    assert!(
+        call["key"].as_str().is_some_and(|k| !k.is_empty()),
+        "the ledger key reaches the server in _meta: {call}"
+    );
+    runner.kill();
+    let _restarted = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let (content, is_error) = tool_result(&s).await;
+    assert_eq!(s.count("append_line"), 1, "the write was never repeated");
+    assert!(is_error, "an unknown outcome is an error result");
+    assert!(
+        content.contains("is unknown") && content.contains("notes__count_lines"),
+        "the model is told the outcome is unknown, and what the verifier said: {content}"
+    );
+    // The verifier saw the file as it is (the server may or may not have finished the write
+    // after the runner died): its answer is the truth the model decides on.
+    let lines = s.file_lines("out.txt");
+    assert!(
+        content.contains(&format!("{lines} line(s) of out.txt equal 'hello'")),
+        "the verifier's answer ({lines} line(s)) reaches the model: {content}"
+    );
+    assert!(
+        s.count("count_lines") >= 1,
+        "the verifier ran on the server"
+    );
+    let events = tool_events(&s).await;
+    assert!(
+        events.contains(&("notes__append_line".into(), ToolMode::OutcomeUnknown))
+            && events.contains(&("notes__count_lines".into(), ToolMode::Verification)),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
+async fn sigkill_mid_mcp_read_runs_the_read_again() {
+    let s = setup();
+    let (_server, url) = s.server();
+    let spec = spec(
+        &url,
+        "notes__count_lines",
+        r#"{ path: out.txt, text: hello, delay: 5 }"#,
+    );
+    let seq = s.admin.send(s.thread, "count them", "k0").await;
+    let mut runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.wait_started("count_lines", 1);
+    runner.kill();
+    let _restarted = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let (content, is_error) = tool_result(&s).await;
+    assert!(!is_error, "{content}");
+    assert_eq!(content, "0 line(s) of out.txt equal 'hello'");
+    assert_eq!(
+        s.count("count_lines"),
+        2,
+        "a read whose runner died mid-call runs again"
+    );
+    assert_eq!(
+        tool_events(&s).await,
+        [("notes__count_lines".to_string(), ToolMode::Executed)],
+        "only the second run answered (the first runner died before tracing it)"
+    );
+}
+
+#[tokio::test]
+#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
+async fn a_bridged_server_killed_mid_write_is_an_unknown_outcome_verified_after_its_restart() {
+    let s = setup();
+    let (_bridge, url) = s.bridged_server();
+    let spec = spec(
+        &url,
+        "notes__append_line",
+        r#"{ path: out.txt, text: hello, delay: 5 }"#,
+    );
+    let seq = s.admin.send(s.thread, "write it", "k0").await;
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    let call = s.wait_started("append_line", 1);
+    // The server process (the bridge's child), not the runner.
+    kill_pid(
+        call["pid"]
+            .as_u64()
+            .expect("the journal has the server's pid"),
+    );
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let (content, is_error) = tool_result(&s).await;
+    assert!(is_error);
+    assert!(
+        content.contains("is unknown") && content.contains("0 line(s) of out.txt equal 'hello'"),
+        "the server died before writing: unknown, and the verifier (on the restarted server) \
+         says 0: {content}"
+    );
+    assert_eq!(s.count("append_line"), 1, "never repeated");
+    assert_eq!(s.file_lines("out.txt"), 0);
+    let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
+    assert_eq!(thread.boot_count, 1, "the runner itself never restarted");
+}
