@@ -106,3 +106,30 @@ fn mcp_servers_and_tools_resolve_per_agent() {
     let back: agentfile::AgentSpec = serde_json::from_str(&json).unwrap();
     assert_eq!(&back, support);
 }
+
+#[test]
+fn ninetrix_tool_entries_with_source_and_actions_mean_the_same() {
+    let text = r#"
+mcp_servers:
+  github: { url: "https://gh.example.com/mcp", headers: { Authorization: "Bearer ${GH_TOKEN}" } }
+agents:
+  a:
+    runtime: { provider: scripted, script: [{ text: hi }] }
+    tools:
+      - name: GitHub
+        source: mcp://github
+        actions: [list_issues, create_issue]
+"#;
+    let af = agentfile::parse("agentfile.yaml", text)
+        .unwrap_or_else(|r| panic!("{r:?}"))
+        .agentfile;
+    let a = af.agent("a").unwrap();
+    let source = a.tools[0].mcp.as_ref().unwrap();
+    assert_eq!(
+        (source.server.as_str(), source.tool.as_deref()),
+        ("github", None)
+    );
+    assert_eq!(source.allow, ["list_issues", "create_issue"]);
+    assert!(a.offers("github__create_issue") && !a.offers("github__delete_repo"));
+    assert_eq!(a.secrets, ["GH_TOKEN"]);
+}

@@ -139,11 +139,18 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
                 .tools
                 .iter()
                 .map(|t| {
-                    format!(
-                        "{} ({})",
-                        t.name,
-                        agentfile::tools::effect_label(&t.name, t.effect, t.effect_pinned)
-                    )
+                    let label = match t.mcp.as_ref().and_then(|m| a.mcp_servers.get(&m.server)) {
+                        Some(server) => agentfile::mcp::entry_effect_label(
+                            t.effect_pinned.then_some(t.effect),
+                            server,
+                        ),
+                        None => agentfile::tools::effect_label(&t.name, t.effect, t.effect_pinned),
+                    };
+                    let verify = t
+                        .verify
+                        .as_ref()
+                        .map_or(String::new(), |v| format!("; verified by {}", v.tool));
+                    format!("{} ({label}{verify})", t.name)
                 })
                 .collect();
             [
@@ -195,6 +202,13 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
         let _ = writeln!(out, "  {}", line(row.to_vec()));
     }
     out.push('\n');
+    if !af.mcp_servers.is_empty() {
+        let _ = writeln!(out, "MCP servers:");
+        let width = af.mcp_servers.keys().map(String::len).max().unwrap_or(0);
+        for (name, server) in &af.mcp_servers {
+            let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
+        }
+    }
     let mut needed: Vec<(String, Vec<&str>)> = Vec::new();
     for agent in &af.agents {
         for secret in &agent.secrets {
@@ -228,6 +242,7 @@ fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {
         "file": args.file.display().to_string(),
         "pool": pool(args, parsed),
         "agents": parsed.agentfile.agents,
+        "mcp_servers": parsed.agentfile.mcp_servers,
         "errors": [],
         "warnings": parsed.warnings.diagnostics,
     })

@@ -302,6 +302,33 @@ pub fn mcp_effect(
     (Effect::Write, EffectSource::Default)
 }
 
+/// How an MCP tool entry's effect class reads before the server is asked (`validate`): pinned by
+/// the entry, set by the server's `effect:`, left to a trusted server's annotations, or `write`.
+pub fn entry_effect_label(pinned: Option<Effect>, server: &McpServer) -> String {
+    match (pinned, server.effect, server.trusted) {
+        (Some(e), _, _) => format!("{}, agentfile", e.as_str()),
+        (None, Some(e), _) => format!("{}, mcp_servers", e.as_str()),
+        (None, None, true) => "annotations (trusted)".into(),
+        (None, None, false) => "write, default".into(),
+    }
+}
+
+impl McpServer {
+    /// Where the server is, for summaries: its URL, its sidecar image, or its local command.
+    pub fn describe(&self) -> String {
+        let trust = if self.trusted { ", trusted" } else { "" };
+        match &self.transport {
+            McpTransport::Http { url, .. } => format!("{url}{trust}"),
+            McpTransport::Sidecar { image, command, .. } => {
+                format!("sidecar {image}: {}{trust}", command.join(" "))
+            }
+            McpTransport::Stdio { command, .. } => {
+                format!("in the agent's container: {}{trust}", command.join(" "))
+            }
+        }
+    }
+}
+
 /// The secret names a header value template uses (`Bearer ${GITHUB_TOKEN}` → `GITHUB_TOKEN`),
 /// or the whole value when it is a bare secret name.
 pub fn template_secrets(value: &str) -> Vec<String> {

@@ -29,7 +29,9 @@ impl Cx {
                         ok = false;
                         continue;
                     };
-                    let Some((name, loc)) = tool.name.take() else {
+                    // Ninetrix's `{ name, source }`: `source` says what the tool is, `name`
+                    // only labels it.
+                    let Some((name, loc)) = tool.source.take().or(tool.name.take()) else {
                         if field_ok {
                             self.report(&join(&p, "name"), item.loc, Problem::MissingToolName);
                         }
@@ -149,7 +151,9 @@ pub(super) struct ToolIn {
     name: Option<(String, Loc)>,
     /// The effect that overrides the builtin's (or the MCP server's).
     effect: Option<Effect>,
-    /// For `mcp://<server>`: only these of its tools.
+    /// `source:` (the public Ninetrix's key for what the tool is; `name` then only labels it).
+    source: Option<(String, Loc)>,
+    /// For `mcp://<server>`: only these of its tools (`allow:`, or Ninetrix's `actions:`).
     allow: Vec<String>,
     /// The verifier of a write, and where `verify:` is.
     verify: Option<(VerifyIn, Loc)>,
@@ -171,6 +175,15 @@ pub(super) const TOOL: Section<ToolIn> = Section {
             tool.allow = list.into_iter().map(|(s, _)| s).collect();
             Some(())
         }),
+        ("source", |cx, tool, f| {
+            tool.source = Some((cx.string(f.value, &f.path)?, f.value.loc));
+            Some(())
+        }),
+        ("actions", |cx, tool, f| {
+            let list = cx.string_list(f.value, &f.path)?;
+            tool.allow = list.into_iter().map(|(s, _)| s).collect();
+            Some(())
+        }),
         ("verify", |cx, tool, f| {
             let mut v = VerifyIn::default();
             if !cx.dispatch(f.value, &f.path, &VERIFY, &mut v)? {
@@ -180,5 +193,5 @@ pub(super) const TOOL: Section<ToolIn> = Section {
             Some(())
         }),
     ],
-    unsupported: &["source", "actions", "auth", "dependencies", "base_url"],
+    unsupported: &["auth", "dependencies", "base_url"],
 };
