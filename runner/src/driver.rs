@@ -69,6 +69,8 @@ struct Finished {
 const TOOL_GRACE: Duration = Duration::from_secs(10);
 /// How long one inbox poll waits.
 const POLL: Duration = Duration::from_secs(30);
+/// How long a verifier whose server is unreachable is retried (at most the tool timeout).
+const VERIFY_PATIENCE: Duration = Duration::from_secs(30);
 
 struct Runner<C: Checkpoints> {
     config: Config,
@@ -540,6 +542,7 @@ impl<C: Checkpoints> Runner<C> {
                     "{why}. No answer came, so it may or may not have run; this tool is safe to \
                      call again."
                 )),
+                Executed::NotSent(why) => ToolOutput::error(why),
             },
         };
         let result = self
@@ -577,9 +580,23 @@ impl<C: Checkpoints> Runner<C> {
         };
         let started = Instant::now();
         let key = format!("{}:verify", call.key);
-        let answer = match self.call_tool(tool, args, &key).await {
-            Executed::Answered(out) => out,
-            Executed::Lost(why) => ToolOutput::error(why),
+        // A server that broke mid-write is often on its way back (a restarted sidecar or
+        // bridged process): a verifier that could not be sent is tried again for a while.
+        let mut wait = Duration::from_millis(500);
+        let answer = loop {
+            match self.call_tool(tool, args, &key).await {
+                Executed::Answered(out) => break out,
+                Executed::Lost(why) => break ToolOutput::error(why),
+                Executed::NotSent(why) => {
+                    if started.elapsed() + wait > self.tool_ctx.timeout.min(VERIFY_PATIENCE)
+                        || self.shutdown.is_cancelled()
+                    {
+                        break ToolOutput::error(why);
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(4));
+                }
+            }
         };
         let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
         self.events.emit(TraceEvent::ToolCall(ev::ToolCall {
@@ -645,9 +662,8 @@ impl<C: Checkpoints> Runner<C> {
                 content: tools::cap(out.text, tools::MAX_RESULT),
                 is_error: out.is_error,
             }),
-            Err(CallError::NotSent(why)) | Err(CallError::Refused(why)) => {
-                Executed::Answered(ToolOutput::error(why))
-            }
+            Err(CallError::NotSent(why)) => Executed::NotSent(why),
+            Err(CallError::Refused(why)) => Executed::Answered(ToolOutput::error(why)),
             Err(CallError::Lost(why)) => Executed::Lost(why),
         }
     }
@@ -659,6 +675,8 @@ enum Executed {
     Answered(ToolOutput),
     /// No answer came after the request may have reached the tool: why.
     Lost(String),
+    /// The request never reached the tool (its server is down): why. It did not run.
+    NotSent(String),
 }
 
 /// Splits a restore's effects where an interrupted turn resumes (its `turn_resumed` event):

@@ -245,9 +245,15 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         .map(|(i, c)| {
             let agent = label(c, spec::AGENT).unwrap_or("?").to_string();
             let replica = label(c, spec::REPLICA).unwrap_or("?").to_string();
+            // An MCP sidecar has no replica: it is `mcp:<server>`.
+            let prefix = if crate::pool::sidecar::is_sidecar(c) {
+                agent.clone()
+            } else {
+                format!("{agent}-{replica}")
+            };
             Target {
                 id: c.id.clone().unwrap_or_default(),
-                prefix: format!("{agent}-{replica}"),
+                prefix,
                 agent,
                 replica,
                 durable: label(c, spec::DURABLE) == Some("true"),

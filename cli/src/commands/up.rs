@@ -1,6 +1,6 @@
 //! `ninetrix up`: plan, then apply. Validate the agentfile and read the host secrets (nothing
 //! starts if one is missing), take the pool lock, build the images, ensure the API and the
-//! network (found by label, created once), observe the
+//! network (found by label, created once), reconcile the MCP servers' sidecars, observe the
 //! pool's containers, [`plan`](crate::pool::plan::plan) the Docker actions, [`apply`] them, and wait
 //! for every (re)started durable runner to be `ready`. `--dry-run` prints the plan instead and
 //! changes nothing: no image build, no API, no network, no pool state written.
@@ -20,6 +20,7 @@ use crate::pool::image::{self, Image};
 use crate::pool::local_api::{self, Api};
 use crate::pool::observed::observe;
 use crate::pool::plan::{self, Desired, Options};
+use crate::pool::sidecar::{self, Sidecars};
 use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::pool::spec::{self, Config};
 use crate::pool::state;
@@ -64,6 +65,11 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     for agent in &af.agents {
         secrets.insert(agent.name.clone(), spec::host_secrets(agent)?);
     }
+    let mut sidecar_secrets = Vec::new();
+    for wanted in sidecar::Wanted::of(&af) {
+        let values = wanted.host_secrets()?;
+        sidecar_secrets.push((wanted, values));
+    }
     let docker = crate::docker::connect().await?;
     let home = crate::home::agentfile_home()?;
     let options = Options {
@@ -104,6 +110,20 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         &network.name,
         if network.created { "Created" } else { "Ready" },
     );
+    // MCP sidecars before the agents that use them, so a runner finds its servers at boot.
+    let mut sidecars = Vec::new();
+    for (wanted, values) in sidecar_secrets {
+        let img = image::agent_image(&docker, &wanted.base, &binary).await?;
+        sidecars.push((wanted, img, values));
+    }
+    Sidecars {
+        docker: &docker,
+        pool: &pool,
+        network: &network.id,
+        stop_timeout: args.timeout,
+    }
+    .apply(&sidecars, args.force_recreate, &progress)
+    .await?;
 
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())

@@ -3,7 +3,7 @@
 //! state file ([`state`]), images ([`image`]), the checkpoint API a pool uses ([`local_api`]),
 //! which pool a command means ([`resolve`]), `up`'s readiness wait ([`ready`]) and what a
 //! container is doing as people read it ([`condition`]), with the runners' health reports
-//! ([`health`]). Everything
+//! ([`health`]), and the MCP servers' sidecar containers ([`sidecar`]). Everything
 //! goes through the Engine API (bollard); nothing shells out to the `docker` CLI.
 
 pub(crate) mod apply;
@@ -15,6 +15,7 @@ pub(crate) mod observed;
 pub(crate) mod plan;
 pub(crate) mod ready;
 pub(crate) mod resolve;
+pub(crate) mod sidecar;
 pub(crate) mod spec;
 pub(crate) mod state;
 

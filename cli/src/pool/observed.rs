@@ -1,5 +1,5 @@
-//! What Docker has for a pool, read into the plain [`Observed`] values `plan` compares: labels
-//! parsed, and for containers that are not running, their restart count and exit code.
+//! What Docker has for a pool's agents (not its MCP sidecars), read into the plain [`Observed`]
+//! values `plan` compares: labels parsed, and for containers that are not running, their restart count and exit code.
 
 use bollard::Docker;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
@@ -22,6 +22,10 @@ pub(crate) fn slot(c: &ContainerSummary) -> Option<Slot> {
 pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<Observed>> {
     let mut out = Vec::new();
     for c in pool_containers(docker, Some(pool)).await? {
+        // MCP sidecars are reconciled on their own (pool/sidecar.rs).
+        if crate::pool::sidecar::is_sidecar(&c) {
+            continue;
+        }
         let id = c.id.clone().unwrap_or_default();
         // A paused container counts as running: `up` leaves it as it is.
         let running = matches!(
