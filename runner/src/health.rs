@@ -62,8 +62,9 @@ pub struct HealthReport {
     /// Set while the model is failing: the line to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// MCP servers that are down: server → the line to show. The agent still serves (their
-    /// tools answer with an error naming the server), so this is said, not judged unhealthy.
+    /// MCP servers that are down or lack tools the agentfile names: server → the line to show.
+    /// The agent still serves (their tools answer with an error naming the server), so this is
+    /// said, not judged unhealthy.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, String>,
     /// When this report was written, Unix milliseconds.
@@ -423,6 +424,24 @@ mod tests {
             judge(&down, now)
                 .1
                 .starts_with("checkpoint API unreachable")
+        );
+    }
+
+    #[test]
+    fn an_mcp_server_down_is_said_but_the_agent_stays_healthy() {
+        let mut r = report(Activity::Serving);
+        r.mcp.insert(
+            "time".into(),
+            "MCP server `time` unreachable: connection refused at http://mcp-time:8931/mcp".into(),
+        );
+        assert_eq!(
+            judge(&r, r.written_ms + 1_000),
+            (
+                true,
+                "serving; MCP server `time` unreachable: connection refused at \
+                 http://mcp-time:8931/mcp"
+                    .into()
+            )
         );
     }
 

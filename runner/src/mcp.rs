@@ -152,6 +152,8 @@ struct Server {
     conn: Option<Arc<Connection>>,
     /// The tools it offers, as last read (`None`: never read).
     tools: Option<Vec<ToolInfo>>,
+    /// Tools the agentfile names that it did not offer at the last read.
+    missing: Vec<String>,
     /// Set while it is down: why, since when, and when to try again.
     down: Option<Down>,
 }
@@ -199,6 +201,7 @@ impl McpServers {
                 endpoint,
                 conn: None,
                 tools: None,
+                missing: Vec::new(),
                 down: None,
             });
         }
@@ -223,7 +226,7 @@ impl McpServers {
 
     /// Connects to every server that is not connected and due, and re-reads the tool lists of
     /// those that came back or said their list changed. Returns the events to emit and the
-    /// health lines of servers that are down (server → line). Called at boot and at turn
+    /// health lines of servers that are down or lack tools the agentfile names (server → line). Called at boot and at turn
     /// boundaries; never fails (a server that cannot be reached is down).
     pub async fn refresh(&self) -> (Vec<TraceEvent>, BTreeMap<String, String>) {
         let mut servers = self.servers.lock().await;
@@ -273,6 +276,7 @@ impl McpServers {
                     s.tools = Some(list);
                     let (offered, missing) =
                         offered(&self.agent, &s.name, &s.spec, s.tools.as_deref());
+                    s.missing = missing.clone();
                     events.push(TraceEvent::McpTools(McpTools {
                         server: s.name.clone(),
                         tools: offered
@@ -305,18 +309,22 @@ impl McpServers {
             }
         }
         *self.offered.lock().unwrap_or_else(|p| p.into_inner()) = all;
-        let down = servers
+        let problems = servers
             .iter()
             .filter_map(|s| {
-                s.down.as_ref().map(|d| {
-                    (
-                        s.name.clone(),
-                        format!("MCP server `{}` unreachable: {}", s.name, d.reason),
-                    )
-                })
+                let line = match &s.down {
+                    Some(d) => format!("MCP server `{}` unreachable: {}", s.name, d.reason),
+                    None if !s.missing.is_empty() => format!(
+                        "MCP server `{}` does not offer {} (named in the agentfile)",
+                        s.name,
+                        s.missing.join(", ")
+                    ),
+                    None => return None,
+                };
+                Some((s.name.clone(), line))
             })
             .collect();
-        (events, down)
+        (events, problems)
     }
 
     /// The MCP tools the model may call now.

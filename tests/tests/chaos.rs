@@ -3,6 +3,10 @@
 //! the API process, and a paused runner whose thread a second copy takes over (fencing). At the
 //! end every invariant of docs/durability.md is checked through the API and the side-effect files.
 //!
+//! Three agents write with the builtin `file_write`; where the MCP packages are installed (see
+//! build.rs) a fourth writes through an MCP server (the Python SDK test server, `append_line`
+//! verified by `count_lines`), and one more nemesis SIGKILLs that server and starts it again.
+//!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
 //! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
@@ -14,9 +18,12 @@ use std::time::{Duration, Instant};
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
 use ninetrix_proto::api::{ThreadStatus, ToolCallStatus};
 use ninetrix_proto::{Role, ThreadId};
+#[cfg(ninetrix_mcp_servers)]
+use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
 
 struct Slot {
+    spec: serde_json::Value,
     thread: ThreadId,
     workspace: std::path::PathBuf,
     runner: Runner,
@@ -45,20 +52,30 @@ async fn chaos() {
     let url = format!("http://{listen}");
     let mut api = ApiProcess::start_on(&listen, &["--database", &db, "--insecure-dev"]);
     let admin = Admin::new(&url);
-    let spec = appender_spec();
-    let mut slots: Vec<Slot> = (0..3)
-        .map(|i| {
-            let workspace = dir.path().join(format!("ws{i}"));
-            std::fs::create_dir(&workspace).unwrap();
-            let thread = ThreadId::new_v7();
-            Slot {
-                runner: Runner::start(&url, thread, &spec, &workspace),
-                thread,
-                workspace,
-                sent: Vec::new(),
-            }
-        })
-        .collect();
+    let slot = |i: usize, spec: serde_json::Value| {
+        let workspace = dir.path().join(format!("ws{i}"));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let thread = ThreadId::new_v7();
+        Slot {
+            runner: Runner::start(&url, thread, &spec, &workspace),
+            spec,
+            thread,
+            workspace,
+            sent: Vec::new(),
+        }
+    };
+    let mut slots: Vec<Slot> = (0..3).map(|i| slot(i, appender_spec())).collect();
+    // The MCP writer: its server works in the slot's workspace, so `lines` counts its writes.
+    #[cfg(ninetrix_mcp_servers)]
+    let mut mcp = {
+        let ws = dir.path().join("ws3");
+        std::fs::create_dir_all(&ws).unwrap();
+        let server = McpTestServer::start(&ws, &dir.path().join("mcp-journal"));
+        slots.push(slot(3, mcp_appender_spec(&server.url())));
+        server
+    };
+    #[cfg_attr(not(ninetrix_mcp_servers), allow(unused_mut))]
+    let mut mcp_restarts = 0usize;
     let mut counts = [0usize; 4];
     let started = Instant::now();
     for fault in 0..faults {
@@ -85,7 +102,7 @@ async fn chaos() {
                 counts[0] += 1;
                 let slot = &mut slots[s];
                 slot.runner.kill();
-                slot.runner = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+                slot.runner = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
             }
             // SIGKILL of the API; it comes back on the same file and address.
             6..=7 => {
@@ -101,7 +118,7 @@ async fn chaos() {
                 let slot = &mut slots[s];
                 let stale = slot.runner.child.id();
                 signal(stale, "-STOP");
-                let replacement = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+                let replacement = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
                 tokio::time::sleep(Duration::from_millis(100 + rng.next(200))).await;
                 signal(stale, "-CONT");
                 let mut old = std::mem::replace(&mut slot.runner, replacement);
@@ -123,8 +140,14 @@ async fn chaos() {
         // Docker's on-failure would for failures.
         for slot in &mut slots {
             if let Ok(Some(_)) = slot.runner.child.try_wait() {
-                slot.runner = Runner::start(&url, slot.thread, &spec, &slot.workspace);
+                slot.runner = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
             }
+        }
+        // SIGKILL of the MCP server (a call in flight is lost), then it comes back.
+        #[cfg(ninetrix_mcp_servers)]
+        if rng.next(8) == 0 {
+            mcp_restarts += 1;
+            tokio::task::block_in_place(|| mcp.restart());
         }
         if fault % 25 == 24 {
             eprintln!("chaos: {} faults in {:.0?}", fault + 1, started.elapsed());
@@ -159,7 +182,7 @@ async fn chaos() {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown; all invariants hold",
         counts[0],
         counts[1],
         counts[2],

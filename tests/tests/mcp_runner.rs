@@ -21,18 +21,8 @@ use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::events::{Decoded, ToolMode, TraceEvent};
 use ninetrix_proto::{Block, Role, ThreadId};
 use serde_json::Value;
+use support::mcp::{McpTestServer, SERVER, free_port, quiet, wait_listening};
 use support::{Admin, Runner};
-
-const SERVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/mcp_ledger_server.py");
-
-/// A free loopback port (bound and released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A child process killed and reaped on drop.
 struct Child(std::process::Child);
@@ -41,27 +31,6 @@ impl Drop for Child {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn quiet(command: &mut std::process::Command) -> &mut std::process::Command {
-    let stderr = if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
-        std::process::Stdio::inherit()
-    } else {
-        std::process::Stdio::null()
-    };
-    command.stdout(std::process::Stdio::null()).stderr(stderr)
-}
-
-/// Waits until something accepts connections on `port`.
-fn wait_listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nothing listens on port {port} after 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -97,21 +66,10 @@ fn setup() -> Setup {
 
 impl Setup {
     /// The ledger server over streamable HTTP on its own port.
-    fn server(&self) -> (Child, String) {
-        let port = free_port();
-        let child = quiet(std::process::Command::new("python3").args([
-            SERVER,
-            "--root",
-            &self.root.display().to_string(),
-            "--journal",
-            &self.journal.display().to_string(),
-            "--http",
-            &format!("127.0.0.1:{port}"),
-        ]))
-        .spawn()
-        .expect("python3 runs the MCP test server");
-        wait_listening(port);
-        (Child(child), format!("http://127.0.0.1:{port}/mcp"))
+    fn server(&self) -> (McpTestServer, String) {
+        let server = McpTestServer::start(&self.root, &self.journal);
+        let url = server.url();
+        (server, url)
     }
 
     /// The ledger server as a stdio server behind `ninetrix mcp-bridge`.
@@ -372,4 +330,141 @@ async fn a_bridged_server_killed_mid_write_is_an_unknown_outcome_verified_after_
     assert_eq!(s.file_lines("out.txt"), 0);
     let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
     assert_eq!(thread.boot_count, 1, "the runner itself never restarted");
+}
+
+/// An agent whose turn calls `tool` with `args` on a server defined by `server_yaml` (the
+/// `notes` entry of `mcp_servers`), then answers "Done.".
+fn spec_with(server_yaml: &str, entries: &str, tool: &str, args: &str) -> Value {
+    let yaml = format!(
+        r#"
+mcp_servers:
+  notes:
+{server_yaml}
+agents:
+  scribe:
+    runtime:
+      provider: scripted
+      image: any-image-with-the-servers-runtime
+      script:
+        - tool_calls: [{{ name: {tool}, args: {args} }}]
+        - text: Done.
+    tools:
+{entries}
+"#
+    );
+    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
+        .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
+    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(ninetrix_mcp_servers),
+    ignore = "needs `pip install mcp==2.3.0 mcp-server-git`"
+)]
+async fn a_stdio_server_runs_inside_the_runner_and_its_trusted_annotations_set_the_classes() {
+    let s = setup();
+    let repo = s.root.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    for args in [
+        vec!["init", "-q"],
+        vec![
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the very first commit",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(&args)
+            .current_dir(&repo)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+    let repo_path = repo.display().to_string();
+    let spec = spec_with(
+        &format!("    command: [mcp-server-git, --repository, \"{repo_path}\"]\n    trusted: true"),
+        "      - mcp://notes",
+        "notes__git_log",
+        &format!("{{ repo_path: \"{repo_path}\" }}"),
+    );
+    let seq = s.admin.send(s.thread, "what happened?", "k0").await;
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let (content, is_error) = tool_result(&s).await;
+    assert!(
+        !is_error && content.contains("the very first commit"),
+        "{content}"
+    );
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    let tools = events
+        .iter()
+        .find_map(|e| match e.decode() {
+            Decoded::Known(TraceEvent::McpTools(t)) => Some(t),
+            _ => None,
+        })
+        .expect("the runner traced the server's tools");
+    let class = |name: &str| {
+        tools
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| (t.effect.as_str(), t.source.as_str()))
+    };
+    assert_eq!(class("notes__git_log"), Some(("read", "annotations")));
+    assert_eq!(class("notes__git_commit"), Some(("write", "annotations")));
+    assert_eq!(
+        tool_events(&s).await,
+        [("notes__git_log".to_string(), ToolMode::Executed)]
+    );
+}
+
+#[tokio::test]
+async fn a_server_down_at_boot_answers_with_an_error_naming_it_and_shows_in_health() {
+    let s = setup();
+    let port = free_port();
+    let spec = spec_with(
+        &format!("    url: http://127.0.0.1:{port}/mcp"),
+        "      - mcp://notes/append_line",
+        "notes__append_line",
+        "{ path: out.txt, text: hello }",
+    );
+    let seq = s.admin.send(s.thread, "write it", "k0").await;
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let (content, is_error) = tool_result(&s).await;
+    assert!(is_error);
+    assert!(
+        content.contains("MCP server `notes` is unreachable")
+            && content.contains("the call was not made"),
+        "{content}"
+    );
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    assert!(
+        events.iter().any(|e| matches!(
+            e.decode(),
+            Decoded::Known(TraceEvent::McpServerDown(d)) if d.server == "notes"
+                && d.reason.contains("connection refused")
+        )),
+        "mcp_server_down is traced"
+    );
+    let health_file = s.workspace.with_file_name(format!("health-{}", s.thread));
+    let report = ninetrix_runner::health::read(&health_file).unwrap();
+    let (healthy, line) =
+        ninetrix_runner::health::judge(&report, chrono::Utc::now().timestamp_millis());
+    assert!(
+        healthy && line.contains("MCP server `notes` unreachable: connection refused"),
+        "{line}"
+    );
 }

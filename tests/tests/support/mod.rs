@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod docker;
+pub(crate) mod mcp;
 pub(crate) mod openai;
 
 use std::sync::{Arc, Mutex};
