@@ -15,8 +15,28 @@ use tokio_util::sync::CancellationToken;
 
 const T: Duration = Duration::from_secs(30);
 
-/// Serves `command` through the bridge on a loopback port; the URL and the bridge's stop.
-async fn bridge(command: &[&str]) -> (String, CancellationToken) {
+/// A bridge serving on a loopback port.
+struct Bridge {
+    url: String,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), bridge::BridgeError>>,
+}
+
+impl Bridge {
+    /// Stops the bridge and waits until its server process is gone (so nothing outlives the
+    /// test).
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(T, self.task)
+            .await
+            .expect("the bridge stops within 30 s")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Serves `command` through the bridge on a loopback port.
+async fn bridge(command: &[&str]) -> Bridge {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
@@ -25,8 +45,8 @@ async fn bridge(command: &[&str]) -> (String, CancellationToken) {
         env: Vec::new(),
         dir: None,
     };
-    tokio::spawn(bridge::serve(listener, config, stop.clone()));
-    (url, stop)
+    let task = tokio::spawn(bridge::serve(listener, config, stop.clone()));
+    Bridge { url, stop, task }
 }
 
 fn http(url: &str) -> Endpoint {
@@ -43,8 +63,8 @@ fn http(url: &str) -> Endpoint {
     ignore = "needs `pip install mcp==2.3.0 mcp-server-time mcp-server-git`"
 )]
 async fn the_time_server_answers_through_the_bridge() {
-    let (url, stop) = bridge(&["mcp-server-time", "--local-timezone", "UTC"]).await;
-    let conn = Connection::open(&http(&url), T)
+    let bridge = bridge(&["mcp-server-time", "--local-timezone", "UTC"]).await;
+    let conn = Connection::open(&http(&bridge.url), T)
         .await
         .expect("the bridge serves the time server");
     let tools = conn.tools(T).await.unwrap();
@@ -83,7 +103,7 @@ async fn the_time_server_answers_through_the_bridge() {
     let unknown = conn.call("no_such_tool", &json!({}), "k-3", T).await;
     assert!(matches!(unknown, Err(CallError::Refused(_))), "{unknown:?}");
     conn.close().await;
-    stop.cancel();
+    bridge.stop().await;
 }
 
 #[tokio::test]
@@ -155,7 +175,7 @@ async fn a_server_that_dies_mid_call_is_lost_then_restarted_by_the_bridge() {
     );
     let root = dir.path().display().to_string();
     let journal_arg = journal.display().to_string();
-    let (url, stop) = bridge(&[
+    let bridge = bridge(&[
         "python3",
         script,
         "--root",
@@ -164,7 +184,7 @@ async fn a_server_that_dies_mid_call_is_lost_then_restarted_by_the_bridge() {
         &journal_arg,
     ])
     .await;
-    let conn = Connection::open(&http(&url), T).await.unwrap();
+    let conn = Connection::open(&http(&bridge.url), T).await.unwrap();
     let died = conn.call("crash", &json!({}), "k-crash", T).await;
     assert!(
         matches!(&died, Err(CallError::Lost(why)) if why.contains("unknown")),
@@ -189,7 +209,7 @@ async fn a_server_that_dies_mid_call_is_lost_then_restarted_by_the_bridge() {
     let seen = std::fs::read_to_string(&journal).unwrap();
     assert!(seen.contains("\"key\": \"k-append\""), "{seen}");
     conn.close().await;
-    stop.cancel();
+    bridge.stop().await;
 }
 
 #[tokio::test]

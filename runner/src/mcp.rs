@@ -27,6 +27,9 @@ use crate::llm::ToolDef;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long listing a server's tools may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(15);
+/// A tool list older than this is read again at the next turn boundary (a server behind a bridge
+/// that restarted it may offer other tools, and says nothing).
+const RELIST_AFTER: Duration = Duration::from_secs(60);
 /// First and longest wait between attempts to reach a server that is down.
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(60);
@@ -154,6 +157,8 @@ struct Server {
     tools: Option<Vec<ToolInfo>>,
     /// Tools the agentfile names that it did not offer at the last read.
     missing: Vec<String>,
+    /// When its tools were last read.
+    listed_at: Option<Instant>,
     /// Set while it is down: why, since when, and when to try again.
     down: Option<Down>,
 }
@@ -202,6 +207,7 @@ impl McpServers {
                 conn: None,
                 tools: None,
                 missing: Vec::new(),
+                listed_at: None,
                 down: None,
             });
         }
@@ -225,9 +231,11 @@ impl McpServers {
     }
 
     /// Connects to every server that is not connected and due, and re-reads the tool lists of
-    /// those that came back or said their list changed. Returns the events to emit and the
-    /// health lines of servers that are down or lack tools the agentfile names (server → line). Called at boot and at turn
-    /// boundaries; never fails (a server that cannot be reached is down).
+    /// those that came back, said their list changed, or were last read a minute ago or more
+    /// (an `mcp_tools` event only when a list differs from the last one). Returns the events to
+    /// emit and the health lines of servers that are down or lack tools the agentfile names
+    /// (server → line). Called at boot and at turn boundaries; never fails (a server that
+    /// cannot be reached is down).
     pub async fn refresh(&self) -> (Vec<TraceEvent>, BTreeMap<String, String>) {
         let mut servers = self.servers.lock().await;
         let mut events = Vec::new();
@@ -261,8 +269,9 @@ impl McpServers {
             }
         }
         for (i, s) in servers.iter().enumerate() {
+            let old = s.listed_at.is_none_or(|at| at.elapsed() >= RELIST_AFTER);
             if let Some(c) = &s.conn
-                && c.take_tools_changed()
+                && (c.take_tools_changed() || old)
                 && !relist.contains(&i)
             {
                 relist.push(i);
@@ -273,7 +282,12 @@ impl McpServers {
             let Some(conn) = s.conn.clone() else { continue };
             match conn.tools(LIST_TIMEOUT).await {
                 Ok(list) => {
+                    let changed = s.tools.as_ref() != Some(&list);
                     s.tools = Some(list);
+                    s.listed_at = Some(Instant::now());
+                    if !changed {
+                        continue;
+                    }
                     let (offered, missing) =
                         offered(&self.agent, &s.name, &s.spec, s.tools.as_deref());
                     s.missing = missing.clone();
