@@ -86,6 +86,11 @@ agents:
       - mcp://lines/count_lines
 "#
     ));
+    let plan = pool.up(&["--dry-run"]);
+    assert!(
+        plan.contains("create mcp:lines: missing"),
+        "the dry run plans the sidecar:\n{plan}"
+    );
     let up = pool.up(&[]);
     let sidecar = format!("ninetrix-{}-mcp-lines", pool.name);
     assert!(up.contains(&sidecar), "up names the sidecar:\n{up}");

@@ -77,7 +77,16 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         remove_orphans: args.remove_orphans,
     };
     if args.dry_run {
-        return dry_run(&docker, &af, &pool, &home, &secrets, options).await;
+        return dry_run(
+            &docker,
+            &af,
+            &pool,
+            &home,
+            &secrets,
+            &sidecar_secrets,
+            options,
+        )
+        .await;
     }
     // The pool lock first: a second `up` (or a `down`) of this pool waits here, then finds what
     // the first made, so nothing — image, API, network, container — is created twice.
@@ -214,9 +223,32 @@ async fn dry_run(
     pool: &str,
     home: &std::path::Path,
     secrets: &BTreeMap<String, BTreeMap<String, String>>,
+    sidecars: &[(sidecar::Wanted, BTreeMap<String, String>)],
     options: Options,
 ) -> anyhow::Result<ExitCode> {
     let binary = image::this_binary()?;
+    // The MCP sidecars first, as `up` reconciles them first; an unbuilt image changes the
+    // digest, so its sidecar shows as (re)created.
+    let mut sidecar_lines = Vec::new();
+    let mut digests = Vec::new();
+    for (wanted, values) in sidecars {
+        let tag = image::agent_tag(&wanted.base, &binary);
+        let id = match image::existing(docker, &tag).await? {
+            Some(img) => img.id,
+            None => {
+                sidecar_lines.push(format!("build {tag}: image would be built"));
+                format!("unbuilt {tag}")
+            }
+        };
+        digests.push((wanted.server.clone(), wanted.digest(&id, values)));
+    }
+    let seen = sidecar::observe(docker, pool).await?;
+    sidecar_lines.extend(
+        sidecar::plan(&digests, &seen, options.force_recreate)
+            .iter()
+            .filter(|a| !matches!(a, sidecar::Action::Keep(_)))
+            .map(ToString::to_string),
+    );
     let mut tags: HashMap<String, String> = HashMap::new();
     for agent in &af.agents {
         let tag = match &agent.runtime.image {
@@ -255,10 +287,12 @@ async fn dry_run(
     let state = state::read(home, pool)?;
     let observed = observe(docker, pool).await?;
     let plan = plan::plan(&desired, &observed, &state, &unbuilt, options);
-    crate::output::text(&plan.to_string());
+    let mut text: String = sidecar_lines.iter().map(|l| format!("{l}\n")).collect();
+    text.push_str(&plan.to_string());
+    crate::output::text(&text);
     eprintln!(
         "dry run: {} change(s) planned for pool {pool}; nothing was changed",
-        plan.ops.len()
+        plan.ops.len() + sidecar_lines.len()
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -237,6 +237,27 @@ pub(crate) enum Action {
     },
 }
 
+impl std::fmt::Display for Action {
+    /// One `up --dry-run` line, in the style of the agents' plan.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Create(server) => write!(f, "create {}: missing", agent_label(server)),
+            Action::Recreate { server, .. } => write!(
+                f,
+                "recreate {}: config changed (image, command, env or secret values)",
+                agent_label(server)
+            ),
+            Action::Start { server, .. } => write!(f, "start {}: stopped", agent_label(server)),
+            Action::Keep(server) => write!(f, "keep {}: up to date", agent_label(server)),
+            Action::Remove { server, .. } => write!(
+                f,
+                "remove {}: its server is not in the agentfile",
+                agent_label(server)
+            ),
+        }
+    }
+}
+
 /// Reconciles sidecars: `wanted` with their digests against what Docker has. Pure.
 pub(crate) fn plan(wanted: &[(String, String)], seen: &[Seen], force: bool) -> Vec<Action> {
     let mut actions = Vec::new();
@@ -462,6 +483,22 @@ mod tests {
                 server: "same".into(),
                 id: "a".into()
             }]
+        );
+    }
+
+    #[test]
+    fn dry_run_lines_name_the_sidecar_and_why() {
+        assert_eq!(
+            Action::Create("time".into()).to_string(),
+            "create mcp:time: missing"
+        );
+        assert_eq!(
+            Action::Remove {
+                server: "old".into(),
+                id: "x".into()
+            }
+            .to_string(),
+            "remove mcp:old: its server is not in the agentfile"
         );
     }
 
