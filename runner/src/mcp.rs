@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, ToolInfo};
 use ninetrix_proto::agentfile::mcp::{
-    self as spec, Annotations, EffectSource, McpServer, McpTransport,
+    self as spec, Annotations, EffectSource, McpServer, McpSource, McpTransport,
 };
 use ninetrix_proto::agentfile::{AgentSpec, ToolSpec};
 use ninetrix_proto::events::{McpServerDown, McpToolClass, McpTools, TraceEvent};
@@ -112,7 +112,12 @@ pub fn offered(
                 name,
                 effect,
                 effect_pinned: true,
-                mcp: entry.mcp.clone(),
+                // This one tool (an entry for all of a server's tools would offer every name).
+                mcp: Some(McpSource {
+                    server: server_name.to_string(),
+                    tool: Some(tool.to_string()),
+                    allow: Vec::new(),
+                }),
                 verify: entry.verify.clone(),
             },
             source,
@@ -611,6 +616,26 @@ mod tests {
         assert_eq!(
             (u[0].def.name.as_str(), u[0].spec.effect, u[0].source),
             ("u__put", Effect::Idempotent, EffectSource::Agentfile)
+        );
+    }
+
+    #[test]
+    fn each_offered_spec_answers_only_to_its_own_name() {
+        let a = agent(
+            "      - mcp://t\n",
+            "  t: { url: 'http://x/mcp', trusted: true }\n",
+        );
+        let list = [
+            info("add", None, Some(true)),
+            info("status", Some(true), None),
+        ];
+        let (t, _) = offered(&a, "t", &a.mcp_servers["t"], Some(&list));
+        let specs: Vec<ToolSpec> = t.into_iter().map(|o| o.spec).collect();
+        // The engine takes the first spec that offers a name: it must be the tool's own.
+        let found = specs.iter().find(|s| s.offers("t__status")).unwrap();
+        assert_eq!(
+            (found.name.as_str(), found.effect),
+            ("t__status", Effect::Read)
         );
     }
 

@@ -468,3 +468,97 @@ async fn a_server_down_at_boot_answers_with_an_error_naming_it_and_shows_in_heal
         "{line}"
     );
 }
+
+/// `ninetrix mcp-bridge --listen 127.0.0.1:<port> -- <command>` as a child process; its URL.
+fn bridge_binary(command: &[&str]) -> (Child, String) {
+    let port = free_port();
+    let child = quiet(
+        std::process::Command::new(ninetrix_bin())
+            .args(["mcp-bridge", "--listen", &format!("127.0.0.1:{port}"), "--"])
+            .args(command),
+    )
+    .spawn()
+    .expect("ninetrix mcp-bridge starts");
+    wait_listening(port);
+    (Child(child), format!("http://127.0.0.1:{port}/mcp"))
+}
+
+#[tokio::test]
+#[cfg_attr(
+    not(ninetrix_mcp_servers),
+    ignore = "needs `pip install mcp-server-time mcp-server-git`"
+)]
+async fn the_reference_servers_from_pypi_serve_a_turn_through_ninetrix_mcp_bridge() {
+    let s = setup();
+    let repo = s.root.join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    let repo_path = repo.display().to_string();
+    let (_time, time_url) = bridge_binary(&["mcp-server-time", "--local-timezone", "UTC"]);
+    let (_git, git_url) = bridge_binary(&["mcp-server-git", "--repository", &repo_path]);
+    let yaml = format!(
+        r#"
+mcp_servers:
+  time: {{ url: "{time_url}", trusted: true }}
+  git: {{ url: "{git_url}", trusted: true }}
+agents:
+  clerk:
+    runtime:
+      provider: scripted
+      script:
+        - tool_calls:
+            - {{ name: time__get_current_time, args: {{ timezone: Asia/Tokyo }} }}
+            - {{ name: git__git_status, args: {{ repo_path: "{repo_path}" }} }}
+        - text: Done.
+    tools: [mcp://time, "mcp://git"]
+"#
+    );
+    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
+        .unwrap_or_else(|r| panic!("{r:?}"));
+    let spec = serde_json::to_value(&parsed.agentfile.agents[0]).unwrap();
+    let seq = s.admin.send(s.thread, "what time is it?", "k0").await;
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    let latest = s.admin.latest(s.thread).await;
+    let results: Vec<String> = latest
+        .history
+        .iter()
+        .flat_map(|m| &m.blocks)
+        .filter_map(|b| match b {
+            Block::ToolResult {
+                content, is_error, ..
+            } => {
+                assert!(!is_error, "{content}");
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains("Asia/Tokyo"), "{}", results[0]);
+    assert!(
+        results[1].contains("README.md"),
+        "untracked file listed: {}",
+        results[1]
+    );
+    // Both read-only by their (trusted) annotations: traced as reads.
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    let reads = events
+        .iter()
+        .filter(|e| {
+            matches!(e.decode(), Decoded::Known(TraceEvent::ToolCall(t))
+                if t.effect == ninetrix_proto::agentfile::Effect::Read)
+        })
+        .count();
+    let kinds: Vec<String> = events.iter().map(|e| format!("{:?}", e.decode())).collect();
+    assert_eq!(reads, 2, "{kinds:#?}");
+}
