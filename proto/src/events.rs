@@ -312,6 +312,17 @@ pub struct McpTools {
     pub missing: Vec<String>,
 }
 
+impl McpTools {
+    /// The tools as people read them: `time__now (read, annotations), …`.
+    pub fn tool_list(&self) -> String {
+        self.tools
+            .iter()
+            .map(|t| format!("{} ({}, {})", t.name, t.effect.as_str(), t.source.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// One MCP tool in `mcp_tools`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct McpToolClass {

@@ -274,12 +274,7 @@ fn log(event: &TraceEvent) {
             u.available.join(", ")
         ),
         TraceEvent::McpTools(m) => {
-            let tools: Vec<String> = m
-                .tools
-                .iter()
-                .map(|t| format!("{} ({}, {})", t.name, t.effect.as_str(), t.source.as_str()))
-                .collect();
-            tracing::info!("MCP server `{}` offers: {}", m.server, tools.join(", "));
+            tracing::info!("MCP server `{}` offers: {}", m.server, m.tool_list());
             if !m.missing.is_empty() {
                 tracing::warn!(
                     "MCP server `{}` does not offer {} (named in the agentfile)",

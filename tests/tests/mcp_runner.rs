@@ -21,7 +21,7 @@ use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::events::{Decoded, ToolMode, TraceEvent};
 use ninetrix_proto::{Block, Role, ThreadId};
 use serde_json::Value;
-use support::mcp::{McpTestServer, SERVER, free_port, quiet, wait_listening};
+use support::mcp::{McpTestServer, SERVER, free_port, quiet, spec_of, wait_listening};
 use support::{Admin, Runner};
 
 /// A child process killed and reaped on drop.
@@ -127,6 +127,21 @@ impl Setup {
         }
     }
 
+    /// Sends a message, SIGKILLs the runner once the server has started its call of `tool`,
+    /// starts another runner on the thread and waits until the turn is done; the call as the
+    /// server journalled it.
+    async fn crash_mid_call_and_finish(&self, spec: &Value, message: &str, tool: &str) -> Value {
+        let seq = self.admin.send(self.thread, message, "k0").await;
+        let mut runner = Runner::start(&self.api.url, self.thread, spec, &self.workspace);
+        let call = self.wait_started(tool, 1);
+        runner.kill();
+        let _restarted = Runner::start(&self.api.url, self.thread, spec, &self.workspace);
+        self.admin
+            .wait_done(self.thread, seq, Duration::from_secs(60))
+            .await;
+        call
+    }
+
     fn count(&self, tool: &str) -> usize {
         self.journal().iter().filter(|(t, _)| t == tool).count()
     }
@@ -163,9 +178,7 @@ agents:
       - mcp://notes/count_lines
 "#
     );
-    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
-        .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
-    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+    spec_of(&yaml)
 }
 
 /// The result the model got for the turn's one tool call.
@@ -226,18 +239,13 @@ async fn sigkill_mid_mcp_write_reports_unknown_with_the_verifiers_answer_and_nev
         "notes__append_line",
         r#"{ path: out.txt, text: hello, delay: 5 }"#,
     );
-    let seq = s.admin.send(s.thread, "write it", "k0").await;
-    let mut runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
-    let call = s.wait_started("append_line", 1);
+    let call = s
+        .crash_mid_call_and_finish(&spec, "write it", "append_line")
+        .await;
     assert!(
         call["key"].as_str().is_some_and(|k| !k.is_empty()),
         "the ledger key reaches the server in _meta: {call}"
     );
-    runner.kill();
-    let _restarted = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
-    s.admin
-        .wait_done(s.thread, seq, Duration::from_secs(60))
-        .await;
     let (content, is_error) = tool_result(&s).await;
     assert_eq!(s.count("append_line"), 1, "the write was never repeated");
     assert!(is_error, "an unknown outcome is an error result");
@@ -274,13 +282,7 @@ async fn sigkill_mid_mcp_read_runs_the_read_again() {
         "notes__count_lines",
         r#"{ path: out.txt, text: hello, delay: 5 }"#,
     );
-    let seq = s.admin.send(s.thread, "count them", "k0").await;
-    let mut runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
-    s.wait_started("count_lines", 1);
-    runner.kill();
-    let _restarted = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
-    s.admin
-        .wait_done(s.thread, seq, Duration::from_secs(60))
+    s.crash_mid_call_and_finish(&spec, "count them", "count_lines")
         .await;
     let (content, is_error) = tool_result(&s).await;
     assert!(!is_error, "{content}");
@@ -352,9 +354,7 @@ agents:
 {entries}
 "#
     );
-    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
-        .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
-    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+    spec_of(&yaml)
 }
 
 #[tokio::test]
@@ -520,9 +520,7 @@ agents:
     tools: [mcp://time, "mcp://git"]
 "#
     );
-    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
-        .unwrap_or_else(|r| panic!("{r:?}"));
-    let spec = serde_json::to_value(&parsed.agentfile.agents[0]).unwrap();
+    let spec = spec_of(&yaml);
     let seq = s.admin.send(s.thread, "what time is it?", "k0").await;
     let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
     s.admin

@@ -165,11 +165,6 @@ impl Renderer {
                 one_line(&u.available.join(", "), w)
             ),
             TraceEvent::McpTools(m) => {
-                let tools: Vec<String> = m
-                    .tools
-                    .iter()
-                    .map(|t| format!("{} ({}, {})", t.name, t.effect.as_str(), t.source.as_str()))
-                    .collect();
                 let missing = if m.missing.is_empty() {
                     String::new()
                 } else {
@@ -178,7 +173,7 @@ impl Renderer {
                 format!(
                     "  mcp server {} · {}{}",
                     m.server,
-                    one_line(&tools.join(", "), w),
+                    one_line(&m.tool_list(), w),
                     missing
                 )
             }

@@ -107,6 +107,13 @@ impl Drop for McpTestServer {
     }
 }
 
+/// The resolved spec of the first agent of an agentfile, as the runner gets it.
+pub(crate) fn spec_of(yaml: &str) -> Value {
+    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+        .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
+    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+}
+
 /// A durable scripted agent like `appender_spec`, whose write is the MCP server's `append_line`
 /// of `line` to `log.txt` in the server's root, verified by `count_lines`.
 pub(crate) fn mcp_appender_spec(url: &str) -> Value {
@@ -130,7 +137,5 @@ agents:
       - mcp://notes/count_lines
 "#
     );
-    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", &yaml)
-        .unwrap_or_else(|r| panic!("the MCP appender's agentfile is valid: {r:?}"));
-    serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
+    spec_of(&yaml)
 }

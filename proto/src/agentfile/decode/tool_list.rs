@@ -159,6 +159,13 @@ pub(super) struct ToolIn {
     verify: Option<(VerifyIn, Loc)>,
 }
 
+/// `allow:` (and Ninetrix's `actions:`): which of an MCP server's tools.
+fn allow(cx: &mut Cx, tool: &mut ToolIn, f: Field<'_>) -> Option<()> {
+    let list = cx.string_list(f.value, &f.path)?;
+    tool.allow = list.into_iter().map(|(s, _)| s).collect();
+    Some(())
+}
+
 pub(super) const TOOL: Section<ToolIn> = Section {
     what: "a tool",
     keys: &[
@@ -170,20 +177,12 @@ pub(super) const TOOL: Section<ToolIn> = Section {
             tool.effect = Some(cx.effect(f.value, &f.path)?);
             Some(())
         }),
-        ("allow", |cx, tool, f| {
-            let list = cx.string_list(f.value, &f.path)?;
-            tool.allow = list.into_iter().map(|(s, _)| s).collect();
-            Some(())
-        }),
+        ("allow", allow),
         ("source", |cx, tool, f| {
             tool.source = Some((cx.string(f.value, &f.path)?, f.value.loc));
             Some(())
         }),
-        ("actions", |cx, tool, f| {
-            let list = cx.string_list(f.value, &f.path)?;
-            tool.allow = list.into_iter().map(|(s, _)| s).collect();
-            Some(())
-        }),
+        ("actions", allow),
         ("verify", |cx, tool, f| {
             let mut v = VerifyIn::default();
             if !cx.dispatch(f.value, &f.path, &VERIFY, &mut v)? {
