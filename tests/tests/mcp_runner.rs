@@ -560,3 +560,71 @@ agents:
     let kinds: Vec<String> = events.iter().map(|e| format!("{:?}", e.decode())).collect();
     assert_eq!(reads, 2, "{kinds:#?}");
 }
+
+#[tokio::test]
+#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
+async fn secret_values_are_scrubbed_from_mcp_results_and_events() {
+    let s = setup();
+    let (_server, url) = s.server();
+    const VALUE: &str = "tok-5150-never-shown";
+    let yaml = format!(
+        r#"
+mcp_servers:
+  notes: {{ url: "{url}" }}
+agents:
+  scribe:
+    runtime:
+      provider: scripted
+      script:
+        - tool_calls: [{{ name: notes__count_lines, args: {{ path: out.txt, text: "{VALUE}" }} }}]
+        - text: Done.
+    tools: [mcp://notes/count_lines]
+    secrets: [NOTES_TOKEN]
+"#
+    );
+    let spec = spec_of(&yaml);
+    let seq = s.admin.send(s.thread, "count", "k0").await;
+    let _runner = Runner::start_with_env(
+        &s.api.url,
+        s.thread,
+        &spec,
+        &s.workspace,
+        &[("NOTES_TOKEN", VALUE)],
+    );
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    // The server echoed the value; the model, the checkpoint and the trace see `***`.
+    let (content, _) = tool_result(&s).await;
+    assert_eq!(content, "0 line(s) of out.txt equal '***'");
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(
+        !text.contains(VALUE),
+        "a secret value reached an event: {text}"
+    );
+}
+
+#[test]
+fn the_bridge_refuses_to_start_without_a_secret_it_was_told_to_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(ninetrix_bin())
+        .args([
+            "mcp-bridge",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret",
+            "NOPE_TOKEN",
+        ])
+        .arg("--secrets-dir")
+        .arg(dir.path())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("secret NOPE_TOKEN cannot be read from"),
+        "{stderr}"
+    );
+}
