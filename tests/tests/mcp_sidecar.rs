@@ -93,7 +93,10 @@ agents:
     );
     let up = pool.up(&[]);
     let sidecar = format!("ninetrix-{}-mcp-lines", pool.name);
-    assert!(up.contains(&sidecar), "up names the sidecar:\n{up}");
+    assert!(
+        up.contains(&sidecar) && up.contains("1 container(s) and 1 MCP sidecar;"),
+        "up names the sidecar and counts it:\n{up}"
+    );
 
     // ps lists it, and its bridge reports healthy once its server runs.
     wait_for("the sidecar to be healthy", Duration::from_secs(60), || {

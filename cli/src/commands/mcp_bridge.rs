@@ -34,7 +34,9 @@ pub struct McpBridgeArgs {
 
 /// Serves until SIGINT/SIGTERM.
 pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
-    super::runner::init_runner_logging();
+    // rmcp logs every session's start and end at info: one line per request of the 2026-07-28
+    // revision. Its warnings stay.
+    super::runner::init_logging("info,rmcp=warn");
     let mut env = Vec::new();
     for name in &args.secrets {
         if !ninetrix_proto::agentfile::names::is_valid_secret_name(name) {

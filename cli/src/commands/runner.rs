@@ -6,9 +6,14 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 /// Short lines for container logs: Docker adds the time; the level and the message suffice.
-pub(crate) fn init_runner_logging() {
+fn init_runner_logging() {
+    init_logging("info");
+}
+
+/// [`init_runner_logging`] with `default` as the filter when `RUST_LOG` is unset.
+pub(crate) fn init_logging(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)

@@ -125,6 +125,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         let img = image::agent_image(&docker, &wanted.base, &binary).await?;
         sidecars.push((wanted, img, values));
     }
+    let sidecar_count = sidecars.len();
     Sidecars {
         docker: &docker,
         pool: &pool,
@@ -182,8 +183,13 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }
     if !args.json {
+        let sidecars = match sidecar_count {
+            0 => String::new(),
+            1 => " and 1 MCP sidecar".to_string(),
+            n => format!(" and {n} MCP sidecars"),
+        };
         outln!(
-            "pool {pool} is up: {} container(s); `ninetrix ps -p {pool}` lists them",
+            "pool {pool} is up: {} container(s){sidecars}; `ninetrix ps -p {pool}` lists them",
             af.agents.iter().map(|a| a.execution.replicas).sum::<u32>()
         );
     }
