@@ -70,6 +70,46 @@ fn validate_summarises_the_example() {
 }
 
 #[test]
+fn validate_lists_mcp_servers_and_says_which_secrets_this_environment_lacks() {
+    let ws = Workspace::new();
+    ws.write(
+        "agentfile.yaml",
+        "name: p\nmcp_servers:\n  gh:\n    url: https://gh.example.com/mcp\n    headers: { Authorization: \"Bearer ${GH_TEST_TOKEN}\" }\n  t:\n    image: mcp/time\n    command: [mcp-server-time]\n    secrets: [TIME_TEST_KEY]\nagents:\n  a:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    tools: [mcp://gh, mcp://t/get_current_time]\n",
+    );
+    let out = ws
+        .ninetrix()
+        .arg("validate")
+        .env("GH_TEST_TOKEN", "set")
+        .env_remove("TIME_TEST_KEY")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("gh__* (write, default)")
+            && stdout.contains("t__get_current_time (write, default)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("gh  https://gh.example.com/mcp"),
+        "{stdout}"
+    );
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(line("GH_TEST_TOKEN").trim(), "GH_TEST_TOKEN  used by a");
+    assert_eq!(
+        line("TIME_TEST_KEY").trim(),
+        "TIME_TEST_KEY  used by MCP server t (not set in this environment: `up` would refuse to start)"
+    );
+}
+
+#[test]
 fn validate_json_gives_the_resolved_agents() {
     let ws = Workspace::with_example();
     let out = ws

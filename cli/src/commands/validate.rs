@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use ninetrix_proto::agentfile::mcp::McpTransport;
 use ninetrix_proto::agentfile::{
     self, AgentSpec, DiagnosticKind, LoadError, Parsed, Provider, Report, Severity, units,
 };
@@ -209,12 +210,21 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
         }
     }
-    let mut needed: Vec<(String, Vec<&str>)> = Vec::new();
+    let mut needed: Vec<(String, Vec<String>)> = Vec::new();
+    let mut need = |secret: &str, user: String| match needed.iter_mut().find(|(s, _)| s == secret) {
+        Some((_, users)) => users.push(user),
+        None => needed.push((secret.to_string(), vec![user])),
+    };
     for agent in &af.agents {
         for secret in &agent.secrets {
-            match needed.iter_mut().find(|(s, _)| s == secret) {
-                Some((_, users)) => users.push(&agent.name),
-                None => needed.push((secret.clone(), vec![&agent.name])),
+            need(secret, agent.name.clone());
+        }
+    }
+    // A sidecar's secrets go to its server process, not to the agents.
+    for (name, server) in &af.mcp_servers {
+        if let McpTransport::Sidecar { secrets, .. } = &server.transport {
+            for secret in secrets {
+                need(secret, format!("MCP server {name}"));
             }
         }
     }
@@ -226,10 +236,17 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             "secrets needed (provide them on the host; they are mounted at /run/secrets/<NAME>):"
         );
         for (secret, users) in needed {
+            // `up` reads them from its environment; say now which it would not find.
+            let unset = std::env::var(&secret).map_or(true, |v| v.is_empty());
             let _ = writeln!(
                 out,
-                "  {secret}  {}",
-                style.dim(&format!("used by {}", users.join(", ")))
+                "  {secret}  {}{}",
+                style.dim(&format!("used by {}", users.join(", "))),
+                if unset {
+                    style.error(" (not set in this environment: `up` would refuse to start)")
+                } else {
+                    String::new()
+                }
             );
         }
     }
