@@ -188,6 +188,7 @@ agents:
     );
 
     // `down` removes the sidecar with the agents.
+    let sidecar_image = docker(&["inspect", "-f", "{{.Image}}", &sidecar]);
     let down = pool.ninetrix(&["down", "-p", &pool.name]);
     assert!(down.status.success(), "{}", text(&down));
     assert!(
@@ -196,5 +197,7 @@ agents:
             .is_empty(),
         "down removed the sidecar"
     );
+    // The sidecar image built for this test's one-off server image, then that image.
+    docker(&["image", "rm", "-f", sidecar_image.trim()]);
     docker(&["image", "rm", "-f", &image]);
 }
