@@ -385,19 +385,21 @@ pub(crate) async fn stop_and_remove(
     }
 }
 
-/// Uploads an agent's secrets and its runner token to `/run/secrets/` (0400) of a created,
-/// not yet started container.
+/// Uploads secrets — and, for a runner, its runner token — to `/run/secrets/` (0400) of a
+/// created, not yet started container.
 pub(crate) async fn upload_secrets(
     docker: &Docker,
     id: &str,
     secrets: &BTreeMap<String, String>,
-    token: &str,
+    token: Option<&str>,
 ) -> anyhow::Result<()> {
     let mut files: Vec<(&str, &str)> = secrets
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    files.push(("AGENTFILE_RUNNER_TOKEN", token));
+    if let Some(token) = token {
+        files.push(("AGENTFILE_RUNNER_TOKEN", token));
+    }
     docker
         .upload_to_container(
             id,

@@ -7,7 +7,6 @@
 //! can tell a write that may have happened from one that certainly did not.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,15 +16,14 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{
-    ConfigureCommandExt, StreamableHttpServerConfig, StreamableHttpService, TokioChildProcess,
-};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleClient, RoleServer, ServerHandler, ServiceError, ServiceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::OUTCOME_META_KEY;
+use crate::client::StdioServer;
 
 /// The JSON-RPC error code of a call the bridge could not complete (in the range JSON-RPC
 /// leaves to servers).
@@ -33,17 +31,6 @@ pub const BRIDGE_ERROR_CODE: i32 = -32001;
 
 /// How long a call waits for a restarting server before it is refused as not run.
 const WAIT_FOR_SERVER: Duration = Duration::from_secs(10);
-
-/// What the bridge runs.
-#[derive(Clone, Debug)]
-pub struct BridgeConfig {
-    /// The stdio server's command line.
-    pub command: Vec<String>,
-    /// Environment for it, secrets included (never logged).
-    pub env: Vec<(String, String)>,
-    /// Its working directory.
-    pub dir: Option<PathBuf>,
-}
 
 /// Why the bridge could not start.
 #[derive(Debug, thiserror::Error)]
@@ -158,14 +145,14 @@ impl ServerHandler for Forward {
 /// answers 200 while the server process runs and 503 while it is being restarted.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    config: BridgeConfig,
+    server: StdioServer,
     shutdown: CancellationToken,
 ) -> Result<(), BridgeError> {
-    if config.command.is_empty() || config.command[0].is_empty() {
+    if server.command.first().is_none_or(|c| c.is_empty()) {
         return Err(BridgeError::NoCommand);
     }
     let (tx, rx) = watch::channel(None);
-    let supervisor = tokio::spawn(supervise(config, tx, shutdown.clone()));
+    let supervisor = tokio::spawn(supervise(server, tx, shutdown.clone()));
     let forward = Forward {
         upstream: rx.clone(),
     };
@@ -206,7 +193,7 @@ pub async fn serve(
 /// Binds `addr` and [`serve`]s.
 pub async fn run(
     addr: SocketAddr,
-    config: BridgeConfig,
+    server: StdioServer,
     shutdown: CancellationToken,
 ) -> Result<(), BridgeError> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -215,30 +202,27 @@ pub async fn run(
     tracing::info!(
         "mcp-bridge listening on http://{}/mcp for `{}`",
         listener.local_addr().unwrap_or(addr),
-        config.command.join(" ")
+        server.command.join(" ")
     );
-    serve(listener, config, shutdown).await
+    serve(listener, server, shutdown).await
 }
 
 /// Keeps one child server running: starts it, publishes it, waits for it to exit, and starts
 /// it again after a backoff (0.5 s doubling to 30 s; reset once it has run for a minute).
 async fn supervise(
-    config: BridgeConfig,
+    server: StdioServer,
     slot: watch::Sender<Option<Peer<RoleClient>>>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(500);
-    let describe = config.command.join(" ");
+    let describe = server.command.join(" ");
     while !shutdown.is_cancelled() {
         let started = tokio::time::Instant::now();
-        let cmd = tokio::process::Command::new(&config.command[0]).configure(|c| {
-            c.args(&config.command[1..]);
-            c.envs(config.env.iter().map(|(k, v)| (k, v)));
-            if let Some(dir) = &config.dir {
-                c.current_dir(dir);
-            }
-        });
-        match TokioChildProcess::new(cmd) {
+        // `serve` refused an empty command line.
+        let Some(spawned) = server.spawn() else {
+            break;
+        };
+        match spawned {
             Ok(transport) => {
                 let handshake = ().serve_with_ct(transport, shutdown.child_token());
                 match tokio::time::timeout(Duration::from_secs(60), handshake).await {

@@ -43,14 +43,7 @@ pub enum Endpoint {
         http: reqwest::Client,
     },
     /// A stdio server this process starts.
-    Stdio {
-        /// The command line.
-        command: Vec<String>,
-        /// Environment for the server process (values may be secrets).
-        env: Vec<(String, String)>,
-        /// Its working directory.
-        dir: Option<PathBuf>,
-    },
+    Stdio(StdioServer),
 }
 
 impl Endpoint {
@@ -58,8 +51,46 @@ impl Endpoint {
     pub fn describe(&self) -> String {
         match self {
             Endpoint::Http { url, .. } => url.clone(),
-            Endpoint::Stdio { command, .. } => format!("`{}`", command.join(" ")),
+            Endpoint::Stdio(server) => format!("`{}`", server.command.join(" ")),
         }
+    }
+}
+
+/// A stdio MCP server's command line and environment (the runner's local servers, the bridge's
+/// child). Its `Debug` leaves out the environment's values, which may be secrets.
+#[derive(Clone)]
+pub struct StdioServer {
+    /// The command line.
+    pub command: Vec<String>,
+    /// Environment for the server process (values may be secrets).
+    pub env: Vec<(String, String)>,
+    /// Its working directory.
+    pub dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for StdioServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("StdioServer")
+            .field("command", &self.command)
+            .field("env", &names)
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl StdioServer {
+    /// A transport that spawns it; `None` for an empty command line.
+    pub(crate) fn spawn(&self) -> Option<std::io::Result<TokioChildProcess>> {
+        let (program, args) = self.command.split_first()?;
+        let cmd = tokio::process::Command::new(program).configure(|c| {
+            c.args(args);
+            c.envs(self.env.iter().map(|(k, v)| (k, v)));
+            if let Some(dir) = &self.dir {
+                c.current_dir(dir);
+            }
+        });
+        Some(TokioChildProcess::new(cmd))
     }
 }
 
@@ -179,20 +210,13 @@ impl Connection {
                         .await
                         .map_err(|e| ConnectError(connect_reason(&e, &describe)))
                 }
-                Endpoint::Stdio { command, env, dir } => {
-                    let (program, args) = command
-                        .split_first()
-                        .ok_or_else(|| ConnectError("the command is empty".into()))?;
-                    let cmd = tokio::process::Command::new(program).configure(|c| {
-                        c.args(args);
-                        c.envs(env.iter().map(|(k, v)| (k, v)));
-                        if let Some(dir) = dir {
-                            c.current_dir(dir);
-                        }
-                    });
-                    let transport = TokioChildProcess::new(cmd).map_err(|e| {
-                        ConnectError(format!("cannot start {describe}: {}", io_reason(&e)))
-                    })?;
+                Endpoint::Stdio(server) => {
+                    let transport = server
+                        .spawn()
+                        .ok_or_else(|| ConnectError("the command is empty".into()))?
+                        .map_err(|e| {
+                            ConnectError(format!("cannot start {describe}: {}", io_reason(&e)))
+                        })?;
                     handler
                         .serve(transport)
                         .await

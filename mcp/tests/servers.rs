@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use ninetrix_mcp::bridge::{self, BridgeConfig};
-use ninetrix_mcp::client::{CallError, Connection, Endpoint};
+use ninetrix_mcp::bridge;
+use ninetrix_mcp::client::{CallError, Connection, Endpoint, StdioServer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +40,7 @@ async fn bridge(command: &[&str]) -> Bridge {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
-    let config = BridgeConfig {
+    let config = StdioServer {
         command: command.iter().map(|s| s.to_string()).collect(),
         env: Vec::new(),
         dir: None,
@@ -131,7 +131,7 @@ async fn the_git_server_runs_as_a_stdio_child_on_a_local_repository() {
     std::fs::write(repo.join("a.txt"), "one\n").unwrap();
     git(&["add", "a.txt"]);
     git(&["commit", "-q", "-m", "the first commit"]);
-    let endpoint = Endpoint::Stdio {
+    let endpoint = Endpoint::Stdio(StdioServer {
         command: vec![
             "mcp-server-git".into(),
             "--repository".into(),
@@ -139,7 +139,7 @@ async fn the_git_server_runs_as_a_stdio_child_on_a_local_repository() {
         ],
         env: Vec::new(),
         dir: None,
-    };
+    });
     let conn = Connection::open(&endpoint, T)
         .await
         .expect("mcp-server-git starts");
@@ -222,11 +222,11 @@ async fn a_server_that_is_not_there_is_not_sent_to() {
         err.0.contains("connection refused") && err.0.contains(&url),
         "{err}"
     );
-    let missing = Endpoint::Stdio {
+    let missing = Endpoint::Stdio(StdioServer {
         command: vec!["/no/such/mcp-server".into()],
         env: Vec::new(),
         dir: None,
-    };
+    });
     let err = Connection::open(&missing, T).await.err().unwrap();
     assert!(err.0.contains("no such program"), "{err}");
 }

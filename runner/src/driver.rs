@@ -519,8 +519,7 @@ impl<C: Checkpoints> Runner<C> {
     /// recorded by a later commit.
     async fn run_tool(&mut self, call: PlannedCall) -> Result<Input, Stop> {
         let started = Instant::now();
-        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
-        let preview = tools::preview_args(&call.args, &secrets);
+        let preview = self.args_preview(&call.args);
         let mut mode = call.decision.mode();
         let output = match &call.decision {
             Decision::Replay { content, is_error } => ToolOutput {
@@ -545,9 +544,7 @@ impl<C: Checkpoints> Runner<C> {
                 Executed::NotSent(why) => ToolOutput::error(why),
             },
         };
-        let result = self
-            .mcp
-            .scrub(&crate::engine::preview(&output.content, 200));
+        let result = self.result_preview(&output.content);
         let event = ev::ToolCall {
             name: call.name,
             args: preview,
@@ -568,6 +565,18 @@ impl<C: Checkpoints> Runner<C> {
             content: output.content,
             is_error: output.is_error,
         })
+    }
+
+    /// A tool call's arguments as traced: secret-looking keys and the agent's secret values
+    /// masked.
+    fn args_preview(&self, args: &serde_json::Value) -> String {
+        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
+        tools::preview_args(args, &secrets)
+    }
+
+    /// The start of a tool result as traced, the agent's secret values masked.
+    fn result_preview(&self, content: &str) -> String {
+        self.mcp.scrub(&crate::engine::preview(content, 200))
     }
 
     /// The answer to a `write` whose outcome is unknown: `notice`, and — when the agentfile
@@ -598,18 +607,15 @@ impl<C: Checkpoints> Runner<C> {
                 }
             }
         };
-        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
         self.events.emit(TraceEvent::ToolCall(ev::ToolCall {
             name: tool.clone(),
-            args: tools::preview_args(args, &secrets),
+            args: self.args_preview(args),
             effect: EffectClass::Read,
             mode: ev::ToolMode::Verification,
             duration_ms: started.elapsed().as_millis() as u64,
             ok: !answer.is_error,
             key,
-            result: self
-                .mcp
-                .scrub(&crate::engine::preview(&answer.content, 200)),
+            result: self.result_preview(&answer.content),
         }));
         let status = if answer.is_error {
             "failed"

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, ToolInfo};
+use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, StdioServer, ToolInfo};
 use ninetrix_proto::agentfile::mcp::{
     self as spec, Annotations, EffectSource, McpServer, McpSource, McpTransport,
 };
@@ -168,6 +168,38 @@ struct Server {
     down: Option<Down>,
 }
 
+impl Server {
+    /// Whether it has no live connection and its backoff allows an attempt now.
+    fn due(&self) -> bool {
+        self.conn.as_ref().is_none_or(|c| c.is_closed())
+            && self
+                .down
+                .as_ref()
+                .is_none_or(|d| Instant::now() >= d.next_try)
+    }
+
+    /// Takes the result of a connection attempt (its error already scrubbed of secrets):
+    /// connected, or down with a backoff. Whether it connected.
+    fn connected(
+        &mut self,
+        result: Result<Connection, String>,
+        events: &mut Vec<TraceEvent>,
+    ) -> bool {
+        match result {
+            Ok(conn) => {
+                self.conn = Some(Arc::new(conn));
+                self.down = None;
+                true
+            }
+            Err(reason) => {
+                self.conn = None;
+                mark_down(self, &reason, events);
+                false
+            }
+        }
+    }
+}
+
 struct Down {
     reason: String,
     next_try: Instant,
@@ -247,10 +279,7 @@ impl McpServers {
         let connects = servers
             .iter()
             .enumerate()
-            .filter(|(_, s)| {
-                s.conn.as_ref().is_none_or(|c| c.is_closed())
-                    && s.down.as_ref().is_none_or(|d| Instant::now() >= d.next_try)
-            })
+            .filter(|(_, s)| s.due())
             .map(|(i, s)| {
                 let endpoint = s.endpoint.clone();
                 async move { (i, Connection::open(&endpoint, CONNECT_TIMEOUT).await) }
@@ -259,18 +288,8 @@ impl McpServers {
         let results = futures_util::future::join_all(connects).await;
         let mut relist: Vec<usize> = Vec::new();
         for (i, result) in results {
-            let s = &mut servers[i];
-            match result {
-                Ok(conn) => {
-                    s.conn = Some(Arc::new(conn));
-                    s.down = None;
-                    relist.push(i);
-                }
-                Err(e) => {
-                    let reason = self.scrub(&e.0);
-                    s.conn = None;
-                    mark_down(s, &reason, &mut events);
-                }
+            if servers[i].connected(result.map_err(|e| self.scrub(&e.0)), &mut events) {
+                relist.push(i);
             }
         }
         for (i, s) in servers.iter().enumerate() {
@@ -397,23 +416,11 @@ impl McpServers {
                     events,
                 );
             };
-            if s.conn.as_ref().is_none_or(|c| c.is_closed()) {
-                s.conn = None;
-                let due = s.down.as_ref().is_none_or(|d| Instant::now() >= d.next_try);
-                if due {
-                    match Connection::open(&s.endpoint, CONNECT_TIMEOUT.min(timeout)).await {
-                        Ok(c) => {
-                            s.conn = Some(Arc::new(c));
-                            s.down = None;
-                        }
-                        Err(e) => {
-                            let reason = self.scrub(&e.0);
-                            mark_down(s, &reason, &mut events);
-                        }
-                    }
-                }
+            if s.due() {
+                let opened = Connection::open(&s.endpoint, CONNECT_TIMEOUT.min(timeout)).await;
+                s.connected(opened.map_err(|e| self.scrub(&e.0)), &mut events);
             }
-            match &s.conn {
+            match s.conn.as_ref().filter(|c| !c.is_closed()) {
                 Some(c) => c.clone(),
                 None => {
                     let reason = s
@@ -550,11 +557,11 @@ fn endpoint(
             for n in names {
                 vars.push((n.clone(), secret(n).ok_or_else(|| missing(n.clone()))?));
             }
-            Endpoint::Stdio {
+            Endpoint::Stdio(StdioServer {
                 command: command.clone(),
                 env: vars,
                 dir: Some(workspace.to_path_buf()),
-            }
+            })
         }
     })
 }

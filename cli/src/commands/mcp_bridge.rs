@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use ninetrix_mcp::bridge::{self, BridgeConfig};
+use ninetrix_mcp::bridge;
+use ninetrix_mcp::client::StdioServer;
 use tokio_util::sync::CancellationToken;
 
 /// `ninetrix mcp-bridge` arguments.
@@ -59,7 +60,7 @@ pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let config = BridgeConfig {
+    let server = StdioServer {
         command: args.command.clone(),
         env,
         dir: None,
@@ -75,7 +76,7 @@ pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
             ninetrix_api::shutdown_signal().await;
             on_signal.cancel();
         });
-        bridge::run(args.listen, config, shutdown).await
+        bridge::run(args.listen, server, shutdown).await
     });
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),

@@ -113,7 +113,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .with_context(|| format!("cannot create {name}"))?;
-    crate::docker::upload_secrets(&docker, &created.id, &secrets, &token)
+    crate::docker::upload_secrets(&docker, &created.id, &secrets, Some(&token))
         .await
         .context("cannot upload the run's secrets")?;
     // Make sure the workspace exists in a container without volumes.

@@ -352,7 +352,7 @@ async fn create_steps(
         })?;
     *id = Some(created.id.clone());
     let secrets = t.secrets.get(agent).cloned().unwrap_or_default();
-    upload_secrets(t.docker, &created.id, &secrets, &token)
+    upload_secrets(t.docker, &created.id, &secrets, Some(&token))
         .await
         .with_context(|| format!("cannot upload the secrets of {cname}"))?;
     let baseline = t.api.event_seq(job.thread).await?;

@@ -16,14 +16,14 @@ use bollard::models::{
     ContainerCreateBody, EndpointSettings, HealthConfig, HostConfig, NetworkingConfig,
     RestartPolicy, RestartPolicyNameEnum,
 };
-use bollard::query_parameters::{CreateContainerOptionsBuilder, UploadToContainerOptionsBuilder};
+use bollard::query_parameters::CreateContainerOptionsBuilder;
 use ninetrix_proto::agentfile::Agentfile;
 use ninetrix_proto::agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
-use crate::docker::{label, pool_containers, stop_and_remove};
+use crate::docker::{label, pool_containers, stop_and_remove, upload_secrets};
 use crate::pool::image::Image;
-use crate::pool::spec::{AGENT, DURABLE, HASH, POOL, VERSION};
+use crate::pool::spec::{AGENT, DURABLE, HASH, MissingSecret, POOL, VERSION, host_values};
 use crate::ui::progress::Progress;
 
 /// Label: the MCP server a sidecar serves (set only on sidecars).
@@ -118,18 +118,8 @@ impl Wanted {
     }
 
     /// The host's values of its secrets; the first one missing is an error naming the server.
-    pub(crate) fn host_secrets(&self) -> anyhow::Result<BTreeMap<String, String>> {
-        self.secrets
-            .iter()
-            .map(|name| match std::env::var(name) {
-                Ok(v) if !v.is_empty() => Ok((name.clone(), v)),
-                _ => anyhow::bail!(
-                    "secret {name} (needed by MCP server `{}`) is not set on this host; export \
-                     {name}=… and try again (nothing was started)",
-                    self.server
-                ),
-            })
-            .collect()
+    pub(crate) fn host_secrets(&self) -> Result<BTreeMap<String, String>, MissingSecret> {
+        host_values(&self.secrets, &format!("MCP server `{}`", self.server))
     }
 
     fn body(&self, pool: &str, network: &str, image: &str, digest: &str) -> ContainerCreateBody {
@@ -258,6 +248,19 @@ impl std::fmt::Display for Action {
     }
 }
 
+impl Action {
+    /// The server the action is about.
+    pub(crate) fn server(&self) -> &str {
+        match self {
+            Action::Create(s)
+            | Action::Recreate { server: s, .. }
+            | Action::Start { server: s, .. }
+            | Action::Keep(s)
+            | Action::Remove { server: s, .. } => s,
+        }
+    }
+}
+
 /// Reconciles sidecars: `wanted` with their digests against what Docker has. Pure.
 pub(crate) fn plan(wanted: &[(String, String)], seen: &[Seen], force: bool) -> Vec<Action> {
     let mut actions = Vec::new();
@@ -348,37 +351,30 @@ impl Sidecars<'_> {
             .collect();
         let seen = observe(self.docker, self.pool).await?;
         for action in plan(&digests, &seen, force) {
-            let server = match &action {
-                Action::Create(s)
-                | Action::Recreate { server: s, .. }
-                | Action::Start { server: s, .. }
-                | Action::Keep(s)
-                | Action::Remove { server: s, .. } => s.clone(),
-            };
-            let name = container_name(self.pool, &server);
-            match action {
+            let name = container_name(self.pool, action.server());
+            match &action {
                 Action::Keep(_) => progress.step("Sidecar", &name, "Running"),
                 Action::Start { id, .. } => {
                     self.docker
-                        .start_container(&id, None)
+                        .start_container(id, None)
                         .await
                         .with_context(|| format!("cannot start {name}"))?;
                     progress.step("Sidecar", &name, "Started");
                 }
                 Action::Remove { id, .. } => {
-                    stop_and_remove(self.docker, &id, self.stop_timeout).await?;
+                    stop_and_remove(self.docker, id, self.stop_timeout).await?;
                     progress.step("Sidecar", &name, "Removed (its server is not declared)");
                 }
                 Action::Create(_) | Action::Recreate { .. } => {
                     if let Action::Recreate { id, .. } = &action {
                         stop_and_remove(self.docker, id, self.stop_timeout).await?;
                     }
-                    let (w, img, secrets) = wanted
+                    let i = wanted
                         .iter()
-                        .find(|(w, _, _)| w.server == server)
+                        .position(|(w, _, _)| w.server == action.server())
                         .expect("planned from wanted");
-                    let digest = w.digest(&img.id, secrets);
-                    self.create(w, &img.tag, &digest, secrets).await?;
+                    let (w, img, secrets) = &wanted[i];
+                    self.create(w, &img.tag, &digests[i].1, secrets).await?;
                     let done = if matches!(action, Action::Create(_)) {
                         "Started"
                     } else {
@@ -409,16 +405,7 @@ impl Sidecars<'_> {
             .await
             .with_context(|| format!("cannot create {name}"))?;
         if !secrets.is_empty() {
-            let files: Vec<(&str, &str)> = secrets
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            self.docker
-                .upload_to_container(
-                    &created.id,
-                    Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-                    bollard::body_full(crate::pool::local_api::secrets_tar(&files)?.into()),
-                )
+            upload_secrets(self.docker, &created.id, secrets, None)
                 .await
                 .with_context(|| format!("cannot give {name} its secrets"))?;
         }

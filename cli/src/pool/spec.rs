@@ -105,27 +105,36 @@ impl Liveness {
     }
 }
 
-/// An agent secret missing on the host.
+/// A secret missing on the host.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "secret {name} (needed by agent `{agent}`) is not set on this host; export {name}=… and try again (nothing was started)"
+    "secret {name} (needed by {needed_by}) is not set on this host; export {name}=… and try again (nothing was started)"
 )]
 pub(crate) struct MissingSecret {
     /// The secret's name.
     pub(crate) name: String,
-    /// The agent that needs it.
-    pub(crate) agent: String,
+    /// Who needs it: "agent `a`", "MCP server `s`".
+    pub(crate) needed_by: String,
 }
 
 /// Reads an agent's secrets from the host environment (an empty value counts as missing).
 pub(crate) fn host_secrets(spec: &AgentSpec) -> Result<BTreeMap<String, String>, MissingSecret> {
-    spec.secrets
+    host_values(&spec.secrets, &format!("agent `{}`", spec.name))
+}
+
+/// Reads the secrets `names` from the host environment for `needed_by` (an empty value counts
+/// as missing).
+pub(crate) fn host_values(
+    names: &[String],
+    needed_by: &str,
+) -> Result<BTreeMap<String, String>, MissingSecret> {
+    names
         .iter()
         .map(|name| match std::env::var(name) {
             Ok(v) if !v.is_empty() => Ok((name.clone(), v)),
             _ => Err(MissingSecret {
                 name: name.clone(),
-                agent: spec.name.clone(),
+                needed_by: needed_by.to_string(),
             }),
         })
         .collect()

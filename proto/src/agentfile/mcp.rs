@@ -84,15 +84,6 @@ pub enum McpTransport {
 }
 
 impl McpTransport {
-    /// The agentfile key that chose this transport, for messages.
-    pub fn describe(&self) -> &'static str {
-        match self {
-            McpTransport::Http { .. } => "url",
-            McpTransport::Sidecar { .. } => "image + command (sidecar)",
-            McpTransport::Stdio { .. } => "command (in the agent's container)",
-        }
-    }
-
     /// The secrets the agent's container needs for this server (header secrets, and a local
     /// stdio server's secrets). A sidecar's secrets go to the sidecar.
     pub fn agent_secrets(&self) -> Vec<String> {
@@ -249,8 +240,6 @@ pub struct Annotations {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EffectSource {
-    /// The builtin's own rule.
-    Builtin,
     /// The agent's tool entry (`effect:`).
     Agentfile,
     /// The server's entry in `mcp_servers` (`effect:`).
@@ -265,7 +254,6 @@ impl EffectSource {
     /// How `validate` and `trace` say it.
     pub fn as_str(self) -> &'static str {
         match self {
-            EffectSource::Builtin => "builtin",
             EffectSource::Agentfile => "agentfile",
             EffectSource::Server => "mcp_servers",
             EffectSource::Annotations => "annotations",
@@ -329,41 +317,59 @@ impl McpServer {
     }
 }
 
-/// The secret names a header value template uses (`Bearer ${GITHUB_TOKEN}` → `GITHUB_TOKEN`),
-/// or the whole value when it is a bare secret name.
-pub fn template_secrets(value: &str) -> Vec<String> {
+/// One piece of a header value template.
+enum Part<'a> {
+    /// Literal text.
+    Text(&'a str),
+    /// A secret's name.
+    Secret(&'a str),
+}
+
+/// A header value template in pieces: `${NAME}` parts are secrets, a bare secret name is one
+/// secret, anything else is text.
+fn parts(value: &str) -> Vec<Part<'_>> {
+    if !value.contains("${") {
+        return vec![if super::names::is_valid_secret_name(value) {
+            Part::Secret(value)
+        } else {
+            Part::Text(value)
+        }];
+    }
     let mut out = Vec::new();
     let mut rest = value;
     while let Some(start) = rest.find("${") {
         let Some(len) = rest[start..].find('}') else {
             break;
         };
-        out.push(rest[start + 2..start + len].to_string());
+        out.push(Part::Text(&rest[..start]));
+        out.push(Part::Secret(&rest[start + 2..start + len]));
         rest = &rest[start + len + 1..];
     }
-    if out.is_empty() && super::names::is_valid_secret_name(value) {
-        out.push(value.to_string());
-    }
+    out.push(Part::Text(rest));
     out
+}
+
+/// The secret names a header value template uses (`Bearer ${GITHUB_TOKEN}` → `GITHUB_TOKEN`),
+/// or the whole value when it is a bare secret name.
+pub fn template_secrets(value: &str) -> Vec<String> {
+    parts(value)
+        .into_iter()
+        .filter_map(|p| match p {
+            Part::Secret(name) => Some(name.to_string()),
+            Part::Text(_) => None,
+        })
+        .collect()
 }
 
 /// A header's value with its secrets filled in; `Err(name)` names a secret that has no value.
 pub fn fill_header(value: &str, secret: impl Fn(&str) -> Option<String>) -> Result<String, String> {
-    if !value.contains("${") {
-        return secret(value).ok_or_else(|| value.to_string());
-    }
     let mut out = String::new();
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let Some(len) = rest[start..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 2..start + len];
-        out.push_str(&rest[..start]);
-        out.push_str(&secret(name).ok_or_else(|| name.to_string())?);
-        rest = &rest[start + len + 1..];
+    for part in parts(value) {
+        match part {
+            Part::Text(text) => out.push_str(text),
+            Part::Secret(name) => out.push_str(&secret(name).ok_or_else(|| name.to_string())?),
+        }
     }
-    out.push_str(rest);
     Ok(out)
 }
 

@@ -7,9 +7,9 @@ use crate::agentfile::mcp::{self, McpServer, McpSource, McpTransport, Verify, Ve
 /// One `mcp_servers.<name>` entry as written.
 #[derive(Default)]
 pub(super) struct ServerIn {
-    url: Option<(String, Loc)>,
+    url: Option<String>,
     headers: BTreeMap<String, String>,
-    image: Option<(String, Loc)>,
+    image: Option<String>,
     command: Option<Vec<String>>,
     env: BTreeMap<String, String>,
     secrets: Vec<String>,
@@ -26,7 +26,7 @@ pub(super) const MCP_SERVER: Section<ServerIn> = Section {
                 cx.report(&f.path, f.value.loc, Problem::McpUrl(&url));
                 return None;
             }
-            s.url = Some((url, f.value.loc));
+            s.url = Some(url);
             Some(())
         }),
         ("headers", |cx, s, f| {
@@ -39,7 +39,7 @@ pub(super) const MCP_SERVER: Section<ServerIn> = Section {
                 cx.type_error(&f.path, f.value, "an image name");
                 return None;
             }
-            s.image = Some((image, f.value.loc));
+            s.image = Some(image);
             Some(())
         }),
         ("command", |cx, s, f| {
@@ -107,6 +107,15 @@ pub(super) const VERIFY: Section<VerifyIn> = Section {
     unsupported: &[],
 };
 
+/// `server/tool` → (server, Some(tool)); `server` or `server/` → (server, None).
+fn split_mcp(rest: &str) -> (&str, Option<&str>) {
+    match rest.split_once('/') {
+        Some((server, "")) => (server, None),
+        Some((server, tool)) => (server, Some(tool)),
+        None => (rest, None),
+    }
+}
+
 impl Cx {
     /// Decodes `mcp_servers:` into [`Cx::mcp`]; a server with errors is remembered in
     /// [`Cx::mcp_invalid`] so the tools that use it are not reported again. `None` when any
@@ -152,7 +161,7 @@ impl Cx {
             return None;
         }
         let transport = match (s.url, s.image, s.command) {
-            (Some((url, _)), None, None) => {
+            (Some(url), None, None) => {
                 if !s.env.is_empty() || !s.secrets.is_empty() {
                     self.report(path, key.loc, Problem::McpShape(&key.name, Shape::EnvOnUrl));
                     return None;
@@ -162,7 +171,7 @@ impl Cx {
                     headers: s.headers,
                 }
             }
-            (None, Some((image, _)), Some(command)) => McpTransport::Sidecar {
+            (None, Some(image), Some(command)) => McpTransport::Sidecar {
                 image,
                 command,
                 env: s.env,
@@ -276,12 +285,7 @@ impl Cx {
         effect: Option<Effect>,
         allow: Vec<String>,
     ) -> Option<ToolSpec> {
-        let rest = name.strip_prefix("mcp://").unwrap_or(name);
-        let (server, tool) = match rest.split_once('/') {
-            Some((s, "")) => (s, None),
-            Some((s, t)) => (s, Some(t)),
-            None => (rest, None),
-        };
+        let (server, tool) = split_mcp(name.strip_prefix("mcp://").unwrap_or(name));
         let Some(spec) = self.mcp.get(server) else {
             if self.mcp_invalid.contains(server) {
                 return None;
@@ -341,9 +345,9 @@ impl Cx {
             return None;
         };
         let name = match written.strip_prefix("mcp://") {
-            Some(rest) => match rest.split_once('/') {
-                Some((server, tool)) if !tool.is_empty() => mcp::model_name(server, tool),
-                _ => {
+            Some(rest) => match split_mcp(rest) {
+                (server, Some(tool)) => mcp::model_name(server, tool),
+                (_, None) => {
                     self.report(
                         &join(path, "tool"),
                         loc,
