@@ -13,7 +13,6 @@ use std::process::ExitCode;
 use clap::Args;
 use ninetrix_mcp::bridge;
 use ninetrix_mcp::client::StdioServer;
-use tokio_util::sync::CancellationToken;
 
 /// `ninetrix mcp-bridge` arguments.
 #[derive(Args, Debug, Clone)]
@@ -65,19 +64,7 @@ pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
         env,
         dir: None,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let result = runtime.block_on(async move {
-        let shutdown = CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            ninetrix_api::shutdown_signal().await;
-            on_signal.cancel();
-        });
-        bridge::run(args.listen, server, shutdown).await
-    });
+    let result = super::until_signal(|shutdown| bridge::run(args.listen, server, shutdown))?;
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {

@@ -31,6 +31,27 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
         .block_on(f)
 }
 
+/// Runs `work` on a small runtime with a token that SIGINT/SIGTERM cancels (the long-running
+/// in-container commands: `runner`, `mcp-bridge`).
+fn until_signal<T, F: std::future::Future<Output = T>>(
+    work: impl FnOnce(tokio_util::sync::CancellationToken) -> F,
+) -> anyhow::Result<T> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    Ok(runtime.block_on(async move {
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let on_signal = shutdown.clone();
+        tokio::spawn(async move {
+            ninetrix_api::shutdown_signal().await;
+            tracing::info!("stop requested: finishing the current step");
+            on_signal.cancel();
+        });
+        work(shutdown).await
+    }))
+}
+
 /// Runs a future that yields a plain value on a small runtime.
 fn block_on_value<T, F: std::future::Future<Output = T>>(f: F) -> anyhow::Result<T> {
     Ok(tokio::runtime::Builder::new_current_thread()

@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use tokio_util::sync::CancellationToken;
-
 /// Short lines for container logs: Docker adds the time; the level and the message suffice.
 fn init_runner_logging() {
     init_logging("info");
@@ -37,19 +35,6 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(crate::EXIT_USAGE));
         }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let exit = runtime.block_on(async move {
-        let shutdown = CancellationToken::new();
-        let on_signal = shutdown.clone();
-        tokio::spawn(async move {
-            ninetrix_api::shutdown_signal().await;
-            tracing::info!("stop requested: finishing the current step");
-            on_signal.cancel();
-        });
-        ninetrix_runner::run(config, shutdown).await
-    });
+    let exit = super::until_signal(|shutdown| ninetrix_runner::run(config, shutdown))?;
     Ok(ExitCode::from(exit.code()))
 }
