@@ -74,6 +74,13 @@ uuid_id!(
     "message ID"
 );
 
+uuid_id!(
+    /// The identity of one request to a person: an approval of a gated call, or an `ask_human`
+    /// question. UUID v7, chosen by the runner when it stores the request.
+    ApprovalId,
+    "approval ID"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

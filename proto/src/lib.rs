@@ -10,5 +10,5 @@ pub mod events;
 pub mod ids;
 pub mod message;
 
-pub use ids::{MessageId, ParseIdError, ThreadId};
+pub use ids::{ApprovalId, MessageId, ParseIdError, ThreadId};
 pub use message::{Block, Message, Role};

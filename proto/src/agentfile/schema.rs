@@ -284,6 +284,85 @@ impl ResumeMode {
 pub struct Governance {
     /// Most US dollars one run (turn) may spend on the model; `None` means no limit.
     pub max_budget_per_run: Option<f64>,
+    /// Which calls wait for a person's decision, and how long (`governance.human_approval`).
+    /// `None`: no call is gated; `ask_human` still asks with the default timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub human_approval: Option<HumanApproval>,
+}
+
+impl Governance {
+    /// How long a request to a person stands before it expires (and counts as a rejection).
+    pub fn approval_timeout_secs(&self) -> u64 {
+        self.human_approval
+            .as_ref()
+            .map_or(HumanApproval::DEFAULT_TIMEOUT_SECS, |h| h.timeout_secs)
+    }
+
+    /// Whether a call of the tool the model knows as `tool`, with final effect class `effect`,
+    /// must be approved by a person before it runs.
+    pub fn gates(&self, tool: &str, effect: Effect) -> bool {
+        self.human_approval
+            .as_ref()
+            .is_some_and(|h| h.gates(tool, effect))
+    }
+}
+
+/// `governance.human_approval`: approval gates in front of chosen calls (the public Ninetrix's
+/// keys where they mean the same).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApproval {
+    /// Whether gates apply (`false` keeps the settings but gates nothing; `ask_human` still
+    /// asks).
+    pub enabled: bool,
+    /// The calls gated by name.
+    #[serde(default)]
+    pub actions: Vec<ApprovalAction>,
+    /// The calls gated by their final effect class (e.g. every `write`).
+    #[serde(default)]
+    pub effects: Vec<Effect>,
+    /// Seconds a request stands; then it expires, which counts as a rejection.
+    pub timeout_secs: u64,
+    /// Where each new request is POSTed as signed JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_url: Option<String>,
+    /// The secret (by name) whose value signs the notifications (HMAC-SHA256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify_secret: Option<String>,
+}
+
+impl HumanApproval {
+    /// 24 hours.
+    pub const DEFAULT_TIMEOUT_SECS: u64 = 24 * 3600;
+
+    /// Whether a call of `tool` (the model's name) with final class `effect` is gated.
+    pub fn gates(&self, tool: &str, effect: Effect) -> bool {
+        self.enabled
+            && (self.effects.contains(&effect) || self.actions.iter().any(|a| a.matches(tool)))
+    }
+}
+
+/// One entry of `human_approval.actions`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalAction {
+    /// A tool by the name the model calls it (a builtin, or `server__tool` for
+    /// `mcp://server/tool`).
+    Tool(String),
+    /// Every tool of an MCP server (`mcp://server`).
+    Server(String),
+}
+
+impl ApprovalAction {
+    /// Whether the tool the model knows as `tool` is this entry's.
+    pub fn matches(&self, tool: &str) -> bool {
+        match self {
+            ApprovalAction::Tool(name) => name == tool,
+            ApprovalAction::Server(server) => tool
+                .strip_prefix(server.as_str())
+                .is_some_and(|rest| rest.starts_with(crate::agentfile::mcp::NAME_SEPARATOR)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ impl Cx {
             .and_then(|e| self.execution(e, runtime_max_turns, &path, key.loc));
         let governance = governance.map(|own| Governance {
             max_budget_per_run: own.or(shared.governance),
+            human_approval: None,
         });
 
         if let (Some(env), Some(secrets)) = (&env, &secrets) {
