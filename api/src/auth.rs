@@ -1,8 +1,13 @@
-//! Authentication: the admin token, and runner tokens bound to one thread.
+//! Authentication: the admin token, runner tokens bound to one thread, and approver tokens bound
+//! to one pool.
 //!
 //! A runner token is `nxr1.<thread id>.<tag>` where the tag is HMAC-SHA256 over the thread ID with
 //! the server's secret: it needs no storage, cannot be moved to another thread, and is checked in
-//! constant time. The admin token is compared in constant time too. Tokens are never logged.
+//! constant time. An approver token (minted by the admin for a person) is `nxa1.<claims>.<tag>`:
+//! the claims (pool, name, expiry) as base64url JSON, the tag an HMAC over them under another
+//! context, so neither kind of token can pass for the other. It may list and decide its pool's
+//! requests to people, nothing else; it stops working at its expiry (or when the server's
+//! secret changes). The admin token is compared in constant time too. Tokens are never logged.
 
 use std::sync::Arc;
 
@@ -19,6 +24,19 @@ use crate::error::ApiError;
 
 const RUNNER_PREFIX: &str = "nxr1";
 const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v1\0";
+const APPROVER_PREFIX: &str = "nxa1";
+const APPROVER_CONTEXT: &[u8] = b"ninetrix approver token v1\0";
+
+/// What an approver token says about its holder.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct ApproverClaims {
+    /// The pool.
+    p: String,
+    /// The holder's name.
+    n: String,
+    /// Expiry, Unix seconds.
+    e: i64,
+}
 
 /// A secret value that never prints.
 #[derive(Clone)]
@@ -93,8 +111,32 @@ impl Authenticator {
         }
     }
 
+    /// Mints an approver token for `name` on `pool`, valid until `expires_at` (Unix seconds).
+    pub fn approver_token(&self, pool: &str, name: &str, expires_at: i64) -> String {
+        let claims = ApproverClaims {
+            p: pool.to_string(),
+            n: name.to_string(),
+            e: expires_at,
+        };
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap_or_default());
+        let tag = match &self.config {
+            AuthConfig::Tokens { secret, .. } => {
+                let mut mac = keyed(secret, APPROVER_CONTEXT);
+                mac.update(payload.as_bytes());
+                URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+            }
+            AuthConfig::InsecureDev => "insecure-dev".to_string(),
+        };
+        format!("{APPROVER_PREFIX}.{payload}.{tag}")
+    }
+
     /// Who presents this `Authorization` header value.
     pub fn caller(&self, authorization: Option<&str>) -> Result<Caller, ApiError> {
+        self.caller_at(authorization, chrono::Utc::now().timestamp())
+    }
+
+    /// [`Authenticator::caller`] at `now` (Unix seconds).
+    fn caller_at(&self, authorization: Option<&str>, now: i64) -> Result<Caller, ApiError> {
         let secret = match &self.config {
             AuthConfig::InsecureDev => return Ok(Caller::Admin),
             AuthConfig::Tokens { secret, .. } => secret,
@@ -124,6 +166,31 @@ impl Authenticator {
                 .map_err(|_| ApiError::Unauthorized)?;
             return Ok(Caller::Runner(thread));
         }
+        if let Some(rest) = token
+            .strip_prefix(APPROVER_PREFIX)
+            .and_then(|r| r.strip_prefix('.'))
+        {
+            let (payload, given) = rest.split_once('.').ok_or(ApiError::Unauthorized)?;
+            let given = URL_SAFE_NO_PAD
+                .decode(given)
+                .map_err(|_| ApiError::Unauthorized)?;
+            let mut mac = keyed(secret, APPROVER_CONTEXT);
+            mac.update(payload.as_bytes());
+            mac.verify_slice(&given)
+                .map_err(|_| ApiError::Unauthorized)?;
+            let claims: ApproverClaims = URL_SAFE_NO_PAD
+                .decode(payload)
+                .ok()
+                .and_then(|json| serde_json::from_slice(&json).ok())
+                .ok_or(ApiError::Unauthorized)?;
+            if now >= claims.e {
+                return Err(ApiError::Unauthorized);
+            }
+            return Ok(Caller::Approver {
+                pool: claims.p,
+                name: claims.n,
+            });
+        }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if bool::from(digest.ct_eq(&self.admin_digest)) {
             Ok(Caller::Admin)
@@ -134,9 +201,14 @@ impl Authenticator {
 }
 
 fn mac(secret: &Secret) -> Hmac<Sha256> {
+    keyed(secret, RUNNER_CONTEXT)
+}
+
+/// An HMAC keyed by the server's secret, primed with a token kind's context.
+fn keyed(secret: &Secret, context: &[u8]) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose())
         .expect("HMAC takes keys of any length");
-    mac.update(RUNNER_CONTEXT);
+    mac.update(context);
     mac
 }
 
@@ -147,30 +219,54 @@ fn tag(secret: &Secret, thread: ThreadId) -> Vec<u8> {
 }
 
 /// Who made a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// The admin token (or insecure-dev mode).
     Admin,
     /// A runner token bound to this thread.
     Runner(ThreadId),
+    /// An approver token: a person who may list and decide one pool's requests.
+    Approver {
+        /// The pool.
+        pool: String,
+        /// The holder's name (recorded as who decided).
+        name: String,
+    },
 }
 
 impl Caller {
     /// Admits the admin only.
-    pub fn require_admin(self) -> Result<(), ApiError> {
+    pub fn require_admin(&self) -> Result<(), ApiError> {
         match self {
             Caller::Admin => Ok(()),
-            Caller::Runner(_) => Err(ApiError::Forbidden("this route needs the admin token")),
+            Caller::Runner(_) | Caller::Approver { .. } => {
+                Err(ApiError::Forbidden("this route needs the admin token"))
+            }
         }
     }
 
     /// Admits the admin and the runner of `thread`.
-    pub fn require_thread(self, thread: ThreadId) -> Result<(), ApiError> {
+    pub fn require_thread(&self, thread: ThreadId) -> Result<(), ApiError> {
         match self {
             Caller::Admin => Ok(()),
-            Caller::Runner(own) if own == thread => Ok(()),
+            Caller::Runner(own) if *own == thread => Ok(()),
             Caller::Runner(_) => Err(ApiError::Forbidden(
                 "this runner token belongs to another thread",
+            )),
+            Caller::Approver { .. } => Err(ApiError::Forbidden(
+                "an approver token may only list and decide requests to people",
+            )),
+        }
+    }
+
+    /// Admits the admin and approvers; for an approver, the pool its requests must belong to.
+    /// A runner token never decides.
+    pub fn require_approver(&self) -> Result<Option<&str>, ApiError> {
+        match self {
+            Caller::Admin => Ok(None),
+            Caller::Approver { pool, .. } => Ok(Some(pool)),
+            Caller::Runner(_) => Err(ApiError::Forbidden(
+                "a runner token cannot list or decide requests to people: use the admin token or an approver token",
             )),
         }
     }
@@ -248,6 +344,58 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn approver_tokens_carry_their_pool_and_name_and_expire() {
+        let auth = tokens();
+        let token = auth.approver_token("shop", "alice", 1_000);
+        assert_eq!(
+            auth.caller_at(Some(&format!("Bearer {token}")), 999)
+                .unwrap(),
+            Caller::Approver {
+                pool: "shop".into(),
+                name: "alice".into()
+            }
+        );
+        // Expired.
+        assert!(auth.caller_at(Some(&format!("Bearer {token}")), 1_000).is_err());
+        // Claims edited (another pool, a later expiry) break the tag.
+        let (_, rest) = token.split_once('.').unwrap();
+        let (_, tag) = rest.split_once('.').unwrap();
+        for claims in [
+            r#"{"p":"bank","n":"alice","e":1000}"#,
+            r#"{"p":"shop","n":"alice","e":99999999999}"#,
+        ] {
+            let forged = format!("nxa1.{}.{tag}", URL_SAFE_NO_PAD.encode(claims));
+            assert!(auth.caller_at(Some(&format!("Bearer {forged}")), 0).is_err());
+        }
+        // A runner token's tag does not make an approver token, nor the other way round.
+        let thread = ThreadId::new_v7();
+        let runner = auth.runner_token(thread);
+        let runner_tag = runner.rsplit('.').next().unwrap();
+        let (payload, _) = rest.split_once('.').unwrap();
+        let mixed = format!("nxa1.{payload}.{runner_tag}");
+        assert!(auth.caller_at(Some(&format!("Bearer {mixed}")), 0).is_err());
+        // Another server's secret does not verify.
+        let other = Authenticator::new(AuthConfig::Tokens {
+            secret: Secret::new(b"other".to_vec()),
+            admin_token: Secret::new(b"x".to_vec()),
+        });
+        assert!(other.caller_at(Some(&format!("Bearer {token}")), 0).is_err());
+    }
+
+    #[test]
+    fn only_the_admin_and_approvers_decide() {
+        let approver = Caller::Approver {
+            pool: "shop".into(),
+            name: "alice".into(),
+        };
+        assert_eq!(approver.require_approver().unwrap(), Some("shop"));
+        assert_eq!(Caller::Admin.require_approver().unwrap(), None);
+        assert!(Caller::Runner(ThreadId::new_v7()).require_approver().is_err());
+        assert!(approver.require_admin().is_err());
+        assert!(approver.require_thread(ThreadId::new_v7()).is_err());
     }
 
     #[test]

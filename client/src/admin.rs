@@ -1,14 +1,17 @@
-//! The admin routes (`/v1/threads…`, `/v1/tokens/runner`): listing and reading threads, the
-//! ledger and events (paged, or as a Server-Sent Events stream), the inbox, purge, and minting
-//! runner tokens. Called with the admin token.
+//! The admin routes (`/v1/threads…`, `/v1/tokens/…`) and the approval routes (`/v1/approvals…`):
+//! listing and reading threads, the ledger and events (paged, or as a Server-Sent Events stream),
+//! the inbox, purge, minting runner and approver tokens, and listing and deciding requests to
+//! people. Called with the admin token (the approval routes also with an approver token).
 
 use futures_util::{Stream, StreamExt as _};
-use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
+    Approval, ApprovalStatus, ApproverTokenRequest, ApproverTokenResponse, DecisionRequest,
     EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, RunnerTokenResponse, ThreadStatus,
     ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
 };
 use reqwest::Method;
+
+use ninetrix_proto::{ApprovalId, ThreadId};
 
 use crate::sse::SseDecoder;
 use crate::{Client, ClientError, Limit};
@@ -40,6 +43,49 @@ impl ThreadQuery {
         if let Some(s) = self.status {
             q.push(("status", s.as_str().to_string()));
         }
+        if let Some(l) = self.limit {
+            q.push(("limit", l.to_string()));
+        }
+        if let Some(o) = self.offset {
+            q.push(("offset", o.to_string()));
+        }
+        q
+    }
+}
+
+/// Filters of `GET /v1/approvals`; every field optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApprovalQuery {
+    /// Only requests of this pool.
+    pub pool: Option<String>,
+    /// Only requests of this agent.
+    pub agent: Option<String>,
+    /// Only requests of this thread.
+    pub thread: Option<ThreadId>,
+    /// Only requests standing so; `None`: every status (the server's own default is pending).
+    pub status: Option<ApprovalStatus>,
+    /// At most this many (the server's default and cap apply when `None`).
+    pub limit: Option<u32>,
+    /// Skip this many.
+    pub offset: Option<u32>,
+}
+
+impl ApprovalQuery {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut q = Vec::new();
+        if let Some(p) = &self.pool {
+            q.push(("pool", p.clone()));
+        }
+        if let Some(a) = &self.agent {
+            q.push(("agent", a.clone()));
+        }
+        if let Some(t) = self.thread {
+            q.push(("thread_id", t.to_string()));
+        }
+        q.push((
+            "status",
+            self.status.map_or("all", |s| s.as_str()).to_string(),
+        ));
         if let Some(l) = self.limit {
             q.push(("limit", l.to_string()));
         }
@@ -209,6 +255,42 @@ impl Client {
                 }
             },
         ))
+    }
+
+    /// `GET /v1/approvals`: one page of requests to people matching `query`, oldest first.
+    pub async fn list_approvals(
+        &self,
+        query: &ApprovalQuery,
+    ) -> Result<Vec<Approval>, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/approvals", &query.pairs(), None, None)
+            .await
+    }
+
+    /// `GET /v1/approvals/{id}`: one request; `None` if there is none (or it is another pool's).
+    pub async fn approval(&self, id: ApprovalId) -> Result<Option<Approval>, ClientError> {
+        self.call_optional::<(), _>(Method::GET, &format!("/v1/approvals/{id}"), &[], None, None)
+            .await
+    }
+
+    /// `POST /v1/approvals/{id}/decision`: decides a request. The same decision again answers
+    /// the record; a different one, or one after the expiry, is a 409 (`already_decided`,
+    /// `approval_expired`) whose message names the decision that stands.
+    pub async fn decide_approval(
+        &self,
+        id: ApprovalId,
+        decision: &DecisionRequest,
+    ) -> Result<Approval, ClientError> {
+        let p = format!("/v1/approvals/{id}/decision");
+        self.call(Method::POST, &p, &[], Some(decision), None).await
+    }
+
+    /// `POST /v1/tokens/approver`: mints a token that lists and decides one pool's requests.
+    pub async fn mint_approver_token(
+        &self,
+        request: &ApproverTokenRequest,
+    ) -> Result<ApproverTokenResponse, ClientError> {
+        self.call(Method::POST, "/v1/tokens/approver", &[], Some(request), None)
+            .await
     }
 
     /// `POST /v1/tokens/runner`: mints the runner token of a thread (creating the thread and

@@ -1,11 +1,11 @@
 //! The runner routes (`/v1/runners/threads/{id}/…`): claim, latest, checkpoints, commit, the ledger, the
-//! inbox long-poll and trace events. Called with the thread's runner token (or the admin token).
+//! inbox long-poll, the requests-to-people long-poll and trace events. Called with the thread's runner token (or the admin token).
 
 use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
+    Approval, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
     CommitResponse, EventsAppended, EventsRequest, InboxMessage, ThreadState, ToolCallCompletion,
     ToolCallIntent, ToolCallRecord,
 };
@@ -71,6 +71,32 @@ impl Client {
         let query = [("turn_seq", turn_seq.to_string())];
         self.call::<(), _>(Method::GET, &p, &query, None, None)
             .await
+    }
+
+    /// `GET …/approvals?turn_seq=N`: the requests to people of one turn, as they stand. With a
+    /// `wait`, the API holds the answer until more than `settled` of them are settled, none is
+    /// pending, or the wait ends.
+    pub async fn turn_approvals(
+        &self,
+        thread: ThreadId,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> Result<Vec<Approval>, ClientError> {
+        let query = [
+            ("turn_seq", turn_seq.to_string()),
+            ("settled", settled.to_string()),
+            ("wait", wait.as_secs().to_string()),
+        ];
+        let timeout = wait + Duration::from_secs(15);
+        self.call::<(), _>(
+            Method::GET,
+            &path(thread, "/approvals"),
+            &query,
+            None,
+            Some(timeout),
+        )
+        .await
     }
 
     /// `POST …/tool-calls`: records a tool call's intent, or returns the existing record.

@@ -197,6 +197,7 @@ async fn every_route_answers_its_typed_method() {
                     result: "written".into(),
                 }],
                 events: Vec::new(),
+                approvals: Vec::new(),
             },
         )
         .await

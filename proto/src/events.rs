@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agentfile::Effect;
 use crate::agentfile::mcp::EffectSource;
-use crate::api::{Event, NewEvent, Usage};
+use crate::api::{ApprovalKind, ApprovalStatus, Event, NewEvent, Usage};
+use crate::ids::ApprovalId;
 use crate::message::Role;
 
 /// Everything a runner reports. The serialised form is `{"type": "<snake_case name>", "data":
@@ -65,8 +66,87 @@ pub enum TraceEvent {
     BudgetExceeded(BudgetExceeded),
     /// The turn used `execution.max_turns` model rounds without a final answer; it was stopped.
     MaxTurnsReached(MaxTurnsReached),
+    /// A call waits for a person: an approval of a gated call or an `ask_human` question was
+    /// stored with the model response that made the call.
+    ApprovalRequested(ApprovalRequested),
+    /// A person decided a request (stored by the API with the decision, at the thread's epoch).
+    ApprovalDecided(ApprovalDecided),
+    /// A request was not decided in time: it counts as a rejection; the call did not run.
+    ApprovalExpired(ApprovalExpired),
+    /// One delivery attempt of a request's notification to `human_approval.notify_url`.
+    ApprovalNotified(ApprovalNotified),
     /// Something failed (the model for good, or the runner itself).
     Error(ErrorEvent),
+}
+
+/// `approval_requested`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequested {
+    /// The request (`ninetrix approve ID`).
+    pub id: ApprovalId,
+    /// An approval or a question.
+    pub kind: ApprovalKind,
+    /// The tool called.
+    pub tool: String,
+    /// A preview of its arguments (secret values masked); for a question, the question.
+    pub args: String,
+    /// Seconds it stands before it expires.
+    pub timeout_secs: u64,
+}
+
+/// `approval_decided`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecided {
+    /// The request.
+    pub id: ApprovalId,
+    /// An approval or a question.
+    pub kind: ApprovalKind,
+    /// The tool called.
+    pub tool: String,
+    /// `approved`, `rejected` or `answered`.
+    pub status: ApprovalStatus,
+    /// Who decided.
+    #[serde(default)]
+    pub by: String,
+    /// Why, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The start of a question's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+/// `approval_expired`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalExpired {
+    /// The request.
+    pub id: ApprovalId,
+    /// An approval or a question.
+    pub kind: ApprovalKind,
+    /// The tool called.
+    pub tool: String,
+    /// When it expired.
+    pub expired_at: DateTime<Utc>,
+}
+
+/// `approval_notified`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalNotified {
+    /// The request the notification is about.
+    pub id: ApprovalId,
+    /// The attempt (from 1).
+    pub attempt: u32,
+    /// The receiver's HTTP status, if it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Whether the receiver took it (a 2xx answer).
+    pub ok: bool,
+    /// Why not, without secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// How long the runner waits before the next attempt (none after the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
 }
 
 /// `boot`.
@@ -450,6 +530,10 @@ impl TraceEvent {
             TraceEvent::TurnCompleted(_) => "turn_completed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
             TraceEvent::MaxTurnsReached(_) => "max_turns_reached",
+            TraceEvent::ApprovalRequested(_) => "approval_requested",
+            TraceEvent::ApprovalDecided(_) => "approval_decided",
+            TraceEvent::ApprovalExpired(_) => "approval_expired",
+            TraceEvent::ApprovalNotified(_) => "approval_notified",
             TraceEvent::Error(_) => "error",
         }
     }

@@ -17,7 +17,7 @@ use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest, InboxMessage,
+    Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest, InboxMessage,
     NewEvent, ThreadLabels, ThreadState, ToolCallRecord, ToolCallStatus,
 };
 
@@ -43,6 +43,9 @@ pub enum CheckpointError {
     /// The API refused the request.
     #[error("{0}")]
     Refused(ClientError),
+    /// The store has no API behind it (a batch job run in memory) and this needs one.
+    #[error("{0}")]
+    NoApi(String),
 }
 
 impl From<ClientError> for CheckpointError {
@@ -81,6 +84,14 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         &self,
         turn_seq: u64,
     ) -> impl Future<Output = Result<Vec<ToolCallRecord>, CheckpointError>> + Send;
+    /// The requests to people of one turn as they stand, waiting up to `wait` while no more than
+    /// `settled` of them are settled and some are pending.
+    fn approvals(
+        &self,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Vec<Approval>, CheckpointError>> + Send;
     /// The next inbox message after `after`, waiting up to `wait`.
     fn inbox(
         &self,
@@ -293,6 +304,19 @@ impl Checkpoints for HttpCheckpoints {
             .await
     }
 
+    async fn approvals(
+        &self,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> Result<Vec<Approval>, CheckpointError> {
+        self.retrying(|| {
+            self.client
+                .turn_approvals(self.thread, turn_seq, settled, wait)
+        })
+        .await
+    }
+
     async fn inbox(
         &self,
         after: u64,
@@ -471,6 +495,18 @@ impl Checkpoints for MemoryCheckpoints {
             .collect())
     }
 
+    /// Nobody can decide a request without the API: a turn that asks a person cannot go on.
+    async fn approvals(
+        &self,
+        _turn_seq: u64,
+        _settled: u64,
+        _wait: Duration,
+    ) -> Result<Vec<Approval>, CheckpointError> {
+        Err(CheckpointError::NoApi(
+            "a call waits for a person's decision, which needs the checkpoint API (run the job with `ninetrix up`/`ninetrix run` against an API)".into(),
+        ))
+    }
+
     async fn inbox(
         &self,
         _after: u64,
@@ -503,6 +539,7 @@ mod tests {
             intents: Vec::new(),
             outcomes: Vec::new(),
             events: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 

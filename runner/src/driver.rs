@@ -1,23 +1,31 @@
 //! The runner's I/O around the engine: boot (claim, fetch, repair, resume), the inbox loop,
 //! model calls, tools through the ledger, checkpoints, and shutdown (DESIGN §6.2–6.9).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use ninetrix_client::{Client, Token, http_client};
-use ninetrix_proto::api::{CommitRequest, ThreadLabels, ThreadStatus, ToolCallStatus};
+use ninetrix_proto::ApprovalId;
+use ninetrix_proto::api::{
+    Approval, ApprovalKind, ApprovalStatus, CommitRequest, NewApproval, ThreadLabels,
+    ThreadStatus, ToolCallStatus,
+};
 use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
+use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::Config;
-use crate::engine::{CommitPlan, Effect, Engine, EngineConfig, Input, PlannedCall, Restored};
+use crate::engine::{
+    ApprovalAsk, CommitPlan, Effect, Engine, EngineConfig, Input, PlannedCall, Restored,
+};
 use crate::events::Events;
 use crate::health::{Activity, Health};
 use crate::history;
 use crate::ledger::Decision;
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
 use crate::mcp::McpServers;
+use crate::notify::{Commands, Notification, Notifier};
 use crate::tools::{self, ToolContext, ToolOutput};
 use ninetrix_mcp::client::CallError;
 use ninetrix_proto::agentfile::Effect as EffectClass;
@@ -92,6 +100,11 @@ struct Runner<C: Checkpoints> {
     shutdown: CancellationToken,
     /// When the current turn's input was taken (for `turn_completed.duration_ms`).
     turn_started: Instant,
+    /// Posts requests to people to `human_approval.notify_url`, if the agentfile sets one.
+    notifier: Option<Notifier>,
+    /// Requests this runner has notified, each with the token that stops its retries once it is
+    /// settled.
+    notified: HashMap<ApprovalId, CancellationToken>,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
@@ -157,6 +170,13 @@ async fn run_with<C: Checkpoints>(
         resume: spec.execution.resume,
         tools: spec.tools.clone(),
         batch: !spec.execution.durability,
+        approval: spec.governance.human_approval.clone(),
+        approval_timeout_secs: spec.governance.approval_timeout_secs(),
+    });
+    let notifier = spec.governance.human_approval.as_ref().and_then(|h| {
+        let url = h.notify_url.clone()?;
+        let secret = config.secrets.get(h.notify_secret.as_deref()?)?.clone();
+        Some(Notifier::new(url, secret, http.clone(), events.clone()))
     });
     let mut runner = Runner {
         llm: Llm::new(&config, http.clone(), health.clone()),
@@ -177,6 +197,8 @@ async fn run_with<C: Checkpoints>(
         history_len: 0,
         shutdown,
         turn_started: Instant::now(),
+        notifier,
+        notified: HashMap::new(),
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -207,24 +229,39 @@ impl<C: Checkpoints> Runner<C> {
         let restored = match restored {
             None => None,
             Some(s) => {
-                // An interrupted turn's calls are decided by its ledger records.
-                let ledger = if s.state.status == ThreadStatus::InTurn {
-                    match self.store.turn_ledger(s.state.turn_seq).await {
+                // An interrupted turn's calls are decided by its ledger records and by what
+                // people decided on its requests.
+                let in_turn = matches!(
+                    s.state.status,
+                    ThreadStatus::InTurn | ThreadStatus::Waiting
+                );
+                let (ledger, approvals) = if in_turn {
+                    let turn = s.state.turn_seq;
+                    let ledger = match self.store.turn_ledger(turn).await {
                         Ok(records) => records,
                         Err(e) => {
                             return Exit::Failure(format!(
-                                "cannot fetch the ledger of turn {}: {e}",
-                                s.state.turn_seq
+                                "cannot fetch the ledger of turn {turn}: {e}"
                             ));
                         }
-                    }
+                    };
+                    let approvals = match self.store.approvals(turn, 0, Duration::ZERO).await {
+                        Ok(a) => a,
+                        Err(e) => {
+                            return Exit::Failure(format!(
+                                "cannot fetch the requests to people of turn {turn}: {e}"
+                            ));
+                        }
+                    };
+                    (ledger, approvals)
                 } else {
-                    Vec::new()
+                    (Vec::new(), Vec::new())
                 };
                 Some(Restored {
                     history: s.history,
                     state: s.state,
                     ledger,
+                    approvals,
                 })
             }
         };
@@ -405,6 +442,10 @@ impl<C: Checkpoints> Runner<C> {
                     let input = self.run_tool(call).await?;
                     queue.extend(self.engine.apply(input));
                 }
+                Effect::AwaitApprovals { turn_seq, keys } => {
+                    let input = self.await_approvals(turn_seq, &keys).await?;
+                    queue.extend(self.engine.apply(input));
+                }
                 Effect::Event(e) => {
                     let e = self.stamped(e);
                     self.events.emit(e)
@@ -435,6 +476,23 @@ impl<C: Checkpoints> Runner<C> {
             history_len: plan.truncate_to.unwrap_or(self.history_len) + plan.append.len() as u64,
         });
         let now = chrono::Utc::now();
+        let approvals: Vec<NewApproval> = plan.approvals.iter().map(|a| self.request(a)).collect();
+        let requested: Vec<TraceEvent> = approvals
+            .iter()
+            .map(|a| {
+                TraceEvent::ApprovalRequested(ev::ApprovalRequested {
+                    id: a.id,
+                    kind: a.kind,
+                    tool: a.tool.clone(),
+                    args: match a.kind {
+                        ApprovalKind::Question => crate::engine::preview(&question_of(&a.args), 200),
+                        ApprovalKind::Approval => self.args_preview(&a.args),
+                    },
+                    timeout_secs: a.timeout_secs,
+                })
+            })
+            .collect();
+        let riding: Vec<TraceEvent> = requested.into_iter().chain(riding).collect();
         let mut events = queued.clone();
         events.extend(
             std::iter::once(&checkpoint)
@@ -450,6 +508,7 @@ impl<C: Checkpoints> Runner<C> {
             intents: plan.intents,
             outcomes: plan.outcomes,
             events,
+            approvals,
         };
         let done = match self.store.commit(&req).await {
             Ok(done) => {
@@ -480,6 +539,115 @@ impl<C: Checkpoints> Runner<C> {
             )));
         }
         Ok(())
+    }
+
+    /// The stored form of a request to a person: a new ID, the arguments masked for people, and
+    /// the hash of the arguments as the model gave them.
+    fn request(&self, ask: &ApprovalAsk) -> NewApproval {
+        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
+        let digest = Sha256::digest(crate::ledger::canonical_json(&ask.args).as_bytes());
+        NewApproval {
+            id: ApprovalId::new_v7(),
+            key: ask.key.clone(),
+            call_id: ask.call_id.clone(),
+            turn_seq: ask.turn_seq,
+            kind: ask.kind,
+            tool: ask.tool.clone(),
+            args: tools::masked_args(&ask.args, &secrets),
+            args_hash: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            timeout_secs: ask.timeout_secs,
+        }
+    }
+
+    /// Waits, at no CPU cost (the API's long-poll), until one more of the turn's requests is
+    /// settled or none of `keys` is pending; notifies each pending request this runner has not
+    /// notified yet, and says in its health what it waits for.
+    async fn await_approvals(&mut self, turn_seq: u64, keys: &[String]) -> Result<Input, Stop> {
+        let before = self.health.activity();
+        let mut settled = None;
+        let approvals = loop {
+            let known = settled.unwrap_or(0);
+            let wait = if settled.is_some() { POLL } else { Duration::ZERO };
+            let next = tokio::select! {
+                r = self.store.approvals(turn_seq, known, wait) => r,
+                () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
+            };
+            let approvals = next.map_err(|e| match e {
+                CheckpointError::NoApi(why) => Stop::Failure(why),
+                e => e.into(),
+            })?;
+            let ours: Vec<&Approval> = approvals
+                .iter()
+                .filter(|a| keys.contains(&a.key))
+                .collect();
+            if let Some(missing) = keys.iter().find(|k| !ours.iter().any(|a| &a.key == *k)) {
+                return Err(Stop::Failure(format!(
+                    "the request to a person for call {missing} is not stored; restarting to reload the turn"
+                )));
+            }
+            for a in &approvals {
+                if a.status.is_settled()
+                    && let Some(stop) = self.notified.remove(&a.id)
+                {
+                    stop.cancel();
+                }
+            }
+            let pending: Vec<&Approval> = ours
+                .iter()
+                .copied()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .collect();
+            for a in &pending {
+                self.notify(a);
+            }
+            let count = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
+            if pending.is_empty() || settled.is_some_and(|s| count > s) {
+                break approvals;
+            }
+            if settled.is_none() {
+                self.health.set(Activity::Waiting {
+                    approvals: pending.iter().map(|a| a.id).collect(),
+                });
+                self.events.flush(Duration::from_secs(2)).await;
+            }
+            settled = Some(count);
+        };
+        self.health.set(before);
+        Ok(Input::Approvals(approvals))
+    }
+
+    /// Sends the notification of a pending request once per runner life (a restarted runner
+    /// sends it again: delivery is at least once, deduped by the request's ID).
+    fn notify(&mut self, a: &Approval) {
+        let Some(notifier) = &self.notifier else {
+            return;
+        };
+        if self.notified.contains_key(&a.id) {
+            return;
+        }
+        let stop = CancellationToken::new();
+        self.notified.insert(a.id, stop.clone());
+        notifier.send(
+            Notification {
+                event: "approval_requested",
+                id: a.id,
+                kind: a.kind.as_str(),
+                thread_id: a.thread_id.to_string(),
+                pool: a.labels.pool.clone(),
+                agent: self.config.spec.name.clone(),
+                replica: a.labels.replica,
+                turn_seq: a.turn_seq,
+                tool: a.tool.clone(),
+                args: a.args.clone(),
+                args_hash: a.args_hash.clone(),
+                requested_at: a
+                    .requested_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                timeout_secs: (a.expires_at - a.requested_at).num_seconds().max(0) as u64,
+                decide: Commands::for_request(a.id, a.kind == ApprovalKind::Question),
+            },
+            stop,
+        );
     }
 
     /// The event with what only the driver knows filled in (a finished turn's duration).
@@ -673,6 +841,13 @@ impl<C: Checkpoints> Runner<C> {
             Err(CallError::Lost(why)) => Executed::Lost(why),
         }
     }
+}
+
+/// The question of an `ask_human` call.
+fn question_of(args: &serde_json::Value) -> String {
+    args.get("question")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| args.to_string(), str::to_string)
 }
 
 /// What became of a tool call this runner made.

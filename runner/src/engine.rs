@@ -22,16 +22,30 @@
 //! every boot, because the ledger entry it comes from is already stored. A `write` never runs
 //! before its intent is stored; when no earlier commit carried it (a resumed turn), it gets a
 //! commit of its own.
+//!
+//! ## Requests to people (docs/durability.md, "Approvals and questions")
+//!
+//! A response with gated calls (`governance.human_approval`) or `ask_human` questions stores one
+//! request per such call in its own commit, with the thread `waiting`; the engine then asks the
+//! driver to wait ([`Effect::AwaitApprovals`]) and no call of that response runs — ungated ones
+//! included — until every request of it is settled. Settling is one more commit (the thread back
+//! `in_turn`, carrying the first approved write's intent); then the calls run in order: an
+//! approved one through the ledger as usual, a rejected or expired one answered with an error
+//! naming why, a question with the person's answer. A response with requests is never cut by a
+//! repair: the requests pin it, so a resumed turn waits for (or applies) the same decisions.
 
 use std::collections::HashMap;
 
-use ninetrix_proto::agentfile::{Effect as EffectClass, ResumeMode, ToolSpec, tools};
+use ninetrix_proto::agentfile::{
+    Effect as EffectClass, HumanApproval, ResumeMode, ToolSpec, tools,
+};
 use ninetrix_proto::api::{
-    CheckpointState, CommitIntent, CommitOutcome, ThreadStatus, ToolCallRecord, Usage,
+    Approval, ApprovalKind, ApprovalStatus, CheckpointState, CommitIntent, CommitOutcome,
+    ThreadStatus, ToolCallRecord, Usage,
 };
 use ninetrix_proto::events::{
-    BudgetExceeded, LlmCall, MaxTurnsReached, Repair as RepairEvent, Resume, TraceEvent,
-    TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
+    ApprovalExpired, BudgetExceeded, LlmCall, MaxTurnsReached, Repair as RepairEvent, Resume,
+    TraceEvent, TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
 };
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
@@ -55,7 +69,14 @@ pub struct EngineConfig {
     pub tools: Vec<ToolSpec>,
     /// A batch job: the thread ends `done`/`failed` instead of `idle`.
     pub batch: bool,
+    /// Which calls wait for a person's approval (`governance.human_approval`).
+    pub approval: Option<HumanApproval>,
+    /// Seconds a request to a person stands before it expires.
+    pub approval_timeout_secs: u64,
 }
+
+/// The name of the builtin that asks a person a question.
+pub const ASK_HUMAN: &str = "ask_human";
 
 /// Tokens and cost of one model call.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -93,6 +114,8 @@ pub struct Restored {
     /// The ledger records of the turn in `state.turn_seq` (empty when the thread is between
     /// turns: a finished turn's calls are never looked up again).
     pub ledger: Vec<ToolCallRecord>,
+    /// The requests to people of that turn, as they stand.
+    pub approvals: Vec<Approval>,
 }
 
 /// Something that happened.
@@ -111,6 +134,8 @@ pub enum Input {
     Llm(LlmTurn),
     /// The model cannot be called for this turn (a non-retryable error).
     LlmFailed(String),
+    /// The current turn's requests to people as they stand now (after a wait).
+    Approvals(Vec<Approval>),
     /// A tool call finished (executed, replayed from the ledger, or refused).
     Tool {
         /// The call it answers.
@@ -144,8 +169,28 @@ pub struct PlannedCall {
     pub verify: Option<(String, serde_json::Value)>,
 }
 
+/// A request to a person to store with a commit (the driver gives it its ID, masks its arguments
+/// and hashes them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalAsk {
+    /// The gated call's ledger key.
+    pub key: String,
+    /// The provider's call ID.
+    pub call_id: String,
+    /// The turn.
+    pub turn_seq: u64,
+    /// An approval or a question.
+    pub kind: ApprovalKind,
+    /// The tool, by the model's name.
+    pub tool: String,
+    /// Its arguments, as the model gave them.
+    pub args: serde_json::Value,
+    /// Seconds it stands.
+    pub timeout_secs: u64,
+}
+
 /// One durable step to commit: cut to `truncate_to`, append, set the state, record the ledger
-/// intents and outcomes — all or nothing.
+/// intents and outcomes and the requests to people — all or nothing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommitPlan {
     /// History repair.
@@ -158,6 +203,8 @@ pub struct CommitPlan {
     pub intents: Vec<CommitIntent>,
     /// Ledger outcomes (after the intents).
     pub outcomes: Vec<CommitOutcome>,
+    /// Requests to people made by the response this commit stores.
+    pub approvals: Vec<ApprovalAsk>,
 }
 
 /// Something the driver must do.
@@ -171,6 +218,14 @@ pub enum Effect {
     CallLlm,
     /// Run (or replay) a tool call, then answer with [`Input::Tool`].
     RunTool(PlannedCall),
+    /// Wait (at no cost) until more of these requests (by ledger key) are settled, then answer
+    /// with [`Input::Approvals`]. The thread is stored `waiting`.
+    AwaitApprovals {
+        /// The turn.
+        turn_seq: u64,
+        /// The requests still pending.
+        keys: Vec<String>,
+    },
     /// Emit a trace event.
     Event(TraceEvent),
     /// The turn is over.
@@ -202,6 +257,21 @@ pub struct Engine {
     outcomes: Vec<CommitOutcome>,
     /// The call the driver is performing.
     in_flight: Option<PlannedCall>,
+    /// The current turn's requests to people by ledger key, as this runner knows them: stored
+    /// (with what was decided), or riding on the next commit (`None`: pending, no record yet).
+    requests: HashMap<String, Option<Approval>>,
+    /// Requests for the next commit.
+    asks: Vec<ApprovalAsk>,
+}
+
+/// How a request to a person settled a call, or that it still waits.
+enum Settled {
+    /// Not gated, or approved: the call runs.
+    Run,
+    /// Still waiting.
+    Pending,
+    /// Answered without running: the result the model sees.
+    Answer { content: String, is_error: bool },
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -223,6 +293,12 @@ enum NextCall {
     Unknown { call_id: String, name: String },
     /// A call to perform.
     Known(PlannedCall),
+    /// A call settled by a person without running (rejected, expired, or a question answered).
+    Settled {
+        call_id: String,
+        content: String,
+        is_error: bool,
+    },
 }
 
 impl Engine {
@@ -238,6 +314,8 @@ impl Engine {
             intents: Vec::new(),
             outcomes: Vec::new(),
             in_flight: None,
+            requests: HashMap::new(),
+            asks: Vec::new(),
         }
     }
 
@@ -254,7 +332,7 @@ impl Engine {
 
     /// Whether the engine is between turns (ready for the next inbox message).
     pub fn idle(&self) -> bool {
-        !matches!(self.state.status, ThreadStatus::InTurn)
+        !in_turn(self.state.status)
     }
 
     /// Takes one input; returns what to do, in order.
@@ -264,6 +342,10 @@ impl Engine {
             Input::Restored(Some(restored)) => self.restore(restored),
             Input::Message { seq, content } => self.start_turn(seq, content),
             Input::Llm(turn) => self.on_llm(turn),
+            Input::Approvals(approvals) => {
+                self.learn(approvals);
+                self.advance()
+            }
             // The failed turn's reply carries the cause (said once: no separate error event).
             Input::LlmFailed(why) => self.stop_turn(
                 &format!("The model could not be called: {why}"),
@@ -283,6 +365,7 @@ impl Engine {
             history,
             state,
             ledger,
+            approvals,
         } = restored;
         self.persisted = history.len();
         self.history = history;
@@ -292,14 +375,34 @@ impl Engine {
             .filter(|r| r.turn_seq == self.state.turn_seq)
             .map(|r| (r.key.clone(), Entry::from(r)))
             .collect();
+        self.requests.clear();
+        self.learn(approvals);
         let mut out = Vec::new();
         let anchor = self.state.turn_start_history_len as usize;
+        // A response that asked people is kept whatever the resume mode: its requests pin it.
+        let pinned = self
+            .history
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
+            .is_some_and(|last| {
+                self.history[last].tool_call_ids().any(|id| {
+                    self.requests
+                        .values()
+                        .flatten()
+                        .any(|a| a.call_id == id)
+                })
+            });
+        let mode = if pinned {
+            ResumeMode::Complete
+        } else {
+            self.cfg.resume
+        };
         let Repair {
             history: repaired,
             truncate_to,
             dropped,
             pending_calls,
-        } = history::repair(&self.history, anchor, self.cfg.resume);
+        } = history::repair(&self.history, anchor, mode);
         if let Some(cut) = truncate_to {
             self.history = repaired;
             self.truncate = Some(cut);
@@ -313,13 +416,13 @@ impl Engine {
             out.push(event(TraceEvent::Repair(RepairEvent {
                 truncate_to: cut as u64,
                 dropped,
-                mode: self.cfg.resume.as_str().to_string(),
+                mode: mode.as_str().to_string(),
             })));
         }
         if !pending_calls.is_empty() {
             out.push(event(TraceEvent::Resume(Resume { pending_calls })));
         }
-        if self.state.status == ThreadStatus::InTurn {
+        if in_turn(self.state.status) {
             out.push(event(TraceEvent::TurnResumed(TurnResumed {
                 turn_seq: self.state.turn_seq,
                 seq: self.state.inbox_cursor,
@@ -336,6 +439,7 @@ impl Engine {
         self.state.turn_seq += 1;
         self.state.usage = Usage::default();
         self.ledger.clear();
+        self.requests.clear();
         self.history
             .push(Message::text(Role::User, content.clone()));
         self.state.turn_start_history_len = self.history.len() as u64;
@@ -380,8 +484,10 @@ impl Engine {
             return out;
         }
         // A final answer is committed by `finish` (one write with the thread back to idle);
-        // a response with calls is committed before any of them runs.
+        // a response with calls is committed before any of them runs, with its requests to
+        // people (the thread then `waiting`).
         if calls > 0 {
+            self.ask_people();
             out.insert(0, self.commit());
         }
         out.extend(self.advance());
@@ -479,6 +585,131 @@ impl Engine {
         ]
     }
 
+    /// Takes what a wait brought: the current turn's requests as stored.
+    fn learn(&mut self, approvals: Vec<Approval>) {
+        for a in approvals {
+            if a.turn_seq == self.state.turn_seq {
+                self.requests.insert(a.key.clone(), Some(a));
+            }
+        }
+    }
+
+    /// Makes a request to a person for each unanswered call of the current response that needs
+    /// one and has none yet (an `ask_human` question, or a call `governance.human_approval`
+    /// gates), to ride on the next commit; the thread is `waiting` if any request of the
+    /// response is pending.
+    fn ask_people(&mut self) {
+        let (anchor, last_assistant, _) = self.position();
+        let Some(a) = last_assistant else { return };
+        let (calls, answered) = self.calls_of(a);
+        for i in answered..calls.len() {
+            let NextCall::Known(call) = self.plan(anchor, a, i) else {
+                continue;
+            };
+            let Some(kind) = self.kind_of(&call) else {
+                continue;
+            };
+            if self.requests.contains_key(&call.key) {
+                continue;
+            }
+            self.requests.insert(call.key.clone(), None);
+            self.asks.push(ApprovalAsk {
+                key: call.key,
+                call_id: call.call_id,
+                turn_seq: call.turn_seq,
+                kind,
+                tool: call.name,
+                args: call.args,
+                timeout_secs: self.cfg.approval_timeout_secs,
+            });
+        }
+        if !self.pending_of(a).is_empty() {
+            self.state.status = ThreadStatus::Waiting;
+        }
+    }
+
+    /// What a call asks of a person, if anything: a question (`ask_human`), an approval (a call
+    /// the agentfile gates and the ledger has no outcome for — a replayed call already ran).
+    fn kind_of(&self, call: &PlannedCall) -> Option<ApprovalKind> {
+        if call.name == ASK_HUMAN {
+            return Some(ApprovalKind::Question);
+        }
+        let gated = self
+            .cfg
+            .approval
+            .as_ref()
+            .is_some_and(|h| h.gates(&call.name, call.effect));
+        (gated && matches!(call.decision, Decision::Execute { .. }))
+            .then_some(ApprovalKind::Approval)
+    }
+
+    /// The ledger keys of the requests of message `a`'s unanswered calls that are still pending.
+    fn pending_of(&self, a: usize) -> Vec<String> {
+        let (calls, answered) = self.calls_of(a);
+        let anchor = (self.state.turn_start_history_len as usize).min(self.history.len());
+        (answered..calls.len())
+            .filter_map(|i| match self.plan(anchor, a, i) {
+                NextCall::Known(call) => match self.requests.get(&call.key) {
+                    Some(None) => Some(call.key),
+                    Some(Some(r)) if r.status == ApprovalStatus::Pending => Some(call.key),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How the request for the call with ledger key `key` (if it has one) settles it.
+    fn settled(&self, key: &str) -> Settled {
+        let request = match self.requests.get(key) {
+            None => return Settled::Run,
+            Some(None) => return Settled::Pending,
+            Some(Some(r)) => r,
+        };
+        let by = request.decided_by.as_deref().unwrap_or("a person");
+        let reason = request
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        let refused = |content: String| Settled::Answer {
+            content,
+            is_error: true,
+        };
+        match (request.kind, request.status) {
+            (_, ApprovalStatus::Pending) => Settled::Pending,
+            (ApprovalKind::Approval, ApprovalStatus::Approved) => Settled::Run,
+            (ApprovalKind::Question, ApprovalStatus::Answered) => Settled::Answer {
+                content: request.answer.clone().unwrap_or_default(),
+                is_error: false,
+            },
+            (ApprovalKind::Approval, ApprovalStatus::Rejected) => refused(format!(
+                "Not run: {by} rejected this call (approval {}){reason}.",
+                request.id
+            )),
+            (ApprovalKind::Question, ApprovalStatus::Rejected) => refused(format!(
+                "No answer: {by} declined to answer (request {}){reason}.",
+                request.id
+            )),
+            (ApprovalKind::Approval, ApprovalStatus::Expired) => refused(format!(
+                "Not run: nobody approved this call before its approval request {} expired at {}; an expired request counts as rejected.",
+                request.id,
+                request.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )),
+            (ApprovalKind::Question, ApprovalStatus::Expired) => refused(format!(
+                "No answer: nobody answered before the question {} expired at {}.",
+                request.id,
+                request.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )),
+            // A decision that does not fit the kind (the API refuses these): never run on it.
+            (_, status) => refused(format!(
+                "Not run: request {} ended `{}`, which does not allow this call.",
+                request.id,
+                status.as_str()
+            )),
+        }
+    }
+
     /// The commit of everything not yet stored, plus the intent of the next `write` call of the
     /// current response that will run (so it need not wait for a commit of its own).
     fn commit(&mut self) -> Effect {
@@ -497,6 +728,7 @@ impl Engine {
             state: self.state.clone(),
             intents: std::mem::take(&mut self.intents),
             outcomes: std::mem::take(&mut self.outcomes),
+            approvals: std::mem::take(&mut self.asks),
         })
     }
 
@@ -565,6 +797,13 @@ impl Engine {
             .verify
             .as_ref()
             .map(|v| (v.tool.clone(), v.args.apply(&args)));
+        if let Settled::Answer { content, is_error } = self.settled(&key) {
+            return NextCall::Settled {
+                call_id,
+                content,
+                is_error,
+            };
+        }
         NextCall::Known(PlannedCall {
             call_id,
             name,
@@ -617,7 +856,36 @@ impl Engine {
                 return out;
             }
             if answered < calls.len() {
+                // No call of a response runs while a request of it waits for a person.
+                let pending = self.pending_of(a);
+                if !pending.is_empty() {
+                    if self.state.status != ThreadStatus::Waiting {
+                        self.state.status = ThreadStatus::Waiting;
+                        out.push(self.commit());
+                    }
+                    out.push(Effect::AwaitApprovals {
+                        turn_seq: self.state.turn_seq,
+                        keys: pending,
+                    });
+                    return out;
+                }
+                if self.state.status == ThreadStatus::Waiting {
+                    // Every request is settled: stored as such (with the next write's intent),
+                    // and the expiries with it.
+                    self.state.status = ThreadStatus::InTurn;
+                    out.push(self.commit());
+                    out.extend(self.expiries(a).into_iter().map(event));
+                }
                 match self.plan(anchor, a, answered) {
+                    NextCall::Settled {
+                        call_id,
+                        content,
+                        is_error,
+                    } => {
+                        self.history
+                            .push(history::tool_result(&call_id, content, is_error));
+                        continue;
+                    }
                     NextCall::Unknown { call_id, name } => {
                         let available: Vec<String> =
                             self.cfg.tools.iter().map(|t| t.name.clone()).collect();
@@ -711,6 +979,36 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// `approval_expired` events for the expired requests of message `a`'s calls.
+    fn expiries(&self, a: usize) -> Vec<TraceEvent> {
+        let ids: Vec<&str> = self.history[a].tool_call_ids().collect();
+        let mut expired: Vec<&Approval> = self
+            .requests
+            .values()
+            .flatten()
+            .filter(|r| r.status == ApprovalStatus::Expired && ids.contains(&r.call_id.as_str()))
+            .collect();
+        expired.sort_by_key(|r| r.id);
+        expired
+            .into_iter()
+            .map(|r| {
+                TraceEvent::ApprovalExpired(ApprovalExpired {
+                    id: r.id,
+                    kind: r.kind,
+                    tool: r.tool.clone(),
+                    expired_at: r.expires_at,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether a thread in this status is inside a turn (running, or waiting for people).
+fn in_turn(status: ThreadStatus) -> bool {
+    matches!(status, ThreadStatus::InTurn | ThreadStatus::Waiting)
+}
+
 /// The ledger intent of `call`.
 fn intent_of(call: &PlannedCall) -> CommitIntent {
     CommitIntent {
@@ -741,6 +1039,8 @@ mod tests {
                 ToolSpec::builtin(tools::builtin("file_read").unwrap()),
             ],
             batch: false,
+            approval: None,
+            approval_timeout_secs: 3600,
         }
     }
 
@@ -808,6 +1108,7 @@ mod tests {
                 Effect::RunTool(c) => format!("run:{}", c.name),
                 Effect::Event(e) => format!("event:{}", e.kind()),
                 Effect::TurnFinished { .. } => "finished".into(),
+                Effect::AwaitApprovals { keys, .. } => format!("await:{}", keys.len()),
             })
             .collect()
     }
@@ -1045,6 +1346,7 @@ mod tests {
             history: e.history().to_vec(),
             state: e.state().clone(),
             ledger: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 

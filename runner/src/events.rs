@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ninetrix_proto::api::NewEvent;
+use ninetrix_proto::api::{ApprovalKind, NewEvent};
 use ninetrix_proto::events::TraceEvent;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -304,6 +304,47 @@ fn log(event: &TraceEvent) {
         TraceEvent::MaxTurnsReached(m) => {
             tracing::warn!("stopped after {} model rounds", m.max_turns)
         }
+        TraceEvent::ApprovalRequested(a) => tracing::info!(
+            "waiting for approval {} ({} `{}`: {}); decide with `ninetrix {} {}`",
+            a.id,
+            a.kind.as_str(),
+            a.tool,
+            a.args,
+            if a.kind == ApprovalKind::Question {
+                "answer"
+            } else {
+                "approve"
+            },
+            a.id
+        ),
+        TraceEvent::ApprovalDecided(a) => tracing::info!(
+            "request {} ({}) {} by {}{}",
+            a.id,
+            a.tool,
+            a.status.as_str(),
+            a.by,
+            a.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
+        TraceEvent::ApprovalExpired(a) => tracing::warn!(
+            "request {} ({}) expired undecided; the call does not run",
+            a.id,
+            a.tool
+        ),
+        TraceEvent::ApprovalNotified(n) if n.ok => {
+            tracing::info!("notified request {} (attempt {})", n.id, n.attempt)
+        }
+        TraceEvent::ApprovalNotified(n) => tracing::warn!(
+            "notifying request {} failed (attempt {}): {}{}",
+            n.id,
+            n.attempt,
+            n.error.as_deref().unwrap_or("unknown error"),
+            n.retry_in_ms
+                .map(|ms| format!("; retrying in {ms} ms"))
+                .unwrap_or_else(|| "; giving up".into())
+        ),
         TraceEvent::Error(e) => tracing::error!("{}: {}", e.stage.as_str(), e.message),
     }
 }
@@ -340,6 +381,14 @@ mod tests {
             unreachable!("the event sender only sends events")
         }
         async fn turn_ledger(&self, _: u64) -> Result<Vec<ToolCallRecord>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn approvals(
+            &self,
+            _: u64,
+            _: u64,
+            _: Duration,
+        ) -> Result<Vec<ninetrix_proto::api::Approval>, CheckpointError> {
             unreachable!("the event sender only sends events")
         }
         async fn inbox(&self, _: u64, _: Duration) -> Result<Vec<InboxMessage>, CheckpointError> {

@@ -49,6 +49,11 @@ pub enum Activity {
     },
     /// Running a batch job's task.
     Batch,
+    /// A turn waits for people to decide these requests (approvals or questions).
+    Waiting {
+        /// The pending requests.
+        approvals: Vec<ninetrix_proto::ApprovalId>,
+    },
 }
 
 /// The report in the status file.
@@ -88,12 +93,16 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
     if let Some(model) = &report.model {
         return (false, model.clone());
     }
-    let mut line = match report.activity {
+    let mut line = match &report.activity {
         Activity::Starting => "starting: claiming the thread".to_string(),
         Activity::Serving => "serving".to_string(),
         Activity::Working { seq } => format!("working on message {seq}"),
         Activity::Resuming { turn } => format!("resuming turn {turn}"),
         Activity::Batch => "running its task".to_string(),
+        Activity::Waiting { approvals } => {
+            let ids: Vec<String> = approvals.iter().map(|id| id.to_string()).collect();
+            format!("waiting for approval {}", ids.join(", "))
+        }
     };
     for down in report.mcp.values() {
         line.push_str("; ");
@@ -238,6 +247,11 @@ impl Health {
         for outage in pending {
             events.emit(TraceEvent::Outage(outage));
         }
+    }
+
+    /// What the runner is doing now.
+    pub fn activity(&self) -> Activity {
+        self.lock().activity.clone()
     }
 
     /// Sets what the runner is doing.

@@ -18,6 +18,7 @@ pub mod history;
 pub mod ledger;
 pub mod llm;
 pub mod mcp;
+pub mod notify;
 pub mod tools;
 
 pub use config::{Config, ConfigError};

@@ -79,6 +79,7 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
             intents: Vec::new(),
             outcomes: Vec::new(),
             events: Vec::new(),
+            approvals: Vec::new(),
         };
         client.commit(thread, &request).await.unwrap();
     }

@@ -71,6 +71,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         intents: Vec::new(),
         outcomes: Vec::new(),
         events: Vec::new(),
+        approvals: Vec::new(),
     };
     let mut first = step(
         version,

@@ -2,6 +2,7 @@
 //! unknown routes and methods, the body limit, panic catching, and request tracing.
 
 mod admin;
+mod approvals;
 mod health;
 mod runner;
 
@@ -32,6 +33,7 @@ use crate::state::App;
     tags(
         (name = "runner", description = "Called by the runner of a thread (runner token of that thread, or the admin token)"),
         (name = "admin", description = "Called by the CLI and operators (admin token)"),
+        (name = "approvals", description = "Requests to people: listed and decided with the admin token or an approver token of the pool, never a runner token"),
         (name = "meta", description = "Health and this document (no token)")
     )
 )]
@@ -71,6 +73,11 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(admin::events))
         .routes(routes!(admin::stream))
         .routes(routes!(admin::mint_runner_token))
+        .routes(routes!(approvals::mint_approver_token))
+        .routes(routes!(approvals::list))
+        .routes(routes!(approvals::get))
+        .routes(routes!(approvals::decide))
+        .routes(routes!(approvals::turn))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -15,14 +15,16 @@ mod sqlite;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
+    Approval, ApprovalStatus, DecisionRequest,
     CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
     EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels,
     ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
     VersionDetail, VersionSummary,
 };
 
+pub use ops::Decided;
+use ninetrix_proto::{ApprovalId, ThreadId};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 
@@ -103,6 +105,23 @@ pub struct ThreadFilter {
     pub agent: Option<String>,
     /// Only this status.
     pub status: Option<ThreadStatus>,
+    /// At most this many.
+    pub limit: u32,
+    /// Skip this many.
+    pub offset: u32,
+}
+
+/// Filters for listing requests to people.
+#[derive(Clone, Debug, Default)]
+pub struct ApprovalFilter {
+    /// Only this pool.
+    pub pool: Option<String>,
+    /// Only this agent.
+    pub agent: Option<String>,
+    /// Only this thread.
+    pub thread: Option<ThreadId>,
+    /// Only requests standing so (`pending` leaves out the expired).
+    pub status: Option<ApprovalStatus>,
     /// At most this many.
     pub limit: u32,
     /// Skip this many.
@@ -315,6 +334,17 @@ store_ops! {
     write fn append_events(id: ThreadId, request: EventsRequest) -> u64
         = |c| append_events(c, id, &request, now_ms());
 
+    /// Records a person's decision on a request (once; see `ops::decide`). `by` is recorded as
+    /// who decided; `pool`, when given (an approver's), must be the request's pool. Returns the
+    /// request's thread and what the decision did.
+    write fn decide(
+        approval: ApprovalId,
+        decision: DecisionRequest,
+        by: String,
+        pool: Option<String>
+    ) -> (ThreadId, Decided)
+        = |c| decide(c, approval, &decision, &by, pool.as_deref(), now_ms());
+
     /// Deletes every row of the thread (see [`Store::purge`]).
     write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
 
@@ -343,6 +373,17 @@ store_ops! {
 
     /// The ledger of a thread.
     read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
+
+    /// The requests to people of one turn of a thread, as they stand now.
+    read fn turn_approvals(id: ThreadId, turn_seq: u64) -> Vec<Approval>
+        = |c| turn_approvals(c, id, turn_seq, now_ms());
+
+    /// One request to a person, as it stands now.
+    read fn approval(id: ApprovalId) -> Option<Approval> = |c| approval(c, id, now_ms());
+
+    /// Requests to people matching the filter, oldest first.
+    read fn list_approvals(filter: ApprovalFilter) -> Vec<Approval>
+        = |c| list_approvals(c, &filter, now_ms());
 
     /// The ledger records of one turn of a thread (what a resuming runner decides its calls by).
     read fn turn_tool_calls(id: ThreadId, turn_seq: u64) -> Vec<ToolCallRecord>

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use super::ops::{ThreadRow, ToolCallRow};
+use super::ops::{ApprovalRow, ThreadRow, ToolCallRow};
 
 /// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
 pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
@@ -214,6 +214,33 @@ impl FromRow for ToolCallRow {
             completed_epoch: row.get("completed_epoch")?,
             created_at: row.get("created_at")?,
             completed_at: row.get("completed_at")?,
+        })
+    }
+}
+
+impl FromRow for ApprovalRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(ApprovalRow {
+            id: row.get("id")?,
+            thread_id: row.get("thread_id")?,
+            pool: row.get("pool")?,
+            agent: row.get("agent")?,
+            replica: row.get("replica")?,
+            key: row.get("key")?,
+            call_id: row.get("call_id")?,
+            epoch: row.get("epoch")?,
+            turn_seq: row.get("turn_seq")?,
+            kind: row.get("kind")?,
+            tool: row.get("tool")?,
+            args: row.get("args")?,
+            args_hash: row.get("args_hash")?,
+            status: row.get("status")?,
+            requested_at: row.get("requested_at")?,
+            expires_at: row.get("expires_at")?,
+            decided_at: row.get("decided_at")?,
+            decided_by: row.get("decided_by")?,
+            reason: row.get("reason")?,
+            answer: row.get("answer")?,
         })
     }
 }

@@ -79,6 +79,7 @@ fn step(epoch: u64, parent: u64, append: Vec<Message>, state: CheckpointState) -
         intents: Vec::new(),
         outcomes: Vec::new(),
         events: Vec::new(),
+        approvals: Vec::new(),
     }
 }
 

@@ -13,7 +13,7 @@ use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_client::ClientError;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{EnqueueRequest, Event};
+use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::json;
 
@@ -295,6 +295,28 @@ impl Reply<'_> {
             TraceEvent::UnknownTool(u) if in_turn && progress => {
                 eprintln!("  tool {}: no such tool", u.name)
             }
+            // Said even without a terminal (on stderr): someone must act for the reply to come.
+            TraceEvent::ApprovalRequested(a) if in_turn && !self.json => {
+                let (what, how) = if a.kind == ApprovalKind::Question {
+                    ("waiting for an answer", format!("ninetrix answer {} TEXT", a.id))
+                } else {
+                    ("waiting for approval", format!("ninetrix approve {}", a.id))
+                };
+                eprintln!("  {what} {} ({how}) · {} {}", a.id, a.tool, a.args);
+            }
+            TraceEvent::ApprovalDecided(a) if in_turn && !self.json => eprintln!(
+                "  {} {} by {}{}",
+                a.id,
+                a.status.as_str(),
+                a.by,
+                a.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ),
+            TraceEvent::ApprovalExpired(a) if in_turn && !self.json => {
+                eprintln!("  {} expired undecided; {} did not run", a.id, a.tool)
+            }
             TraceEvent::TurnCompleted(done) if done.seq == seq => {
                 if self.json {
                     outln!(
@@ -328,6 +350,10 @@ impl Reply<'_> {
             | TraceEvent::Checkpoint(_)
             | TraceEvent::BudgetExceeded(_)
             | TraceEvent::MaxTurnsReached(_)
+            | TraceEvent::ApprovalRequested(_)
+            | TraceEvent::ApprovalDecided(_)
+            | TraceEvent::ApprovalExpired(_)
+            | TraceEvent::ApprovalNotified(_)
             | TraceEvent::Error(_) => {}
         }
         None

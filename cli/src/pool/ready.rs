@@ -114,6 +114,10 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::BudgetExceeded(_)
             | TraceEvent::MaxTurnsReached(_)
+            | TraceEvent::ApprovalRequested(_)
+            | TraceEvent::ApprovalDecided(_)
+            | TraceEvent::ApprovalExpired(_)
+            | TraceEvent::ApprovalNotified(_)
             | TraceEvent::Error(_) => None,
         },
         Decoded::Unknown { .. } => None,

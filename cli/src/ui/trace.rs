@@ -2,7 +2,7 @@
 //! matched by name with no catch-all; a kind this build does not know is one plain line.
 
 use chrono::{DateTime, Utc};
-use ninetrix_proto::api::Event;
+use ninetrix_proto::api::{ApprovalKind, ApprovalStatus, Event};
 use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
 
 use crate::ui::style::Style;
@@ -221,6 +221,68 @@ impl Renderer {
                 s.error("!"),
                 m.max_turns
             ),
+            TraceEvent::ApprovalRequested(a) => format!(
+                "  ├─ {} {} {} {} · {} · {} · expires in {}",
+                self.rel(at),
+                s.bold("?"),
+                if a.kind == ApprovalKind::Question {
+                    "question"
+                } else {
+                    "approval requested"
+                },
+                a.id,
+                a.tool,
+                one_line(&a.args, w.saturating_sub(30).max(20)),
+                duration_words(a.timeout_secs)
+            ),
+            TraceEvent::ApprovalDecided(a) => {
+                let status = match a.status {
+                    ApprovalStatus::Approved | ApprovalStatus::Answered => {
+                        s.ok(a.status.as_str())
+                    }
+                    _ => s.error(a.status.as_str()),
+                };
+                let detail = match (&a.answer, &a.reason) {
+                    (Some(answer), _) => format!(" · {}", one_line(answer, w)),
+                    (None, Some(reason)) => format!(" · {}", one_line(reason, w)),
+                    (None, None) => String::new(),
+                };
+                format!(
+                    "  ├─ {} {} {} {} by {}{}",
+                    self.rel(at),
+                    s.bold("✎"),
+                    a.id,
+                    status,
+                    a.by,
+                    detail
+                )
+            }
+            TraceEvent::ApprovalExpired(a) => format!(
+                "  ├─ {} {} {} {} · {} did not run",
+                self.rel(at),
+                s.bold("✎"),
+                a.id,
+                s.error("expired"),
+                a.tool
+            ),
+            TraceEvent::ApprovalNotified(n) => {
+                if n.ok {
+                    format!(
+                        "  │  {} notified {} (attempt {})",
+                        self.rel(at),
+                        n.id,
+                        n.attempt
+                    )
+                } else {
+                    format!(
+                        "  │  {} notifying {} failed (attempt {}): {}",
+                        self.rel(at),
+                        n.id,
+                        n.attempt,
+                        s.error(&one_line(n.error.as_deref().unwrap_or("unknown error"), w))
+                    )
+                }
+            }
             TraceEvent::Error(err) => format!(
                 "  {} {}: {}",
                 s.error("✘"),
@@ -229,6 +291,16 @@ impl Renderer {
             ),
         };
         Some(out)
+    }
+}
+
+/// `24h`, `90m`, `45s`: a duration in its largest whole unit.
+fn duration_words(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
     }
 }
 

@@ -108,6 +108,10 @@ fn definition(name: &str) -> Option<ToolDef> {
             "Wait for some seconds (at most the tool timeout), e.g. before checking something again.",
             json!({"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0}}, "required": ["seconds"]}),
         ),
+        "ask_human" => (
+            "Ask a person a question and wait for their answer (it may take hours). Use it when you need a decision, a fact or a confirmation only a person can give; the answer is the result.",
+            json!({"type": "object", "properties": {"question": {"type": "string", "description": "The question, complete enough to answer without other context."}}, "required": ["question"]}),
+        ),
         "shell" => (
             "Run a command with /bin/sh -c in the workspace; returns the exit code and output (at most 64 KiB).",
             json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
@@ -135,6 +139,8 @@ pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
             "list_dir" => fs::list(ctx, args).await,
             "http_request" => http::request(ctx, args).await,
             "shell" => shell::run(ctx, args).await,
+            // Its result is the person's answer, taken from the request the engine stored.
+            "ask_human" => ToolOutput::error("ask_human is answered by a person, not run"),
             "sleep" => match args.get("seconds").and_then(Value::as_f64) {
                 Some(s) if s.is_finite() && s >= 0.0 => {
                     tokio::time::sleep(Duration::from_secs_f64(s.min(ctx.timeout.as_secs_f64())))
@@ -158,7 +164,19 @@ pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
 /// A short preview of arguments for events and logs: secret-looking keys masked, long strings
 /// cut, known secret values scrubbed.
 pub fn preview_args(args: &Value, secrets: &[&str]) -> String {
-    fn walk(v: &Value, secrets: &[&str]) -> Value {
+    crate::engine::preview(&mask(args, secrets, Some(80)).to_string(), 200)
+}
+
+/// Arguments as shown to people deciding on them: secret-looking keys masked and known secret
+/// values scrubbed, nothing cut.
+pub fn masked_args(args: &Value, secrets: &[&str]) -> Value {
+    mask(args, secrets, None)
+}
+
+/// `args` with secret-looking keys' values replaced by `***` and the secret values scrubbed from
+/// every string; strings cut to `cut` characters when given.
+fn mask(args: &Value, secrets: &[&str], cut: Option<usize>) -> Value {
+    fn walk(v: &Value, secrets: &[&str], cut: Option<usize>) -> Value {
         match v {
             Value::Object(map) => Value::Object(
                 map.iter()
@@ -179,24 +197,29 @@ pub fn preview_args(args: &Value, secrets: &[&str]) -> String {
                             if hidden {
                                 Value::String("***".into())
                             } else {
-                                walk(v, secrets)
+                                walk(v, secrets, cut)
                             },
                         )
                     })
                     .collect(),
             ),
-            Value::Array(items) => Value::Array(items.iter().map(|v| walk(v, secrets)).collect()),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|v| walk(v, secrets, cut)).collect())
+            }
             Value::String(s) => {
                 let mut s = s.clone();
                 for secret in secrets.iter().filter(|s| s.len() >= 4) {
                     s = s.replace(secret, "***");
                 }
-                Value::String(crate::engine::preview(&s, 80))
+                Value::String(match cut {
+                    Some(n) => crate::engine::preview(&s, n),
+                    None => s,
+                })
             }
             other => other.clone(),
         }
     }
-    crate::engine::preview(&walk(args, secrets).to_string(), 200)
+    walk(args, secrets, cut)
 }
 
 #[cfg(test)]
@@ -212,6 +235,16 @@ mod tests {
             "{p}"
         );
         assert!(p.chars().count() <= 201, "{p}");
+    }
+
+    #[test]
+    fn masked_args_hide_secrets_but_keep_everything_else_whole() {
+        let long = "y".repeat(500);
+        let args = json!({"to": "ops@example.com", "password": "hunter22", "body": format!("key sk-live-abcdef {long}")});
+        let masked = masked_args(&args, &["sk-live-abcdef"]);
+        assert_eq!(masked["password"], "***");
+        assert_eq!(masked["to"], "ops@example.com");
+        assert_eq!(masked["body"], format!("key *** {long}"), "nothing cut");
     }
 
     #[test]

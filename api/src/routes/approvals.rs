@@ -1,0 +1,330 @@
+//! Requests to people (`/v1/approvals…`, `/v1/tokens/approver`, and the runner's
+//! `/v1/runners/threads/{id}/approvals`): listing them, deciding them once, minting approver
+//! tokens, and the long-poll a waiting runner sleeps on until its requests are settled.
+//!
+//! Who may do what: the admin token everything; an approver token lists and decides its own
+//! pool's requests (another pool's look absent); a runner token only reads its own thread's
+//! requests through the runner route — it never decides.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ninetrix_proto::api::{
+    Approval, ApprovalStatus, ApproverTokenRequest, ApproverTokenResponse, DecisionConflict,
+    DecisionRequest, ErrorBody, ErrorCode, MAX_STORED_INT,
+};
+use ninetrix_proto::{ApprovalId, ThreadId};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::state::App;
+use crate::store::{ApprovalFilter, Decided};
+
+/// Most requests one listing returns.
+const MAX_APPROVALS_PAGE: u32 = 1000;
+/// How long an approver token lasts when the request does not say.
+const DEFAULT_APPROVER_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// Query of the approval listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApprovalsQuery {
+    /// Only this pool (an approver token sees its own pool only).
+    pool: Option<String>,
+    /// Only this agent.
+    agent: Option<String>,
+    /// Only this thread.
+    #[param(value_type = Option<uuid::Uuid>)]
+    thread_id: Option<String>,
+    /// Only requests standing so; `pending` (undecided and not expired) when left out, `all`
+    /// for every status.
+    #[param(value_type = Option<String>, example = "pending")]
+    status: Option<String>,
+    /// At most this many: 1 to 1000 (100 when left out).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// Skip this many.
+    #[param(maximum = 4294967295_i64)]
+    offset: Option<u32>,
+}
+
+/// List requests to people, oldest first: pending ones by default.
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ApprovalsQuery),
+    responses((status = 200, body = Vec<Approval>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn list(
+    caller: Caller,
+    State(app): State<App>,
+    ApiQuery(q): ApiQuery<ApprovalsQuery>,
+) -> Result<axum::Json<Vec<Approval>>, ApiError> {
+    let own_pool = caller.require_approver()?;
+    let pool = match (own_pool, q.pool) {
+        (Some(own), Some(asked)) if own != asked => {
+            return Err(ApiError::Forbidden(
+                "this approver token is for another pool",
+            ));
+        }
+        (Some(own), _) => Some(own.to_string()),
+        (None, asked) => asked,
+    };
+    let status = match q.status.as_deref() {
+        None => Some(ApprovalStatus::Pending),
+        Some("all") => None,
+        Some(s) => Some(ApprovalStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
+            code: ErrorCode::InvalidQuery,
+            message: format!(
+                "unknown status `{s}`; use pending, approved, rejected, answered, expired or all"
+            ),
+        })?),
+    };
+    let thread = match q.thread_id.as_deref() {
+        None => None,
+        Some(t) => Some(t.parse::<ThreadId>().map_err(|e| ApiError::BadRequest {
+            code: ErrorCode::InvalidQuery,
+            message: e.to_string(),
+        })?),
+    };
+    let filter = ApprovalFilter {
+        pool,
+        agent: q.agent,
+        thread,
+        status,
+        limit: page_limit(q.limit, 100, MAX_APPROVALS_PAGE)?,
+        offset: q.offset.unwrap_or(0),
+    };
+    Ok(axum::Json(app.store.list_approvals(filter).await?))
+}
+
+/// The request `id` if the caller may see it (an approver of another pool gets 404).
+async fn visible(app: &App, caller: &Caller, id: ApprovalId) -> Result<Approval, ApiError> {
+    let own_pool = caller.require_approver()?;
+    app.store
+        .approval(id)
+        .await?
+        .filter(|a| own_pool.is_none_or(|p| a.labels.pool.as_deref() == Some(p)))
+        .ok_or_else(|| ApiError::NotFound(format!("approval {id} not found")))
+}
+
+/// One request to a person.
+#[utoipa::path(get, path = "/v1/approvals/{approval_id}", tag = "approvals",
+    params(("approval_id" = uuid::Uuid, Path, description = "The request")),
+    responses((status = 200, body = Approval), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn get(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ApprovalId>,
+) -> Result<axum::Json<Approval>, ApiError> {
+    Ok(axum::Json(visible(&app, &caller, id).await?))
+}
+
+/// Decide a request: approve or reject a gated call, answer (or reject) a question. Recorded
+/// once: the same decision again is 200 with the record; a different one is 409
+/// `already_decided` with the decision that stands; a request past its expiry is 409
+/// `approval_expired` (it counts as rejected). The runner holding the thread is woken.
+#[utoipa::path(post, path = "/v1/approvals/{approval_id}/decision", tag = "approvals",
+    params(("approval_id" = uuid::Uuid, Path, description = "The request")),
+    request_body = DecisionRequest,
+    responses((status = 200, body = Approval, description = "decided (now, or the same decision before)"),
+        (status = 409, body = DecisionConflict, description = "`already_decided` (another decision stands) or `approval_expired`"),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody, description = "`invalid_decision`: a decision that does not fit the request"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn decide(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ApprovalId>,
+    ApiJson(decision): ApiJson<DecisionRequest>,
+) -> Result<Response, ApiError> {
+    let pool = caller.require_approver()?.map(str::to_string);
+    let by = match &caller {
+        Caller::Approver { name, .. } => {
+            if decision.by.as_deref().is_some_and(|by| by != name) {
+                return Err(ApiError::Rejected {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    code: ErrorCode::InvalidDecision,
+                    message: format!("this approver token decides as `{name}`; leave `by` out"),
+                });
+            }
+            name.clone()
+        }
+        _ => decision.by.clone().unwrap_or_else(|| "admin".to_string()),
+    };
+    let (thread, decided) = app.store.decide(id, decision, by, pool).await?;
+    match decided {
+        Decided::Recorded(approval) => {
+            tracing::info!(approval_id = %id, thread_id = %thread, status = approval.status.as_str(), "approval decided");
+            app.hub.notify(thread);
+            Ok(axum::Json(approval).into_response())
+        }
+        Decided::Repeated(approval) => Ok(axum::Json(approval).into_response()),
+        Decided::Conflict(approval) => Ok(conflict(
+            ErrorCode::AlreadyDecided,
+            format!(
+                "approval {id} was already {}{}{}",
+                approval.status.as_str(),
+                approval
+                    .decided_by
+                    .as_deref()
+                    .map(|b| format!(" by {b}"))
+                    .unwrap_or_default(),
+                approval
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+            approval,
+        )),
+        Decided::Expired(approval) => {
+            app.hub.notify(thread);
+            Ok(conflict(
+                ErrorCode::ApprovalExpired,
+                format!(
+                    "approval {id} expired at {} undecided; it counts as rejected and the call will not run",
+                    approval.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ),
+                approval,
+            ))
+        }
+    }
+}
+
+fn conflict(code: ErrorCode, message: String, approval: Approval) -> Response {
+    (
+        StatusCode::CONFLICT,
+        axum::Json(DecisionConflict {
+            code,
+            message,
+            approval,
+        }),
+    )
+        .into_response()
+}
+
+/// Mint an approver token: it lists and decides the requests of one pool, and is recorded by
+/// its name as who decided. Stateless (signed with the server's secret): it works until it
+/// expires or the secret changes.
+#[utoipa::path(post, path = "/v1/tokens/approver", tag = "admin",
+    request_body = ApproverTokenRequest,
+    responses((status = 201, body = ApproverTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn mint_approver_token(
+    caller: Caller,
+    State(app): State<App>,
+    ApiJson(request): ApiJson<ApproverTokenRequest>,
+) -> Result<(StatusCode, axum::Json<ApproverTokenResponse>), ApiError> {
+    caller.require_admin()?;
+    let invalid = |message: String| ApiError::Rejected {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code: ErrorCode::InvalidBody,
+        message,
+    };
+    let pool_len = request.pool.chars().count();
+    if pool_len == 0 || pool_len > 63 {
+        return Err(invalid("pool must have 1 to 63 characters".into()));
+    }
+    let name_len = request.name.trim().chars().count();
+    if name_len == 0 || request.name.chars().count() > 200 {
+        return Err(invalid("name must have 1 to 200 characters".into()));
+    }
+    let ttl = request.ttl_secs.unwrap_or(DEFAULT_APPROVER_TTL_SECS);
+    if !(60..=365 * 24 * 3600).contains(&ttl) {
+        return Err(invalid(format!(
+            "ttl_secs {ttl} is out of range: 60 to 31536000"
+        )));
+    }
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl as i64);
+    let token = app
+        .auth
+        .approver_token(&request.pool, &request.name, expires_at.timestamp());
+    tracing::info!(pool = %request.pool, name = %request.name, "approver token minted");
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(ApproverTokenResponse {
+            pool: request.pool,
+            name: request.name,
+            expires_at,
+            token,
+        }),
+    ))
+}
+
+/// Query of the runner's approval long-poll.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnApprovalsQuery {
+    /// The turn whose requests to return.
+    #[param(maximum = 9223372036854775807_i64)]
+    turn_seq: u64,
+    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every request of
+    /// the turn that is settled was already seen (`settled`) and some are still pending.
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    wait: u64,
+    /// How many of the turn's requests the caller already knows settled (0 when left out).
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    settled: u64,
+}
+
+/// The requests to people of one turn of the runner's thread, oldest first, as they stand. With
+/// `wait`, holds the request open until more of them are settled than `settled`, none is
+/// pending, or the wait ends — a waiting turn costs no CPU. A request past its expiry reads as
+/// `expired`.
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/approvals", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnApprovalsQuery),
+    responses((status = 200, body = Vec<Approval>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn turn(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(q): ApiQuery<TurnApprovalsQuery>,
+) -> Result<axum::Json<Vec<Approval>>, ApiError> {
+    caller.require_thread(id)?;
+    let too_large = |what: &str, v: u64| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
+    };
+    let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
+    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait).min(app.max_wait);
+    let notify = app.hub.subscribe(id);
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let approvals = app.store.turn_approvals(id, turn).await?;
+        let settled = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
+        let now = tokio::time::Instant::now();
+        if settled > q.settled || settled == approvals.len() as u64 || now >= deadline {
+            return Ok(axum::Json(approvals));
+        }
+        // Wake for the first expiry too: nobody posts it.
+        let first_expiry = approvals
+            .iter()
+            .filter(|a| a.status == ApprovalStatus::Pending)
+            .map(|a| a.expires_at)
+            .min()
+            .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+            .map(|left| now + left + Duration::from_millis(1));
+        let mut until = first_expiry.map_or(deadline, |e| e.min(deadline));
+        // On Postgres, re-check every second: decisions made through another API replica do not
+        // notify us.
+        if let Some(every) = app.store.recheck_every() {
+            until = until.min(now + every);
+        }
+        tokio::select! {
+            () = woken => {}
+            () = tokio::time::sleep_until(until) => {}
+            () = app.shutdown.cancelled() => return Ok(axum::Json(approvals)),
+        }
+    }
+}
