@@ -29,6 +29,20 @@ const MAX_APPROVALS_PAGE: u32 = 1000;
 /// How long an approver token lasts when the request does not say.
 const DEFAULT_APPROVER_TTL_SECS: u64 = 30 * 24 * 3600;
 
+/// The statuses the listing filters by: its documentation only (the handler reads the text, so an
+/// unknown one gets a 400 that lists these).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum StatusFilter {
+    Pending,
+    Approved,
+    Rejected,
+    Answered,
+    Expired,
+    All,
+}
+
 /// Query of the approval listing.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -43,7 +57,7 @@ pub(crate) struct ApprovalsQuery {
     thread_id: Option<String>,
     /// Only requests standing so; `pending` (undecided and not expired) when left out, `all`
     /// for every status.
-    #[param(value_type = Option<String>, example = "pending")]
+    #[param(value_type = Option<StatusFilter>, inline)]
     status: Option<String>,
     /// At most this many: 1 to 1000 (100 when left out).
     #[param(minimum = 1, maximum = 1000)]

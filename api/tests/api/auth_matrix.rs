@@ -1,6 +1,6 @@
 //! Every route × every kind of caller → the expected status.
 
-use ninetrix_proto::ThreadId;
+use ninetrix_proto::{ApprovalId, ThreadId};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -13,12 +13,20 @@ enum Who {
     Admin,
     RunnerOfThisThread,
     RunnerOfAnotherThread,
+    /// An approver token of the thread's pool.
+    ApproverOfThisPool,
+    /// An approver token of another pool.
+    ApproverOfAnotherPool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Access {
     Runner,
     Admin,
+    /// The admin or an approver: an approver of another pool does not see the request (404).
+    Approvals,
+    /// A listing for the admin or an approver (another pool's approver sees its own, empty).
+    ApprovalList,
     Public,
 }
 
@@ -105,6 +113,41 @@ fn routes() -> Vec<Route> {
             access: Runner,
             ok: StatusCode::CREATED,
             body: |e| Some(json!({"epoch": e, "events": [{"type": "x"}]})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/approvals?turn_seq=1",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/approvals",
+            access: ApprovalList,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/approvals/{a}",
+            access: Approvals,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/approvals/{a}/decision",
+            access: Approvals,
+            ok: StatusCode::OK,
+            body: |_| Some(json!({"decision": "approve"})),
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/tokens/approver",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"pool": "p", "name": "n"})),
         },
         Route {
             method: Method::GET,
@@ -206,22 +249,34 @@ fn expected(route: &Route, who: Who) -> StatusCode {
         (_, Who::Nobody | Who::Garbage) => StatusCode::UNAUTHORIZED,
         (_, Who::Admin) => route.ok,
         (Access::Runner, Who::RunnerOfThisThread) => route.ok,
-        (Access::Runner | Access::Admin, Who::RunnerOfAnotherThread)
+        (Access::Approvals | Access::ApprovalList, Who::ApproverOfThisPool) => route.ok,
+        (Access::ApprovalList, Who::ApproverOfAnotherPool) => route.ok,
+        (Access::Approvals, Who::ApproverOfAnotherPool) => StatusCode::NOT_FOUND,
+        (
+            Access::Runner | Access::Admin,
+            Who::RunnerOfAnotherThread | Who::ApproverOfThisPool | Who::ApproverOfAnotherPool,
+        )
+        | (
+            Access::Approvals | Access::ApprovalList,
+            Who::RunnerOfThisThread | Who::RunnerOfAnotherThread,
+        )
         | (Access::Admin, Who::RunnerOfThisThread) => StatusCode::FORBIDDEN,
     }
 }
 
-/// A thread with one checkpoint, one ledger intent (`k`), one event and one inbox message.
-async fn prepare(api: &TestApi) -> (ThreadId, String, u64) {
+/// A thread of pool `p` with one checkpoint (storing one pending request to a person), one
+/// ledger intent (`k`), one event and one inbox message.
+async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread).await;
     let epoch = api.claim(thread, &token).await;
     let base = format!("/v1/runners/threads/{thread}");
+    let approval = ApprovalId::new_v7();
+    let mut first = checkpoint(epoch, 0, None, vec![message("user", "q")], 1);
+    first["approvals"] = json!([{"id": approval, "key": "gated", "call_id": "c1", "turn_seq": 1, "kind": "approval",
+        "tool": "t", "args": {}, "args_hash": "h", "timeout_secs": 3600}]);
     let setup = [
-        (
-            format!("{base}/checkpoints"),
-            checkpoint(epoch, 0, None, vec![message("user", "q")], 1),
-        ),
+        (format!("{base}/commit"), first),
         (
             format!("{base}/tool-calls"),
             json!({"epoch": epoch, "key": "k", "turn_seq": 1, "tool": "t", "args": {}, "effect": "read"}),
@@ -239,13 +294,28 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64) {
                 .is_success()
         );
     }
-    (thread, token, epoch)
+    (thread, token, epoch, approval)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_for_every_caller() {
     let api = TestApi::start(Backend::Sqlite).await.unwrap();
     let other_token = api.runner_token(ThreadId::new_v7()).await;
+    let approver = |pool: &'static str| {
+        let api = &api;
+        async move {
+            let (status, body) = api
+                .admin(
+                    Method::POST,
+                    "/v1/tokens/approver",
+                    Some(json!({"pool": pool, "name": "approver"})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body["token"].as_str().unwrap().to_string()
+        }
+    };
+    let (this_pool, other_pool) = (approver("p").await, approver("q").await);
     let mut failures = Vec::new();
     for route in routes() {
         for who in [
@@ -254,16 +324,23 @@ async fn every_route_for_every_caller() {
             Who::Admin,
             Who::RunnerOfThisThread,
             Who::RunnerOfAnotherThread,
+            Who::ApproverOfThisPool,
+            Who::ApproverOfAnotherPool,
         ] {
-            let (thread, token, epoch) = prepare(&api).await;
+            let (thread, token, epoch, approval) = prepare(&api).await;
             let auth = match who {
                 Who::Nobody => None,
                 Who::Garbage => Some("garbage".to_string()),
                 Who::Admin => Some(ADMIN.to_string()),
                 Who::RunnerOfThisThread => Some(token),
                 Who::RunnerOfAnotherThread => Some(other_token.clone()),
+                Who::ApproverOfThisPool => Some(this_pool.clone()),
+                Who::ApproverOfAnotherPool => Some(other_pool.clone()),
             };
-            let path = route.path.replace("{t}", &thread.to_string());
+            let path = route
+                .path
+                .replace("{t}", &thread.to_string())
+                .replace("{a}", &approval.to_string());
             let mut req = api
                 .client
                 .request(route.method.clone(), format!("{}{path}", api.url));
@@ -324,6 +401,7 @@ async fn the_openapi_document_lists_every_route() {
                 .next()
                 .unwrap()
                 .replace("{t}", "{thread_id}")
+                .replace("{a}", "{approval_id}")
                 .replace("tool-calls/k", "tool-calls/{key}")
                 .replace("checkpoints/1", "checkpoints/{version}");
             format!("{} {path}", r.method)

@@ -1,5 +1,6 @@
 //! The checkpoint API over real HTTP, on SQLite always and on Postgres when configured.
 
+mod approvals;
 mod auth_matrix;
 mod bad_input;
 mod commit;
