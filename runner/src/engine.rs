@@ -856,10 +856,13 @@ impl Engine {
                 return out;
             }
             if answered < calls.len() {
-                // No call of a response runs while a request of it waits for a person.
+                // No call of a response runs while a request of it waits for a person. (A
+                // resumed turn whose agentfile now gates a call asks here, before it runs.)
+                let was = self.state.status;
+                self.ask_people();
                 let pending = self.pending_of(a);
                 if !pending.is_empty() {
-                    if self.state.status != ThreadStatus::Waiting {
+                    if !self.asks.is_empty() || was != ThreadStatus::Waiting {
                         self.state.status = ThreadStatus::Waiting;
                         out.push(self.commit());
                     }
@@ -1605,5 +1608,299 @@ mod tests {
             [read.key.as_str(), write_key.as_str()]
         );
         assert_eq!(plan.outcomes.len(), 1, "the read's outcome rides along");
+    }
+
+    // Requests to people.
+
+    /// The config with every `write` gated.
+    fn gated() -> EngineConfig {
+        EngineConfig {
+            approval: Some(HumanApproval {
+                enabled: true,
+                actions: Vec::new(),
+                effects: vec![Class::Write],
+                timeout_secs: 3600,
+                notify_url: None,
+                notify_secret: None,
+            }),
+            tools: vec![
+                ToolSpec::builtin(tools::builtin("file_write").unwrap()),
+                ToolSpec::builtin(tools::builtin("file_read").unwrap()),
+                ToolSpec::builtin(tools::builtin("ask_human").unwrap()),
+            ],
+            ..config()
+        }
+    }
+
+    /// The stored record of `ask`, settled as `status`.
+    fn settled(ask: &ApprovalAsk, status: ApprovalStatus) -> Approval {
+        let now = chrono::Utc::now();
+        Approval {
+            id: ninetrix_proto::ApprovalId::new_v7(),
+            thread_id: ThreadId::new_v7(),
+            labels: Default::default(),
+            epoch: 1,
+            turn_seq: ask.turn_seq,
+            key: ask.key.clone(),
+            call_id: ask.call_id.clone(),
+            kind: ask.kind,
+            tool: ask.tool.clone(),
+            args: ask.args.clone(),
+            args_hash: "h".into(),
+            status,
+            requested_at: now,
+            expires_at: now + chrono::Duration::seconds(60),
+            decided_at: status.is_settled().then_some(now),
+            decided_by: status.is_settled().then(|| "alice".to_string()),
+            reason: (status == ApprovalStatus::Rejected).then(|| "not today".to_string()),
+            answer: (status == ApprovalStatus::Answered).then(|| "blue".to_string()),
+        }
+    }
+
+    fn ask_of(effects: &[Effect]) -> Vec<ApprovalAsk> {
+        commits(effects)
+            .iter()
+            .flat_map(|p| p.approvals.clone())
+            .collect()
+    }
+
+    fn question(id: &str) -> Block {
+        Block::ToolCall {
+            id: id.into(),
+            name: "ask_human".into(),
+            args: json!({"question": "which colour?"}),
+        }
+    }
+
+    fn results(e: &Engine) -> Vec<(String, bool)> {
+        e.history()
+            .iter()
+            .flat_map(|m| m.blocks.iter())
+            .filter_map(|b| match b {
+                Block::ToolResult {
+                    content, is_error, ..
+                } => Some((content.clone(), *is_error)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gated_call_waits_with_its_whole_response_then_runs_once_approved() {
+        let mut e = Engine::new(gated());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![read_call("r"), append_call("w")], 0.0));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "await:1"]);
+        let plan = commits(&out)[0];
+        assert_eq!(plan.state.status, ThreadStatus::Waiting);
+        assert!(
+            plan.intents.is_empty(),
+            "no intent before the decision: a rejected write never ran"
+        );
+        let asks = ask_of(&out);
+        assert_eq!(asks.len(), 1, "the ungated read asks nobody");
+        assert_eq!(
+            (asks[0].call_id.as_str(), asks[0].kind, asks[0].timeout_secs),
+            ("w", ApprovalKind::Approval, 3600)
+        );
+        assert!(!e.idle(), "a waiting turn is still a turn");
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Approved,
+        )]));
+        assert_eq!(
+            kinds(&out),
+            ["commit", "run:file_read"],
+            "settled is stored, then the calls run in order"
+        );
+        let plan = commits(&out)[0];
+        assert_eq!(plan.state.status, ThreadStatus::InTurn);
+        assert_eq!(
+            plan.intents.iter().map(|i| &i.key).collect::<Vec<_>>(),
+            [&asks[0].key],
+            "the approved write's intent rides on it"
+        );
+        let out = e.apply(result("r"));
+        assert_eq!(kinds(&out), ["run:file_write"]);
+        assert_eq!(run_of(&out).decision, Decision::Execute { again: false });
+        let out = e.apply(result("w"));
+        assert_eq!(kinds(&out), ["commit", "call_llm"]);
+        let all = drive(&mut e, out, vec![answer("done")]);
+        assert!(matches!(all.last(), Some(Effect::TurnFinished { ok: true, .. })));
+    }
+
+    #[test]
+    fn a_rejected_call_never_runs_and_the_model_gets_the_reason() {
+        let mut e = Engine::new(gated());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![append_call("w"), read_call("r")], 0.0));
+        let asks = ask_of(&out);
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Rejected,
+        )]));
+        assert_eq!(kinds(&out), ["commit", "run:file_read"]);
+        assert!(commits(&out)[0].intents.is_empty(), "no intent, ever");
+        let (text, is_error) = &results(&e)[0];
+        assert!(*is_error);
+        assert!(
+            text.contains("alice rejected") && text.contains("not today"),
+            "{text}"
+        );
+        let all = drive(&mut e, vec![], vec![]);
+        assert!(all.is_empty());
+        let out = e.apply(result("r"));
+        assert_eq!(kinds(&out), ["call_llm"]);
+    }
+
+    #[test]
+    fn several_requests_are_decided_independently_and_the_turn_goes_on_when_all_are() {
+        let mut e = Engine::new(gated());
+        e.apply(message(1));
+        let out = e.apply(llm(
+            vec![append_of("a", "1"), question("q"), append_of("b", "2")],
+            0.0,
+        ));
+        let asks = ask_of(&out);
+        assert_eq!(
+            asks.iter().map(|a| a.kind).collect::<Vec<_>>(),
+            [
+                ApprovalKind::Approval,
+                ApprovalKind::Question,
+                ApprovalKind::Approval
+            ]
+        );
+        // The last one first: still waiting for the other two, nothing written.
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[2],
+            ApprovalStatus::Approved,
+        )]));
+        assert_eq!(kinds(&out), ["await:2"]);
+        let out = e.apply(Input::Approvals(vec![
+            settled(&asks[2], ApprovalStatus::Approved),
+            settled(&asks[1], ApprovalStatus::Answered),
+        ]));
+        assert_eq!(kinds(&out), ["await:1"]);
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Rejected,
+        )]));
+        // a: rejected (answered at once), q: answered, b: runs.
+        assert_eq!(kinds(&out), ["commit", "run:file_write"]);
+        assert_eq!(run_of(&out).call_id, "b");
+        let r = results(&e);
+        assert!(r[0].1, "a was rejected");
+        assert_eq!(r[1], ("blue".to_string(), false), "the answer is the result");
+    }
+
+    #[test]
+    fn an_expired_request_is_a_rejection_and_is_traced_once_with_the_settling_commit() {
+        let mut e = Engine::new(gated());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![append_call("w")], 0.0));
+        let asks = ask_of(&out);
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Expired,
+        )]));
+        assert_eq!(
+            kinds(&out),
+            ["commit", "event:approval_expired", "call_llm"],
+            "the expiry rides on the commit that stores the turn going on"
+        );
+        let (text, is_error) = &results(&e)[0];
+        assert!(*is_error && text.contains("expired"), "{text}");
+    }
+
+    #[test]
+    fn a_restart_while_waiting_keeps_the_response_and_waits_again_even_in_truncate_mode() {
+        let cfg = gated();
+        assert_eq!(cfg.resume, ResumeMode::Truncate);
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![read_call("r"), append_call("w")], 0.0));
+        let asks = ask_of(&out);
+        let mut restored = stored(&first);
+        restored.approvals = vec![settled(&asks[0], ApprovalStatus::Pending)];
+        let mut second = second_boot(cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored.clone())));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "await:1"],
+            "no cut, no commit, no second request"
+        );
+        // Decided while no runner held the thread: the next boot runs it.
+        restored.approvals = vec![settled(&asks[0], ApprovalStatus::Approved)];
+        let mut third = Engine::new(EngineConfig { epoch: 3, ..cfg });
+        let out = third.apply(Input::Restored(Some(restored)));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:resume",
+                "event:turn_resumed",
+                "commit",
+                "run:file_read"
+            ]
+        );
+        assert_eq!(commits(&out)[0].intents.len(), 1);
+    }
+
+    #[test]
+    fn an_approved_write_that_ran_before_a_crash_is_not_asked_again_or_repeated() {
+        let cfg = gated();
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![append_call("w")], 0.0));
+        let asks = ask_of(&out);
+        let out = first.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Approved,
+        )]));
+        let write = run_of(&out);
+        // Crash after the intent, before the outcome.
+        let mut restored = stored(&first);
+        restored.approvals = vec![settled(&asks[0], ApprovalStatus::Approved)];
+        restored.ledger = vec![record(&write, ToolCallStatus::Intent, 1)];
+        let mut second = second_boot(cfg);
+        let out = second.apply(Input::Restored(Some(restored)));
+        assert!(ask_of(&out).is_empty());
+        assert_eq!(run_of(&out).decision, Decision::OutcomeUnknown);
+    }
+
+    #[test]
+    fn a_turn_resumed_under_a_new_gate_asks_before_the_call_runs() {
+        // Stored by a runner whose agentfile gated nothing.
+        let cfg = EngineConfig {
+            resume: ResumeMode::Complete,
+            ..config()
+        };
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        first.apply(llm(vec![read_call("r"), append_call("w")], 0.0));
+        let mut second = second_boot(EngineConfig {
+            approval: gated().approval,
+            ..cfg
+        });
+        let out = second.apply(Input::Restored(Some(stored(&first))));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "commit", "await:1"]
+        );
+        let plan = commits(&out)[0];
+        assert_eq!(plan.state.status, ThreadStatus::Waiting);
+        assert_eq!(plan.approvals[0].call_id, "w");
+    }
+
+    #[test]
+    fn an_agent_without_gates_still_asks_its_questions() {
+        let mut e = Engine::new(EngineConfig {
+            tools: gated().tools,
+            ..config()
+        });
+        e.apply(message(1));
+        let out = e.apply(llm(vec![append_call("w"), question("q")], 0.0));
+        let asks = ask_of(&out);
+        assert_eq!(asks.len(), 1);
+        assert_eq!(asks[0].kind, ApprovalKind::Question);
     }
 }
