@@ -179,7 +179,7 @@ impl Notifier {
                     status,
                     ok: error.is_none(),
                     error,
-                    retry_in_ms: (!last).then(|| wait.as_millis() as u64),
+                    retry_in_ms: (!last).then_some(wait.as_millis() as u64),
                 }));
             if last {
                 return;
