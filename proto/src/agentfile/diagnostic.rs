@@ -58,7 +58,7 @@ diagnostic_kinds! {
     UnsupportedKey = "unsupported_key",
     /// A value of the wrong YAML type.
     WrongType = "wrong_type",
-    /// A number outside its allowed range.
+    /// A number (or a duration) outside its allowed range.
     OutOfRange = "out_of_range",
     /// A required key is absent.
     MissingKey = "missing_key",
@@ -66,9 +66,10 @@ diagnostic_kinds! {
     EmptyValue = "empty_value",
     /// A pool, agent, environment variable or secret name breaks its naming rules.
     InvalidName = "invalid_name",
-    /// `base_url` is not an http(s) URL.
+    /// `base_url`, an MCP server's `url` or `notify_url` is not an http(s) URL.
     InvalidUrl = "invalid_url",
-    /// A value outside a closed set (resume mode, tool effect).
+    /// A value outside a closed set (resume mode, tool effect) or not in its format (a
+    /// duration).
     InvalidValue = "invalid_value",
     /// A memory size that cannot be parsed.
     InvalidMemory = "invalid_memory",
@@ -80,7 +81,7 @@ diagnostic_kinds! {
     UnsupportedProvider = "unsupported_provider",
     /// `script` given for a provider other than `scripted`.
     ScriptNotScripted = "script_not_scripted",
-    /// A script calls a tool the agent does not declare.
+    /// A script, verifier or approval action names a tool the agent does not declare.
     UndeclaredTool = "undeclared_tool",
     /// A script's last step calls tools (a warning).
     ScriptEndsWithToolCall = "script_ends_with_tool_call",
@@ -98,7 +99,7 @@ diagnostic_kinds! {
     ReservedEnv = "reserved_env",
     /// A secret in plain `env:`, or a name both in `env:` and `secrets:`.
     SecretInEnv = "secret_in_env",
-    /// A secret value where a secret name belongs.
+    /// A secret value where a secret name belongs, or credentials in `notify_url`.
     SecretValue = "secret_value",
     /// A tool name ninetrix does not know.
     UnknownTool = "unknown_tool",
@@ -110,6 +111,8 @@ diagnostic_kinds! {
     InvalidMcpServer = "invalid_mcp_server",
     /// A stdio MCP server in an agent's container that has no image to run it.
     McpNeedsImage = "mcp_needs_image",
+    /// `governance.human_approval` that gates no call (a warning).
+    ApprovalGatesNothing = "approval_gates_nothing",
     /// The file cannot be read (no location).
     Io = "io",
     /// The file is larger than any agentfile should be (no location).

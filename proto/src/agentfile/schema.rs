@@ -334,10 +334,16 @@ pub struct HumanApproval {
 impl HumanApproval {
     /// 24 hours.
     pub const DEFAULT_TIMEOUT_SECS: u64 = 24 * 3600;
+    /// The shortest timeout: 1 second.
+    pub const MIN_TIMEOUT_SECS: u64 = 1;
+    /// The longest timeout: 365 days.
+    pub const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 3600;
 
     /// Whether a call of `tool` (the model's name) with final class `effect` is gated.
+    /// `ask_human` never is: it always asks (so `effects: [read]` does not gate it).
     pub fn gates(&self, tool: &str, effect: Effect) -> bool {
         self.enabled
+            && tool != super::tools::ASK_HUMAN
             && (self.effects.contains(&effect) || self.actions.iter().any(|a| a.matches(tool)))
     }
 }
@@ -382,6 +388,42 @@ mod tests {
             "You are a web researcher.\n\nGoal: find facts\n\nConstraints:\n- cite sources\n- be brief"
         );
         assert_eq!(Metadata::default().system_prompt(), None);
+    }
+
+    #[test]
+    fn gates_match_names_servers_and_effects_but_never_ask_human() {
+        let h = HumanApproval {
+            enabled: true,
+            actions: vec![
+                ApprovalAction::Tool("shell".into()),
+                ApprovalAction::Server("tickets".into()),
+            ],
+            effects: vec![Effect::Read],
+            timeout_secs: HumanApproval::DEFAULT_TIMEOUT_SECS,
+            notify_url: None,
+            notify_secret: None,
+        };
+        assert!(h.gates("shell", Effect::Write));
+        assert!(h.gates("tickets__create", Effect::Write));
+        assert!(!h.gates("ticketsx__create", Effect::Write));
+        assert!(h.gates("file_read", Effect::Read));
+        assert!(!h.gates("file_write", Effect::Idempotent));
+        assert!(!h.gates("ask_human", Effect::Read), "ask_human always asks");
+        let off = HumanApproval {
+            enabled: false,
+            ..h.clone()
+        };
+        assert!(!off.gates("shell", Effect::Write));
+        let g = Governance {
+            max_budget_per_run: None,
+            human_approval: Some(h),
+        };
+        assert!(g.gates("shell", Effect::Write));
+        assert!(!Governance::default().gates("shell", Effect::Write));
+        assert_eq!(
+            Governance::default().approval_timeout_secs(),
+            HumanApproval::DEFAULT_TIMEOUT_SECS
+        );
     }
 
     #[test]

@@ -114,7 +114,18 @@ pub const BUILTINS: &[Builtin] = &[
         effect: Effect::Write,
         summary: "run a command with /bin/sh (only in images that have one)",
     },
+    // No side effect: the runner never executes it. It stores the question, and the person's
+    // answer becomes the call's result.
+    Builtin {
+        name: ASK_HUMAN,
+        effect: Effect::Read,
+        summary: "ask a person a question and wait for the answer (ninetrix answer ID TEXT)",
+    },
 ];
+
+/// The builtin that asks a person a question; its calls always wait for an answer, so
+/// `human_approval` never gates them.
+pub const ASK_HUMAN: &str = "ask_human";
 
 /// Looks up a builtin by name.
 pub fn builtin(name: &str) -> Option<&'static Builtin> {
@@ -127,6 +138,7 @@ pub const NINETRIX_ALIASES: &[(&str, &[&str])] = &[
     ("read_file", &["file_read"]),
     ("write_file", &["file_write"]),
     ("filesystem", &["file_read", "file_write", "list_dir"]),
+    ("ask_user", &[ASK_HUMAN]),
 ];
 
 /// Ninetrix builtins that ninetrix does not have yet.
@@ -136,7 +148,6 @@ pub const NINETRIX_UNSUPPORTED: &[&str] = &[
     "web_search",
     "web_browse",
     "notify",
-    "ask_user",
     "sub_agent",
     "code_interpreter",
 ];

@@ -1,4 +1,5 @@
-//! Resource quantities: memory sizes such as `512Mi`, `1Gi`, `2g` parsed to bytes.
+//! Quantities: memory sizes such as `512Mi`, `1Gi`, `2g` parsed to bytes, and durations such as
+//! `30s`, `15m`, `24h`, `7d` parsed to seconds.
 
 /// Docker refuses memory limits below 6 MiB.
 pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
@@ -52,6 +53,30 @@ pub fn format_memory(bytes: u64) -> String {
     format!("{bytes}")
 }
 
+/// Parses a duration: a whole number and one unit, `s` (seconds), `m` (minutes), `h` (hours) or
+/// `d` (days), e.g. `30s`, `15m`, `24h`, `7d`; a bare whole number is seconds. Returns `None`
+/// for anything else (fractions, signs, spaces, other units). A duration too long for a `u64`
+/// of seconds is `u64::MAX`, so range checks reject it.
+pub fn parse_duration(text: &str) -> Option<u64> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    if number.is_empty() {
+        return None;
+    }
+    let multiplier: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    // Only digits: parsing fails only when the number is too large.
+    let value: u64 = number.parse().unwrap_or(u64::MAX);
+    Some(value.saturating_mul(multiplier))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +108,22 @@ mod tests {
         assert_eq!(format_memory(100), "100");
         for s in ["512Mi", "1Gi", "1.5Gi", "64Ki"] {
             assert_eq!(format_memory(parse_memory(s).unwrap()), s);
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Some(30));
+        assert_eq!(parse_duration("15m"), Some(900));
+        assert_eq!(parse_duration("24h"), Some(86_400));
+        assert_eq!(parse_duration("7d"), Some(604_800));
+        assert_eq!(parse_duration("3600"), Some(3600));
+        assert_eq!(parse_duration("0s"), Some(0));
+        assert_eq!(parse_duration("99999999999999999999999d"), Some(u64::MAX));
+        for bad in [
+            "", "h", "1.5h", "-1h", "1 h", "1H", "1w", "1h30m", "soon", " 1h",
+        ] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
         }
     }
 }

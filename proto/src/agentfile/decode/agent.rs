@@ -19,9 +19,14 @@ impl Cx {
         self.dispatch(root, "", &TOP, &mut top)?;
         let TopIn {
             name,
-            shared,
+            mut shared,
             agents,
         } = top;
+        // The shared `human_approval`'s MCP servers are checked once here, not once per agent
+        // (`mcp_servers:` may come after `governance:`).
+        if let Some(approval) = &mut shared.governance.human_approval {
+            self.approval_servers(approval);
+        }
         let Some((agents_loc, agents_node)) = agents else {
             self.report("agents", root.loc, Problem::NoAgentsKey);
             return None;
@@ -111,9 +116,17 @@ impl Cx {
         let execution = execution
             .map(|own| merge_execution(own, &shared.execution))
             .and_then(|e| self.execution(e, runtime_max_turns, &path, key.loc));
-        let governance = governance.map(|own| Governance {
-            max_budget_per_run: own.or(shared.governance),
-            human_approval: None,
+        // The budget falls back to the shared one; an agent's own `human_approval` replaces
+        // the shared one entirely.
+        let governance = governance.map(|own| {
+            let approval = match own.human_approval {
+                Some(mut approval) => {
+                    self.approval_servers(&mut approval);
+                    Some(approval)
+                }
+                None => shared.governance.human_approval.clone(),
+            };
+            (own.budget.or(shared.governance.budget), approval)
         });
 
         if let (Some(env), Some(secrets)) = (&env, &secrets) {
@@ -160,16 +173,33 @@ impl Cx {
             }
             mcp_servers.insert(source.server.clone(), server);
         }
+        let mut human_approval = None;
+        if let Some((_, Some(approval))) = &governance {
+            human_approval = self.resolve_approval(approval, &key.name, &tools);
+            ok &= human_approval.is_some();
+        }
+        // `up` gives the signing secret's value to the runner, and refuses to start without it.
+        if let Some(secret) = human_approval
+            .as_ref()
+            .and_then(|h| h.notify_secret.as_ref())
+            && !secret_names.contains(secret)
+        {
+            secret_names.push(secret.clone());
+        }
         if !ok {
             return None;
         }
+        let (max_budget_per_run, _) = governance?;
         Some(AgentSpec {
             name: key.name.clone(),
             metadata: metadata?,
             runtime: runtime?,
             tools,
             execution: execution?,
-            governance: governance?,
+            governance: Governance {
+                max_budget_per_run,
+                human_approval,
+            },
             env: env?,
             secrets: secret_names,
             mcp_servers,
@@ -234,7 +264,7 @@ pub(super) const TOP: Section<TopIn> = Section {
             Some(())
         }),
         ("governance", |cx, top, f| {
-            top.shared.governance = cx.governance(f.value, &f.path);
+            top.shared.governance = cx.governance(f.value, &f.path, true).unwrap_or_default();
             Some(())
         }),
     ],
@@ -256,8 +286,8 @@ pub(super) struct AgentIn {
     tools: Option<Vec<ToolSpec>>,
     /// The agent's own `execution:`, before the shared settings fill its gaps.
     execution: Option<ExecutionIn>,
-    /// The agent's own budget, before the shared one fills the gap.
-    governance: Option<Option<f64>>,
+    /// The agent's own `governance:`, before the shared one fills its gaps.
+    governance: Option<GovernanceIn>,
     env: Option<BTreeMap<String, String>>,
     secrets: Option<Vec<(String, Loc)>>,
 }
@@ -270,7 +300,7 @@ impl AgentIn {
             runtime: Some(RuntimeIn::new(at)),
             tools: Some(Vec::new()),
             execution: Some(ExecutionIn::default()),
-            governance: Some(None),
+            governance: Some(GovernanceIn::default()),
             env: Some(BTreeMap::new()),
             secrets: Some(Vec::new()),
         }
@@ -297,12 +327,7 @@ pub(super) const AGENT: Section<AgentIn> = Section {
             Some(())
         }),
         ("governance", |cx, a, f| {
-            a.governance = if let Kind::Map(_) = f.value.kind {
-                Some(cx.governance(f.value, &f.path))
-            } else {
-                cx.type_error(&f.path, f.value, "a mapping");
-                None
-            };
+            a.governance = cx.governance(f.value, &f.path, false);
             Some(())
         }),
         ("env", |cx, a, f| {

@@ -108,7 +108,7 @@ pub(super) const VERIFY: Section<VerifyIn> = Section {
 };
 
 /// `server/tool` → (server, Some(tool)); `server` or `server/` → (server, None).
-fn split_mcp(rest: &str) -> (&str, Option<&str>) {
+pub(super) fn split_mcp(rest: &str) -> (&str, Option<&str>) {
     match rest.split_once('/') {
         Some((server, "")) => (server, None),
         Some((server, tool)) => (server, Some(tool)),
@@ -276,6 +276,30 @@ impl Cx {
         Some(effect)
     }
 
+    /// Whether `server` is a valid `mcp_servers` entry. An unknown one is reported at `path`
+    /// and `loc` with the closest declared name; one with its own errors is not reported again.
+    pub(super) fn known_mcp_server(&mut self, server: &str, loc: Loc, path: &str) -> bool {
+        if self.mcp.contains_key(server) {
+            return true;
+        }
+        if self.mcp_invalid.contains(server) {
+            return false;
+        }
+        let known: Vec<&str> = self.mcp.keys().map(String::as_str).collect();
+        let closest = closest(server, &known).map(str::to_string);
+        let known = known.join(", ");
+        self.report(
+            path,
+            loc,
+            Problem::UnknownMcpServer {
+                server,
+                closest,
+                known,
+            },
+        );
+        false
+    }
+
     /// A tool entry `mcp://server[/tool]` with its `effect`/`allow`/`verify`.
     pub(super) fn mcp_tool(
         &mut self,
@@ -286,24 +310,10 @@ impl Cx {
         allow: Vec<String>,
     ) -> Option<ToolSpec> {
         let (server, tool) = split_mcp(name.strip_prefix("mcp://").unwrap_or(name));
-        let Some(spec) = self.mcp.get(server) else {
-            if self.mcp_invalid.contains(server) {
-                return None;
-            }
-            let known: Vec<&str> = self.mcp.keys().map(String::as_str).collect();
-            let closest = closest(server, &known).map(str::to_string);
-            let known = known.join(", ");
-            self.report(
-                path,
-                loc,
-                Problem::UnknownMcpServer {
-                    server,
-                    closest,
-                    known,
-                },
-            );
+        if !self.known_mcp_server(server, loc, path) {
             return None;
-        };
+        }
+        let server_effect = self.mcp[server].effect;
         if tool.is_some() && !allow.is_empty() {
             self.report(path, loc, Problem::AllowOnOneTool(name));
             return None;
@@ -312,7 +322,7 @@ impl Cx {
         // server, its annotations) is applied by the runner once it knows the tools.
         let (effect_value, pinned) = match effect {
             Some(e) => (e, true),
-            None => (spec.effect.unwrap_or(Effect::Write), false),
+            None => (server_effect.unwrap_or(Effect::Write), false),
         };
         let model = match tool {
             Some(t) => mcp::model_name(server, t),

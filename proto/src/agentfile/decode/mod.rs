@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 mod agent;
+mod approval;
 mod mcp;
 mod problem;
 mod runtime;
@@ -25,6 +26,7 @@ use super::schema::{
 use super::tools::{self, Effect};
 use super::units;
 use super::yaml::{Key, Kind, Loc, Node};
+use approval::ApprovalIn;
 use problem::{KeyHint, Problem, ToolGap};
 
 /// Defaults shared with the public Ninetrix where the concept is the same.
@@ -122,6 +124,7 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &runtime::TOOL_CALL,
     &settings::EXECUTION,
     &settings::GOVERNANCE,
+    &approval::HUMAN_APPROVAL,
     &tool_list::TOOL,
     &mcp::MCP_SERVER,
     &mcp::VERIFY,
@@ -144,6 +147,7 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("task", "execution"),
     ("resume", "execution"),
     ("max_budget_per_run", "governance"),
+    ("human_approval", "governance"),
     ("role", "metadata"),
     ("goal", "metadata"),
     ("instructions", "metadata"),
@@ -167,7 +171,7 @@ pub(crate) fn decode(root: &Node) -> (Option<Agentfile>, Vec<Diagnostic>) {
 #[derive(Default)]
 struct Shared {
     execution: ExecutionIn,
-    governance: Option<f64>,
+    governance: GovernanceIn,
 }
 
 /// `execution:` as written, before defaults.
@@ -178,6 +182,17 @@ struct ExecutionIn {
     max_turns: Option<(u32, Loc)>,
     task: Option<String>,
     resume: Option<ResumeMode>,
+}
+
+/// `governance:` as written, before the shared settings fill its gaps.
+#[derive(Default, Clone)]
+struct GovernanceIn {
+    /// Whether it is the top-level (shared) one.
+    shared: bool,
+    /// The budget per run, when given and valid.
+    budget: Option<f64>,
+    /// `human_approval:`, when given (possibly with errors, reported).
+    human_approval: Option<ApprovalIn>,
 }
 
 #[derive(Default)]
@@ -460,6 +475,10 @@ mod tests {
                 "agents:\n  a:\n    governance:\n      KEY: VALUE\n",
                 "agents.a.governance",
             ),
+            "human_approval" => (
+                "agents:\n  a:\n    governance:\n      human_approval:\n        KEY: VALUE\n",
+                "agents.a.governance.human_approval",
+            ),
             "a tool" => (
                 "agents:\n  a:\n    tools:\n      - KEY: VALUE\n",
                 "agents.a.tools[0]",
@@ -526,6 +545,7 @@ mod tests {
         let sources = [
             include_str!("mod.rs"),
             include_str!("agent.rs"),
+            include_str!("approval.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),

@@ -237,6 +237,40 @@ pub(super) enum Problem<'a> {
     VerifierNotATool(&'a str),
     /// An agent using a stdio server in its own container without `runtime.image`.
     McpNeedsImage(&'a str),
+    /// A `human_approval.actions` entry that is not one of the agent's tools: the entry as
+    /// written, the agent, the closest of its tools, all of them (as an agentfile names them),
+    /// and whether the `human_approval` is the shared (top-level) one.
+    ApprovalNotATool {
+        name: &'a str,
+        agent: &'a str,
+        closest: Option<String>,
+        has: Vec<String>,
+        shared: bool,
+    },
+    /// `ask_human` (as written: `ask_human`, `ask_user`, …) in `human_approval.actions`.
+    ApprovalGatesAskHuman(&'a str),
+    /// An `actions` entry gating a tool an earlier entry gates; the earlier entry when it is
+    /// written differently (`bash` after `shell`).
+    DuplicateApprovalAction {
+        name: &'a str,
+        same_as: Option<String>,
+    },
+    /// An effect listed twice in `human_approval.effects`.
+    DuplicateApprovalEffect(&'static str),
+    /// A `timeout` string that is not a duration.
+    ApprovalTimeout(&'a str),
+    /// A `timeout` outside 1 second to 365 days, as written.
+    ApprovalTimeoutRange(String),
+    /// A `notify_url` that is not an http(s) URL with a host.
+    ApprovalUrl(&'a str),
+    /// A `notify_url` with credentials before the host (never repeated in the message).
+    ApprovalUrlCredentials,
+    /// `notify_url` without `notify_secret`.
+    NotifyUrlWithoutSecret,
+    /// `notify_secret` without `notify_url`.
+    NotifySecretWithoutUrl,
+    /// An enabled `human_approval` with neither `actions` nor `effects` (a warning).
+    ApprovalGatesNothing,
 }
 
 impl Problem<'_> {
@@ -301,13 +335,24 @@ impl Problem<'_> {
             Problem::UnknownMcpServer { .. } => K::UnknownMcpServer,
             Problem::MissingVerifyTool => K::MissingKey,
             Problem::McpNeedsImage(_) => K::McpNeedsImage,
+            Problem::ApprovalNotATool { .. } => K::UndeclaredTool,
+            Problem::ApprovalGatesAskHuman(_) | Problem::ApprovalTimeout(_) => K::InvalidValue,
+            Problem::DuplicateApprovalAction { .. } => K::DuplicateTool,
+            Problem::DuplicateApprovalEffect(_) => K::DuplicateSetting,
+            Problem::ApprovalTimeoutRange(_) => K::OutOfRange,
+            Problem::ApprovalUrl(_) => K::InvalidUrl,
+            Problem::ApprovalUrlCredentials => K::SecretValue,
+            Problem::NotifyUrlWithoutSecret | Problem::NotifySecretWithoutUrl => K::MissingKey,
+            Problem::ApprovalGatesNothing => K::ApprovalGatesNothing,
         }
     }
 
     /// Warnings leave the agentfile valid; everything else is an error.
     pub(super) fn severity(&self) -> Severity {
         match self {
-            Problem::SecretInEnv { .. } | Problem::ScriptEndsWithToolCall => Severity::Warning,
+            Problem::SecretInEnv { .. }
+            | Problem::ScriptEndsWithToolCall
+            | Problem::ApprovalGatesNothing => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -320,6 +365,7 @@ impl Problem<'_> {
                 | Problem::SecretValuesListed(_)
                 | Problem::SecretValueNotName
                 | Problem::HeaderNotASecret(_)
+                | Problem::ApprovalUrlCredentials
         )
     }
 
@@ -469,6 +515,51 @@ impl Problem<'_> {
                 "MCP server `{server}` runs inside the agent's container, which has no runtime \
                  for it (no `runtime.image`)"
             ),
+            Problem::ApprovalNotATool { name, agent, .. } => format!(
+                "`{name}` in `human_approval.actions` is not one of agent `{agent}`'s tools"
+            ),
+            Problem::ApprovalGatesAskHuman(name) if *name == "ask_human" => {
+                "`ask_human` cannot be gated: it always asks a person".into()
+            }
+            Problem::ApprovalGatesAskHuman(name) => {
+                format!("`{name}` is `ask_human`, which cannot be gated: it always asks a person")
+            }
+            Problem::DuplicateApprovalAction {
+                name,
+                same_as: None,
+            } => format!("`{name}` is listed twice in `human_approval.actions`"),
+            Problem::DuplicateApprovalAction {
+                name,
+                same_as: Some(earlier),
+            } => format!(
+                "`{name}` gates a tool that `{earlier}` already gates in `human_approval.actions`"
+            ),
+            Problem::DuplicateApprovalEffect(effect) => {
+                format!("effect `{effect}` is listed twice in `human_approval.effects`")
+            }
+            Problem::ApprovalTimeout(text) => format!(
+                "`timeout` must be a duration such as `30s`, `15m`, `24h` or `7d`, found \"{text}\""
+            ),
+            Problem::ApprovalTimeoutRange(found) => {
+                format!("`timeout` must be from 1 second to 365 days, found {found}")
+            }
+            Problem::ApprovalUrl(url) => format!(
+                "`notify_url` must be an http:// or https:// URL with a host, found \"{url}\""
+            ),
+            Problem::ApprovalUrlCredentials => {
+                "`notify_url` holds credentials (`user:password@` before the host)".into()
+            }
+            Problem::NotifyUrlWithoutSecret => "notify_url needs notify_secret: the name of the \
+                                                secret whose value signs each notification \
+                                                (HMAC-SHA256)"
+                .into(),
+            Problem::NotifySecretWithoutUrl => "`notify_secret` signs notifications, but \
+                                                `human_approval` has no `notify_url` to send \
+                                                them to"
+                .into(),
+            Problem::ApprovalGatesNothing => {
+                "`human_approval` gates nothing; only `ask_human` asks people".into()
+            }
         }
     }
 
@@ -683,6 +774,69 @@ impl Problem<'_> {
             Problem::McpNeedsImage(_) => "set `runtime.image` to an image that has the server's \
                                           runtime (e.g. python:3.12-slim), or give the server an \
                                           `image:` so it runs as a sidecar"
+                .into(),
+            Problem::ApprovalNotATool {
+                agent,
+                closest,
+                has,
+                shared,
+                ..
+            } => {
+                let tools = if has.is_empty() {
+                    "no tools it could gate".to_string()
+                } else {
+                    format!("these tools: {}", has.join(", "))
+                };
+                let fix = if *shared {
+                    format!(
+                        "the top-level `governance.human_approval` applies to every agent \
+                         without its own: give `{agent}` its own `governance.human_approval`, or \
+                         add the tool to its `tools:`"
+                    )
+                } else {
+                    "add the tool to the agent's `tools:`, or remove it from `actions`".into()
+                };
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? Agent `{agent}` has {tools}; {fix}"),
+                    None => format!("agent `{agent}` has {tools}; {fix}"),
+                }
+            }
+            Problem::ApprovalGatesAskHuman(_) => "remove it from `actions`: each `ask_human` \
+                                                  call already waits for a person's answer \
+                                                  (`ninetrix answer ID TEXT`)"
+                .into(),
+            Problem::DuplicateApprovalAction { .. } => "list each tool once".into(),
+            Problem::DuplicateApprovalEffect(_) => "list each effect once".into(),
+            Problem::ApprovalTimeout(_) => "write a whole number and a unit, `s`, `m`, `h` or \
+                                            `d` (`timeout: 30m`), or whole seconds (`timeout: \
+                                            1800`)"
+                .into(),
+            Problem::ApprovalTimeoutRange(_) => "e.g. `timeout: 15m` or `timeout: 7d` (the \
+                                                 default is `24h`); a request that expires \
+                                                 counts as a rejection"
+                .into(),
+            Problem::ApprovalUrl(_) => "e.g. `notify_url: https://hooks.example.com/ninetrix`; \
+                                        each new request is POSTed there as signed JSON"
+                .into(),
+            Problem::ApprovalUrlCredentials => "never put credentials in the agentfile; remove \
+                                                them from the URL: the receiver authenticates \
+                                                each notification by its \
+                                                `X-Ninetrix-Signature` header, an HMAC-SHA256 \
+                                                keyed by the secret `notify_secret` names"
+                .into(),
+            Problem::NotifyUrlWithoutSecret => "add e.g. `notify_secret: \
+                                                APPROVAL_WEBHOOK_SECRET` and provide its value \
+                                                on the host; the receiver checks \
+                                                `X-Ninetrix-Signature` with the same value"
+                .into(),
+            Problem::NotifySecretWithoutUrl => {
+                "add `notify_url: https://…`, or remove `notify_secret`".into()
+            }
+            Problem::ApprovalGatesNothing => "list what to gate, e.g. `actions: [shell, \
+                                              mcp://tickets/create_ticket]` or `effects: \
+                                              [write]`; if it only sets `timeout` or \
+                                              notifications for `ask_human`, write `enabled: \
+                                              false`"
                 .into(),
             Problem::DuplicateSecret(_) | Problem::NonFiniteArgument | Problem::MissingToolName => {
                 return None;

@@ -49,10 +49,20 @@ impl Cx {
         })
     }
 
-    pub(super) fn governance(&mut self, node: &Node, path: &str) -> Option<f64> {
-        let mut budget = None;
-        self.dispatch(node, path, &GOVERNANCE, &mut budget)?;
-        budget
+    /// `governance:` at `path`; `shared` for the top-level one. `None` when it is not a
+    /// mapping; keys with errors are left unset (and reported).
+    pub(super) fn governance(
+        &mut self,
+        node: &Node,
+        path: &str,
+        shared: bool,
+    ) -> Option<GovernanceIn> {
+        let mut g = GovernanceIn {
+            shared,
+            ..GovernanceIn::default()
+        };
+        self.dispatch(node, path, &GOVERNANCE, &mut g)?;
+        Some(g)
     }
 
     pub(super) fn env(&mut self, node: &Node, path: &str) -> Option<BTreeMap<String, String>> {
@@ -229,17 +239,24 @@ pub(super) const EXECUTION: Section<ExecutionIn> = Section {
     ],
 };
 
-/// `governance:`'s state is the budget per run, when one is given and valid.
-pub(super) const GOVERNANCE: Section<Option<f64>> = Section {
+pub(super) const GOVERNANCE: Section<GovernanceIn> = Section {
     what: "governance",
-    keys: &[("max_budget_per_run", |cx, budget, f| {
-        let b = cx.number(f.value, &f.path)?;
-        if b <= 0.0 {
-            cx.report(&f.path, f.value.loc, Problem::BudgetNotPositive(b));
-            return None;
-        }
-        *budget = Some(b);
-        Some(())
-    })],
-    unsupported: &["budget_warning_usd", "human_approval", "rate_limit"],
+    keys: &[
+        ("max_budget_per_run", |cx, g, f| {
+            let b = cx.number(f.value, &f.path)?;
+            if b <= 0.0 {
+                cx.report(&f.path, f.value.loc, Problem::BudgetNotPositive(b));
+                return None;
+            }
+            g.budget = Some(b);
+            Some(())
+        }),
+        ("human_approval", |cx, g, f| {
+            let approval = cx.human_approval(f.value, &f.path, f.key.loc, g.shared);
+            let ok = approval.valid;
+            g.human_approval = Some(approval);
+            ok.then_some(())
+        }),
+    ],
+    unsupported: &["budget_warning_usd", "rate_limit"],
 };
