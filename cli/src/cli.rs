@@ -9,8 +9,18 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    api::ApiArgs, build::BuildArgs, down::DownArgs, init::InitArgs, invoke::InvokeArgs,
-    logs::LogsArgs, ps::PsArgs, run::RunArgs, trace::TraceArgs, up::UpArgs, validate::ValidateArgs,
+    api::ApiArgs,
+    approvals::{AnswerArgs, ApprovalsArgs, ApprovalsCommand, ApproveArgs, DenyArgs},
+    build::BuildArgs,
+    down::DownArgs,
+    init::InitArgs,
+    invoke::InvokeArgs,
+    logs::LogsArgs,
+    ps::PsArgs,
+    run::RunArgs,
+    trace::TraceArgs,
+    up::UpArgs,
+    validate::ValidateArgs,
 };
 
 /// Run AI agents as Docker containers that survive crashes.
@@ -67,6 +77,7 @@ impl Cli {
             *slot = Some(pool);
         }
         cli.command.check_stray()?;
+        cli.command.check_approvals_token()?;
         Ok(cli)
     }
 }
@@ -84,8 +95,12 @@ impl Command {
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
             Command::Run(a) => Some(&mut a.file),
+            Command::Approvals(a) => Some(&mut a.file),
             Command::Api(_)
             | Command::Ps(_)
+            | Command::Approve(_)
+            | Command::Deny(_)
+            | Command::Answer(_)
             | Command::Runner
             | Command::Health(_)
             | Command::McpBridge(_) => None,
@@ -103,9 +118,13 @@ impl Command {
             Command::Trace(a) => Some(&mut a.pool),
             Command::Logs(a) => Some(&mut a.pool),
             Command::Run(a) => Some(&mut a.pool),
+            Command::Approvals(a) => Some(&mut a.pool),
             Command::Init(_)
             | Command::Api(_)
             | Command::Build(_)
+            | Command::Approve(_)
+            | Command::Deny(_)
+            | Command::Answer(_)
             | Command::Runner
             | Command::Health(_)
             | Command::McpBridge(_) => None,
@@ -142,6 +161,40 @@ impl Command {
             .unwrap_or_else(Cli::command)
             .error(clap::error::ErrorKind::UnknownArgument, message))
     }
+
+    /// `approvals token`: an approver token is for one pool, named with `-p` (after the command
+    /// or at the top level, so clap cannot require it itself), never guessed from a directory;
+    /// and the listing's flags mean nothing to it.
+    fn check_approvals_token(&self) -> Result<(), clap::Error> {
+        let Command::Approvals(a) = self else {
+            return Ok(());
+        };
+        let Some(ApprovalsCommand::Token(token)) = &a.command else {
+            return Ok(());
+        };
+        let (kind, message) = if token.pool.is_none() && a.pool.is_none() {
+            (
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "an approver token is for one pool: name it with -p POOL \
+                 (`ninetrix approvals token -p POOL --name NAME`)",
+            )
+        } else if a.agent.is_some() || a.all || a.json {
+            (
+                clap::error::ErrorKind::ArgumentConflict,
+                "--agent, --all and --json are for the listing (`ninetrix approvals`), not for \
+                 `ninetrix approvals token`",
+            )
+        } else {
+            return Ok(());
+        };
+        use clap::CommandFactory as _;
+        let mut command = Cli::command()
+            .find_subcommand_mut("approvals")
+            .and_then(|c| c.find_subcommand_mut("token"))
+            .map(|c| c.clone().bin_name("ninetrix approvals token"))
+            .unwrap_or_else(Cli::command);
+        Err(command.error(kind, message))
+    }
 }
 
 /// The commands.
@@ -169,6 +222,14 @@ pub enum Command {
     Logs(LogsArgs),
     /// Run one agent once as a batch container and stream its output.
     Run(RunArgs),
+    /// List a pool's pending requests to people: approvals of gated tool calls and questions.
+    Approvals(ApprovalsArgs),
+    /// Approve a pending request: the gated tool call runs.
+    Approve(ApproveArgs),
+    /// Reject a pending request with a reason: the call does not run; the agent is told why.
+    Deny(DenyArgs),
+    /// Answer an agent's question (`ask_human`).
+    Answer(AnswerArgs),
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,

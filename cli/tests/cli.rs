@@ -351,18 +351,21 @@ fn every_command_has_a_help_page() {
         "trace",
         "logs",
         "run",
+        "approvals",
+        "approvals token",
+        "approve",
+        "deny",
+        "answer",
         "mcp-bridge",
     ] {
         let mut cmd = ws.ninetrix();
         cmd.env("COLUMNS", "100");
-        if !command.is_empty() {
-            cmd.arg(command);
-        }
+        cmd.args(command.split_whitespace());
         let out = cmd.arg("--help").assert().success().get_output().clone();
         let name = if command.is_empty() {
             "help".to_string()
         } else {
-            format!("help_{command}")
+            format!("help_{}", command.replace(' ', "_"))
         };
         insta::assert_snapshot!(name, text(&out.stdout));
     }

@@ -298,7 +298,10 @@ impl Reply<'_> {
             // Said even without a terminal (on stderr): someone must act for the reply to come.
             TraceEvent::ApprovalRequested(a) if in_turn && !self.json => {
                 let (what, how) = if a.kind == ApprovalKind::Question {
-                    ("waiting for an answer", format!("ninetrix answer {} TEXT", a.id))
+                    (
+                        "waiting for an answer",
+                        format!("ninetrix answer {} TEXT", a.id),
+                    )
                 } else {
                     ("waiting for approval", format!("ninetrix approve {}", a.id))
                 };

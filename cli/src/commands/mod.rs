@@ -3,6 +3,7 @@
 //! and `crate::docker`, rendering in `crate::ui`.
 
 pub mod api;
+pub mod approvals;
 pub mod build;
 pub mod down;
 pub mod health;
@@ -77,5 +78,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Logs(args) => block_on(logs::run(&args)),
         Command::Run(args) => block_on(run::run(&args)),
+        Command::Approvals(args) => block_on(approvals::run(&args)),
+        Command::Approve(args) => block_on(approvals::approve(&args)),
+        Command::Deny(args) => block_on(approvals::deny(&args)),
+        Command::Answer(args) => block_on(approvals::answer(&args)),
     }
 }

@@ -447,9 +447,14 @@ impl Api {
         }
     }
 
+    /// The typed client, with the admin token.
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Turns a failed call into an error that says what to do: a refused token names where the
     /// token comes from; an unreachable API names its URL (the client's message does).
-    fn explain(&self, e: ClientError, doing: &str) -> anyhow::Error {
+    pub(crate) fn explain(&self, e: ClientError, doing: &str) -> anyhow::Error {
         if e.is_auth() {
             let code = e.code().map(ToString::to_string).unwrap_or_default();
             return anyhow::anyhow!(

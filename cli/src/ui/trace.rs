@@ -237,9 +237,7 @@ impl Renderer {
             ),
             TraceEvent::ApprovalDecided(a) => {
                 let status = match a.status {
-                    ApprovalStatus::Approved | ApprovalStatus::Answered => {
-                        s.ok(a.status.as_str())
-                    }
+                    ApprovalStatus::Approved | ApprovalStatus::Answered => s.ok(a.status.as_str()),
                     _ => s.error(a.status.as_str()),
                 };
                 let detail = match (&a.answer, &a.reason) {
