@@ -359,7 +359,10 @@ mod tests {
             }
         );
         // Expired.
-        assert!(auth.caller_at(Some(&format!("Bearer {token}")), 1_000).is_err());
+        assert!(
+            auth.caller_at(Some(&format!("Bearer {token}")), 1_000)
+                .is_err()
+        );
         // Claims edited (another pool, a later expiry) break the tag.
         let (_, rest) = token.split_once('.').unwrap();
         let (_, tag) = rest.split_once('.').unwrap();
@@ -368,7 +371,10 @@ mod tests {
             r#"{"p":"shop","n":"alice","e":99999999999}"#,
         ] {
             let forged = format!("nxa1.{}.{tag}", URL_SAFE_NO_PAD.encode(claims));
-            assert!(auth.caller_at(Some(&format!("Bearer {forged}")), 0).is_err());
+            assert!(
+                auth.caller_at(Some(&format!("Bearer {forged}")), 0)
+                    .is_err()
+            );
         }
         // A runner token's tag does not make an approver token, nor the other way round.
         let thread = ThreadId::new_v7();
@@ -382,7 +388,11 @@ mod tests {
             secret: Secret::new(b"other".to_vec()),
             admin_token: Secret::new(b"x".to_vec()),
         });
-        assert!(other.caller_at(Some(&format!("Bearer {token}")), 0).is_err());
+        assert!(
+            other
+                .caller_at(Some(&format!("Bearer {token}")), 0)
+                .is_err()
+        );
     }
 
     #[test]
@@ -393,7 +403,11 @@ mod tests {
         };
         assert_eq!(approver.require_approver().unwrap(), Some("shop"));
         assert_eq!(Caller::Admin.require_approver().unwrap(), None);
-        assert!(Caller::Runner(ThreadId::new_v7()).require_approver().is_err());
+        assert!(
+            Caller::Runner(ThreadId::new_v7())
+                .require_approver()
+                .is_err()
+        );
         assert!(approver.require_admin().is_err());
         assert!(approver.require_thread(ThreadId::new_v7()).is_err());
     }

@@ -289,8 +289,14 @@ impl Client {
         &self,
         request: &ApproverTokenRequest,
     ) -> Result<ApproverTokenResponse, ClientError> {
-        self.call(Method::POST, "/v1/tokens/approver", &[], Some(request), None)
-            .await
+        self.call(
+            Method::POST,
+            "/v1/tokens/approver",
+            &[],
+            Some(request),
+            None,
+        )
+        .await
     }
 
     /// `POST /v1/tokens/runner`: mints the runner token of a thread (creating the thread and

@@ -17,8 +17,8 @@ use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest, InboxMessage,
-    NewEvent, ThreadLabels, ThreadState, ToolCallRecord, ToolCallStatus,
+    Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest,
+    InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallRecord, ToolCallStatus,
 };
 
 /// Why a checkpoint store call failed.

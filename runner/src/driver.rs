@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use ninetrix_client::{Client, Token, http_client};
 use ninetrix_proto::ApprovalId;
 use ninetrix_proto::api::{
-    Approval, ApprovalKind, ApprovalStatus, CommitRequest, NewApproval, ThreadLabels,
-    ThreadStatus, ToolCallStatus,
+    Approval, ApprovalKind, ApprovalStatus, CommitRequest, NewApproval, ThreadLabels, ThreadStatus,
+    ToolCallStatus,
 };
 use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
 use sha2::{Digest, Sha256};
@@ -231,10 +231,8 @@ impl<C: Checkpoints> Runner<C> {
             Some(s) => {
                 // An interrupted turn's calls are decided by its ledger records and by what
                 // people decided on its requests.
-                let in_turn = matches!(
-                    s.state.status,
-                    ThreadStatus::InTurn | ThreadStatus::Waiting
-                );
+                let in_turn =
+                    matches!(s.state.status, ThreadStatus::InTurn | ThreadStatus::Waiting);
                 let (ledger, approvals) = if in_turn {
                     let turn = s.state.turn_seq;
                     let ledger = match self.store.turn_ledger(turn).await {
@@ -485,7 +483,9 @@ impl<C: Checkpoints> Runner<C> {
                     kind: a.kind,
                     tool: a.tool.clone(),
                     args: match a.kind {
-                        ApprovalKind::Question => crate::engine::preview(&question_of(&a.args), 200),
+                        ApprovalKind::Question => {
+                            crate::engine::preview(&question_of(&a.args), 200)
+                        }
                         ApprovalKind::Approval => self.args_preview(&a.args),
                     },
                     timeout_secs: a.timeout_secs,
@@ -567,7 +567,11 @@ impl<C: Checkpoints> Runner<C> {
         let mut settled = None;
         let approvals = loop {
             let known = settled.unwrap_or(0);
-            let wait = if settled.is_some() { POLL } else { Duration::ZERO };
+            let wait = if settled.is_some() {
+                POLL
+            } else {
+                Duration::ZERO
+            };
             let next = tokio::select! {
                 r = self.store.approvals(turn_seq, known, wait) => r,
                 () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
@@ -576,10 +580,7 @@ impl<C: Checkpoints> Runner<C> {
                 CheckpointError::NoApi(why) => Stop::Failure(why),
                 e => e.into(),
             })?;
-            let ours: Vec<&Approval> = approvals
-                .iter()
-                .filter(|a| keys.contains(&a.key))
-                .collect();
+            let ours: Vec<&Approval> = approvals.iter().filter(|a| keys.contains(&a.key)).collect();
             if let Some(missing) = keys.iter().find(|k| !ours.iter().any(|a| &a.key == *k)) {
                 return Err(Stop::Failure(format!(
                     "the request to a person for call {missing} is not stored; restarting to reload the turn"

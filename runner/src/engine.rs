@@ -36,6 +36,7 @@
 
 use std::collections::HashMap;
 
+use ninetrix_proto::agentfile::tools::ASK_HUMAN;
 use ninetrix_proto::agentfile::{
     Effect as EffectClass, HumanApproval, ResumeMode, ToolSpec, tools,
 };
@@ -74,9 +75,6 @@ pub struct EngineConfig {
     /// Seconds a request to a person stands before it expires.
     pub approval_timeout_secs: u64,
 }
-
-/// The name of the builtin that asks a person a question.
-pub const ASK_HUMAN: &str = "ask_human";
 
 /// Tokens and cost of one model call.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -385,12 +383,9 @@ impl Engine {
             .iter()
             .rposition(|m| m.role == Role::Assistant)
             .is_some_and(|last| {
-                self.history[last].tool_call_ids().any(|id| {
-                    self.requests
-                        .values()
-                        .flatten()
-                        .any(|a| a.call_id == id)
-                })
+                self.history[last]
+                    .tool_call_ids()
+                    .any(|id| self.requests.values().flatten().any(|a| a.call_id == id))
             });
         let mode = if pinned {
             ResumeMode::Complete
@@ -694,12 +689,16 @@ impl Engine {
             (ApprovalKind::Approval, ApprovalStatus::Expired) => refused(format!(
                 "Not run: nobody approved this call before its approval request {} expired at {}; an expired request counts as rejected.",
                 request.id,
-                request.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                request
+                    .expires_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )),
             (ApprovalKind::Question, ApprovalStatus::Expired) => refused(format!(
                 "No answer: nobody answered before the question {} expired at {}.",
                 request.id,
-                request.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                request
+                    .expires_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             )),
             // A decision that does not fit the kind (the API refuses these): never run on it.
             (_, status) => refused(format!(
@@ -1726,7 +1725,10 @@ mod tests {
         let out = e.apply(result("w"));
         assert_eq!(kinds(&out), ["commit", "call_llm"]);
         let all = drive(&mut e, out, vec![answer("done")]);
-        assert!(matches!(all.last(), Some(Effect::TurnFinished { ok: true, .. })));
+        assert!(matches!(
+            all.last(),
+            Some(Effect::TurnFinished { ok: true, .. })
+        ));
     }
 
     #[test]
@@ -1790,7 +1792,11 @@ mod tests {
         assert_eq!(run_of(&out).call_id, "b");
         let r = results(&e);
         assert!(r[0].1, "a was rejected");
-        assert_eq!(r[1], ("blue".to_string(), false), "the answer is the result");
+        assert_eq!(
+            r[1],
+            ("blue".to_string(), false),
+            "the answer is the result"
+        );
     }
 
     #[test]

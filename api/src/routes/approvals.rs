@@ -201,7 +201,9 @@ pub(crate) async fn decide(
                 ErrorCode::ApprovalExpired,
                 format!(
                     "approval {id} expired at {} undecided; it counts as rejected and the call will not run",
-                    approval.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    approval
+                        .expires_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
                 ),
                 approval,
             ))

@@ -16,15 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, DecisionRequest,
-    CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest, CommitResponse,
-    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, InboxMessage, ThreadLabels,
-    ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
-    VersionDetail, VersionSummary,
+    Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
+    CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
+    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
+    ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
 };
 
-pub use ops::Decided;
 use ninetrix_proto::{ApprovalId, ThreadId};
+pub use ops::Decided;
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 

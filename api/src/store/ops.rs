@@ -153,7 +153,11 @@ pub(crate) const APPROVAL_COLUMNS: &str = "a.id, a.thread_id, t.pool, t.agent, t
 
 /// Where a request stands at `now`: what was recorded, except that a pending one past its expiry
 /// is expired (from its expiry on).
-pub(crate) fn effective_status(stored: ApprovalStatus, expires_at: i64, now: i64) -> ApprovalStatus {
+pub(crate) fn effective_status(
+    stored: ApprovalStatus,
+    expires_at: i64,
+    now: i64,
+) -> ApprovalStatus {
     if stored == ApprovalStatus::Pending && now >= expires_at {
         ApprovalStatus::Expired
     } else {
@@ -164,14 +168,18 @@ pub(crate) fn effective_status(stored: ApprovalStatus, expires_at: i64, now: i64
 impl ApprovalRow {
     /// The record as it stands at `now` (see [`effective_status`]).
     pub(crate) fn approval(self, now: i64) -> StoreResult<Approval> {
-        let stored = ApprovalStatus::parse(&self.status).ok_or_else(|| corrupt("approval status", &self.status))?;
+        let stored = ApprovalStatus::parse(&self.status)
+            .ok_or_else(|| corrupt("approval status", &self.status))?;
         let status = effective_status(stored, self.expires_at, now);
         let decided_at = match (stored, status) {
             (ApprovalStatus::Pending, ApprovalStatus::Expired) => Some(self.expires_at),
             _ => self.decided_at,
         };
         Ok(Approval {
-            id: self.id.parse().map_err(|_| corrupt("approval id", &self.id))?,
+            id: self
+                .id
+                .parse()
+                .map_err(|_| corrupt("approval id", &self.id))?,
             thread_id: parse_id(&self.thread_id)?,
             labels: ThreadLabels {
                 pool: self.pool,
@@ -182,9 +190,11 @@ impl ApprovalRow {
             turn_seq: to_u64(self.turn_seq),
             key: self.key,
             call_id: self.call_id,
-            kind: ApprovalKind::parse(&self.kind).ok_or_else(|| corrupt("approval kind", &self.kind))?,
+            kind: ApprovalKind::parse(&self.kind)
+                .ok_or_else(|| corrupt("approval kind", &self.kind))?,
             tool: self.tool,
-            args: serde_json::from_str(&self.args).map_err(|e| corrupt("approval args", &e.to_string()))?,
+            args: serde_json::from_str(&self.args)
+                .map_err(|e| corrupt("approval args", &e.to_string()))?,
             args_hash: self.args_hash,
             status,
             requested_at: time(self.requested_at),
@@ -221,7 +231,10 @@ pub(crate) const MAX_BY_LEN: usize = 200;
 pub(crate) const MAX_APPROVAL_SECS: u64 = 365 * 24 * 3600;
 
 fn invalid_decision(message: String) -> StoreError {
-    StoreError::Invalid { code: ErrorCode::InvalidDecision, message }
+    StoreError::Invalid {
+        code: ErrorCode::InvalidDecision,
+        message,
+    }
 }
 
 /// Checks a decision against the kind of request it decides, before anything is read or
@@ -233,13 +246,17 @@ pub(crate) fn check_decision(kind: ApprovalKind, d: &DecisionRequest) -> StoreRe
             return Err(invalid_decision("this request is an approval of a tool call: approve or reject it (answer is for ask_human questions)".into()));
         }
         (ApprovalKind::Question, Verdict::Approve) => {
-            return Err(invalid_decision("this request is a question: answer it (or reject it with a reason)".into()));
+            return Err(invalid_decision(
+                "this request is a question: answer it (or reject it with a reason)".into(),
+            ));
         }
         _ => {}
     }
     let reason = d.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
     if d.decision == Verdict::Reject && reason.is_none() {
-        return Err(invalid_decision("a rejection needs a reason: the model is told it".into()));
+        return Err(invalid_decision(
+            "a rejection needs a reason: the model is told it".into(),
+        ));
     }
     if d.decision == Verdict::Answer && d.answer.as_deref().is_none_or(|a| a.trim().is_empty()) {
         return Err(invalid_decision("an answer needs its text".into()));
@@ -247,14 +264,29 @@ pub(crate) fn check_decision(kind: ApprovalKind, d: &DecisionRequest) -> StoreRe
     if d.decision != Verdict::Answer && d.answer.is_some() {
         return Err(invalid_decision("only an answer carries `answer`".into()));
     }
-    if d.reason.as_deref().is_some_and(|r| r.chars().count() > MAX_REASON_LEN) {
-        return Err(invalid_decision(format!("a reason has at most {MAX_REASON_LEN} characters")));
+    if d.reason
+        .as_deref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON_LEN)
+    {
+        return Err(invalid_decision(format!(
+            "a reason has at most {MAX_REASON_LEN} characters"
+        )));
     }
-    if d.answer.as_deref().is_some_and(|a| a.chars().count() > MAX_ANSWER_LEN) {
-        return Err(invalid_decision(format!("an answer has at most {MAX_ANSWER_LEN} characters")));
+    if d.answer
+        .as_deref()
+        .is_some_and(|a| a.chars().count() > MAX_ANSWER_LEN)
+    {
+        return Err(invalid_decision(format!(
+            "an answer has at most {MAX_ANSWER_LEN} characters"
+        )));
     }
-    if d.by.as_deref().is_some_and(|b| b.trim().is_empty() || b.chars().count() > MAX_BY_LEN) {
-        return Err(invalid_decision(format!("`by` has 1 to {MAX_BY_LEN} characters")));
+    if d.by
+        .as_deref()
+        .is_some_and(|b| b.trim().is_empty() || b.chars().count() > MAX_BY_LEN)
+    {
+        return Err(invalid_decision(format!(
+            "`by` has 1 to {MAX_BY_LEN} characters"
+        )));
     }
     Ok(())
 }
@@ -291,12 +323,19 @@ pub(crate) fn decided_event(a: &Approval, now: i64) -> NewEvent {
 pub(crate) fn check_approvals(approvals: &[NewApproval]) -> StoreResult<()> {
     for a in approvals {
         check_key(&a.key)?;
-        let bad = |message: String| StoreError::Invalid { code: ErrorCode::InvalidBody, message };
+        let bad = |message: String| StoreError::Invalid {
+            code: ErrorCode::InvalidBody,
+            message,
+        };
         if a.call_id.is_empty() || a.call_id.chars().count() > MAX_KEY_LEN {
-            return Err(bad(format!("an approval's call_id must have 1 to {MAX_KEY_LEN} characters")));
+            return Err(bad(format!(
+                "an approval's call_id must have 1 to {MAX_KEY_LEN} characters"
+            )));
         }
         if a.args_hash.is_empty() || a.args_hash.chars().count() > MAX_KEY_LEN {
-            return Err(bad(format!("an approval's args_hash must have 1 to {MAX_KEY_LEN} characters")));
+            return Err(bad(format!(
+                "an approval's args_hash must have 1 to {MAX_KEY_LEN} characters"
+            )));
         }
         if a.timeout_secs == 0 || a.timeout_secs > MAX_APPROVAL_SECS {
             return Err(StoreError::Invalid {

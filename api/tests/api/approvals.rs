@@ -85,7 +85,10 @@ async fn decided_once(backend: Backend) {
         ),
         (&json!("pending"), &json!("p"), &json!("a"), &json!(epoch))
     );
-    assert_eq!(first["args"]["api_key"], "***", "stored as the runner masked it");
+    assert_eq!(
+        first["args"]["api_key"], "***",
+        "stored as the runner masked it"
+    );
     // Listed as pending.
     let (_, listed) = api.admin(Method::GET, "/v1/approvals?pool=p", None).await;
     let listed: Vec<&Value> = listed
