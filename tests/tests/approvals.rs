@@ -206,6 +206,68 @@ async fn kill_between_decision_and_write(forward_first: bool) -> (Setup, usize) 
     (s, written)
 }
 
+/// The runner is killed at the commit that stores the request (with the model's response): before
+/// it is stored, or after (its answer lost). Either way one request ends up pending, and once
+/// approved the write runs once.
+async fn kill_at_the_request(forward_first: bool) {
+    let s = setup();
+    let spec = gated_spec(3600, None);
+    let gate = Gate::start(&s.api.url).await;
+    let seq = s.admin.send(s.thread, "message 0", "k0").await;
+    let held = gate.arm(Hold {
+        method: "POST",
+        path_contains: "/commit",
+        body_contains: vec!["\"approvals\":[{"],
+        forward_first,
+        lose_answer: false,
+    });
+    let mut runner = Runner::start(&gate.url, s.thread, &spec, &s.workspace);
+    tokio::time::timeout(Duration::from_secs(30), held)
+        .await
+        .expect("the request's commit reaches the gate");
+    runner.kill();
+    let stored = s
+        .admin
+        .client
+        .list_approvals(&ApprovalQuery {
+            thread: Some(s.thread),
+            status: None,
+            ..ApprovalQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), usize::from(forward_first));
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    let request = pending(&s, 1).await.remove(0);
+    if let Some(first) = stored.first() {
+        assert_eq!(request.id, first.id, "the stored request is waited for again");
+    }
+    decide(&s, request.id, Verdict::Approve, None).await;
+    s.admin.wait_done(s.thread, seq, Duration::from_secs(30)).await;
+    assert_eq!(lines(&s.workspace), 1);
+    let all = s
+        .admin
+        .client
+        .list_approvals(&ApprovalQuery {
+            thread: Some(s.thread),
+            status: None,
+            ..ApprovalQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 1, "one request: {all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_before_the_request_is_stored_asks_once_after_the_restart() {
+    kill_at_the_request(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_just_after_the_request_is_stored_waits_for_the_same_request() {
+    kill_at_the_request(true).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_between_the_decision_and_the_write_runs_it_once() {
     let (s, written) = kill_between_decision_and_write(false).await;
