@@ -3,9 +3,13 @@
 //! the API process, and a paused runner whose thread a second copy takes over (fencing). At the
 //! end every invariant of docs/durability.md is checked through the API and the side-effect files.
 //!
-//! Three agents write with the builtin `file_write`; where the MCP packages are installed (see
-//! build.rs) a fourth writes through an MCP server (the Python SDK test server, `append_line`
-//! verified by `count_lines`), and one more nemesis SIGKILLs that server and starts it again.
+//! Three agents write with the builtin `file_write`, one of them behind an approval gate
+//! (`governance.human_approval`): a simulated person approves or rejects its requests at random
+//! moments — while runners and the API are being killed — and the checks add that each request
+//! was decided once, a rejected write never ran and an approved one at most once. Where the MCP
+//! packages are installed (see build.rs) a fourth agent writes through an MCP server (the Python
+//! SDK test server, `append_line` verified by `count_lines`), and one more nemesis SIGKILLs that
+//! server and starts it again.
 //!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
@@ -15,8 +19,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use std::collections::HashSet;
+
+use ninetrix_client::ApprovalQuery;
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
-use ninetrix_proto::api::{ThreadStatus, ToolCallStatus};
+use ninetrix_proto::api::{ApprovalStatus, DecisionRequest, ThreadStatus, ToolCallStatus, Verdict};
 use ninetrix_proto::{Role, ThreadId};
 #[cfg(ninetrix_mcp_servers)]
 use support::mcp::{McpTestServer, mcp_appender_spec};
@@ -28,6 +35,54 @@ struct Slot {
     workspace: std::path::PathBuf,
     runner: Runner,
     sent: Vec<String>,
+    /// Its writes wait for a person's approval.
+    gated: bool,
+}
+
+/// The appender with every `write` gated.
+fn gated_spec() -> serde_json::Value {
+    let mut spec = appender_spec();
+    spec["governance"]["human_approval"] = serde_json::json!({
+        "enabled": true, "actions": [], "effects": ["write"], "timeout_secs": 3600
+    });
+    spec
+}
+
+/// The simulated person: decides some (or, with `all`, every) pending request of a gated slot,
+/// approving two in three. A decision that fails (the API is down) is tried again later.
+async fn decide(admin: &Admin, slot: &Slot, rng: &mut Lcg, all: bool) -> usize {
+    if !slot.gated {
+        return 0;
+    }
+    let query = ApprovalQuery {
+        thread: Some(slot.thread),
+        status: Some(ApprovalStatus::Pending),
+        ..ApprovalQuery::default()
+    };
+    let Ok(pending) = admin.client.list_approvals(&query).await else {
+        return 0;
+    };
+    let mut decided = 0;
+    for request in pending {
+        if !all && rng.next(2) == 0 {
+            continue;
+        }
+        let decision = if rng.next(3) == 0 {
+            Verdict::Reject
+        } else {
+            Verdict::Approve
+        };
+        let body = DecisionRequest {
+            decision,
+            reason: Some("chaos".into()),
+            answer: None,
+            by: Some("chaos".into()),
+        };
+        if admin.client.decide_approval(request.id, &body).await.is_ok() {
+            decided += 1;
+        }
+    }
+    decided
 }
 
 fn signal(pid: u32, sig: &str) {
@@ -62,9 +117,15 @@ async fn chaos() {
             thread,
             workspace,
             sent: Vec::new(),
+            gated: false,
         }
     };
-    let mut slots: Vec<Slot> = (0..3).map(|i| slot(i, appender_spec())).collect();
+    let mut slots: Vec<Slot> = (0..2).map(|i| slot(i, appender_spec())).collect();
+    slots.push(Slot {
+        gated: true,
+        ..slot(2, gated_spec())
+    });
+    let mut decisions = 0usize;
     // The MCP writer: its server works in the slot's workspace, so `lines` counts its writes.
     #[cfg(ninetrix_mcp_servers)]
     let mut mcp = {
@@ -95,6 +156,9 @@ async fn chaos() {
             }
         }
         tokio::time::sleep(Duration::from_millis(rng.next(150))).await;
+        for slot in &slots {
+            decisions += decide(&admin, slot, &mut rng, false).await;
+        }
         let s = rng.next(slots.len() as u64) as usize;
         match rng.next(10) {
             // SIGKILL of a runner; Docker would restart it.
@@ -161,6 +225,7 @@ async fn chaos() {
         }
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
+            decisions += decide(&admin, slot, &mut rng, true).await;
             let latest = admin.client.latest(slot.thread).await.ok().flatten();
             let state = latest.map(|l| l.state);
             let done = state
@@ -182,7 +247,7 @@ async fn chaos() {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -269,12 +334,77 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
         ok <= written && written <= ok + unknown,
         "seed {seed}: thread {t}: {written} lines, {ok} completed, {unknown} unknown"
     );
-    assert_eq!(
-        ledger.len(),
-        slot.sent.len(),
-        "seed {seed}: thread {t}: one write per turn"
-    );
+    if slot.gated {
+        check_approvals(admin, slot, seed, &ledger).await;
+    } else {
+        assert_eq!(
+            ledger.len(),
+            slot.sent.len(),
+            "seed {seed}: thread {t}: one write per turn"
+        );
+    }
     totals.0 += slot.sent.len();
     totals.2 += ok;
     totals.3 += unknown;
+}
+
+/// A gated slot: one request per turn (whatever the crashes), each decided once (one
+/// `approval_decided` event), a rejected write never in the ledger (so never run), every write in
+/// the ledger approved.
+async fn check_approvals(
+    admin: &Admin,
+    slot: &Slot,
+    seed: u64,
+    ledger: &[ninetrix_proto::api::ToolCallRecord],
+) {
+    let t = slot.thread;
+    let query = ApprovalQuery {
+        thread: Some(t),
+        status: None,
+        limit: Some(1000),
+        ..ApprovalQuery::default()
+    };
+    let requests = admin.client.list_approvals(&query).await.unwrap();
+    assert_eq!(
+        requests.len(),
+        slot.sent.len(),
+        "seed {seed}: thread {t}: one request per turn"
+    );
+    let approved: HashSet<&str> = requests
+        .iter()
+        .filter(|r| r.status == ApprovalStatus::Approved)
+        .map(|r| r.key.as_str())
+        .collect();
+    for r in &requests {
+        assert!(
+            matches!(r.status, ApprovalStatus::Approved | ApprovalStatus::Rejected),
+            "seed {seed}: thread {t}: request {} ended {:?}",
+            r.id,
+            r.status
+        );
+    }
+    for record in ledger {
+        assert!(
+            approved.contains(record.key.as_str()),
+            "seed {seed}: thread {t}: {} ran without an approval",
+            record.key
+        );
+    }
+    assert_eq!(
+        ledger.len(),
+        approved.len(),
+        "seed {seed}: thread {t}: one write per approved request"
+    );
+    let events = admin.client.events_after(t, 0).await.unwrap();
+    for r in &requests {
+        let decided = events
+            .iter()
+            .filter(|e| e.kind == "approval_decided" && e.data["id"] == serde_json::json!(r.id))
+            .count();
+        assert_eq!(
+            decided, 1,
+            "seed {seed}: thread {t}: request {} decided {decided} times",
+            r.id
+        );
+    }
 }
