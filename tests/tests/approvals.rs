@@ -240,10 +240,15 @@ async fn kill_at_the_request(forward_first: bool) {
     let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
     let request = pending(&s, 1).await.remove(0);
     if let Some(first) = stored.first() {
-        assert_eq!(request.id, first.id, "the stored request is waited for again");
+        assert_eq!(
+            request.id, first.id,
+            "the stored request is waited for again"
+        );
     }
     decide(&s, request.id, Verdict::Approve, None).await;
-    s.admin.wait_done(s.thread, seq, Duration::from_secs(30)).await;
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(30))
+        .await;
     assert_eq!(lines(&s.workspace), 1);
     let all = s
         .admin

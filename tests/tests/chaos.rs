@@ -78,7 +78,12 @@ async fn decide(admin: &Admin, slot: &Slot, rng: &mut Lcg, all: bool) -> usize {
             answer: None,
             by: Some("chaos".into()),
         };
-        if admin.client.decide_approval(request.id, &body).await.is_ok() {
+        if admin
+            .client
+            .decide_approval(request.id, &body)
+            .await
+            .is_ok()
+        {
             decided += 1;
         }
     }
@@ -377,7 +382,10 @@ async fn check_approvals(
         .collect();
     for r in &requests {
         assert!(
-            matches!(r.status, ApprovalStatus::Approved | ApprovalStatus::Rejected),
+            matches!(
+                r.status,
+                ApprovalStatus::Approved | ApprovalStatus::Rejected
+            ),
             "seed {seed}: thread {t}: request {} ended {:?}",
             r.id,
             r.status

@@ -424,16 +424,6 @@ fn span(d: chrono::TimeDelta) -> String {
     }
 }
 
-/// A number of seconds in the largest unit that divides it: `30d`, `36h`, `90m`, `45s`.
-fn exact_span(secs: u64) -> String {
-    match secs {
-        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        s if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
-        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
 /// The AGE column.
 fn age(d: chrono::TimeDelta) -> String {
     span(d)
@@ -483,7 +473,7 @@ async fn mint(pool: Option<&str>, args: &TokenArgs) -> anyhow::Result<ExitCode> 
         "approver token for {} in pool {}, valid for {}: expires {}",
         minted.name,
         minted.pool,
-        exact_span(args.ttl),
+        crate::ui::exact_duration(args.ttl),
         minted
             .expires_at
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -913,10 +903,10 @@ mod tests {
         assert_eq!(age(chrono::TimeDelta::minutes(90)), "1h");
         assert_eq!(age(chrono::TimeDelta::hours(47)), "47h");
         assert_eq!(age(chrono::TimeDelta::hours(49)), "2d");
-        assert_eq!(exact_span(30 * 86_400), "30d");
-        assert_eq!(exact_span(36 * 3_600), "36h");
-        assert_eq!(exact_span(5_400), "90m");
-        assert_eq!(exact_span(61), "61s");
+        assert_eq!(crate::ui::exact_duration(30 * 86_400), "30d");
+        assert_eq!(crate::ui::exact_duration(36 * 3_600), "36h");
+        assert_eq!(crate::ui::exact_duration(5_400), "90m");
+        assert_eq!(crate::ui::exact_duration(61), "61s");
     }
 
     fn api_error(status: u16, code: ErrorCode, message: &str) -> ClientError {

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 use ninetrix_proto::agentfile::mcp::McpTransport;
 use ninetrix_proto::agentfile::{
-    self, AgentSpec, DiagnosticKind, LoadError, Parsed, Provider, Report, Severity, units,
+    self, AgentSpec, ApprovalAction, DiagnosticKind, HumanApproval, LoadError, Parsed, Provider,
+    Report, Severity, units,
 };
 use serde_json::json;
 
@@ -210,6 +211,20 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
         }
     }
+    let gated: Vec<String> = af
+        .agents
+        .iter()
+        .filter_map(|a| {
+            let h = a.governance.human_approval.as_ref()?;
+            Some(format!("  {}  {}", a.name, style.dim(&approval_summary(h))))
+        })
+        .collect();
+    if !gated.is_empty() {
+        let _ = writeln!(out, "human approval:");
+        for line in gated {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     let mut needed: Vec<(String, Vec<String>)> = Vec::new();
     let mut need = |secret: &str, user: String| match needed.iter_mut().find(|(s, _)| s == secret) {
         Some((_, users)) => users.push(user),
@@ -251,6 +266,34 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
         }
     }
     out
+}
+
+/// One agent's approval gates in words: `gates write calls, http_request · requests expire
+/// after 24h · notifies https://…`.
+fn approval_summary(h: &HumanApproval) -> String {
+    if !h.enabled {
+        return "off (ask_human still asks)".into();
+    }
+    let mut what: Vec<String> = h
+        .effects
+        .iter()
+        .map(|e| format!("{} calls", e.as_str()))
+        .collect();
+    what.extend(h.actions.iter().map(|a| match a {
+        ApprovalAction::Tool(name) => name.clone(),
+        ApprovalAction::Server(server) => format!("every tool of mcp://{server}"),
+    }));
+    let mut parts = vec![if what.is_empty() {
+        "gates nothing (ask_human still asks)".to_string()
+    } else {
+        format!("gates {}", what.join(", "))
+    }];
+    let timeout = crate::ui::exact_duration(h.timeout_secs);
+    parts.push(format!("requests expire after {timeout} (rejected)"));
+    if let Some(url) = &h.notify_url {
+        parts.push(format!("notifies {url}"));
+    }
+    parts.join(" · ")
 }
 
 fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {

@@ -233,7 +233,7 @@ impl Renderer {
                 a.id,
                 a.tool,
                 one_line(&a.args, w.saturating_sub(30).max(20)),
-                duration_words(a.timeout_secs)
+                super::exact_duration(a.timeout_secs)
             ),
             TraceEvent::ApprovalDecided(a) => {
                 let status = match a.status {
@@ -289,16 +289,6 @@ impl Renderer {
             ),
         };
         Some(out)
-    }
-}
-
-/// `24h`, `90m`, `45s`: a duration in its largest whole unit.
-fn duration_words(secs: u64) -> String {
-    match secs {
-        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        s if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
-        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
     }
 }
 
