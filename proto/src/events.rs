@@ -116,6 +116,18 @@ pub struct ApprovalDecided {
     pub answer: Option<String>,
 }
 
+impl ApprovalDecided {
+    /// `approved by alice: checked` — the decision, who made it and why.
+    pub fn text(&self) -> String {
+        let reason = self
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        format!("{} by {}{reason}", self.status.as_str(), self.by)
+    }
+}
+
 /// `approval_expired`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalExpired {

@@ -317,17 +317,9 @@ fn log(event: &TraceEvent) {
             },
             a.id
         ),
-        TraceEvent::ApprovalDecided(a) => tracing::info!(
-            "request {} ({}) {} by {}{}",
-            a.id,
-            a.tool,
-            a.status.as_str(),
-            a.by,
-            a.reason
-                .as_deref()
-                .map(|r| format!(": {r}"))
-                .unwrap_or_default()
-        ),
+        TraceEvent::ApprovalDecided(a) => {
+            tracing::info!("request {} ({}) {}", a.id, a.tool, a.text())
+        }
         TraceEvent::ApprovalExpired(a) => tracing::warn!(
             "request {} ({}) expired undecided; the call does not run",
             a.id,

@@ -11,36 +11,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ninetrix_client::ApprovalQuery;
-use ninetrix_e2e::ApiProcess;
 use ninetrix_proto::api::{
     Approval, ApprovalKind, ApprovalStatus, DecisionRequest, ThreadStatus, Verdict,
 };
-use ninetrix_proto::{ApprovalId, Block, ThreadId};
+use ninetrix_proto::{ApprovalId, Block};
 use serde_json::{Value, json};
-use support::{Admin, Gate, Hold, Runner, appender_spec, lines};
-
-struct Setup {
-    dir: tempfile::TempDir,
-    api: ApiProcess,
-    admin: Admin,
-    workspace: std::path::PathBuf,
-    thread: ThreadId,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("api.db").display());
-    let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
-    let workspace = dir.path().join("workspace");
-    std::fs::create_dir(&workspace).unwrap();
-    Setup {
-        admin: Admin::new(&api.url),
-        api,
-        workspace,
-        thread: ThreadId::new_v7(),
-        dir,
-    }
-}
+use support::{Gate, Hold, Runner, Setup, appender_spec, lines, setup};
 
 /// The appender with every `write` gated (requests stand `timeout_secs`), and `script` as its
 /// model's answers.
@@ -59,16 +35,26 @@ fn gated_spec(timeout_secs: u64, script: Option<Value>) -> Value {
     spec
 }
 
+/// The thread's requests standing so (`None`: all).
+async fn requests(s: &Setup, status: Option<ApprovalStatus>) -> Vec<Approval> {
+    let query = ApprovalQuery {
+        thread: Some(s.thread),
+        status,
+        ..ApprovalQuery::default()
+    };
+    s.admin.client.list_approvals(&query).await.unwrap()
+}
+
+/// The thread's status as the API lists it.
+async fn status(s: &Setup) -> ThreadStatus {
+    s.admin.client.thread(s.thread).await.unwrap().unwrap().status
+}
+
 /// Waits until the thread has `n` pending requests; returns them.
 async fn pending(s: &Setup, n: usize) -> Vec<Approval> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let query = ApprovalQuery {
-            thread: Some(s.thread),
-            status: Some(ApprovalStatus::Pending),
-            ..ApprovalQuery::default()
-        };
-        let found = s.admin.client.list_approvals(&query).await.unwrap();
+        let found = requests(s, Some(ApprovalStatus::Pending)).await;
         if found.len() == n {
             return found;
         }
@@ -139,16 +125,7 @@ async fn an_approved_write_runs_once_across_a_kill_while_waiting_and_a_decision_
         (request.kind, request.tool.as_str()),
         (ApprovalKind::Approval, "file_write")
     );
-    assert_eq!(
-        s.admin
-            .client
-            .thread(s.thread)
-            .await
-            .unwrap()
-            .unwrap()
-            .status,
-        ThreadStatus::Waiting
-    );
+    assert_eq!(status(&s).await, ThreadStatus::Waiting);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !health(&s).contains("waiting for approval") {
         assert!(Instant::now() < deadline, "health: {}", health(&s));
@@ -226,16 +203,7 @@ async fn kill_at_the_request(forward_first: bool) {
         .await
         .expect("the request's commit reaches the gate");
     runner.kill();
-    let stored = s
-        .admin
-        .client
-        .list_approvals(&ApprovalQuery {
-            thread: Some(s.thread),
-            status: None,
-            ..ApprovalQuery::default()
-        })
-        .await
-        .unwrap();
+    let stored = requests(&s, None).await;
     assert_eq!(stored.len(), usize::from(forward_first));
     let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
     let request = pending(&s, 1).await.remove(0);
@@ -250,16 +218,7 @@ async fn kill_at_the_request(forward_first: bool) {
         .wait_done(s.thread, seq, Duration::from_secs(30))
         .await;
     assert_eq!(lines(&s.workspace), 1);
-    let all = s
-        .admin
-        .client
-        .list_approvals(&ApprovalQuery {
-            thread: Some(s.thread),
-            status: None,
-            ..ApprovalQuery::default()
-        })
-        .await
-        .unwrap();
+    let all = requests(&s, None).await;
     assert_eq!(all.len(), 1, "one request: {all:?}");
 }
 
@@ -335,15 +294,7 @@ async fn an_expired_request_is_a_rejection_the_runner_notices_by_itself() {
         1,
         "{kinds:?}"
     );
-    let query = ApprovalQuery {
-        thread: Some(s.thread),
-        status: Some(ApprovalStatus::Expired),
-        ..ApprovalQuery::default()
-    };
-    assert_eq!(
-        s.admin.client.list_approvals(&query).await.unwrap().len(),
-        1
-    );
+    assert_eq!(requests(&s, Some(ApprovalStatus::Expired)).await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,16 +327,7 @@ async fn two_requests_of_one_response_are_decided_in_opposite_order() {
     decide(&s, second.id, Verdict::Approve, None).await;
     let still = pending(&s, 1).await;
     assert_eq!(still[0].id, first.id);
-    assert_eq!(
-        s.admin
-            .client
-            .thread(s.thread)
-            .await
-            .unwrap()
-            .unwrap()
-            .status,
-        ThreadStatus::Waiting
-    );
+    assert_eq!(status(&s).await, ThreadStatus::Waiting);
     assert_eq!(
         lines(&s.workspace),
         0,

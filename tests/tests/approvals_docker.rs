@@ -46,6 +46,19 @@ fn requests(pool: &Pool) -> Vec<Value> {
     })
 }
 
+/// `ninetrix ps` of the pool.
+fn ps(pool: &Pool) -> String {
+    text(&pool.command(&["ps", "-p", &pool.name]).output().unwrap())
+}
+
+/// How many times the agent's runner has booted.
+fn boots(pool: &Pool) -> usize {
+    pool.events("clerk")
+        .iter()
+        .filter(|e| e["type"] == "boot")
+        .count()
+}
+
 fn executed_writes(pool: &Pool) -> usize {
     pool.events("clerk")
         .iter()
@@ -96,30 +109,19 @@ fn a_pending_request_survives_a_crash_a_recreate_and_down_up() {
         inspect(&name)["RestartCount"].as_i64().unwrap_or(0) >= 1
             && inspect(&name)["State"]["Running"] == true
     });
+    let waiting = format!("waiting for approval {id}");
     wait_for(
-        "the restarted runner to wait",
+        "ps to show the restarted runner waiting",
         Duration::from_secs(60),
-        || {
-            pool.events("clerk")
-                .iter()
-                .filter(|e| e["type"] == "boot")
-                .count()
-                >= 2
-        },
+        || boots(&pool) >= 2 && ps(&pool).contains(&waiting),
     );
     // An edit that recreates the container while it waits.
     pool.write(&agentfile("two"));
     pool.up(&[]);
     wait_for(
-        "the recreated runner to boot",
+        "ps to show the recreated runner waiting",
         Duration::from_secs(60),
-        || {
-            pool.events("clerk")
-                .iter()
-                .filter(|e| e["type"] == "boot")
-                .count()
-                >= 3
-        },
+        || boots(&pool) >= 3 && ps(&pool).contains(&waiting),
     );
     let still = requests(&pool);
     assert_eq!(

@@ -8,34 +8,11 @@ mod support;
 
 use std::time::Duration;
 
-use ninetrix_e2e::{ApiProcess, Lcg, env_or, ninetrix_bin, seed_from_env};
+use ninetrix_e2e::{Lcg, env_or, ninetrix_bin, seed_from_env};
 use ninetrix_proto::api::{ThreadState, ThreadStatus, ToolCallStatus};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{Role, ThreadId};
-use support::{Admin, Gate, Hold, Runner, appender_spec, lines};
-
-struct Setup {
-    _dir: tempfile::TempDir,
-    api: ApiProcess,
-    admin: Admin,
-    workspace: std::path::PathBuf,
-    thread: ThreadId,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("api.db").display());
-    let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
-    let workspace = dir.path().join("workspace");
-    std::fs::create_dir(&workspace).unwrap();
-    Setup {
-        admin: Admin::new(&api.url),
-        api,
-        workspace,
-        thread: ThreadId::new_v7(),
-        _dir: dir,
-    }
-}
+use support::{Gate, Hold, Runner, Setup, appender_spec, lines, setup};
 
 /// Checks what must hold after any crash: a valid transcript, each message applied once.
 async fn check_invariants(s: &Setup, messages: usize) -> ThreadState {

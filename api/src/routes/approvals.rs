@@ -21,6 +21,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::routes::wait::{Look, long_poll};
 use crate::state::App;
 use crate::store::{ApprovalFilter, Decided};
 
@@ -311,36 +312,25 @@ pub(crate) async fn turn(
     };
     let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
     let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait).min(app.max_wait);
-    let notify = app.hub.subscribe(id);
-    loop {
-        let woken = notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
+    let approvals = long_poll(&app, id, Duration::from_secs(wait), || async {
         let approvals = app.store.turn_approvals(id, turn).await?;
         let settled = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
-        let now = tokio::time::Instant::now();
-        if settled > q.settled || settled == approvals.len() as u64 || now >= deadline {
-            return Ok(axum::Json(approvals));
+        if settled > q.settled || settled == approvals.len() as u64 {
+            return Ok(Look::Ready(approvals));
         }
-        // Wake for the first expiry too: nobody posts it.
-        let first_expiry = approvals
+        // Nobody posts an expiry: wake for the first one.
+        let wake = approvals
             .iter()
             .filter(|a| a.status == ApprovalStatus::Pending)
             .map(|a| a.expires_at)
             .min()
             .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
-            .map(|left| now + left + Duration::from_millis(1));
-        let mut until = first_expiry.map_or(deadline, |e| e.min(deadline));
-        // On Postgres, re-check every second: decisions made through another API replica do not
-        // notify us.
-        if let Some(every) = app.store.recheck_every() {
-            until = until.min(now + every);
-        }
-        tokio::select! {
-            () = woken => {}
-            () = tokio::time::sleep_until(until) => {}
-            () = app.shutdown.cancelled() => return Ok(axum::Json(approvals)),
-        }
-    }
+            .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
+        Ok(Look::NotYet {
+            answer: approvals,
+            wake,
+        })
+    })
+    .await?;
+    Ok(axum::Json(approvals))
 }

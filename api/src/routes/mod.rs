@@ -5,6 +5,7 @@ mod admin;
 mod approvals;
 mod health;
 mod runner;
+mod wait;
 
 use std::sync::OnceLock;
 

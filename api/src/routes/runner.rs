@@ -17,6 +17,7 @@ use serde::Deserialize;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::routes::wait::{Look, long_poll};
 use crate::state::App;
 
 /// Most inbox messages one poll returns.
@@ -232,28 +233,19 @@ pub(crate) async fn inbox(
         code: ErrorCode::InvalidQuery,
         message: format!("wait {} is larger than {MAX_STORED_INT}", query.wait),
     })?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait).min(app.max_wait);
-    let notify = app.hub.subscribe(id);
-    loop {
-        let woken = notify.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
+    let messages = long_poll(&app, id, Duration::from_secs(wait), || async {
         let messages = app.store.inbox_after(id, after, limit).await?;
-        let now = tokio::time::Instant::now();
-        if !messages.is_empty() || now >= deadline {
-            return Ok(axum::Json(messages));
-        }
-        // On Postgres, re-check every second: writes by another API replica do not notify us.
-        let until = app
-            .store
-            .recheck_every()
-            .map_or(deadline, |every| deadline.min(now + every));
-        tokio::select! {
-            () = woken => {}
-            () = tokio::time::sleep_until(until) => {}
-            () = app.shutdown.cancelled() => return Ok(axum::Json(Vec::new())),
-        }
-    }
+        Ok(if messages.is_empty() {
+            Look::NotYet {
+                answer: messages,
+                wake: None,
+            }
+        } else {
+            Look::Ready(messages)
+        })
+    })
+    .await?;
+    Ok(axum::Json(messages))
 }
 
 /// Append a batch of trace events (fenced like every runner write).

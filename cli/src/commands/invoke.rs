@@ -307,16 +307,9 @@ impl Reply<'_> {
                 };
                 eprintln!("  {what} {} ({how}) · {} {}", a.id, a.tool, a.args);
             }
-            TraceEvent::ApprovalDecided(a) if in_turn && !self.json => eprintln!(
-                "  {} {} by {}{}",
-                a.id,
-                a.status.as_str(),
-                a.by,
-                a.reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
-            ),
+            TraceEvent::ApprovalDecided(a) if in_turn && !self.json => {
+                eprintln!("  {} {}", a.id, a.text())
+            }
             TraceEvent::ApprovalExpired(a) if in_turn && !self.json => {
                 eprintln!("  {} expired undecided; {} did not run", a.id, a.tool)
             }

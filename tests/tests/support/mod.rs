@@ -37,6 +37,32 @@ pub(crate) fn appender_spec() -> Value {
     })
 }
 
+/// A `ninetrix api` process (SQLite in a temporary directory, `--insecure-dev`), its admin
+/// client, a runner workspace and a fresh thread: what the process tests start from.
+pub(crate) struct Setup {
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) api: ninetrix_e2e::ApiProcess,
+    pub(crate) admin: Admin,
+    pub(crate) workspace: std::path::PathBuf,
+    pub(crate) thread: ThreadId,
+}
+
+/// A new [`Setup`].
+pub(crate) fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("api.db").display());
+    let api = ninetrix_e2e::ApiProcess::start(&["--database", &db, "--insecure-dev"]);
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    Setup {
+        admin: Admin::new(&api.url),
+        api,
+        workspace,
+        thread: ThreadId::new_v7(),
+        dir,
+    }
+}
+
 /// A runner child process.
 pub(crate) struct Runner {
     pub(crate) child: std::process::Child,
