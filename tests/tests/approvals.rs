@@ -47,7 +47,13 @@ async fn requests(s: &Setup, status: Option<ApprovalStatus>) -> Vec<Approval> {
 
 /// The thread's status as the API lists it.
 async fn status(s: &Setup) -> ThreadStatus {
-    s.admin.client.thread(s.thread).await.unwrap().unwrap().status
+    s.admin
+        .client
+        .thread(s.thread)
+        .await
+        .unwrap()
+        .unwrap()
+        .status
 }
 
 /// Waits until the thread has `n` pending requests; returns them.
