@@ -1174,3 +1174,96 @@ pub(crate) mod postgres {
     }
     pub(crate) use reads::*;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(decision: Verdict, reason: Option<&str>, answer: Option<&str>) -> DecisionRequest {
+        DecisionRequest {
+            decision,
+            reason: reason.map(str::to_string),
+            answer: answer.map(str::to_string),
+            by: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_request_expires_at_its_expiry_and_a_decided_one_never_does() {
+        use ApprovalStatus::*;
+        assert_eq!(effective_status(Pending, 100, 99), Pending);
+        assert_eq!(effective_status(Pending, 100, 100), Expired);
+        for decided in [Approved, Rejected, Answered, Expired] {
+            assert_eq!(effective_status(decided, 100, 1_000), decided);
+        }
+    }
+
+    #[test]
+    fn decisions_must_fit_the_request() {
+        use ApprovalKind::*;
+        let ok = [
+            (Approval, decision(Verdict::Approve, None, None)),
+            (Approval, decision(Verdict::Reject, Some("no"), None)),
+            (Question, decision(Verdict::Answer, None, Some("blue"))),
+            (Question, decision(Verdict::Reject, Some("later"), None)),
+        ];
+        for (kind, d) in ok {
+            assert!(check_decision(kind, &d).is_ok(), "{kind:?} {d:?}");
+        }
+        let refused = [
+            (Approval, decision(Verdict::Answer, None, Some("x"))),
+            (Question, decision(Verdict::Approve, None, None)),
+            (Approval, decision(Verdict::Reject, None, None)),
+            (Approval, decision(Verdict::Reject, Some("  "), None)),
+            (Question, decision(Verdict::Answer, None, Some(" "))),
+            (Approval, decision(Verdict::Approve, None, Some("x"))),
+            (
+                Approval,
+                decision(Verdict::Reject, Some(&"r".repeat(4001)), None),
+            ),
+        ];
+        for (kind, d) in refused {
+            let Err(StoreError::Invalid { code, .. }) = check_decision(kind, &d) else {
+                panic!("{kind:?} {d:?} accepted");
+            };
+            assert_eq!(code, ErrorCode::InvalidDecision);
+        }
+    }
+
+    #[test]
+    fn the_same_decision_repeats_and_another_answer_does_not() {
+        let now = Utc::now();
+        let recorded = Approval {
+            id: ninetrix_proto::ApprovalId::new_v7(),
+            thread_id: ThreadId::new_v7(),
+            labels: ThreadLabels::default(),
+            epoch: 1,
+            turn_seq: 1,
+            key: "k".into(),
+            call_id: "c".into(),
+            kind: ApprovalKind::Question,
+            tool: "ask_human".into(),
+            args: serde_json::json!({}),
+            args_hash: "h".into(),
+            status: ApprovalStatus::Answered,
+            requested_at: now,
+            expires_at: now,
+            decided_at: Some(now),
+            decided_by: Some("alice".into()),
+            reason: None,
+            answer: Some("blue".into()),
+        };
+        assert!(same_decision(
+            &recorded,
+            &decision(Verdict::Answer, None, Some("blue"))
+        ));
+        assert!(!same_decision(
+            &recorded,
+            &decision(Verdict::Answer, None, Some("red"))
+        ));
+        assert!(!same_decision(
+            &recorded,
+            &decision(Verdict::Reject, Some("no"), None)
+        ));
+    }
+}
