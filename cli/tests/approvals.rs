@@ -357,6 +357,37 @@ fn an_approver_token_is_printed_alone_and_works_for_its_pool() {
         .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].labels.pool.as_deref(), Some("support"));
+    // The same through the CLI: the approver lists its pool and decides, recorded by its name.
+    let id = listed[0].id.to_string();
+    let as_approver = |args: &[&str]| {
+        let mut cmd = api.ninetrix();
+        cmd.env_remove("AGENTFILE_ADMIN_TOKEN")
+            .env("AGENTFILE_APPROVER_TOKEN", token)
+            .args(args);
+        cmd
+    };
+    as_approver(&["approvals", "-p", "support", "--json"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(id.as_str()));
+    as_approver(&["approve", &id, "--reason", "looks right"])
+        .assert()
+        .success()
+        .stdout(format!("approved {id} (tool file_write, agent writer-1)\n"));
+    let decided = api
+        .runtime
+        .block_on(api.client(ADMIN).approval(listed[0].id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(decided.decided_by.as_deref(), Some("bob"), "not $USER");
+    // Another name is refused, and so is another pool.
+    as_approver(&["deny", &id, "--reason", "x", "--by", "mallory"])
+        .assert()
+        .code(1);
+    as_approver(&["approvals", "-p", "elsewhere"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("AGENTFILE_APPROVER_TOKEN"));
 }
 
 #[test]

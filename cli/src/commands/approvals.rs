@@ -3,10 +3,11 @@
 //! and `answer` decide one, and `approvals token` mints an approver token for one pool.
 //!
 //! The API is the one `trace` and `invoke` use (`AGENTFILE_API_URL` + `AGENTFILE_ADMIN_TOKEN` if
-//! set, else this home's local API where its container publishes it now), with the admin token;
-//! nothing here starts a container. A decision is recorded once: a different one later is the
-//! API's 409, printed as it names the decision that stands. Rendering is a pure function of the
-//! records and the time ([`render`]).
+//! set, else this home's local API where its container publishes it now), with the admin token —
+//! or, with `AGENTFILE_APPROVER_TOKEN`, an approver token (its decisions are recorded by its own
+//! name); nothing here starts a container. A decision is recorded once: a different one later is
+//! the API's 409, printed as it names the decision that stands. Rendering is a pure function of
+//! the records and the time ([`render`]).
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -171,32 +172,64 @@ fn default_by() -> String {
         .unwrap_or_else(|| "admin".into())
 }
 
-/// The checkpoint API with the admin token, found as `trace` and `invoke` find it.
+/// The checkpoint API as these commands reach it: with an approver token when
+/// `AGENTFILE_APPROVER_TOKEN` is set (with `AGENTFILE_API_URL`: a person who may decide one pool's
+/// requests and nothing else), else with the admin token, found as `trace` and `invoke` find it.
 struct Admin {
-    api: Api,
     client: Client,
+    /// The admin's API; `None` with an approver token.
+    api: Option<Api>,
+    /// The API's URL, for messages.
+    url: String,
 }
 
 impl Admin {
-    /// `AGENTFILE_API_URL` + `AGENTFILE_ADMIN_TOKEN` if set, else this home's local API (which
-    /// must be running: nothing is started here).
+    /// `AGENTFILE_API_URL` with `AGENTFILE_APPROVER_TOKEN` or `AGENTFILE_ADMIN_TOKEN` if set,
+    /// else this home's local API (which must be running: nothing is started here).
     async fn connect() -> anyhow::Result<Admin> {
+        let url = std::env::var("AGENTFILE_API_URL").unwrap_or_default();
+        let approver = std::env::var("AGENTFILE_APPROVER_TOKEN").unwrap_or_default();
+        if !approver.trim().is_empty() {
+            if url.trim().is_empty() {
+                bail!(
+                    "AGENTFILE_APPROVER_TOKEN is set but AGENTFILE_API_URL is not; set it to the \
+                     URL of the checkpoint API the token was minted by"
+                );
+            }
+            let client = Client::new(
+                ninetrix_client::http_client(),
+                url.trim(),
+                Some(ninetrix_client::Token::new(approver.trim().to_string())),
+            );
+            return Ok(Admin {
+                client,
+                api: None,
+                url,
+            });
+        }
         let home = crate::home::agentfile_home()?;
-        let external = std::env::var("AGENTFILE_API_URL").is_ok_and(|u| !u.is_empty());
+        let external = !url.is_empty();
         let api = Api::any(&home).await.map_err(|e| {
             if external {
                 e
             } else {
                 anyhow::anyhow!(
-                    "{e:#}; or set AGENTFILE_API_URL and AGENTFILE_ADMIN_TOKEN to use an API \
-                     elsewhere"
+                    "{e:#}; or set AGENTFILE_API_URL and AGENTFILE_ADMIN_TOKEN (or \
+                     AGENTFILE_APPROVER_TOKEN) to use an API elsewhere"
                 )
             }
         })?;
         Ok(Admin {
             client: api.client().clone(),
-            api,
+            url: api.url.clone(),
+            api: Some(api),
         })
+    }
+
+    /// Whether the decisions made here are recorded by the token's own name (an approver token),
+    /// so `by` is left out unless given.
+    fn approver(&self) -> bool {
+        self.api.is_none()
     }
 
     /// A failed call as an error that says what to do: a refused token names where it comes
@@ -208,7 +241,18 @@ impl Admin {
                  AGENTFILE_ADMIN_TOKEN to use another"
             );
         }
-        self.api.explain(e, doing)
+        match &self.api {
+            Some(api) => api.explain(e, doing),
+            None if e.is_auth() => anyhow::anyhow!(
+                "the checkpoint API at {} refused the approver token while {doing} ({}); the \
+                 token comes from AGENTFILE_APPROVER_TOKEN (an admin mints one with `ninetrix \
+                 approvals token -p POOL --name NAME`; it works for that pool only, until it \
+                 expires)",
+                self.url,
+                e.code().map(ToString::to_string).unwrap_or_default()
+            ),
+            None => anyhow::Error::new(e).context(format!("while {doing}")),
+        }
     }
 }
 
@@ -481,9 +525,13 @@ async fn mint(pool: Option<&str>, args: &TokenArgs) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Posts a decision; a refusal becomes an error a person can act on.
-async fn decide(id: ApprovalId, request: DecisionRequest) -> anyhow::Result<ExitCode> {
+/// Posts a decision; a refusal becomes an error a person can act on. `by` left out is the local
+/// user with the admin token; an approver token is recorded by its own name.
+async fn decide(id: ApprovalId, mut request: DecisionRequest) -> anyhow::Result<ExitCode> {
     let admin = Admin::connect().await?;
+    if request.by.is_none() && !admin.approver() {
+        request.by = Some(default_by());
+    }
     let decided = match admin.client.decide_approval(id, &request).await {
         Ok(decided) => decided,
         Err(e) => {
@@ -526,7 +574,7 @@ pub(crate) async fn approve(args: &ApproveArgs) -> anyhow::Result<ExitCode> {
             decision: Verdict::Approve,
             reason: args.reason.clone(),
             answer: None,
-            by: Some(args.by.clone().unwrap_or_else(default_by)),
+            by: args.by.clone(),
         },
     )
     .await
@@ -540,7 +588,7 @@ pub(crate) async fn deny(args: &DenyArgs) -> anyhow::Result<ExitCode> {
             decision: Verdict::Reject,
             reason: Some(args.reason.clone()),
             answer: None,
-            by: Some(args.by.clone().unwrap_or_else(default_by)),
+            by: args.by.clone(),
         },
     )
     .await
@@ -561,7 +609,7 @@ pub(crate) async fn answer(args: &AnswerArgs) -> anyhow::Result<ExitCode> {
             decision: Verdict::Answer,
             reason: None,
             answer: Some(text),
-            by: Some(args.by.clone().unwrap_or_else(default_by)),
+            by: args.by.clone(),
         },
     )
     .await
