@@ -26,6 +26,17 @@ const RUNNER_PREFIX: &str = "nxr1";
 const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v1\0";
 const APPROVER_PREFIX: &str = "nxa1";
 const APPROVER_CONTEXT: &[u8] = b"ninetrix approver token v1\0";
+const AGENT_PREFIX: &str = "nxs1";
+const AGENT_CONTEXT: &[u8] = b"ninetrix agent token v1\0";
+
+/// What an agent token says: the pool and agent whose sessions its holder serves.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct AgentClaims {
+    /// The pool.
+    p: String,
+    /// The agent.
+    a: String,
+}
 
 /// What an approver token says about its holder.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -118,16 +129,36 @@ impl Authenticator {
             n: name.to_string(),
             e: expires_at,
         };
-        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).unwrap_or_default());
+        self.claims_token(APPROVER_PREFIX, APPROVER_CONTEXT, &claims)
+    }
+
+    /// Mints the token of an agent's replicas: it reads the agent's session work (and the runner
+    /// tokens of those sessions' threads), nothing else.
+    pub fn agent_token(&self, pool: &str, agent: &str) -> String {
+        let claims = AgentClaims {
+            p: pool.to_string(),
+            a: agent.to_string(),
+        };
+        self.claims_token(AGENT_PREFIX, AGENT_CONTEXT, &claims)
+    }
+
+    /// `<prefix>.<claims as base64url JSON>.<HMAC of them under context>`.
+    fn claims_token<T: serde::Serialize>(
+        &self,
+        prefix: &str,
+        context: &[u8],
+        claims: &T,
+    ) -> String {
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).unwrap_or_default());
         let tag = match &self.config {
             AuthConfig::Tokens { secret, .. } => {
-                let mut mac = keyed(secret, APPROVER_CONTEXT);
+                let mut mac = keyed(secret, context);
                 mac.update(payload.as_bytes());
                 URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
             }
             AuthConfig::InsecureDev => "insecure-dev".to_string(),
         };
-        format!("{APPROVER_PREFIX}.{payload}.{tag}")
+        format!("{prefix}.{payload}.{tag}")
     }
 
     /// Who presents this `Authorization` header value.
@@ -167,22 +198,20 @@ impl Authenticator {
             return Ok(Caller::Runner(thread));
         }
         if let Some(rest) = token
+            .strip_prefix(AGENT_PREFIX)
+            .and_then(|r| r.strip_prefix('.'))
+        {
+            let claims: AgentClaims = verified_claims(secret, AGENT_CONTEXT, rest)?;
+            return Ok(Caller::Agent {
+                pool: claims.p,
+                agent: claims.a,
+            });
+        }
+        if let Some(rest) = token
             .strip_prefix(APPROVER_PREFIX)
             .and_then(|r| r.strip_prefix('.'))
         {
-            let (payload, given) = rest.split_once('.').ok_or(ApiError::Unauthorized)?;
-            let given = URL_SAFE_NO_PAD
-                .decode(given)
-                .map_err(|_| ApiError::Unauthorized)?;
-            let mut mac = keyed(secret, APPROVER_CONTEXT);
-            mac.update(payload.as_bytes());
-            mac.verify_slice(&given)
-                .map_err(|_| ApiError::Unauthorized)?;
-            let claims: ApproverClaims = URL_SAFE_NO_PAD
-                .decode(payload)
-                .ok()
-                .and_then(|json| serde_json::from_slice(&json).ok())
-                .ok_or(ApiError::Unauthorized)?;
+            let claims: ApproverClaims = verified_claims(secret, APPROVER_CONTEXT, rest)?;
             if now >= claims.e {
                 return Err(ApiError::Unauthorized);
             }
@@ -198,6 +227,27 @@ impl Authenticator {
             Err(ApiError::Unauthorized)
         }
     }
+}
+
+/// The claims of `<payload>.<tag>`, if the tag is the payload's HMAC under `context`.
+fn verified_claims<T: serde::de::DeserializeOwned>(
+    secret: &Secret,
+    context: &[u8],
+    rest: &str,
+) -> Result<T, ApiError> {
+    let (payload, given) = rest.split_once('.').ok_or(ApiError::Unauthorized)?;
+    let given = URL_SAFE_NO_PAD
+        .decode(given)
+        .map_err(|_| ApiError::Unauthorized)?;
+    let mut mac = keyed(secret, context);
+    mac.update(payload.as_bytes());
+    mac.verify_slice(&given)
+        .map_err(|_| ApiError::Unauthorized)?;
+    URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()
+        .and_then(|json| serde_json::from_slice(&json).ok())
+        .ok_or(ApiError::Unauthorized)
 }
 
 fn mac(secret: &Secret) -> Hmac<Sha256> {
@@ -232,6 +282,13 @@ pub enum Caller {
         /// The holder's name (recorded as who decided).
         name: String,
     },
+    /// An agent token: the replicas of one agent, finding their sessions' work.
+    Agent {
+        /// The pool.
+        pool: String,
+        /// The agent.
+        agent: String,
+    },
 }
 
 impl Caller {
@@ -239,7 +296,7 @@ impl Caller {
     pub fn require_admin(&self) -> Result<(), ApiError> {
         match self {
             Caller::Admin => Ok(()),
-            Caller::Runner(_) | Caller::Approver { .. } => {
+            Caller::Runner(_) | Caller::Approver { .. } | Caller::Agent { .. } => {
                 Err(ApiError::Forbidden("this route needs the admin token"))
             }
         }
@@ -256,6 +313,9 @@ impl Caller {
             Caller::Approver { .. } => Err(ApiError::Forbidden(
                 "an approver token may only list and decide requests to people",
             )),
+            Caller::Agent { .. } => Err(ApiError::Forbidden(
+                "an agent token only finds its sessions' work; a session is served with the runner token that comes with it",
+            )),
         }
     }
 
@@ -265,8 +325,22 @@ impl Caller {
         match self {
             Caller::Admin => Ok(None),
             Caller::Approver { pool, .. } => Ok(Some(pool)),
-            Caller::Runner(_) => Err(ApiError::Forbidden(
+            Caller::Runner(_) | Caller::Agent { .. } => Err(ApiError::Forbidden(
                 "a runner token cannot list or decide requests to people: use the admin token or an approver token",
+            )),
+        }
+    }
+
+    /// Admits the admin and the agent token of (pool, agent).
+    pub fn require_agent(&self, pool: &str, agent: &str) -> Result<(), ApiError> {
+        match self {
+            Caller::Admin => Ok(()),
+            Caller::Agent { pool: p, agent: a } if p == pool && a == agent => Ok(()),
+            Caller::Agent { .. } => Err(ApiError::Forbidden(
+                "this agent token belongs to another agent",
+            )),
+            Caller::Runner(_) | Caller::Approver { .. } => Err(ApiError::Forbidden(
+                "this route needs the agent's token (or the admin token)",
             )),
         }
     }

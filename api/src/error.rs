@@ -83,6 +83,11 @@ impl ApiError {
                     ErrorCode::VersionConflict,
                     e.to_string(),
                 ),
+                StoreError::SessionMismatch { .. } => (
+                    StatusCode::CONFLICT,
+                    ErrorCode::SessionMismatch,
+                    e.to_string(),
+                ),
                 StoreError::AlreadyCompleted { .. } => (
                     StatusCode::CONFLICT,
                     ErrorCode::AlreadyCompleted,

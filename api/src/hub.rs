@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use ninetrix_proto::ThreadId;
 use tokio::sync::Notify;
 
-/// Per-thread notifications.
+/// Per-thread notifications, and per-agent ones for the replicas serving an agent's sessions.
 #[derive(Default)]
 pub(crate) struct Hub {
     threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
+    agents: Mutex<HashMap<(String, String), Arc<Notify>>>,
 }
 
 impl Hub {
@@ -26,6 +27,24 @@ impl Hub {
     pub(crate) fn notify(&self, id: ThreadId) {
         let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = threads.get(&id) {
+            n.notify_waiters();
+        }
+    }
+
+    /// The notifier of an agent's sessions (created on first use): woken when a message reaches
+    /// one of them or the agent's replica count changes.
+    pub(crate) fn subscribe_agent(&self, pool: &str, agent: &str) -> Arc<Notify> {
+        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        agents
+            .entry((pool.to_string(), agent.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// Wakes the replicas waiting for an agent's session work.
+    pub(crate) fn notify_agent(&self, pool: &str, agent: &str) {
+        let agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = agents.get(&(pool.to_string(), agent.to_string())) {
             n.notify_waiters();
         }
     }

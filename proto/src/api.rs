@@ -98,6 +98,8 @@ error_codes! {
     AlreadyDecided = "already_decided",
     /// 409: the approval request expired before this decision; it counts as rejected.
     ApprovalExpired = "approval_expired",
+    /// 409: a claim names a session that is not the thread's.
+    SessionMismatch = "session_mismatch",
     /// 422: a decision that does not fit the request (an answer to an approval, a rejection
     /// without a reason, …).
     InvalidDecision = "invalid_decision",
@@ -201,6 +203,11 @@ mod int {
     /// An optional stored integer.
     pub(super) fn stored_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         Option::<Stored>::deserialize(d).map(|o| o.map(|Stored(v)| v))
+    }
+
+    /// A `u32`.
+    pub(super) fn u32_req<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        Small::deserialize(d).map(|Small(v)| v)
     }
 
     /// An optional `u32`.
@@ -335,6 +342,18 @@ pub struct ThreadLabels {
     )]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, maximum = 4294967295_i64))]
     pub replica: Option<u32>,
+    /// The session key, for a session's thread (`POST /v1/sessions` sets it when it creates the
+    /// thread; it never changes after). A claim that names one must name the thread's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        )
+    )]
+    pub session: Option<String>,
 }
 
 /// `POST /v1/runners/threads/{id}/claim`: the body is the thread's labels, all optional.
@@ -773,6 +792,7 @@ impl RunnerTokenRequest {
             pool: self.pool.clone(),
             agent: self.agent.clone(),
             replica: self.replica,
+            session: None,
         }
     }
 }
@@ -792,6 +812,109 @@ impl std::fmt::Debug for RunnerTokenResponse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunnerTokenResponse")
             .field("thread_id", &self.thread_id)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `POST /v1/sessions`: the session `key` of agent `agent` in pool `pool` — its thread is created
+/// on first use and the same ever after.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SessionRequest {
+    /// The pool: 1 to 63 characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    pub pool: String,
+    /// The agent: 1 to 63 characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    pub agent: String,
+    /// The session key: 1 to 200 characters, no control characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+        )
+    )]
+    pub key: String,
+}
+
+/// `PUT /v1/pools/{pool}/agents/{agent}`: how many replicas the agent runs now (what sessions
+/// are spread over).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AgentReplicas {
+    /// 1 to 1000.
+    #[serde(deserialize_with = "int::u32_req")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    pub replicas: u32,
+}
+
+/// A session with work for its owner: messages after its cursor, or a turn in progress.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct SessionWork {
+    /// The session's thread.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The session key.
+    pub key: String,
+    /// Where the thread stands.
+    pub status: ThreadStatus,
+    /// The last inbox seq.
+    pub inbox_seq: u64,
+    /// The last inbox seq applied (the stored cursor).
+    pub inbox_cursor: u64,
+    /// The runner token of the session's thread: what the owner claims and serves it with.
+    pub token: String,
+}
+
+impl std::fmt::Debug for SessionWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionWork")
+            .field("thread_id", &self.thread_id)
+            .field("key", &self.key)
+            .field("status", &self.status)
+            .field("inbox_seq", &self.inbox_seq)
+            .field("inbox_cursor", &self.inbox_cursor)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `POST /v1/tokens/agent`: mint the token an agent's replicas find their sessions' work with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AgentTokenRequest {
+    /// The pool: 1 to 63 characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    pub pool: String,
+    /// The agent: 1 to 63 characters.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    pub agent: String,
+}
+
+/// A minted agent token.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct AgentTokenResponse {
+    /// The pool.
+    pub pool: String,
+    /// The agent.
+    pub agent: String,
+    /// The bearer token.
+    pub token: String,
+}
+
+impl std::fmt::Debug for AgentTokenResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentTokenResponse")
+            .field("pool", &self.pool)
+            .field("agent", &self.agent)
             .field("token", &"<redacted>")
             .finish()
     }

@@ -9,6 +9,7 @@ pub mod api;
 pub mod events;
 pub mod ids;
 pub mod message;
+pub mod sessions;
 
 pub use ids::{ApprovalId, MessageId, ParseIdError, ThreadId};
 pub use message::{Block, Message, Role};

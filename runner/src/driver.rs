@@ -147,6 +147,7 @@ async fn run_with<C: Checkpoints>(
         pool: config.pool.clone(),
         agent: Some(config.spec.name.clone()),
         replica: config.replica,
+        session: None,
     };
     // Claim (the HTTP store retries while the API is unreachable).
     let (epoch, boot_count) = match store.claim(&labels).await {

@@ -70,6 +70,7 @@ pub(crate) async fn list_threads(
         pool: q.pool,
         agent: q.agent,
         status,
+        sessions: false,
         limit: page_limit(q.limit, 100, MAX_THREADS_PAGE)?,
         offset: q.offset.unwrap_or(0),
     };
@@ -187,9 +188,12 @@ pub(crate) async fn enqueue(
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    let response = app.store.enqueue(id, request).await?;
+    let (response, session_of) = app.store.enqueue(id, request).await?;
     if !response.duplicate {
         app.hub.notify(id);
+        if let Some((pool, agent)) = session_of {
+            app.hub.notify_agent(&pool, &agent);
+        }
     }
     let status = if response.duplicate {
         StatusCode::OK

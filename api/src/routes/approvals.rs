@@ -312,25 +312,30 @@ pub(crate) async fn turn(
     };
     let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
     let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
-    let approvals = long_poll(&app, id, Duration::from_secs(wait), || async {
-        let approvals = app.store.turn_approvals(id, turn).await?;
-        let settled = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
-        if settled > q.settled || settled == approvals.len() as u64 {
-            return Ok(Look::Ready(approvals));
-        }
-        // Nobody posts an expiry: wake for the first one.
-        let wake = approvals
-            .iter()
-            .filter(|a| a.status == ApprovalStatus::Pending)
-            .map(|a| a.expires_at)
-            .min()
-            .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
-            .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
-        Ok(Look::NotYet {
-            answer: approvals,
-            wake,
-        })
-    })
+    let approvals = long_poll(
+        &app,
+        app.hub.subscribe(id),
+        Duration::from_secs(wait),
+        || async {
+            let approvals = app.store.turn_approvals(id, turn).await?;
+            let settled = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
+            if settled > q.settled || settled == approvals.len() as u64 {
+                return Ok(Look::Ready(approvals));
+            }
+            // Nobody posts an expiry: wake for the first one.
+            let wake = approvals
+                .iter()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .map(|a| a.expires_at)
+                .min()
+                .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+                .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
+            Ok(Look::NotYet {
+                answer: approvals,
+                wake,
+            })
+        },
+    )
     .await?;
     Ok(axum::Json(approvals))
 }

@@ -5,6 +5,7 @@ mod admin;
 mod approvals;
 mod health;
 mod runner;
+mod sessions;
 mod wait;
 
 use std::sync::OnceLock;
@@ -79,6 +80,10 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(approvals::get))
         .routes(routes!(approvals::decide))
         .routes(routes!(approvals::turn))
+        .routes(routes!(sessions::open, sessions::list))
+        .routes(routes!(sessions::set_replicas))
+        .routes(routes!(sessions::mint_agent_token))
+        .routes(routes!(sessions::work))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

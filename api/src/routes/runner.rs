@@ -27,7 +27,8 @@ const MAX_INBOX_BATCH: u32 = 100;
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/claim", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = ClaimRequest,
-    responses((status = 200, body = ClaimResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = ClaimResponse), (status = 409, body = ErrorBody, description = "`session_mismatch`: the labels name a session the thread is not"),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn claim(
     caller: Caller,
@@ -233,17 +234,22 @@ pub(crate) async fn inbox(
         code: ErrorCode::InvalidQuery,
         message: format!("wait {} is larger than {MAX_STORED_INT}", query.wait),
     })?;
-    let messages = long_poll(&app, id, Duration::from_secs(wait), || async {
-        let messages = app.store.inbox_after(id, after, limit).await?;
-        Ok(if messages.is_empty() {
-            Look::NotYet {
-                answer: messages,
-                wake: None,
-            }
-        } else {
-            Look::Ready(messages)
-        })
-    })
+    let messages = long_poll(
+        &app,
+        app.hub.subscribe(id),
+        Duration::from_secs(wait),
+        || async {
+            let messages = app.store.inbox_after(id, after, limit).await?;
+            Ok(if messages.is_empty() {
+                Look::NotYet {
+                    answer: messages,
+                    wake: None,
+                }
+            } else {
+                Look::Ready(messages)
+            })
+        },
+    )
     .await?;
     Ok(axum::Json(messages))
 }

@@ -1,12 +1,13 @@
-//! The long-poll both waiting runner routes share (the inbox, and the requests to people): look at
-//! the store, and while there is nothing to answer yet, sleep until a write to the thread wakes
-//! the hub, a moment the caller names (a request's expiry), the end of the wait, or shutdown — at
+//! The long-poll every waiting route shares (a thread's inbox and requests to people, an agent's
+//! session work): look at the store, and while there is nothing to answer yet, sleep until a
+//! write wakes the hub, a moment the caller names (a request's expiry), the end of the wait, or shutdown — at
 //! no CPU cost. On Postgres it also looks again every second, since another API replica's writes
 //! do not wake this one's hub.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ninetrix_proto::ThreadId;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::ApiError;
@@ -25,11 +26,12 @@ pub(crate) enum Look<T> {
     },
 }
 
-/// Holds a request on thread `id` open up to `wait` (capped by the server's `--max-wait`) until
-/// `look` is [`Look::Ready`].
+/// Holds a request open up to `wait` (capped by the server's `--max-wait`) until `look` is
+/// [`Look::Ready`], looking again whenever `notify` (the thread's or the agent's, from the hub)
+/// is woken.
 pub(crate) async fn long_poll<T, F, Fut>(
     app: &App,
-    id: ThreadId,
+    notify: Arc<Notify>,
     wait: Duration,
     mut look: F,
 ) -> Result<T, ApiError>
@@ -38,7 +40,6 @@ where
     Fut: Future<Output = Result<Look<T>, ApiError>>,
 {
     let deadline = Instant::now() + wait.min(app.max_wait);
-    let notify = app.hub.subscribe(id);
     loop {
         // Subscribed before looking, so a write between the look and the sleep still wakes us.
         let woken = notify.notified();

@@ -63,6 +63,16 @@ pub enum StoreError {
         /// The ledger key.
         key: String,
     },
+    /// A claim names a session the thread is not (409 `session_mismatch`).
+    #[error(
+        "thread {thread} is not the thread of session `{key}`; a session's thread is opened with POST /v1/sessions"
+    )]
+    SessionMismatch {
+        /// The thread.
+        thread: ThreadId,
+        /// The session the claim named.
+        key: String,
+    },
     /// The database URL names no supported backend.
     #[error("the database URL must start with sqlite:// or postgres://")]
     UnsupportedUrl,
@@ -104,6 +114,8 @@ pub struct ThreadFilter {
     pub agent: Option<String>,
     /// Only this status.
     pub status: Option<ThreadStatus>,
+    /// Only sessions' threads.
+    pub sessions: bool,
     /// At most this many.
     pub limit: u32,
     /// Skip this many.
@@ -325,8 +337,9 @@ store_ops! {
     ) -> ToolCallRecord
         = |c| complete_tool_call(c, id, &key, &completion, now_ms());
 
-    /// Puts a message in the thread's inbox (creating the thread if new).
-    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> EnqueueResponse
+    /// Puts a message in the thread's inbox (creating the thread if new); also returns (pool,
+    /// agent) when the thread is a session's.
+    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> (EnqueueResponse, Option<(String, String)>)
         = |c| enqueue(c, id, &request, now_ms());
 
     /// Appends trace events; returns the last seq.
@@ -343,6 +356,14 @@ store_ops! {
         pool: Option<String>
     ) -> (ThreadId, Decided)
         = |c| decide(c, approval, &decision, &by, pool.as_deref(), now_ms());
+
+    /// The thread of a session (created on first use); `true` when created now.
+    write fn open_session(pool: String, agent: String, key: String) -> (ThreadSummary, bool)
+        = |c| open_session(c, &pool, &agent, &key, now_ms());
+
+    /// Records how many replicas an agent runs (what its sessions are spread over).
+    write fn set_replicas(pool: String, agent: String, replicas: u32) -> ()
+        = |c| set_replicas(c, &pool, &agent, replicas, now_ms());
 
     /// Deletes every row of the thread (see [`Store::purge`]).
     write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
@@ -372,6 +393,14 @@ store_ops! {
 
     /// The ledger of a thread.
     read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
+
+    /// The sessions of an agent with work (messages after the cursor, or a turn in progress),
+    /// each with its stored inbox cursor.
+    read fn session_work(pool: String, agent: String) -> Vec<(ThreadSummary, u64)>
+        = |c| session_work(c, &pool, &agent);
+
+    /// How many replicas an agent runs, as last recorded.
+    read fn replicas(pool: String, agent: String) -> Option<u32> = |c| replicas(c, &pool, &agent);
 
     /// The requests to people of one turn of a thread, as they stand now.
     read fn turn_approvals(id: ThreadId, turn_seq: u64) -> Vec<Approval>

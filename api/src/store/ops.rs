@@ -15,6 +15,13 @@ use ninetrix_proto::message::Message;
 
 use super::{StoreError, StoreResult};
 
+/// The columns every read of `threads` selects, as a literal (for `concat!`).
+macro_rules! thread_columns {
+    () => {
+        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at"
+    };
+}
+
 /// A row of `threads`.
 #[derive(sqlx::FromRow)]
 pub(crate) struct ThreadRow {
@@ -22,12 +29,14 @@ pub(crate) struct ThreadRow {
     pub(crate) pool: Option<String>,
     pub(crate) agent: Option<String>,
     pub(crate) replica: Option<i64>,
+    pub(crate) session: Option<String>,
     pub(crate) epoch: i64,
     pub(crate) boot_count: i64,
     pub(crate) version: i64,
     pub(crate) history_len: i64,
     pub(crate) status: String,
     pub(crate) inbox_seq: i64,
+    pub(crate) inbox_cursor: i64,
     pub(crate) event_seq: i64,
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
@@ -41,6 +50,7 @@ impl ThreadRow {
                 pool: self.pool,
                 agent: self.agent,
                 replica: self.replica.and_then(|r| u32::try_from(r).ok()),
+                session: self.session,
             },
             status: ThreadStatus::parse(&self.status)
                 .ok_or_else(|| corrupt("thread status", &self.status))?,
@@ -123,6 +133,24 @@ impl ToolCallRow {
     }
 }
 
+/// The agent a session's thread belongs to (a thread that is no session has none).
+#[derive(sqlx::FromRow)]
+pub(crate) struct SessionOf {
+    pub(crate) pool: Option<String>,
+    pub(crate) agent: Option<String>,
+    pub(crate) session: Option<String>,
+}
+
+impl SessionOf {
+    /// (pool, agent) when the thread is a session's.
+    pub(crate) fn agent(self) -> Option<(String, String)> {
+        match (self.pool, self.agent, self.session) {
+            (Some(pool), Some(agent), Some(_)) => Some((pool, agent)),
+            _ => None,
+        }
+    }
+}
+
 /// A row of `approvals` joined with its thread's labels.
 #[derive(sqlx::FromRow)]
 pub(crate) struct ApprovalRow {
@@ -131,6 +159,7 @@ pub(crate) struct ApprovalRow {
     pub(crate) pool: Option<String>,
     pub(crate) agent: Option<String>,
     pub(crate) replica: Option<i64>,
+    pub(crate) session: Option<String>,
     pub(crate) key: String,
     pub(crate) call_id: String,
     pub(crate) epoch: i64,
@@ -149,7 +178,7 @@ pub(crate) struct ApprovalRow {
 }
 
 /// The columns every approval read selects (`a`: approvals, `t`: threads).
-pub(crate) const APPROVAL_COLUMNS: &str = "a.id, a.thread_id, t.pool, t.agent, t.replica, a.key, a.call_id, a.epoch, a.turn_seq, a.kind, a.tool, a.args, a.args_hash, a.status, a.requested_at, a.expires_at, a.decided_at, a.decided_by, a.reason, a.answer";
+pub(crate) const APPROVAL_COLUMNS: &str = "a.id, a.thread_id, t.pool, t.agent, t.replica, t.session, a.key, a.call_id, a.epoch, a.turn_seq, a.kind, a.tool, a.args, a.args_hash, a.status, a.requested_at, a.expires_at, a.decided_at, a.decided_by, a.reason, a.answer";
 
 /// Where a request stands at `now`: what was recorded, except that a pending one past its expiry
 /// is expired (from its expiry on).
@@ -185,6 +214,7 @@ impl ApprovalRow {
                 pool: self.pool,
                 agent: self.agent,
                 replica: self.replica.and_then(|r| u32::try_from(r).ok()),
+                session: self.session,
             },
             epoch: to_u64(self.epoch),
             turn_seq: to_u64(self.turn_seq),
@@ -548,7 +578,7 @@ macro_rules! sql_ops {
     (writes $conn:ty, $lock:literal) => {
         use ninetrix_proto::{ApprovalId, ThreadId};
         use ninetrix_proto::api::{
-            ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
+            ApprovalStatus, CheckpointCreated, ThreadSummary, CheckpointRequest, ClaimResponse, CommitRequest,
             CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode,
             EventsRequest, NewApproval, ThreadLabels, ToolCallCompletion, ToolCallIntent,
             ToolCallRecord,
@@ -560,15 +590,20 @@ macro_rules! sql_ops {
         type Conn = $conn;
 
         const SELECT_THREAD_FOR_WRITE: &str = concat!(
-            "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1",
+            "SELECT ", thread_columns!(), " FROM threads WHERE thread_id = $1",
             $lock
         );
 
+        /// Creates the thread if new and records the labels given. A session's thread keeps the
+        /// labels it was opened with (its pool, agent and key; its replica is computed, not
+        /// stored), and `labels.session` is never stored here: only `open_session` sets it.
         pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
             q::query(
                 "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
-                 ON CONFLICT (thread_id) DO UPDATE SET pool = COALESCE(excluded.pool, threads.pool), \
-                 agent = COALESCE(excluded.agent, threads.agent), replica = COALESCE(excluded.replica, threads.replica)",
+                 ON CONFLICT (thread_id) DO UPDATE SET \
+                 pool = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.pool, threads.pool) ELSE threads.pool END, \
+                 agent = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.agent, threads.agent) ELSE threads.agent END, \
+                 replica = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.replica, threads.replica) ELSE threads.replica END",
             )
             .bind(id.to_string())
             .bind(labels.pool.clone())
@@ -582,6 +617,15 @@ macro_rules! sql_ops {
 
         pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
             ensure_thread(c, id, labels, now).await?;
+            if let Some(key) = &labels.session {
+                let (stored,): (Option<String>,) = q::query_as("SELECT session FROM threads WHERE thread_id = $1")
+                    .bind(id.to_string())
+                    .fetch_one(&mut *c)
+                    .await?;
+                if stored.as_deref() != Some(key.as_str()) {
+                    return Err(StoreError::SessionMismatch { thread: id, key: key.clone() });
+                }
+            }
             let (epoch, boot_count): (i64, i64) = q::query_as(
                 "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
             )
@@ -663,12 +707,13 @@ macro_rules! sql_ops {
             .bind(now)
             .execute(&mut *c)
             .await?;
-            q::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5 WHERE thread_id = $1")
+            q::query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5, inbox_cursor = $6 WHERE thread_id = $1")
                 .bind(id.to_string())
                 .bind(version_i)
                 .bind(to_i64(len, "history_len")?)
                 .bind(req.state.status.as_str())
                 .bind(now)
+                .bind(to_i64(req.state.inbox_cursor, "inbox_cursor")?)
                 .execute(&mut *c)
                 .await?;
             Ok(CheckpointCreated { version, history_len: len })
@@ -774,6 +819,46 @@ macro_rules! sql_ops {
             Ok(CommitResponse { version: created.version, history_len: created.history_len, records })
         }
 
+        /// The thread of session `key` of (pool, agent): created on first use (a new UUID v7,
+        /// labelled with the three), the same ever after. `true` when created now.
+        pub(crate) async fn open_session(c: &mut Conn, pool: &str, agent: &str, key: &str, now: i64) -> StoreResult<(ThreadSummary, bool)> {
+            let found: Option<ThreadRow> = q::query_as(concat!("SELECT ", thread_columns!(), " FROM threads WHERE pool = $1 AND agent = $2 AND session = $3", $lock))
+                .bind(pool)
+                .bind(agent)
+                .bind(key)
+                .fetch_optional(&mut *c)
+                .await?;
+            if let Some(row) = found {
+                return Ok((row.summary()?, false));
+            }
+            let id = ThreadId::new_v7();
+            q::query("INSERT INTO threads (thread_id, pool, agent, session, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)")
+                .bind(id.to_string())
+                .bind(pool)
+                .bind(agent)
+                .bind(key)
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            let row: ThreadRow = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_one(&mut *c).await?;
+            Ok((row.summary()?, true))
+        }
+
+        /// Records how many replicas (pool, agent) runs: what its sessions are spread over.
+        pub(crate) async fn set_replicas(c: &mut Conn, pool: &str, agent: &str, replicas: u32, now: i64) -> StoreResult<()> {
+            q::query(
+                "INSERT INTO agents (pool, agent, replicas, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (pool, agent) DO UPDATE SET replicas = excluded.replicas, updated_at = excluded.updated_at",
+            )
+            .bind(pool)
+            .bind(agent)
+            .bind(i64::from(replicas))
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            Ok(())
+        }
+
         /// Stores a request to a person unless its call (ledger key) or its ID already has one.
         async fn insert_approval(c: &mut Conn, id: ThreadId, epoch: u64, a: &NewApproval, now: i64) -> StoreResult<()> {
             let timeout_ms = to_i64(a.timeout_secs.saturating_mul(1000), "timeout_secs")?;
@@ -848,7 +933,18 @@ macro_rules! sql_ops {
             Ok((thread_id, Decided::Recorded(decided)))
         }
 
-        pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
+        /// Puts a message in the inbox; also returns (pool, agent) when the thread is a
+        /// session's, so the agent's replicas can be woken.
+        pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
+            let response = enqueue_message(c, id, req, now).await?;
+            let of: Option<SessionOf> = q::query_as("SELECT pool, agent, session FROM threads WHERE thread_id = $1")
+                .bind(id.to_string())
+                .fetch_optional(&mut *c)
+                .await?;
+            Ok((response, of.and_then(SessionOf::agent)))
+        }
+
+        async fn enqueue_message(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
             if let Some(key) = &req.dedupe_key {
                 check_key(key)?;
             }
@@ -931,6 +1027,35 @@ macro_rules! sql_ops {
         use $crate::store::latest::{self, LatestCache};
         use $crate::store::{ApprovalFilter, StoreResult, ThreadFilter};
 
+        /// The sessions of (pool, agent) with work: messages after their cursor, or a turn in
+        /// progress (`in_turn`, `waiting`).
+        pub(crate) async fn session_work(c: &mut ReadConn, pool: &str, agent: &str) -> StoreResult<Vec<(ThreadSummary, u64)>> {
+            let rows: Vec<ThreadRow> = sqlx::query_as(concat!(
+                "SELECT ", thread_columns!(), " FROM threads WHERE pool = $1 AND agent = $2 AND session IS NOT NULL \
+                 AND (inbox_seq > inbox_cursor OR status IN ('in_turn', 'waiting')) ORDER BY updated_at, thread_id"
+            ))
+            .bind(pool)
+            .bind(agent)
+            .fetch_all(&mut *c)
+            .await?;
+            rows.into_iter()
+                .map(|r| {
+                    let cursor = to_u64(r.inbox_cursor);
+                    r.summary().map(|s| (s, cursor))
+                })
+                .collect()
+        }
+
+        /// How many replicas (pool, agent) runs, as `up` last recorded it.
+        pub(crate) async fn replicas(c: &mut ReadConn, pool: &str, agent: &str) -> StoreResult<Option<u32>> {
+            let row: Option<(i64,)> = sqlx::query_as("SELECT replicas FROM agents WHERE pool = $1 AND agent = $2")
+                .bind(pool)
+                .bind(agent)
+                .fetch_optional(&mut *c)
+                .await?;
+            Ok(row.and_then(|(n,)| u32::try_from(n).ok()))
+        }
+
         /// The requests to people of one turn of a thread, oldest first, as they stand at `now`.
         pub(crate) async fn turn_approvals(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Approval>> {
             let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals a JOIN threads t ON t.thread_id = a.thread_id WHERE a.thread_id = $1 AND a.turn_seq = $2 ORDER BY a.requested_at, a.id");
@@ -975,7 +1100,7 @@ macro_rules! sql_ops {
 
         type ReadConn = $conn;
 
-        const SELECT_THREAD: &str = "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads WHERE thread_id = $1";
+        const SELECT_THREAD: &str = concat!("SELECT ", thread_columns!(), " FROM threads WHERE thread_id = $1");
 
         /// The latest state as a JSON document (a `ThreadState`), spliced from the stored JSON
         /// of the state and of each message without decoding them.
@@ -1085,15 +1210,17 @@ macro_rules! sql_ops {
 
         pub(crate) async fn list_threads(c: &mut ReadConn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
             let rows: Vec<ThreadRow> = sqlx::query_as(
-                "SELECT thread_id, pool, agent, replica, epoch, boot_count, version, history_len, status, inbox_seq, event_seq, created_at, updated_at FROM threads \
+                concat!("SELECT ", thread_columns!(), " FROM threads \
                  WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
-                 ORDER BY pool, agent, replica, created_at, thread_id LIMIT $4 OFFSET $5",
+                 AND ($6 = 0 OR session IS NOT NULL) \
+                 ORDER BY pool, agent, replica, session, created_at, thread_id LIMIT $4 OFFSET $5"),
             )
             .bind(f.pool.as_deref())
             .bind(f.agent.as_deref())
             .bind(f.status.map(|s| s.as_str()))
             .bind(i64::from(f.limit))
             .bind(i64::from(f.offset))
+            .bind(i64::from(f.sessions))
             .fetch_all(&mut *c)
             .await?;
             rows.into_iter().map(ThreadRow::summary).collect()

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use super::ops::{ApprovalRow, ThreadRow, ToolCallRow};
+use super::ops::{ApprovalRow, SessionOf, ThreadRow, ToolCallRow};
 
 /// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
 pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
@@ -174,6 +174,12 @@ impl FromRow for (i64,) {
     }
 }
 
+impl FromRow for (Option<String>,) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?,))
+    }
+}
+
 impl FromRow for (i64, i64) {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok((row.get(0)?, row.get(1)?))
@@ -187,12 +193,14 @@ impl FromRow for ThreadRow {
             pool: row.get("pool")?,
             agent: row.get("agent")?,
             replica: row.get("replica")?,
+            session: row.get("session")?,
             epoch: row.get("epoch")?,
             boot_count: row.get("boot_count")?,
             version: row.get("version")?,
             history_len: row.get("history_len")?,
             status: row.get("status")?,
             inbox_seq: row.get("inbox_seq")?,
+            inbox_cursor: row.get("inbox_cursor")?,
             event_seq: row.get("event_seq")?,
             created_at: row.get("created_at")?,
             updated_at: row.get("updated_at")?,
@@ -218,6 +226,16 @@ impl FromRow for ToolCallRow {
     }
 }
 
+impl FromRow for SessionOf {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(SessionOf {
+            pool: row.get("pool")?,
+            agent: row.get("agent")?,
+            session: row.get("session")?,
+        })
+    }
+}
+
 impl FromRow for ApprovalRow {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok(ApprovalRow {
@@ -226,6 +244,7 @@ impl FromRow for ApprovalRow {
             pool: row.get("pool")?,
             agent: row.get("agent")?,
             replica: row.get("replica")?,
+            session: row.get("session")?,
             key: row.get("key")?,
             call_id: row.get("call_id")?,
             epoch: row.get("epoch")?,

@@ -17,6 +17,10 @@ enum Who {
     ApproverOfThisPool,
     /// An approver token of another pool.
     ApproverOfAnotherPool,
+    /// The agent token of the thread's agent (pool `p`, agent `a`).
+    AgentOfThisAgent,
+    /// The agent token of another agent.
+    AgentOfAnotherAgent,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +31,8 @@ enum Access {
     Approvals,
     /// A listing for the admin or an approver (another pool's approver sees its own, empty).
     ApprovalList,
+    /// The admin or the agent's own token: a replica finding its sessions' work.
+    AgentWork,
     Public,
 }
 
@@ -150,6 +156,43 @@ fn routes() -> Vec<Route> {
             body: |_| Some(json!({"pool": "p", "name": "n"})),
         },
         Route {
+            method: Method::POST,
+            path: "/v1/sessions",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| {
+                Some(json!({"pool": "p", "agent": "a", "key": ThreadId::new_v7().to_string()}))
+            },
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/sessions",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::PUT,
+            path: "/v1/pools/p/agents/a",
+            access: Admin,
+            ok: StatusCode::NO_CONTENT,
+            body: |_| Some(json!({"replicas": 2})),
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/tokens/agent",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"pool": "p", "agent": "a"})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/pools/p/agents/a/sessions?replica=1",
+            access: AgentWork,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::GET,
             path: "/v1/threads",
             access: Admin,
@@ -252,6 +295,19 @@ fn expected(route: &Route, who: Who) -> StatusCode {
         (Access::Approvals | Access::ApprovalList, Who::ApproverOfThisPool) => route.ok,
         (Access::ApprovalList, Who::ApproverOfAnotherPool) => route.ok,
         (Access::Approvals, Who::ApproverOfAnotherPool) => StatusCode::NOT_FOUND,
+        (Access::AgentWork, Who::AgentOfThisAgent) => route.ok,
+        (
+            Access::AgentWork,
+            Who::AgentOfAnotherAgent
+            | Who::RunnerOfThisThread
+            | Who::RunnerOfAnotherThread
+            | Who::ApproverOfThisPool
+            | Who::ApproverOfAnotherPool,
+        )
+        | (
+            Access::Runner | Access::Admin | Access::Approvals | Access::ApprovalList,
+            Who::AgentOfThisAgent | Who::AgentOfAnotherAgent,
+        ) => StatusCode::FORBIDDEN,
         (
             Access::Runner | Access::Admin,
             Who::RunnerOfAnotherThread | Who::ApproverOfThisPool | Who::ApproverOfAnotherPool,
@@ -316,6 +372,21 @@ async fn every_route_for_every_caller() {
         }
     };
     let (this_pool, other_pool) = (approver("p").await, approver("q").await);
+    let agent_token = |agent: &'static str| {
+        let api = &api;
+        async move {
+            let (status, body) = api
+                .admin(
+                    Method::POST,
+                    "/v1/tokens/agent",
+                    Some(json!({"pool": "p", "agent": agent})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body["token"].as_str().unwrap().to_string()
+        }
+    };
+    let (this_agent, other_agent) = (agent_token("a").await, agent_token("b").await);
     let mut failures = Vec::new();
     for route in routes() {
         for who in [
@@ -326,6 +397,8 @@ async fn every_route_for_every_caller() {
             Who::RunnerOfAnotherThread,
             Who::ApproverOfThisPool,
             Who::ApproverOfAnotherPool,
+            Who::AgentOfThisAgent,
+            Who::AgentOfAnotherAgent,
         ] {
             let (thread, token, epoch, approval) = prepare(&api).await;
             let auth = match who {
@@ -336,6 +409,8 @@ async fn every_route_for_every_caller() {
                 Who::RunnerOfAnotherThread => Some(other_token.clone()),
                 Who::ApproverOfThisPool => Some(this_pool.clone()),
                 Who::ApproverOfAnotherPool => Some(other_pool.clone()),
+                Who::AgentOfThisAgent => Some(this_agent.clone()),
+                Who::AgentOfAnotherAgent => Some(other_agent.clone()),
             };
             let path = route
                 .path
@@ -402,6 +477,7 @@ async fn the_openapi_document_lists_every_route() {
                 .unwrap()
                 .replace("{t}", "{thread_id}")
                 .replace("{a}", "{approval_id}")
+                .replace("pools/p/agents/a", "pools/{pool}/agents/{agent}")
                 .replace("tool-calls/k", "tool-calls/{key}")
                 .replace("checkpoints/1", "checkpoints/{version}");
             format!("{} {path}", r.method)

@@ -7,5 +7,6 @@ mod commit;
 mod conformance;
 mod model;
 mod openapi_contract;
+mod sessions;
 mod size;
 mod support;

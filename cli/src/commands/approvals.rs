@@ -832,6 +832,7 @@ mod tests {
                 pool: Some("support".into()),
                 agent: Some(agent.into()),
                 replica: Some(1),
+                session: None,
             },
             epoch: 1,
             turn_seq: 1,

@@ -1,0 +1,288 @@
+//! Sessions (`/v1/sessions`, `/v1/pools/{pool}/agents/{agent}`, `/v1/tokens/agent`, and the
+//! replicas' `/v1/runners/pools/{pool}/agents/{agent}/sessions`): many conversations per agent.
+//!
+//! A session is a thread labelled with its key, created on first use and the same ever after; the
+//! admin (the CLI's `invoke --session`) opens it and then uses the thread's ordinary routes. Which
+//! replica serves it is [`ninetrix_proto::sessions::owner`] of its key and the agent's replica
+//! count, which `up` records here. A replica finds its sessions' work with the agent's token —
+//! each session with the runner token of its thread, which it claims and serves like its own.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use ninetrix_proto::api::{
+    AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode, MAX_STORED_INT,
+    SessionRequest, SessionWork, ThreadSummary,
+};
+use ninetrix_proto::{ThreadId, sessions};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::routes::wait::{Look, long_poll};
+use crate::state::App;
+use crate::store::ThreadFilter;
+
+/// Most sessions one listing returns.
+const MAX_SESSIONS_PAGE: u32 = 1000;
+/// Longest pool or agent name.
+const MAX_NAME_CHARS: usize = 63;
+
+fn unprocessable(message: String) -> ApiError {
+    ApiError::Rejected {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code: ErrorCode::InvalidBody,
+        message,
+    }
+}
+
+/// Whether a pool or agent name has 1 to 63 characters.
+fn name_fits(name: &str) -> bool {
+    (1..=MAX_NAME_CHARS).contains(&name.chars().count())
+}
+
+/// A pool or agent name in a body: 1 to 63 characters (422).
+fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
+    if name_fits(name) {
+        Ok(())
+    } else {
+        Err(unprocessable(format!(
+            "{what} must have 1 to {MAX_NAME_CHARS} characters"
+        )))
+    }
+}
+
+/// A pool or agent name in the path: 1 to 63 characters (400).
+fn check_path_name(what: &str, name: &str) -> Result<(), ApiError> {
+    if name_fits(name) {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!("the {what} in the path must have 1 to {MAX_NAME_CHARS} characters"),
+        })
+    }
+}
+
+/// Open a session: the thread of session `key` of the agent, created on first use (201; a new
+/// UUID v7 labelled with pool, agent and key) and the same ever after (200). Put messages in it
+/// with `POST /v1/threads/{thread_id}/messages`.
+#[utoipa::path(post, path = "/v1/sessions", tag = "admin",
+    request_body = SessionRequest,
+    responses((status = 201, body = ThreadSummary, description = "created"), (status = 200, body = ThreadSummary, description = "the existing session"),
+        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn open(
+    caller: Caller,
+    State(app): State<App>,
+    ApiJson(request): ApiJson<SessionRequest>,
+) -> Result<(StatusCode, axum::Json<ThreadSummary>), ApiError> {
+    caller.require_admin()?;
+    check_name("pool", &request.pool)?;
+    check_name("agent", &request.agent)?;
+    sessions::check_key(&request.key).map_err(|e| unprocessable(e.to_string()))?;
+    let (thread, created) = app
+        .store
+        .open_session(request.pool, request.agent, request.key)
+        .await?;
+    if created {
+        tracing::info!(thread_id = %thread.thread_id, "session opened");
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(thread)))
+}
+
+/// Query of the session listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SessionsQuery {
+    /// Only sessions of this pool.
+    pool: Option<String>,
+    /// Only sessions of this agent.
+    agent: Option<String>,
+    /// At most this many: 1 to 1000 (100 when left out).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// Skip this many.
+    #[param(maximum = 4294967295_i64)]
+    offset: Option<u32>,
+}
+
+/// List sessions (their threads, with the `session` label), by pool, agent and key.
+#[utoipa::path(get, path = "/v1/sessions", tag = "admin", params(SessionsQuery),
+    responses((status = 200, body = Vec<ThreadSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn list(
+    caller: Caller,
+    State(app): State<App>,
+    ApiQuery(q): ApiQuery<SessionsQuery>,
+) -> Result<axum::Json<Vec<ThreadSummary>>, ApiError> {
+    caller.require_admin()?;
+    let filter = ThreadFilter {
+        pool: q.pool,
+        agent: q.agent,
+        status: None,
+        sessions: true,
+        limit: page_limit(q.limit, 100, MAX_SESSIONS_PAGE)?,
+        offset: q.offset.unwrap_or(0),
+    };
+    Ok(axum::Json(app.store.list_threads(filter).await?))
+}
+
+/// Record how many replicas the agent runs (`up` does, before it starts or removes any): what its
+/// sessions are spread over. The replicas waiting for work are woken, so moved sessions are taken
+/// over at once.
+#[utoipa::path(put, path = "/v1/pools/{pool}/agents/{agent}", tag = "admin",
+    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
+        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63)),
+    request_body = AgentReplicas,
+    responses((status = 204, description = "recorded"), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn set_replicas(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath((pool, agent)): ApiPath<(String, String)>,
+    ApiJson(request): ApiJson<AgentReplicas>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_admin()?;
+    check_path_name("pool", &pool)?;
+    check_path_name("agent", &agent)?;
+    if !(1..=1000).contains(&request.replicas) {
+        return Err(unprocessable(format!(
+            "replicas must be 1 to 1000, not {}",
+            request.replicas
+        )));
+    }
+    app.store
+        .set_replicas(pool.clone(), agent.clone(), request.replicas)
+        .await?;
+    app.hub.notify_agent(&pool, &agent);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Mint the agent token its replicas find their sessions' work with (`up` passes it to each
+/// replica as a secret).
+#[utoipa::path(post, path = "/v1/tokens/agent", tag = "admin",
+    request_body = AgentTokenRequest,
+    responses((status = 201, body = AgentTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn mint_agent_token(
+    caller: Caller,
+    State(app): State<App>,
+    ApiJson(request): ApiJson<AgentTokenRequest>,
+) -> Result<(StatusCode, axum::Json<AgentTokenResponse>), ApiError> {
+    caller.require_admin()?;
+    check_name("pool", &request.pool)?;
+    check_name("agent", &request.agent)?;
+    let token = app.auth.agent_token(&request.pool, &request.agent);
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(AgentTokenResponse {
+            pool: request.pool,
+            agent: request.agent,
+            token,
+        }),
+    ))
+}
+
+/// Query of a replica's work long-poll.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WorkQuery {
+    /// The asking replica (from 1).
+    #[param(minimum = 1, maximum = 1000)]
+    replica: u32,
+    /// The sessions' threads it is serving now, comma-separated UUIDs: left out of the answer.
+    #[serde(default)]
+    #[param(
+        pattern = "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(,[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})*)?$"
+    )]
+    active: Option<String>,
+    /// Wait up to this many seconds (capped by the server's `--max-wait`) while it has no other
+    /// work.
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    wait: u64,
+}
+
+/// The sessions of the agent that replica `replica` owns now (by their keys and the agent's
+/// recorded replica count; 1 when none is recorded) and that have work — messages after their
+/// cursor, or a turn in progress — other than those it says it serves (`active`), oldest first,
+/// each with the runner token of its thread. With `wait`, held until there is some, the replica
+/// count changes, or the wait ends.
+#[utoipa::path(get, path = "/v1/runners/pools/{pool}/agents/{agent}/sessions", tag = "runner",
+    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
+        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63), WorkQuery),
+    responses((status = 200, body = Vec<SessionWork>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn work(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath((pool, agent)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<WorkQuery>,
+) -> Result<axum::Json<Vec<SessionWork>>, ApiError> {
+    check_path_name("pool", &pool)?;
+    check_path_name("agent", &agent)?;
+    caller.require_agent(&pool, &agent)?;
+    let bad = |message: String| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message,
+    };
+    if !(1..=1000).contains(&q.replica) {
+        return Err(bad(format!("replica must be 1 to 1000, not {}", q.replica)));
+    }
+    let active: Vec<ThreadId> = q
+        .active
+        .as_deref()
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<ThreadId>().map_err(|e| bad(e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let wait = seq_cursor(q.wait)
+        .map_err(|_| bad(format!("wait {} is larger than {MAX_STORED_INT}", q.wait)))?;
+    let notify = app.hub.subscribe_agent(&pool, &agent);
+    let work = long_poll(&app, notify, Duration::from_secs(wait), || async {
+        let replicas = app
+            .store
+            .replicas(pool.clone(), agent.clone())
+            .await?
+            .unwrap_or(1);
+        let work: Vec<SessionWork> = app
+            .store
+            .session_work(pool.clone(), agent.clone())
+            .await?
+            .into_iter()
+            .filter(|(t, _)| !active.contains(&t.thread_id))
+            .filter_map(|(t, cursor)| {
+                let key = t.labels.session?;
+                (sessions::owner(&key, replicas) == q.replica).then(|| SessionWork {
+                    token: app.auth.runner_token(t.thread_id),
+                    thread_id: t.thread_id,
+                    key,
+                    status: t.status,
+                    inbox_seq: t.inbox_seq,
+                    inbox_cursor: cursor,
+                })
+            })
+            .collect();
+        Ok(if work.is_empty() {
+            Look::NotYet {
+                answer: work,
+                wake: None,
+            }
+        } else {
+            Look::Ready(work)
+        })
+    })
+    .await?;
+    Ok(axum::Json(work))
+}

@@ -1,0 +1,156 @@
+//! Sessions: many durable conversations per agent, each a thread of its own, addressed by a key
+//! (a customer ID, a chat ID — any string up to [`MAX_KEY_CHARS`] characters), and served by one
+//! of the agent's replicas: its owner, computed from the key and the replica count alone — no
+//! coordinator.
+//!
+//! Ownership is rendezvous (highest-random-weight) hashing: every replica scores the key and the
+//! highest score owns it. Going from n to n+1 replicas moves only the sessions the new replica now
+//! wins, about 1/(n+1) of them; going down moves only the removed replica's sessions. The score is
+//! a fixed function of the bytes (FNV-1a 64 folded with a SplitMix64 finaliser), so every runner
+//! and the API agree on it across builds and machines.
+
+/// Longest session key, in characters.
+pub const MAX_KEY_CHARS: usize = 200;
+
+/// Why a session key is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// An empty key.
+    #[error("a session key must not be empty")]
+    Empty,
+    /// A key over [`MAX_KEY_CHARS`] characters.
+    #[error("a session key has at most {MAX_KEY_CHARS} characters; this one has {0}")]
+    TooLong(usize),
+    /// A key with a control character (a line break, a NUL…), which would garble listings and
+    /// logs.
+    #[error("a session key must not contain control characters")]
+    Control,
+}
+
+/// Checks a session key: 1 to [`MAX_KEY_CHARS`] characters, no control characters.
+pub fn check_key(key: &str) -> Result<(), KeyError> {
+    let n = key.chars().count();
+    if n == 0 {
+        return Err(KeyError::Empty);
+    }
+    if n > MAX_KEY_CHARS {
+        return Err(KeyError::TooLong(n));
+    }
+    if key.chars().any(char::is_control) {
+        return Err(KeyError::Control);
+    }
+    Ok(())
+}
+
+/// The replica (from 1) that owns session `key` among `replicas` (0 counts as 1).
+pub fn owner(key: &str, replicas: u32) -> u32 {
+    (1..=replicas.max(1))
+        .max_by_key(|&r| (score(key, r), std::cmp::Reverse(r)))
+        .unwrap_or(1)
+}
+
+/// Replica `replica`'s score for `key`.
+fn score(key: &str, replica: u32) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    for b in key
+        .as_bytes()
+        .iter()
+        .chain(&[0xff])
+        .chain(&replica.to_le_bytes())
+    {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(PRIME);
+    }
+    // SplitMix64's finaliser: FNV alone leaves the last bytes (the replica) weakly mixed.
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("customer-{i}")).collect()
+    }
+
+    #[test]
+    fn owners_are_fixed_values_every_build_agrees_on() {
+        // Changing the score function would move every session: these pin it.
+        let got: Vec<u32> = ["alice", "bob", "carol", "dave", "", "é"]
+            .iter()
+            .map(|k| owner(k, 5))
+            .collect();
+        assert_eq!(got, [5, 1, 3, 1, 2, 4]);
+        for k in ["alice", "bob", "carol"] {
+            assert_eq!(owner(k, 5), owner(k, 5));
+            assert!((1..=5).contains(&owner(k, 5)));
+        }
+        assert_eq!(owner("anything", 1), 1);
+        assert_eq!(owner("anything", 0), 1);
+    }
+
+    #[test]
+    fn sessions_spread_evenly() {
+        let n = 4;
+        let keys = keys(20_000);
+        let mut counts = vec![0usize; n as usize];
+        for k in &keys {
+            counts[(owner(k, n) - 1) as usize] += 1;
+        }
+        let fair = keys.len() / n as usize;
+        for c in counts {
+            assert!(c.abs_diff(fair) < fair / 10, "{c} vs {fair}");
+        }
+    }
+
+    #[test]
+    fn adding_a_replica_moves_about_one_in_n_plus_one_and_only_to_it() {
+        let keys = keys(20_000);
+        for n in 1..8u32 {
+            let moved: Vec<&String> = keys
+                .iter()
+                .filter(|k| owner(k, n) != owner(k, n + 1))
+                .collect();
+            for k in &moved {
+                assert_eq!(
+                    owner(k, n + 1),
+                    n + 1,
+                    "a moved session goes to the new replica"
+                );
+            }
+            let expected = keys.len() / (n as usize + 1);
+            assert!(
+                moved.len().abs_diff(expected) < expected / 8,
+                "{n} → {}: {} moved, about {expected} expected",
+                n + 1,
+                moved.len()
+            );
+        }
+    }
+
+    #[test]
+    fn removing_a_replica_moves_only_its_sessions() {
+        let keys = keys(5_000);
+        for k in &keys {
+            let (before, after) = (owner(k, 3), owner(k, 2));
+            if before != 3 {
+                assert_eq!(before, after, "{k} moved although its owner stays");
+            }
+        }
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        assert!(check_key("cust-42 / eu").is_ok());
+        assert!(check_key(&"é".repeat(200)).is_ok());
+        assert_eq!(check_key(""), Err(KeyError::Empty));
+        assert_eq!(check_key(&"x".repeat(201)), Err(KeyError::TooLong(201)));
+        assert_eq!(check_key("a\nb"), Err(KeyError::Control));
+    }
+}
