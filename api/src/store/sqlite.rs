@@ -452,8 +452,8 @@ mod tests {
     }
 
     /// A database written by the first schema (messages keyed by version, versions with a rowid)
-    /// reads the same after the store migrates it: the live history, and the history as of a
-    /// version whose messages a later truncation cut.
+    /// reads the same after the store migrates it: the live history, the history as of a version
+    /// whose messages a later truncation cut, and the inbox cursor.
     #[tokio::test]
     async fn a_database_of_the_first_schema_reads_the_same_after_migrating() {
         use ninetrix_proto::api::{CheckpointState, ThreadStatus};
@@ -497,7 +497,7 @@ mod tests {
             turn_seq: 1,
             turn_start_history_len: 1,
             status: ThreadStatus::Idle,
-            inbox_cursor: 0,
+            inbox_cursor: 4,
             usage: Default::default(),
         })
         .unwrap();
@@ -538,5 +538,16 @@ mod tests {
         assert_eq!(first.history, vec![msg(0), msg(1)]);
         assert_eq!(store.versions(id).await.unwrap().len(), 3);
         store.close().await;
+        // The inbox cursor, once only inside each version's state, is a column now (filled
+        // from the latest version's state).
+        let cursor: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT inbox_cursor FROM threads WHERE thread_id = ?1",
+                [&t],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(cursor, 4);
     }
 }
