@@ -5,9 +5,10 @@
 
 use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, ApproverTokenRequest, ApproverTokenResponse, DecisionRequest,
-    EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, RunnerTokenResponse, ThreadStatus,
-    ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+    AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
+    ApproverTokenRequest, ApproverTokenResponse, DecisionRequest, EnqueueRequest, EnqueueResponse,
+    Event, RunnerTokenRequest, RunnerTokenResponse, SessionRequest, ThreadStatus, ThreadSummary,
+    ToolCallRecord, VersionDetail, VersionSummary,
 };
 use reqwest::Method;
 
@@ -297,6 +298,64 @@ impl Client {
             None,
         )
         .await
+    }
+
+    /// `POST /v1/sessions`: the thread of session `key` of (pool, agent), created on first use.
+    pub async fn open_session(
+        &self,
+        pool: &str,
+        agent: &str,
+        key: &str,
+    ) -> Result<ThreadSummary, ClientError> {
+        let request = SessionRequest {
+            pool: pool.to_string(),
+            agent: agent.to_string(),
+            key: key.to_string(),
+        };
+        self.call(Method::POST, "/v1/sessions", &[], Some(&request), None)
+            .await
+    }
+
+    /// `GET /v1/sessions`: one page of sessions' threads (pool and agent filters as for threads).
+    pub async fn list_sessions(
+        &self,
+        query: &ThreadQuery,
+    ) -> Result<Vec<ThreadSummary>, ClientError> {
+        self.call::<(), _>(Method::GET, "/v1/sessions", &query.pairs(), None, None)
+            .await
+    }
+
+    /// `PUT /v1/pools/{pool}/agents/{agent}`: records how many replicas the agent runs.
+    pub async fn set_replicas(
+        &self,
+        pool: &str,
+        agent: &str,
+        replicas: u32,
+    ) -> Result<(), ClientError> {
+        let path = format!("/v1/pools/{pool}/agents/{agent}");
+        self.send(
+            Method::PUT,
+            &path,
+            &[],
+            Some(&AgentReplicas { replicas }),
+            Limit::Default,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// `POST /v1/tokens/agent`: mints the token an agent's replicas find their sessions with.
+    pub async fn mint_agent_token(
+        &self,
+        pool: &str,
+        agent: &str,
+    ) -> Result<AgentTokenResponse, ClientError> {
+        let request = AgentTokenRequest {
+            pool: pool.to_string(),
+            agent: agent.to_string(),
+        };
+        self.call(Method::POST, "/v1/tokens/agent", &[], Some(&request), None)
+            .await
     }
 
     /// `POST /v1/tokens/runner`: mints the runner token of a thread (creating the thread and

@@ -6,8 +6,8 @@ use std::time::Duration;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
-    CommitResponse, EventsAppended, EventsRequest, InboxMessage, ThreadState, ToolCallCompletion,
-    ToolCallIntent, ToolCallRecord,
+    CommitResponse, EventsAppended, EventsRequest, InboxMessage, SessionWork, ThreadState,
+    ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
 use reqwest::Method;
 
@@ -15,6 +15,20 @@ use crate::{Client, ClientError};
 
 fn path(thread: ThreadId, rest: &str) -> String {
     format!("/v1/runners/threads/{thread}{rest}")
+}
+
+/// A pool or agent name as one path segment: unreserved characters as they are, every other byte
+/// percent-encoded (agentfile names are `[a-z0-9-]`, so this only guards against one that is not).
+fn segment(name: &str) -> String {
+    name.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 impl Client {
@@ -97,6 +111,35 @@ impl Client {
             Some(timeout),
         )
         .await
+    }
+
+    /// `GET /v1/runners/pools/{pool}/agents/{agent}/sessions`: the sessions replica `replica`
+    /// owns that have work, other than `active`, each with its thread's runner token; with a
+    /// `wait`, held until there is some (called with the agent token).
+    pub async fn session_work(
+        &self,
+        pool: &str,
+        agent: &str,
+        replica: u32,
+        active: &[ThreadId],
+        wait: Duration,
+    ) -> Result<Vec<SessionWork>, ClientError> {
+        let active: Vec<String> = active.iter().map(ToString::to_string).collect();
+        let mut query = vec![
+            ("replica", replica.to_string()),
+            ("wait", wait.as_secs().to_string()),
+        ];
+        if !active.is_empty() {
+            query.push(("active", active.join(",")));
+        }
+        let path = format!(
+            "/v1/runners/pools/{}/agents/{}/sessions",
+            segment(pool),
+            segment(agent)
+        );
+        let timeout = wait + Duration::from_secs(15);
+        self.call::<(), _>(Method::GET, &path, &query, None, Some(timeout))
+            .await
     }
 
     /// `POST …/tool-calls`: records a tool call's intent, or returns the existing record.

@@ -40,6 +40,11 @@ pub enum ConfigError {
 pub struct SecretValue(String);
 
 impl SecretValue {
+    /// Wraps a secret value (a token the API handed over).
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
     /// The value, for the one place that sends it (an HTTP header).
     pub fn expose(&self) -> &str {
         &self.0
@@ -88,6 +93,12 @@ pub struct Config {
     /// Where the runner writes its health report (`AGENTFILE_HEALTH_FILE`, default
     /// `/run/ninetrix/health`), read by `ninetrix health`.
     pub health_file: PathBuf,
+    /// The agent token (`AGENTFILE_AGENT_TOKEN`, or the secret file `ninetrix up` provides):
+    /// with it the replica also serves the agent's sessions it owns.
+    pub agent_token: Option<SecretValue>,
+    /// The session this runner serves, when it serves a session's thread (set by the replica for
+    /// each session it takes; never from the environment).
+    pub session: Option<String>,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.
@@ -147,6 +158,15 @@ pub fn from_vars(
     let token = get(vars, "AGENTFILE_RUNNER_TOKEN")
         .map(str::to_string)
         .or(token_file);
+    let agent_token = get(vars, "AGENTFILE_AGENT_TOKEN")
+        .map(str::to_string)
+        .or_else(|| {
+            std::fs::read_to_string(secrets_dir.join("AGENTFILE_AGENT_TOKEN"))
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+        })
+        .map(|t| SecretValue(t.trim().to_string()));
     let api = match (get(vars, "AGENTFILE_API_URL"), token) {
         (Some(url), Some(token)) => {
             let url = url.trim().trim_end_matches('/').to_string();
@@ -220,5 +240,7 @@ pub fn from_vars(
         ),
         secrets,
         spec,
+        agent_token,
+        session: None,
     })
 }

@@ -105,6 +105,8 @@ struct Runner<C: Checkpoints> {
     /// Requests this runner has notified, each with the token that stops its retries once it is
     /// settled.
     notified: HashMap<ApprovalId, CancellationToken>,
+    /// A session's runner: stop once the inbox is empty and no turn is left.
+    until_idle: bool,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
@@ -115,6 +117,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
     health.heartbeat();
     match config.api.clone() {
         Some(access) => {
+            // With the agent token, the replica also serves the sessions it owns; they stop
+            // when it does.
+            let sessions_stop = shutdown.child_token();
+            let sessions = crate::sessions::Service::new(&config, &http)
+                .map(|service| tokio::spawn(service.serve(sessions_stop.clone())));
             let client = Client::new(
                 http.clone(),
                 &access.url,
@@ -127,27 +134,64 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
                 config.api_patience,
                 health.clone(),
             );
-            run_with(store, config, http, health, shutdown).await
+            let exit = run_with(store, config, http, health, shutdown, false).await;
+            sessions_stop.cancel();
+            if let Some(sessions) = sessions {
+                let _ = sessions.await;
+            }
+            exit
         }
         None => {
             let store = MemoryCheckpoints::new(config.thread_id);
-            run_with(store, config, http, health, shutdown).await
+            run_with(store, config, http, health, shutdown, false).await
         }
     }
 }
 
+/// Serves one session's thread (`config` is the replica's, with the session's thread, token,
+/// key and workspace) until its inbox is empty and no turn is left: claim, restore, resume,
+/// answer its messages — with every guarantee the replica's own thread has. Its health is not
+/// the container's: it writes no status file.
+pub async fn run_session(
+    config: Config,
+    http: reqwest::Client,
+    shutdown: CancellationToken,
+) -> Exit {
+    let Some(access) = config.api.clone() else {
+        return Exit::Failure("a session needs the checkpoint API".into());
+    };
+    let health = Health::new(None);
+    let client = Client::new(
+        http.clone(),
+        &access.url,
+        Some(Token::new(access.token.expose())),
+    );
+    let store = HttpCheckpoints::new(
+        client,
+        &access.url,
+        config.thread_id,
+        config.api_patience,
+        health.clone(),
+    );
+    run_with(store, config, http, health, shutdown, true).await
+}
+
+/// Runs the runner on `store`'s thread; `until_idle` (a session): stop once the inbox is empty
+/// and no turn is left, instead of waiting for more.
 async fn run_with<C: Checkpoints>(
     store: C,
     config: Config,
     http: reqwest::Client,
     health: Health,
     shutdown: CancellationToken,
+    until_idle: bool,
 ) -> Exit {
     let labels = ThreadLabels {
         pool: config.pool.clone(),
         agent: Some(config.spec.name.clone()),
-        replica: config.replica,
-        session: None,
+        // A session's owner is computed from its key, not stored.
+        replica: config.replica.filter(|_| config.session.is_none()),
+        session: config.session.clone(),
     };
     // Claim (the HTTP store retries while the API is unreachable).
     let (epoch, boot_count) = match store.claim(&labels).await {
@@ -200,6 +244,7 @@ async fn run_with<C: Checkpoints>(
         turn_started: Instant::now(),
         notifier,
         notified: HashMap::new(),
+        until_idle,
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -305,10 +350,15 @@ impl<C: Checkpoints> Runner<C> {
             return Exit::Failure("a durable agent needs the checkpoint API".into());
         }
         self.health.set(Activity::Serving);
+        let wait = if self.until_idle {
+            Duration::ZERO
+        } else {
+            POLL
+        };
         loop {
             let after = self.engine.state().inbox_cursor;
             let next = tokio::select! {
-                r = self.store.inbox(after, POLL) => r,
+                r = self.store.inbox(after, wait) => r,
                 () = self.shutdown.cancelled() => return self.stopped(Stop::Shutdown),
             };
             let messages = match next {
@@ -316,6 +366,10 @@ impl<C: Checkpoints> Runner<C> {
                 Err(e) => return self.stopped(e.into()),
             };
             let Some(message) = messages.into_iter().next() else {
+                if self.until_idle {
+                    // Idle: out of memory until the next message.
+                    return Exit::Ok;
+                }
                 continue;
             };
             if self.shutdown.is_cancelled() {

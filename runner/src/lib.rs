@@ -19,6 +19,7 @@ pub mod ledger;
 pub mod llm;
 pub mod mcp;
 pub mod notify;
+pub mod sessions;
 pub mod tools;
 
 pub use config::{Config, ConfigError};

@@ -255,6 +255,13 @@ pub struct Execution {
     pub task: Option<String>,
     /// What resume does with a turn interrupted mid-tool-call.
     pub resume: ResumeMode,
+    /// Most sessions one replica serves at once; the rest wait for a free slot.
+    #[serde(default = "default_max_concurrent_sessions")]
+    pub max_concurrent_sessions: u32,
+}
+
+fn default_max_concurrent_sessions() -> u32 {
+    super::defaults::MAX_CONCURRENT_SESSIONS
 }
 
 /// What resume does with a turn interrupted mid-tool-call (DESIGN §6.4).

@@ -46,6 +46,8 @@ pub mod defaults {
     /// Most replicas of one agent. A pool's containers share one Linux bridge, which takes at
     /// most 1,024 ports (one per container, the local API's included); issue 12 measured 500.
     pub const MAX_REPLICAS: u32 = 1000;
+    /// `execution.max_concurrent_sessions`: sessions one replica serves at once.
+    pub const MAX_CONCURRENT_SESSIONS: u32 = 16;
 }
 
 /// Decodes one key's value into its section's state `S`. `None` marks the section invalid; the
@@ -182,6 +184,7 @@ struct ExecutionIn {
     max_turns: Option<(u32, Loc)>,
     task: Option<String>,
     resume: Option<ResumeMode>,
+    max_concurrent_sessions: Option<u32>,
 }
 
 /// `governance:` as written, before the shared settings fill its gaps.
@@ -348,6 +351,9 @@ fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
         max_turns: own.max_turns.or(shared.max_turns),
         task: own.task.or_else(|| shared.task.clone()),
         resume: own.resume.or(shared.resume),
+        max_concurrent_sessions: own
+            .max_concurrent_sessions
+            .or(shared.max_concurrent_sessions),
     }
 }
 

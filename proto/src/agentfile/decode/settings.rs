@@ -46,6 +46,9 @@ impl Cx {
             max_turns,
             task: e.task,
             resume: e.resume.unwrap_or(ResumeMode::Truncate),
+            max_concurrent_sessions: e
+                .max_concurrent_sessions
+                .unwrap_or(defaults::MAX_CONCURRENT_SESSIONS),
         })
     }
 
@@ -214,6 +217,10 @@ pub(super) const EXECUTION: Section<ExecutionIn> = Section {
                 return None;
             }
             e.task = Some(task);
+            Some(())
+        }),
+        ("max_concurrent_sessions", |cx, e, f| {
+            e.max_concurrent_sessions = Some(cx.integer(f.value, &f.path, 1, 1000)?);
             Some(())
         }),
         ("resume", |cx, e, f| {
