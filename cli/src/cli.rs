@@ -96,6 +96,7 @@ impl Command {
             Command::Logs(a) => Some(&mut a.file),
             Command::Run(a) => Some(&mut a.file),
             Command::Approvals(a) => Some(&mut a.file),
+            Command::Sessions(a) => Some(&mut a.file),
             Command::Api(_)
             | Command::Ps(_)
             | Command::Approve(_)
@@ -119,6 +120,7 @@ impl Command {
             Command::Logs(a) => Some(&mut a.pool),
             Command::Run(a) => Some(&mut a.pool),
             Command::Approvals(a) => Some(&mut a.pool),
+            Command::Sessions(a) => Some(&mut a.pool),
             Command::Init(_)
             | Command::Api(_)
             | Command::Build(_)
@@ -218,6 +220,8 @@ pub enum Command {
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.
     Trace(TraceArgs),
+    /// List a pool's sessions: key, thread, owning replica, status, last activity.
+    Sessions(crate::commands::sessions::SessionsArgs),
     /// Show the pool's container logs, merged by time.
     Logs(LogsArgs),
     /// Run one agent once as a batch container and stream its output.

@@ -356,6 +356,7 @@ fn every_command_has_a_help_page() {
         "approve",
         "deny",
         "answer",
+        "sessions",
         "mcp-bridge",
     ] {
         let mut cmd = ws.ninetrix();

@@ -316,12 +316,19 @@ impl Client {
             .await
     }
 
-    /// `GET /v1/sessions`: one page of sessions' threads (pool and agent filters as for threads).
+    /// `GET /v1/sessions`: one page of sessions' threads (pool and agent filters as for threads;
+    /// `key`: only that session).
     pub async fn list_sessions(
         &self,
         query: &ThreadQuery,
+        key: Option<&str>,
     ) -> Result<Vec<ThreadSummary>, ClientError> {
-        self.call::<(), _>(Method::GET, "/v1/sessions", &query.pairs(), None, None)
+        let mut pairs = query.pairs();
+        pairs.retain(|(k, _)| *k != "status");
+        if let Some(key) = key {
+            pairs.push(("key", key.to_string()));
+        }
+        self.call::<(), _>(Method::GET, "/v1/sessions", &pairs, None, None)
             .await
     }
 

@@ -139,11 +139,14 @@ async fn two_hundred_sessions_over_three_replicas_through_random_kills() {
     let listed = s
         .admin
         .client
-        .list_sessions(&ninetrix_client::ThreadQuery {
-            pool: Some(POOL.into()),
-            limit: Some(1000),
-            ..Default::default()
-        })
+        .list_sessions(
+            &ninetrix_client::ThreadQuery {
+                pool: Some(POOL.into()),
+                limit: Some(1000),
+                ..Default::default()
+            },
+            None,
+        )
         .await
         .unwrap();
     assert_eq!(listed.len(), count);

@@ -71,6 +71,7 @@ pub(crate) async fn list_threads(
         agent: q.agent,
         status,
         sessions: false,
+        session: None,
         limit: page_limit(q.limit, 100, MAX_THREADS_PAGE)?,
         offset: q.offset.unwrap_or(0),
     };

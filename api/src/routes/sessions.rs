@@ -107,6 +107,8 @@ pub(crate) struct SessionsQuery {
     pool: Option<String>,
     /// Only sessions of this agent.
     agent: Option<String>,
+    /// Only the session with this key.
+    key: Option<String>,
     /// At most this many: 1 to 1000 (100 when left out).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
@@ -115,7 +117,7 @@ pub(crate) struct SessionsQuery {
     offset: Option<u32>,
 }
 
-/// List sessions (their threads, with the `session` label), by pool, agent and key.
+/// List sessions (their threads, with the `session` label), by pool, agent and key; opens none.
 #[utoipa::path(get, path = "/v1/sessions", tag = "admin", params(SessionsQuery),
     responses((status = 200, body = Vec<ThreadSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -130,6 +132,7 @@ pub(crate) async fn list(
         agent: q.agent,
         status: None,
         sessions: true,
+        session: q.key,
         limit: page_limit(q.limit, 100, MAX_SESSIONS_PAGE)?,
         offset: q.offset.unwrap_or(0),
     };

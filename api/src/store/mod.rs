@@ -116,6 +116,8 @@ pub struct ThreadFilter {
     pub status: Option<ThreadStatus>,
     /// Only sessions' threads.
     pub sessions: bool,
+    /// Only the thread of this session key.
+    pub session: Option<String>,
     /// At most this many.
     pub limit: u32,
     /// Skip this many.

@@ -1212,7 +1212,7 @@ macro_rules! sql_ops {
             let rows: Vec<ThreadRow> = sqlx::query_as(
                 concat!("SELECT ", thread_columns!(), " FROM threads \
                  WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
-                 AND ($6 = 0 OR session IS NOT NULL) \
+                 AND ($6 = 0 OR session IS NOT NULL) AND ($7 IS NULL OR session = $7) \
                  ORDER BY pool, agent, replica, session, created_at, thread_id LIMIT $4 OFFSET $5"),
             )
             .bind(f.pool.as_deref())
@@ -1221,6 +1221,7 @@ macro_rules! sql_ops {
             .bind(i64::from(f.limit))
             .bind(i64::from(f.offset))
             .bind(i64::from(f.sessions))
+            .bind(f.session.as_deref())
             .fetch_all(&mut *c)
             .await?;
             rows.into_iter().map(ThreadRow::summary).collect()

@@ -12,9 +12,9 @@ use anyhow::Context as _;
 use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_client::ClientError;
-use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event};
 use ninetrix_proto::events::{Decoded, TraceEvent};
+use ninetrix_proto::{ThreadId, sessions};
 use serde_json::json;
 
 use crate::cli::pool_name;
@@ -37,6 +37,10 @@ pub struct InvokeArgs {
     /// The replica.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub replica: u32,
+    /// A conversation of the agent (any string up to 200 characters): its thread is created on
+    /// first use and reused ever after, served by the replica that owns the key.
+    #[arg(long, value_name = "KEY", conflicts_with = "replica", value_parser = session_key)]
+    pub session: Option<String>,
     /// The message.
     #[arg(short, long, value_name = "MSG")]
     pub message: String,
@@ -57,6 +61,13 @@ pub struct InvokeArgs {
     pub json: bool,
 }
 
+/// A session key as `--session` takes it: 1 to 200 characters, no control characters.
+fn session_key(key: &str) -> Result<String, String> {
+    sessions::check_key(key)
+        .map(|()| key.to_string())
+        .map_err(|e| e.to_string())
+}
+
 /// Exit code of `invoke --wait` when no reply came in time (like `timeout(1)`).
 pub(crate) const EXIT_TIMEOUT: u8 = 124;
 /// Exit code when the target cannot answer: gave up, exited, unhealthy, missing, or a batch job
@@ -75,10 +86,17 @@ const HEALTH_RECHECK: Duration = Duration::from_secs(5);
 /// completes, re-checking the target meanwhile.
 pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
-    let thread = view.thread(&args.agent, args.replica)?;
+    // A session is served by the replica that owns its key; its thread is the session's own.
+    let (replica, thread) = match &args.session {
+        Some(key) => {
+            let owner = sessions::owner(key, view.replica_count(&args.agent)?);
+            (owner, None)
+        }
+        None => (args.replica, Some(view.thread(&args.agent, args.replica)?)),
+    };
     let docker = crate::docker::connect().await?;
     let target = Target {
-        container: spec::container_name(&view.name, &args.agent, args.replica),
+        container: spec::container_name(&view.name, &args.agent, replica),
         pool: view.name.clone(),
         agent: args.agent.clone(),
     };
@@ -106,6 +124,15 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
 
+    let thread = match (thread, &args.session) {
+        (Some(thread), _) => thread,
+        (None, Some(session)) => {
+            view.api
+                .open_session(&view.name, &args.agent, session)
+                .await?
+        }
+        (None, None) => unreachable!("a thread or a session"),
+    };
     let key = args
         .id
         .clone()
@@ -130,11 +157,24 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         ""
     };
     // Said when `invoke` stops before the reply: how to wait again without a second message.
+    // Who the message is for, as people read it: `bot-2`, or `session k of bot (served by bot-2)`.
+    let whom = match &args.session {
+        Some(session) => format!(
+            "session {} of {} (served by {}-{replica})",
+            shell_quote(session),
+            args.agent,
+            args.agent
+        ),
+        None => format!("{}-{}", args.agent, args.replica),
+    };
+    let addressed = match &args.session {
+        Some(session) => format!("--session {}", shell_quote(session)),
+        None => format!("--replica {}", args.replica),
+    };
     let rerun = format!(
-        "`ninetrix invoke -p {} --agent {} --replica {} --id {key} -m {}` waits for it without queueing it again",
+        "`ninetrix invoke -p {} --agent {} {addressed} --id {key} -m {}` waits for it without queueing it again",
         target.pool,
         args.agent,
-        args.replica,
         shell_quote(&args.message)
     );
     if args.no_wait {
@@ -144,19 +184,12 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
                 json!({"thread_id": thread, "seq": seq, "duplicate": duplicate, "id": key})
             );
         } else {
-            outln!(
-                "queued as message {seq} for {}-{} (id {key}){already}",
-                args.agent,
-                args.replica
-            );
+            outln!("queued as message {seq} for {whom} (id {key}){already}");
         }
         return Ok(ExitCode::SUCCESS);
     }
     if !args.json {
-        eprintln!(
-            "queued as message {seq} for {}-{} (id {key}){already}",
-            args.agent, args.replica
-        );
+        eprintln!("queued as message {seq} for {whom} (id {key}){already}");
         if let Some(api) = &facts.api_complaint {
             eprintln!(
                 "  {} last reported: {api}; it takes the message once it reconnects",
@@ -245,8 +278,8 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         }
         if Instant::now() >= deadline {
             eprintln!(
-                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} --replica {} -f`; {rerun})",
-                args.timeout, target.pool, args.agent, args.replica
+                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} {addressed} -f`; {rerun})",
+                args.timeout, target.pool, args.agent
             );
             return Ok(ExitCode::from(EXIT_TIMEOUT));
         }

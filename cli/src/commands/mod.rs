@@ -14,6 +14,7 @@ pub mod mcp_bridge;
 pub mod ps;
 pub mod run;
 pub mod runner;
+pub mod sessions;
 pub mod trace;
 pub mod up;
 pub mod validate;
@@ -76,6 +77,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps(args) => block_on(ps::run(&args)),
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
+        Command::Sessions(args) => block_on(sessions::run(&args)),
         Command::Logs(args) => block_on(logs::run(&args)),
         Command::Run(args) => block_on(run::run(&args)),
         Command::Approvals(args) => block_on(approvals::run(&args)),

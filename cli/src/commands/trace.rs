@@ -33,6 +33,14 @@ pub struct TraceArgs {
     /// The replica.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub replica: u32,
+    /// A session of the agent (with --agent), instead of a replica's own thread.
+    #[arg(
+        long,
+        value_name = "KEY",
+        requires = "agent",
+        conflicts_with = "replica"
+    )]
+    pub session: Option<String>,
     /// Keep printing new events.
     #[arg(short, long)]
     pub follow: bool,
@@ -67,7 +75,17 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         }
         (None, Some(agent)) => {
             let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
-            let t = view.thread(agent, args.replica)?;
+            let t = match &args.session {
+                Some(key) => match view.api.find_session(&view.name, agent, key).await? {
+                    Some(t) => t.thread_id,
+                    None => bail!(
+                        "agent `{agent}` of pool {} has no session `{key}` (`ninetrix sessions -p {}` lists them)",
+                        view.name,
+                        view.name
+                    ),
+                },
+                None => view.thread(agent, args.replica)?,
+            };
             (view.api, t)
         }
         (None, None) => bail!("name the thread: --thread-id ID, or --agent A [--replica N]"),
@@ -85,13 +103,19 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or(120);
     let mut renderer = Renderer::new(style, width);
     if !args.json {
+        let whose = match &info.labels.session {
+            Some(key) => format!("session {key}"),
+            None => format!(
+                "replica {}",
+                info.labels.replica.map_or("-".into(), |r| r.to_string())
+            ),
+        };
         outln!(
-            "{} {} · pool {} · agent {} · replica {} · {} · version {} · {} boot(s)",
+            "{} {} · pool {} · agent {} · {whose} · {} · version {} · {} boot(s)",
             style.bold("thread"),
             thread,
             info.labels.pool.as_deref().unwrap_or("-"),
             info.labels.agent.as_deref().unwrap_or("-"),
-            info.labels.replica.map_or("-".into(), |r| r.to_string()),
             info.status.as_str(),
             info.version,
             info.boot_count

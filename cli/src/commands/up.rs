@@ -164,6 +164,12 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         secrets: &secrets,
         stop_timeout: args.timeout,
     };
+    // The replica counts first: sessions move to (or away from) replicas as the count says, and
+    // a replica that is about to go hands its sessions over at its next write (it is fenced).
+    for agent in af.agents.iter().filter(|a| a.execution.durability) {
+        api.set_replicas(&pool, &agent.name, agent.execution.replicas)
+            .await?;
+    }
     let applied = apply::apply(&target, &plan, &mut locked, &progress).await;
     locked.save()?;
     let started = applied?;

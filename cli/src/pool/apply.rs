@@ -351,7 +351,12 @@ async fn create_steps(
             e => anyhow::anyhow!("cannot create {cname}: {e}"),
         })?;
     *id = Some(created.id.clone());
-    let secrets = t.secrets.get(agent).cloned().unwrap_or_default();
+    let mut secrets = t.secrets.get(agent).cloned().unwrap_or_default();
+    if job.spec.execution.durability {
+        // With it the replica also serves the agent's sessions it owns.
+        let agent_token = t.api.agent_token(t.pool, agent).await?;
+        secrets.insert("AGENTFILE_AGENT_TOKEN".to_string(), agent_token);
+    }
     upload_secrets(t.docker, &created.id, &secrets, Some(&token))
         .await
         .with_context(|| format!("cannot upload the secrets of {cname}"))?;

@@ -550,6 +550,83 @@ impl Api {
         Ok(minted.token)
     }
 
+    /// The thread of session `key` of the agent (created on first use).
+    pub(crate) async fn open_session(
+        &self,
+        pool: &str,
+        agent: &str,
+        key: &str,
+    ) -> anyhow::Result<ThreadId> {
+        self.client
+            .open_session(pool, agent, key)
+            .await
+            .map(|t| t.thread_id)
+            .map_err(|e| self.explain(e, &format!("opening session `{key}` of {agent}")))
+    }
+
+    /// The thread of session `key` of the agent, if it was ever opened (opens none).
+    pub(crate) async fn find_session(
+        &self,
+        pool: &str,
+        agent: &str,
+        key: &str,
+    ) -> anyhow::Result<Option<ThreadSummary>> {
+        let query = ninetrix_client::ThreadQuery {
+            pool: Some(pool.to_string()),
+            agent: Some(agent.to_string()),
+            ..Default::default()
+        };
+        let found = self
+            .client
+            .list_sessions(&query, Some(key))
+            .await
+            .map_err(|e| self.explain(e, &format!("finding session `{key}` of {agent}")))?;
+        Ok(found.into_iter().next())
+    }
+
+    /// The sessions of a pool (of one agent, when given), one page from `offset`.
+    pub(crate) async fn sessions(
+        &self,
+        pool: &str,
+        agent: Option<&str>,
+        offset: u32,
+    ) -> anyhow::Result<Vec<ThreadSummary>> {
+        let query = ninetrix_client::ThreadQuery {
+            pool: Some(pool.to_string()),
+            agent: agent.map(str::to_string),
+            limit: Some(1000),
+            offset: Some(offset),
+            ..Default::default()
+        };
+        self.client
+            .list_sessions(&query, None)
+            .await
+            .map_err(|e| self.explain(e, &format!("listing the sessions of pool {pool}")))
+    }
+
+    /// Records how many replicas a durable agent runs: what its sessions are spread over.
+    pub(crate) async fn set_replicas(
+        &self,
+        pool: &str,
+        agent: &str,
+        replicas: u32,
+    ) -> anyhow::Result<()> {
+        self.client
+            .set_replicas(pool, agent, replicas)
+            .await
+            .map_err(|e| self.explain(e, &format!("recording the replica count of {agent}")))
+    }
+
+    /// Mints the agent token a durable agent's replicas find their sessions' work with.
+    pub(crate) async fn agent_token(&self, pool: &str, agent: &str) -> anyhow::Result<String> {
+        let minted = self
+            .client
+            .mint_agent_token(pool, agent)
+            .await
+            .map_err(|e| self.explain(e, &format!("minting the agent token of {agent}")))?;
+        Ok(minted.token)
+    }
+
     /// A thread's summary; `None` if the API has no such thread.
     pub(crate) async fn thread(&self, thread: ThreadId) -> anyhow::Result<Option<ThreadSummary>> {
         self.client

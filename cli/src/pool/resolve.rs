@@ -90,6 +90,19 @@ impl PoolView {
         Ok(PoolView { name, state, api })
     }
 
+    /// How many replicas of `agent` the pool runs (as `up` recorded them).
+    pub(crate) fn replica_count(&self, agent: &str) -> anyhow::Result<u32> {
+        let replicas = self.state.agents.get(agent).with_context(|| {
+            let known: Vec<&str> = self.state.agents.keys().map(String::as_str).collect();
+            format!(
+                "pool `{}` has no agent `{agent}` (it has: {})",
+                self.name,
+                known.join(", ")
+            )
+        })?;
+        Ok(u32::try_from(replicas.len()).unwrap_or(u32::MAX).max(1))
+    }
+
     /// The thread of an agent replica.
     pub(crate) fn thread(&self, agent: &str, replica: u32) -> anyhow::Result<ThreadId> {
         let replicas = self.state.agents.get(agent).with_context(|| {

@@ -1,0 +1,200 @@
+//! `ninetrix sessions`: a pool's sessions (many conversations per agent), each with its key, its
+//! thread, the replica that owns it now (computed as the runners compute it: rendezvous hashing of
+//! the key over the agent's replica count), its status and its last activity. Rendering is a pure
+//! function of the records, the replica counts and the time ([`render`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+use ninetrix_proto::api::ThreadSummary;
+use ninetrix_proto::sessions;
+
+use crate::cli::pool_name;
+use crate::pool::resolve::PoolView;
+
+/// Arguments of `ninetrix sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// The agentfile (for the pool name).
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool [default: the agentfile's, else the only pool]
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// Only this agent's sessions.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// The sessions' threads as a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `ninetrix sessions`.
+pub(crate) async fn run(args: &SessionsArgs) -> anyhow::Result<ExitCode> {
+    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
+    let mut all: Vec<ThreadSummary> = Vec::new();
+    loop {
+        let offset = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        let page = view
+            .api
+            .sessions(&view.name, args.agent.as_deref(), offset)
+            .await?;
+        let full = page.len() >= 1000;
+        all.extend(page);
+        if !full {
+            break;
+        }
+    }
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if all.is_empty() {
+        let whose = args
+            .agent
+            .as_deref()
+            .map(|a| format!(" of agent {a}"))
+            .unwrap_or_default();
+        eprintln!(
+            "no sessions{whose} in pool {} (`ninetrix invoke --agent A --session KEY -m …` opens one)",
+            view.name
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let replicas: BTreeMap<String, u32> = view
+        .state
+        .agents
+        .iter()
+        .map(|(agent, r)| (agent.clone(), u32::try_from(r.len()).unwrap_or(1).max(1)))
+        .collect();
+    crate::output::text(&render(&all, &replicas, Utc::now()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table: AGENT, SESSION (the key), THREAD, OWNER (`agent-N`, the replica that serves it with
+/// the current replica counts; `-` for an agent the pool no longer runs), STATUS, LAST ACTIVITY.
+pub(crate) fn render(
+    sessions: &[ThreadSummary],
+    replicas: &BTreeMap<String, u32>,
+    now: DateTime<Utc>,
+) -> String {
+    let rows: Vec<[String; 6]> = sessions
+        .iter()
+        .map(|t| {
+            let agent = t.labels.agent.clone().unwrap_or_else(|| "-".into());
+            let key = t.labels.session.clone().unwrap_or_default();
+            let owner = replicas.get(&agent).map_or("-".into(), |&n| {
+                format!("{agent}-{}", sessions::owner(&key, n))
+            });
+            [
+                agent,
+                one_line(&key),
+                t.thread_id.to_string(),
+                owner,
+                t.status.as_str().to_string(),
+                format!("{} ago", ago(now - t.updated_at)),
+            ]
+        })
+        .collect();
+    crate::ui::table::table(
+        [
+            "AGENT",
+            "SESSION",
+            "THREAD",
+            "OWNER",
+            "STATUS",
+            "LAST ACTIVITY",
+        ],
+        &rows,
+    )
+}
+
+/// A key on one line, cut at 40 characters.
+fn one_line(key: &str) -> String {
+    let flat: String = key.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > 40 {
+        let mut cut: String = flat.chars().take(39).collect();
+        cut.push('…');
+        cut
+    } else {
+        flat
+    }
+}
+
+/// `45s`, `12m`, `5h`, `3d`.
+fn ago(d: chrono::TimeDelta) -> String {
+    match d.num_seconds().max(0) {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ninetrix_proto::ThreadId;
+    use ninetrix_proto::api::{ThreadLabels, ThreadStatus};
+
+    use super::*;
+
+    fn session(agent: &str, key: &str, status: ThreadStatus, idle_secs: i64) -> ThreadSummary {
+        let now: DateTime<Utc> = "2026-11-24T12:00:00Z".parse().unwrap();
+        ThreadSummary {
+            thread_id: ThreadId::from(uuid::Uuid::from_u128(
+                0x0193_6f5e_0000_7000_8000_0000_0000_0000 + key.len() as u128,
+            )),
+            labels: ThreadLabels {
+                pool: Some("shop".into()),
+                agent: Some(agent.into()),
+                replica: None,
+                session: Some(key.into()),
+            },
+            status,
+            epoch: 1,
+            boot_count: 1,
+            version: 2,
+            history_len: 2,
+            inbox_seq: 1,
+            event_seq: 3,
+            created_at: now,
+            updated_at: now - chrono::Duration::seconds(idle_secs),
+        }
+    }
+
+    #[test]
+    fn each_session_shows_its_owner_status_and_idle_time() {
+        let now: DateTime<Utc> = "2026-11-24T12:00:00Z".parse().unwrap();
+        let replicas = BTreeMap::from([("bot".to_string(), 3)]);
+        let rows = [
+            session("bot", "alice", ThreadStatus::Idle, 90),
+            session(
+                "bot",
+                "a very long key with\nline breaks that goes on and on",
+                ThreadStatus::InTurn,
+                5,
+            ),
+            session("gone", "bob", ThreadStatus::Waiting, 7200),
+        ];
+        let text = render(&rows, &replicas, now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("AGENT  SESSION"), "{text}");
+        assert!(
+            lines[1].contains(&format!("bot-{}", sessions::owner("alice", 3)))
+                && lines[1].contains("idle")
+                && lines[1].ends_with("1m ago"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("a very long key with line breaks that g…"),
+            "{text}"
+        );
+        assert!(
+            lines[3].contains("gone") && lines[3].contains(" -  ") && lines[3].ends_with("2h ago"),
+            "{text}"
+        );
+    }
+}
