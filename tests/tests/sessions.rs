@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use ninetrix_e2e::{Lcg, env_or, seed_from_env};
 use ninetrix_proto::api::ThreadStatus;
 use ninetrix_proto::{Role, ThreadId, sessions};
-use serde_json::Value;
+use serde_json::{Value, json};
+use support::openai::{answer_stream, stream_response};
 use support::{Runner, Setup, appender_spec, setup};
 
 const POOL: &str = "shop";
@@ -213,4 +214,98 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     }
     all.check(&s, seed).await;
     drop(replicas);
+}
+
+/// A fake OpenAI that answers at once, except a request whose conversation mentions "slow",
+/// which it holds until `release` is notified (`held` is notified when one arrives).
+async fn openai_with_a_slow_lane(
+    held: std::sync::Arc<tokio::sync::Notify>,
+    release: std::sync::Arc<tokio::sync::Notify>,
+) -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: String| {
+            let (held, release) = (held.clone(), release.clone());
+            async move {
+                if body.contains("slow") {
+                    let go = release.notified();
+                    held.notify_one();
+                    go.await;
+                    return stream_response(answer_stream("Slow answer."));
+                }
+                stream_response(answer_stream("Fast answer."))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_sessions_long_turn_does_not_block_the_others() {
+    let s = setup();
+    let held = std::sync::Arc::new(tokio::sync::Notify::new());
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    let base_url = openai_with_a_slow_lane(held.clone(), release.clone()).await;
+    let spec = json!({
+        "name": "talker",
+        "metadata": {"name": null, "description": null, "role": "test agent", "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": "openai", "via": null, "model": "gpt-4o-mini", "base_url": base_url, "api_key_secret": "FAKE_OPENAI_KEY",
+                    "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30, "image": null,
+                    "resources": {"cpu": null, "memory_bytes": null}, "script": []},
+        "tools": [],
+        "execution": {"durability": true, "replicas": 1, "max_turns": 10, "task": null, "resume": "truncate", "max_concurrent_sessions": 2},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": ["FAKE_OPENAI_KEY"]
+    });
+    let workspace = s.dir.path().join("replica-1");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let _replica = Runner::start_with_env(
+        &s.api.url,
+        ThreadId::new_v7(),
+        &spec,
+        &workspace,
+        &[
+            ("AGENTFILE_POOL", POOL),
+            ("AGENTFILE_REPLICA", "1"),
+            ("AGENTFILE_AGENT_TOKEN", "insecure-dev"),
+            ("FAKE_OPENAI_KEY", "sk-fake"),
+        ],
+    );
+    let open = |key: &'static str| {
+        let admin = s.admin.clone();
+        async move {
+            admin
+                .client
+                .open_session(POOL, "talker", key)
+                .await
+                .unwrap()
+                .thread_id
+        }
+    };
+    let (slow, fast) = (open("slow-customer").await, open("fast-customer").await);
+    let armed = held.notified();
+    let slow_seq = s.admin.send(slow, "a slow question", "s1").await;
+    tokio::time::timeout(Duration::from_secs(30), armed)
+        .await
+        .expect("the slow turn reaches the model");
+    // While that turn is held, another session is answered.
+    let fast_seq = s.admin.send(fast, "a quick one", "f1").await;
+    let done = s
+        .admin
+        .wait_turn(fast, fast_seq, Duration::from_secs(30))
+        .await;
+    assert_eq!(done.reply, "Fast answer.");
+    let slow_state = s.admin.client.latest(slow).await.unwrap();
+    assert!(
+        slow_state.is_none_or(|l| l.state.inbox_cursor < slow_seq),
+        "the slow turn is still held"
+    );
+    release.notify_one();
+    let done = s
+        .admin
+        .wait_turn(slow, slow_seq, Duration::from_secs(30))
+        .await;
+    assert_eq!(done.reply, "Slow answer.");
 }

@@ -27,8 +27,17 @@ fn agentfile(replicas: u32) -> String {
 fn invoke(pool: &Pool, key: &str, message: &str) -> String {
     let out = pool
         .command(&[
-            "invoke", "-p", &pool.name, "--agent", "bot", "--session", key, "-m", message,
-            "--timeout", "60",
+            "invoke",
+            "-p",
+            &pool.name,
+            "--agent",
+            "bot",
+            "--session",
+            key,
+            "-m",
+            message,
+            "--timeout",
+            "60",
         ])
         .output()
         .unwrap();
@@ -50,7 +59,14 @@ fn listed(pool: &Pool) -> Vec<Value> {
 fn turns(pool: &Pool, key: &str) -> Vec<String> {
     let out = pool
         .command(&[
-            "trace", "-p", &pool.name, "--agent", "bot", "--session", key, "--json",
+            "trace",
+            "-p",
+            &pool.name,
+            "--agent",
+            "bot",
+            "--session",
+            key,
+            "--json",
         ])
         .output()
         .unwrap();
@@ -92,10 +108,7 @@ fn sessions_are_served_by_their_owners_through_a_crash_and_a_scale_up() {
     for key in &keys {
         assert_eq!(invoke(&pool, key, &format!("{key} again")), "Hello.\n");
     }
-    let moved: Vec<&String> = keys
-        .iter()
-        .filter(|k| sessions::owner(k, 4) == 4)
-        .collect();
+    let moved: Vec<&String> = keys.iter().filter(|k| sessions::owner(k, 4) == 4).collect();
     let fourth = docker(&["logs", &pool.container("bot", 4)]);
     for key in &moved {
         assert!(
