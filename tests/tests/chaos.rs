@@ -39,6 +39,52 @@ struct Slot {
     gated: bool,
 }
 
+/// The pool of the sessions' agent.
+const SESSION_POOL: &str = "chaos";
+
+/// Every conversation: each message applied once, in order, in its own thread (nothing from
+/// another), and one write per message.
+async fn check_conversations(admin: &Admin, conversations: &[(ThreadId, Vec<String>)], seed: u64) {
+    for (thread, sent) in conversations {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let latest = admin.client.latest(*thread).await.ok().flatten();
+            let state = latest.map(|l| l.state);
+            if sent.is_empty()
+                || state.as_ref().is_some_and(|s| {
+                    s.inbox_cursor == sent.len() as u64 && s.status == ThreadStatus::Idle
+                })
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "seed {seed}: conversation {thread} did not finish: {state:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if sent.is_empty() {
+            continue;
+        }
+        let h = admin.latest(*thread).await.history;
+        if let Err(v) = ninetrix_runner::history::validate(&h) {
+            panic!("seed {seed}: conversation {thread}: invalid transcript: {v}");
+        }
+        let inputs: Vec<String> = h
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(|m| m.text_content())
+            .collect();
+        assert_eq!(&inputs, sent, "seed {seed}: conversation {thread}");
+        let ledger = admin.client.tool_calls(*thread).await.unwrap();
+        assert_eq!(
+            ledger.len(),
+            sent.len(),
+            "seed {seed}: conversation {thread}: one write per message"
+        );
+    }
+}
+
 /// The appender with every `write` gated.
 fn gated_spec() -> serde_json::Value {
     let mut spec = appender_spec();
@@ -142,6 +188,41 @@ async fn chaos() {
     };
     #[cfg_attr(not(ninetrix_mcp_servers), allow(unused_mut))]
     let mut mcp_restarts = 0usize;
+    // Sessions: two replicas of the appender serve 12 conversations beside their own threads.
+    let agent = appender_spec()["name"].as_str().unwrap().to_string();
+    admin
+        .client
+        .set_replicas(SESSION_POOL, &agent, 2)
+        .await
+        .unwrap();
+    let session_replica = |n: u32| {
+        let workspace = dir.path().join(format!("session-replica-{n}"));
+        std::fs::create_dir_all(&workspace).unwrap();
+        let n = n.to_string();
+        Runner::start_with_env(
+            &url,
+            ThreadId::new_v7(),
+            &appender_spec(),
+            &workspace,
+            &[
+                ("AGENTFILE_POOL", SESSION_POOL),
+                ("AGENTFILE_REPLICA", n.as_str()),
+                ("AGENTFILE_AGENT_TOKEN", "insecure-dev"),
+            ],
+        )
+    };
+    let mut session_replicas: Vec<Runner> = (1..=2).map(session_replica).collect();
+    let mut conversations: Vec<(ThreadId, Vec<String>)> = Vec::new();
+    for i in 0..12 {
+        let t = admin
+            .client
+            .open_session(SESSION_POOL, &agent, &format!("conversation-{i}"))
+            .await
+            .unwrap()
+            .thread_id;
+        conversations.push((t, Vec::new()));
+    }
+    let mut session_kills = 0usize;
     let mut counts = [0usize; 4];
     let started = Instant::now();
     for fault in 0..faults {
@@ -160,9 +241,30 @@ async fn chaos() {
                 slot.sent.push(content);
             }
         }
+        // A message to a conversation (sometimes sent again: the same dedupe key).
+        let c = rng.next(conversations.len() as u64) as usize;
+        let (thread, sent) = &mut conversations[c];
+        if !sent.is_empty() && rng.next(5) == 0 {
+            let n = rng.next(sent.len() as u64) as usize;
+            admin
+                .send(*thread, &sent[n].clone(), &format!("s{n}"))
+                .await;
+        } else {
+            let n = sent.len();
+            let content = format!("conversation {c}: message {n}");
+            admin.send(*thread, &content, &format!("s{n}")).await;
+            sent.push(content);
+        }
         tokio::time::sleep(Duration::from_millis(rng.next(150))).await;
         for slot in &slots {
             decisions += decide(&admin, slot, &mut rng, false).await;
+        }
+        // SIGKILL of a session replica; it comes back (its sessions resume under it).
+        if rng.next(6) == 0 {
+            let r = rng.next(2) as usize;
+            session_replicas[r].kill();
+            session_replicas[r] = session_replica(r as u32 + 1);
+            session_kills += 1;
         }
         let s = rng.next(slots.len() as u64) as usize;
         match rng.next(10) {
@@ -247,12 +349,13 @@ async fn chaos() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    check_conversations(&admin, &conversations, seed).await;
     let mut totals = (0usize, 0usize, 0usize, 0usize);
     for slot in &slots {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {session_kills} session replica kills over {} conversations; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -261,8 +364,10 @@ async fn chaos() {
         totals.0,
         totals.1,
         totals.2,
-        totals.3
+        totals.3,
+        conversations.len()
     );
+    drop(session_replicas);
 }
 
 async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize, usize, usize)) {
