@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Sessions, measured: turns/s of many concurrent sessions on one replica, the replica's memory
+with sessions idle, and how soon a session that moved to a new replica answers after the scale
+change.
+
+Starts `ninetrix api --insecure-dev` (SQLite in a temporary directory) and replica processes of a
+scripted agent (`ninetrix runner`, with the agent token) on loopback, then:
+
+1. one replica (`max_concurrent_sessions` 64): N sessions opened, one message queued to each at
+   once; wall time until every session has answered (each turn is one model round and one commit)
+   → turns/s. The replica's RSS (from /proc) before, at the peak, and once every session is idle
+   again: idle sessions leave memory, so what an idle session costs is (idle − before) / N.
+2. scale 2 → 3: replicas 1–3 run with the count at 2; a message is queued to each session that
+   will move to replica 3, the count is set to 3, and the time from there to each one's reply is
+   taken.
+
+Every process it starts is killed before it exits.
+
+    cargo build -p ninetrix-cli --release
+    python3 bench/sessions.py --bin target/x86_64-unknown-linux-gnu/release/ninetrix -n 500
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+
+POOL = "bench"
+AGENT = "bot"
+
+
+def spec(max_sessions):
+    return {
+        "name": AGENT,
+        "metadata": {"name": None, "description": None, "role": "bench", "goal": None, "instructions": None, "constraints": []},
+        "runtime": {"provider": "scripted", "via": None, "model": "scripted", "base_url": None, "api_key_secret": None,
+                    "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30, "image": None,
+                    "resources": {"cpu": None, "memory_bytes": None}, "script": [{"text": "Hello.", "tool_calls": []}]},
+        "tools": [],
+        "execution": {"durability": True, "replicas": 1, "max_turns": 10, "task": None, "resume": "truncate",
+                      "max_concurrent_sessions": max_sessions},
+        "governance": {"max_budget_per_run": None}, "env": {}, "secrets": [],
+    }
+
+
+def rss_mb(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def owner(key, replicas):
+    """ninetrix_proto::sessions::owner, for choosing which sessions move (checked against the
+    API's answer below)."""
+    best, best_score = 1, -1
+    for r in range(1, replicas + 1):
+        h = 0xcbf29ce484222325
+        for b in key.encode() + b"\xff" + r.to_bytes(4, "little"):
+            h ^= b
+            h = (h * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 30
+        h = (h * 0xbf58476d1ce4e5b9) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 27
+        h = (h * 0x94d049bb133111eb) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 31
+        if h > best_score:
+            best, best_score = r, h
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default="target/x86_64-unknown-linux-gnu/release/ninetrix")
+    ap.add_argument("-n", type=int, default=500, help="sessions on one replica")
+    args = ap.parse_args()
+    work = tempfile.TemporaryDirectory()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    url = f"http://127.0.0.1:{port}"
+    procs = []
+
+    def call(method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        r = urllib.request.Request(url + path, data=data, method=method, headers={"content-type": "application/json"})
+        with urllib.request.urlopen(r) as resp:
+            text = resp.read()
+            return json.loads(text) if text else None
+
+    def replica(n, max_sessions):
+        ws = os.path.join(work.name, f"replica-{n}")
+        os.makedirs(ws, exist_ok=True)
+        env = dict(os.environ, AGENTFILE_API_URL=url, AGENTFILE_RUNNER_TOKEN="insecure-dev",
+                   AGENTFILE_THREAD_ID=str(uuid.uuid4()), AGENTFILE_AGENT_SPEC=json.dumps(spec(max_sessions)),
+                   AGENTFILE_WORKSPACE=ws, AGENTFILE_HEALTH_FILE=os.path.join(ws, "health"),
+                   AGENTFILE_POOL=POOL, AGENTFILE_REPLICA=str(n), AGENTFILE_AGENT_TOKEN="insecure-dev", RUST_LOG="warn")
+        p = subprocess.Popen([args.bin, "runner"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(p)
+        return p
+
+    def done(thread, seq):
+        t = call("GET", f"/v1/threads/{thread}")
+        if t["status"] != "idle" or t["version"] == 0:
+            return False
+        latest = call("GET", f"/v1/runners/threads/{thread}/latest")
+        return latest["state"]["inbox_cursor"] >= seq
+
+    try:
+        api = subprocess.Popen([args.bin, "api", "--listen", f"127.0.0.1:{port}", "--database",
+                                f"sqlite://{work.name}/api.db", "--insecure-dev"], stderr=subprocess.DEVNULL)
+        procs.append(api)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                call("GET", "/healthz")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+        # 1. Many sessions on one replica.
+        call("PUT", f"/v1/pools/{POOL}/agents/{AGENT}", {"replicas": 1})
+        one = replica(1, 64)
+        threads = [call("POST", "/v1/sessions", {"pool": POOL, "agent": AGENT, "key": f"user-{i}"})["thread_id"]
+                   for i in range(args.n)]
+        time.sleep(1)
+        before = rss_mb(one.pid)
+        start = time.monotonic()
+        for t in threads:
+            call("POST", f"/v1/threads/{t}/messages", {"content": "hi"})
+        peak = before
+        pending = set(threads)
+        while pending:
+            peak = max(peak, rss_mb(one.pid))
+            pending = {t for t in pending if not done(t, 1)}
+            if pending:
+                time.sleep(0.02)
+        wall = time.monotonic() - start
+        time.sleep(2)
+        idle = rss_mb(one.pid)
+        print(f"{args.n} sessions on one replica (64 at once): {args.n / wall:.0f} turns/s ({wall:.2f} s); "
+              f"RSS {before:.1f} MB before, {peak:.1f} MB at the peak, {idle:.1f} MB with all idle "
+              f"({(idle - before) * 1024 / args.n:.2f} KB per idle session)")
+        one.kill()
+        one.wait()
+
+        # 2. Scale 2 -> 3: the sessions replica 3 wins.
+        call("PUT", f"/v1/pools/{POOL}/agents/{AGENT}", {"replicas": 2})
+        for n in (1, 2, 3):
+            replica(n, 64)
+        keys = [f"moving-{i}" for i in range(400)]
+        moving = [k for k in keys if owner(k, 3) == 3][:50]
+        moved = [call("POST", "/v1/sessions", {"pool": POOL, "agent": AGENT, "key": k})["thread_id"] for k in moving]
+        time.sleep(1)
+        t0 = time.monotonic()
+        call("PUT", f"/v1/pools/{POOL}/agents/{AGENT}", {"replicas": 3})
+        for t in moved:
+            call("POST", f"/v1/threads/{t}/messages", {"content": "after the move"})
+        firsts = {}
+        while len(firsts) < len(moved):
+            for t in moved:
+                if t not in firsts and done(t, 1):
+                    firsts[t] = time.monotonic() - t0
+            time.sleep(0.005)
+        waits = sorted(firsts.values())
+        print(f"{len(moved)} sessions moved by 2 -> 3 replicas: first reply after the scale change "
+              f"p50 {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        work.cleanup()
+
+
+if __name__ == "__main__":
+    main()
