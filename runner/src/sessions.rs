@@ -87,7 +87,12 @@ impl Service {
         );
         loop {
             let now = Instant::now();
-            let wake = resting.values().map(|r| r.until).min();
+            // The next rest to end (ended rests keep their failure count but wake nothing).
+            let wake = resting
+                .values()
+                .map(|r| r.until)
+                .filter(|until| *until > now)
+                .min();
             let excluded: Vec<ThreadId> = active
                 .iter()
                 .copied()
