@@ -87,12 +87,7 @@ impl Service {
         );
         loop {
             let now = Instant::now();
-            // The next rest to end (ended rests keep their failure count but wake nothing).
-            let wake = resting
-                .values()
-                .map(|r| r.until)
-                .filter(|until| *until > now)
-                .min();
+            let wake = next_wake(resting.values(), now);
             let excluded: Vec<ThreadId> = active
                 .iter()
                 .copied()
@@ -215,10 +210,40 @@ struct Rest {
     failures: u32,
 }
 
+/// When the next rest ends: ended rests keep their failure count but wake nothing (a failed
+/// session with no work left would otherwise wake the loop at once, forever).
+fn next_wake<'a>(rests: impl Iterator<Item = &'a Rest>, now: Instant) -> Option<Instant> {
+    rests.map(|r| r.until).filter(|until| *until > now).min()
+}
+
 /// Sleeps until `at` (forever when `None`; the caller's `select!` guards that branch).
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_rests_still_running_wake_the_loop() {
+        let now = Instant::now();
+        let rest = |secs: i64| Rest {
+            until: if secs >= 0 {
+                now + Duration::from_secs(secs as u64)
+            } else {
+                now - Duration::from_secs((-secs) as u64)
+            },
+            failures: 1,
+        };
+        assert_eq!(next_wake([rest(-5)].iter(), now), None);
+        assert_eq!(
+            next_wake([rest(-5), rest(9), rest(3)].iter(), now),
+            Some(now + Duration::from_secs(3))
+        );
+        assert_eq!(next_wake([].iter(), now), None);
     }
 }
