@@ -8,21 +8,18 @@ messages: enqueue → poll `GET /v1/approvals` until the request is listed → a
 thread's events until the write's `tool_call` (executed) is stored — it rides on the commit of the
 write's outcome, so this is decision → write run and its outcome durable. Then one more request
 is left pending for `--idle` seconds while the CPU time of both processes is read from /proc.
-Every process it starts is killed before it exits; it talks to loopback only.
+Every process it starts is killed before it exits (`local_ninetrix.py`); it talks to loopback
+only.
 
     cargo build -p ninetrix-cli --release
     python3 bench/approvals.py --bin target/x86_64-unknown-linux-gnu/release/ninetrix -n 200
 """
 
 import argparse
-import json
 import os
-import socket
-import subprocess
-import tempfile
 import time
-import urllib.request
-import uuid
+
+from local_ninetrix import LocalNinetrix
 
 
 def spec():
@@ -60,42 +57,11 @@ def main():
     ap.add_argument("-n", type=int, default=100, help="approved requests to time")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds to watch a waiting turn")
     args = ap.parse_args()
-    work = tempfile.TemporaryDirectory()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    procs = []
-    try:
-        api = subprocess.Popen([args.bin, "api", "--listen", f"127.0.0.1:{port}", "--database",
-                                f"sqlite://{work.name}/api.db", "--insecure-dev"], stderr=subprocess.DEVNULL)
-        procs.append(api)
-
-        def call(method, path, body=None):
-            data = json.dumps(body).encode() if body is not None else None
-            r = urllib.request.Request(url + path, data=data, method=method, headers={"content-type": "application/json"})
-            with urllib.request.urlopen(r) as resp:
-                text = resp.read()
-                return json.loads(text) if text else None
-
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                call("GET", "/healthz")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        thread = str(uuid.uuid4())
-        workspace = os.path.join(work.name, "ws")
-        os.mkdir(workspace)
-        env = dict(os.environ, AGENTFILE_API_URL=url, AGENTFILE_RUNNER_TOKEN="insecure-dev", AGENTFILE_THREAD_ID=thread,
-                   AGENTFILE_AGENT_SPEC=json.dumps(spec()), AGENTFILE_WORKSPACE=workspace,
-                   AGENTFILE_HEALTH_FILE=os.path.join(work.name, "health"), RUST_LOG="warn")
-        runner = subprocess.Popen([args.bin, "runner"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(runner)
+    with LocalNinetrix(args.bin) as local:
+        call = local.call
+        runner, thread = local.runner(spec(), "ws")
+        api = local.api
+        workspace = local.workspace("ws")
 
         def pending():
             while True:
@@ -134,11 +100,6 @@ def main():
         time.sleep(args.idle)
         print(f"a turn waiting {args.idle:.0f} s for a person: runner {cpu_seconds(runner.pid) - a:.2f} CPU-s, "
               f"api {cpu_seconds(api.pid) - b:.2f} CPU-s")
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        work.cleanup()
 
 
 if __name__ == "__main__":

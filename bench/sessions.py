@@ -14,21 +14,16 @@ scripted agent (`ninetrix runner`, with the agent token) on loopback, then:
    will move to replica 3, the count is set to 3, and the time from there to each one's reply is
    taken.
 
-Every process it starts is killed before it exits.
+Every process it starts is killed before it exits (`local_ninetrix.py`).
 
     cargo build -p ninetrix-cli --release
     python3 bench/sessions.py --bin target/x86_64-unknown-linux-gnu/release/ninetrix -n 500
 """
 
 import argparse
-import json
-import os
-import socket
-import subprocess
-import tempfile
 import time
-import urllib.request
-import uuid
+
+from local_ninetrix import LocalNinetrix
 
 POOL = "bench"
 AGENT = "bot"
@@ -79,52 +74,20 @@ def main():
     ap.add_argument("--bin", default="target/x86_64-unknown-linux-gnu/release/ninetrix")
     ap.add_argument("-n", type=int, default=500, help="sessions on one replica")
     args = ap.parse_args()
-    work = tempfile.TemporaryDirectory()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    url = f"http://127.0.0.1:{port}"
-    procs = []
+    with LocalNinetrix(args.bin) as local:
+        call = local.call
 
-    def call(method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        r = urllib.request.Request(url + path, data=data, method=method, headers={"content-type": "application/json"})
-        with urllib.request.urlopen(r) as resp:
-            text = resp.read()
-            return json.loads(text) if text else None
+        def replica(n, max_sessions):
+            p, _ = local.runner(spec(max_sessions), f"replica-{n}", AGENTFILE_POOL=POOL,
+                                AGENTFILE_REPLICA=str(n), AGENTFILE_AGENT_TOKEN="insecure-dev")
+            return p
 
-    def replica(n, max_sessions):
-        ws = os.path.join(work.name, f"replica-{n}")
-        os.makedirs(ws, exist_ok=True)
-        env = dict(os.environ, AGENTFILE_API_URL=url, AGENTFILE_RUNNER_TOKEN="insecure-dev",
-                   AGENTFILE_THREAD_ID=str(uuid.uuid4()), AGENTFILE_AGENT_SPEC=json.dumps(spec(max_sessions)),
-                   AGENTFILE_WORKSPACE=ws, AGENTFILE_HEALTH_FILE=os.path.join(ws, "health"),
-                   AGENTFILE_POOL=POOL, AGENTFILE_REPLICA=str(n), AGENTFILE_AGENT_TOKEN="insecure-dev", RUST_LOG="warn")
-        p = subprocess.Popen([args.bin, "runner"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(p)
-        return p
-
-    def done(thread, seq):
-        t = call("GET", f"/v1/threads/{thread}")
-        if t["status"] != "idle" or t["version"] == 0:
-            return False
-        latest = call("GET", f"/v1/runners/threads/{thread}/latest")
-        return latest["state"]["inbox_cursor"] >= seq
-
-    try:
-        api = subprocess.Popen([args.bin, "api", "--listen", f"127.0.0.1:{port}", "--database",
-                                f"sqlite://{work.name}/api.db", "--insecure-dev"], stderr=subprocess.DEVNULL)
-        procs.append(api)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                call("GET", "/healthz")
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        def done(thread, seq):
+            t = call("GET", f"/v1/threads/{thread}")
+            if t["status"] != "idle" or t["version"] == 0:
+                return False
+            latest = call("GET", f"/v1/runners/threads/{thread}/latest")
+            return latest["state"]["inbox_cursor"] >= seq
 
         # 1. Many sessions on one replica.
         call("PUT", f"/v1/pools/{POOL}/agents/{AGENT}", {"replicas": 1})
@@ -173,11 +136,6 @@ def main():
         waits = sorted(firsts.values())
         print(f"{len(moved)} sessions moved by 2 -> 3 replicas: first reply after the scale change "
               f"p50 {waits[len(waits) // 2] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms")
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        work.cleanup()
 
 
 if __name__ == "__main__":

@@ -262,16 +262,6 @@ pub struct Engine {
     asks: Vec<ApprovalAsk>,
 }
 
-/// How a request to a person settled a call, or that it still waits.
-enum Settled {
-    /// Not gated, or approved: the call runs.
-    Run,
-    /// Still waiting.
-    Pending,
-    /// Answered without running: the result the model sees.
-    Answer { content: String, is_error: bool },
-}
-
 fn event(event: TraceEvent) -> Effect {
     Effect::Event(event)
 }
@@ -654,12 +644,12 @@ impl Engine {
             .collect()
     }
 
-    /// How the request for the call with ledger key `key` (if it has one) settles it.
-    fn settled(&self, key: &str) -> Settled {
-        let request = match self.requests.get(key) {
-            None => return Settled::Run,
-            Some(None) => return Settled::Pending,
-            Some(Some(r)) => r,
+    /// The answer a person's decision gives the call with ledger key `key` instead of running
+    /// it — `(content, is_error)` for a rejection, an expiry or a question's answer — or `None`
+    /// when the call runs (no request, or approved) or still waits.
+    fn answer_without_running(&self, key: &str) -> Option<(String, bool)> {
+        let Some(Some(request)) = self.requests.get(key) else {
+            return None;
         };
         let by = request.decided_by.as_deref().unwrap_or("a person");
         let reason = request
@@ -667,17 +657,14 @@ impl Engine {
             .as_deref()
             .map(|r| format!(": {r}"))
             .unwrap_or_default();
-        let refused = |content: String| Settled::Answer {
-            content,
-            is_error: true,
-        };
+        let refused = |content: String| Some((content, true));
         match (request.kind, request.status) {
-            (_, ApprovalStatus::Pending) => Settled::Pending,
-            (ApprovalKind::Approval, ApprovalStatus::Approved) => Settled::Run,
-            (ApprovalKind::Question, ApprovalStatus::Answered) => Settled::Answer {
-                content: request.answer.clone().unwrap_or_default(),
-                is_error: false,
-            },
+            (_, ApprovalStatus::Pending) | (ApprovalKind::Approval, ApprovalStatus::Approved) => {
+                None
+            }
+            (ApprovalKind::Question, ApprovalStatus::Answered) => {
+                Some((request.answer.clone().unwrap_or_default(), false))
+            }
             (ApprovalKind::Approval, ApprovalStatus::Rejected) => refused(format!(
                 "Not run: {by} rejected this call (approval {}){reason}.",
                 request.id
@@ -796,7 +783,7 @@ impl Engine {
             .verify
             .as_ref()
             .map(|v| (v.tool.clone(), v.args.apply(&args)));
-        if let Settled::Answer { content, is_error } = self.settled(&key) {
+        if let Some((content, is_error)) = self.answer_without_running(&key) {
             return NextCall::Settled {
                 call_id,
                 content,

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::docker::{Pool, docker, inspect, kill_host_pid, text, wait_for};
+use support::docker::{Pool, inspect, kill_host_pid, text, wait_for};
 
 fn agentfile(extra_env: &str) -> String {
     format!(
@@ -165,5 +165,4 @@ fn a_pending_request_survives_a_crash_a_recreate_and_down_up() {
         .collect();
     assert_eq!(decided.len(), 1);
     assert_eq!(decided[0]["data"]["reason"], "checked");
-    let _ = docker(&["ps"]);
 }

@@ -46,12 +46,7 @@ impl ThreadRow {
     pub(crate) fn summary(self) -> StoreResult<ThreadSummary> {
         Ok(ThreadSummary {
             thread_id: parse_id(&self.thread_id)?,
-            labels: ThreadLabels {
-                pool: self.pool,
-                agent: self.agent,
-                replica: self.replica.and_then(|r| u32::try_from(r).ok()),
-                session: self.session,
-            },
+            labels: labels(self.pool, self.agent, self.replica, self.session),
             status: ThreadStatus::parse(&self.status)
                 .ok_or_else(|| corrupt("thread status", &self.status))?,
             epoch: to_u64(self.epoch),
@@ -133,17 +128,19 @@ impl ToolCallRow {
     }
 }
 
-/// The agent a session's thread belongs to (a thread that is no session has none).
+/// What an enqueue's update returns: the new inbox seq and the labels that say whether the thread
+/// is a session's.
 #[derive(sqlx::FromRow)]
-pub(crate) struct SessionOf {
+pub(crate) struct Enqueued {
+    pub(crate) inbox_seq: i64,
     pub(crate) pool: Option<String>,
     pub(crate) agent: Option<String>,
     pub(crate) session: Option<String>,
 }
 
-impl SessionOf {
+impl Enqueued {
     /// (pool, agent) when the thread is a session's.
-    pub(crate) fn agent(self) -> Option<(String, String)> {
+    pub(crate) fn session_agent(self) -> Option<(String, String)> {
         match (self.pool, self.agent, self.session) {
             (Some(pool), Some(agent), Some(_)) => Some((pool, agent)),
             _ => None,
@@ -210,12 +207,7 @@ impl ApprovalRow {
                 .parse()
                 .map_err(|_| corrupt("approval id", &self.id))?,
             thread_id: parse_id(&self.thread_id)?,
-            labels: ThreadLabels {
-                pool: self.pool,
-                agent: self.agent,
-                replica: self.replica.and_then(|r| u32::try_from(r).ok()),
-                session: self.session,
-            },
+            labels: labels(self.pool, self.agent, self.replica, self.session),
             epoch: to_u64(self.epoch),
             turn_seq: to_u64(self.turn_seq),
             key: self.key,
@@ -415,6 +407,21 @@ impl EventRow {
             epoch: to_u64(self.epoch),
             created_at: time(self.created_at),
         })
+    }
+}
+
+/// A thread's labels from its columns (a replica past `u32` reads as none).
+fn labels(
+    pool: Option<String>,
+    agent: Option<String>,
+    replica: Option<i64>,
+    session: Option<String>,
+) -> ThreadLabels {
+    ThreadLabels {
+        pool,
+        agent,
+        replica: replica.and_then(|r| u32::try_from(r).ok()),
+        session,
     }
 }
 
@@ -934,17 +941,8 @@ macro_rules! sql_ops {
         }
 
         /// Puts a message in the inbox; also returns (pool, agent) when the thread is a
-        /// session's, so the agent's replicas can be woken.
+        /// session's and the message is new, so the agent's replicas can be woken.
         pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
-            let response = enqueue_message(c, id, req, now).await?;
-            let of: Option<SessionOf> = q::query_as("SELECT pool, agent, session FROM threads WHERE thread_id = $1")
-                .bind(id.to_string())
-                .fetch_optional(&mut *c)
-                .await?;
-            Ok((response, of.and_then(SessionOf::agent)))
-        }
-
-        async fn enqueue_message(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<EnqueueResponse> {
             if let Some(key) = &req.dedupe_key {
                 check_key(key)?;
             }
@@ -956,23 +954,24 @@ macro_rules! sql_ops {
                     .fetch_optional(&mut *c)
                     .await?;
                 if let Some((seq,)) = seq {
-                    return Ok(EnqueueResponse { seq: to_u64(seq), duplicate: true });
+                    return Ok((EnqueueResponse { seq: to_u64(seq), duplicate: true }, None));
                 }
             }
-            let (seq,): (i64,) = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq")
+            let next: Enqueued = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq, pool, agent, session")
                 .bind(id.to_string())
                 .bind(now)
                 .fetch_one(&mut *c)
                 .await?;
             q::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
                 .bind(id.to_string())
-                .bind(seq)
+                .bind(next.inbox_seq)
                 .bind(&req.content)
                 .bind(req.dedupe_key.as_deref())
                 .bind(now)
                 .execute(&mut *c)
                 .await?;
-            Ok(EnqueueResponse { seq: to_u64(seq), duplicate: false })
+            let seq = to_u64(next.inbox_seq);
+            Ok((EnqueueResponse { seq, duplicate: false }, next.session_agent()))
         }
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {

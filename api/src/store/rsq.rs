@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use super::ops::{ApprovalRow, SessionOf, ThreadRow, ToolCallRow};
+use super::ops::{ApprovalRow, Enqueued, ThreadRow, ToolCallRow};
 
 /// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
 pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
@@ -226,9 +226,10 @@ impl FromRow for ToolCallRow {
     }
 }
 
-impl FromRow for SessionOf {
+impl FromRow for Enqueued {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Ok(SessionOf {
+        Ok(Enqueued {
+            inbox_seq: row.get("inbox_seq")?,
             pool: row.get("pool")?,
             agent: row.get("agent")?,
             session: row.get("session")?,

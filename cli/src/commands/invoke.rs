@@ -61,6 +61,12 @@ pub struct InvokeArgs {
     pub json: bool,
 }
 
+/// What `invoke` writes to: a replica's own thread, or a session of the agent.
+enum Conversation<'a> {
+    Replica(ThreadId),
+    Session(&'a str),
+}
+
 /// A session key as `--session` takes it: 1 to 200 characters, no control characters.
 fn session_key(key: &str) -> Result<String, String> {
     sessions::check_key(key)
@@ -87,12 +93,15 @@ const HEALTH_RECHECK: Duration = Duration::from_secs(5);
 pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
     // A session is served by the replica that owns its key; its thread is the session's own.
-    let (replica, thread) = match &args.session {
-        Some(key) => {
-            let owner = sessions::owner(key, view.replica_count(&args.agent)?);
-            (owner, None)
-        }
-        None => (args.replica, Some(view.thread(&args.agent, args.replica)?)),
+    let (replica, conversation) = match &args.session {
+        Some(key) => (
+            sessions::owner(key, view.replica_count(&args.agent)?),
+            Conversation::Session(key),
+        ),
+        None => (
+            args.replica,
+            Conversation::Replica(view.thread(&args.agent, args.replica)?),
+        ),
     };
     let docker = crate::docker::connect().await?;
     let target = Target {
@@ -124,14 +133,10 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     }
 
-    let thread = match (thread, &args.session) {
-        (Some(thread), _) => thread,
-        (None, Some(session)) => {
-            view.api
-                .open_session(&view.name, &args.agent, session)
-                .await?
-        }
-        (None, None) => unreachable!("a thread or a session"),
+    // A session's thread is opened (created on first use) only once the owner can answer.
+    let thread = match conversation {
+        Conversation::Replica(thread) => thread,
+        Conversation::Session(key) => view.api.open_session(&view.name, &args.agent, key).await?,
     };
     let key = args
         .id
