@@ -69,6 +69,7 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
             status: ThreadStatus::InTurn,
             inbox_cursor: 0,
             usage: Default::default(),
+            handoff: None,
         },
     }
 }

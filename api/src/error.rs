@@ -93,6 +93,14 @@ impl ApiError {
                     ErrorCode::AlreadyCompleted,
                     e.to_string(),
                 ),
+                StoreError::NotCollaborator(_) => (
+                    StatusCode::FORBIDDEN,
+                    ErrorCode::NotCollaborator,
+                    e.to_string(),
+                ),
+                StoreError::UnknownHandoff(_) => {
+                    (StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
+                }
                 StoreError::Invalid { code, message } => (
                     StatusCode::UNPROCESSABLE_ENTITY,
                     code.clone(),

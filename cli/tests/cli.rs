@@ -110,6 +110,56 @@ fn validate_lists_mcp_servers_and_says_which_secrets_this_environment_lacks() {
 }
 
 #[test]
+fn validate_lists_each_agents_collaborators() {
+    let ws = Workspace::new();
+    ws.write(
+        "agentfile.yaml",
+        "name: p\nagents:\n  lead:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    collaborators: [researcher, writer]\n    transfer_timeout: 5m\n    governance:\n      human_approval: { actions: [ask_writer] }\n  researcher:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    metadata: { description: Finds sources. }\n    collaborators: [lead]\n    execution: { max_delegation_depth: 2 }\n  writer:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n",
+    );
+    let out = ws
+        .ninetrix()
+        .arg("validate")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert_eq!(text(&out.stderr), "", "no warnings");
+    insta::assert_snapshot!("validate_collaborators", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "  lead  researcher (ask_researcher), writer (ask_writer) · transfer_timeout 5m · max_delegation_depth 4\n"
+        ),
+        "{stdout}"
+    );
+
+    let out = ws
+        .ninetrix()
+        .args(["validate", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let lead = &v["agents"][0];
+    assert_eq!(
+        lead["collaborators"],
+        serde_json::json!(["researcher", "writer"])
+    );
+    assert_eq!(
+        lead["tools"][0],
+        serde_json::json!({
+            "name": "ask_researcher",
+            "effect": "write",
+            "effect_pinned": true,
+            "handoff": { "agent": "researcher", "about": "Finds sources." }
+        })
+    );
+    assert_eq!(lead["execution"]["transfer_timeout_secs"], 300);
+    assert_eq!(v["agents"][1]["execution"]["max_delegation_depth"], 2);
+}
+
+#[test]
 fn validate_json_gives_the_resolved_agents() {
     let ws = Workspace::with_example();
     let out = ws

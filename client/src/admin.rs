@@ -7,8 +7,8 @@ use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
     AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
     ApproverTokenRequest, ApproverTokenResponse, DecisionRequest, EnqueueRequest, EnqueueResponse,
-    Event, RunnerTokenRequest, RunnerTokenResponse, SessionRequest, ThreadStatus, ThreadSummary,
-    ToolCallRecord, VersionDetail, VersionSummary,
+    Event, Handoff, RunnerTokenRequest, RunnerTokenResponse, SessionRequest, ThreadStatus,
+    ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
 };
 use reqwest::Method;
 
@@ -258,6 +258,28 @@ impl Client {
         ))
     }
 
+    /// `GET /v1/handoffs`: one page of handoffs, oldest first — those `thread` made, or the one
+    /// delivered to `target`, in `pool`.
+    pub async fn list_handoffs(
+        &self,
+        pool: Option<&str>,
+        thread: Option<ThreadId>,
+        target: Option<ThreadId>,
+    ) -> Result<Vec<Handoff>, ClientError> {
+        let mut pairs = vec![("limit", "1000".to_string())];
+        if let Some(pool) = pool {
+            pairs.push(("pool", pool.to_string()));
+        }
+        if let Some(thread) = thread {
+            pairs.push(("thread_id", thread.to_string()));
+        }
+        if let Some(target) = target {
+            pairs.push(("target_thread_id", target.to_string()));
+        }
+        self.call::<(), _>(Method::GET, "/v1/handoffs", &pairs, None, None)
+            .await
+    }
+
     /// `GET /v1/approvals`: one page of requests to people matching `query`, oldest first.
     pub async fn list_approvals(
         &self,
@@ -332,19 +354,24 @@ impl Client {
             .await
     }
 
-    /// `PUT /v1/pools/{pool}/agents/{agent}`: records how many replicas the agent runs.
+    /// `PUT /v1/pools/{pool}/agents/{agent}`: records how many replicas the agent runs and the
+    /// agents it may hand work to.
     pub async fn set_replicas(
         &self,
         pool: &str,
         agent: &str,
         replicas: u32,
+        collaborators: &[String],
     ) -> Result<(), ClientError> {
         let path = format!("/v1/pools/{pool}/agents/{agent}");
         self.send(
             Method::PUT,
             &path,
             &[],
-            Some(&AgentReplicas { replicas }),
+            Some(&AgentReplicas {
+                replicas,
+                collaborators: collaborators.to_vec(),
+            }),
             Limit::Default,
         )
         .await

@@ -6,8 +6,8 @@ use std::time::Duration;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
-    CommitResponse, EventsAppended, EventsRequest, InboxMessage, SessionWork, ThreadState,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    CommitResponse, EventsAppended, EventsRequest, Handoff, HandoffRequest, InboxMessage,
+    SessionWork, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
 use reqwest::Method;
 
@@ -106,6 +106,43 @@ impl Client {
         self.call::<(), _>(
             Method::GET,
             &path(thread, "/approvals"),
+            &query,
+            None,
+            Some(timeout),
+        )
+        .await
+    }
+
+    /// `POST …/handoffs`: hands one call's task to a collaborator (its session for the call is
+    /// opened and the task filed under the call's delivery key); the same call again returns
+    /// the handoff it made.
+    pub async fn open_handoff(
+        &self,
+        thread: ThreadId,
+        request: &HandoffRequest,
+    ) -> Result<Handoff, ClientError> {
+        let p = path(thread, "/handoffs");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `GET …/handoffs?turn_seq=N&settled=K&wait=S`: the handoffs of one turn, as they stand;
+    /// with a `wait`, held until more than `settled` of them are settled (or none is pending).
+    pub async fn turn_handoffs(
+        &self,
+        thread: ThreadId,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> Result<Vec<Handoff>, ClientError> {
+        let query = [
+            ("turn_seq", turn_seq.to_string()),
+            ("settled", settled.to_string()),
+            ("wait", wait.as_secs().to_string()),
+        ];
+        let timeout = wait + Duration::from_secs(15);
+        self.call::<(), _>(
+            Method::GET,
+            &path(thread, "/handoffs"),
             &query,
             None,
             Some(timeout),

@@ -9,8 +9,8 @@ use ninetrix_api::{AuthConfig, Config, Secret, Server};
 use ninetrix_client::{Client, ClientError, ErrorCode, ThreadQuery, Token, http_client};
 use ninetrix_proto::api::{
     CheckpointRequest, CheckpointState, ClaimRequest, CommitIntent, CommitOutcome, CommitRequest,
-    EnqueueRequest, EventsRequest, RunnerTokenRequest, ThreadStatus, ToolCallCompletion,
-    ToolCallIntent, ToolCallStatus,
+    EnqueueRequest, EventsRequest, HandoffRequest, HandoffStatus, RunnerTokenRequest, ThreadStatus,
+    ToolCallCompletion, ToolCallIntent, ToolCallStatus,
 };
 use ninetrix_proto::events::{Decoded, Ready, TraceEvent};
 use ninetrix_proto::{Message, Role, ThreadId};
@@ -70,6 +70,7 @@ fn state(turn_seq: u64, status: ThreadStatus) -> CheckpointState {
         status,
         inbox_cursor: 1,
         usage: Default::default(),
+        handoff: None,
     }
 }
 
@@ -198,6 +199,7 @@ async fn every_route_answers_its_typed_method() {
                 }],
                 events: Vec::new(),
                 approvals: Vec::new(),
+                handoff_reply: None,
             },
         )
         .await
@@ -271,6 +273,53 @@ async fn every_route_answers_its_typed_method() {
     assert_eq!(listed.len(), 1);
     assert_eq!(admin.versions(thread).await.unwrap().len(), 2);
     assert_eq!(admin.version(thread, 1).await.unwrap().history.len(), 1);
+
+    // Handoffs: `a` may hand work to `b` (as `up` records it); the same call again re-attaches.
+    admin.set_replicas("p", "a", 1, &[]).await.unwrap();
+    admin
+        .set_replicas("p", "a", 1, &["b".to_string()])
+        .await
+        .unwrap();
+    admin.set_replicas("p", "b", 1, &[]).await.unwrap();
+    let request = HandoffRequest {
+        epoch: claim.epoch,
+        turn_seq: 1,
+        key: "key-9".into(),
+        call_id: "call-9".into(),
+        agent: "b".into(),
+        task: "sum 2 and 2".into(),
+        context: None,
+        via: Vec::new(),
+        timeout_secs: 60,
+        budget_usd: None,
+    };
+    let filed = runner.open_handoff(thread, &request).await.unwrap();
+    assert_eq!(filed.status, HandoffStatus::Pending);
+    assert_eq!(filed.delivery_key, "handoff:key-9");
+    let again = runner.open_handoff(thread, &request).await.unwrap();
+    assert_eq!(again.target_thread_id, filed.target_thread_id);
+    let turn = runner
+        .turn_handoffs(thread, 1, 0, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(turn.len(), 1);
+    let listed = admin
+        .list_handoffs(Some("p"), Some(thread), None)
+        .await
+        .unwrap();
+    assert_eq!(listed, turn);
+    let err = runner
+        .open_handoff(
+            thread,
+            &HandoffRequest {
+                key: "key-10".into(),
+                agent: "c".into(),
+                ..request
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::NotCollaborator));
 
     // Purge: the thread is gone, a second purge says so.
     assert!(admin.purge(thread).await.unwrap());

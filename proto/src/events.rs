@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agentfile::Effect;
 use crate::agentfile::mcp::EffectSource;
-use crate::api::{ApprovalKind, ApprovalStatus, Event, NewEvent, Usage};
-use crate::ids::ApprovalId;
+use crate::api::{ApprovalKind, ApprovalStatus, Event, HandoffStatus, NewEvent, Usage};
+use crate::ids::{ApprovalId, ThreadId};
 use crate::message::Role;
 
 /// Everything a runner reports. The serialised form is `{"type": "<snake_case name>", "data":
@@ -75,6 +75,21 @@ pub enum TraceEvent {
     ApprovalExpired(ApprovalExpired),
     /// One delivery attempt of a request's notification to `human_approval.notify_url`.
     ApprovalNotified(ApprovalNotified),
+    /// A call to a collaborator (`ask_<agent>`) filed its task in the collaborator's session for
+    /// it (or, after a restart, found it filed and re-attached); the turn waits for the reply.
+    HandoffSent(HandoffSent),
+    /// A call to a collaborator has its answer: the reply, the collaborator's failure, or the
+    /// end of the wait (`transfer_timeout`).
+    HandoffSettled(HandoffSettled),
+    /// A call to a collaborator was not made: the chain would be deeper than
+    /// `execution.max_delegation_depth`.
+    HandoffRefused(HandoffRefused),
+    /// This turn's input is a task another agent handed over (the first event of a delegated
+    /// turn).
+    HandoffReceived(HandoffReceived),
+    /// This turn's reply went back to the agent that handed the task over (stored with the step
+    /// that ends the turn).
+    HandoffReplied(HandoffReplied),
     /// Something failed (the model for good, or the runner itself).
     Error(ErrorEvent),
 }
@@ -159,6 +174,91 @@ pub struct ApprovalNotified {
     /// How long the runner waits before the next attempt (none after the last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,
+}
+
+/// `handoff_sent`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffSent {
+    /// The handoff (`handoff:<ledger key>`).
+    pub delivery_key: String,
+    /// The tool called (`ask_<agent>`).
+    pub tool: String,
+    /// The collaborator.
+    pub agent: String,
+    /// Its session for this task.
+    pub session: String,
+    /// That session's thread (`ninetrix trace --thread ID`).
+    pub thread_id: ThreadId,
+    /// The start of the task.
+    pub task: String,
+    /// Handoffs in the chain with this one (1: straight from a turn that was not delegated).
+    pub depth: u32,
+    /// Whether the task was already filed (a restarted caller re-attached to it).
+    #[serde(default)]
+    pub reattached: bool,
+}
+
+/// `handoff_settled`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HandoffSettled {
+    /// The handoff.
+    pub delivery_key: String,
+    /// The collaborator.
+    pub agent: String,
+    /// Its session's thread.
+    pub thread_id: ThreadId,
+    /// `replied`, `failed` or `timed_out`.
+    pub status: HandoffStatus,
+    /// The start of the reply (or of why it failed).
+    #[serde(default)]
+    pub reply: String,
+    /// What the collaborator spent (US dollars), counted in this turn's spending.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// How long this runner waited.
+    #[serde(default)]
+    pub waited_ms: u64,
+}
+
+/// `handoff_refused`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffRefused {
+    /// The tool called.
+    pub tool: String,
+    /// The collaborator it would have asked.
+    pub agent: String,
+    /// The chain it would have made.
+    pub chain: Vec<String>,
+    /// The limit (`execution.max_delegation_depth`).
+    pub max_depth: u32,
+}
+
+/// `handoff_received`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffReceived {
+    /// The handoff.
+    pub delivery_key: String,
+    /// The agent that asked.
+    pub from_agent: String,
+    /// Its thread (waiting for the reply).
+    pub from_thread: ThreadId,
+    /// The agents from the first caller to the one that asked.
+    pub chain: Vec<String>,
+}
+
+/// `handoff_replied`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HandoffReplied {
+    /// The handoff.
+    pub delivery_key: String,
+    /// The agent that asked.
+    pub to_agent: String,
+    /// Its thread.
+    pub to_thread: ThreadId,
+    /// Whether the turn did the task.
+    pub ok: bool,
+    /// What the turn spent (US dollars), its own collaborators included.
+    pub cost_usd: f64,
 }
 
 /// `boot`.
@@ -546,6 +646,11 @@ impl TraceEvent {
             TraceEvent::ApprovalDecided(_) => "approval_decided",
             TraceEvent::ApprovalExpired(_) => "approval_expired",
             TraceEvent::ApprovalNotified(_) => "approval_notified",
+            TraceEvent::HandoffSent(_) => "handoff_sent",
+            TraceEvent::HandoffSettled(_) => "handoff_settled",
+            TraceEvent::HandoffRefused(_) => "handoff_refused",
+            TraceEvent::HandoffReceived(_) => "handoff_received",
+            TraceEvent::HandoffReplied(_) => "handoff_replied",
             TraceEvent::Error(_) => "error",
         }
     }

@@ -7,6 +7,7 @@
 pub mod agentfile;
 pub mod api;
 pub mod events;
+pub mod handoffs;
 pub mod ids;
 pub mod message;
 pub mod sessions;

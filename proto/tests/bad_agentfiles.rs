@@ -339,6 +339,83 @@ fn cases() -> Vec<Case> {
             "unknown resume mode `replay`",
         ),
         case(
+            "unknown collaborator",
+            "agents:\n  lead:\n    collaborators: [writer, reseacher]\n  researcher: {}\n  writer: {}\n",
+            "unknown_collaborator",
+            (3, 29),
+            "`reseacher` in agent `lead`'s `collaborators` is not an agent of this agentfile",
+        ),
+        case(
+            "an agent as its own collaborator",
+            "agents:\n  a:\n    collaborators: [a]\n",
+            "invalid_collaborator",
+            (3, 21),
+            "agent `a` lists itself in `collaborators`",
+        ),
+        case(
+            "a collaborator listed twice",
+            "agents:\n  a:\n    collaborators: [b, b]\n  b: {}\n",
+            "duplicate_collaborator",
+            (3, 24),
+            "collaborator `b` is listed twice",
+        ),
+        case(
+            "a batch collaborator",
+            "agents:\n  a:\n    collaborators: [b]\n  b:\n    execution: { durability: false }\n",
+            "batch_collaborator",
+            (3, 21),
+            "collaborator `b` is a batch job (`execution.durability: false`)",
+        ),
+        case(
+            "a batch agent with collaborators",
+            "agents:\n  a:\n    execution: { durability: false }\n    collaborators: [b]\n  b: {}\n",
+            "batch_collaborator",
+            (4, 5),
+            "agent `a` is a batch job (`execution.durability: false`)",
+        ),
+        case(
+            "a collaborator name too long for its tool",
+            &format!("agents:\n  a:\n    collaborators: [{}]\n", "b".repeat(61)),
+            "invalid_collaborator",
+            (3, 21),
+            "collaborator `bbbbbbbbbb",
+        ),
+        case(
+            "human as a collaborator",
+            "agents:\n  a:\n    collaborators: [human]\n  human: {}\n",
+            "invalid_collaborator",
+            (3, 21),
+            "`human` cannot be a collaborator: its tool would be `ask_human`",
+        ),
+        case(
+            "transfer_timeout that is not a duration",
+            "agents:\n  a:\n    collaborators: [b]\n    transfer_timeout: 5 minutes\n  b: {}\n",
+            "invalid_value",
+            (4, 23),
+            "`transfer_timeout` must be a duration such as `30s`, `15m`, `24h` or `7d`",
+        ),
+        case(
+            "transfer_timeout over 7 days",
+            "agents:\n  a:\n    collaborators: [b]\n    transfer_timeout: 8d\n  b: {}\n",
+            "out_of_range",
+            (4, 23),
+            "`transfer_timeout` must be from 1 second to 7 days, found \"8d\"",
+        ),
+        case(
+            "max_delegation_depth 0",
+            &agent("    execution:\n      max_delegation_depth: 0\n"),
+            "out_of_range",
+            (7, 29),
+            "`max_delegation_depth` must be between 1 and 32, found 0",
+        ),
+        case(
+            "shared max_delegation_depth 64",
+            &format!("execution: {{ max_delegation_depth: 64 }}\n{}", agent("")),
+            "out_of_range",
+            (1, 36),
+            "`max_delegation_depth` must be between 1 and 32, found 64",
+        ),
+        case(
             "two documents",
             &format!("{}---\nname: other\n", agent("")),
             "yaml_syntax",
@@ -409,6 +486,32 @@ fn secret_values_never_appear_in_rendered_errors() {
             "{json}"
         );
     }
+}
+
+#[test]
+fn an_unknown_collaborator_gets_the_closest_agent() {
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "unknown collaborator")
+        .unwrap();
+    let d = first_error(&case);
+    assert_eq!(d.path, "agents.lead.collaborators[1]");
+    let help = d.help.unwrap();
+    assert!(help.starts_with("did you mean `researcher`?"), "{help}");
+    assert!(help.contains("researcher, writer"), "{help}");
+}
+
+#[test]
+fn transfer_timeout_without_collaborators_is_only_a_warning() {
+    let yaml = agent("    transfer_timeout: 5m\n");
+    let parsed =
+        agentfile::parse("agentfile.yaml", &yaml).expect("warnings do not fail validation");
+    let w = &parsed.warnings.diagnostics;
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(
+        (w[0].severity, w[0].kind.code(), w[0].line, w[0].column),
+        (Severity::Warning, "transfer_timeout_unused", 6, 5)
+    );
 }
 
 #[test]

@@ -18,7 +18,8 @@ use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest,
-    InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallRecord, ToolCallStatus,
+    Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallRecord,
+    ToolCallStatus,
 };
 
 /// Why a checkpoint store call failed.
@@ -92,6 +93,20 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         settled: u64,
         wait: Duration,
     ) -> impl Future<Output = Result<Vec<Approval>, CheckpointError>> + Send;
+    /// Hands one call's task to a collaborator (once per call: a repeat returns the handoff it
+    /// made).
+    fn open_handoff(
+        &self,
+        request: &HandoffRequest,
+    ) -> impl Future<Output = Result<Handoff, CheckpointError>> + Send;
+    /// The handoffs of one turn as they stand, waiting up to `wait` while no more than `settled`
+    /// of them are settled and some are pending.
+    fn handoffs(
+        &self,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Vec<Handoff>, CheckpointError>> + Send;
     /// The next inbox message after `after`, waiting up to `wait`.
     fn inbox(
         &self,
@@ -317,6 +332,24 @@ impl Checkpoints for HttpCheckpoints {
         .await
     }
 
+    async fn open_handoff(&self, request: &HandoffRequest) -> Result<Handoff, CheckpointError> {
+        self.retrying(|| self.client.open_handoff(self.thread, request))
+            .await
+    }
+
+    async fn handoffs(
+        &self,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> Result<Vec<Handoff>, CheckpointError> {
+        self.retrying(|| {
+            self.client
+                .turn_handoffs(self.thread, turn_seq, settled, wait)
+        })
+        .await
+    }
+
     async fn inbox(
         &self,
         after: u64,
@@ -338,6 +371,9 @@ impl Checkpoints for HttpCheckpoints {
             })
     }
 }
+
+/// Why a thread kept in memory cannot hand work over.
+const NO_API_HANDOFFS: &str = "handing a task to a collaborator needs the checkpoint API (collaborators work in their own sessions there)";
 
 /// A thread kept in this process only: the same rules as the API (epochs fence, versions chain,
 /// the ledger keeps the first outcome), nothing survives the process. For batch jobs run without
@@ -507,6 +543,19 @@ impl Checkpoints for MemoryCheckpoints {
         ))
     }
 
+    async fn open_handoff(&self, _request: &HandoffRequest) -> Result<Handoff, CheckpointError> {
+        Err(CheckpointError::NoApi(NO_API_HANDOFFS.into()))
+    }
+
+    async fn handoffs(
+        &self,
+        _turn_seq: u64,
+        _settled: u64,
+        _wait: Duration,
+    ) -> Result<Vec<Handoff>, CheckpointError> {
+        Err(CheckpointError::NoApi(NO_API_HANDOFFS.into()))
+    }
+
     async fn inbox(
         &self,
         _after: u64,
@@ -540,6 +589,7 @@ mod tests {
             outcomes: Vec::new(),
             events: Vec::new(),
             approvals: Vec::new(),
+            handoff_reply: None,
         }
     }
 

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use ninetrix_client::{Client, Token, http_client};
 use ninetrix_proto::ApprovalId;
 use ninetrix_proto::api::{
-    Approval, ApprovalKind, ApprovalStatus, CommitRequest, NewApproval, ThreadLabels, ThreadStatus,
-    ToolCallStatus,
+    Approval, ApprovalKind, ApprovalStatus, CommitRequest, Handoff, HandoffRequest, HandoffStatus,
+    NewApproval, ThreadLabels, ThreadStatus, ToolCallStatus,
 };
 use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
 use sha2::{Digest, Sha256};
@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::Config;
 use crate::engine::{
-    ApprovalAsk, CommitPlan, Effect, Engine, EngineConfig, Input, PlannedCall, Restored,
+    ApprovalAsk, CommitPlan, Delegated, Delegation, Effect, Engine, EngineConfig, Input,
+    PlannedCall, Restored,
 };
 use crate::events::Events;
 use crate::health::{Activity, Health};
@@ -217,6 +218,9 @@ async fn run_with<C: Checkpoints>(
         batch: !spec.execution.durability,
         approval: spec.governance.human_approval.clone(),
         approval_timeout_secs: spec.governance.approval_timeout_secs(),
+        agent: spec.name.clone(),
+        max_delegation_depth: spec.execution.max_delegation_depth,
+        transfer_timeout_secs: spec.execution.transfer_timeout_secs,
     });
     let notifier = spec.governance.human_approval.as_ref().and_then(|h| {
         let url = h.notify_url.clone()?;
@@ -381,6 +385,7 @@ impl<C: Checkpoints> Runner<C> {
             let effects = self.engine.apply(Input::Message {
                 seq: message.seq,
                 content: message.content,
+                handoff: message.handoff,
             });
             if let Err(stop) = self.execute(effects).await {
                 return self.stopped(stop);
@@ -407,6 +412,7 @@ impl<C: Checkpoints> Runner<C> {
                 let effects = self.engine.apply(Input::Message {
                     seq: 0,
                     content: task,
+                    handoff: None,
                 });
                 match self.execute(effects).await {
                     Ok(Some(f)) => f,
@@ -499,6 +505,10 @@ impl<C: Checkpoints> Runner<C> {
                     let input = self.await_approvals(turn_seq, &keys).await?;
                     queue.extend(self.engine.apply(input));
                 }
+                Effect::Delegate { turn_seq, calls } => {
+                    let input = self.delegate(turn_seq, calls).await?;
+                    queue.extend(self.engine.apply(input));
+                }
                 Effect::Event(e) => {
                     let e = self.stamped(e);
                     self.events.emit(e)
@@ -564,6 +574,7 @@ impl<C: Checkpoints> Runner<C> {
             outcomes: plan.outcomes,
             events,
             approvals,
+            handoff_reply: plan.handoff_reply,
         };
         let done = match self.store.commit(&req).await {
             Ok(done) => {
@@ -670,6 +681,119 @@ impl<C: Checkpoints> Runner<C> {
         };
         self.health.set(before);
         Ok(Input::Approvals(approvals))
+    }
+
+    /// Hands each call's task to its collaborator through the API (a call that already did —
+    /// before a restart — gets the handoff it made: it re-attaches) and waits, at no CPU cost,
+    /// until every one has its answer: the reply, the collaborator's failure, or the end of the
+    /// wait. All the calls' handoffs are filed before the wait, so the collaborators work at
+    /// the same time.
+    async fn delegate(&mut self, turn_seq: u64, calls: Vec<Delegation>) -> Result<Input, Stop> {
+        let before = self.health.activity();
+        let started = Instant::now();
+        let mut answers: Vec<Delegated> = Vec::new();
+        let mut waiting: Vec<(Delegation, String)> = Vec::new();
+        for d in calls {
+            let request = HandoffRequest {
+                epoch: self.epoch,
+                turn_seq,
+                key: d.call.key.clone(),
+                call_id: d.call.call_id.clone(),
+                agent: d.agent.clone(),
+                task: d.task.clone(),
+                context: d.context.clone(),
+                via: d.chain[..d.chain.len().saturating_sub(1)].to_vec(),
+                timeout_secs: d.timeout_secs,
+                budget_usd: d.budget_usd,
+            };
+            let filed = tokio::select! {
+                r = self.store.open_handoff(&request) => r,
+                () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
+            };
+            match filed {
+                Ok(h) => {
+                    self.events.emit(TraceEvent::HandoffSent(ev::HandoffSent {
+                        delivery_key: h.delivery_key.clone(),
+                        tool: d.call.name.clone(),
+                        agent: h.agent.clone(),
+                        session: h.session.clone(),
+                        thread_id: h.target_thread_id,
+                        task: crate::engine::preview(&d.task, 200),
+                        depth: d.chain.len() as u32,
+                        reattached: h.epoch != self.epoch,
+                    }));
+                    waiting.push((d, h.delivery_key));
+                }
+                // Not a collaborator (as `up` recorded it), or no API: the call fails, naming why.
+                Err(CheckpointError::Refused(e)) => {
+                    answers.push(Delegated {
+                        call_id: d.call.call_id.clone(),
+                        content: format!(
+                            "Not done: the task could not be handed to `{}`: {}",
+                            d.agent,
+                            crate::checkpoints::api_failure_text(&e)
+                        ),
+                        is_error: true,
+                        cost_usd: 0.0,
+                    });
+                }
+                Err(CheckpointError::NoApi(why)) => answers.push(Delegated {
+                    call_id: d.call.call_id.clone(),
+                    content: format!("Not done: {why}."),
+                    is_error: true,
+                    cost_usd: 0.0,
+                }),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !waiting.is_empty() {
+            self.health.set(Activity::Delegating {
+                agents: waiting.iter().map(|(d, _)| d.agent.clone()).collect(),
+            });
+            self.events.flush(Duration::from_secs(2)).await;
+        }
+        let mut settled = 0;
+        while !waiting.is_empty() {
+            let next = tokio::select! {
+                r = self.store.handoffs(turn_seq, settled, POLL) => r,
+                () = self.shutdown.cancelled() => return Err(Stop::Shutdown),
+            };
+            let handoffs = next?;
+            settled = handoffs.iter().filter(|h| h.status.is_settled()).count() as u64;
+            let mut still = Vec::new();
+            for (d, key) in waiting {
+                let Some(h) = handoffs.iter().find(|h| h.delivery_key == key) else {
+                    return Err(Stop::Failure(format!(
+                        "the handoff of call {} to `{}` is not stored; restarting to reload the turn",
+                        d.call.key, d.agent
+                    )));
+                };
+                if h.status == HandoffStatus::Pending {
+                    still.push((d, key));
+                    continue;
+                }
+                let answer = handoff_answer(h, d.timeout_secs);
+                self.events
+                    .emit(TraceEvent::HandoffSettled(ev::HandoffSettled {
+                        delivery_key: key,
+                        agent: h.agent.clone(),
+                        thread_id: h.target_thread_id,
+                        status: h.status,
+                        reply: self.result_preview(&answer.0),
+                        cost_usd: h.cost_usd,
+                        waited_ms: started.elapsed().as_millis() as u64,
+                    }));
+                answers.push(Delegated {
+                    call_id: d.call.call_id.clone(),
+                    content: answer.0,
+                    is_error: answer.1,
+                    cost_usd: h.cost_usd,
+                });
+            }
+            waiting = still;
+        }
+        self.health.set(before);
+        Ok(Input::Delegated(answers))
     }
 
     /// Sends the notification of a pending request once per runner life (a restarted runner
@@ -896,6 +1020,35 @@ impl<C: Checkpoints> Runner<C> {
             Err(CallError::Refused(why)) => Executed::Answered(ToolOutput::error(why)),
             Err(CallError::Lost(why)) => Executed::Lost(why),
         }
+    }
+}
+
+/// What a settled handoff answers its call with: the reply, or why there is none (naming the
+/// collaborator, its session and thread, so the model — and whoever reads the trace — knows where
+/// to look).
+fn handoff_answer(h: &Handoff, timeout_secs: u64) -> (String, bool) {
+    match h.status {
+        HandoffStatus::Replied => (h.reply.clone().unwrap_or_default(), false),
+        HandoffStatus::Failed => (
+            format!(
+                "Not done: `{}` stopped without finishing the task (session {}, thread {}): {}",
+                h.agent,
+                h.session,
+                h.target_thread_id,
+                h.reply.as_deref().unwrap_or("no reason given")
+            ),
+            true,
+        ),
+        HandoffStatus::TimedOut | HandoffStatus::Pending => (
+            format!(
+                "Not done: `{}` did not reply within {} (transfer_timeout; session {}, thread {}). It may be down, crash-looping or still working: its later reply will not reach this call. Try again later, or do the work another way.",
+                h.agent,
+                ninetrix_proto::handoffs::timeout_text(timeout_secs),
+                h.session,
+                h.target_thread_id
+            ),
+            true,
+        ),
     }
 }
 

@@ -38,16 +38,18 @@ use std::collections::HashMap;
 
 use ninetrix_proto::agentfile::tools::ASK_HUMAN;
 use ninetrix_proto::agentfile::{
-    Effect as EffectClass, HumanApproval, ResumeMode, ToolSpec, tools,
+    Effect as EffectClass, HandoffTarget, HumanApproval, ResumeMode, ToolSpec, tools,
 };
 use ninetrix_proto::api::{
     Approval, ApprovalKind, ApprovalStatus, CheckpointState, CommitIntent, CommitOutcome,
-    ThreadStatus, ToolCallRecord, Usage,
+    HandoffOrigin, HandoffReply, ThreadStatus, ToolCallRecord, ToolCallStatus, Usage,
 };
 use ninetrix_proto::events::{
-    ApprovalExpired, BudgetExceeded, LlmCall, MaxTurnsReached, Repair as RepairEvent, Resume,
-    TraceEvent, TurnCompleted, TurnResumed, TurnStarted, UnknownTool,
+    ApprovalExpired, BudgetExceeded, HandoffReceived, HandoffRefused, HandoffReplied, LlmCall,
+    MaxTurnsReached, Repair as RepairEvent, Resume, TraceEvent, TurnCompleted, TurnResumed,
+    TurnStarted, UnknownTool,
 };
+use ninetrix_proto::handoffs;
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
 use crate::history::{self, Repair};
@@ -74,6 +76,12 @@ pub struct EngineConfig {
     pub approval: Option<HumanApproval>,
     /// Seconds a request to a person stands before it expires.
     pub approval_timeout_secs: u64,
+    /// The agent's name (the last link of the delegation chains its turns start).
+    pub agent: String,
+    /// Most handoffs in a chain (`execution.max_delegation_depth`).
+    pub max_delegation_depth: u32,
+    /// Seconds a call to a collaborator waits for the reply (`transfer_timeout`).
+    pub transfer_timeout_secs: u64,
 }
 
 /// Tokens and cost of one model call.
@@ -127,6 +135,8 @@ pub enum Input {
         seq: u64,
         /// Its text.
         content: String,
+        /// Who handed it over, for a task from another agent.
+        handoff: Option<HandoffOrigin>,
     },
     /// The model answered.
     Llm(LlmTurn),
@@ -134,6 +144,8 @@ pub enum Input {
     LlmFailed(String),
     /// The current turn's requests to people as they stand now (after a wait).
     Approvals(Vec<Approval>),
+    /// The answers to the calls of an [`Effect::Delegate`] (every one of them).
+    Delegated(Vec<Delegated>),
     /// A tool call finished (executed, replayed from the ledger, or refused).
     Tool {
         /// The call it answers.
@@ -165,6 +177,39 @@ pub struct PlannedCall {
     /// The read tool (by the model's name) and arguments that check this write's effect when
     /// its outcome is unknown (`verify:` in the agentfile).
     pub verify: Option<(String, serde_json::Value)>,
+}
+
+/// A call to a collaborator to hand over: the driver files it through the API (once per call)
+/// and waits for the reply.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delegation {
+    /// The call (`ask_<agent>`), its ledger key and decision.
+    pub call: PlannedCall,
+    /// The collaborator.
+    pub agent: String,
+    /// The task.
+    pub task: String,
+    /// Its context, if the model gave one.
+    pub context: Option<String>,
+    /// The agents from the first caller to this one, inclusive.
+    pub chain: Vec<String>,
+    /// Seconds to wait for the reply.
+    pub timeout_secs: u64,
+    /// What this turn may still spend, if it has a budget.
+    pub budget_usd: Option<f64>,
+}
+
+/// The answer to one delegated call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delegated {
+    /// The call it answers.
+    pub call_id: String,
+    /// The result the model sees (the reply, or why there is none).
+    pub content: String,
+    /// Whether it is an error.
+    pub is_error: bool,
+    /// What the collaborator spent (US dollars), counted in this turn's spending.
+    pub cost_usd: f64,
 }
 
 /// A request to a person to store with a commit (the driver gives it its ID, masks its arguments
@@ -203,6 +248,8 @@ pub struct CommitPlan {
     pub outcomes: Vec<CommitOutcome>,
     /// Requests to people made by the response this commit stores.
     pub approvals: Vec<ApprovalAsk>,
+    /// The reply to the handoff the turn did, on the commit that ends it.
+    pub handoff_reply: Option<HandoffReply>,
 }
 
 /// Something the driver must do.
@@ -223,6 +270,15 @@ pub enum Effect {
         turn_seq: u64,
         /// The requests still pending.
         keys: Vec<String>,
+    },
+    /// Hand these calls' tasks to their collaborators (all at once; their intents are stored,
+    /// the thread `waiting`) and wait (at no cost) for every reply or timeout, then answer with
+    /// [`Input::Delegated`].
+    Delegate {
+        /// The turn.
+        turn_seq: u64,
+        /// The calls, in the response's order.
+        calls: Vec<Delegation>,
     },
     /// Emit a trace event.
     Event(TraceEvent),
@@ -260,6 +316,11 @@ pub struct Engine {
     requests: HashMap<String, Option<Approval>>,
     /// Requests for the next commit.
     asks: Vec<ApprovalAsk>,
+    /// The calls handed to collaborators, waiting for their answers.
+    delegating: Vec<PlannedCall>,
+    /// Answers of delegated calls not yet in the history (by call ID): a batch runs at its
+    /// first call, the others take their answers when their turn in the response comes.
+    delegated: HashMap<String, (String, bool)>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -304,6 +365,8 @@ impl Engine {
             in_flight: None,
             requests: HashMap::new(),
             asks: Vec::new(),
+            delegating: Vec::new(),
+            delegated: HashMap::new(),
         }
     }
 
@@ -328,7 +391,12 @@ impl Engine {
         match input {
             Input::Restored(None) => Vec::new(),
             Input::Restored(Some(restored)) => self.restore(restored),
-            Input::Message { seq, content } => self.start_turn(seq, content),
+            Input::Message {
+                seq,
+                content,
+                handoff,
+            } => self.start_turn(seq, content, handoff),
+            Input::Delegated(answers) => self.on_delegated(answers),
             Input::Llm(turn) => self.on_llm(turn),
             Input::Approvals(approvals) => {
                 self.learn(approvals);
@@ -367,16 +435,16 @@ impl Engine {
         self.learn(approvals);
         let mut out = Vec::new();
         let anchor = self.state.turn_start_history_len as usize;
-        // A response that asked people is kept whatever the resume mode: its requests pin it.
-        let pinned = self
-            .history
-            .iter()
-            .rposition(|m| m.role == Role::Assistant)
-            .is_some_and(|last| {
-                self.history[last]
-                    .tool_call_ids()
-                    .any(|id| self.requests.values().flatten().any(|a| a.call_id == id))
-            });
+        // A response that asked people, or handed a task to a collaborator, is kept whatever the
+        // resume mode: its requests and handoffs pin it (a new response would ask again, or
+        // delegate a second time).
+        let last = self.history.iter().rposition(|m| m.role == Role::Assistant);
+        let asked = last.is_some_and(|last| {
+            self.history[last]
+                .tool_call_ids()
+                .any(|id| self.requests.values().flatten().any(|a| a.call_id == id))
+        });
+        let pinned = asked || last.is_some_and(|l| l >= anchor && self.handed_over(anchor, l));
         let mode = if pinned {
             ResumeMode::Complete
         } else {
@@ -420,21 +488,37 @@ impl Engine {
     /// Takes an inbox message. Nothing is written: until the first model response is committed
     /// (with the message and the advanced cursor), the message is still in the inbox after the
     /// stored cursor, and a restarted runner takes it again.
-    fn start_turn(&mut self, seq: u64, content: String) -> Vec<Effect> {
+    fn start_turn(
+        &mut self,
+        seq: u64,
+        content: String,
+        handoff: Option<HandoffOrigin>,
+    ) -> Vec<Effect> {
         self.state.turn_seq += 1;
         self.state.usage = Usage::default();
         self.ledger.clear();
         self.requests.clear();
+        self.delegated.clear();
+        let received = handoff.as_ref().map(|h| {
+            event(TraceEvent::HandoffReceived(HandoffReceived {
+                delivery_key: h.delivery_key.clone(),
+                from_agent: h.from_agent.clone(),
+                from_thread: h.from_thread,
+                chain: h.chain.clone(),
+            }))
+        });
+        self.state.handoff = handoff;
         self.history
             .push(Message::text(Role::User, content.clone()));
         self.state.turn_start_history_len = self.history.len() as u64;
         self.state.status = ThreadStatus::InTurn;
         self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
-        let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
+        let mut out: Vec<Effect> = received.into_iter().collect();
+        out.push(event(TraceEvent::TurnStarted(TurnStarted {
             turn_seq: self.state.turn_seq,
             seq,
             input: preview(&content, 200),
-        }))];
+        })));
         out.extend(self.advance());
         out
     }
@@ -454,18 +538,8 @@ impl Engine {
             stop_reason: turn.stop_reason,
             tool_calls: calls as u64,
         }))];
-        if let Some(budget) = self.cfg.budget
-            && self.state.usage.cost_usd > budget
-        {
-            out.push(event(TraceEvent::BudgetExceeded(BudgetExceeded {
-                budget_usd: budget,
-                spent_usd: self.state.usage.cost_usd,
-            })));
-            let reply = format!(
-                "Stopped: this turn spent ${:.4}, over its budget of ${budget:.2} (governance.max_budget_per_run).",
-                self.state.usage.cost_usd
-            );
-            out.extend(self.stop_turn(&reply, false, "budget_exceeded"));
+        if let Some(stop) = self.over_budget() {
+            out.extend(stop);
             return out;
         }
         // A final answer is committed by `finish` (one write with the thread back to idle);
@@ -514,6 +588,196 @@ impl Engine {
         out
     }
 
+    /// The budget of the current turn: the agent's, or what the caller's turn had left when
+    /// the task was handed over, whichever is less.
+    fn budget(&self) -> Option<f64> {
+        let left = self.state.handoff.as_ref().and_then(|h| h.budget_usd);
+        match (self.cfg.budget, left) {
+            (Some(own), Some(left)) => Some(own.min(left)),
+            (own, left) => own.or(left),
+        }
+    }
+
+    /// Stops the turn if it has spent more than its budget (its collaborators' spending
+    /// included).
+    fn over_budget(&mut self) -> Option<Vec<Effect>> {
+        let budget = self.budget()?;
+        if self.state.usage.cost_usd <= budget {
+            return None;
+        }
+        let mut out = vec![event(TraceEvent::BudgetExceeded(BudgetExceeded {
+            budget_usd: budget,
+            spent_usd: self.state.usage.cost_usd,
+        }))];
+        let reply = format!(
+            "Stopped: this turn spent ${:.4}, over its budget of ${budget:.2} (governance.max_budget_per_run{}).",
+            self.state.usage.cost_usd,
+            if self.state.handoff.is_some() {
+                ", or what the calling agent's turn had left"
+            } else {
+                ""
+            }
+        );
+        out.extend(self.stop_turn(&reply, false, "budget_exceeded"));
+        Some(out)
+    }
+
+    /// The answers to delegated calls: each one's outcome recorded (its result is the reply),
+    /// the collaborators' spending counted, and the thread back `in_turn` in one commit; the
+    /// answers join the history in the response's order as the turn goes on.
+    fn on_delegated(&mut self, answers: Vec<Delegated>) -> Vec<Effect> {
+        let calls = std::mem::take(&mut self.delegating);
+        for answer in answers {
+            let Some(call) = calls.iter().find(|c| c.call_id == answer.call_id) else {
+                continue;
+            };
+            let recorded = self
+                .ledger
+                .get(&call.key)
+                .is_some_and(|e| e.status != ToolCallStatus::Intent);
+            if !recorded {
+                self.record_outcome(CommitOutcome {
+                    key: call.key.clone(),
+                    ok: !answer.is_error,
+                    result: answer.content.clone(),
+                });
+            }
+            if answer.cost_usd.is_finite() && answer.cost_usd > 0.0 {
+                self.state.usage.cost_usd += answer.cost_usd;
+            }
+            self.delegated
+                .insert(answer.call_id, (answer.content, answer.is_error));
+        }
+        self.state.status = ThreadStatus::InTurn;
+        let mut out = vec![self.commit()];
+        if let Some(stop) = self.over_budget() {
+            out.extend(stop);
+            return out;
+        }
+        out.extend(self.advance());
+        out
+    }
+
+    /// The collaborator behind a tool the model calls, if it is an `ask_<agent>`.
+    fn handoff_target(&self, name: &str) -> Option<&HandoffTarget> {
+        self.spec_of(name).and_then(|s| s.handoff.as_ref())
+    }
+
+    /// The delegation chain of the current turn's own calls: the agents from the first caller to
+    /// this one, inclusive.
+    fn chain(&self) -> Vec<String> {
+        let mut chain = self
+            .state
+            .handoff
+            .as_ref()
+            .map(|h| h.chain.clone())
+            .unwrap_or_default();
+        chain.push(self.cfg.agent.clone());
+        chain
+    }
+
+    /// Whether any call of message `a` is a handoff the ledger knows (its intent is stored).
+    fn handed_over(&self, anchor: usize, a: usize) -> bool {
+        let (calls, _) = self.calls_of(a);
+        (0..calls.len()).any(|i| match self.plan(anchor, a, i) {
+            NextCall::Known(call) => {
+                self.handoff_target(&call.name).is_some() && self.ledger.contains_key(&call.key)
+            }
+            _ => false,
+        })
+    }
+
+    /// The delegation of `call` to `agent`, or — when it must not be made — the error result it
+    /// gets instead (and the event saying why, for the depth limit).
+    fn delegation(
+        &self,
+        call: &PlannedCall,
+        agent: &str,
+    ) -> Result<Delegation, (String, Option<Box<HandoffRefused>>)> {
+        let chain = self.chain();
+        if let Err(why) = handoffs::check_depth(&chain, agent, self.cfg.max_delegation_depth) {
+            let mut would = chain.clone();
+            would.push(agent.to_string());
+            return Err((
+                why,
+                Some(Box::new(HandoffRefused {
+                    tool: call.name.clone(),
+                    agent: agent.to_string(),
+                    chain: would,
+                    max_depth: self.cfg.max_delegation_depth,
+                })),
+            ));
+        }
+        let text = |k: &str| {
+            call.args
+                .get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+        };
+        let Some(task) = text("task") else {
+            return Err((
+                format!(
+                    "Not run: `{}` needs a `task` (a non-empty string) saying what `{agent}` should do.",
+                    call.name
+                ),
+                None,
+            ));
+        };
+        Ok(Delegation {
+            call: call.clone(),
+            agent: agent.to_string(),
+            task,
+            context: text("context"),
+            chain,
+            timeout_secs: self.cfg.transfer_timeout_secs,
+            budget_usd: self
+                .budget()
+                .map(|b| (b - self.state.usage.cost_usd).max(0.0)),
+        })
+    }
+
+    /// Hands over every call of message `a` from call `from` on that goes to a collaborator and
+    /// is not answered yet (calls to several collaborators in one response run together): their
+    /// intents stored with the thread `waiting`, in one commit, then [`Effect::Delegate`].
+    fn delegate(&mut self, anchor: usize, a: usize, from: usize) -> Vec<Effect> {
+        let (calls, _) = self.calls_of(a);
+        let mut batch = Vec::new();
+        for i in from..calls.len() {
+            let NextCall::Known(call) = self.plan(anchor, a, i) else {
+                continue;
+            };
+            if matches!(call.decision, Decision::Replay { .. })
+                || self.delegated.contains_key(&call.call_id)
+            {
+                continue;
+            }
+            let Some(agent) = self.handoff_target(&call.name).map(|t| t.agent.clone()) else {
+                continue;
+            };
+            if let Ok(d) = self.delegation(&call, &agent) {
+                batch.push(d);
+            }
+        }
+        for d in &batch {
+            if !self.ledger.contains_key(&d.call.key) {
+                self.intents.push(intent_of(&d.call));
+                self.ledger
+                    .insert(d.call.key.clone(), Entry::intent(self.cfg.epoch));
+            }
+        }
+        self.delegating = batch.iter().map(|d| d.call.clone()).collect();
+        self.state.status = ThreadStatus::Waiting;
+        vec![
+            self.commit(),
+            Effect::Delegate {
+                turn_seq: self.state.turn_seq,
+                calls: batch,
+            },
+        ]
+    }
+
     fn record_outcome(&mut self, outcome: CommitOutcome) {
         if let Some(entry) = self.ledger.remove(&outcome.key) {
             self.ledger.insert(
@@ -538,11 +802,13 @@ impl Engine {
                 .map(str::to_string)
                 .collect();
             for id in unanswered {
-                self.history.push(history::tool_result(
-                    &id,
-                    format!("Not run: the turn was stopped ({why})."),
-                    true,
-                ));
+                // A call a collaborator answered did run: its answer stands.
+                let (content, is_error) = self
+                    .delegated
+                    .remove(&id)
+                    .unwrap_or_else(|| (format!("Not run: the turn was stopped ({why})."), true));
+                self.history
+                    .push(history::tool_result(&id, content, is_error));
             }
         }
         self.history.push(Message::text(Role::Assistant, reply));
@@ -556,18 +822,38 @@ impl Engine {
             (true, false) => ThreadStatus::Failed,
         };
         let seq = self.state.inbox_cursor;
-        vec![
-            self.commit(),
-            event(TraceEvent::TurnCompleted(TurnCompleted {
-                turn_seq: self.state.turn_seq,
-                seq,
+        // A handed-over task's reply goes back with the step that ends the turn.
+        let origin = self.state.handoff.take();
+        let mut commit = self.commit();
+        let mut out = Vec::new();
+        let mut replied = None;
+        if let (Some(origin), Effect::Commit(plan)) = (origin, &mut commit) {
+            plan.handoff_reply = Some(HandoffReply {
+                delivery_key: origin.delivery_key.clone(),
                 ok,
-                reply: reply.clone(),
-                usage: self.state.usage.clone(),
-                duration_ms: 0.0,
-            })),
-            Effect::TurnFinished { seq, reply, ok },
-        ]
+                text: reply.clone(),
+                cost_usd: self.state.usage.cost_usd,
+            });
+            replied = Some(event(TraceEvent::HandoffReplied(HandoffReplied {
+                delivery_key: origin.delivery_key,
+                to_agent: origin.from_agent,
+                to_thread: origin.from_thread,
+                ok,
+                cost_usd: self.state.usage.cost_usd,
+            })));
+        }
+        out.push(commit);
+        out.push(event(TraceEvent::TurnCompleted(TurnCompleted {
+            turn_seq: self.state.turn_seq,
+            seq,
+            ok,
+            reply: reply.clone(),
+            usage: self.state.usage.clone(),
+            duration_ms: 0.0,
+        })));
+        out.extend(replied);
+        out.push(Effect::TurnFinished { seq, reply, ok });
+        out
     }
 
     /// Takes what a wait brought: the current turn's requests as stored.
@@ -626,6 +912,14 @@ impl Engine {
             .is_some_and(|h| h.gates(&call.name, call.effect));
         (gated && matches!(call.decision, Decision::Execute { .. }))
             .then_some(ApprovalKind::Approval)
+    }
+
+    /// Whether any call of message `a` has a request to a person.
+    fn asked(&self, a: usize) -> bool {
+        self.history[a]
+            .tool_call_ids()
+            .any(|id| self.requests.values().flatten().any(|r| r.call_id == id))
+            || !self.asks.is_empty()
     }
 
     /// The ledger keys of the requests of message `a`'s unanswered calls that are still pending.
@@ -715,6 +1009,7 @@ impl Engine {
             intents: std::mem::take(&mut self.intents),
             outcomes: std::mem::take(&mut self.outcomes),
             approvals: std::mem::take(&mut self.asks),
+            handoff_reply: None,
         })
     }
 
@@ -815,9 +1110,11 @@ impl Engine {
         let (calls, answered) = self.calls_of(a);
         (answered..calls.len())
             .find_map(|i| match self.plan(anchor, a, i) {
+                // A call to a collaborator gets its intent on its batch's own commit.
                 NextCall::Known(call)
                     if call.effect == EffectClass::Write
-                        && matches!(call.decision, Decision::Execute { .. }) =>
+                        && matches!(call.decision, Decision::Execute { .. })
+                        && self.handoff_target(&call.name).is_none() =>
                 {
                     Some(call)
                 }
@@ -859,11 +1156,14 @@ impl Engine {
                     return out;
                 }
                 if self.state.status == ThreadStatus::Waiting {
-                    // Every request is settled: stored as such (with the next write's intent),
-                    // and the expiries with it.
                     self.state.status = ThreadStatus::InTurn;
-                    out.push(self.commit());
-                    out.extend(self.expiries(a).into_iter().map(event));
+                    // Every request is settled: stored as such (with the next write's intent),
+                    // and the expiries with it. (A turn stored waiting for collaborators hands
+                    // its calls over again below, which stores it waiting again.)
+                    if self.asked(a) {
+                        out.push(self.commit());
+                        out.extend(self.expiries(a).into_iter().map(event));
+                    }
                 }
                 match self.plan(anchor, a, answered) {
                     NextCall::Settled {
@@ -892,6 +1192,34 @@ impl Engine {
                             available,
                         })));
                         continue;
+                    }
+                    // A call to a collaborator: its answer from the batch it ran in, or — unless
+                    // the ledger has it to replay — a batch of its own now.
+                    NextCall::Known(call)
+                        if self.handoff_target(&call.name).is_some()
+                            && (self.delegated.contains_key(&call.call_id)
+                                || !matches!(call.decision, Decision::Replay { .. })) =>
+                    {
+                        if let Some((content, is_error)) = self.delegated.remove(&call.call_id) {
+                            self.history.push(history::tool_result(
+                                &call.call_id,
+                                content,
+                                is_error,
+                            ));
+                            continue;
+                        }
+                        let agent = self
+                            .handoff_target(&call.name)
+                            .map(|t| t.agent.clone())
+                            .unwrap_or_default();
+                        if let Err((content, refused)) = self.delegation(&call, &agent) {
+                            self.history
+                                .push(history::tool_result(&call.call_id, content, true));
+                            out.extend(refused.map(|r| event(TraceEvent::HandoffRefused(*r))));
+                            continue;
+                        }
+                        out.extend(self.delegate(anchor, a, answered));
+                        return out;
                     }
                     NextCall::Known(call) => {
                         // A write runs only once its intent is stored: when no commit carried
@@ -1030,6 +1358,9 @@ mod tests {
             batch: false,
             approval: None,
             approval_timeout_secs: 3600,
+            agent: "a".into(),
+            max_delegation_depth: 4,
+            transfer_timeout_secs: 300,
         }
     }
 
@@ -1085,6 +1416,7 @@ mod tests {
         Input::Message {
             seq,
             content: "go".into(),
+            handoff: None,
         }
     }
 
@@ -1098,6 +1430,7 @@ mod tests {
                 Effect::Event(e) => format!("event:{}", e.kind()),
                 Effect::TurnFinished { .. } => "finished".into(),
                 Effect::AwaitApprovals { keys, .. } => format!("await:{}", keys.len()),
+                Effect::Delegate { calls, .. } => format!("delegate:{}", calls.len()),
             })
             .collect()
     }
@@ -1895,5 +2228,296 @@ mod tests {
         let asks = ask_of(&out);
         assert_eq!(asks.len(), 1);
         assert_eq!(asks[0].kind, ApprovalKind::Question);
+    }
+
+    // --- Handoffs (issue 16) ---
+
+    fn collaborating() -> EngineConfig {
+        EngineConfig {
+            tools: vec![
+                ToolSpec::builtin(tools::builtin("file_read").unwrap()),
+                ToolSpec::handoff("b", None),
+                ToolSpec::handoff("c", None),
+            ],
+            ..config()
+        }
+    }
+
+    fn ask(id: &str, agent: &str, task: &str) -> Block {
+        Block::ToolCall {
+            id: id.into(),
+            name: format!("ask_{agent}"),
+            args: json!({"task": task}),
+        }
+    }
+
+    fn delegations(effects: &[Effect]) -> Vec<Delegation> {
+        match effects.last() {
+            Some(Effect::Delegate { calls, .. }) => calls.clone(),
+            other => panic!("expected a delegation last, got {other:?}"),
+        }
+    }
+
+    fn reply(d: &Delegation, text: &str, cost: f64) -> Delegated {
+        Delegated {
+            call_id: d.call.call_id.clone(),
+            content: text.into(),
+            is_error: false,
+            cost_usd: cost,
+        }
+    }
+
+    fn origin(chain: &[&str], budget: Option<f64>) -> HandoffOrigin {
+        HandoffOrigin {
+            delivery_key: "handoff:k".into(),
+            from_agent: chain.last().unwrap().to_string(),
+            from_thread: ThreadId::new_v7(),
+            chain: chain.iter().map(|c| c.to_string()).collect(),
+            budget_usd: budget,
+        }
+    }
+
+    #[test]
+    fn calls_to_two_collaborators_are_handed_over_together_and_answered_in_order() {
+        let mut e = Engine::new(collaborating());
+        e.apply(message(1));
+        let out = e.apply(llm(
+            vec![
+                ask("1", "b", "find x"),
+                read_call("2"),
+                ask("3", "c", "find y"),
+            ],
+            0.01,
+        ));
+        assert_eq!(
+            kinds(&out),
+            ["commit", "event:llm_call", "commit", "delegate:2"],
+            "the response, then one commit for the batch"
+        );
+        let [response, batch] = commits(&out)[..] else {
+            panic!()
+        };
+        assert!(
+            response.intents.is_empty(),
+            "a handoff's intent rides on its batch"
+        );
+        assert_eq!(batch.intents.len(), 2);
+        assert!(batch.intents.iter().all(|i| i.effect == Class::Write));
+        assert_eq!(batch.state.status, ThreadStatus::Waiting);
+        let calls = delegations(&out);
+        assert_eq!(
+            calls
+                .iter()
+                .map(|d| (d.agent.as_str(), d.task.as_str()))
+                .collect::<Vec<_>>(),
+            [("b", "find x"), ("c", "find y")]
+        );
+        assert_eq!(calls[0].chain, ["a"]);
+        assert_eq!(calls[0].timeout_secs, 300);
+        let left = calls[0].budget_usd.unwrap();
+        assert!((left - 0.09).abs() < 1e-9, "the budget left: {left}");
+        // The answers: outcomes stored in one commit, the turn going on with the read.
+        let out = e.apply(Input::Delegated(vec![
+            reply(&calls[1], "y is 2", 0.02),
+            reply(&calls[0], "x is 1", 0.01),
+        ]));
+        assert_eq!(kinds(&out), ["commit", "run:file_read"]);
+        let plan = commits(&out)[0];
+        assert_eq!(plan.outcomes.len(), 2);
+        assert_eq!(plan.state.status, ThreadStatus::InTurn);
+        assert!(
+            (plan.state.usage.cost_usd - 0.04).abs() < 1e-9,
+            "the collaborators' spend counts"
+        );
+        let out = e.apply(result("2"));
+        assert_eq!(kinds(&out), ["call_llm"]);
+        let r = results(&e);
+        assert_eq!(
+            r.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+            ["x is 1", "result of 2", "y is 2"],
+            "answers in the response's order"
+        );
+    }
+
+    #[test]
+    fn a_chain_past_the_depth_limit_is_refused_with_an_error_naming_it() {
+        let mut e = Engine::new(EngineConfig {
+            max_delegation_depth: 1,
+            ..collaborating()
+        });
+        e.apply(Input::Message {
+            seq: 1,
+            content: "task".into(),
+            handoff: Some(origin(&["b"], None)),
+        });
+        let out = e.apply(llm(vec![ask("1", "b", "again")], 0.0));
+        assert_eq!(
+            kinds(&out),
+            [
+                "commit",
+                "event:llm_call",
+                "event:handoff_refused",
+                "call_llm"
+            ]
+        );
+        let (text, is_error) = &results(&e)[0];
+        assert!(*is_error);
+        assert!(text.contains("b → a → b (2 handoffs)"), "{text}");
+        assert!(text.contains("max_delegation_depth (1)"), "{text}");
+    }
+
+    #[test]
+    fn a_call_without_a_task_is_answered_with_an_error_and_not_handed_over() {
+        let mut e = Engine::new(collaborating());
+        e.apply(message(1));
+        let out = e.apply(llm(
+            vec![Block::ToolCall {
+                id: "1".into(),
+                name: "ask_b".into(),
+                args: json!({"context": "x"}),
+            }],
+            0.0,
+        ));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "call_llm"]);
+        assert!(results(&e)[0].0.contains("needs a `task`"));
+    }
+
+    #[test]
+    fn a_delegated_turn_replies_with_its_final_commit() {
+        let mut e = Engine::new(config());
+        let out = e.apply(Input::Message {
+            seq: 1,
+            content: "Task from agent `x`:\nsum".into(),
+            handoff: Some(origin(&["x"], Some(1.0))),
+        });
+        assert_eq!(
+            kinds(&out),
+            ["event:handoff_received", "event:turn_started", "call_llm"]
+        );
+        let out = e.apply(answer("4"));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:llm_call",
+                "commit",
+                "event:turn_completed",
+                "event:handoff_replied",
+                "finished"
+            ]
+        );
+        let plan = commits(&out)[0];
+        let reply = plan
+            .handoff_reply
+            .as_ref()
+            .expect("the reply rides on the final commit");
+        assert_eq!((reply.ok, reply.text.as_str()), (true, "4"));
+        assert_eq!(
+            plan.state.handoff, None,
+            "the turn is over: no origin stays"
+        );
+        // A failed one says so.
+        let mut e = Engine::new(EngineConfig {
+            max_rounds: 1,
+            ..collaborating()
+        });
+        e.apply(Input::Message {
+            seq: 1,
+            content: "t".into(),
+            handoff: Some(origin(&["x"], None)),
+        });
+        e.apply(llm(vec![read_call("r")], 0.0));
+        let out = e.apply(result("r"));
+        let reply = commits(&out)[0].handoff_reply.clone().unwrap();
+        assert!(!reply.ok && reply.text.contains("max_turns"), "{reply:?}");
+    }
+
+    #[test]
+    fn a_delegated_turn_spends_at_most_what_its_caller_had_left() {
+        let mut e = Engine::new(config());
+        e.apply(Input::Message {
+            seq: 1,
+            content: "t".into(),
+            handoff: Some(origin(&["x"], Some(0.01))),
+        });
+        let out = e.apply(llm(vec![read_call("r")], 0.02));
+        assert!(kinds(&out).contains(&"event:budget_exceeded".to_string()));
+        let reply = commits(&out).last().unwrap().handoff_reply.clone().unwrap();
+        assert!(
+            !reply.ok && reply.text.contains("calling agent"),
+            "{reply:?}"
+        );
+    }
+
+    #[test]
+    fn collaborators_spending_over_the_budget_stops_the_turn_keeping_their_answers() {
+        let mut e = Engine::new(collaborating());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![ask("1", "b", "x"), ask("2", "c", "y")], 0.0));
+        let calls = delegations(&out);
+        let out = e.apply(Input::Delegated(vec![
+            reply(&calls[0], "done b", 0.08),
+            reply(&calls[1], "done c", 0.08),
+        ]));
+        assert!(kinds(&out).contains(&"event:budget_exceeded".to_string()));
+        let r = results(&e);
+        assert_eq!(
+            r[0],
+            ("done b".to_string(), false),
+            "what ran keeps its answer"
+        );
+        assert_eq!(r[1], ("done c".to_string(), false));
+    }
+
+    #[test]
+    fn a_restarted_caller_re_attaches_to_the_same_handoffs_even_in_truncate_mode() {
+        let cfg = collaborating();
+        assert_eq!(cfg.resume, ResumeMode::Truncate);
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![ask("1", "b", "x"), ask("2", "c", "y")], 0.0));
+        let calls = delegations(&out);
+        // Crash while waiting: the batch's intents are stored.
+        let mut restored = stored(&first);
+        restored.ledger = calls
+            .iter()
+            .map(|d| record(&d.call, ToolCallStatus::Intent, 1))
+            .collect();
+        let mut second = second_boot(cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored.clone())));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "commit", "delegate:2"],
+            "no cut: the same calls are handed over again (the API finds them filed)"
+        );
+        let again = delegations(&out);
+        assert_eq!(
+            again.iter().map(|d| d.call.key.clone()).collect::<Vec<_>>(),
+            calls.iter().map(|d| d.call.key.clone()).collect::<Vec<_>>()
+        );
+        assert!(
+            again
+                .iter()
+                .all(|d| d.call.decision == Decision::OutcomeUnknown)
+        );
+        assert!(
+            commits(&out)[0].intents.is_empty(),
+            "their intents are stored already"
+        );
+        // One answered and recorded before the crash: replayed, the other re-attached.
+        restored.ledger[0] = record(&calls[0].call, ToolCallStatus::Completed, 1);
+        let mut third = Engine::new(EngineConfig { epoch: 3, ..cfg });
+        let out = third.apply(Input::Restored(Some(restored)));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "run:ask_b"],
+            "the recorded answer is replayed first"
+        );
+        let out = third.apply(Input::Tool {
+            call_id: "1".into(),
+            content: "recorded".into(),
+            is_error: false,
+        });
+        assert_eq!(kinds(&out), ["commit", "delegate:1"]);
+        assert_eq!(delegations(&out)[0].agent, "c");
     }
 }

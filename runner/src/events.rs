@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ninetrix_proto::api::{ApprovalKind, NewEvent};
+use ninetrix_proto::api::{ApprovalKind, HandoffStatus, NewEvent};
 use ninetrix_proto::events::TraceEvent;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -337,6 +337,52 @@ fn log(event: &TraceEvent) {
                 .map(|ms| format!("; retrying in {ms} ms"))
                 .unwrap_or_else(|| "; giving up".into())
         ),
+        TraceEvent::HandoffSent(h) => tracing::info!(
+            "{} task to `{}` (session {}, thread {}, depth {}); waiting for its reply: {}",
+            if h.reattached {
+                "re-attached to the"
+            } else {
+                "handed a"
+            },
+            h.agent,
+            h.session,
+            h.thread_id,
+            h.depth,
+            h.task
+        ),
+        TraceEvent::HandoffSettled(h) if h.status == HandoffStatus::Replied => tracing::info!(
+            "`{}` replied after {} ms (spent ${:.4}): {}",
+            h.agent,
+            h.waited_ms,
+            h.cost_usd,
+            h.reply
+        ),
+        TraceEvent::HandoffSettled(h) => tracing::warn!(
+            "the handoff to `{}` ended {} after {} ms: {}",
+            h.agent,
+            h.status.as_str(),
+            h.waited_ms,
+            h.reply
+        ),
+        TraceEvent::HandoffRefused(h) => tracing::warn!(
+            "not handing work to `{}`: the chain {} is deeper than max_delegation_depth {}",
+            h.agent,
+            ninetrix_proto::handoffs::chain_text(&h.chain),
+            h.max_depth
+        ),
+        TraceEvent::HandoffReceived(h) => tracing::info!(
+            "task from `{}` (thread {}, chain {})",
+            h.from_agent,
+            h.from_thread,
+            ninetrix_proto::handoffs::chain_text(&h.chain)
+        ),
+        TraceEvent::HandoffReplied(h) => tracing::info!(
+            "replied to `{}` (thread {}): {} (spent ${:.4})",
+            h.to_agent,
+            h.to_thread,
+            if h.ok { "done" } else { "not done" },
+            h.cost_usd
+        ),
         TraceEvent::Error(e) => tracing::error!("{}: {}", e.stage.as_str(), e.message),
     }
 }
@@ -381,6 +427,20 @@ mod tests {
             _: u64,
             _: Duration,
         ) -> Result<Vec<ninetrix_proto::api::Approval>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn open_handoff(
+            &self,
+            _: &ninetrix_proto::api::HandoffRequest,
+        ) -> Result<ninetrix_proto::api::Handoff, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn handoffs(
+            &self,
+            _: u64,
+            _: u64,
+            _: Duration,
+        ) -> Result<Vec<ninetrix_proto::api::Handoff>, CheckpointError> {
             unreachable!("the event sender only sends events")
         }
         async fn inbox(&self, _: u64, _: Duration) -> Result<Vec<InboxMessage>, CheckpointError> {

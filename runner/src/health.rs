@@ -54,6 +54,11 @@ pub enum Activity {
         /// The pending requests.
         approvals: Vec<ninetrix_proto::ApprovalId>,
     },
+    /// A turn waits for collaborators' replies to the tasks it handed them.
+    Delegating {
+        /// The collaborators.
+        agents: Vec<String>,
+    },
 }
 
 /// The report in the status file.
@@ -102,6 +107,9 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
         Activity::Waiting { approvals } => {
             let ids: Vec<String> = approvals.iter().map(|id| id.to_string()).collect();
             format!("waiting for approval {}", ids.join(", "))
+        }
+        Activity::Delegating { agents } => {
+            format!("waiting for collaborator {}", agents.join(", "))
         }
     };
     for down in report.mcp.values() {

@@ -118,6 +118,7 @@ pub fn offered(
                     tool: Some(tool.to_string()),
                     allow: Vec::new(),
                 }),
+                handoff: None,
                 verify: entry.verify.clone(),
             },
             source,

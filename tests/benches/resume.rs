@@ -75,11 +75,13 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
                 status: ThreadStatus::Idle,
                 inbox_cursor: 0,
                 usage: Default::default(),
+                handoff: None,
             },
             intents: Vec::new(),
             outcomes: Vec::new(),
             events: Vec::new(),
             approvals: Vec::new(),
+            handoff_reply: None,
         };
         client.commit(thread, &request).await.unwrap();
     }

@@ -48,6 +48,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         status,
         inbox_cursor: turn,
         usage: Default::default(),
+        handoff: None,
     };
     let call = Message::new(
         Role::Assistant,
@@ -72,6 +73,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         outcomes: Vec::new(),
         events: Vec::new(),
         approvals: Vec::new(),
+        handoff_reply: None,
     };
     let mut first = step(
         version,

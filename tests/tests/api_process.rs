@@ -20,6 +20,7 @@ fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
             status: ThreadStatus::InTurn,
             inbox_cursor: 0,
             usage: Default::default(),
+            handoff: None,
         },
     }
 }

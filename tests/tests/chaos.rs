@@ -192,7 +192,7 @@ async fn chaos() {
     let agent = appender_spec()["name"].as_str().unwrap().to_string();
     admin
         .client
-        .set_replicas(SESSION_POOL, &agent, 2)
+        .set_replicas(SESSION_POOL, &agent, 2, &[])
         .await
         .unwrap();
     let session_replica = |n: u32| {

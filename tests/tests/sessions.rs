@@ -112,7 +112,11 @@ async fn two_hundred_sessions_over_three_replicas_through_random_kills() {
     let s = setup();
     let spec = appender_spec();
     let agent = spec["name"].as_str().unwrap().to_string();
-    s.admin.client.set_replicas(POOL, &agent, 3).await.unwrap();
+    s.admin
+        .client
+        .set_replicas(POOL, &agent, 3, &[])
+        .await
+        .unwrap();
     let mut replicas: Vec<Runner> = (1..=3).map(|n| replica(&s, &spec, n)).collect();
     let mut all = Sessions {
         sent: HashMap::new(),
@@ -173,7 +177,11 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     let s = setup();
     let spec = appender_spec();
     let agent = spec["name"].as_str().unwrap().to_string();
-    s.admin.client.set_replicas(POOL, &agent, 3).await.unwrap();
+    s.admin
+        .client
+        .set_replicas(POOL, &agent, 3, &[])
+        .await
+        .unwrap();
     let mut replicas: Vec<Runner> = (1..=3).map(|n| replica(&s, &spec, n)).collect();
     let mut all = Sessions {
         sent: HashMap::new(),
@@ -190,12 +198,20 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     }
     // 3 → 4: the fourth replica starts, then the count moves; the sessions it now owns move to it.
     replicas.push(replica(&s, &spec, 4));
-    s.admin.client.set_replicas(POOL, &agent, 4).await.unwrap();
+    s.admin
+        .client
+        .set_replicas(POOL, &agent, 4, &[])
+        .await
+        .unwrap();
     for key in burst(&mut rng) {
         all.send(&s, &key).await;
     }
     // 4 → 2: the count moves first, then replicas 3 and 4 go (one killed mid-work, one stopped).
-    s.admin.client.set_replicas(POOL, &agent, 2).await.unwrap();
+    s.admin
+        .client
+        .set_replicas(POOL, &agent, 2, &[])
+        .await
+        .unwrap();
     for key in burst(&mut rng) {
         all.send(&s, &key).await;
     }

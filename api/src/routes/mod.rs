@@ -3,6 +3,7 @@
 
 mod admin;
 mod approvals;
+mod handoffs;
 mod health;
 mod runner;
 mod sessions;
@@ -84,6 +85,8 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(sessions::set_replicas))
         .routes(routes!(sessions::mint_agent_token))
         .routes(routes!(sessions::work))
+        .routes(routes!(handoffs::open, handoffs::turn))
+        .routes(routes!(handoffs::list))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -99,7 +99,7 @@ pub(crate) async fn append_checkpoint(
     request_body = CommitRequest,
     responses((status = 201, body = CommitResponse, description = "committed: the new version and the ledger record of each intent"),
         (status = 409, body = ErrorBody, description = "`fenced`, `version_conflict` or `already_completed`"),
-        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such thread, or an outcome for a key not in the ledger"),
+        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such thread, an outcome for a key not in the ledger, or a handoff reply for no handoff of this thread"),
         (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn commit(
@@ -110,9 +110,13 @@ pub(crate) async fn commit(
 ) -> Result<(StatusCode, axum::Json<CommitResponse>), ApiError> {
     caller.require_thread(id)?;
     let with_events = !request.events.is_empty();
-    let committed = app.store.commit(id, request).await?;
+    let (committed, caller) = app.store.commit(id, request).await?;
     if with_events {
         app.hub.notify(id);
+    }
+    // A reply to a handoff wakes the caller's turn waiting for it.
+    if let Some(caller) = caller {
+        app.hub.notify(caller);
     }
     Ok((StatusCode::CREATED, axum::Json(committed)))
 }

@@ -139,8 +139,8 @@ pub(crate) async fn list(
     Ok(axum::Json(app.store.list_threads(filter).await?))
 }
 
-/// Record how many replicas the agent runs (`up` does, before it starts or removes any): what its
-/// sessions are spread over. The replicas waiting for work are woken, so moved sessions are taken
+/// Record how many replicas the agent runs (`up` does, before it starts or removes any) — what its
+/// sessions are spread over — and which agents it may hand work to (`collaborators`). The replicas waiting for work are woken, so moved sessions are taken
 /// over at once.
 #[utoipa::path(put, path = "/v1/pools/{pool}/agents/{agent}", tag = "admin",
     params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
@@ -163,8 +163,19 @@ pub(crate) async fn set_replicas(
             request.replicas
         )));
     }
+    let named = |c: &String| name_fits(c) && !c.chars().any(char::is_control);
+    if request.collaborators.len() > 64 || !request.collaborators.iter().all(named) {
+        return Err(unprocessable(format!(
+            "collaborators must be at most 64 agent names of 1 to {MAX_NAME_CHARS} characters without control characters"
+        )));
+    }
     app.store
-        .set_replicas(pool.clone(), agent.clone(), request.replicas)
+        .set_replicas(
+            pool.clone(),
+            agent.clone(),
+            request.replicas,
+            request.collaborators,
+        )
         .await?;
     app.hub.notify_agent(&pool, &agent);
     Ok(StatusCode::NO_CONTENT)

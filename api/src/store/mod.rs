@@ -18,8 +18,9 @@ use std::time::Duration;
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
     CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
-    EventsRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail, VersionSummary,
+    EventsRequest, Handoff, HandoffRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
+    VersionSummary,
 };
 
 use ninetrix_proto::{ApprovalId, ThreadId};
@@ -73,6 +74,12 @@ pub enum StoreError {
         /// The session the claim named.
         key: String,
     },
+    /// A handoff to an agent the caller may not hand work to (403 `not_collaborator`): why.
+    #[error("{0}")]
+    NotCollaborator(String),
+    /// A commit's handoff reply names no handoff delivered to its thread (404).
+    #[error("no handoff `{0}` was delivered to this thread")]
+    UnknownHandoff(String),
     /// The database URL names no supported backend.
     #[error("the database URL must start with sqlite:// or postgres://")]
     UnsupportedUrl,
@@ -118,6 +125,21 @@ pub struct ThreadFilter {
     pub sessions: bool,
     /// Only the thread of this session key.
     pub session: Option<String>,
+    /// At most this many.
+    pub limit: u32,
+    /// Skip this many.
+    pub offset: u32,
+}
+
+/// Which handoffs a listing returns.
+#[derive(Clone, Debug, Default)]
+pub struct HandoffFilter {
+    /// Only this pool.
+    pub pool: Option<String>,
+    /// Only those this (caller's) thread made.
+    pub thread: Option<ThreadId>,
+    /// Only the one delivered to this (collaborator's session) thread.
+    pub target: Option<ThreadId>,
     /// At most this many.
     pub limit: u32,
     /// Skip this many.
@@ -324,8 +346,14 @@ store_ops! {
         = |c| append_checkpoint(c, id, &request, now_ms());
 
     /// One durable step in one transaction: a checkpoint version, ledger intents and outcomes.
-    write fn commit(id: ThreadId, request: CommitRequest) -> CommitResponse
+    /// Also returns the thread of the caller whose handoff the commit answered.
+    write fn commit(id: ThreadId, request: CommitRequest) -> (CommitResponse, Option<ThreadId>)
         = |c| commit(c, id, &request, now_ms());
+
+    /// Hands a call's task to a collaborator, once (see `ops::open_handoff`); `true` when made
+    /// now, `false` for the handoff the same call made before.
+    write fn open_handoff(caller: ThreadId, request: HandoffRequest) -> (Handoff, bool)
+        = |c| open_handoff(c, caller, &request, now_ms());
 
     /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
     write fn record_intent(id: ThreadId, intent: ToolCallIntent) -> (ToolCallRecord, bool)
@@ -363,9 +391,10 @@ store_ops! {
     write fn open_session(pool: String, agent: String, key: String) -> (ThreadSummary, bool)
         = |c| open_session(c, &pool, &agent, &key, now_ms());
 
-    /// Records how many replicas an agent runs (what its sessions are spread over).
-    write fn set_replicas(pool: String, agent: String, replicas: u32) -> ()
-        = |c| set_replicas(c, &pool, &agent, replicas, now_ms());
+    /// Records how many replicas an agent runs (what its sessions are spread over) and its
+    /// collaborators.
+    write fn set_replicas(pool: String, agent: String, replicas: u32, collaborators: Vec<String>) -> ()
+        = |c| set_replicas(c, &pool, &agent, replicas, &collaborators, now_ms());
 
     /// Deletes every row of the thread (see [`Store::purge`]).
     write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
@@ -414,6 +443,14 @@ store_ops! {
     /// Requests to people matching the filter, oldest first.
     read fn list_approvals(filter: ApprovalFilter) -> Vec<Approval>
         = |c| list_approvals(c, &filter, now_ms());
+
+    /// The handoffs one turn of a thread made, as they stand now.
+    read fn turn_handoffs(id: ThreadId, turn_seq: u64) -> Vec<Handoff>
+        = |c| turn_handoffs(c, id, turn_seq, now_ms());
+
+    /// Handoffs matching the filter, oldest first, as they stand now.
+    read fn list_handoffs(filter: HandoffFilter) -> Vec<Handoff>
+        = |c| list_handoffs(c, &filter, now_ms());
 
     /// The ledger records of one turn of a thread (what a resuming runner decides its calls by).
     read fn turn_tool_calls(id: ThreadId, turn_seq: u64) -> Vec<ToolCallRecord>

@@ -7,8 +7,9 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
     Approval, ApprovalKind, ApprovalStatus, CheckpointRequest, CheckpointState, CommitRequest,
-    DecisionRequest, ErrorCode, Event, InboxMessage, NewApproval, NewEvent, ThreadLabels,
-    ThreadStatus, ThreadSummary, ToolCallRecord, ToolCallStatus, Verdict, VersionSummary,
+    DecisionRequest, ErrorCode, Event, Handoff, HandoffRequest, HandoffStatus, InboxMessage,
+    NewApproval, NewEvent, ThreadLabels, ThreadStatus, ThreadSummary, ToolCallRecord,
+    ToolCallStatus, Verdict, VersionSummary,
 };
 use ninetrix_proto::events::{ApprovalDecided, TraceEvent};
 use ninetrix_proto::message::Message;
@@ -375,17 +376,154 @@ pub(crate) struct InboxRow {
     pub(crate) content: String,
     pub(crate) dedupe_key: Option<String>,
     pub(crate) created_at: i64,
+    pub(crate) origin: Option<String>,
 }
 
 impl InboxRow {
-    pub(crate) fn message(self) -> InboxMessage {
-        InboxMessage {
+    pub(crate) fn message(self) -> StoreResult<InboxMessage> {
+        Ok(InboxMessage {
             seq: to_u64(self.seq),
             content: self.content,
             dedupe_key: self.dedupe_key,
             created_at: time(self.created_at),
-        }
+            handoff: self
+                .origin
+                .map(|o| {
+                    serde_json::from_str(&o).map_err(|e| corrupt("inbox origin", &e.to_string()))
+                })
+                .transpose()?,
+        })
     }
+}
+
+/// A row of `handoffs`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct HandoffRow {
+    pub(crate) thread_id: String,
+    pub(crate) key: String,
+    pub(crate) pool: String,
+    pub(crate) from_agent: String,
+    pub(crate) epoch: i64,
+    pub(crate) turn_seq: i64,
+    pub(crate) call_id: String,
+    pub(crate) agent: String,
+    pub(crate) session: String,
+    pub(crate) target_thread_id: String,
+    pub(crate) inbox_seq: i64,
+    pub(crate) task: String,
+    pub(crate) context: Option<String>,
+    pub(crate) chain: String,
+    pub(crate) status: String,
+    pub(crate) reply: Option<String>,
+    pub(crate) cost_nano_usd: i64,
+    pub(crate) created_at: i64,
+    pub(crate) expires_at: i64,
+    pub(crate) replied_at: Option<i64>,
+}
+
+/// The columns every handoff read selects.
+pub(crate) const HANDOFF_COLUMNS: &str = "thread_id, key, pool, from_agent, epoch, turn_seq, call_id, agent, session, target_thread_id, inbox_seq, task, context, chain, status, reply, cost_nano_usd, created_at, expires_at, replied_at";
+
+/// Where a handoff stands at `now`: what was recorded, except that one without a reply by its
+/// expiry — still pending at `now`, or answered only after it — timed out.
+pub(crate) fn handoff_status(
+    stored: HandoffStatus,
+    expires_at: i64,
+    replied_at: Option<i64>,
+    now: i64,
+) -> HandoffStatus {
+    match (stored, replied_at) {
+        (HandoffStatus::Pending, _) if now >= expires_at => HandoffStatus::TimedOut,
+        (HandoffStatus::Replied | HandoffStatus::Failed, Some(at)) if at > expires_at => {
+            HandoffStatus::TimedOut
+        }
+        _ => stored,
+    }
+}
+
+/// US dollars as stored (nano-dollars; negative and non-finite amounts are 0).
+pub(crate) fn nano_usd(usd: f64) -> i64 {
+    if usd.is_finite() && usd > 0.0 {
+        (usd * 1e9).round().min(i64::MAX as f64) as i64
+    } else {
+        0
+    }
+}
+
+impl HandoffRow {
+    /// The record as it stands at `now` (see [`handoff_status`]).
+    pub(crate) fn handoff(self, now: i64) -> StoreResult<Handoff> {
+        let stored = HandoffStatus::parse(&self.status)
+            .ok_or_else(|| corrupt("handoff status", &self.status))?;
+        Ok(Handoff {
+            delivery_key: ninetrix_proto::handoffs::delivery_key(&self.key),
+            thread_id: parse_id(&self.thread_id)?,
+            pool: self.pool,
+            from_agent: self.from_agent,
+            epoch: to_u64(self.epoch),
+            turn_seq: to_u64(self.turn_seq),
+            key: self.key,
+            call_id: self.call_id,
+            agent: self.agent,
+            session: self.session,
+            target_thread_id: parse_id(&self.target_thread_id)?,
+            inbox_seq: to_u64(self.inbox_seq),
+            task: self.task,
+            context: self.context,
+            chain: serde_json::from_str(&self.chain)
+                .map_err(|e| corrupt("handoff chain", &e.to_string()))?,
+            status: handoff_status(stored, self.expires_at, self.replied_at, now),
+            reply: self.reply,
+            cost_usd: self.cost_nano_usd as f64 / 1e9,
+            created_at: time(self.created_at),
+            expires_at: time(self.expires_at),
+            replied_at: self.replied_at.map(time),
+        })
+    }
+}
+
+/// What a handoff request must satisfy before anything is written (422 otherwise).
+pub(crate) fn check_handoff(req: &HandoffRequest) -> StoreResult<()> {
+    let invalid = |code: ErrorCode, message: String| StoreError::Invalid { code, message };
+    ninetrix_proto::handoffs::check_key(&req.key).map_err(|m| invalid(ErrorCode::InvalidKey, m))?;
+    if req.call_id.is_empty() || req.call_id.chars().count() > MAX_KEY_LEN {
+        return Err(invalid(
+            ErrorCode::InvalidKey,
+            format!("a call_id must be 1 to {MAX_KEY_LEN} characters"),
+        ));
+    }
+    let name_ok =
+        |n: &str| (1..=63).contains(&n.chars().count()) && !n.chars().any(char::is_control);
+    if !name_ok(&req.agent) {
+        return Err(invalid(
+            ErrorCode::InvalidBody,
+            "agent must have 1 to 63 characters".into(),
+        ));
+    }
+    if req.via.len() >= ninetrix_proto::handoffs::MAX_CHAIN_LEN
+        || !req.via.iter().all(|n| name_ok(n))
+    {
+        return Err(invalid(
+            ErrorCode::InvalidBody,
+            format!(
+                "via must hold at most {} agent names",
+                ninetrix_proto::handoffs::MAX_CHAIN_LEN - 1
+            ),
+        ));
+    }
+    if req.timeout_secs == 0 || req.timeout_secs > MAX_APPROVAL_SECS {
+        return Err(invalid(
+            ErrorCode::OutOfRange,
+            format!("timeout_secs must be 1 to {MAX_APPROVAL_SECS}"),
+        ));
+    }
+    if req.budget_usd.is_some_and(|b| !b.is_finite() || b < 0.0) {
+        return Err(invalid(
+            ErrorCode::OutOfRange,
+            "budget_usd must be a non-negative number".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(sqlx::FromRow)]
@@ -587,8 +725,8 @@ macro_rules! sql_ops {
         use ninetrix_proto::api::{
             ApprovalStatus, CheckpointCreated, ThreadSummary, CheckpointRequest, ClaimResponse, CommitRequest,
             CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode,
-            EventsRequest, NewApproval, ThreadLabels, ToolCallCompletion, ToolCallIntent,
-            ToolCallRecord,
+            EventsRequest, Handoff, HandoffOrigin, HandoffReply, HandoffRequest, HandoffStatus,
+            NewApproval, ThreadLabels, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
         };
 
         use $crate::store::ops::*;
@@ -799,7 +937,8 @@ macro_rules! sql_ops {
 
         /// One durable step: a version, the ledger intents, then the outcomes, in the caller's
         /// one transaction. Any refusal returns an error, so the transaction writes nothing.
-        pub(crate) async fn commit(c: &mut Conn, id: ThreadId, req: &CommitRequest, now: i64) -> StoreResult<CommitResponse> {
+        /// Also returns the thread of the caller whose handoff this commit answered, to wake.
+        pub(crate) async fn commit(c: &mut Conn, id: ThreadId, req: &CommitRequest, now: i64) -> StoreResult<(CommitResponse, Option<ThreadId>)> {
             check_commit_keys(req)?;
             check_approvals(&req.approvals)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
@@ -823,7 +962,119 @@ macro_rules! sql_ops {
                 records.push(tool_call_row(c, id, key).await?.ok_or(StoreError::NotFound("tool call"))?);
             }
             insert_events(c, id, thread.event_seq, req.epoch, &req.events, now).await?;
-            Ok(CommitResponse { version: created.version, history_len: created.history_len, records })
+            let caller = match &req.handoff_reply {
+                Some(reply) => record_handoff_reply(c, id, reply, now).await?,
+                None => None,
+            };
+            Ok((CommitResponse { version: created.version, history_len: created.history_len, records }, caller))
+        }
+
+        /// Stores the reply of the handoff whose task `target` did (the first reply stands), and
+        /// returns the caller's thread to wake. A reply that names no handoff of this thread is
+        /// refused, so a confused runner cannot answer another conversation's call.
+        async fn record_handoff_reply(c: &mut Conn, target: ThreadId, reply: &HandoffReply, now: i64) -> StoreResult<Option<ThreadId>> {
+            let sql = format!("SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE target_thread_id = $1");
+            let row: Option<HandoffRow> = q::query_as(q::AssertSqlSafe(sql)).bind(target.to_string()).fetch_optional(&mut *c).await?;
+            let Some(row) = row.filter(|r| ninetrix_proto::handoffs::delivery_key(&r.key) == reply.delivery_key) else {
+                return Err(StoreError::UnknownHandoff(reply.delivery_key.clone()));
+            };
+            let caller = parse_id(&row.thread_id)?;
+            if row.status != HandoffStatus::Pending.as_str() {
+                return Ok(Some(caller));
+            }
+            let status = if reply.ok { HandoffStatus::Replied } else { HandoffStatus::Failed };
+            q::query("UPDATE handoffs SET status = $3, reply = $4, cost_nano_usd = $5, replied_at = $6 WHERE thread_id = $1 AND key = $2")
+                .bind(row.thread_id.clone())
+                .bind(row.key.clone())
+                .bind(status.as_str())
+                .bind(reply.text.clone())
+                .bind(nano_usd(reply.cost_usd))
+                .bind(now)
+                .execute(&mut *c)
+                .await?;
+            Ok(Some(caller))
+        }
+
+        async fn handoff_row(c: &mut Conn, caller: ThreadId, key: &str) -> StoreResult<Option<HandoffRow>> {
+            let sql = format!("SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE thread_id = $1 AND key = $2");
+            Ok(q::query_as(q::AssertSqlSafe(sql)).bind(caller.to_string()).bind(key).fetch_optional(&mut *c).await?)
+        }
+
+        /// Hands one call's task to a collaborator, once: fenced by the caller's epoch; the
+        /// collaborator must be one of the caller's agent's (as `up` recorded them); its session
+        /// for this call is opened, the task filed in its inbox under the delivery key, and the
+        /// link stored — or, for a call that already did all that, the handoff found (`false`).
+        /// Returns the (pool, agent) whose replicas to wake as well.
+        pub(crate) async fn open_handoff(c: &mut Conn, caller: ThreadId, req: &HandoffRequest, now: i64) -> StoreResult<(Handoff, bool)> {
+            check_handoff(req)?;
+            let thread = fenced_thread(c, caller, req.epoch).await?;
+            if let Some(row) = handoff_row(c, caller, &req.key).await? {
+                return Ok((row.handoff(now)?, false));
+            }
+            let (Some(pool), Some(from_agent)) = (thread.pool.clone(), thread.agent.clone()) else {
+                return Err(StoreError::NotCollaborator(
+                    "this thread has no pool and agent labels: only an agent run by `ninetrix up` hands work to collaborators".into(),
+                ));
+            };
+            let mut chain = req.via.clone();
+            chain.push(from_agent.clone());
+            let collaborators: Option<(String,)> = q::query_as("SELECT collaborators FROM agents WHERE pool = $1 AND agent = $2")
+                .bind(pool.clone())
+                .bind(from_agent.clone())
+                .fetch_optional(&mut *c)
+                .await?;
+            let allowed: Vec<String> = match collaborators {
+                Some((json,)) => serde_json::from_str(&json).map_err(|e| corrupt("agent collaborators", &e.to_string()))?,
+                None => Vec::new(),
+            };
+            let target: Option<(i64,)> = q::query_as("SELECT replicas FROM agents WHERE pool = $1 AND agent = $2")
+                .bind(pool.clone())
+                .bind(req.agent.clone())
+                .fetch_optional(&mut *c)
+                .await?;
+            if !allowed.contains(&req.agent) || target.is_none() {
+                return Err(StoreError::NotCollaborator(if target.is_none() {
+                    format!("pool `{pool}` runs no agent `{}` (as `ninetrix up` last recorded it)", req.agent)
+                } else {
+                    format!("`{}` is not one of `{from_agent}`'s collaborators in pool `{pool}` (as `ninetrix up` last recorded them)", req.agent)
+                }));
+            }
+            let session_key = ninetrix_proto::handoffs::session_key(caller, &req.key);
+            let (session, _) = open_session(c, &pool, &req.agent, &session_key, now).await?;
+            let origin = HandoffOrigin {
+                delivery_key: ninetrix_proto::handoffs::delivery_key(&req.key),
+                from_agent: from_agent.clone(),
+                from_thread: caller,
+                chain: chain.clone(),
+                budget_usd: req.budget_usd,
+            };
+            let content = ninetrix_proto::handoffs::task_message(&from_agent, &req.task, req.context.as_deref());
+            let (enqueued, _) = insert_inbox(c, session.thread_id, &content, Some(&origin.delivery_key), Some(&origin), now).await?;
+            let timeout_ms = to_i64(req.timeout_secs.saturating_mul(1000), "timeout_secs")?;
+            q::query(
+                "INSERT INTO handoffs (thread_id, key, pool, from_agent, epoch, turn_seq, call_id, agent, session, target_thread_id, inbox_seq, task, context, chain, status, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'pending', $15, $16)",
+            )
+            .bind(caller.to_string())
+            .bind(req.key.clone())
+            .bind(pool.clone())
+            .bind(from_agent.clone())
+            .bind(to_i64(req.epoch, "epoch")?)
+            .bind(to_i64(req.turn_seq, "turn_seq")?)
+            .bind(req.call_id.clone())
+            .bind(req.agent.clone())
+            .bind(session_key)
+            .bind(session.thread_id.to_string())
+            .bind(to_i64(enqueued.seq, "inbox_seq")?)
+            .bind(req.task.clone())
+            .bind(req.context.clone())
+            .bind(encode(&chain)?)
+            .bind(now)
+            .bind(now.saturating_add(timeout_ms))
+            .execute(&mut *c)
+            .await?;
+            let row = handoff_row(c, caller, &req.key).await?.ok_or(StoreError::NotFound("handoff"))?;
+            Ok((row.handoff(now)?, true))
         }
 
         /// The thread of session `key` of (pool, agent): created on first use (a new UUID v7,
@@ -851,15 +1102,17 @@ macro_rules! sql_ops {
             Ok((row.summary()?, true))
         }
 
-        /// Records how many replicas (pool, agent) runs: what its sessions are spread over.
-        pub(crate) async fn set_replicas(c: &mut Conn, pool: &str, agent: &str, replicas: u32, now: i64) -> StoreResult<()> {
+        /// Records how many replicas (pool, agent) runs — what its sessions are spread over — and
+        /// which agents it may hand work to.
+        pub(crate) async fn set_replicas(c: &mut Conn, pool: &str, agent: &str, replicas: u32, collaborators: &[String], now: i64) -> StoreResult<()> {
             q::query(
-                "INSERT INTO agents (pool, agent, replicas, updated_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (pool, agent) DO UPDATE SET replicas = excluded.replicas, updated_at = excluded.updated_at",
+                "INSERT INTO agents (pool, agent, replicas, collaborators, updated_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (pool, agent) DO UPDATE SET replicas = excluded.replicas, collaborators = excluded.collaborators, updated_at = excluded.updated_at",
             )
             .bind(pool)
             .bind(agent)
             .bind(i64::from(replicas))
+            .bind(encode(&collaborators)?)
             .bind(now)
             .execute(&mut *c)
             .await?;
@@ -957,17 +1210,24 @@ macro_rules! sql_ops {
                     return Ok((EnqueueResponse { seq: to_u64(seq), duplicate: true }, None));
                 }
             }
+            insert_inbox(c, id, &req.content, req.dedupe_key.as_deref(), None, now).await
+        }
+
+        /// Adds a message after the thread's last (the caller checked its dedupe key is new);
+        /// also returns (pool, agent) when the thread is a session's.
+        async fn insert_inbox(c: &mut Conn, id: ThreadId, content: &str, dedupe_key: Option<&str>, origin: Option<&HandoffOrigin>, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
             let next: Enqueued = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq, pool, agent, session")
                 .bind(id.to_string())
                 .bind(now)
                 .fetch_one(&mut *c)
                 .await?;
-            q::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at) VALUES ($1, $2, $3, $4, $5)")
+            q::query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at, origin) VALUES ($1, $2, $3, $4, $5, $6)")
                 .bind(id.to_string())
                 .bind(next.inbox_seq)
-                .bind(&req.content)
-                .bind(req.dedupe_key.as_deref())
+                .bind(content)
+                .bind(dedupe_key)
                 .bind(now)
+                .bind(origin.map(encode).transpose()?)
                 .execute(&mut *c)
                 .await?;
             let seq = to_u64(next.inbox_seq);
@@ -1009,7 +1269,7 @@ macro_rules! sql_ops {
 
         pub(crate) async fn purge(c: &mut Conn, id: ThreadId) -> StoreResult<bool> {
             let mut found = false;
-            for table in ["messages", "versions", "tool_calls", "approvals", "inbox", "events", "threads"] {
+            for table in ["messages", "versions", "tool_calls", "approvals", "handoffs", "inbox", "events", "threads"] {
                 let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
                 let n = q::query(q::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
                 found |= table == "threads" && n > 0;
@@ -1020,11 +1280,11 @@ macro_rules! sql_ops {
     };
     (reads $conn:ty) => {
         use ninetrix_proto::{ApprovalId, ThreadId};
-        use ninetrix_proto::api::{Approval, Event, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
+        use ninetrix_proto::api::{Approval, Event, Handoff, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
 
         use $crate::store::ops::*;
         use $crate::store::latest::{self, LatestCache};
-        use $crate::store::{ApprovalFilter, StoreResult, ThreadFilter};
+        use $crate::store::{ApprovalFilter, HandoffFilter, StoreResult, ThreadFilter};
 
         /// The sessions of (pool, agent) with work: messages after their cursor, or a turn in
         /// progress (`in_turn`, `waiting`).
@@ -1188,13 +1448,41 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
-            let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+            let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at, origin FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
                 .bind(i64::from(limit))
                 .fetch_all(&mut *c)
                 .await?;
-            Ok(rows.into_iter().map(InboxRow::message).collect())
+            rows.into_iter().map(InboxRow::message).collect()
+        }
+
+        /// The handoffs one turn of a thread made, oldest first, as they stand at `now`.
+        pub(crate) async fn turn_handoffs(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Handoff>> {
+            let sql = format!("SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
+            let rows: Vec<HandoffRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id.to_string())
+                .bind(to_i64(turn_seq, "turn_seq")?)
+                .fetch_all(&mut *c)
+                .await?;
+            rows.into_iter().map(|r| r.handoff(now)).collect()
+        }
+
+        /// Handoffs matching the filter, oldest first, as they stand at `now`.
+        pub(crate) async fn list_handoffs(c: &mut ReadConn, f: &HandoffFilter, now: i64) -> StoreResult<Vec<Handoff>> {
+            let sql = format!(
+                "SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR thread_id = $2) \
+                 AND ($3 IS NULL OR target_thread_id = $3) ORDER BY created_at, thread_id, key LIMIT $4 OFFSET $5"
+            );
+            let rows: Vec<HandoffRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(f.pool.as_deref())
+                .bind(f.thread.map(|t| t.to_string()))
+                .bind(f.target.map(|t| t.to_string()))
+                .bind(i64::from(f.limit))
+                .bind(i64::from(f.offset))
+                .fetch_all(&mut *c)
+                .await?;
+            rows.into_iter().map(|r| r.handoff(now)).collect()
         }
 
         pub(crate) async fn events_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<Event>> {

@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use rusqlite::Connection;
 use rusqlite::types::Value;
 
-use super::ops::{ApprovalRow, Enqueued, ThreadRow, ToolCallRow};
+use super::ops::{ApprovalRow, Enqueued, HandoffRow, ThreadRow, ToolCallRow};
 
 /// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
 pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
@@ -171,6 +171,39 @@ pub(crate) trait FromRow: Sized {
 impl FromRow for (i64,) {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok((row.get(0)?,))
+    }
+}
+
+impl FromRow for (String,) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?,))
+    }
+}
+
+impl FromRow for HandoffRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(HandoffRow {
+            thread_id: row.get("thread_id")?,
+            key: row.get("key")?,
+            pool: row.get("pool")?,
+            from_agent: row.get("from_agent")?,
+            epoch: row.get("epoch")?,
+            turn_seq: row.get("turn_seq")?,
+            call_id: row.get("call_id")?,
+            agent: row.get("agent")?,
+            session: row.get("session")?,
+            target_thread_id: row.get("target_thread_id")?,
+            inbox_seq: row.get("inbox_seq")?,
+            task: row.get("task")?,
+            context: row.get("context")?,
+            chain: row.get("chain")?,
+            status: row.get("status")?,
+            reply: row.get("reply")?,
+            cost_nano_usd: row.get("cost_nano_usd")?,
+            created_at: row.get("created_at")?,
+            expires_at: row.get("expires_at")?,
+            replied_at: row.get("replied_at")?,
+        })
     }
 }
 

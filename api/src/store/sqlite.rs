@@ -499,6 +499,7 @@ mod tests {
             status: ThreadStatus::Idle,
             inbox_cursor: 4,
             usage: Default::default(),
+            handoff: None,
         })
         .unwrap();
         let old = Connection::open(&path).unwrap();

@@ -128,6 +128,32 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/handoffs",
+            access: Runner,
+            ok: StatusCode::CREATED,
+            body: |e| {
+                Some(
+                    json!({"epoch": e, "turn_seq": 1, "key": "h1", "call_id": "c9", "agent": "b",
+                            "task": "t", "timeout_secs": 60}),
+                )
+            },
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/handoffs?turn_seq=1",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/handoffs",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::GET,
             path: "/v1/approvals",
             access: ApprovalList,
@@ -321,8 +347,18 @@ fn expected(route: &Route, who: Who) -> StatusCode {
 }
 
 /// A thread of pool `p` with one checkpoint (storing one pending request to a person), one
-/// ledger intent (`k`), one event and one inbox message.
+/// ledger intent (`k`), one event and one inbox message; its agent `a` may hand work to `b`.
 async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
+    for (agent, collaborators) in [("a", json!(["b"])), ("b", json!([]))] {
+        let (status, _) = api
+            .admin(
+                Method::PUT,
+                format!("/v1/pools/p/agents/{agent}"),
+                Some(json!({"replicas": 1, "collaborators": collaborators})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+    }
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread).await;
     let epoch = api.claim(thread, &token).await;

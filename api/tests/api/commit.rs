@@ -48,6 +48,7 @@ fn state(turn_seq: u64, turn_start: u64, cursor: u64) -> CheckpointState {
         status: ThreadStatus::InTurn,
         inbox_cursor: cursor,
         usage: Default::default(),
+        handoff: None,
     }
 }
 
@@ -80,6 +81,7 @@ fn step(epoch: u64, parent: u64, append: Vec<Message>, state: CheckpointState) -
         outcomes: Vec::new(),
         events: Vec::new(),
         approvals: Vec::new(),
+        handoff_reply: None,
     }
 }
 

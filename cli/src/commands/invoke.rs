@@ -21,6 +21,8 @@ use crate::cli::pool_name;
 use crate::pool::condition::{self, Condition, Facts, Who};
 use crate::pool::resolve::PoolView;
 use crate::pool::spec;
+use crate::ui::handoffs;
+use crate::ui::style::Style;
 
 /// Arguments of `ninetrix invoke`.
 #[derive(Debug, Args)]
@@ -211,6 +213,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         progress,
         in_turn: false,
+        style: Style::stderr(),
     };
     let mut cursor = 0;
     let mut checked = Instant::now();
@@ -305,7 +308,12 @@ struct Reply<'a> {
     progress: bool,
     /// The events are of message `seq`'s turn.
     in_turn: bool,
+    /// Styling of the progress lines (stderr).
+    style: Style,
 }
+
+/// Characters of a handoff's task or reply on its progress line.
+const PREVIEW: usize = 80;
 
 impl Reply<'_> {
     /// Shows one event; the exit code once it is the reply.
@@ -351,6 +359,22 @@ impl Reply<'_> {
             TraceEvent::ApprovalExpired(a) if in_turn && !self.json => {
                 eprintln!("  {} expired undecided; {} did not run", a.id, a.tool)
             }
+            // A handoff can keep the turn waiting long: who was asked, and what came back.
+            TraceEvent::HandoffSent(h) if in_turn && progress => {
+                eprintln!("  {}", handoffs::sent(self.style, &h, PREVIEW))
+            }
+            TraceEvent::HandoffSettled(h) if in_turn && progress => {
+                eprintln!("  {}", handoffs::settled(self.style, &h, PREVIEW))
+            }
+            TraceEvent::HandoffRefused(h) if in_turn && progress => {
+                eprintln!("  {}", handoffs::refused(self.style, &h))
+            }
+            TraceEvent::HandoffReceived(h) if in_turn && progress => {
+                eprintln!("  {}", handoffs::received(self.style, &h))
+            }
+            TraceEvent::HandoffReplied(h) if in_turn && progress => {
+                eprintln!("  {}", handoffs::replied(self.style, &h))
+            }
             TraceEvent::TurnCompleted(done) if done.seq == seq => {
                 if self.json {
                     outln!(
@@ -388,6 +412,11 @@ impl Reply<'_> {
             | TraceEvent::ApprovalDecided(_)
             | TraceEvent::ApprovalExpired(_)
             | TraceEvent::ApprovalNotified(_)
+            | TraceEvent::HandoffSent(_)
+            | TraceEvent::HandoffSettled(_)
+            | TraceEvent::HandoffRefused(_)
+            | TraceEvent::HandoffReceived(_)
+            | TraceEvent::HandoffReplied(_)
             | TraceEvent::Error(_) => {}
         }
         None

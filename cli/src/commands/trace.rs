@@ -1,4 +1,5 @@
-//! `ninetrix trace`: a thread's story, from its events.
+//! `ninetrix trace`: a thread's story, from its events (with `--follow-handoffs`, the stories of
+//! the collaborator threads it handed work to, nested under it).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use ninetrix_proto::ThreadId;
 use crate::cli::pool_name;
 use crate::pool::local_api::Api;
 use crate::pool::resolve::PoolView;
+use crate::ui::handoffs;
 use crate::ui::style::Style;
 use crate::ui::trace::Renderer;
 
@@ -44,6 +46,12 @@ pub struct TraceArgs {
     /// Keep printing new events.
     #[arg(short, long)]
     pub follow: bool,
+    /// Also show the work handed to collaborators: under each `handoff_sent` line, the
+    /// collaborator's session thread (its events, its own handoffs too, up to 16 deep),
+    /// indented. With --json: every thread's events, each with its `thread_id`, a collaborator's
+    /// right after the `handoff_sent` that names it. Not with --follow.
+    #[arg(long, conflicts_with = "follow")]
+    pub follow_handoffs: bool,
     /// A stray argument, kept only to explain `trace -f FILE`.
     #[arg(hide = true, value_name = "STRAY")]
     pub stray: Option<String>,
@@ -120,6 +128,19 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             info.version,
             info.boot_count
         );
+    }
+    if args.follow_handoffs {
+        let root_events = api.events(thread, 0).await?;
+        let threads = handoffs::collect(thread, root_events, |t| api.events(t, 0)).await;
+        let lines = if args.json {
+            handoffs::json_lines(&threads, thread)?
+        } else {
+            handoffs::tree_lines(&threads, thread, style, width)
+        };
+        for line in lines {
+            outln!("{line}");
+        }
+        return Ok(ExitCode::SUCCESS);
     }
     let mut cursor = 0;
     loop {

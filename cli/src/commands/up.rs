@@ -167,8 +167,13 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // The replica counts first: sessions move to (or away from) replicas as the count says, and
     // a replica that is about to go hands its sessions over at its next write (it is fenced).
     for agent in af.agents.iter().filter(|a| a.execution.durability) {
-        api.set_replicas(&pool, &agent.name, agent.execution.replicas)
-            .await?;
+        api.set_replicas(
+            &pool,
+            &agent.name,
+            agent.execution.replicas,
+            &agent.collaborators,
+        )
+        .await?;
     }
     let applied = apply::apply(&target, &plan, &mut locked, &progress).await;
     locked.save()?;

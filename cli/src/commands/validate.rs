@@ -225,6 +225,18 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    let delegating: Vec<String> = af
+        .agents
+        .iter()
+        .filter(|a| !a.collaborators.is_empty())
+        .map(|a| format!("  {}  {}", a.name, style.dim(&collaborators_summary(a))))
+        .collect();
+    if !delegating.is_empty() {
+        let _ = writeln!(out, "collaborators:");
+        for line in delegating {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     let mut needed: Vec<(String, Vec<String>)> = Vec::new();
     let mut need = |secret: &str, user: String| match needed.iter_mut().find(|(s, _)| s == secret) {
         Some((_, users)) => users.push(user),
@@ -294,6 +306,29 @@ fn approval_summary(h: &HumanApproval) -> String {
         parts.push(format!("notifies {url}"));
     }
     parts.join(" · ")
+}
+
+/// One agent's collaborators in words: `researcher (ask_researcher), writer (ask_writer) ·
+/// transfer_timeout 5m · max_delegation_depth 4`.
+fn collaborators_summary(a: &AgentSpec) -> String {
+    let who: Vec<String> = a
+        .collaborators
+        .iter()
+        .map(|name| {
+            let tool = a
+                .tools
+                .iter()
+                .find(|t| t.handoff.as_ref().is_some_and(|h| &h.agent == name))
+                .map_or_else(|| format!("ask_{name}"), |t| t.name.clone());
+            format!("{name} ({tool})")
+        })
+        .collect();
+    format!(
+        "{} · transfer_timeout {} · max_delegation_depth {}",
+        who.join(", "),
+        crate::ui::exact_duration(a.execution.transfer_timeout_secs),
+        a.execution.max_delegation_depth
+    )
 }
 
 fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {

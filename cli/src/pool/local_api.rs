@@ -604,15 +604,17 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("listing the sessions of pool {pool}")))
     }
 
-    /// Records how many replicas a durable agent runs: what its sessions are spread over.
+    /// Records how many replicas a durable agent runs — what its sessions are spread over — and
+    /// the agents it may hand work to.
     pub(crate) async fn set_replicas(
         &self,
         pool: &str,
         agent: &str,
         replicas: u32,
+        collaborators: &[String],
     ) -> anyhow::Result<()> {
         self.client
-            .set_replicas(pool, agent, replicas)
+            .set_replicas(pool, agent, replicas, collaborators)
             .await
             .map_err(|e| self.explain(e, &format!("recording the replica count of {agent}")))
     }

@@ -118,6 +118,11 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::ApprovalDecided(_)
             | TraceEvent::ApprovalExpired(_)
             | TraceEvent::ApprovalNotified(_)
+            | TraceEvent::HandoffSent(_)
+            | TraceEvent::HandoffSettled(_)
+            | TraceEvent::HandoffRefused(_)
+            | TraceEvent::HandoffReceived(_)
+            | TraceEvent::HandoffReplied(_)
             | TraceEvent::Error(_) => None,
         },
         Decoded::Unknown { .. } => None,

@@ -1,5 +1,6 @@
 //! Rendering: colours, `up`'s live progress, tables, and the trace tree.
 
+pub(crate) mod handoffs;
 pub(crate) mod progress;
 pub(crate) mod style;
 pub(crate) mod table;

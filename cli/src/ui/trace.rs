@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{ApprovalKind, ApprovalStatus, Event};
 use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
 
+use crate::ui::handoffs;
 use crate::ui::style::Style;
 
 /// Text on one line, cut to `max` characters.
@@ -281,6 +282,23 @@ impl Renderer {
                     )
                 }
             }
+            TraceEvent::HandoffSent(h) => format!(
+                "  ├─ {} {}",
+                self.rel(at),
+                handoffs::sent(s, &h, w.saturating_sub(40).max(20))
+            ),
+            TraceEvent::HandoffSettled(h) => {
+                format!("  ├─ {} {}", self.rel(at), handoffs::settled(s, &h, w))
+            }
+            TraceEvent::HandoffRefused(h) => {
+                format!("  ├─ {} {}", self.rel(at), handoffs::refused(s, &h))
+            }
+            TraceEvent::HandoffReceived(h) => {
+                format!("  ├─ {} {}", self.rel(at), handoffs::received(s, &h))
+            }
+            TraceEvent::HandoffReplied(h) => {
+                format!("  ├─ {} {}", self.rel(at), handoffs::replied(s, &h))
+            }
             TraceEvent::Error(err) => format!(
                 "  {} {}: {}",
                 s.error("✘"),
@@ -422,5 +440,128 @@ mod tests {
             assert!(!text.contains(raw), "raw event JSON ({raw}):\n{text}");
         }
         insta::assert_snapshot!(text);
+    }
+
+    const CALLER: &str = "0193a000-0000-7000-8000-000000000001";
+    const HELPER: &str = "0193a000-0000-7000-8000-000000000002";
+    const LEDGER: &str = "9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b";
+
+    fn sent(reattached: bool) -> Value {
+        json!({"delivery_key": format!("handoff:{LEDGER}"), "tool": "ask_researcher",
+               "agent": "researcher", "session": format!("handoff:{CALLER}:{LEDGER}"),
+               "thread_id": HELPER, "task": "find three\nflights to Lisbon", "depth": 1,
+               "reattached": reattached})
+    }
+
+    fn settled(status: &str, reply: &str, waited_ms: u64) -> Value {
+        json!({"delivery_key": format!("handoff:{LEDGER}"), "agent": "researcher",
+               "thread_id": HELPER, "status": status, "reply": reply, "cost_usd": 0.0012,
+               "waited_ms": waited_ms})
+    }
+
+    /// The lines of events rendered one by one, in a turn that started at 0 ms.
+    fn lines(events: &[(&str, i64, Value)]) -> Vec<String> {
+        let mut r = Renderer::new(Style { color: false }, 120);
+        let mut all = vec![ev(
+            1,
+            "turn_started",
+            0,
+            json!({"turn_seq": 1, "seq": 1, "input": "plan the trip"}),
+        )];
+        all.extend(
+            events
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, at, data))| ev(i as u64 + 2, kind, *at, data.clone())),
+        );
+        all.iter().filter_map(|e| r.line(e)).skip(1).collect()
+    }
+
+    #[test]
+    fn each_handoff_event_of_the_caller_is_a_line_of_the_tree() {
+        let got = lines(&[
+            ("handoff_sent", 12, sent(false)),
+            ("handoff_sent", 15, sent(true)),
+            (
+                "handoff_settled",
+                2312,
+                settled("replied", "Found 3 flights.", 2300),
+            ),
+            (
+                "handoff_settled",
+                2400,
+                settled("failed", "budget exceeded", 850),
+            ),
+            (
+                "handoff_settled",
+                300_100,
+                settled("timed_out", "", 300_012),
+            ),
+            (
+                "handoff_refused",
+                300_200,
+                json!({"tool": "ask_booker", "agent": "booker",
+                       "chain": ["planner", "researcher", "booker"], "max_depth": 1}),
+            ),
+        ]);
+        let session = "handoff:0193…9f2c1a7b";
+        assert_eq!(
+            got,
+            vec![
+                format!(
+                    "  ├─ +   12 ms → asked researcher (session {session}; thread {HELPER}) · find three ⏎ flights to Lisbon"
+                ),
+                format!(
+                    "  ├─ +   15 ms → re-attached to researcher (session {session}; thread {HELPER}) · find three ⏎ flights to Lisbon"
+                ),
+                "  ├─ + 2312 ms ← researcher replied after 2.3s ($0.0012): Found 3 flights.".into(),
+                "  ├─ + 2400 ms ✗ researcher failed after 850 ms ($0.0012): budget exceeded".into(),
+                "  ├─ +300100 ms ✗ researcher timed out after 5m".into(),
+                "  ├─ +300200 ms ✗ not asked booker: the chain planner → researcher → booker is deeper than max_delegation_depth 1".into(),
+            ]
+        );
+    }
+
+    #[test]
+    fn each_handoff_event_of_the_collaborator_is_a_line_of_the_tree() {
+        let got = lines(&[
+            (
+                "handoff_received",
+                1,
+                json!({"delivery_key": "handoff:k", "from_agent": "planner",
+                       "from_thread": CALLER, "chain": ["planner"]}),
+            ),
+            (
+                "handoff_received",
+                2,
+                json!({"delivery_key": "handoff:k", "from_agent": "researcher",
+                       "from_thread": CALLER, "chain": ["planner", "researcher"]}),
+            ),
+            (
+                "handoff_replied",
+                900,
+                json!({"delivery_key": "handoff:k", "to_agent": "planner",
+                       "to_thread": CALLER, "ok": true, "cost_usd": 0.0012}),
+            ),
+            (
+                "handoff_replied",
+                901,
+                json!({"delivery_key": "handoff:k", "to_agent": "planner",
+                       "to_thread": CALLER, "ok": false, "cost_usd": 0.5}),
+            ),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                format!("  ├─ +    1 ms ← task from planner (thread {CALLER})"),
+                format!(
+                    "  ├─ +    2 ms ← task from researcher (thread {CALLER}) · chain planner → researcher"
+                ),
+                format!("  ├─ +  900 ms → replied to planner (thread {CALLER}): done ($0.0012)"),
+                format!(
+                    "  ├─ +  901 ms → replied to planner (thread {CALLER}): not done ($0.5000)"
+                ),
+            ]
+        );
     }
 }

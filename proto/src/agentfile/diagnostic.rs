@@ -113,6 +113,17 @@ diagnostic_kinds! {
     McpNeedsImage = "mcp_needs_image",
     /// `governance.human_approval` that gates no call (a warning).
     ApprovalGatesNothing = "approval_gates_nothing",
+    /// A `collaborators` entry that is no agent of the agentfile.
+    UnknownCollaborator = "unknown_collaborator",
+    /// A `collaborators` entry that can never be a collaborator: the agent itself, `human`, or
+    /// a name too long for its `ask_<agent>` tool.
+    InvalidCollaborator = "invalid_collaborator",
+    /// A collaborator listed twice.
+    DuplicateCollaborator = "duplicate_collaborator",
+    /// A handoff where the caller or the collaborator is a batch job (`durability: false`).
+    BatchCollaborator = "batch_collaborator",
+    /// `transfer_timeout` on an agent without collaborators (a warning).
+    TransferTimeoutUnused = "transfer_timeout_unused",
     /// The file cannot be read (no location).
     Io = "io",
     /// The file is larger than any agentfile should be (no location).

@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 pub use decode::defaults;
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
-    AgentSpec, Agentfile, ApprovalAction, Effect, Execution, Governance, HumanApproval, Metadata,
-    Provider, Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
+    AgentSpec, Agentfile, ApprovalAction, Effect, Execution, Governance, HandoffTarget,
+    HumanApproval, Metadata, Provider, Resources, ResumeMode, Runtime, ScriptStep,
+    ScriptedToolCall, ToolSpec,
 };
 
 /// A valid agentfile and its warnings.

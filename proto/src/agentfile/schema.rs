@@ -75,6 +75,10 @@ pub struct AgentSpec {
     /// runner knows how to reach them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// The agents of the same pool it may hand work to (`collaborators:`), in the order given;
+    /// each is also one of its `tools` (`ask_<agent>`, see [`ToolSpec::handoff`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collaborators: Vec<String>,
 }
 
 impl AgentSpec {
@@ -205,6 +209,21 @@ pub struct ToolSpec {
     /// The read tool that checks this write's effect when its outcome is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<Verify>,
+    /// For `ask_<agent>`: the collaborator a call hands its task to (a durable handoff, effect
+    /// `write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<HandoffTarget>,
+}
+
+/// The collaborator behind an `ask_<agent>` tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffTarget {
+    /// The agent (in the same pool).
+    pub agent: String,
+    /// What the model is told about it (its description, role and goal), if the agentfile says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
 }
 
 impl ToolSpec {
@@ -216,6 +235,23 @@ impl ToolSpec {
             effect_pinned: false,
             mcp: None,
             verify: None,
+            handoff: None,
+        }
+    }
+
+    /// The `ask_<agent>` tool that hands a task to collaborator `agent` (effect `write`,
+    /// pinned: a handoff is never silently repeated).
+    pub fn handoff(agent: &str, about: Option<String>) -> Self {
+        Self {
+            name: crate::handoffs::tool_name(agent),
+            effect: Effect::Write,
+            effect_pinned: true,
+            mcp: None,
+            verify: None,
+            handoff: Some(HandoffTarget {
+                agent: agent.to_string(),
+                about,
+            }),
         }
     }
 
@@ -258,10 +294,26 @@ pub struct Execution {
     /// Most sessions one replica serves at once; the rest wait for a free slot.
     #[serde(default = "default_max_concurrent_sessions")]
     pub max_concurrent_sessions: u32,
+    /// Most handoffs in a chain that starts at a turn of this agent's (`a → b → c` is 2): a
+    /// call that would go deeper is answered with an error naming the chain.
+    #[serde(default = "default_max_delegation_depth")]
+    pub max_delegation_depth: u32,
+    /// Seconds a call to a collaborator waits for its reply (`transfer_timeout`); then it fails
+    /// with an error naming the collaborator.
+    #[serde(default = "default_transfer_timeout_secs")]
+    pub transfer_timeout_secs: u64,
 }
 
 fn default_max_concurrent_sessions() -> u32 {
     super::defaults::MAX_CONCURRENT_SESSIONS
+}
+
+fn default_max_delegation_depth() -> u32 {
+    super::defaults::MAX_DELEGATION_DEPTH
+}
+
+fn default_transfer_timeout_secs() -> u64 {
+    super::defaults::TRANSFER_TIMEOUT_SECS
 }
 
 /// What resume does with a turn interrupted mid-tool-call (DESIGN §6.4).

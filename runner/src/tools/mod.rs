@@ -9,7 +9,7 @@ mod shell;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ninetrix_proto::agentfile::ToolSpec;
+use ninetrix_proto::agentfile::{HandoffTarget, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::llm::ToolDef;
@@ -73,8 +73,31 @@ pub fn definitions(tools: &[ToolSpec]) -> Vec<ToolDef> {
     tools
         .iter()
         .filter(|t| t.mcp.is_none())
-        .filter_map(|t| definition(&t.name))
+        .filter_map(|t| match &t.handoff {
+            Some(target) => Some(handoff_definition(&t.name, target)),
+            None => definition(&t.name),
+        })
         .collect()
+}
+
+/// The definition of `ask_<agent>`: hand a task to a collaborator and get its reply.
+fn handoff_definition(name: &str, target: &HandoffTarget) -> ToolDef {
+    let about = target
+        .about
+        .as_deref()
+        .map(|a| format!(" About `{}`: {a}", target.agent))
+        .unwrap_or_default();
+    ToolDef {
+        name: name.to_string(),
+        description: format!(
+            "Hand a task to the agent `{}` and wait for its reply, which is the result. It works in a conversation of its own and sees only the task and the context you give.{about}",
+            target.agent
+        ),
+        parameters: json!({"type": "object", "properties": {
+            "task": {"type": "string", "description": "What to do, complete enough to do without other context."},
+            "context": {"type": "string", "description": "Facts, constraints or earlier results the task needs."}
+        }, "required": ["task"]}),
+    }
 }
 
 fn definition(name: &str) -> Option<ToolDef> {

@@ -1,6 +1,7 @@
 //! Top level and agents: `name`, `agents`, the shared `execution`/`governance`, `metadata`, and
 //! how an agent's sections come together into an [`AgentSpec`].
 
+use super::collaborators::{CollaboratorsIn, Roster};
 use super::runtime::RuntimeIn;
 use super::*;
 use crate::agentfile::mcp::McpTransport;
@@ -43,9 +44,26 @@ impl Cx {
             self.empty_agents(agents_loc);
             return None;
         }
+        // Every agent's keys first: an agent's collaborators are checked against the others
+        // (their durability and metadata), wherever they are declared.
+        let written: Vec<(&Key, &Node, Option<AgentIn>)> = entries
+            .iter()
+            .map(|(key, value)| (key, value, self.agent_in(key, value)))
+            .collect();
+        let mut roster = Roster::default();
+        for (key, _, own) in &written {
+            let durable = own
+                .as_ref()
+                .and_then(|a| a.execution.as_ref())
+                .map(|e| merge_execution(e.clone(), &shared.execution).durable());
+            let metadata = own.as_ref().and_then(|a| a.metadata.as_ref());
+            roster.add(&key.name, durable, metadata);
+        }
         let mut agents = Vec::new();
-        for (key, value) in entries {
-            if let Some(agent) = self.agent(key, value, &shared) {
+        for (key, value, own) in written {
+            if let Some(own) = own
+                && let Some(agent) = self.agent(key, value, own, &shared, &roster)
+            {
                 agents.push(agent);
             }
         }
@@ -88,26 +106,58 @@ impl Cx {
         }
     }
 
-    pub(super) fn agent(&mut self, key: &Key, node: &Node, shared: &Shared) -> Option<AgentSpec> {
+    /// Agent `key`'s keys, as written; `None` when it is not a mapping (reported).
+    pub(super) fn agent_in(&mut self, key: &Key, node: &Node) -> Option<AgentIn> {
+        let path = format!("agents.{}", key.name);
+        let mut own = AgentIn::new(key.loc, &path);
+        if !matches!(node.kind, Kind::Null) {
+            self.dispatch(node, &path, &AGENT, &mut own)?;
+        }
+        Some(own)
+    }
+
+    /// Agent `key` (written at `node`, its keys read into `own`), resolved with the shared
+    /// settings and checked against the other agents (`roster`).
+    pub(super) fn agent(
+        &mut self,
+        key: &Key,
+        node: &Node,
+        own: AgentIn,
+        shared: &Shared,
+        roster: &Roster,
+    ) -> Option<AgentSpec> {
         let path = format!("agents.{}", key.name);
         let mut ok = true;
         if !names::is_valid_name(&key.name) {
             self.invalid_name(&path, key.loc, &key.name, "agent name");
             ok = false;
         }
-        let mut own = AgentIn::new(key.loc);
-        if !matches!(node.kind, Kind::Null) {
-            self.dispatch(node, &path, &AGENT, &mut own)?;
-        }
         let AgentIn {
             metadata,
             runtime,
-            tools,
+            mut tools,
             execution,
             governance,
             env,
             secrets,
+            collaborators,
+            transfer_timeout,
         } = own;
+        // The `ask_<agent>` tools join the agent's tools before anything checks calls against
+        // them (the script, `human_approval.actions`).
+        let (handoffs, handoffs_ok) = self.handoffs(&key.name, &collaborators, roster);
+        ok &= handoffs_ok;
+        let collaborator_names: Vec<String> =
+            handoffs.iter().map(|h| h.agent().to_string()).collect();
+        if let Some(tools) = &mut tools {
+            ok &= self.attach_handoffs(tools, handoffs);
+        }
+        if let Some(Some((_, at))) = transfer_timeout
+            && !collaborators.listed()
+        {
+            let problem = Problem::TransferTimeoutUnused(&key.name);
+            self.report(&join(&path, "transfer_timeout"), at, problem);
+        }
         let runtime = runtime.and_then(|r| self.runtime(r, &path, tools.as_deref()));
         let (mut runtime, runtime_max_turns) = match runtime {
             Some(r) => (Some(r.0), r.1),
@@ -190,12 +240,16 @@ impl Cx {
             return None;
         }
         let (max_budget_per_run, _) = governance?;
+        let mut execution = execution?;
+        if let Some((secs, _)) = transfer_timeout? {
+            execution.transfer_timeout_secs = secs;
+        }
         Some(AgentSpec {
             name: key.name.clone(),
             metadata: metadata?,
             runtime: runtime?,
             tools,
-            execution: execution?,
+            execution,
             governance: Governance {
                 max_budget_per_run,
                 human_approval,
@@ -203,6 +257,7 @@ impl Cx {
             env: env?,
             secrets: secret_names,
             mcp_servers,
+            collaborators: collaborator_names,
         })
     }
 
@@ -290,11 +345,16 @@ pub(super) struct AgentIn {
     governance: Option<GovernanceIn>,
     env: Option<BTreeMap<String, String>>,
     secrets: Option<Vec<(String, Loc)>>,
+    /// `collaborators:` (its invalid entries reported and left out).
+    collaborators: CollaboratorsIn,
+    /// `transfer_timeout:` in seconds and where its key is; `Some(None)` when absent.
+    transfer_timeout: Option<Option<(u64, Loc)>>,
 }
 
 impl AgentIn {
-    /// An agent with every part absent; `at` is where a missing runtime key is reported.
-    fn new(at: Loc) -> Self {
+    /// An agent with every part absent; `at` is where a missing runtime key is reported,
+    /// `path` the agent's path.
+    fn new(at: Loc, path: &str) -> Self {
         Self {
             metadata: Some(Metadata::default()),
             runtime: Some(RuntimeIn::new(at)),
@@ -303,6 +363,8 @@ impl AgentIn {
             governance: Some(GovernanceIn::default()),
             env: Some(BTreeMap::new()),
             secrets: Some(Vec::new()),
+            collaborators: CollaboratorsIn::none(at, path),
+            transfer_timeout: Some(None),
         }
     }
 }
@@ -338,16 +400,24 @@ pub(super) const AGENT: Section<AgentIn> = Section {
             a.secrets = cx.secrets(f.value, &f.path);
             Some(())
         }),
+        ("collaborators", |cx, a, f| {
+            a.collaborators = cx.collaborators_in(f.value, &f.path, f.key.loc);
+            Some(())
+        }),
+        ("transfer_timeout", |cx, a, f| {
+            a.transfer_timeout = cx
+                .transfer_timeout(f.value, &f.path)
+                .map(|secs| Some((secs, f.key.loc)));
+            Some(())
+        }),
     ],
     unsupported: &[
         "triggers",
-        "collaborators",
         "routing",
         "skills",
         "volumes",
         "packages",
         "output_type",
-        "transfer_timeout",
         "serve",
         "persistence",
     ],

@@ -146,7 +146,7 @@ pub(super) const HUMAN_APPROVAL: Section<ApprovalIn> = Section {
             ok.then_some(())
         }),
         ("timeout", |cx, a, f| {
-            a.timeout_secs = cx.approval_timeout(f.value, &f.path)?;
+            a.timeout_secs = cx.duration(f.value, &f.path, DurationField::ApprovalTimeout)?;
             Some(())
         }),
         ("notify_url", |cx, a, f| {
@@ -268,29 +268,6 @@ impl Cx {
             });
         }
         Some((out, ok))
-    }
-
-    /// `timeout:`: a duration (`30s`, `15m`, `24h`, `7d`) or whole seconds, 1 s to 365 days.
-    fn approval_timeout(&mut self, node: &Node, path: &str) -> Option<u64> {
-        let (secs, found) = match &node.kind {
-            Kind::Int(i) => (u64::try_from(*i).unwrap_or(0), i.to_string()),
-            Kind::Str(s) => match units::parse_duration(s) {
-                Some(secs) => (secs, format!("\"{s}\"")),
-                None => {
-                    self.report(path, node.loc, Problem::ApprovalTimeout(s));
-                    return None;
-                }
-            },
-            _ => {
-                self.type_error(path, node, "a duration such as `24h`, or whole seconds");
-                return None;
-            }
-        };
-        if !(HumanApproval::MIN_TIMEOUT_SECS..=HumanApproval::MAX_TIMEOUT_SECS).contains(&secs) {
-            self.report(path, node.loc, Problem::ApprovalTimeoutRange(found));
-            return None;
-        }
-        Some(secs)
     }
 
     /// Step 2: every `mcp://` server `actions` names must be a declared `mcp_servers` entry.

@@ -338,6 +338,7 @@ impl Cx {
                 allow,
             }),
             verify: None,
+            handoff: None,
         })
     }
 

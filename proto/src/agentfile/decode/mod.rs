@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 mod agent;
 mod approval;
+mod collaborators;
 mod mcp;
 mod problem;
 mod runtime;
@@ -48,6 +49,14 @@ pub mod defaults {
     pub const MAX_REPLICAS: u32 = 1000;
     /// `execution.max_concurrent_sessions`: sessions one replica serves at once.
     pub const MAX_CONCURRENT_SESSIONS: u32 = 16;
+    /// `execution.max_delegation_depth`: handoffs in one chain.
+    pub const MAX_DELEGATION_DEPTH: u32 = 4;
+    /// The largest `execution.max_delegation_depth`.
+    pub const MAX_DELEGATION_DEPTH_LIMIT: u32 = 32;
+    /// `transfer_timeout` in seconds (as in Ninetrix).
+    pub const TRANSFER_TIMEOUT_SECS: u64 = 300;
+    /// The longest `transfer_timeout`: 7 days.
+    pub const MAX_TRANSFER_TIMEOUT_SECS: u64 = 7 * 86_400;
 }
 
 /// Decodes one key's value into its section's state `S`. `None` marks the section invalid; the
@@ -146,6 +155,7 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("memory", "runtime.resources"),
     ("durability", "execution"),
     ("replicas", "execution"),
+    ("max_delegation_depth", "execution"),
     ("task", "execution"),
     ("resume", "execution"),
     ("max_budget_per_run", "governance"),
@@ -158,6 +168,8 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("tools", "the agent"),
     ("env", "the agent"),
     ("secrets", "the agent"),
+    ("collaborators", "the agent"),
+    ("transfer_timeout", "the agent"),
 ];
 
 /// Decodes and validates a parsed agentfile. Returns the agentfile when there are no errors,
@@ -185,6 +197,14 @@ struct ExecutionIn {
     task: Option<String>,
     resume: Option<ResumeMode>,
     max_concurrent_sessions: Option<u32>,
+    max_delegation_depth: Option<u32>,
+}
+
+impl ExecutionIn {
+    /// Whether the agent is durable (`durability` defaults to `true`).
+    fn durable(&self) -> bool {
+        self.durability.is_none_or(|(b, _)| b)
+    }
 }
 
 /// `governance:` as written, before the shared settings fill its gaps.
@@ -342,6 +362,80 @@ impl Cx {
         }
         Some(out)
     }
+
+    /// A duration in seconds: a whole number and a unit (`30s`, `15m`, `24h`, `7d`) or whole
+    /// seconds, within `field`'s range. `None` when it is not (reported).
+    fn duration(&mut self, node: &Node, path: &str, field: DurationField) -> Option<u64> {
+        let (secs, found) = match &node.kind {
+            Kind::Int(i) => (u64::try_from(*i).unwrap_or(0), i.to_string()),
+            Kind::Str(s) => match units::parse_duration(s) {
+                Some(secs) => (secs, format!("\"{s}\"")),
+                None => {
+                    let problem = Problem::DurationFormat {
+                        leaf: leaf(path),
+                        text: s,
+                    };
+                    self.report(path, node.loc, problem);
+                    return None;
+                }
+            },
+            _ => {
+                let expected =
+                    format!("a duration such as `{}`, or whole seconds", field.example());
+                self.type_error(path, node, &expected);
+                return None;
+            }
+        };
+        if !field.range().contains(&secs) {
+            let problem = Problem::DurationRange {
+                leaf: leaf(path),
+                found,
+                field,
+            };
+            self.report(path, node.loc, problem);
+            return None;
+        }
+        Some(secs)
+    }
+}
+
+/// A setting that holds a duration: its range, and how its messages read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DurationField {
+    /// `governance.human_approval.timeout`.
+    ApprovalTimeout,
+    /// An agent's `transfer_timeout`.
+    TransferTimeout,
+}
+
+impl DurationField {
+    /// The seconds it may hold.
+    fn range(self) -> std::ops::RangeInclusive<u64> {
+        use super::schema::HumanApproval;
+        match self {
+            DurationField::ApprovalTimeout => {
+                HumanApproval::MIN_TIMEOUT_SECS..=HumanApproval::MAX_TIMEOUT_SECS
+            }
+            DurationField::TransferTimeout => 1..=defaults::MAX_TRANSFER_TIMEOUT_SECS,
+        }
+    }
+
+    /// Its longest value in words, e.g. "365 days".
+    fn max_text(self) -> String {
+        let max = *self.range().end();
+        match max % 86_400 {
+            0 => format!("{} days", max / 86_400),
+            _ => format!("{max} seconds"),
+        }
+    }
+
+    /// A typical value, for messages.
+    fn example(self) -> &'static str {
+        match self {
+            DurationField::ApprovalTimeout => "24h",
+            DurationField::TransferTimeout => "5m",
+        }
+    }
 }
 
 fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
@@ -354,6 +448,7 @@ fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
         max_concurrent_sessions: own
             .max_concurrent_sessions
             .or(shared.max_concurrent_sessions),
+        max_delegation_depth: own.max_delegation_depth.or(shared.max_delegation_depth),
     }
 }
 
@@ -552,6 +647,7 @@ mod tests {
             include_str!("mod.rs"),
             include_str!("agent.rs"),
             include_str!("approval.rs"),
+            include_str!("collaborators.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),

@@ -4,7 +4,8 @@
 
 use super::names;
 use super::providers;
-use super::{Diagnostic, DiagnosticKind, Severity, builtin_names};
+use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
+use crate::handoffs;
 
 /// Help for a missing or empty `runtime.model`.
 const MODEL_HELP: &str = "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`";
@@ -257,10 +258,14 @@ pub(super) enum Problem<'a> {
     },
     /// An effect listed twice in `human_approval.effects`.
     DuplicateApprovalEffect(&'static str),
-    /// A `timeout` string that is not a duration.
-    ApprovalTimeout(&'a str),
-    /// A `timeout` outside 1 second to 365 days, as written.
-    ApprovalTimeoutRange(String),
+    /// A duration setting (`timeout`, `transfer_timeout`) whose text is not a duration.
+    DurationFormat { leaf: &'a str, text: &'a str },
+    /// A duration outside its setting's range, as written.
+    DurationRange {
+        leaf: &'a str,
+        found: String,
+        field: DurationField,
+    },
     /// A `notify_url` that is not an http(s) URL with a host.
     ApprovalUrl(&'a str),
     /// A `notify_url` with credentials before the host (never repeated in the message).
@@ -271,6 +276,40 @@ pub(super) enum Problem<'a> {
     NotifySecretWithoutUrl,
     /// An enabled `human_approval` with neither `actions` nor `effects` (a warning).
     ApprovalGatesNothing,
+    /// A `collaborators` entry that is no agent of the agentfile: the entry, the agent listing
+    /// it, the closest other agent, and all of them.
+    UnknownCollaborator {
+        name: &'a str,
+        agent: &'a str,
+        closest: Option<&'a str>,
+        others: Vec<&'a str>,
+    },
+    /// A `collaborators` entry that can never be one, and why.
+    InvalidCollaborator { name: &'a str, why: CollaboratorGap },
+    /// A collaborator listed twice.
+    DuplicateCollaborator(&'a str),
+    /// A handoff between agents where one side is a batch job: the agent listing collaborators
+    /// (`collaborator: None`) or the collaborator it names.
+    BatchCollaborator {
+        agent: &'a str,
+        collaborator: Option<&'a str>,
+    },
+    /// A collaborator whose `ask_<agent>` tool has the name of a tool the agent already has.
+    HandoffToolTaken { collaborator: &'a str, tool: String },
+    /// `transfer_timeout` on an agent without collaborators (a warning).
+    TransferTimeoutUnused(&'a str),
+}
+
+/// Why a `collaborators` entry can never be a collaborator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum CollaboratorGap {
+    /// The agent lists itself.
+    Itself,
+    /// `human`: its tool would be the builtin `ask_human`.
+    AskHuman,
+    /// Longer than [`handoffs::MAX_AGENT_NAME_LEN`]: `ask_<name>` would be too long for a tool
+    /// name; its length.
+    TooLong(usize),
 }
 
 impl Problem<'_> {
@@ -336,14 +375,20 @@ impl Problem<'_> {
             Problem::MissingVerifyTool => K::MissingKey,
             Problem::McpNeedsImage(_) => K::McpNeedsImage,
             Problem::ApprovalNotATool { .. } => K::UndeclaredTool,
-            Problem::ApprovalGatesAskHuman(_) | Problem::ApprovalTimeout(_) => K::InvalidValue,
+            Problem::ApprovalGatesAskHuman(_) | Problem::DurationFormat { .. } => K::InvalidValue,
             Problem::DuplicateApprovalAction { .. } => K::DuplicateTool,
             Problem::DuplicateApprovalEffect(_) => K::DuplicateSetting,
-            Problem::ApprovalTimeoutRange(_) => K::OutOfRange,
+            Problem::DurationRange { .. } => K::OutOfRange,
             Problem::ApprovalUrl(_) => K::InvalidUrl,
             Problem::ApprovalUrlCredentials => K::SecretValue,
             Problem::NotifyUrlWithoutSecret | Problem::NotifySecretWithoutUrl => K::MissingKey,
             Problem::ApprovalGatesNothing => K::ApprovalGatesNothing,
+            Problem::UnknownCollaborator { .. } => K::UnknownCollaborator,
+            Problem::InvalidCollaborator { .. } => K::InvalidCollaborator,
+            Problem::DuplicateCollaborator(_) => K::DuplicateCollaborator,
+            Problem::BatchCollaborator { .. } => K::BatchCollaborator,
+            Problem::HandoffToolTaken { .. } => K::DuplicateTool,
+            Problem::TransferTimeoutUnused(_) => K::TransferTimeoutUnused,
         }
     }
 
@@ -352,7 +397,8 @@ impl Problem<'_> {
         match self {
             Problem::SecretInEnv { .. }
             | Problem::ScriptEndsWithToolCall
-            | Problem::ApprovalGatesNothing => Severity::Warning,
+            | Problem::ApprovalGatesNothing
+            | Problem::TransferTimeoutUnused(_) => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -537,12 +583,13 @@ impl Problem<'_> {
             Problem::DuplicateApprovalEffect(effect) => {
                 format!("effect `{effect}` is listed twice in `human_approval.effects`")
             }
-            Problem::ApprovalTimeout(text) => format!(
-                "`timeout` must be a duration such as `30s`, `15m`, `24h` or `7d`, found \"{text}\""
+            Problem::DurationFormat { leaf, text } => format!(
+                "`{leaf}` must be a duration such as `30s`, `15m`, `24h` or `7d`, found \"{text}\""
             ),
-            Problem::ApprovalTimeoutRange(found) => {
-                format!("`timeout` must be from 1 second to 365 days, found {found}")
-            }
+            Problem::DurationRange { leaf, found, field } => format!(
+                "`{leaf}` must be from 1 second to {}, found {found}",
+                field.max_text()
+            ),
             Problem::ApprovalUrl(url) => format!(
                 "`notify_url` must be an http:// or https:// URL with a host, found \"{url}\""
             ),
@@ -559,6 +606,53 @@ impl Problem<'_> {
                 .into(),
             Problem::ApprovalGatesNothing => {
                 "`human_approval` gates nothing; only `ask_human` asks people".into()
+            }
+            Problem::UnknownCollaborator { name, agent, .. } => format!(
+                "`{name}` in agent `{agent}`'s `collaborators` is not an agent of this agentfile"
+            ),
+            Problem::InvalidCollaborator {
+                name,
+                why: CollaboratorGap::Itself,
+            } => format!("agent `{name}` lists itself in `collaborators`"),
+            Problem::InvalidCollaborator {
+                name,
+                why: CollaboratorGap::AskHuman,
+            } => format!(
+                "`{name}` cannot be a collaborator: its tool would be `{}`, the builtin that \
+                 asks a person",
+                handoffs::tool_name(name)
+            ),
+            Problem::InvalidCollaborator {
+                name,
+                why: CollaboratorGap::TooLong(len),
+            } => format!(
+                "collaborator `{name}` has {len} characters, too long for its tool name \
+                 `ask_<agent>` (at most {} characters)",
+                handoffs::MAX_AGENT_NAME_LEN
+            ),
+            Problem::DuplicateCollaborator(name) => {
+                format!("collaborator `{name}` is listed twice")
+            }
+            Problem::BatchCollaborator {
+                agent,
+                collaborator: None,
+            } => format!(
+                "agent `{agent}` is a batch job (`execution.durability: false`), so it cannot \
+                 hand work to collaborators"
+            ),
+            Problem::BatchCollaborator {
+                collaborator: Some(name),
+                ..
+            } => format!(
+                "collaborator `{name}` is a batch job (`execution.durability: false`), so it \
+                 cannot take handed-off work"
+            ),
+            Problem::HandoffToolTaken { collaborator, tool } => format!(
+                "collaborator `{collaborator}`'s tool `{tool}` has the name of a tool the agent \
+                 already has"
+            ),
+            Problem::TransferTimeoutUnused(agent) => {
+                format!("`transfer_timeout` has no effect: agent `{agent}` has no collaborators")
             }
         }
     }
@@ -807,14 +901,21 @@ impl Problem<'_> {
                 .into(),
             Problem::DuplicateApprovalAction { .. } => "list each tool once".into(),
             Problem::DuplicateApprovalEffect(_) => "list each effect once".into(),
-            Problem::ApprovalTimeout(_) => "write a whole number and a unit, `s`, `m`, `h` or \
-                                            `d` (`timeout: 30m`), or whole seconds (`timeout: \
-                                            1800`)"
-                .into(),
-            Problem::ApprovalTimeoutRange(_) => "e.g. `timeout: 15m` or `timeout: 7d` (the \
-                                                 default is `24h`); a request that expires \
-                                                 counts as a rejection"
-                .into(),
+            Problem::DurationFormat { leaf, .. } => format!(
+                "write a whole number and a unit, `s`, `m`, `h` or `d` (`{leaf}: 30m`), or whole \
+                 seconds (`{leaf}: 1800`)"
+            ),
+            Problem::DurationRange { field, .. } => match field {
+                DurationField::ApprovalTimeout => "e.g. `timeout: 15m` or `timeout: 7d` (the \
+                                                   default is `24h`); a request that expires \
+                                                   counts as a rejection"
+                    .into(),
+                DurationField::TransferTimeout => "e.g. `transfer_timeout: 5m` or \
+                                                   `transfer_timeout: 2h` (the default is `5m`); \
+                                                   a call to a collaborator that gets no reply \
+                                                   in time fails with an error"
+                    .into(),
+            },
             Problem::ApprovalUrl(_) => "e.g. `notify_url: https://hooks.example.com/ninetrix`; \
                                         each new request is POSTed there as signed JSON"
                 .into(),
@@ -838,6 +939,62 @@ impl Problem<'_> {
                                               notifications for `ask_human`, write `enabled: \
                                               false`"
                 .into(),
+            Problem::UnknownCollaborator {
+                closest, others, ..
+            } => {
+                let agents = if others.is_empty() {
+                    "it is the only agent".to_string()
+                } else {
+                    format!("the other agents are: {}", others.join(", "))
+                };
+                let fix = "a collaborator is another agent of the same agentfile: declare it \
+                           under `agents:`, or remove it from `collaborators`";
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? {}; {fix}", capitalize(&agents)),
+                    None => format!("{agents}; {fix}"),
+                }
+            }
+            Problem::InvalidCollaborator { why, .. } => match why {
+                CollaboratorGap::Itself => "remove it: an agent does its own work; list the \
+                                            other agents it may hand tasks to"
+                    .into(),
+                CollaboratorGap::AskHuman => "rename the agent (e.g. `reviewer`) and list the \
+                                              new name; to ask a person, give the agent the \
+                                              `ask_human` tool instead"
+                    .into(),
+                CollaboratorGap::TooLong(_) => format!(
+                    "rename the agent to at most {} characters (agent names have at most \
+                     {})",
+                    handoffs::MAX_AGENT_NAME_LEN,
+                    names::MAX_NAME_LEN
+                ),
+            },
+            Problem::DuplicateCollaborator(_) => "list each collaborator once".into(),
+            Problem::BatchCollaborator {
+                agent,
+                collaborator: None,
+            } => format!(
+                "a handoff files the task in the collaborator's session and the caller's turn \
+                 waits for the reply, which a one-shot batch job cannot do; set \
+                 `execution.durability: true` on `{agent}`, or remove `collaborators`"
+            ),
+            Problem::BatchCollaborator {
+                collaborator: Some(name),
+                ..
+            } => format!(
+                "a handoff files the task in a session of `{name}` and waits for its reply, and \
+                 a batch job serves no sessions (it runs its `task` once); set \
+                 `execution.durability: true` on `{name}`, or remove it from `collaborators`"
+            ),
+            Problem::HandoffToolTaken { .. } => "each collaborator adds its own `ask_<agent>` \
+                                                 tool; remove the other tool from `tools`, or \
+                                                 the agent from `collaborators`"
+                .into(),
+            Problem::TransferTimeoutUnused(_) => "it limits how long a call to a collaborator \
+                                                  waits for the reply; list the agents it may \
+                                                  hand work to in `collaborators`, or remove \
+                                                  `transfer_timeout`"
+                .into(),
             Problem::DuplicateSecret(_) | Problem::NonFiniteArgument | Problem::MissingToolName => {
                 return None;
             }
@@ -850,5 +1007,14 @@ impl Problem<'_> {
         d.help = self.help();
         d.redact = self.redact();
         d
+    }
+}
+
+/// `text` with its first letter in upper case.
+fn capitalize(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
     }
 }

@@ -29,7 +29,7 @@ impl Cx {
             (Some((n, _)), _) | (None, Some((n, _))) => n,
             (None, None) => defaults::MAX_TURNS,
         };
-        let durability = e.durability.is_none_or(|(b, _)| b);
+        let durability = e.durable();
         let replicas = e.replicas.map_or(1, |(n, _)| n);
         if !durability && replicas > 1 {
             let loc = e.replicas.map_or(agent_loc, |(_, l)| l);
@@ -49,6 +49,11 @@ impl Cx {
             max_concurrent_sessions: e
                 .max_concurrent_sessions
                 .unwrap_or(defaults::MAX_CONCURRENT_SESSIONS),
+            max_delegation_depth: e
+                .max_delegation_depth
+                .unwrap_or(defaults::MAX_DELEGATION_DEPTH),
+            // A key of the agent itself (`transfer_timeout`), applied in `Cx::agent`.
+            transfer_timeout_secs: defaults::TRANSFER_TIMEOUT_SECS,
         })
     }
 
@@ -221,6 +226,11 @@ pub(super) const EXECUTION: Section<ExecutionIn> = Section {
         }),
         ("max_concurrent_sessions", |cx, e, f| {
             e.max_concurrent_sessions = Some(cx.integer(f.value, &f.path, 1, 1000)?);
+            Some(())
+        }),
+        ("max_delegation_depth", |cx, e, f| {
+            let max = defaults::MAX_DELEGATION_DEPTH_LIMIT;
+            e.max_delegation_depth = Some(cx.integer(f.value, &f.path, 1, max)?);
             Some(())
         }),
         ("resume", |cx, e, f| {

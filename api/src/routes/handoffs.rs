@@ -1,0 +1,187 @@
+//! Handoffs between agents (`/v1/runners/threads/{id}/handoffs`, `/v1/handoffs`): a runner's call
+//! of `ask_<agent>` files its task in a session of the collaborator dedicated to that call —
+//! once, whatever the retries — and then sleeps on the long-poll until the collaborator's final
+//! commit stores the reply (`CommitRequest.handoff_reply`) or the caller's `transfer_timeout`
+//! passes.
+//!
+//! Who may do what: a runner token only its own thread's handoffs (it hands work only to its
+//! agent's collaborators, as `up` recorded them); the admin token everything, and the listing
+//! (what `ninetrix trace --follow-handoffs` follows).
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    ErrorBody, ErrorCode, Handoff, HandoffRequest, HandoffStatus, MAX_STORED_INT,
+};
+use serde::Deserialize;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::routes::wait::{Look, long_poll};
+use crate::state::App;
+use crate::store::HandoffFilter;
+
+/// Most handoffs one listing returns.
+const MAX_HANDOFFS_PAGE: u32 = 1000;
+
+/// Hand one call's task to a collaborator: the collaborator's session for this call (key
+/// `handoff:<thread>:<ledger key>`) is opened and the task filed in it under the delivery key
+/// `handoff:<ledger key>` (201). The same call again returns the handoff it made (200), so a
+/// restarted caller re-attaches instead of delegating twice.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread")),
+    request_body = HandoffRequest,
+    responses((status = 201, body = Handoff, description = "handed over now"), (status = 200, body = Handoff, description = "this call's handoff, made before"),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread"),
+        (status = 403, body = ErrorBody, description = "`not_collaborator`: the caller's agent may not hand work to this one (as `ninetrix up` recorded the pool), or not this caller's thread"),
+        (status = 422, body = ErrorBody, description = "a malformed request"),
+        (status = 404, body = ErrorBody, description = "no such thread"),
+        (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn open(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<HandoffRequest>,
+) -> Result<(StatusCode, axum::Json<Handoff>), ApiError> {
+    caller.require_thread(id)?;
+    let (handoff, created) = app.store.open_handoff(id, request).await?;
+    if created {
+        tracing::info!(
+            thread_id = %id,
+            agent = %handoff.agent,
+            target = %handoff.target_thread_id,
+            "handoff filed"
+        );
+    }
+    // Woken either way: a repeat may be a caller that lost the first answer.
+    app.hub.notify_agent(&handoff.pool, &handoff.agent);
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(handoff)))
+}
+
+/// Query of the runner's handoff long-poll.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnHandoffsQuery {
+    /// The turn whose handoffs to return.
+    #[param(maximum = 9223372036854775807_i64)]
+    turn_seq: u64,
+    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every handoff of
+    /// the turn that is settled was already seen (`settled`) and some are still pending.
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    wait: u64,
+    /// How many of the turn's handoffs the caller already knows settled (0 when left out).
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    settled: u64,
+}
+
+/// The handoffs one turn of the runner's thread made, oldest first, as they stand. With `wait`,
+/// holds the request open until more of them are settled than `settled`, none is pending, or the
+/// wait ends — a turn waiting for collaborators costs no CPU. A handoff without a reply by its
+/// `expires_at` reads `timed_out`.
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread"), TurnHandoffsQuery),
+    responses((status = 200, body = Vec<Handoff>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn turn(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiQuery(q): ApiQuery<TurnHandoffsQuery>,
+) -> Result<axum::Json<Vec<Handoff>>, ApiError> {
+    caller.require_thread(id)?;
+    let too_large = |what: &str, v: u64| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
+    };
+    let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
+    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
+    let handoffs = long_poll(
+        &app,
+        app.hub.subscribe(id),
+        Duration::from_secs(wait),
+        || async {
+            let handoffs = app.store.turn_handoffs(id, turn).await?;
+            let settled = handoffs.iter().filter(|h| h.status.is_settled()).count() as u64;
+            if settled > q.settled || settled == handoffs.len() as u64 {
+                return Ok(Look::Ready(handoffs));
+            }
+            // Nobody posts a timeout: wake for the first one.
+            let wake = handoffs
+                .iter()
+                .filter(|h| h.status == HandoffStatus::Pending)
+                .map(|h| h.expires_at)
+                .min()
+                .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+                .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
+            Ok(Look::NotYet {
+                answer: handoffs,
+                wake,
+            })
+        },
+    )
+    .await?;
+    Ok(axum::Json(handoffs))
+}
+
+/// Query of the handoff listing.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HandoffsQuery {
+    /// Only this pool.
+    pool: Option<String>,
+    /// Only those this (caller's) thread made.
+    #[param(value_type = Option<uuid::Uuid>)]
+    thread_id: Option<String>,
+    /// Only the one delivered to this collaborator's session thread.
+    #[param(value_type = Option<uuid::Uuid>)]
+    target_thread_id: Option<String>,
+    /// At most this many: 1 to 1000 (100 when left out).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+    /// Skip this many.
+    #[param(maximum = 4294967295_i64)]
+    offset: Option<u32>,
+}
+
+/// List handoffs, oldest first: who handed what to whom, the session that did it and the reply.
+#[utoipa::path(get, path = "/v1/handoffs", tag = "admin", params(HandoffsQuery),
+    responses((status = 200, body = Vec<Handoff>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn list(
+    caller: Caller,
+    State(app): State<App>,
+    ApiQuery(q): ApiQuery<HandoffsQuery>,
+) -> Result<axum::Json<Vec<Handoff>>, ApiError> {
+    caller.require_admin()?;
+    let thread = |what: &str, v: Option<String>| {
+        v.map(|t| {
+            t.parse::<ThreadId>().map_err(|_| ApiError::BadRequest {
+                code: ErrorCode::InvalidQuery,
+                message: format!("{what} `{t}` is not a UUID"),
+            })
+        })
+        .transpose()
+    };
+    let filter = HandoffFilter {
+        pool: q.pool,
+        thread: thread("thread_id", q.thread_id)?,
+        target: thread("target_thread_id", q.target_thread_id)?,
+        limit: page_limit(q.limit, 100, MAX_HANDOFFS_PAGE)?,
+        offset: q.offset.unwrap_or(0),
+    };
+    Ok(axum::Json(app.store.list_handoffs(filter).await?))
+}
