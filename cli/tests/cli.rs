@@ -128,7 +128,7 @@ fn validate_lists_each_agents_collaborators() {
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains(
-            "  lead  researcher (ask_researcher), writer (ask_writer) · transfer_timeout 5m · max_delegation_depth 4\n"
+            "  lead        researcher (ask_researcher), writer (ask_writer) · transfer_timeout 5m · max_delegation_depth 4\n"
         ),
         "{stdout}"
     );

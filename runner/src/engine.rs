@@ -513,12 +513,12 @@ impl Engine {
         self.state.turn_start_history_len = self.history.len() as u64;
         self.state.status = ThreadStatus::InTurn;
         self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
-        let mut out: Vec<Effect> = received.into_iter().collect();
-        out.push(event(TraceEvent::TurnStarted(TurnStarted {
+        let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
             turn_seq: self.state.turn_seq,
             seq,
             input: preview(&content, 200),
-        })));
+        }))];
+        out.extend(received);
         out.extend(self.advance());
         out
     }
@@ -843,6 +843,7 @@ impl Engine {
             })));
         }
         out.push(commit);
+        out.extend(replied);
         out.push(event(TraceEvent::TurnCompleted(TurnCompleted {
             turn_seq: self.state.turn_seq,
             seq,
@@ -851,7 +852,6 @@ impl Engine {
             usage: self.state.usage.clone(),
             duration_ms: 0.0,
         })));
-        out.extend(replied);
         out.push(Effect::TurnFinished { seq, reply, ok });
         out
     }
@@ -2392,7 +2392,7 @@ mod tests {
         });
         assert_eq!(
             kinds(&out),
-            ["event:handoff_received", "event:turn_started", "call_llm"]
+            ["event:turn_started", "event:handoff_received", "call_llm"]
         );
         let out = e.apply(answer("4"));
         assert_eq!(
@@ -2400,8 +2400,8 @@ mod tests {
             [
                 "event:llm_call",
                 "commit",
-                "event:turn_completed",
                 "event:handoff_replied",
+                "event:turn_completed",
                 "finished"
             ]
         );

@@ -211,13 +211,15 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
         }
     }
-    let gated: Vec<String> = af
+    let gates: Vec<_> = af
         .agents
         .iter()
-        .filter_map(|a| {
-            let h = a.governance.human_approval.as_ref()?;
-            Some(format!("  {}  {}", a.name, style.dim(&approval_summary(h))))
-        })
+        .filter_map(|a| Some((&a.name, a.governance.human_approval.as_ref()?)))
+        .collect();
+    let width = gates.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let gated: Vec<String> = gates
+        .iter()
+        .map(|(name, h)| format!("  {name:<width$}  {}", style.dim(&approval_summary(h))))
         .collect();
     if !gated.is_empty() {
         let _ = writeln!(out, "human approval:");
@@ -225,11 +227,18 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
-    let delegating: Vec<String> = af
+    let callers: Vec<&AgentSpec> = af
         .agents
         .iter()
         .filter(|a| !a.collaborators.is_empty())
-        .map(|a| format!("  {}  {}", a.name, style.dim(&collaborators_summary(a))))
+        .collect();
+    let width = callers.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    let delegating: Vec<String> = callers
+        .iter()
+        .map(|a| {
+            let name = &a.name;
+            format!("  {name:<width$}  {}", style.dim(&collaborators_summary(a)))
+        })
         .collect();
     if !delegating.is_empty() {
         let _ = writeln!(out, "collaborators:");
