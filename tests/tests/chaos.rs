@@ -9,7 +9,10 @@
 //! was decided once, a rejected write never ran and an approved one at most once. Where the MCP
 //! packages are installed (see build.rs) a fourth agent writes through an MCP server (the Python
 //! SDK test server, `append_line` verified by `count_lines`), and one more nemesis SIGKILLs that
-//! server and starts it again.
+//! server and starts it again. A delegator hands every message to the appender as a durable
+//! handoff (`collaborators`): its turns, the appender's replicas serving the handed-over sessions
+//! and the API all die at random, and the checks add that each of its turns delegated once, to a
+//! session of its own that did the task once, and got the reply as the call's outcome.
 //!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
@@ -37,6 +40,33 @@ struct Slot {
     sent: Vec<String>,
     /// Its writes wait for a person's approval.
     gated: bool,
+    /// It hands each message to the appender (a handoff) instead of writing itself.
+    delegator: bool,
+    /// Its environment beyond the runner's basics.
+    env: Vec<(&'static str, &'static str)>,
+}
+
+impl Slot {
+    /// The slot's runner (again): what Docker's restart would start.
+    fn start(&self, url: &str) -> Runner {
+        Runner::start_with_env(url, self.thread, &self.spec, &self.workspace, &self.env)
+    }
+}
+
+/// An agent of the sessions' pool that hands every message to the appender and answers when the
+/// appender has replied.
+fn delegator_spec() -> serde_json::Value {
+    let mut spec = appender_spec();
+    spec["name"] = "boss".into();
+    spec["tools"] = serde_json::json!([
+        {"name": "ask_appender", "effect": "write", "effect_pinned": true, "handoff": {"agent": "appender"}}
+    ]);
+    spec["collaborators"] = serde_json::json!(["appender"]);
+    spec["runtime"]["script"] = serde_json::json!([
+        {"text": "Delegating.", "tool_calls": [{"name": "ask_appender", "args": {"task": "append a line"}}]},
+        {"text": "Delegated.", "tool_calls": []}
+    ]);
+    spec
 }
 
 /// The pool of the sessions' agent.
@@ -169,6 +199,8 @@ async fn chaos() {
             workspace,
             sent: Vec::new(),
             gated: false,
+            delegator: false,
+            env: Vec::new(),
         }
     };
     let mut slots: Vec<Slot> = (0..2).map(|i| slot(i, appender_spec())).collect();
@@ -212,6 +244,29 @@ async fn chaos() {
         )
     };
     let mut session_replicas: Vec<Runner> = (1..=2).map(session_replica).collect();
+    // The delegator, in the sessions' pool: its handoffs go to sessions of the appender.
+    admin
+        .client
+        .set_replicas(SESSION_POOL, "boss", 1, std::slice::from_ref(&agent))
+        .await
+        .unwrap();
+    {
+        let workspace = dir.path().join("ws-boss");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let env = vec![("AGENTFILE_POOL", SESSION_POOL), ("AGENTFILE_REPLICA", "1")];
+        let thread = ThreadId::new_v7();
+        let spec = delegator_spec();
+        slots.push(Slot {
+            runner: Runner::start_with_env(&url, thread, &spec, &workspace, &env),
+            spec,
+            thread,
+            workspace,
+            sent: Vec::new(),
+            gated: false,
+            delegator: true,
+            env,
+        });
+    }
     let mut conversations: Vec<(ThreadId, Vec<String>)> = Vec::new();
     for i in 0..12 {
         let t = admin
@@ -273,7 +328,7 @@ async fn chaos() {
                 counts[0] += 1;
                 let slot = &mut slots[s];
                 slot.runner.kill();
-                slot.runner = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
+                slot.runner = slot.start(&url);
             }
             // SIGKILL of the API; it comes back on the same file and address.
             6..=7 => {
@@ -289,7 +344,7 @@ async fn chaos() {
                 let slot = &mut slots[s];
                 let stale = slot.runner.child.id();
                 signal(stale, "-STOP");
-                let replacement = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
+                let replacement = slot.start(&url);
                 tokio::time::sleep(Duration::from_millis(100 + rng.next(200))).await;
                 signal(stale, "-CONT");
                 let mut old = std::mem::replace(&mut slot.runner, replacement);
@@ -311,7 +366,7 @@ async fn chaos() {
         // Docker's on-failure would for failures.
         for slot in &mut slots {
             if let Ok(Some(_)) = slot.runner.child.try_wait() {
-                slot.runner = Runner::start(&url, slot.thread, &slot.spec, &slot.workspace);
+                slot.runner = slot.start(&url);
             }
         }
         // SIGKILL of the MCP server (a call in flight is lost), then it comes back.
@@ -355,7 +410,7 @@ async fn chaos() {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {session_kills} session replica kills over {} conversations; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -365,6 +420,11 @@ async fn chaos() {
         totals.1,
         totals.2,
         totals.3,
+        slots
+            .iter()
+            .filter(|s| s.delegator)
+            .map(|s| s.sent.len())
+            .sum::<usize>(),
         conversations.len()
     );
     drop(session_replicas);
@@ -439,6 +499,11 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
                 && r.result.as_deref().unwrap_or("").contains("unknown")
         })
         .count();
+    if slot.delegator {
+        check_handoffs(admin, slot, seed, &ledger, totals).await;
+        totals.0 += slot.sent.len();
+        return;
+    }
     let written = lines(&slot.workspace);
     assert!(
         ok <= written && written <= ok + unknown,
@@ -519,5 +584,77 @@ async fn check_approvals(
             "seed {seed}: thread {t}: request {} decided {decided} times",
             r.id
         );
+    }
+}
+
+/// The delegator: one handoff per turn (whatever the crashes on either side), each to a session
+/// of its own whose one task was done — its write at most once — and each call's outcome the
+/// appender's reply.
+async fn check_handoffs(
+    admin: &Admin,
+    slot: &Slot,
+    seed: u64,
+    ledger: &[ninetrix_proto::api::ToolCallRecord],
+    totals: &mut (usize, usize, usize, usize),
+) {
+    let t = slot.thread;
+    assert_eq!(
+        ledger.len(),
+        slot.sent.len(),
+        "seed {seed}: delegator {t}: one handoff call per turn"
+    );
+    for record in ledger {
+        assert_eq!(
+            (record.status, record.result.as_deref()),
+            (ToolCallStatus::Completed, Some("Done.")),
+            "seed {seed}: delegator {t}: call {} ended without the appender's reply",
+            record.key
+        );
+    }
+    let handoffs = admin
+        .client
+        .list_handoffs(None, Some(t), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        handoffs.len(),
+        slot.sent.len(),
+        "seed {seed}: delegator {t}: one handoff per turn"
+    );
+    let targets: HashSet<ThreadId> = handoffs.iter().map(|h| h.target_thread_id).collect();
+    assert_eq!(
+        targets.len(),
+        handoffs.len(),
+        "seed {seed}: a session per handoff"
+    );
+    for h in &handoffs {
+        assert_eq!(
+            h.status,
+            ninetrix_proto::api::HandoffStatus::Replied,
+            "seed {seed}: handoff {}",
+            h.delivery_key
+        );
+        let session = admin
+            .client
+            .thread(h.target_thread_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            session.inbox_seq, 1,
+            "seed {seed}: {}: its task once",
+            h.delivery_key
+        );
+        let writes = admin.client.tool_calls(h.target_thread_id).await.unwrap();
+        assert_eq!(
+            writes.len(),
+            1,
+            "seed {seed}: {}: one write",
+            h.delivery_key
+        );
+        totals.2 += writes
+            .iter()
+            .filter(|r| r.status == ToolCallStatus::Completed)
+            .count();
     }
 }
