@@ -9,6 +9,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -48,6 +49,15 @@ class LocalNinetrix:
         with urllib.request.urlopen(r) as resp:
             text = resp.read()
             return json.loads(text) if text else None
+
+    def state(self, thread):
+        """The thread's small state at its latest version (None before its first)."""
+        try:
+            return self.call("GET", f"/v1/runners/threads/{thread}/latest")["state"]
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
 
     def runner(self, spec, name, **env):
         """A runner of `spec` on a new thread, its workspace `<tmp>/<name>`; extra AGENTFILE_*

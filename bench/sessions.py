@@ -83,11 +83,10 @@ def main():
             return p
 
         def done(thread, seq):
-            t = call("GET", f"/v1/threads/{thread}")
-            if t["status"] != "idle" or t["version"] == 0:
-                return False
-            latest = call("GET", f"/v1/runners/threads/{thread}/latest")
-            return latest["state"]["inbox_cursor"] >= seq
+            # Status and cursor from one version (the thread row and `latest` read apart could
+            # mix the end of one turn with the start of the next).
+            state = local.state(thread)
+            return bool(state) and state["status"] == "idle" and state["inbox_cursor"] >= seq
 
         # 1. Many sessions on one replica.
         call("PUT", f"/v1/pools/{POOL}/agents/{AGENT}", {"replicas": 1})

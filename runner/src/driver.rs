@@ -772,7 +772,7 @@ impl<C: Checkpoints> Runner<C> {
                     still.push((d, key));
                     continue;
                 }
-                let answer = handoff_answer(h, d.timeout_secs);
+                let answer = handoff_answer(h);
                 self.events
                     .emit(TraceEvent::HandoffSettled(ev::HandoffSettled {
                         delivery_key: key,
@@ -1026,7 +1026,8 @@ impl<C: Checkpoints> Runner<C> {
 /// What a settled handoff answers its call with: the reply, or why there is none (naming the
 /// collaborator, its session and thread, so the model — and whoever reads the trace — knows where
 /// to look).
-fn handoff_answer(h: &Handoff, timeout_secs: u64) -> (String, bool) {
+fn handoff_answer(h: &Handoff) -> (String, bool) {
+    let waited = (h.expires_at - h.created_at).num_seconds().max(0) as u64;
     match h.status {
         HandoffStatus::Replied => (h.reply.clone().unwrap_or_default(), false),
         HandoffStatus::Failed => (
@@ -1043,7 +1044,7 @@ fn handoff_answer(h: &Handoff, timeout_secs: u64) -> (String, bool) {
             format!(
                 "Not done: `{}` did not reply within {} (transfer_timeout; session {}, thread {}). It may be down, crash-looping or still working: its later reply will not reach this call. Try again later, or do the work another way.",
                 h.agent,
-                ninetrix_proto::handoffs::timeout_text(timeout_secs),
+                ninetrix_proto::handoffs::timeout_text(waited),
                 h.session,
                 h.target_thread_id
             ),

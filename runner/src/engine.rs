@@ -2520,4 +2520,35 @@ mod tests {
         assert_eq!(kinds(&out), ["commit", "delegate:1"]);
         assert_eq!(delegations(&out)[0].agent, "c");
     }
+
+    #[test]
+    fn a_gated_handoff_waits_for_a_person_and_a_rejected_one_is_never_handed_over() {
+        let cfg = EngineConfig {
+            approval: Some(HumanApproval {
+                enabled: true,
+                actions: vec![ninetrix_proto::agentfile::ApprovalAction::Tool(
+                    "ask_b".into(),
+                )],
+                effects: Vec::new(),
+                timeout_secs: 3600,
+                notify_url: None,
+                notify_secret: None,
+            }),
+            ..collaborating()
+        };
+        let mut e = Engine::new(cfg);
+        e.apply(message(1));
+        let out = e.apply(llm(vec![ask("1", "b", "x"), ask("2", "c", "y")], 0.0));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "await:1"]);
+        let asks = ask_of(&out);
+        assert_eq!(asks[0].tool, "ask_b");
+        // Rejected: only the ungated call is handed over.
+        let out = e.apply(Input::Approvals(vec![settled(
+            &asks[0],
+            ApprovalStatus::Rejected,
+        )]));
+        assert_eq!(kinds(&out), ["commit", "commit", "delegate:1"]);
+        assert_eq!(delegations(&out)[0].agent, "c");
+        assert!(results(&e)[0].1, "the rejected call's answer is an error");
+    }
 }
