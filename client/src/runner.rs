@@ -97,6 +97,20 @@ impl Client {
         settled: u64,
         wait: Duration,
     ) -> Result<Vec<Approval>, ClientError> {
+        self.turn_wait(thread, "/approvals", turn_seq, settled, wait)
+            .await
+    }
+
+    /// One turn's items of a runner long-poll (`…/approvals`, `…/handoffs`): `?turn_seq&settled
+    /// &wait`, with the request's timeout past the wait.
+    async fn turn_wait<T: serde::de::DeserializeOwned>(
+        &self,
+        thread: ThreadId,
+        rest: &str,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
+    ) -> Result<Vec<T>, ClientError> {
         let query = [
             ("turn_seq", turn_seq.to_string()),
             ("settled", settled.to_string()),
@@ -105,7 +119,7 @@ impl Client {
         let timeout = wait + Duration::from_secs(15);
         self.call::<(), _>(
             Method::GET,
-            &path(thread, "/approvals"),
+            &path(thread, rest),
             &query,
             None,
             Some(timeout),
@@ -134,20 +148,8 @@ impl Client {
         settled: u64,
         wait: Duration,
     ) -> Result<Vec<Handoff>, ClientError> {
-        let query = [
-            ("turn_seq", turn_seq.to_string()),
-            ("settled", settled.to_string()),
-            ("wait", wait.as_secs().to_string()),
-        ];
-        let timeout = wait + Duration::from_secs(15);
-        self.call::<(), _>(
-            Method::GET,
-            &path(thread, "/handoffs"),
-            &query,
-            None,
-            Some(timeout),
-        )
-        .await
+        self.turn_wait(thread, "/handoffs", turn_seq, settled, wait)
+            .await
     }
 
     /// `GET /v1/runners/pools/{pool}/agents/{agent}/sessions`: the sessions replica `replica`

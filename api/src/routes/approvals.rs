@@ -6,22 +6,20 @@
 //! pool's requests (another pool's look absent); a runner token only reads its own thread's
 //! requests through the runner route — it never decides.
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, ApproverTokenRequest, ApproverTokenResponse, DecisionConflict,
-    DecisionRequest, ErrorBody, ErrorCode, MAX_STORED_INT,
+    DecisionRequest, ErrorBody, ErrorCode,
 };
 use ninetrix_proto::{ApprovalId, ThreadId};
 use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
-use crate::routes::wait::{Look, long_poll};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
+use crate::routes::wait::{TurnWaitQuery, turn_settled};
 use crate::state::App;
 use crate::store::{ApprovalFilter, Decided};
 
@@ -272,69 +270,28 @@ pub(crate) async fn mint_approver_token(
     ))
 }
 
-/// Query of the runner's approval long-poll.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TurnApprovalsQuery {
-    /// The turn whose requests to return.
-    #[param(maximum = 9223372036854775807_i64)]
-    turn_seq: u64,
-    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every request of
-    /// the turn that is settled was already seen (`settled`) and some are still pending.
-    #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
-    wait: u64,
-    /// How many of the turn's requests the caller already knows settled (0 when left out).
-    #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
-    settled: u64,
-}
-
 /// The requests to people of one turn of the runner's thread, oldest first, as they stand. With
 /// `wait`, holds the request open until more of them are settled than `settled`, none is
 /// pending, or the wait ends — a waiting turn costs no CPU. A request past its expiry reads as
 /// `expired`.
 #[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/approvals", tag = "runner",
-    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnApprovalsQuery),
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnWaitQuery),
     responses((status = 200, body = Vec<Approval>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn turn(
     caller: Caller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
-    ApiQuery(q): ApiQuery<TurnApprovalsQuery>,
+    ApiQuery(q): ApiQuery<TurnWaitQuery>,
 ) -> Result<axum::Json<Vec<Approval>>, ApiError> {
     caller.require_thread(id)?;
-    let too_large = |what: &str, v: u64| ApiError::BadRequest {
-        code: ErrorCode::InvalidQuery,
-        message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
-    };
-    let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
-    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
-    let approvals = long_poll(
+    let store = &app.store;
+    let approvals = turn_settled(
         &app,
-        app.hub.subscribe(id),
-        Duration::from_secs(wait),
-        || async {
-            let approvals = app.store.turn_approvals(id, turn).await?;
-            let settled = approvals.iter().filter(|a| a.status.is_settled()).count() as u64;
-            if settled > q.settled || settled == approvals.len() as u64 {
-                return Ok(Look::Ready(approvals));
-            }
-            // Nobody posts an expiry: wake for the first one.
-            let wake = approvals
-                .iter()
-                .filter(|a| a.status == ApprovalStatus::Pending)
-                .map(|a| a.expires_at)
-                .min()
-                .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
-                .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
-            Ok(Look::NotYet {
-                answer: approvals,
-                wake,
-            })
-        },
+        id,
+        &q,
+        |turn| async move { Ok(store.turn_approvals(id, turn).await?) },
+        |a: &Approval| (a.status == ApprovalStatus::Pending).then_some(a.expires_at),
     )
     .await?;
     Ok(axum::Json(approvals))

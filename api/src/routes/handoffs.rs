@@ -8,20 +8,16 @@
 //! agent's collaborators, as `up` recorded them); the admin token everything, and the listing
 //! (what `ninetrix trace --follow-handoffs` follows).
 
-use std::time::Duration;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{
-    ErrorBody, ErrorCode, Handoff, HandoffRequest, HandoffStatus, MAX_STORED_INT,
-};
+use ninetrix_proto::api::{ErrorBody, ErrorCode, Handoff, HandoffRequest, HandoffStatus};
 use serde::Deserialize;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
-use crate::routes::wait::{Look, long_poll};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
+use crate::routes::wait::{TurnWaitQuery, turn_settled};
 use crate::state::App;
 use crate::store::HandoffFilter;
 
@@ -68,69 +64,28 @@ pub(crate) async fn open(
     Ok((status, axum::Json(handoff)))
 }
 
-/// Query of the runner's handoff long-poll.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct TurnHandoffsQuery {
-    /// The turn whose handoffs to return.
-    #[param(maximum = 9223372036854775807_i64)]
-    turn_seq: u64,
-    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every handoff of
-    /// the turn that is settled was already seen (`settled`) and some are still pending.
-    #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
-    wait: u64,
-    /// How many of the turn's handoffs the caller already knows settled (0 when left out).
-    #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
-    settled: u64,
-}
-
 /// The handoffs one turn of the runner's thread made, oldest first, as they stand. With `wait`,
 /// holds the request open until more of them are settled than `settled`, none is pending, or the
 /// wait ends — a turn waiting for collaborators costs no CPU. A handoff without a reply by its
 /// `expires_at` reads `timed_out`.
 #[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner",
-    params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread"), TurnHandoffsQuery),
+    params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread"), TurnWaitQuery),
     responses((status = 200, body = Vec<Handoff>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
     security(("bearer" = [])))]
 pub(crate) async fn turn(
     caller: Caller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
-    ApiQuery(q): ApiQuery<TurnHandoffsQuery>,
+    ApiQuery(q): ApiQuery<TurnWaitQuery>,
 ) -> Result<axum::Json<Vec<Handoff>>, ApiError> {
     caller.require_thread(id)?;
-    let too_large = |what: &str, v: u64| ApiError::BadRequest {
-        code: ErrorCode::InvalidQuery,
-        message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
-    };
-    let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
-    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
-    let handoffs = long_poll(
+    let store = &app.store;
+    let handoffs = turn_settled(
         &app,
-        app.hub.subscribe(id),
-        Duration::from_secs(wait),
-        || async {
-            let handoffs = app.store.turn_handoffs(id, turn).await?;
-            let settled = handoffs.iter().filter(|h| h.status.is_settled()).count() as u64;
-            if settled > q.settled || settled == handoffs.len() as u64 {
-                return Ok(Look::Ready(handoffs));
-            }
-            // Nobody posts a timeout: wake for the first one.
-            let wake = handoffs
-                .iter()
-                .filter(|h| h.status == HandoffStatus::Pending)
-                .map(|h| h.expires_at)
-                .min()
-                .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
-                .map(|left| tokio::time::Instant::now() + left + Duration::from_millis(1));
-            Ok(Look::NotYet {
-                answer: handoffs,
-                wake,
-            })
-        },
+        id,
+        &q,
+        |turn| async move { Ok(store.turn_handoffs(id, turn).await?) },
+        |h: &Handoff| (h.status == HandoffStatus::Pending).then_some(h.expires_at),
     )
     .await?;
     Ok(axum::Json(handoffs))

@@ -1,17 +1,88 @@
-//! The long-poll every waiting route shares (a thread's inbox and requests to people, an agent's
-//! session work): look at the store, and while there is nothing to answer yet, sleep until a
-//! write wakes the hub, a moment the caller names (a request's expiry), the end of the wait, or shutdown — at
-//! no CPU cost. On Postgres it also looks again every second, since another API replica's writes
-//! do not wake this one's hub.
+//! The long-poll every waiting route shares (a thread's inbox, requests to people and handoffs, an
+//! agent's session work): look at the store, and while there is nothing to answer yet, sleep until
+//! a write wakes the hub, a moment the caller names (a request's expiry, a handoff's deadline), the
+//! end of the wait, or shutdown — at no CPU cost. On Postgres it also looks again every second,
+//! since another API replica's writes do not wake this one's hub.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{ErrorCode, MAX_STORED_INT};
+use serde::Deserialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::ApiError;
+use crate::extract::seq_cursor;
 use crate::state::App;
+
+/// Query of a runner's long-poll on what one turn waits for (its requests to people, its
+/// handoffs).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TurnWaitQuery {
+    /// The turn whose items to return.
+    #[param(maximum = 9223372036854775807_i64)]
+    turn_seq: u64,
+    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every item of the
+    /// turn that is settled was already seen (`settled`) and some are still pending.
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    wait: u64,
+    /// How many of the turn's items the caller already knows settled (0 when left out).
+    #[serde(default)]
+    #[param(maximum = 9223372036854775807_i64)]
+    settled: u64,
+}
+
+/// The items of one turn of thread `id` (`fetch(turn)`), answered once more of them are settled
+/// than the caller knew, none is pending, or the wait ends. `pending_until` says of an item
+/// whether it is still pending and when it stops being so by itself (an expiry, a deadline —
+/// nobody posts those, so the poll wakes for the first).
+pub(crate) async fn turn_settled<T, F, Fut>(
+    app: &App,
+    id: ThreadId,
+    q: &TurnWaitQuery,
+    fetch: F,
+    pending_until: impl Fn(&T) -> Option<DateTime<Utc>>,
+) -> Result<Vec<T>, ApiError>
+where
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = Result<Vec<T>, ApiError>>,
+{
+    let too_large = |what: &str, v: u64| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
+    };
+    let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
+    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
+    long_poll(
+        app,
+        app.hub.subscribe(id),
+        Duration::from_secs(wait),
+        || async {
+            let items = fetch(turn).await?;
+            let pending: Vec<DateTime<Utc>> = items.iter().filter_map(&pending_until).collect();
+            let settled = (items.len() - pending.len()) as u64;
+            if settled > q.settled || pending.is_empty() {
+                return Ok(Look::Ready(items));
+            }
+            let wake = pending
+                .iter()
+                .min()
+                .and_then(|at| (*at - Utc::now()).to_std().ok())
+                .map(|left| Instant::now() + left + Duration::from_millis(1));
+            Ok(Look::NotYet {
+                answer: items,
+                wake,
+            })
+        },
+    )
+    .await
+}
 
 /// What one look at the store found.
 pub(crate) enum Look<T> {
