@@ -9,6 +9,9 @@
 pub mod auth;
 pub mod error;
 mod extract;
+// The webhook signature checks of issue 17 (in progress): the route that uses them comes next.
+#[allow(dead_code)]
+mod hooks;
 mod hub;
 mod routes;
 pub mod server;
