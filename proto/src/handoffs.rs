@@ -67,16 +67,6 @@ pub fn task_message(from_agent: &str, task: &str, context: Option<&str>) -> Stri
     text
 }
 
-/// A transfer timeout as people write it: `90s`, `5m`, `2h`, `1d`.
-pub fn timeout_text(secs: u64) -> String {
-    match secs {
-        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
 /// `a → b → c`.
 pub fn chain_text(chain: &[String]) -> String {
     chain.join(" → ")
@@ -132,15 +122,6 @@ mod tests {
         assert!(err.contains("execution.max_delegation_depth (4)"), "{err}");
         let err = check_depth(&chain(&["a"]), "b", 0).unwrap_err();
         assert!(err.contains("a → b (1 handoff)"), "{err}");
-    }
-
-    #[test]
-    fn timeouts_read_as_written() {
-        assert_eq!(timeout_text(300), "5m");
-        assert_eq!(timeout_text(90), "90s");
-        assert_eq!(timeout_text(7200), "2h");
-        assert_eq!(timeout_text(86_400), "1d");
-        assert_eq!(timeout_text(1), "1s");
     }
 
     #[test]

@@ -439,12 +439,8 @@ impl Engine {
         // resume mode: its requests and handoffs pin it (a new response would ask again, or
         // delegate a second time).
         let last = self.history.iter().rposition(|m| m.role == Role::Assistant);
-        let asked = last.is_some_and(|last| {
-            self.history[last]
-                .tool_call_ids()
-                .any(|id| self.requests.values().flatten().any(|a| a.call_id == id))
-        });
-        let pinned = asked || last.is_some_and(|l| l >= anchor && self.handed_over(anchor, l));
+        let pinned =
+            last.is_some_and(|l| self.asked(l) || (l >= anchor && self.handed_over(anchor, l)));
         let mode = if pinned {
             ResumeMode::Complete
         } else {

@@ -53,6 +53,18 @@ pub fn format_memory(bytes: u64) -> String {
     format!("{bytes}")
 }
 
+/// A number of seconds in the largest unit that divides it: `30d`, `36h`, `90m`, `45s` — the
+/// way a person writes a timeout (what [`parse_duration`] reads back); days from two on, so a day
+/// reads `24h`.
+pub fn format_duration(secs: u64) -> String {
+    match secs {
+        s if s >= 2 * 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3_600 && s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
 /// Parses a duration: a whole number and one unit, `s` (seconds), `m` (minutes), `h` (hours) or
 /// `d` (days), e.g. `30s`, `15m`, `24h`, `7d`; a bare whole number is seconds. Returns `None`
 /// for anything else (fractions, signs, spaces, other units). A duration too long for a `u64`
@@ -108,6 +120,23 @@ mod tests {
         assert_eq!(format_memory(100), "100");
         for s in ["512Mi", "1Gi", "1.5Gi", "64Ki"] {
             assert_eq!(format_memory(parse_memory(s).unwrap()), s);
+        }
+    }
+
+    #[test]
+    fn formatted_durations_use_the_largest_unit_that_divides() {
+        let cases = [
+            (86_400 * 30, "30d"),
+            (36 * 3_600, "36h"),
+            (86_400, "24h"),
+            (5_400, "90m"),
+            (300, "5m"),
+            (45, "45s"),
+            (0, "0s"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(format_duration(secs), want);
+            assert_eq!(parse_duration(want), Some(secs), "reads back");
         }
     }
 

@@ -476,29 +476,11 @@ pub fn dedupe_key(trigger: &str, scheduled: DateTime<Utc>) -> String {
 /// Parses an interval: a whole number with `s`, `m`, `h` or `d` (`30s`, `10m`, `2h`, `1d`) or
 /// plain seconds (`45`), from 1 second to 366 days. Returns seconds.
 pub fn parse_every(text: &str) -> Result<u64, ScheduleError> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, unit) = trimmed.split_at(split);
-    let scale = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => 0,
-    };
-    if digits.is_empty() || scale == 0 {
-        return Err(ScheduleError::Every {
+    let secs = crate::agentfile::units::parse_duration(text.trim()).ok_or_else(|| {
+        ScheduleError::Every {
             text: text.to_owned(),
-        });
-    }
-    // Only ASCII digits are left, so parsing fails only on overflow.
-    let secs = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .unwrap_or(u64::MAX);
+        }
+    })?;
     check_period(secs)?;
     Ok(secs)
 }
