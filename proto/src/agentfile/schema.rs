@@ -26,6 +26,10 @@ pub struct Agentfile {
     /// The MCP servers the agents may use (`mcp_servers:`), by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, McpServer>,
+    /// Every trigger of the pool: the top-level `triggers:` and each agent's, in file order
+    /// (top level first), names unique.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<crate::triggers::TriggerSpec>,
 }
 
 impl Agentfile {
@@ -491,6 +495,7 @@ mod tests {
             name: None,
             agents: vec![],
             mcp_servers: BTreeMap::new(),
+            triggers: Vec::new(),
         };
         let path = Path::new("/srv/My Agents/agentfile.yaml");
         assert_eq!(af.pool_name(None, path).as_deref(), Some("my-agents"));
@@ -500,6 +505,7 @@ mod tests {
             name: Some("research".into()),
             agents: vec![],
             mcp_servers: BTreeMap::new(),
+            triggers: Vec::new(),
         };
         assert_eq!(named.pool_name(None, path).as_deref(), Some("research"));
     }

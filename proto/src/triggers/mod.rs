@@ -5,4 +5,9 @@
 //! takes the time it decides about.
 
 pub mod schedule;
+pub mod spec;
 pub mod template;
+
+pub use spec::{
+    ScheduleTrigger, SignatureScheme, TriggerKind, TriggerSession, TriggerSpec, WebhookTrigger,
+};

@@ -112,6 +112,9 @@ pub enum ScheduleError {
         /// The interval in seconds (`u64::MAX` when it does not even fit).
         secs: u64,
     },
+    /// A schedule with neither a cron expression nor an interval.
+    #[error("a schedule needs `cron: <5 fields>` or `every: <interval>`")]
+    NoRule,
     /// An interval that is not a number with a unit.
     #[error(
         "`{text}` is not an interval: write a whole number with `s`, `m`, `h` or `d` \
@@ -494,7 +497,7 @@ fn check_period(secs: u64) -> Result<(), ScheduleError> {
 }
 
 /// An interval in its largest whole unit: `90s`, `10m`, `2h`, `1d`.
-fn format_every(secs: u64) -> String {
+pub fn format_every(secs: u64) -> String {
     match secs {
         0 => "0s".to_owned(),
         s if s % 86_400 == 0 => format!("{}d", s / 86_400),

@@ -71,6 +71,7 @@ impl Cx {
             name,
             agents,
             mcp_servers: self.mcp.clone(),
+            triggers: Vec::new(),
         })
     }
 
