@@ -98,6 +98,9 @@ impl ApiError {
                     ErrorCode::NotCollaborator,
                     e.to_string(),
                 ),
+                StoreError::UnknownTrigger(_) => {
+                    (StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
+                }
                 StoreError::UnknownHandoff(_) => {
                     (StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
                 }

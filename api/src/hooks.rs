@@ -27,9 +27,10 @@ use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-/// How far a Standard Webhooks timestamp may be from now, either way, by default: 5 minutes, the
-/// tolerance of the reference libraries.
-pub(crate) const DEFAULT_TOLERANCE_SECS: u64 = 5 * 60;
+/// How far a Standard Webhooks timestamp may be from now, either way, by default (the trigger's
+/// `tolerance` when it sets none): 5 minutes, the tolerance of the reference libraries.
+#[cfg(test)]
+const DEFAULT_TOLERANCE_SECS: u64 = ninetrix_proto::triggers::spec::DEFAULT_TOLERANCE_SECS;
 
 /// The longest delivery ID accepted, in bytes: IDs are stored for deduplication. (GitHub's are
 /// GUIDs, Svix's `msg_` and 27 characters.)

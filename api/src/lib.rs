@@ -3,20 +3,22 @@
 //! Postgres.
 //!
 //! This crate owns the HTTP surface (`routes`), authentication (`auth`), the error mapping
-//! (`error`), the state handlers share (`state`) and storage (`store`). The CLI's `ninetrix api` command only parses flags, builds a
+//! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
+//! (`scheduler`), webhook signatures (`hooks`) and trigger rules (`trigger_rules`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
 pub mod auth;
 pub mod error;
 mod extract;
-// The webhook signature checks of issue 17 (in progress): the route that uses them comes next.
-#[allow(dead_code)]
+pub mod faults;
 mod hooks;
 mod hub;
 mod routes;
+pub mod scheduler;
 pub mod server;
 mod state;
 pub mod store;
+mod trigger_rules;
 
 pub use auth::{AuthConfig, Secret};
 pub use routes::openapi;

@@ -31,6 +31,9 @@ pub struct Config {
     pub keep_alive: Duration,
     /// Store tuning.
     pub store: StoreOptions,
+    /// How often the scheduler looks for due schedules (`None`: this process fires none — another
+    /// replica does).
+    pub scheduler_tick: Option<Duration>,
 }
 
 impl Config {
@@ -44,6 +47,7 @@ impl Config {
             max_wait: Duration::from_secs(60),
             keep_alive: Duration::from_secs(15),
             store: StoreOptions::default(),
+            scheduler_tick: Some(crate::scheduler::DEFAULT_TICK),
         }
     }
 }
@@ -76,6 +80,7 @@ pub struct Server {
     listener: TcpListener,
     app: App,
     router: axum::Router,
+    scheduler_tick: Option<Duration>,
 }
 
 impl Server {
@@ -99,6 +104,7 @@ impl Server {
             store,
             auth: Arc::new(Authenticator::new(config.auth.clone())),
             hub: Arc::new(Hub::default()),
+            hook_limits: Arc::default(),
             max_wait: config.max_wait,
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),
@@ -108,6 +114,7 @@ impl Server {
             listener,
             app,
             router,
+            scheduler_tick: config.scheduler_tick,
         })
     }
 
@@ -145,9 +152,17 @@ impl Server {
                 tracing::debug!("cannot set TCP_NODELAY on an accepted connection: {e}");
             }
         });
+        let scheduler = self
+            .scheduler_tick
+            .map(|every| tokio::spawn(crate::scheduler::run(self.app.clone(), every)));
         let result = axum::serve(listener, self.router)
             .with_graceful_shutdown(signal)
             .await;
+        // The scheduler stops at the same signal; its tick in flight finishes first.
+        self.app.shutdown.cancel();
+        if let Some(task) = scheduler {
+            let _ = task.await;
+        }
         self.app.store.close().await;
         result.map_err(ServeError::Io)
     }

@@ -1,5 +1,5 @@
 //! The state every request handler shares ([`App`]): the store, the authenticator, the wake-up
-//! hub, the server's limits and its shutdown signal. It lives apart from `server` so that the
+//! hub, the webhook rate limits, the server's limits and its shutdown signal. It lives apart from `server` so that the
 //! handlers (`routes`) and the extractors (`auth`) depend on it without depending on the server
 //! that builds it.
 
@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authenticator;
 use crate::hub::Hub;
 use crate::store::Store;
+use crate::trigger_rules::RateLimiter;
 
 /// State shared by every request.
 #[derive(Clone)]
@@ -26,6 +27,8 @@ pub(crate) struct App {
     pub(crate) max_wait: Duration,
     /// Interval of SSE keep-alive comments.
     pub(crate) keep_alive: Duration,
+    /// The webhook triggers' delivery rate limits (this process's counts).
+    pub(crate) hook_limits: Arc<RateLimiter>,
     /// Cancelled when the server starts shutting down: long-polls and streams end early.
     pub(crate) shutdown: CancellationToken,
 }

@@ -7,6 +7,7 @@ mod handoffs;
 mod health;
 mod runner;
 mod sessions;
+mod triggers;
 mod wait;
 
 use std::sync::OnceLock;
@@ -37,6 +38,7 @@ use crate::state::App;
         (name = "runner", description = "Called by the runner of a thread (runner token of that thread, or the admin token)"),
         (name = "admin", description = "Called by the CLI and operators (admin token)"),
         (name = "approvals", description = "Requests to people: listed and decided with the admin token or an approver token of the pool, never a runner token"),
+        (name = "hooks", description = "Webhook deliveries to triggers: no token, the signature under the trigger's secret authenticates"),
         (name = "meta", description = "Health and this document (no token)")
     )
 )]
@@ -87,6 +89,11 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(sessions::work))
         .routes(routes!(handoffs::open, handoffs::turn))
         .routes(routes!(handoffs::list))
+        .routes(routes!(triggers::put))
+        .routes(routes!(triggers::list))
+        .routes(routes!(triggers::history))
+        .routes(routes!(triggers::fire))
+        .routes(routes!(triggers::deliver))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))

@@ -11,6 +11,7 @@ mod ops;
 mod postgres;
 mod rsq;
 mod sqlite;
+mod triggers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,14 +20,16 @@ use ninetrix_proto::api::{
     Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
     CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
     EventsRequest, Handoff, HandoffRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
-    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, VersionDetail,
-    VersionSummary,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
+    TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
 };
+use chrono::{DateTime, Utc};
 
 use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
+pub use triggers::{Fired, HookTarget};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -77,6 +80,9 @@ pub enum StoreError {
     /// A handoff to an agent the caller may not hand work to (403 `not_collaborator`): why.
     #[error("{0}")]
     NotCollaborator(String),
+    /// No trigger of that name in the pool (404): which.
+    #[error("{0}")]
+    UnknownTrigger(String),
     /// A commit's handoff reply names no handoff delivered to its thread (404).
     #[error("no handoff `{0}` was delivered to this thread")]
     UnknownHandoff(String),
@@ -432,6 +438,54 @@ store_ops! {
 
     /// How many replicas an agent runs, as last recorded.
     read fn replicas(pool: String, agent: String) -> Option<u32> = |c| replicas(c, &pool, &agent);
+
+    /// Makes the pool's registered triggers exactly `set` (see `triggers::put_triggers`), as
+    /// of `now`.
+    write fn put_triggers(pool: String, set: TriggerSet, now: DateTime<Utc>) -> TriggersApplied
+        = |c| put_triggers(c, &pool, &set, now.timestamp_millis());
+
+    /// One scheduler tick at `now`: fires every schedule that is due, once (see
+    /// `triggers::fire_due`). `crash` is called before the commit when something fired (the
+    /// scheduler's kill point).
+    write fn fire_due(now: DateTime<Utc>, crash: fn(&str)) -> Vec<Fired>
+        = |c| fire_due(c, now.timestamp_millis(), crash);
+
+    /// Runs a trigger now: a schedule's message, or a webhook's as rendered from a body
+    /// (`rendered`: the message and the session key it renders, if any).
+    write fn fire_now(pool: String, name: String, rendered: Option<(String, Option<String>)>) -> (TriggerEvent, Option<Fired>)
+        = |c| fire_now(c, &pool, &name, rendered, now_ms());
+
+    /// Puts a verified webhook delivery's message in its session, once per delivery id.
+    write fn deliver_hook(
+        pool: String,
+        name: String,
+        delivery_id: Option<String>,
+        message: String,
+        session: Option<String>,
+        crash: fn(&str)
+    ) -> (TriggerEvent, Option<Fired>)
+        = |c| deliver_hook(c, &pool, &name, delivery_id, &message, session, now_ms(), crash);
+
+    /// Records an entry (a refused delivery) in a trigger's history, if it still exists.
+    write fn note_trigger(pool: String, name: String, event: TriggerEvent) -> ()
+        = |c| note_trigger(c, &pool, &name, event, now_ms());
+
+    /// Registered triggers by pool and name, each with its last history entry.
+    read fn list_triggers(pool: Option<String>, name: Option<String>) -> Vec<Trigger>
+        = |c| list_triggers(c, pool.as_deref(), name.as_deref());
+
+    /// The newest `limit` history entries of a trigger before `before`, oldest first (`None`:
+    /// no such trigger and no history).
+    read fn trigger_history(pool: String, name: String, before: Option<u64>, limit: u32) -> Option<Vec<TriggerEvent>>
+        = |c| trigger_history(c, &pool, &name, before, limit);
+
+    /// The webhook trigger at `/v1/hooks/{pool}/{path}`, with its secret.
+    read fn hook_target(pool: String, path: String) -> Option<HookTarget>
+        = |c| hook_target(c, &pool, &path);
+
+    /// Whether a schedule is due at `now` (a read: an idle scheduler writes nothing).
+    read fn triggers_due(now: DateTime<Utc>) -> bool
+        = |c| triggers_due(c, now.timestamp_millis());
 
     /// The requests to people of one turn of a thread, as they stand now.
     read fn turn_approvals(id: ThreadId, turn_seq: u64) -> Vec<Approval>

@@ -1571,21 +1571,25 @@ macro_rules! sql_ops {
 pub(crate) mod sqlite {
     //! The reads for SQLite (sqlx's pool of reader connections).
     sql_ops!(reads sqlx::SqliteConnection);
+    crate::store::triggers::trigger_ops!(reads);
 }
 
 pub(crate) mod sqlite_writer {
     //! The writes for SQLite, run on the writer thread's rusqlite connection.
     use crate::store::rsq as q;
     sql_ops!(writes rusqlite::Connection, "");
+    crate::store::triggers::trigger_ops!(writes "");
 }
 
 pub(crate) mod postgres {
     //! The queries for Postgres.
     use sqlx as q;
     sql_ops!(writes sqlx::PgConnection, " FOR UPDATE");
+    crate::store::triggers::trigger_ops!(writes " FOR UPDATE");
 
     mod reads {
         sql_ops!(reads sqlx::PgConnection);
+        crate::store::triggers::trigger_ops!(reads);
     }
     pub(crate) use reads::*;
 }

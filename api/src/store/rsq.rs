@@ -14,6 +14,7 @@ use rusqlite::Connection;
 use rusqlite::types::Value;
 
 use super::ops::{ApprovalRow, Enqueued, HandoffRow, ThreadRow, ToolCallRow};
+use super::triggers::TriggerRow;
 
 /// SQL built at run time (a table or column list spliced in), as `sqlx::AssertSqlSafe` marks it.
 pub(crate) struct AssertSqlSafe<T>(pub(crate) T);
@@ -154,6 +155,17 @@ impl<T: FromRow> QueryAs<T> {
         }
     }
 
+    /// Every row.
+    pub(crate) async fn fetch_all(self, c: &mut Connection) -> rusqlite::Result<Vec<T>> {
+        let mut stmt = self.query.prepare(c)?;
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(T::from_row(row)?);
+        }
+        Ok(out)
+    }
+
     /// The first row; no row is an error.
     pub(crate) async fn fetch_one(self, c: &mut Connection) -> rusqlite::Result<T> {
         self.fetch_optional(c)
@@ -210,6 +222,33 @@ impl FromRow for HandoffRow {
 impl FromRow for (Option<String>,) {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok((row.get(0)?,))
+    }
+}
+
+impl FromRow for (i64, String) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?, row.get(1)?))
+    }
+}
+
+impl FromRow for TriggerRow {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(TriggerRow {
+            pool: row.get(0)?,
+            name: row.get(1)?,
+            agent: row.get(2)?,
+            path: row.get(3)?,
+            spec: row.get(4)?,
+            secret: row.get(5)?,
+            digest: row.get(6)?,
+            next_fire_at: row.get(7)?,
+            planned_to: row.get(8)?,
+            buffered_at: row.get(9)?,
+            last_thread_id: row.get(10)?,
+            last_inbox_seq: row.get(11)?,
+            created_at: row.get(12)?,
+            updated_at: row.get(13)?,
+        })
     }
 }
 

@@ -154,6 +154,43 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::PUT,
+            path: "/v1/pools/p/triggers",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: |_| Some(triggers()),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/triggers",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/pools/p/triggers/nightly/history",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/pools/p/triggers/nightly/fire",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({})),
+        },
+        // No token is the authentication of a webhook, whoever sends one: an unsigned delivery
+        // is refused for everybody alike.
+        Route {
+            method: Method::POST,
+            path: "/v1/hooks/p/gh",
+            access: Public,
+            ok: StatusCode::UNAUTHORIZED,
+            body: |_| Some(json!({"action": "opened"})),
+        },
+        Route {
             method: Method::GET,
             path: "/v1/approvals",
             access: ApprovalList,
@@ -348,7 +385,25 @@ fn expected(route: &Route, who: Who) -> StatusCode {
 
 /// A thread of pool `p` with one checkpoint (storing one pending request to a person), one
 /// ledger intent (`k`), one event and one inbox message; its agent `a` may hand work to `b`.
+/// Pool `p`'s triggers: a schedule `nightly` and a webhook `gh`.
+fn triggers() -> Value {
+    json!({"triggers": [
+        {"spec": {"name": "nightly", "agent": "a", "session": {"key": "trigger:nightly"},
+            "kind": {"type": "schedule", "cron": "0 3 1 1 *", "timezone": "UTC", "message": "go",
+                     "overlap": "skip", "catch_up": "last", "catch_up_window_secs": 3600}}},
+        {"spec": {"name": "gh", "agent": "a", "session": "new",
+            "kind": {"type": "webhook", "path": "gh", "message": "{{ action }}", "secret": "GH_SECRET",
+                     "signature": "github", "tolerance_secs": 300, "rate_limit_per_minute": 10000,
+                     "max_body_bytes": 65536}},
+         "secret": "s3cret"}
+    ]})
+}
+
 async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
+    let (status, body) = api
+        .admin(Method::PUT, "/v1/pools/p/triggers", Some(triggers()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     for (agent, collaborators) in [("a", json!(["b"])), ("b", json!([]))] {
         let (status, _) = api
             .admin(
@@ -515,7 +570,10 @@ async fn the_openapi_document_lists_every_route() {
                 .replace("{a}", "{approval_id}")
                 .replace("pools/p/agents/a", "pools/{pool}/agents/{agent}")
                 .replace("tool-calls/k", "tool-calls/{key}")
-                .replace("checkpoints/1", "checkpoints/{version}");
+                .replace("checkpoints/1", "checkpoints/{version}")
+                .replace("pools/p/triggers", "pools/{pool}/triggers")
+                .replace("triggers/nightly", "triggers/{name}")
+                .replace("hooks/p/gh", "hooks/{pool}/{path}");
             format!("{} {path}", r.method)
         })
         .collect();

@@ -11,3 +11,4 @@ mod openapi_contract;
 mod sessions;
 mod size;
 mod support;
+mod triggers;

@@ -1,0 +1,55 @@
+//! The scheduler: a task of every API process that fires the schedules that are due. Each tick
+//! first asks (a read) whether any schedule is due, and only then runs the firing transaction
+//! (`Store::fire_due`), so an idle API writes nothing. Several API processes on one Postgres
+//! database all tick; the row locks of that transaction make each scheduled time fire once.
+//! What fired wakes the target agents' replicas and the sessions' long-polls.
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::faults::crash;
+use crate::state::App;
+
+/// How often the scheduler looks for due schedules by default.
+pub const DEFAULT_TICK: Duration = Duration::from_secs(1);
+
+/// Ticks every `every` until the server shuts down.
+pub(crate) async fn run(app: App, every: Duration) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = app.shutdown.cancelled() => return,
+        }
+        tick(&app).await;
+    }
+}
+
+/// One tick: fires what is due now.
+async fn tick(app: &App) {
+    let now = Utc::now();
+    match app.store.triggers_due(now).await {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(e) => {
+            tracing::warn!(error = %e, "the scheduler cannot read the triggers; trying again next tick");
+            return;
+        }
+    }
+    match app.store.fire_due(now, crash).await {
+        Ok(fired) => {
+            if !fired.is_empty() {
+                crash("trigger_fire_after_commit");
+            }
+            for f in fired {
+                tracing::info!(pool = %f.pool, trigger = %f.trigger, thread_id = %f.thread_id, seq = f.seq,
+                    scheduled_at = ?f.scheduled_at, "trigger fired");
+                app.hub.notify(f.thread_id);
+                app.hub.notify_agent(&f.pool, &f.agent);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a scheduler tick failed; its fires are retried next tick")
+        }
+    }
+}

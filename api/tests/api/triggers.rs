@@ -1,0 +1,825 @@
+//! Triggers: registration reconciled like containers; schedules fired by the store's tick at
+//! chosen times — a missed fire caught up once after an outage, overlap skip while the previous
+//! fire's turn runs, a DST jump in a real zone, two API replicas racing every tick with each
+//! scheduled time firing once — and webhooks over HTTP: good, bad and stale signatures,
+//! repeated delivery ids, one session per chat id, the size and rate limits.
+
+use base64::Engine as _;
+use chrono::{DateTime, TimeZone, Utc};
+use hmac::{Hmac, KeyInit, Mac};
+use ninetrix_api::store::{Store, StoreOptions, ThreadFilter};
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    InboxMessage, TriggerOutcome, TriggerReason, TriggerRegistration, TriggerSet,
+};
+use ninetrix_proto::triggers::schedule::{CatchUp, Overlap};
+use ninetrix_proto::triggers::{
+    ScheduleTrigger, SignatureScheme, TriggerKind, TriggerSession, TriggerSpec, WebhookTrigger,
+};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{Backend, TestApi, TestDb, both_backends};
+
+const SECRET: &str = "It's a Secret to Everybody";
+
+fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
+}
+
+fn no_crash(_: &str) {}
+
+fn schedule(
+    name: &str,
+    cron: Option<&str>,
+    every: Option<u64>,
+    tz: &str,
+    overlap: Overlap,
+) -> TriggerRegistration {
+    TriggerRegistration {
+        spec: TriggerSpec {
+            name: name.into(),
+            agent: "a".into(),
+            session: TriggerSession::default_for(name),
+            kind: TriggerKind::Schedule(ScheduleTrigger {
+                cron: cron.map(str::to_string),
+                every_secs: every,
+                timezone: tz.into(),
+                message: format!("{name} fired"),
+                overlap,
+                catch_up: CatchUp::Last,
+                catch_up_window_secs: 3600,
+            }),
+        },
+        secret: None,
+    }
+}
+
+fn webhook(
+    name: &str,
+    session: TriggerSession,
+    signature: SignatureScheme,
+    rate: u32,
+) -> TriggerRegistration {
+    TriggerRegistration {
+        spec: TriggerSpec {
+            name: name.into(),
+            agent: "a".into(),
+            session,
+            kind: TriggerKind::Webhook(WebhookTrigger {
+                path: name.into(),
+                message: "{{ message.text }}".into(),
+                secret: "HOOK_SECRET".into(),
+                signature,
+                tolerance_secs: 300,
+                rate_limit_per_minute: rate,
+                max_body_bytes: 4096,
+            }),
+        },
+        secret: Some(SECRET.into()),
+    }
+}
+
+async fn open(db: &TestDb) -> Store {
+    Store::open(&db.url, &StoreOptions::default())
+        .await
+        .unwrap()
+}
+
+/// The messages of session `key` of agent `a` in pool `p`.
+async fn session_inbox(store: &Store, key: &str) -> Vec<InboxMessage> {
+    let threads = store
+        .list_threads(ThreadFilter {
+            pool: Some("p".into()),
+            agent: Some("a".into()),
+            sessions: true,
+            session: Some(key.into()),
+            limit: 10,
+            ..ThreadFilter::default()
+        })
+        .await
+        .unwrap();
+    match threads.first() {
+        Some(t) => store.inbox_after(t.thread_id, 0, 1000).await.unwrap(),
+        None => Vec::new(),
+    }
+}
+
+fn keys(messages: &[InboxMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .map(|m| m.dedupe_key.clone().unwrap_or_default())
+        .collect()
+}
+
+async fn schedule_missed_while_down_is_caught_up_once(backend: Backend) {
+    let Some(db) = TestDb::new(backend).await else {
+        return;
+    };
+    let store = open(&db).await;
+    let t0 = at(2026, 1, 1, 10, 1, 0);
+    let set = TriggerSet {
+        triggers: vec![schedule("report", None, Some(600), "UTC", Overlap::Skip)],
+    };
+    let applied = store.put_triggers("p".into(), set, t0).await.unwrap();
+    assert_eq!(applied.created, ["report"]);
+    // On time at 10:10; then the API is down from 10:11 to 10:55 (10:20–10:50 missed).
+    assert_eq!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 10, 2), no_crash)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Its turn runs and ends before the outage.
+    runner_at(&store, "trigger:report", 1, "idle").await;
+    assert!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 11, 0), no_crash)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let fired = store
+        .fire_due(at(2026, 1, 1, 10, 55, 0), no_crash)
+        .await
+        .unwrap();
+    assert_eq!(fired.len(), 1, "one catch-up fire");
+    assert_eq!(fired[0].scheduled_at, Some(at(2026, 1, 1, 10, 50, 0)));
+    // The same instant again (a second replica, a retried tick) fires nothing more.
+    assert!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 55, 0), no_crash)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let inbox = session_inbox(&store, "trigger:report").await;
+    assert_eq!(
+        keys(&inbox),
+        [
+            "schedule:report:2026-01-01T10:10:00Z",
+            "schedule:report:2026-01-01T10:50:00Z"
+        ]
+    );
+    assert_eq!(inbox[0].content, "report fired");
+    let history = store
+        .trigger_history("p".into(), "report".into(), None, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    let outcomes: Vec<_> = history.iter().map(|e| (e.outcome, e.reason)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (TriggerOutcome::Fired, None),
+            (TriggerOutcome::Skipped, Some(TriggerReason::OnlyLast)),
+            (TriggerOutcome::Skipped, Some(TriggerReason::OnlyLast)),
+            (TriggerOutcome::Skipped, Some(TriggerReason::OnlyLast)),
+            (TriggerOutcome::CaughtUp, None),
+        ]
+    );
+    let listed = store.list_triggers(Some("p".into()), None).await.unwrap();
+    assert_eq!(listed[0].next_fire_at, Some(at(2026, 1, 1, 11, 0, 0)));
+    assert_eq!(
+        listed[0].last.as_ref().map(|e| e.outcome),
+        Some(TriggerOutcome::CaughtUp)
+    );
+    store.close().await;
+}
+
+/// Claims the session thread and commits its state: the runner took message `cursor` and is
+/// `status`.
+async fn runner_at(store: &Store, key: &str, cursor: u64, status: &str) {
+    let thread = store
+        .list_threads(ThreadFilter {
+            session: Some(key.into()),
+            sessions: true,
+            limit: 1,
+            ..ThreadFilter::default()
+        })
+        .await
+        .unwrap()[0]
+        .clone();
+    let claim = store
+        .claim(thread.thread_id, Default::default())
+        .await
+        .unwrap();
+    let request: ninetrix_proto::api::CheckpointRequest = serde_json::from_value(json!({
+        "epoch": claim.epoch, "parent_version": thread.version, "append": [],
+        "state": {"turn_seq": cursor, "turn_start_history_len": 0, "status": status, "inbox_cursor": cursor}
+    }))
+    .unwrap();
+    store
+        .append_checkpoint(thread.thread_id, request)
+        .await
+        .unwrap();
+}
+
+async fn overlap_skip_while_the_previous_turn_runs(backend: Backend) {
+    let Some(db) = TestDb::new(backend).await else {
+        return;
+    };
+    let store = open(&db).await;
+    let set = TriggerSet {
+        triggers: vec![schedule("poll", None, Some(60), "UTC", Overlap::Skip)],
+    };
+    store
+        .put_triggers("p".into(), set, at(2026, 1, 1, 9, 59, 30))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 0, 0), no_crash)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Not taken yet at 10:01: the turn counts as running.
+    assert!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 1, 0), no_crash)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Taken, turn in progress at 10:02: skipped again.
+    runner_at(&store, "trigger:poll", 1, "in_turn").await;
+    assert!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 2, 0), no_crash)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The turn ended: 10:03 fires.
+    runner_at(&store, "trigger:poll", 1, "idle").await;
+    assert_eq!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 3, 0), no_crash)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let history = store
+        .trigger_history("p".into(), "poll".into(), None, 100)
+        .await
+        .unwrap()
+        .unwrap();
+    let outcomes: Vec<_> = history
+        .iter()
+        .map(|e| (e.outcome, e.reason, e.scheduled_at))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (TriggerOutcome::Fired, None, Some(at(2026, 1, 1, 10, 0, 0))),
+            (
+                TriggerOutcome::Skipped,
+                Some(TriggerReason::Overlap),
+                Some(at(2026, 1, 1, 10, 1, 0))
+            ),
+            (
+                TriggerOutcome::Skipped,
+                Some(TriggerReason::Overlap),
+                Some(at(2026, 1, 1, 10, 2, 0))
+            ),
+            (TriggerOutcome::Fired, None, Some(at(2026, 1, 1, 10, 3, 0))),
+        ]
+    );
+    assert_eq!(session_inbox(&store, "trigger:poll").await.len(), 2);
+    store.close().await;
+}
+
+async fn a_dst_jump_in_a_real_zone_fires_once(backend: Backend) {
+    let Some(db) = TestDb::new(backend).await else {
+        return;
+    };
+    let store = open(&db).await;
+    // 02:30 every day in New York; 2026-03-08 springs from 02:00 to 03:00.
+    let set = TriggerSet {
+        triggers: vec![schedule(
+            "nightly",
+            Some("30 2 * * *"),
+            None,
+            "America/New_York",
+            Overlap::Allow,
+        )],
+    };
+    store
+        .put_triggers("p".into(), set, at(2026, 3, 7, 12, 0, 0))
+        .await
+        .unwrap();
+    let mut now = at(2026, 3, 7, 12, 0, 0);
+    while now < at(2026, 3, 9, 12, 0, 0) {
+        now += chrono::TimeDelta::minutes(15);
+        store.fire_due(now, no_crash).await.unwrap();
+    }
+    assert_eq!(
+        keys(&session_inbox(&store, "trigger:nightly").await),
+        // 03:00 EDT on the day of the jump, then 02:30 EDT.
+        [
+            "schedule:nightly:2026-03-08T07:00:00Z",
+            "schedule:nightly:2026-03-09T06:30:00Z"
+        ]
+    );
+    store.close().await;
+}
+
+async fn registration_is_reconciled_and_secrets_stay_in(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let set = json!({"triggers": [
+        serde_json::to_value(schedule("daily", Some("0 9 * * 1-5"), None, "Europe/Lisbon", Overlap::Skip)).unwrap(),
+        serde_json::to_value(webhook("gh", TriggerSession::Key("issue-{{ issue.number }}".into()), SignatureScheme::Github, 60)).unwrap(),
+    ]});
+    let (status, body) = api
+        .admin(Method::PUT, "/v1/pools/p/triggers", Some(set.clone()))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["created"], json!(["daily", "gh"]));
+    let (_, again) = api
+        .admin(Method::PUT, "/v1/pools/p/triggers", Some(set.clone()))
+        .await;
+    assert_eq!(again["unchanged"], json!(["daily", "gh"]));
+    // A new secret is a change; a missing trigger is removed.
+    let mut changed = set.clone();
+    changed["triggers"][1]["secret"] = "another secret".into();
+    changed["triggers"].as_array_mut().unwrap().remove(0);
+    let (_, body) = api
+        .admin(Method::PUT, "/v1/pools/p/triggers", Some(changed))
+        .await;
+    assert_eq!(
+        (body["updated"].clone(), body["removed"].clone()),
+        (json!(["gh"]), json!(["daily"]))
+    );
+    let (status, listed) = api.admin(Method::GET, "/v1/triggers?pool=p", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["hook_path"], "/v1/hooks/p/gh");
+    let text = listed.to_string();
+    assert!(
+        !text.contains("another secret") && !text.contains(SECRET),
+        "{text}"
+    );
+    assert!(text.contains("HOOK_SECRET"), "the secret's name is shown");
+    // A bad registration changes nothing and names the trigger.
+    let bad = json!({"triggers": [serde_json::to_value(schedule("bad", Some("61 * * * *"), None, "UTC", Overlap::Skip)).unwrap()]});
+    let (status, body) = api
+        .admin(Method::PUT, "/v1/pools/p/triggers", Some(bad))
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_trigger"))
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("trigger `bad`"),
+        "{body}"
+    );
+    let (_, listed) = api.admin(Method::GET, "/v1/triggers?pool=p", None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    // Unknown trigger: 404 for its history and for fire.
+    let (status, _) = api
+        .admin(Method::GET, "/v1/pools/p/triggers/nope/history", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = api
+        .admin(
+            Method::POST,
+            "/v1/pools/p/triggers/nope/fire",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    api.stop().await;
+}
+
+fn github_signature(body: &[u8]) -> String {
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
+fn standard_signature(id: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    )
+}
+
+/// Posts a delivery with these headers; returns the status, `Retry-After` and the JSON body.
+async fn deliver(
+    api: &TestApi,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (StatusCode, Option<String>, Value) {
+    let mut req = api
+        .client
+        .post(format!("{}/v1/hooks/p/{path}", api.url))
+        .header("content-type", "application/json")
+        .body(body.to_vec());
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let value = resp.json::<Value>().await.unwrap_or(Value::Null);
+    (status, retry, value)
+}
+
+async fn register(api: &TestApi, triggers: Vec<TriggerRegistration>) {
+    let (status, body) = api
+        .admin(
+            Method::PUT,
+            "/v1/pools/p/triggers",
+            Some(serde_json::to_value(TriggerSet { triggers }).unwrap()),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+async fn history(api: &TestApi, name: &str) -> Vec<(String, Option<String>)> {
+    let (status, body) = api
+        .admin(
+            Method::GET,
+            format!("/v1/pools/p/triggers/{name}/history"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["outcome"].as_str().unwrap().to_string(),
+                e["reason"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+async fn github_webhooks_good_bad_and_repeated(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let session = TriggerSession::Key("chat-{{ message.chat.id }}".into());
+    register(
+        &api,
+        vec![webhook("gh", session, SignatureScheme::Github, 1000)],
+    )
+    .await;
+    let body = br#"{"message": {"text": "hello", "chat": {"id": 7}}}"#;
+    let good = |id: &str| {
+        vec![
+            ("x-hub-signature-256", github_signature(body)),
+            ("x-github-delivery", id.to_string()),
+        ]
+    };
+    let (status, _, accepted) = deliver(&api, "gh", &good("d-1"), body).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    assert_eq!(
+        (
+            accepted["outcome"].as_str(),
+            accepted["session"].as_str(),
+            accepted["seq"].as_u64()
+        ),
+        (Some("fired"), Some("chat-7"), Some(1))
+    );
+    // GitHub redelivers with the same id: stored once.
+    let (status, _, again) = deliver(&api, "gh", &good("d-1"), body).await;
+    assert_eq!(
+        (status, again["outcome"].as_str(), again["seq"].as_u64()),
+        (StatusCode::OK, Some("deduplicated"), Some(1))
+    );
+    // A signature over another body, and none at all: 401, recorded.
+    let forged = vec![
+        ("x-hub-signature-256", github_signature(b"{}")),
+        ("x-github-delivery", "d-2".to_string()),
+    ];
+    let (status, _, err) = deliver(&api, "gh", &forged, body).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("bad_signature"))
+    );
+    assert!(!err["message"].as_str().unwrap().contains(SECRET));
+    let (status, _, _) = deliver(&api, "gh", &[], body).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A body without the field the template reads: 422, recorded with the path.
+    let other = br#"{"message": {"chat": {"id": 7}}}"#;
+    let headers = vec![
+        ("x-hub-signature-256", github_signature(other)),
+        ("x-github-delivery", "d-3".to_string()),
+    ];
+    let (status, _, err) = deliver(&api, "gh", &headers, other).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("template_failed"))
+    );
+    assert!(
+        err["message"].as_str().unwrap().contains("message.text"),
+        "{err}"
+    );
+    // Too large: 413 before anything else.
+    let big = vec![b' '; 5000];
+    let (status, _, _) = deliver(&api, "gh", &good("d-4"), &big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    // No such webhook.
+    let (status, _, _) = deliver(&api, "nope", &good("d-5"), body).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        history(&api, "gh").await,
+        [
+            ("fired".to_string(), None),
+            ("deduplicated".to_string(), None),
+            ("rejected".to_string(), Some("bad_signature".to_string())),
+            (
+                "rejected".to_string(),
+                Some("missing_signature".to_string())
+            ),
+            ("rejected".to_string(), Some("template".to_string())),
+            ("rejected".to_string(), Some("too_large".to_string())),
+        ]
+    );
+    api.stop().await;
+}
+
+async fn standard_webhooks_one_session_per_chat_and_stale_timestamps(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let session = TriggerSession::Key("chat-{{ message.chat.id }}".into());
+    register(
+        &api,
+        vec![webhook(
+            "tg",
+            session,
+            SignatureScheme::StandardWebhooks,
+            1000,
+        )],
+    )
+    .await;
+    let now = Utc::now().timestamp();
+    for (i, chat) in [1, 2, 1].into_iter().enumerate() {
+        let body = format!(r#"{{"message": {{"text": "m{i}", "chat": {{"id": {chat}}}}}}}"#);
+        let id = format!("msg_{i}");
+        let headers = vec![
+            ("webhook-id", id.clone()),
+            ("webhook-timestamp", now.to_string()),
+            (
+                "webhook-signature",
+                standard_signature(&id, now, body.as_bytes()),
+            ),
+        ];
+        let (status, _, accepted) = deliver(&api, "tg", &headers, body.as_bytes()).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+        assert_eq!(accepted["session"], format!("chat-{chat}"));
+    }
+    let (_, sessions) = api
+        .admin(Method::GET, "/v1/sessions?pool=p&agent=a", None)
+        .await;
+    let mut keys: Vec<(String, u64)> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["session"].as_str().unwrap().to_string(),
+                s["inbox_seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, [("chat-1".to_string(), 2), ("chat-2".to_string(), 1)]);
+    // Signed ten minutes ago (tolerance 5 min): stale, even with a good signature.
+    let old = now - 600;
+    let body = br#"{"message": {"text": "late", "chat": {"id": 1}}}"#;
+    let headers = vec![
+        ("webhook-id", "msg_old".to_string()),
+        ("webhook-timestamp", old.to_string()),
+        (
+            "webhook-signature",
+            standard_signature("msg_old", old, body),
+        ),
+    ];
+    let (status, _, err) = deliver(&api, "tg", &headers, body).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("bad_signature"))
+    );
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("600 seconds in the past"),
+        "{err}"
+    );
+    assert_eq!(
+        history(&api, "tg").await.last().unwrap().1.as_deref(),
+        Some("stale_timestamp")
+    );
+    api.stop().await;
+}
+
+async fn over_the_rate_limit_is_429_with_retry_after(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    register(
+        &api,
+        vec![webhook(
+            "slow",
+            TriggerSession::New,
+            SignatureScheme::Github,
+            2,
+        )],
+    )
+    .await;
+    let body = br#"{"message": {"text": "x"}}"#;
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        let headers = vec![
+            ("x-hub-signature-256", github_signature(body)),
+            ("x-github-delivery", format!("r-{i}")),
+        ];
+        let (status, retry, _) = deliver(&api, "slow", &headers, body).await;
+        statuses.push((status, retry.is_some()));
+    }
+    assert_eq!(
+        statuses,
+        [
+            (StatusCode::ACCEPTED, false),
+            (StatusCode::ACCEPTED, false),
+            (StatusCode::TOO_MANY_REQUESTS, true),
+            (StatusCode::TOO_MANY_REQUESTS, true),
+        ]
+    );
+    // `session: new`: each delivery in a session of its own, named by its delivery id.
+    let (_, sessions) = api
+        .admin(Method::GET, "/v1/sessions?pool=p&agent=a", None)
+        .await;
+    let mut keys: Vec<&str> = sessions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["session"].as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["trigger:slow:r-0", "trigger:slow:r-1"]);
+    // One rejection recorded for the burst.
+    let h = history(&api, "slow").await;
+    assert_eq!(
+        h.iter().filter(|(o, _)| o == "rejected").count(),
+        1,
+        "{h:?}"
+    );
+    api.stop().await;
+}
+
+async fn fire_now_puts_the_message_in_the_session(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    register(
+        &api,
+        vec![
+            schedule("daily", Some("0 0 1 1 *"), None, "UTC", Overlap::Skip),
+            webhook(
+                "gh",
+                TriggerSession::Key("chat-{{ message.chat.id }}".into()),
+                SignatureScheme::Github,
+                60,
+            ),
+        ],
+    )
+    .await;
+    let (status, event) = api
+        .admin(
+            Method::POST,
+            "/v1/pools/p/triggers/daily/fire",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{event}");
+    assert_eq!(
+        (
+            event["source"].as_str(),
+            event["outcome"].as_str(),
+            event["session"].as_str(),
+            event["inbox_seq"].as_u64()
+        ),
+        (
+            Some("manual"),
+            Some("fired"),
+            Some("trigger:daily"),
+            Some(1)
+        )
+    );
+    let thread: ThreadId = event["thread_id"].as_str().unwrap().parse().unwrap();
+    let (_, inbox) = api
+        .admin(Method::GET, format!("/v1/threads/{thread}"), None)
+        .await;
+    assert_eq!(inbox["inbox_seq"], 1);
+    let (status, event) = api
+        .admin(
+            Method::POST,
+            "/v1/pools/p/triggers/gh/fire",
+            Some(json!({"body": {"message": {"text": "hi", "chat": {"id": 3}}}})),
+        )
+        .await;
+    assert_eq!(
+        (status, event["session"].as_str()),
+        (StatusCode::CREATED, Some("chat-3"))
+    );
+    let (status, err) = api
+        .admin(
+            Method::POST,
+            "/v1/pools/p/triggers/gh/fire",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("template_failed"))
+    );
+    api.stop().await;
+}
+
+both_backends!(
+    schedule_missed_while_down_is_caught_up_once,
+    overlap_skip_while_the_previous_turn_runs,
+    a_dst_jump_in_a_real_zone_fires_once,
+    registration_is_reconciled_and_secrets_stay_in,
+    github_webhooks_good_bad_and_repeated,
+    standard_webhooks_one_session_per_chat_and_stale_timestamps,
+    over_the_rate_limit_is_429_with_retry_after,
+    fire_now_puts_the_message_in_the_session,
+);
+
+/// Two API replicas on one Postgres database tick at the same instants at the same time: each
+/// scheduled time fires exactly once, whichever replica wins it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(
+    not(ninetrix_postgres_tests),
+    ignore = "set NINETRIX_TEST_POSTGRES_URL to run the Postgres half"
+)]
+async fn two_replicas_on_postgres_fire_each_scheduled_time_once() {
+    let Some(db) = TestDb::new(Backend::Postgres).await else {
+        return;
+    };
+    let (a, b) = (open(&db).await, open(&db).await);
+    let start = at(2026, 1, 1, 10, 0, 0);
+    let triggers = (0..8)
+        .map(|i| {
+            let mut t = schedule(&format!("t{i}"), None, Some(10), "UTC", Overlap::Allow);
+            if let TriggerKind::Schedule(s) = &mut t.spec.kind {
+                s.catch_up = CatchUp::All;
+            }
+            t
+        })
+        .collect();
+    a.put_triggers("p".into(), TriggerSet { triggers }, start)
+        .await
+        .unwrap();
+    let mut fired = 0;
+    // 60 ticks a second apart: every 10 s, eight triggers are due at once.
+    for s in 1..=60 {
+        let now = start + chrono::TimeDelta::seconds(s);
+        let (x, y) = tokio::join!(a.fire_due(now, no_crash), b.fire_due(now, no_crash));
+        fired += x.unwrap().len() + y.unwrap().len();
+    }
+    assert_eq!(fired, 8 * 6, "8 triggers × 6 instants, each once");
+    for i in 0..8 {
+        let inbox = session_inbox(&a, &format!("trigger:t{i}")).await;
+        let expected: Vec<String> = (1..=6)
+            .map(|k| {
+                format!(
+                    "schedule:t{i}:{}",
+                    (start + chrono::TimeDelta::seconds(10 * k))
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            })
+            .collect();
+        assert_eq!(keys(&inbox), expected);
+    }
+    a.close().await;
+    b.close().await;
+}
