@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
-
-use crate::faults::crash;
+use crate::faults::{crash, scheduler_now};
 use crate::state::App;
 
 /// How often the scheduler looks for due schedules by default.
@@ -27,7 +25,7 @@ pub(crate) async fn run(app: App, every: Duration) {
 
 /// One tick: fires what is due now.
 async fn tick(app: &App) {
-    let now = Utc::now();
+    let now = scheduler_now();
     match app.store.triggers_due(now).await {
         Ok(true) => {}
         Ok(false) => return,

@@ -163,11 +163,18 @@ impl ApiProcess {
 
     /// Starts `ninetrix api` on a given address (to restart it where runners expect it).
     pub fn start_on(listen: &str, args: &[&str]) -> ApiProcess {
+        Self::start_with_env(listen, args, &[])
+    }
+
+    /// Starts `ninetrix api` on `listen` with extra environment variables (its test hooks:
+    /// `NINETRIX_API_CRASH_AT`, `NINETRIX_API_CLOCK_SKEW_SECS`).
+    pub fn start_with_env(listen: &str, args: &[&str], env: &[(&str, &str)]) -> ApiProcess {
         use std::io::BufRead as _;
         let child = std::process::Command::new(ninetrix_bin())
             .arg("api")
             .args(["--listen", listen])
             .args(args)
+            .envs(env.iter().copied())
             .env("NINETRIX_LOG_FORMAT", "json")
             .env("RUST_LOG", "info,tower_http=debug")
             .env_remove("NINETRIX_API_SECRET")
