@@ -35,6 +35,11 @@ fn agent(extra: &str) -> String {
     format!("agents:\n  a:\n{OK_RUNTIME}{extra}")
 }
 
+/// The valid agent `a`, then the top-level `triggers:` (line 6) holding `items` (from line 7).
+fn triggers(items: &str) -> String {
+    format!("{}triggers:\n{items}", agent(""))
+}
+
 fn billion_laughs() -> String {
     let mut s = String::from("lol: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
     let mut prev = 'a';
@@ -128,10 +133,10 @@ fn cases() -> Vec<Case> {
         ),
         case(
             "unsupported Ninetrix key",
-            &format!("{}triggers:\n  - type: webhook\n", agent("")),
+            &format!("{}volumes:\n  - data:/data\n", agent("")),
             "unsupported_key",
             (6, 1),
-            "`triggers` is not supported yet",
+            "`volumes` is not supported yet",
         ),
         case(
             "replicas: 0",
@@ -416,6 +421,144 @@ fn cases() -> Vec<Case> {
             "`max_delegation_depth` must be between 1 and 32, found 64",
         ),
         case(
+            "two triggers with one name",
+            &triggers(
+                "  - { name: daily, type: schedule, every: 1d, message: m }\n  - { name: daily, \
+                 type: schedule, every: 1h, message: m }\n",
+            ),
+            "duplicate_trigger",
+            (8, 13),
+            "trigger name `daily` is already used (line 7)",
+        ),
+        case(
+            "two webhooks with one path",
+            &triggers(
+                "  - { name: gh, type: webhook, message: m, secret: S }\n  - { name: gh2, type: \
+                 webhook, path: gh, message: m, secret: S }\n",
+            ),
+            "duplicate_webhook_path",
+            (8, 39),
+            "webhook `gh2`'s path `gh` is already webhook `gh`'s",
+        ),
+        case(
+            "unknown trigger target",
+            &format!(
+                "{}  researcher: {{}}\ntriggers:\n  - {{ name: t, type: schedule, every: 1h, \
+                 message: m, target_agent: reseacher }}\n",
+                agent("")
+            ),
+            "unknown_trigger_target",
+            (8, 69),
+            "`target_agent` `reseacher` of trigger `t` is not an agent of this agentfile",
+        ),
+        case(
+            "a trigger to a batch agent",
+            &format!(
+                "{}triggers:\n  - {{ name: t, type: schedule, every: 1h, message: m }}\n",
+                agent("    execution: { durability: false }\n")
+            ),
+            "batch_trigger_target",
+            (8, 5),
+            "trigger `t` goes to agent `a` (the first agent: it has no `target_agent`), which is \
+             a batch job",
+        ),
+        case(
+            "cron and every together",
+            &triggers(
+                "  - name: t\n    type: schedule\n    cron: 0 9 * * *\n    every: 1h\n    \
+                 message: m\n",
+            ),
+            "duplicate_setting",
+            (10, 5),
+            "trigger `t` has both `cron` and `every`",
+        ),
+        case(
+            "a bad cron field",
+            &triggers("  - { name: t, type: schedule, cron: 0 9 * * 8, message: m }\n"),
+            "invalid_cron",
+            (7, 38),
+            "cron `0 9 * * 8`: the day-of-week field `8` is not valid",
+        ),
+        case(
+            "an unknown time zone",
+            &triggers(
+                "  - { name: t, type: schedule, cron: 0 9 * * 1-5, timezone: Europe/Lisbom, \
+                 message: m }\n",
+            ),
+            "unknown_time_zone",
+            (7, 61),
+            "unknown time zone `Europe/Lisbom`",
+        ),
+        case(
+            "a webhook message that is not a template",
+            &triggers(
+                "  - { name: t, type: webhook, secret: S, message: \"New issue: {{ issue.title\" \
+                 }\n",
+            ),
+            "invalid_template",
+            (7, 51),
+            "`message` is not a valid template: the `{{` at character 11 is never closed",
+        ),
+        case(
+            "a template in a schedule's session",
+            &triggers(
+                "  - { name: t, type: schedule, every: 1h, message: m, session: \"day-{{ date \
+                 }}\" }\n",
+            ),
+            "invalid_template",
+            (7, 64),
+            "a schedule's `session` cannot be a template",
+        ),
+        case(
+            "a webhook without a secret",
+            &triggers("  - { name: t, type: webhook, message: m }\n"),
+            "missing_key",
+            (7, 5),
+            "trigger `t` needs `secret`",
+        ),
+        case(
+            "cron on a webhook",
+            &triggers(
+                "  - { name: t, type: webhook, secret: S, message: m, cron: \"0 9 * * *\" }\n",
+            ),
+            "misplaced_trigger_key",
+            (7, 54),
+            "`cron` is a key of schedule triggers, and trigger `t` is a webhook",
+        ),
+        case(
+            "target_agent under an agent",
+            &agent(
+                "    triggers:\n      - { name: t, type: schedule, every: 1h, message: m, \
+                 target_agent: a }\n",
+            ),
+            "misplaced_trigger_key",
+            (7, 59),
+            "`target_agent` is only for top-level triggers",
+        ),
+        case(
+            "timezone with every",
+            &triggers("  - { name: t, type: schedule, every: 10m, timezone: UTC, message: m }\n"),
+            "misplaced_trigger_key",
+            (7, 44),
+            "`timezone` does not apply to `every`",
+        ),
+        case(
+            "a webhook endpoint",
+            &triggers(
+                "  - { name: t, type: webhook, secret: S, message: m, endpoint: /hooks/gh }\n",
+            ),
+            "unsupported_key",
+            (7, 54),
+            "`endpoint` is not supported: webhooks are served by the checkpoint API",
+        ),
+        case(
+            "a channel trigger",
+            &triggers("  - { name: t, type: channel, message: m }\n"),
+            "unsupported_trigger",
+            (7, 22),
+            "trigger type `channel` is not supported yet",
+        ),
+        case(
             "two documents",
             &format!("{}---\nname: other\n", agent("")),
             "yaml_syntax",
@@ -499,6 +642,53 @@ fn an_unknown_collaborator_gets_the_closest_agent() {
     let help = d.help.unwrap();
     assert!(help.starts_with("did you mean `researcher`?"), "{help}");
     assert!(help.contains("researcher, writer"), "{help}");
+}
+
+#[test]
+fn trigger_typos_get_the_closest_name() {
+    for (name, hint) in [
+        ("unknown trigger target", "did you mean `researcher`?"),
+        ("an unknown time zone", "did you mean `Europe/Lisbon`?"),
+    ] {
+        let case = cases().into_iter().find(|c| c.name == name).unwrap();
+        let help = first_error(&case).help.unwrap();
+        assert!(help.starts_with(hint), "{name}: {help}");
+    }
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "a webhook endpoint")
+        .unwrap();
+    let help = first_error(&case).help.unwrap();
+    assert!(
+        help.contains("`POST /v1/hooks/<pool>/<path>`") && help.contains("`path:`"),
+        "{help}"
+    );
+}
+
+#[test]
+fn trigger_settings_without_effect_are_only_warnings() {
+    for (items, at) in [
+        (
+            "  - { name: t, type: schedule, every: 1h, message: m, catch_up: none, \
+             catch_up_window: 2h }\n",
+            (7, 71),
+        ),
+        (
+            "  - { name: t, type: webhook, message: m, secret: S, signature: github, tolerance: \
+             1m }\n",
+            (7, 73),
+        ),
+    ] {
+        let parsed = agentfile::parse("agentfile.yaml", &triggers(items))
+            .expect("warnings do not fail validation");
+        let w = &parsed.warnings.diagnostics;
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            (w[0].severity, w[0].kind.code(), w[0].line, w[0].column),
+            (Severity::Warning, "trigger_setting_unused", at.0, at.1)
+        );
+        assert_eq!(parsed.agentfile.triggers.len(), 1);
+    }
 }
 
 #[test]

@@ -10,6 +10,8 @@ use ninetrix_proto::agentfile::{
     self, AgentSpec, ApprovalAction, DiagnosticKind, HumanApproval, LoadError, Parsed, Provider,
     Report, Severity, units,
 };
+use ninetrix_proto::triggers::schedule::{CatchUp, Overlap};
+use ninetrix_proto::triggers::{SignatureScheme, TriggerKind, TriggerSession, TriggerSpec};
 use serde_json::json;
 
 use crate::EXIT_FAILURE;
@@ -101,7 +103,10 @@ fn provider_label(agent: &AgentSpec) -> String {
 fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     let af = &parsed.agentfile;
     let mut out = String::new();
-    let pool = pool(args, parsed).unwrap_or_else(|| "(none: set `name:` or pass -p)".into());
+    let pool_name = pool(args, parsed);
+    let pool = pool_name
+        .clone()
+        .unwrap_or_else(|| "(none: set `name:` or pass -p)".into());
     let agents = af.agents.len();
     let replicas: u32 = af.agents.iter().map(|a| a.execution.replicas).sum();
     let _ = writeln!(
@@ -246,6 +251,14 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    if !af.triggers.is_empty() {
+        let _ = writeln!(out, "triggers:");
+        out.push_str(&triggers_summary(
+            &af.triggers,
+            pool_name.as_deref().unwrap_or("<pool>"),
+            style,
+        ));
+    }
     let mut needed: Vec<(String, Vec<String>)> = Vec::new();
     let mut need = |secret: &str, user: String| match needed.iter_mut().find(|(s, _)| s == secret) {
         Some((_, users)) => users.push(user),
@@ -254,6 +267,15 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     for agent in &af.agents {
         for secret in &agent.secrets {
             need(secret, agent.name.clone());
+        }
+    }
+    // A webhook's secret goes to the checkpoint API, which checks the deliveries' signatures.
+    for t in &af.triggers {
+        if let Some(w) = t.webhook() {
+            need(
+                &w.secret,
+                format!("webhook {} (checkpoint API only)", t.name),
+            );
         }
     }
     // A sidecar's secrets go to its server process, not to the agents.
@@ -340,6 +362,79 @@ fn collaborators_summary(a: &AgentSpec) -> String {
     )
 }
 
+/// The pool's triggers, one aligned line each: name, type, agent, session and rule, e.g.
+/// `standup  schedule  → lead  session trigger:standup  cron 0 9 * * 1-5 (Europe/Lisbon) ·
+/// overlap skip · catch_up last (1h)`.
+fn triggers_summary(triggers: &[TriggerSpec], pool: &str, style: Style) -> String {
+    let rows: Vec<[String; 5]> = triggers
+        .iter()
+        .map(|t| {
+            let session = match &t.session {
+                TriggerSession::New => "new".to_string(),
+                TriggerSession::Key(key) => key.clone(),
+            };
+            [
+                t.name.clone(),
+                t.kind_name().to_string(),
+                format!("→ {}", t.agent),
+                format!("session {session}"),
+                trigger_rule(t, pool),
+            ]
+        })
+        .collect();
+    let mut widths = [0; 5];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for [name, kind, agent, session, rule] in rows {
+        let _ = writeln!(
+            out,
+            "  {name:<w0$}  {kind:<w1$}  {agent:<w2$}  {session:<w3$}  {}",
+            style.dim(&rule),
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2],
+            w3 = widths[3],
+        );
+    }
+    out
+}
+
+/// A trigger's rule in words: `cron 0 9 * * 1-5 (Europe/Lisbon) · overlap skip · catch_up last
+/// (1h)`, or `POST /v1/hooks/<pool>/<path> (signature auto, secret NAME)`.
+fn trigger_rule(t: &TriggerSpec, pool: &str) -> String {
+    match &t.kind {
+        TriggerKind::Schedule(s) => {
+            let overlap = match s.overlap {
+                Overlap::Skip => "skip",
+                Overlap::BufferOne => "buffer_one",
+                Overlap::Allow => "allow",
+            };
+            let window = crate::ui::exact_duration(s.catch_up_window_secs);
+            let catch_up = match s.catch_up {
+                CatchUp::None => "none".to_string(),
+                CatchUp::Last => format!("last ({window})"),
+                CatchUp::All => format!("all ({window})"),
+            };
+            format!("{} · overlap {overlap} · catch_up {catch_up}", s.describe())
+        }
+        TriggerKind::Webhook(w) => {
+            let signature = match w.signature {
+                SignatureScheme::Auto => "auto",
+                SignatureScheme::Github => "github",
+                SignatureScheme::StandardWebhooks => "standard_webhooks",
+            };
+            format!(
+                "POST /v1/hooks/{pool}/{} (signature {signature}, secret {})",
+                w.path, w.secret
+            )
+        }
+    }
+}
+
 fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {
     json!({
         "valid": true,
@@ -347,6 +442,7 @@ fn valid_json(args: &ValidateArgs, parsed: &Parsed) -> serde_json::Value {
         "pool": pool(args, parsed),
         "agents": parsed.agentfile.agents,
         "mcp_servers": parsed.agentfile.mcp_servers,
+        "triggers": parsed.agentfile.triggers,
         "errors": [],
         "warnings": parsed.warnings.diagnostics,
     })
@@ -370,4 +466,128 @@ fn invalid_json(file: &str, err: &LoadError) -> serde_json::Value {
         }
     };
     json!({ "valid": false, "file": file, "errors": errors, "warnings": warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Parsed {
+        agentfile::parse("agentfile.yaml", text).unwrap_or_else(|r| panic!("{}", r.render(false)))
+    }
+
+    fn args(pool: Option<&str>) -> ValidateArgs {
+        ValidateArgs {
+            file: PathBuf::from("agentfile.yaml"),
+            pool: pool.map(String::from),
+            json: false,
+        }
+    }
+
+    const TRIGGERS: &str = "name: team\nagents:\n  lead:\n    runtime: { provider: scripted, \
+                            script: [hi] }\n  triager:\n    runtime: { provider: scripted, \
+                            script: [hi] }\n    triggers:\n      - { name: queue-check, type: \
+                            schedule, every: 10m, message: m, catch_up: none, overlap: \
+                            buffer_one }\ntriggers:\n  - name: standup\n    type: schedule\n    \
+                            cron: 0 9 * * 1-5\n    timezone: Europe/Lisbon\n    message: Post \
+                            the stand-up.\n  - name: gh-issues\n    type: webhook\n    \
+                            target_agent: triager\n    secret: VALIDATE_TEST_GH_SECRET\n    \
+                            signature: github\n    message: \"New issue: {{ issue.title }}\"\n    \
+                            session: \"issue-{{ issue.number }}\"\n  - { name: chat, type: \
+                            webhook, secret: VALIDATE_TEST_GH_SECRET, message: m, session: new, \
+                            signature: standard_webhooks }\n";
+
+    #[test]
+    fn triggers_are_listed_aligned_after_the_agents() {
+        let p = parsed(TRIGGERS);
+        let plain = Style { color: false };
+        let text = summary(&args(None), &p, plain);
+        let listed: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "triggers:")
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "  standup      schedule  → lead     session trigger:standup           cron 0 9 * \
+                 * 1-5 (Europe/Lisbon) · overlap skip · catch_up last (1h)",
+                "  gh-issues    webhook   → triager  session issue-{{ issue.number }}  POST \
+                 /v1/hooks/team/gh-issues (signature github, secret VALIDATE_TEST_GH_SECRET)",
+                "  chat         webhook   → lead     session new                       POST \
+                 /v1/hooks/team/chat (signature standard_webhooks, secret \
+                 VALIDATE_TEST_GH_SECRET)",
+                "  queue-check  schedule  → triager  session trigger:queue-check       every 10m · \
+                 overlap buffer_one · catch_up none",
+            ],
+            "{text}"
+        );
+        // The webhooks' secret is needed once, by the API, not by an agent.
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("VALIDATE_TEST_GH_SECRET"))
+            .unwrap_or_default();
+        assert!(
+            line.contains(
+                "used by webhook gh-issues (checkpoint API only), webhook chat (checkpoint API \
+                 only)"
+            ),
+            "{text}"
+        );
+        // Without a pool name, the URL says where it goes.
+        let text = summary(
+            &args(None),
+            &parsed(&TRIGGERS.replace("name: team\n", "")),
+            plain,
+        );
+        assert!(text.contains("POST /v1/hooks/"), "{text}");
+        let text = summary(&args(Some("other")), &p, plain);
+        assert!(text.contains("POST /v1/hooks/other/gh-issues"), "{text}");
+    }
+
+    #[test]
+    fn no_triggers_no_listing() {
+        let p = parsed("agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n");
+        let text = summary(&args(None), &p, Style { color: false });
+        assert!(!text.contains("triggers:"), "{text}");
+        assert_eq!(valid_json(&args(None), &p)["triggers"], json!([]));
+    }
+
+    #[test]
+    fn the_json_holds_the_resolved_triggers() {
+        let v = valid_json(&args(None), &parsed(TRIGGERS));
+        let t = &v["triggers"];
+        assert_eq!(t.as_array().unwrap().len(), 4);
+        assert_eq!(t[0]["name"], "standup");
+        assert_eq!(t[0]["agent"], "lead");
+        assert_eq!(t[0]["session"], json!({ "key": "trigger:standup" }));
+        assert_eq!(
+            t[0]["kind"],
+            json!({
+                "type": "schedule",
+                "cron": "0 9 * * 1-5",
+                "timezone": "Europe/Lisbon",
+                "message": "Post the stand-up.",
+                "overlap": "skip",
+                "catch_up": "last",
+                "catch_up_window_secs": 3600
+            })
+        );
+        assert_eq!(
+            t[1]["kind"],
+            json!({
+                "type": "webhook",
+                "path": "gh-issues",
+                "message": "New issue: {{ issue.title }}",
+                "secret": "VALIDATE_TEST_GH_SECRET",
+                "signature": "github",
+                "tolerance_secs": 300,
+                "rate_limit_per_minute": 60,
+                "max_body_bytes": 1_048_576
+            })
+        );
+        assert_eq!(t[2]["session"], "new");
+        assert_eq!(t[3]["agent"], "triager");
+    }
 }

@@ -124,6 +124,28 @@ diagnostic_kinds! {
     BatchCollaborator = "batch_collaborator",
     /// `transfer_timeout` on an agent without collaborators (a warning).
     TransferTimeoutUnused = "transfer_timeout_unused",
+    /// Two triggers of the pool with one name.
+    DuplicateTrigger = "duplicate_trigger",
+    /// Two webhook triggers of the pool with one `path`.
+    DuplicateWebhookPath = "duplicate_webhook_path",
+    /// A trigger's `target_agent` that is no agent of the agentfile.
+    UnknownTriggerTarget = "unknown_trigger_target",
+    /// A trigger whose agent is a batch job (`durability: false`), which has no sessions.
+    BatchTriggerTarget = "batch_trigger_target",
+    /// A kind of trigger ninetrix does not implement yet (`type: channel`).
+    UnsupportedTrigger = "unsupported_trigger",
+    /// A trigger key where it has no meaning: a key of the other type, `target_agent` under an
+    /// agent, `timezone` with `every`.
+    MisplacedTriggerKey = "misplaced_trigger_key",
+    /// A schedule's `cron` that is not a valid 5-field expression (or never fires).
+    InvalidCron = "invalid_cron",
+    /// A schedule's `timezone` that is not an IANA time zone.
+    UnknownTimeZone = "unknown_time_zone",
+    /// A webhook's `message`/`session` that is not a valid template, or `{{` in a schedule's
+    /// `session`.
+    InvalidTemplate = "invalid_template",
+    /// A trigger setting that has no effect with the others (a warning).
+    TriggerSettingUnused = "trigger_setting_unused",
     /// The file cannot be read (no location).
     Io = "io",
     /// The file is larger than any agentfile should be (no location).

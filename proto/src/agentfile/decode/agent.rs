@@ -3,6 +3,7 @@
 
 use super::collaborators::{CollaboratorsIn, Roster};
 use super::runtime::RuntimeIn;
+use super::triggers::{Target, TriggersIn};
 use super::*;
 use crate::agentfile::mcp::McpTransport;
 
@@ -22,6 +23,7 @@ impl Cx {
             name,
             mut shared,
             agents,
+            triggers,
         } = top;
         // The shared `human_approval`'s MCP servers are checked once here, not once per agent
         // (`mcp_servers:` may come after `governance:`).
@@ -46,11 +48,13 @@ impl Cx {
         }
         // Every agent's keys first: an agent's collaborators are checked against the others
         // (their durability and metadata), wherever they are declared.
-        let written: Vec<(&Key, &Node, Option<AgentIn>)> = entries
+        let mut written: Vec<(&Key, &Node, Option<AgentIn>)> = entries
             .iter()
             .map(|(key, value)| (key, value, self.agent_in(key, value)))
             .collect();
         let mut roster = Roster::default();
+        // Triggers are checked against every agent too (its name, whether it is durable).
+        let mut targets: Vec<Target> = Vec::new();
         for (key, _, own) in &written {
             let durable = own
                 .as_ref()
@@ -58,7 +62,12 @@ impl Cx {
                 .map(|e| merge_execution(e.clone(), &shared.execution).durable());
             let metadata = own.as_ref().and_then(|a| a.metadata.as_ref());
             roster.add(&key.name, durable, metadata);
+            targets.push((key.name.clone(), durable));
         }
+        let agent_triggers: Vec<TriggersIn> = written
+            .iter_mut()
+            .filter_map(|(_, _, own)| own.as_mut().map(|a| std::mem::take(&mut a.triggers)))
+            .collect();
         let mut agents = Vec::new();
         for (key, value, own) in written {
             if let Some(own) = own
@@ -67,11 +76,12 @@ impl Cx {
                 agents.push(agent);
             }
         }
+        let triggers = self.resolve_triggers(triggers, agent_triggers, &targets);
         Some(Agentfile {
             name,
             agents,
             mcp_servers: self.mcp.clone(),
-            triggers: Vec::new(),
+            triggers,
         })
     }
 
@@ -143,6 +153,7 @@ impl Cx {
             secrets,
             collaborators,
             transfer_timeout,
+            triggers: _,
         } = own;
         // The `ask_<agent>` tools join the agent's tools before anything checks calls against
         // them (the script, `human_approval.actions`).
@@ -288,6 +299,8 @@ pub(super) struct TopIn {
     /// Where `agents:` is and its value, decoded after the loop because the shared settings
     /// may come after it.
     agents: Option<(Loc, Node)>,
+    /// The top-level `triggers:`, checked against the agents once they are read.
+    triggers: TriggersIn,
 }
 
 pub(super) const TOP: Section<TopIn> = Section {
@@ -323,14 +336,12 @@ pub(super) const TOP: Section<TopIn> = Section {
             top.shared.governance = cx.governance(f.value, &f.path, true).unwrap_or_default();
             Some(())
         }),
+        ("triggers", |cx, top, f| {
+            top.triggers = cx.triggers_in(f.value, &f.path, None);
+            Some(())
+        }),
     ],
-    unsupported: &[
-        "triggers",
-        "volumes",
-        "environments",
-        "mcp_gateway",
-        "persistence",
-    ],
+    unsupported: &["volumes", "environments", "mcp_gateway", "persistence"],
 };
 
 /// One agent as written. Each part is `None` when it is invalid (its errors are reported), so
@@ -350,6 +361,8 @@ pub(super) struct AgentIn {
     collaborators: CollaboratorsIn,
     /// `transfer_timeout:` in seconds and where its key is; `Some(None)` when absent.
     transfer_timeout: Option<Option<(u64, Loc)>>,
+    /// `triggers:` (checked against the other agents once all are read).
+    triggers: TriggersIn,
 }
 
 impl AgentIn {
@@ -366,6 +379,7 @@ impl AgentIn {
             secrets: Some(Vec::new()),
             collaborators: CollaboratorsIn::none(at, path),
             transfer_timeout: Some(None),
+            triggers: TriggersIn::default(),
         }
     }
 }
@@ -411,9 +425,14 @@ pub(super) const AGENT: Section<AgentIn> = Section {
                 .map(|secs| Some((secs, f.key.loc)));
             Some(())
         }),
+        ("triggers", |cx, a, f| {
+            let agent = f.path.strip_prefix("agents.").unwrap_or(&f.path);
+            let agent = agent.strip_suffix(".triggers").unwrap_or(agent).to_string();
+            a.triggers = cx.triggers_in(f.value, &f.path, Some(&agent));
+            Some(())
+        }),
     ],
     unsupported: &[
-        "triggers",
         "routing",
         "skills",
         "volumes",

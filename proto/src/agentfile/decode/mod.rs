@@ -15,6 +15,7 @@ mod problem;
 mod runtime;
 mod settings;
 mod tool_list;
+mod triggers;
 
 use super::diagnostic::{Diagnostic, DiagnosticKind, Severity};
 use super::mcp::McpServer;
@@ -139,6 +140,7 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &tool_list::TOOL,
     &mcp::MCP_SERVER,
     &mcp::VERIFY,
+    &triggers::TRIGGER,
 ];
 
 /// Where keys that are misplaced usually belong.
@@ -170,6 +172,10 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("secrets", "the agent"),
     ("collaborators", "the agent"),
     ("transfer_timeout", "the agent"),
+    ("cron", "triggers"),
+    ("every", "triggers"),
+    ("timezone", "triggers"),
+    ("target_agent", "triggers"),
 ];
 
 /// Decodes and validates a parsed agentfile. Returns the agentfile when there are no errors,
@@ -406,6 +412,10 @@ enum DurationField {
     ApprovalTimeout,
     /// An agent's `transfer_timeout`.
     TransferTimeout,
+    /// A schedule trigger's `catch_up_window`.
+    CatchUpWindow,
+    /// A webhook trigger's `tolerance`.
+    Tolerance,
 }
 
 impl DurationField {
@@ -417,6 +427,8 @@ impl DurationField {
                 HumanApproval::MIN_TIMEOUT_SECS..=HumanApproval::MAX_TIMEOUT_SECS
             }
             DurationField::TransferTimeout => 1..=defaults::MAX_TRANSFER_TIMEOUT_SECS,
+            DurationField::CatchUpWindow => 1..=crate::triggers::spec::MAX_CATCH_UP_WINDOW_SECS,
+            DurationField::Tolerance => 1..=crate::triggers::spec::MAX_TOLERANCE_SECS,
         }
     }
 
@@ -424,6 +436,7 @@ impl DurationField {
     fn max_text(self) -> String {
         let max = *self.range().end();
         match max % 86_400 {
+            0 if max == 86_400 => "1 day".into(),
             0 => format!("{} days", max / 86_400),
             _ => format!("{max} seconds"),
         }
@@ -434,6 +447,8 @@ impl DurationField {
         match self {
             DurationField::ApprovalTimeout => "24h",
             DurationField::TransferTimeout => "5m",
+            DurationField::CatchUpWindow => "1h",
+            DurationField::Tolerance => "5m",
         }
     }
 }
@@ -592,6 +607,10 @@ mod tests {
                 "agents:\n  a:\n    tools:\n      - name: file_write\n        verify:\n          KEY: VALUE\n",
                 "agents.a.tools[0].verify",
             ),
+            "a trigger" => (
+                "triggers:\n  - KEY: VALUE\nagents:\n  a: {}\n",
+                "triggers[0]",
+            ),
             _ => return None,
         })
     }
@@ -652,6 +671,7 @@ mod tests {
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),
             include_str!("mcp.rs"),
+            include_str!("triggers.rs"),
         ];
         let declared = sources
             .iter()
@@ -690,6 +710,7 @@ mod tests {
         for (key, home) in KEY_HOMES {
             let what = match *home {
                 "the agent" => "an agent",
+                "triggers" => "a trigger",
                 "runtime.resources" => "resources",
                 other => other,
             };

@@ -6,6 +6,10 @@ use super::names;
 use super::providers;
 use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
 use crate::handoffs;
+use crate::sessions::KeyError;
+use crate::triggers::schedule::ScheduleError;
+use crate::triggers::spec::{MAX_MAX_BODY_BYTES, MAX_NAME_CHARS};
+use crate::triggers::template::TemplateError;
 
 /// Help for a missing or empty `runtime.model`.
 const MODEL_HELP: &str = "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`";
@@ -298,6 +302,111 @@ pub(super) enum Problem<'a> {
     HandoffToolTaken { collaborator: &'a str, tool: String },
     /// `transfer_timeout` on an agent without collaborators (a warning).
     TransferTimeoutUnused(&'a str),
+    /// A trigger key of the public Ninetrix: a webhook's own `endpoint`/`port` (`endpoint`),
+    /// or a chat channel's.
+    UnsupportedTriggerKey { key: &'a str, endpoint: bool },
+    /// A trigger without `name`.
+    TriggerNoName,
+    /// A trigger without `type`, and the type its other keys suggest.
+    TriggerNoType {
+        trigger: Option<&'a str>,
+        guess: Option<&'static str>,
+    },
+    /// `type: channel`.
+    ChannelTrigger,
+    /// A `type` that is neither `schedule` nor `webhook`, and the closest.
+    UnknownTriggerType {
+        found: &'a str,
+        closest: Option<&'a str>,
+    },
+    /// A trigger name or webhook path breaking the rules of [`crate::triggers::spec::is_valid_name`].
+    InvalidTriggerName { name: &'a str, what: NameOf },
+    /// `target_agent` on a trigger declared under agent `agent`.
+    TargetUnderAgent { agent: &'a str },
+    /// A key of trigger type `owner` on a trigger of type `kind`.
+    TriggerKeyOfOtherType {
+        key: &'a str,
+        trigger: Option<&'a str>,
+        owner: &'static str,
+        kind: &'static str,
+    },
+    /// A trigger without `message`.
+    TriggerNoMessage {
+        trigger: Option<&'a str>,
+        webhook: bool,
+    },
+    /// A blank `message`.
+    EmptyTriggerMessage { webhook: bool },
+    /// A webhook `message`/`session` (`leaf`) that is not a template.
+    InvalidTemplate { leaf: &'a str, err: TemplateError },
+    /// `{{` in a schedule's `session`.
+    TemplateInSchedule,
+    /// A `session` that is not a session key.
+    TriggerSessionKey(KeyError),
+    /// A schedule with both `cron` and `every`.
+    ScheduleRuleTwice { trigger: Option<&'a str> },
+    /// A schedule with neither `cron` nor `every`.
+    ScheduleNoRule { trigger: Option<&'a str> },
+    /// `timezone` with `every`.
+    TimezoneWithEvery,
+    /// A `cron`, `every` or `timezone` the schedule rules refuse.
+    Schedule(ScheduleError),
+    /// An `overlap`, `catch_up` or `signature` (`leaf`) outside its set, and the closest.
+    UnknownTriggerChoice {
+        leaf: &'a str,
+        found: &'a str,
+        closest: Option<&'a str>,
+    },
+    /// A trigger setting the others make pointless (a warning).
+    TriggerSettingUnused(Unused),
+    /// A webhook without `secret`.
+    WebhookNoSecret { trigger: Option<&'a str> },
+    /// A `max_body` that is not a size.
+    MaxBodyFormat(&'a str),
+    /// A `max_body` outside 1 byte to 25 MiB, as written.
+    MaxBodyRange(String),
+    /// A pool with more triggers than the API takes.
+    TooManyTriggers,
+    /// A trigger name used before, on line `first_line`.
+    DuplicateTrigger { name: &'a str, first_line: u32 },
+    /// Webhook `trigger`'s path (its name when `defaulted`) is webhook `other`'s already.
+    DuplicateWebhookPath {
+        path: &'a str,
+        trigger: &'a str,
+        other: &'a str,
+        defaulted: bool,
+    },
+    /// A top-level trigger's `target_agent` that is no agent of the file: the closest, and all.
+    UnknownTriggerTarget {
+        agent: &'a str,
+        trigger: Option<&'a str>,
+        closest: Option<&'a str>,
+        agents: Vec<&'a str>,
+    },
+    /// A trigger whose agent is a batch job; `first`: the agent is the default (the first).
+    BatchTriggerTarget {
+        trigger: Option<&'a str>,
+        agent: &'a str,
+        first: bool,
+    },
+}
+
+/// Which kind of name an [`Problem::InvalidTriggerName`] is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum NameOf {
+    /// A trigger's `name`.
+    Trigger,
+    /// A webhook's `path`.
+    WebhookPath,
+}
+
+/// Which trigger setting has no effect.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Unused {
+    /// `catch_up_window` with `catch_up: none`.
+    CatchUpWindow,
+    /// `tolerance` with `signature: github`.
+    Tolerance,
 }
 
 /// Why a `collaborators` entry can never be a collaborator.
@@ -389,6 +498,41 @@ impl Problem<'_> {
             Problem::BatchCollaborator { .. } => K::BatchCollaborator,
             Problem::HandoffToolTaken { .. } => K::DuplicateTool,
             Problem::TransferTimeoutUnused(_) => K::TransferTimeoutUnused,
+            Problem::UnsupportedTriggerKey { .. } => K::UnsupportedKey,
+            Problem::TriggerNoName
+            | Problem::TriggerNoType { .. }
+            | Problem::TriggerNoMessage { .. }
+            | Problem::ScheduleNoRule { .. }
+            | Problem::WebhookNoSecret { .. } => K::MissingKey,
+            Problem::ChannelTrigger => K::UnsupportedTrigger,
+            Problem::UnknownTriggerType { .. }
+            | Problem::UnknownTriggerChoice { .. }
+            | Problem::TriggerSessionKey(_)
+            | Problem::MaxBodyFormat(_) => K::InvalidValue,
+            Problem::InvalidTriggerName { .. } => K::InvalidName,
+            Problem::TargetUnderAgent { .. }
+            | Problem::TriggerKeyOfOtherType { .. }
+            | Problem::TimezoneWithEvery => K::MisplacedTriggerKey,
+            Problem::EmptyTriggerMessage { .. } => K::EmptyValue,
+            Problem::InvalidTemplate { .. } | Problem::TemplateInSchedule => K::InvalidTemplate,
+            Problem::ScheduleRuleTwice { .. } => K::DuplicateSetting,
+            Problem::Schedule(err) => match err {
+                ScheduleError::UnknownZone { .. } => K::UnknownTimeZone,
+                ScheduleError::Every { .. } => K::InvalidValue,
+                ScheduleError::Period { .. } => K::OutOfRange,
+                ScheduleError::NoRule => K::MissingKey,
+                ScheduleError::EmptyCron
+                | ScheduleError::FieldCount { .. }
+                | ScheduleError::Field { .. }
+                | ScheduleError::Cron { .. }
+                | ScheduleError::NeverFires { .. } => K::InvalidCron,
+            },
+            Problem::TriggerSettingUnused(_) => K::TriggerSettingUnused,
+            Problem::MaxBodyRange(_) | Problem::TooManyTriggers => K::OutOfRange,
+            Problem::DuplicateTrigger { .. } => K::DuplicateTrigger,
+            Problem::DuplicateWebhookPath { .. } => K::DuplicateWebhookPath,
+            Problem::UnknownTriggerTarget { .. } => K::UnknownTriggerTarget,
+            Problem::BatchTriggerTarget { .. } => K::BatchTriggerTarget,
         }
     }
 
@@ -398,7 +542,8 @@ impl Problem<'_> {
             Problem::SecretInEnv { .. }
             | Problem::ScriptEndsWithToolCall
             | Problem::ApprovalGatesNothing
-            | Problem::TransferTimeoutUnused(_) => Severity::Warning,
+            | Problem::TransferTimeoutUnused(_)
+            | Problem::TriggerSettingUnused(_) => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -654,6 +799,117 @@ impl Problem<'_> {
             Problem::TransferTimeoutUnused(agent) => {
                 format!("`transfer_timeout` has no effect: agent `{agent}` has no collaborators")
             }
+            Problem::UnsupportedTriggerKey {
+                key,
+                endpoint: true,
+            } => format!(
+                "`{key}` is not supported: webhooks are served by the checkpoint API, not on an \
+                 endpoint of their own"
+            ),
+            Problem::UnsupportedTriggerKey { key, .. } => format!(
+                "`{key}` is not supported yet: it configures a chat channel, and ninetrix has no \
+                 channels yet"
+            ),
+            Problem::TriggerNoName => "a trigger needs `name`".into(),
+            Problem::TriggerNoType { trigger, .. } => {
+                format!("{} needs `type`", trigger_label(*trigger))
+            }
+            Problem::ChannelTrigger => "trigger type `channel` is not supported yet".into(),
+            Problem::UnknownTriggerType { found, .. } => format!("unknown trigger type `{found}`"),
+            Problem::InvalidTriggerName { name, what } => {
+                format!("`{name}` is not a valid {}", what.as_str())
+            }
+            Problem::TargetUnderAgent { agent } => format!(
+                "`target_agent` is only for top-level triggers: this trigger is under agent \
+                 `{agent}`, so its messages go to `{agent}`"
+            ),
+            Problem::TriggerKeyOfOtherType {
+                key,
+                trigger,
+                owner,
+                kind,
+            } => format!(
+                "`{key}` is a key of {owner} triggers, and {} is a {kind}",
+                trigger_label(*trigger)
+            ),
+            Problem::TriggerNoMessage { trigger, .. } => {
+                format!("{} needs `message`", trigger_label(*trigger))
+            }
+            Problem::EmptyTriggerMessage { .. } => "`message` is empty".into(),
+            Problem::InvalidTemplate { leaf, err } => {
+                format!("`{leaf}` is not a valid template: {err}")
+            }
+            Problem::TemplateInSchedule => "a schedule's `session` cannot be a template: a fire \
+                                            has no body to fill `{{ … }}` from"
+                .into(),
+            Problem::TriggerSessionKey(err) => format!("`session` is not a session key: {err}"),
+            Problem::ScheduleRuleTwice { trigger } => {
+                format!("{} has both `cron` and `every`", trigger_label(*trigger))
+            }
+            Problem::ScheduleNoRule { trigger } => {
+                format!("{} needs `cron` or `every`", trigger_label(*trigger))
+            }
+            Problem::TimezoneWithEvery => "`timezone` does not apply to `every`: intervals are \
+                                           aligned to the Unix epoch, not to a zone's clock"
+                .into(),
+            Problem::Schedule(ScheduleError::UnknownZone { name, .. }) => {
+                format!("unknown time zone `{name}`")
+            }
+            Problem::Schedule(err) => err.to_string(),
+            Problem::UnknownTriggerChoice { leaf, found, .. } => {
+                format!("unknown `{leaf}` value `{found}`")
+            }
+            Problem::TriggerSettingUnused(Unused::CatchUpWindow) => {
+                "`catch_up_window` has no effect with `catch_up: none`".into()
+            }
+            Problem::TriggerSettingUnused(Unused::Tolerance) => {
+                "`tolerance` has no effect with `signature: github`: GitHub sends no timestamp"
+                    .into()
+            }
+            Problem::WebhookNoSecret { trigger } => format!(
+                "{} needs `secret`: the name of the secret its deliveries are signed with",
+                trigger_label(*trigger)
+            ),
+            Problem::MaxBodyFormat(text) => {
+                format!("`max_body` must be a size such as `1MiB` or `256k`, found \"{text}\"")
+            }
+            Problem::MaxBodyRange(found) => {
+                format!("`max_body` must be from 1 byte to 25 MiB, found {found}")
+            }
+            Problem::TooManyTriggers => format!(
+                "the pool has more than {} triggers",
+                super::triggers::MAX_TRIGGERS
+            ),
+            Problem::DuplicateTrigger { name, first_line } => {
+                format!("trigger name `{name}` is already used (line {first_line})")
+            }
+            Problem::DuplicateWebhookPath {
+                path,
+                trigger,
+                other,
+                defaulted,
+            } => format!(
+                "webhook `{trigger}`'s path `{path}`{} is already webhook `{other}`'s",
+                if *defaulted { " (its name)" } else { "" }
+            ),
+            Problem::UnknownTriggerTarget { agent, trigger, .. } => format!(
+                "`target_agent` `{agent}` of {} is not an agent of this agentfile",
+                trigger_label(*trigger)
+            ),
+            Problem::BatchTriggerTarget {
+                trigger,
+                agent,
+                first,
+            } => format!(
+                "{} goes to agent `{agent}`{}, which is a batch job (`execution.durability: \
+                 false`)",
+                trigger_label(*trigger),
+                if *first {
+                    " (the first agent: it has no `target_agent`)"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 
@@ -915,6 +1171,15 @@ impl Problem<'_> {
                                                    a call to a collaborator that gets no reply \
                                                    in time fails with an error"
                     .into(),
+                DurationField::CatchUpWindow => "e.g. `catch_up_window: 6h` (the default is \
+                                                 `1h`); a fire missed longer ago than this is \
+                                                 skipped"
+                    .into(),
+                DurationField::Tolerance => "e.g. `tolerance: 10m` (the default is `5m`); a \
+                                             Standard Webhooks delivery whose `webhook-timestamp` \
+                                             is further than this from the server's clock is \
+                                             refused (401)"
+                    .into(),
             },
             Problem::ApprovalUrl(_) => "e.g. `notify_url: https://hooks.example.com/ninetrix`; \
                                         each new request is POSTed there as signed JSON"
@@ -995,6 +1260,199 @@ impl Problem<'_> {
                                                   hand work to in `collaborators`, or remove \
                                                   `transfer_timeout`"
                 .into(),
+            Problem::UnsupportedTriggerKey {
+                key,
+                endpoint: true,
+            } => format!(
+                "a webhook's URL is `POST /v1/hooks/<pool>/<path>` on the checkpoint API; remove \
+                 `{key}` and name the last segment with `path:` (the default is the trigger's \
+                 name)"
+            ),
+            Problem::UnsupportedTriggerKey { key, .. } => format!(
+                "`{key}` is a chat channel key of the public Ninetrix; remove it. A chat platform \
+                 that sends webhooks can reach an agent through a `type: webhook` trigger \
+                 (docs/agentfile.md, Triggers)"
+            ),
+            Problem::TriggerNoName => format!(
+                "give it a name unique in the pool, e.g. `name: nightly-report` (lower-case \
+                 letters, digits and `-`, at most {MAX_NAME_CHARS} characters)"
+            ),
+            Problem::TriggerNoType {
+                guess: Some(guess), ..
+            } => format!("it has {guess} keys: add `type: {guess}`"),
+            Problem::TriggerNoType { guess: None, .. } => "add `type: schedule` (with `cron:` or \
+                                                           `every:`) or `type: webhook` (with \
+                                                           `secret:`)"
+                .into(),
+            Problem::ChannelTrigger => "chat channels (Telegram, Slack, …) are not supported \
+                                        yet; a platform that sends webhooks can reach an agent \
+                                        through `type: webhook`, one session per chat with e.g. \
+                                        `session: \"chat-{{ message.chat.id }}\"`"
+                .into(),
+            Problem::UnknownTriggerType { closest, .. } => {
+                let types = "a trigger is `type: schedule` (`cron:` or `every:`) or `type: \
+                             webhook` (signed HTTP deliveries)";
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? {}", capitalize(types)),
+                    None => types.into(),
+                }
+            }
+            Problem::InvalidTriggerName { name, what } => {
+                let fixed = trigger_name_example(name);
+                format!(
+                    "{}s use lower-case letters, digits and `-`, start with a letter or digit, \
+                     and have at most {MAX_NAME_CHARS} characters{}",
+                    capitalize(what.as_str()),
+                    fixed.map_or(String::new(), |e| format!("; for example `{e}`"))
+                )
+            }
+            Problem::TargetUnderAgent { .. } => "remove `target_agent`; to send the trigger's \
+                                                 messages to another agent, declare it under \
+                                                 that agent, or in the top-level `triggers:` with \
+                                                 `target_agent:`"
+                .into(),
+            Problem::TriggerKeyOfOtherType {
+                key, owner, kind, ..
+            } => {
+                let takes = match *kind {
+                    "schedule" => "cron or every, timezone, overlap, catch_up, catch_up_window",
+                    _ => "path, secret, signature, tolerance, rate_limit, max_body",
+                };
+                format!(
+                    "remove `{key}`, or make it a {owner} (`type: {owner}`); a {kind} takes \
+                     {takes}"
+                )
+            }
+            Problem::TriggerNoMessage { webhook, .. }
+            | Problem::EmptyTriggerMessage { webhook } => {
+                if *webhook {
+                    "give the text each delivery puts in the session: a template over the JSON \
+                     body, e.g. `message: \"New issue: {{ issue.title }}\"`"
+                        .into()
+                } else {
+                    "give the text each fire puts in the session, e.g. `message: Write the \
+                     daily report.`"
+                        .into()
+                }
+            }
+            Problem::InvalidTemplate { .. } => "a template is text with `{{ path }}` \
+                                                placeholders into the delivery's JSON body: \
+                                                `New issue: {{ issue.title }}`, \
+                                                `chat-{{ message.chat.id }}`, \
+                                                `{{ commits.0.id }}`"
+                .into(),
+            Problem::TemplateInSchedule => "write a fixed key (`session: daily-report`), or \
+                                            `session: new` for a fresh session each fire; \
+                                            templates are for webhooks"
+                .into(),
+            Problem::TriggerSessionKey(_) => "write a key of 1 to 200 characters on one line, \
+                                              `session: new` for a fresh session each time, or \
+                                              leave `session` out (the default is \
+                                              `trigger:<name>`)"
+                .into(),
+            Problem::ScheduleRuleTwice { .. } => "keep one: `cron` for times on a clock (`0 9 * * \
+                                                  1-5`), `every` for a fixed interval (`10m`)"
+                .into(),
+            Problem::ScheduleNoRule { .. } | Problem::Schedule(ScheduleError::NoRule) => {
+                "add `cron: \"0 9 * * 1-5\"` (minute hour day-of-month month day-of-week, on the \
+                 clock of `timezone`) or `every: 10m`"
+                    .into()
+            }
+            Problem::TimezoneWithEvery => "remove `timezone`, or write the schedule as `cron:` \
+                                           (e.g. `cron: \"*/10 * * * *\"`) to read it on that \
+                                           zone's clock"
+                .into(),
+            Problem::Schedule(ScheduleError::UnknownZone { suggestion, .. }) => {
+                let zones = "time zones are IANA names such as `Europe/Lisbon`, \
+                             `America/New_York` or `UTC` (the default)";
+                match suggestion {
+                    Some(s) => format!("did you mean `{s}`? {}", capitalize(zones)),
+                    None => zones.into(),
+                }
+            }
+            Problem::Schedule(ScheduleError::Every { .. } | ScheduleError::Period { .. }) => {
+                "e.g. `every: 30s`, `every: 10m` or `every: 1d`; from 1 second to 366 days, \
+                 aligned to the Unix epoch"
+                    .into()
+            }
+            Problem::Schedule(_) => "a cron expression has 5 fields, `minute hour day-of-month \
+                                     month day-of-week`: `0 9 * * 1-5` is 9:00 on weekdays, \
+                                     `*/15 * * * *` every 15 minutes; quote it in YAML"
+                .into(),
+            Problem::UnknownTriggerChoice { leaf, closest, .. } => {
+                let takes = match *leaf {
+                    "overlap" => {
+                        "`overlap` is `skip` (the default: no fire while the previous \
+                                  fire's turn runs), `buffer_one` (hold one back until it \
+                                  ends) or `allow`"
+                    }
+                    "catch_up" => {
+                        "`catch_up` is `last` (the default: after an outage, run the \
+                                   latest missed fire once), `all` or `none`"
+                    }
+                    _ => {
+                        "`signature` is `auto` (the default: whichever the headers show), \
+                          `github` (`X-Hub-Signature-256`) or `standard_webhooks`"
+                    }
+                };
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? {}", capitalize(takes)),
+                    None => takes.into(),
+                }
+            }
+            Problem::TriggerSettingUnused(Unused::CatchUpWindow) => "it limits how far back a \
+                                                                      missed fire is caught up, \
+                                                                      and `catch_up: none` skips \
+                                                                      every missed fire; remove \
+                                                                      it, or set `catch_up: last` \
+                                                                      or `all`"
+                .into(),
+            Problem::TriggerSettingUnused(Unused::Tolerance) => "it bounds the age of a Standard \
+                                                                  Webhooks `webhook-timestamp`; \
+                                                                  remove it, or use `signature: \
+                                                                  standard_webhooks` (or `auto`)"
+                .into(),
+            Problem::WebhookNoSecret { .. } => "add e.g. `secret: GITHUB_WEBHOOK_SECRET` and \
+                                                provide its value on the host: `up` reads it from \
+                                                its environment and gives it to the checkpoint \
+                                                API only (never to an agent)"
+                .into(),
+            Problem::MaxBodyFormat(_) => "write bytes, or a number with a unit: `256k`, `1MiB`, \
+                                          `5Mi` (units are powers of 1024); at most 25 MiB"
+                .into(),
+            Problem::MaxBodyRange(_) => format!(
+                "the default is 1 MiB and the most {} MiB (GitHub's own cap); a larger \
+                 delivery is answered 413",
+                MAX_MAX_BODY_BYTES >> 20
+            ),
+            Problem::TooManyTriggers => "the checkpoint API holds at most 256 triggers per \
+                                         pool; split the agents into several pools"
+                .into(),
+            Problem::DuplicateTrigger { first_line, .. } => format!(
+                "trigger names are unique in the pool (the top-level `triggers:` and every \
+                 agent's): rename this one or the one on line {first_line}"
+            ),
+            Problem::DuplicateWebhookPath { .. } => "each webhook of the pool has its own URL, \
+                                                     `POST /v1/hooks/<pool>/<path>`: give one of \
+                                                     them another `path:` (the default is the \
+                                                     trigger's name)"
+                .into(),
+            Problem::UnknownTriggerTarget {
+                closest, agents, ..
+            } => {
+                let list = format!("the agents are: {}", agents.join(", "));
+                let fix = "a top-level trigger sends its messages to `target_agent`, an agent of \
+                           the same agentfile (the first one when it is not given)";
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? {}; {fix}", capitalize(&list)),
+                    None => format!("{list}; {fix}"),
+                }
+            }
+            Problem::BatchTriggerTarget { agent, .. } => format!(
+                "a trigger puts its messages in a session of its agent, and a batch job serves \
+                 no sessions (it runs its `task` once); set `execution.durability: true` on \
+                 `{agent}`, or send the trigger to a durable agent"
+            ),
             Problem::DuplicateSecret(_) | Problem::NonFiniteArgument | Problem::MissingToolName => {
                 return None;
             }
@@ -1007,6 +1465,39 @@ impl Problem<'_> {
         d.help = self.help();
         d.redact = self.redact();
         d
+    }
+}
+
+/// "trigger `name`", or "this trigger" when it has no valid name.
+fn trigger_label(trigger: Option<&str>) -> String {
+    trigger.map_or_else(|| "this trigger".into(), |name| format!("trigger `{name}`"))
+}
+
+/// `name` fixed into a valid trigger name, if lower-casing and `-` for the characters between
+/// words make one.
+fn trigger_name_example(name: &str) -> Option<String> {
+    let fixed: String = name
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if matches!(c, '_' | ' ' | '.' | '/' | ':') {
+                '-'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let fixed = fixed.trim_start_matches('-').to_string();
+    (fixed != name && crate::triggers::spec::is_valid_name(&fixed)).then_some(fixed)
+}
+
+impl NameOf {
+    fn as_str(self) -> &'static str {
+        match self {
+            NameOf::Trigger => "trigger name",
+            NameOf::WebhookPath => "webhook path",
+        }
     }
 }
 
