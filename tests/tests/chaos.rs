@@ -14,6 +14,11 @@
 //! and the API all die at random, and the checks add that each of its turns delegated once, to a
 //! session of its own that did the task once, and got the reply as the call's outcome.
 //!
+//! Triggers live through the API kills too: a schedule firing every second into a session and a
+//! signed webhook delivered once per fault (sometimes redelivered with the same id); the checks
+//! add that every scheduled second from the first fire to the last landed exactly once — none
+//! lost to a kill, none doubled by a restart — and every delivery exactly once.
+//!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
 //! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
@@ -277,6 +282,8 @@ async fn chaos() {
             .thread_id;
         conversations.push((t, Vec::new()));
     }
+    let triggers = Triggers::register(&url).await;
+    let mut deliveries: Vec<String> = Vec::new();
     let mut session_kills = 0usize;
     let mut counts = [0usize; 4];
     let started = Instant::now();
@@ -309,6 +316,15 @@ async fn chaos() {
             let content = format!("conversation {c}: message {n}");
             admin.send(*thread, &content, &format!("s{n}")).await;
             sent.push(content);
+        }
+        // A webhook delivery, sometimes a redelivery (the same id).
+        if !deliveries.is_empty() && rng.next(5) == 0 {
+            let old = deliveries[rng.next(deliveries.len() as u64) as usize].clone();
+            triggers.deliver(&url, &old).await;
+        } else {
+            let id = format!("delivery-{}", deliveries.len());
+            triggers.deliver(&url, &id).await;
+            deliveries.push(id);
         }
         tokio::time::sleep(Duration::from_millis(rng.next(150))).await;
         for slot in &slots {
@@ -405,12 +421,13 @@ async fn chaos() {
         }
     }
     check_conversations(&admin, &conversations, seed).await;
+    let fires = triggers.check(&url, &deliveries, seed).await;
     let mut totals = (0usize, 0usize, 0usize, 0usize);
     for slot in &slots {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires and {} webhook deliveries; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -425,7 +442,8 @@ async fn chaos() {
             .filter(|s| s.delegator)
             .map(|s| s.sent.len())
             .sum::<usize>(),
-        conversations.len()
+        conversations.len(),
+        deliveries.len()
     );
     drop(session_replicas);
 }
@@ -656,5 +674,159 @@ async fn check_handoffs(
             .iter()
             .filter(|r| r.status == ToolCallStatus::Completed)
             .count();
+    }
+}
+
+/// The triggers of the chaos run, in a pool no runner serves (their messages queue in their
+/// sessions): a schedule every second and a GitHub-signed webhook.
+struct Triggers {
+    http: reqwest::Client,
+}
+
+const TRIGGER_POOL: &str = "chaos-triggers";
+const HOOK_SECRET: &str = "chaos-hook-secret";
+
+impl Triggers {
+    async fn register(url: &str) -> Triggers {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let set = serde_json::json!({"triggers": [
+            {"spec": {"name": "clock", "agent": "clock", "session": {"key": "clock"},
+                "kind": {"type": "schedule", "every_secs": 1, "timezone": "UTC", "message": "tick",
+                         "overlap": "allow", "catch_up": "all", "catch_up_window_secs": 3600}}},
+            {"spec": {"name": "hook", "agent": "clock", "session": {"key": "hooks"},
+                "kind": {"type": "webhook", "path": "hook", "message": "{{ n }}", "secret": "S",
+                         "signature": "github", "tolerance_secs": 300, "rate_limit_per_minute": 60000,
+                         "max_body_bytes": 4096}},
+             "secret": HOOK_SECRET}
+        ]});
+        let resp = http
+            .put(format!("{url}/v1/pools/{TRIGGER_POOL}/triggers"))
+            .json(&set)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            200,
+            "{}",
+            resp.text().await.unwrap_or_default()
+        );
+        Triggers { http }
+    }
+
+    /// Delivers `id` (signed) until the API answers it.
+    async fn deliver(&self, url: &str, id: &str) {
+        use hmac::{KeyInit, Mac};
+        let body = serde_json::json!({"n": id}).to_string();
+        let mut mac =
+            <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(HOOK_SECRET.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let hex: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let resp = self
+            .http
+            .post(format!("{url}/v1/hooks/{TRIGGER_POOL}/hook"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", format!("sha256={hex}"))
+            .header("x-github-delivery", id)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            resp.status() == 202 || resp.status() == 200,
+            "delivery {id}: {}",
+            resp.status()
+        );
+    }
+
+    /// The dedupe keys of session `key`'s messages.
+    async fn keys(&self, url: &str, key: &str) -> Vec<String> {
+        let sessions: serde_json::Value = self
+            .http
+            .get(format!(
+                "{url}/v1/sessions?pool={TRIGGER_POOL}&agent=clock&key={key}"
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let thread = sessions[0]["thread_id"]
+            .as_str()
+            .expect("the session exists")
+            .to_string();
+        let mut keys = Vec::new();
+        let mut after = 0;
+        loop {
+            let page: serde_json::Value = self
+                .http
+                .get(format!(
+                    "{url}/v1/runners/threads/{thread}/inbox?after={after}&limit=100"
+                ))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let page = page.as_array().unwrap();
+            if page.is_empty() {
+                return keys;
+            }
+            for m in page {
+                keys.push(m["dedupe_key"].as_str().unwrap_or_default().to_string());
+                after = m["seq"].as_u64().unwrap();
+            }
+        }
+    }
+
+    /// Every scheduled second from the first fire to the last landed once; every delivery
+    /// once. Returns the number of fires.
+    async fn check(&self, url: &str, deliveries: &[String], seed: u64) -> usize {
+        let clock = self.keys(url, "clock").await;
+        let seconds: Vec<i64> = clock
+            .iter()
+            .map(|k| {
+                let t = k.splitn(3, ':').nth(2).expect("schedule:clock:<time>");
+                chrono::DateTime::parse_from_rfc3339(t).unwrap().timestamp()
+            })
+            .collect();
+        assert!(
+            seconds.len() > 1,
+            "seed {seed}: the schedule fired {} times",
+            seconds.len()
+        );
+        for w in seconds.windows(2) {
+            assert_eq!(
+                w[1],
+                w[0] + 1,
+                "seed {seed}: scheduled seconds lost or doubled: {clock:?}"
+            );
+        }
+        let hooks = self.keys(url, "hooks").await;
+        let expected: HashSet<String> = deliveries
+            .iter()
+            .map(|d| format!("webhook:hook:{d}"))
+            .collect();
+        assert_eq!(
+            hooks.len(),
+            expected.len(),
+            "seed {seed}: each delivery once: {hooks:?}"
+        );
+        assert_eq!(
+            hooks.into_iter().collect::<HashSet<_>>(),
+            expected,
+            "seed {seed}"
+        );
+        seconds.len()
     }
 }
