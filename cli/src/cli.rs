@@ -97,6 +97,7 @@ impl Command {
             Command::Run(a) => Some(&mut a.file),
             Command::Approvals(a) => Some(&mut a.file),
             Command::Sessions(a) => Some(&mut a.file),
+            Command::Triggers(a) => Some(&mut a.file),
             Command::Api(_)
             | Command::Ps(_)
             | Command::Approve(_)
@@ -121,6 +122,7 @@ impl Command {
             Command::Run(a) => Some(&mut a.pool),
             Command::Approvals(a) => Some(&mut a.pool),
             Command::Sessions(a) => Some(&mut a.pool),
+            Command::Triggers(a) => Some(&mut a.pool),
             Command::Init(_)
             | Command::Api(_)
             | Command::Build(_)
@@ -222,6 +224,15 @@ pub enum Command {
     Trace(TraceArgs),
     /// List a pool's sessions: key, thread, owning replica, status, last activity.
     Sessions(crate::commands::sessions::SessionsArgs),
+    /// List a pool's schedules and webhooks; fire one now or show its history.
+    ///
+    /// `ninetrix up` registers the agentfile's `triggers:` with the checkpoint API, which fires
+    /// them: a schedule on its clock (cron or interval), a webhook when a signed delivery comes to
+    /// its URL (the RULE column). Each fire puts a message in a session of the agent — the same
+    /// one every time, or a new one per fire (SESSION `new`) — where it waits until a replica
+    /// takes it. `ninetrix down` removes the pool's triggers. Times are UTC.
+    #[command(after_long_help = crate::commands::triggers::EXAMPLES)]
+    Triggers(crate::commands::triggers::TriggersArgs),
     /// Show the pool's container logs, merged by time.
     Logs(LogsArgs),
     /// Run one agent once as a batch container and stream its output.

@@ -407,6 +407,9 @@ fn every_command_has_a_help_page() {
         "deny",
         "answer",
         "sessions",
+        "triggers",
+        "triggers fire",
+        "triggers history",
         "mcp-bridge",
     ] {
         let mut cmd = ws.ninetrix();

@@ -15,6 +15,7 @@ mod error;
 mod http;
 mod runner;
 pub mod sse;
+mod triggers;
 
 use std::time::Duration;
 

@@ -17,9 +17,9 @@ fn path(thread: ThreadId, rest: &str) -> String {
     format!("/v1/runners/threads/{thread}{rest}")
 }
 
-/// A pool or agent name as one path segment: unreserved characters as they are, every other byte
+/// A pool, agent or trigger name as one path segment: unreserved characters as they are, every other byte
 /// percent-encoded (agentfile names are `[a-z0-9-]`, so this only guards against one that is not).
-fn segment(name: &str) -> String {
+pub(crate) fn segment(name: &str) -> String {
     name.bytes()
         .map(|b| {
             if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {

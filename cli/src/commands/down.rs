@@ -3,7 +3,9 @@
 //! force-disconnected). Pool state and thread data stay (like Compose keeps volumes) unless
 //! `--purge`, which also deletes every thread the API records for the pool, every workspace
 //! volume of the pool and the pool file. `--api` also removes this home's local API container
-//! (it serves every pool of the home); `--api --volumes` its data volume too.
+//! (it serves every pool of the home); `--api --volumes` its data volume too. Before its
+//! containers stop, the pool's triggers are removed from the API (if it runs), so nothing fires
+//! into a pool being taken down.
 //!
 //! Every step runs even when an earlier one failed; the failures are reported together at the
 //! end and make the exit status 1, so one stuck network never leaves volumes, threads or the API
@@ -18,6 +20,7 @@ use bollard::query_parameters::{ListVolumesOptions, RemoveContainerOptionsBuilde
 use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::TriggerSet;
 
 use crate::cli::pool_name;
 use crate::docker::{is_not_found, label, name, pool_containers, pool_networks, short_id};
@@ -178,6 +181,8 @@ async fn down_pool(
     }
     // The lock: an `up` of this pool in progress finishes first, and none starts meanwhile.
     let locked = state::lock(home, pool)?;
+    // The triggers before the containers: nothing fires into a pool being taken down.
+    remove_triggers(home, pool, progress).await;
 
     let mut removals = futures_util::stream::iter(containers.iter().map(|c| async move {
         let n = name(c);
@@ -240,6 +245,33 @@ async fn down_pool(
         }
     }
     Ok(())
+}
+
+/// Removes the pool's triggers (registers an empty set with the API the pool uses, if it runs
+/// now: nothing is started for this) and prints a line per trigger removed. Best-effort: a
+/// failure is a warning and never fails `down`.
+async fn remove_triggers(home: &std::path::Path, pool: &str, progress: &Progress) {
+    let removed = match Api::existing(home).await {
+        Ok(api) => api.set_triggers(pool, &TriggerSet::default()).await,
+        Err(e) => Err(e),
+    };
+    match removed {
+        Ok(applied) => {
+            for name in &applied.removed {
+                progress.step("Trigger", name, "Removed");
+            }
+        }
+        Err(e) => eprintln!("warning: {}", triggers_kept(pool, &e)),
+    }
+}
+
+/// The warning when the triggers of `pool` could not be removed.
+fn triggers_kept(pool: &str, e: &anyhow::Error) -> String {
+    format!(
+        "the triggers of pool {pool} (if it has any) were not removed: {e:#}; they stay \
+         registered and, while the API runs, fire into their sessions' inboxes — run `ninetrix \
+         down -p {pool}` again with the API running to remove them"
+    )
 }
 
 /// Deletes every thread the API records for the pool (all replicas, `ninetrix run` jobs, past
@@ -404,6 +436,16 @@ mod tests {
         assert!(report.starts_with("down finished with 2 problem(s):"));
         assert!(report.contains("network n: has active endpoints"));
         assert!(report.contains("volume v: in use"));
+    }
+
+    #[test]
+    fn triggers_that_stay_registered_are_a_warning_that_says_how_to_remove_them() {
+        let warning = triggers_kept("shop", &anyhow::anyhow!("the API is not running"));
+        assert!(
+            warning.starts_with("the triggers of pool shop (if it has any) were not removed: the API is not running;"),
+            "{warning}"
+        );
+        assert!(warning.contains("`ninetrix down -p shop`"), "{warning}");
     }
 
     #[test]

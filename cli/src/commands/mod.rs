@@ -16,6 +16,7 @@ pub mod run;
 pub mod runner;
 pub mod sessions;
 pub mod trace;
+pub mod triggers;
 pub mod up;
 pub mod validate;
 
@@ -78,6 +79,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),
+        Command::Triggers(args) => block_on(triggers::run(&args)),
         Command::Logs(args) => block_on(logs::run(&args)),
         Command::Run(args) => block_on(run::run(&args)),
         Command::Approvals(args) => block_on(approvals::run(&args)),

@@ -29,7 +29,8 @@ use futures_util::StreamExt as _;
 use ninetrix_client::{Client, ClientError, ThreadQuery, Token};
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, ThreadSummary,
+    EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, ThreadSummary, Trigger, TriggerSet,
+    TriggersApplied,
 };
 use sha2::Digest as _;
 
@@ -619,6 +620,38 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("recording the replica count of {agent}")))
     }
 
+    /// Registers the pool's whole set of triggers (an empty set removes them all). An API without
+    /// the trigger routes (older than this ninetrix) has none to remove, so an empty set is no
+    /// change there; a set with triggers is refused, saying why.
+    pub(crate) async fn set_triggers(
+        &self,
+        pool: &str,
+        set: &TriggerSet,
+    ) -> anyhow::Result<TriggersApplied> {
+        match self.client.put_triggers(pool, set).await {
+            Ok(applied) => Ok(applied),
+            Err(e) if lacks_trigger_routes(&e) && set.triggers.is_empty() => {
+                Ok(TriggersApplied::default())
+            }
+            Err(e) if lacks_trigger_routes(&e) => bail!(
+                "the checkpoint API at {} has no trigger routes ({e}): it is older than this \
+                 ninetrix; upgrade it, or remove `triggers:` from the agentfile",
+                self.url
+            ),
+            Err(e) => Err(self.explain(e, &format!("registering the triggers of pool {pool}"))),
+        }
+    }
+
+    /// The triggers the API holds for a pool, by name. An API without the trigger routes has
+    /// none.
+    pub(crate) async fn triggers(&self, pool: &str) -> anyhow::Result<Vec<Trigger>> {
+        match self.client.triggers(Some(pool), None).await {
+            Ok(triggers) => Ok(triggers),
+            Err(e) if lacks_trigger_routes(&e) => Ok(Vec::new()),
+            Err(e) => Err(self.explain(e, &format!("listing the triggers of pool {pool}"))),
+        }
+    }
+
     /// Mints the agent token a durable agent's replicas find their sessions' work with.
     pub(crate) async fn agent_token(&self, pool: &str, agent: &str) -> anyhow::Result<String> {
         let minted = self
@@ -702,6 +735,24 @@ impl Api {
             .await
             .map(drop)
             .map_err(|e| self.explain(e, &format!("purging thread {thread}")))
+    }
+}
+
+/// Whether the API answered as one without the trigger routes does: the router's own 404 (`no
+/// route for …`) or 405, not a 404 of a route that exists.
+pub(crate) fn lacks_trigger_routes(e: &ClientError) -> bool {
+    match e {
+        ClientError::Api {
+            status: 405,
+            code: ninetrix_client::ErrorCode::MethodNotAllowed,
+            ..
+        } => true,
+        ClientError::Api {
+            status: 404,
+            message,
+            ..
+        } => message.starts_with("no route for"),
+        _ => false,
     }
 }
 
@@ -789,6 +840,36 @@ fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> Cont
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_routers_own_refusals_mean_an_api_without_triggers() {
+        let api = |status, code, message: &str| ClientError::Api {
+            status,
+            code,
+            message: message.into(),
+        };
+        use ninetrix_client::ErrorCode;
+        assert!(lacks_trigger_routes(&api(
+            404,
+            ErrorCode::NotFound,
+            "no route for PUT /v1/pools/shop/triggers"
+        )));
+        assert!(lacks_trigger_routes(&api(
+            405,
+            ErrorCode::MethodNotAllowed,
+            "PUT is not allowed on /v1/pools/shop/triggers"
+        )));
+        assert!(!lacks_trigger_routes(&api(
+            404,
+            ErrorCode::NotFound,
+            "pool shop has no trigger nightly"
+        )));
+        assert!(!lacks_trigger_routes(&api(
+            422,
+            ErrorCode::InvalidTrigger,
+            "no route for"
+        )));
+    }
 
     #[test]
     fn the_default_home_gets_the_plain_name_and_others_a_name_of_their_own() {

@@ -1,9 +1,10 @@
-//! Rendering: colours, `up`'s live progress, tables, and the trace tree.
+//! Rendering: colours, `up`'s live progress, tables, the trace tree, and triggers.
 
 pub(crate) mod handoffs;
 pub(crate) mod progress;
 pub(crate) mod style;
 pub(crate) mod table;
 pub(crate) mod trace;
+pub(crate) mod triggers;
 
 pub(crate) use ninetrix_proto::agentfile::units::format_duration as exact_duration;
