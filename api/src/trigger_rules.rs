@@ -11,15 +11,13 @@ use ninetrix_proto::api::{TriggerReason, TriggerSet};
 use ninetrix_proto::sessions;
 use ninetrix_proto::triggers::spec::{
     MAX_CATCH_UP_WINDOW_SECS, MAX_MAX_BODY_BYTES, MAX_RATE_LIMIT_PER_MINUTE, MAX_TOLERANCE_SECS,
-    is_valid_name,
+    MAX_TRIGGERS, is_valid_name,
 };
 use ninetrix_proto::triggers::template::Template;
 use ninetrix_proto::triggers::{SignatureScheme, TriggerKind, TriggerSession, TriggerSpec};
 
 use crate::hooks::{self, Scheme};
 
-/// Most triggers one pool registers.
-pub(crate) const MAX_TRIGGERS: usize = 256;
 /// The longest schedule message.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 100 * 1024;
 

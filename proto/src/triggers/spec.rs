@@ -26,6 +26,8 @@ pub const MAX_MAX_BODY_BYTES: u64 = 25 << 20;
 pub const DEFAULT_TOLERANCE_SECS: u64 = 5 * 60;
 /// The longest `tolerance`: one day.
 pub const MAX_TOLERANCE_SECS: u64 = 86_400;
+/// The most triggers one pool has (the agentfile's and the API's limit).
+pub const MAX_TRIGGERS: usize = 256;
 /// The longest trigger name, so `schedule:<name>:<RFC 3339>` fits a dedupe key.
 pub const MAX_NAME_CHARS: usize = 63;
 

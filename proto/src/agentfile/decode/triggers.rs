@@ -25,9 +25,8 @@ use crate::triggers::{
     ScheduleTrigger, SignatureScheme, TriggerKind, TriggerSession, TriggerSpec, WebhookTrigger,
 };
 
-/// The most triggers one pool may have (the API's `PUT /v1/pools/{pool}/triggers` takes at most
-/// 256).
-pub(super) const MAX_TRIGGERS: usize = 256;
+/// The most triggers one pool may have (the API's limit too).
+pub(super) const MAX_TRIGGERS: usize = trigger_spec::MAX_TRIGGERS;
 
 /// The keys only a schedule takes.
 const SCHEDULE_KEYS: &[&str] = &[
