@@ -253,6 +253,21 @@ fn single<'h>(
     })
 }
 
+/// The delivery ID a request says it carries (`webhook-id`, else `X-GitHub-Delivery`), whether or
+/// not its signature is good: what a refused delivery is recorded under, so its sender's operator
+/// can find it. Only a visible-ASCII value of at most 256 characters is taken.
+pub(crate) fn claimed_delivery_id(headers: &HeaderMap) -> Option<String> {
+    [&STANDARD_ID, &GITHUB_DELIVERY]
+        .into_iter()
+        .find_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?.trim();
+            (!value.is_empty()
+                && value.len() <= MAX_DELIVERY_ID_LEN
+                && value.bytes().all(|b| b.is_ascii_graphic()))
+            .then(|| value.to_owned())
+        })
+}
+
 /// A delivery ID fit to store: trimmed, `None` when empty, refused when too long.
 fn delivery_id(value: &str, spelled: &'static str) -> Result<Option<String>, HookError> {
     let id = value.trim();

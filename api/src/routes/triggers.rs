@@ -3,8 +3,9 @@
 //! `POST /v1/hooks/{pool}/{path}` with no token — the signature under the trigger's secret is the
 //! authentication. Schedules fire in the API's scheduler (`crate::scheduler`).
 //!
-//! A delivery is checked in this order: the trigger exists (404), the body fits `max_body`
-//! (413), the rate (429, with `Retry-After`), the signature and timestamp (401), the body against
+//! A delivery is checked in this order: the trigger exists (404), the rate (429, with
+//! `Retry-After`; first, so a flood costs no reading and no writing), the body fits `max_body`
+//! (413), the signature and timestamp (401), the body against
 //! the templates (422); then its message is put in its session once per delivery id (202, or
 //! 200 for a delivery id seen before). Every refusal but the 404 is written to the trigger's
 //! history (a burst over the rate once).
@@ -266,6 +267,7 @@ pub(crate) async fn deliver(
             }
         }
     };
+    let claimed = crate::hooks::claimed_delivery_id(&headers);
     let too_large = |limit: u64| ApiError::Rejected {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         code: ErrorCode::TooLarge,
@@ -274,32 +276,6 @@ pub(crate) async fn deliver(
         ),
     };
     let limit = webhook.max_body_bytes;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        reject(
-            TriggerReason::TooLarge,
-            None,
-            format!("Content-Length {} > {limit}", declared.unwrap_or(0)),
-        )
-        .await;
-        return Err(too_large(limit));
-    }
-    let bytes = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
-    {
-        Ok(b) => b,
-        Err(_) => {
-            reject(
-                TriggerReason::TooLarge,
-                None,
-                format!("more than {limit} bytes"),
-            )
-            .await;
-            return Err(too_large(limit));
-        }
-    };
     if let Admit::Refuse { first, retry_after } =
         app.hook_limits
             .admit(&pool, &name, webhook.rate_limit_per_minute, Instant::now())
@@ -307,7 +283,7 @@ pub(crate) async fn deliver(
         if first {
             reject(
                 TriggerReason::RateLimited,
-                None,
+                claimed.clone(),
                 format!(
                     "over {} deliveries a minute; later ones in this burst are refused unrecorded",
                     webhook.rate_limit_per_minute
@@ -330,6 +306,32 @@ pub(crate) async fn deliver(
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         return Ok(response);
     }
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        reject(
+            TriggerReason::TooLarge,
+            claimed.clone(),
+            format!("Content-Length {} > {limit}", declared.unwrap_or(0)),
+        )
+        .await;
+        return Err(too_large(limit));
+    }
+    let bytes = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
+    {
+        Ok(b) => b,
+        Err(_) => {
+            reject(
+                TriggerReason::TooLarge,
+                claimed.clone(),
+                format!("more than {limit} bytes"),
+            )
+            .await;
+            return Err(too_large(limit));
+        }
+    };
     let verified = match crate::hooks::verify(
         &headers,
         &bytes,
@@ -340,7 +342,12 @@ pub(crate) async fn deliver(
     ) {
         Ok(v) => v,
         Err(e) => {
-            reject(trigger_rules::signature_reason(&e), None, e.to_string()).await;
+            reject(
+                trigger_rules::signature_reason(&e),
+                claimed.clone(),
+                e.to_string(),
+            )
+            .await;
             return Err(ApiError::Rejected {
                 status: StatusCode::UNAUTHORIZED,
                 code: ErrorCode::BadSignature,

@@ -523,6 +523,11 @@ async fn github_webhooks_good_bad_and_repeated(backend: Backend) {
     assert!(!err["message"].as_str().unwrap().contains(SECRET));
     let (status, _, _) = deliver(&api, "gh", &[], body).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // A refusal is recorded under the delivery id the request claims, for its sender to find.
+    let (_, recorded) = api
+        .admin(Method::GET, "/v1/pools/p/triggers/gh/history", None)
+        .await;
+    assert_eq!(recorded[2]["delivery_id"], "d-2", "{recorded}");
     // A body without the field the template reads: 422, recorded with the path.
     let other = br#"{"message": {"chat": {"id": 7}}}"#;
     let headers = vec![
