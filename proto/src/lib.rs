@@ -11,6 +11,7 @@ pub mod handoffs;
 pub mod ids;
 pub mod message;
 pub mod sessions;
+pub mod suggest;
 pub mod triggers;
 
 pub use ids::{ApprovalId, MessageId, ParseIdError, ThreadId};

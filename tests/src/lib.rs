@@ -251,6 +251,22 @@ impl Drop for ApiProcess {
     }
 }
 
+/// GitHub's `X-Hub-Signature-256` of a webhook delivery: `sha256=<hex of HMAC-SHA256(secret,
+/// body)>`, as a sender signs what the tests deliver to `POST /v1/hooks/…`.
+pub fn github_signature(secret: &[u8], body: &[u8]) -> String {
+    use hmac::Mac as _;
+    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(secret)
+        .expect("HMAC takes a key of any length");
+    mac.update(body);
+    let hex: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

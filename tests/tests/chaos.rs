@@ -719,22 +719,13 @@ impl Triggers {
 
     /// Delivers `id` (signed) until the API answers it.
     async fn deliver(&self, url: &str, id: &str) {
-        use hmac::{KeyInit, Mac};
         let body = serde_json::json!({"n": id}).to_string();
-        let mut mac =
-            <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(HOOK_SECRET.as_bytes()).unwrap();
-        mac.update(body.as_bytes());
-        let hex: String = mac
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let signature = ninetrix_e2e::github_signature(HOOK_SECRET.as_bytes(), body.as_bytes());
         let resp = self
             .http
             .post(format!("{url}/v1/hooks/{TRIGGER_POOL}/hook"))
             .header("content-type", "application/json")
-            .header("x-hub-signature-256", format!("sha256={hex}"))
+            .header("x-hub-signature-256", signature)
             .header("x-github-delivery", id)
             .body(body)
             .send()

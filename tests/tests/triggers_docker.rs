@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
+use ninetrix_e2e::github_signature;
 use serde_json::{Value, json};
 use support::docker::{Pool, SECRET, inspect, kill_host_pid, text, wait_for};
 
@@ -87,15 +87,7 @@ fn fired(pool: &Pool) -> Vec<String> {
 }
 
 fn signature(body: &[u8]) -> String {
-    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256={hex}")
+    github_signature(SECRET.as_bytes(), body)
 }
 
 async fn deliver(url: &str, body: &Value, delivery: &str, forged: bool) -> (u16, Value) {

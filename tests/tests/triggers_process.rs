@@ -6,8 +6,7 @@
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, KeyInit, Mac};
-use ninetrix_e2e::ApiProcess;
+use ninetrix_e2e::{ApiProcess, github_signature};
 use serde_json::{Value, json};
 
 const SECRET: &str = "process-test-secret";
@@ -189,16 +188,11 @@ async fn a_fire_killed_before_or_after_its_commit_lands_once() {
 }
 
 fn signed(body: &[u8], delivery: &str) -> Vec<(&'static str, String)> {
-    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     vec![
-        ("x-hub-signature-256", format!("sha256={hex}")),
+        (
+            "x-hub-signature-256",
+            github_signature(SECRET.as_bytes(), body),
+        ),
         ("x-github-delivery", delivery.to_string()),
     ]
 }

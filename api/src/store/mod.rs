@@ -16,6 +16,7 @@ mod triggers;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
     CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
@@ -23,7 +24,6 @@ use ninetrix_proto::api::{
     ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
     TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
 };
-use chrono::{DateTime, Utc};
 
 use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
@@ -444,10 +444,9 @@ store_ops! {
     write fn put_triggers(pool: String, set: TriggerSet, now: DateTime<Utc>) -> TriggersApplied
         = |c| put_triggers(c, &pool, &set, now.timestamp_millis());
 
-    /// One scheduler tick at `now`: fires every schedule that is due, once (see
-    /// `triggers::fire_due`). `crash` is called before the commit when something fired (the
-    /// scheduler's kill point).
-    write fn fire_due(now: DateTime<Utc>, crash: fn(&str)) -> Vec<Fired>
+    /// One page of a scheduler tick at `now` (see `triggers::fire_due`); `true` when the page was
+    /// full. `crash` is called before the commit when something fired.
+    write fn fire_due_page(now: DateTime<Utc>, crash: fn(&str)) -> (Vec<Fired>, bool)
         = |c| fire_due(c, now.timestamp_millis(), crash);
 
     /// Runs a trigger now: a schedule's message, or a webhook's as rendered from a body
@@ -509,6 +508,23 @@ store_ops! {
     /// The ledger records of one turn of a thread (what a resuming runner decides its calls by).
     read fn turn_tool_calls(id: ThreadId, turn_seq: u64) -> Vec<ToolCallRecord>
         = |c| turn_tool_calls(c, id, turn_seq);
+}
+
+impl Store {
+    /// One scheduler tick at `now`: fires every schedule that is due, each scheduled time once,
+    /// a page (one transaction) of them at a time. `crash` is called before each commit that
+    /// fires something (the scheduler's kill point `trigger_fire_before_commit`).
+    pub async fn fire_due(&self, now: DateTime<Utc>, crash: fn(&str)) -> StoreResult<Vec<Fired>> {
+        let mut all = Vec::new();
+        for _ in 0..triggers::MAX_PAGES_PER_TICK {
+            let (fired, full) = self.fire_due_page(now, crash).await?;
+            all.extend(fired);
+            if !full {
+                break;
+            }
+        }
+        Ok(all)
+    }
 }
 
 /// Current time in Unix milliseconds.

@@ -24,8 +24,11 @@ use super::{StoreError, StoreResult};
 
 /// Most missed fires one tick catches up (`catch_up: all`); the rest are skipped (`over_max`).
 pub(crate) const MAX_CATCH_UP_PER_TICK: usize = 100;
-/// Schedules one tick plans, at most; the rest wait for the next tick.
+/// Schedules one page of a tick plans (one transaction); a full page is followed by another.
 pub(crate) const MAX_TRIGGERS_PER_TICK: i64 = 64;
+/// Pages one tick runs at most (4,096 schedules): a page stays full while 64 schedules hold a
+/// fire back behind turns still running, and must not loop for ever.
+pub(crate) const MAX_PAGES_PER_TICK: usize = 64;
 /// History entries kept per trigger: older ones are deleted as new ones are written.
 pub(crate) const HISTORY_KEPT: i64 = 1000;
 
@@ -601,17 +604,19 @@ macro_rules! trigger_ops {
             Ok((h, Some(fired)))
         }
 
-        /// One scheduler tick at `now`: every schedule whose next fire time has come (or that
-        /// holds a fire back) is planned ([`plan_tick`]) and its fires put in their sessions,
-        /// in this one transaction. `crash` is called after the writes, before the commit (the
+        /// One page of a scheduler tick at `now`: the first [`MAX_TRIGGERS_PER_TICK`] schedules
+        /// whose next fire time has come (or that hold a fire back) are planned ([`plan_tick`])
+        /// and their fires put in their sessions, in this one transaction. Also returns whether
+        /// the page was full (more may be due). `crash` is called after the writes, before the commit (the
         /// deterministic kill point `trigger_fire_before_commit`).
-        pub(crate) async fn fire_due(c: &mut Conn, now: i64, crash: fn(&str)) -> StoreResult<Vec<Fired>> {
+        pub(crate) async fn fire_due(c: &mut Conn, now: i64, crash: fn(&str)) -> StoreResult<(Vec<Fired>, bool)> {
             let now_t = $crate::store::ops::time(now);
             let sql = format!(
                 "SELECT {TRIGGER_COLUMNS} FROM triggers WHERE kind = 'schedule' AND ((next_fire_at IS NOT NULL AND next_fire_at <= $1) OR buffered_at IS NOT NULL) \
                  ORDER BY next_fire_at, pool, name LIMIT {MAX_TRIGGERS_PER_TICK}{}", $lock
             );
             let rows: Vec<TriggerRow> = q::query_as(q::AssertSqlSafe(sql)).bind(now).fetch_all(&mut *c).await?;
+            let full = rows.len() as i64 == MAX_TRIGGERS_PER_TICK;
             let mut fired = Vec::new();
             for row in rows {
                 let spec = row.spec()?;
@@ -679,7 +684,7 @@ macro_rules! trigger_ops {
             if !fired.is_empty() {
                 crash("trigger_fire_before_commit");
             }
-            Ok(fired)
+            Ok((fired, full))
         }
 
         async fn trigger_for_write(c: &mut Conn, pool: &str, name: &str) -> StoreResult<TriggerRow> {

@@ -768,7 +768,39 @@ async fn fire_now_puts_the_message_in_the_session(backend: Backend) {
     api.stop().await;
 }
 
+async fn one_tick_fires_every_due_schedule_past_a_page(backend: Backend) {
+    let Some(db) = TestDb::new(backend).await else {
+        return;
+    };
+    let store = open(&db).await;
+    let triggers = (0..150)
+        .map(|i| schedule(&format!("s{i}"), None, Some(60), "UTC", Overlap::Skip))
+        .collect();
+    store
+        .put_triggers(
+            "p".into(),
+            TriggerSet { triggers },
+            at(2026, 1, 1, 9, 59, 30),
+        )
+        .await
+        .unwrap();
+    let fired = store
+        .fire_due(at(2026, 1, 1, 10, 0, 0), no_crash)
+        .await
+        .unwrap();
+    assert_eq!(fired.len(), 150, "one tick, three pages");
+    assert!(
+        store
+            .fire_due(at(2026, 1, 1, 10, 0, 0), no_crash)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store.close().await;
+}
+
 both_backends!(
+    one_tick_fires_every_due_schedule_past_a_page,
     schedule_missed_while_down_is_caught_up_once,
     overlap_skip_while_the_previous_turn_runs,
     a_dst_jump_in_a_real_zone_fires_once,

@@ -193,7 +193,7 @@ fn unknown_trigger(pool: &str, name: &str, known: &[String]) -> anyhow::Error {
     if known.is_empty() {
         return anyhow::anyhow!("pool {pool} has no trigger `{name}`: {}", none_line(pool));
     }
-    let hint = did_you_mean(name, known)
+    let hint = ninetrix_proto::suggest::closest(name, known)
         .map(|c| format!("; did you mean `{c}`?"))
         .unwrap_or_default();
     anyhow::anyhow!(
@@ -201,36 +201,6 @@ fn unknown_trigger(pool: &str, name: &str, known: &[String]) -> anyhow::Error {
          {pool}` lists them)",
         known.join(", ")
     )
-}
-
-/// The known name closest to `name`, if it is a likely typo: at most a third of its characters
-/// (and at least one) edited, or one is the start of the other.
-fn did_you_mean<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
-    let budget = (name.chars().count() / 3).max(1);
-    known
-        .iter()
-        .map(|k| (edit_distance(name, k), k.as_str()))
-        .filter(|(d, k)| *d <= budget || (!name.is_empty() && k.starts_with(name)))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// The names of the pool's triggers, for an error about one it does not have (none if even this
@@ -532,9 +502,6 @@ mod tests {
                 && e.contains("`ninetrix up`"),
             "{e}"
         );
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
     }
 
     #[test]

@@ -376,7 +376,8 @@ fn lookup<'v>(body: &'v Value, path: &Path) -> Result<&'v Value, TemplateError> 
             Value::Object(map) => map.get(segment).ok_or_else(|| {
                 let mut keys: Vec<String> = map.keys().cloned().collect();
                 keys.sort();
-                let suggestion = closest(segment, &keys).map(|k| format!("{}{k}", prefix(at)));
+                let suggestion =
+                    crate::suggest::closest(segment, &keys).map(|k| format!("{}{k}", prefix(at)));
                 TemplateError::NoKey {
                     path: path.text.clone(),
                     at: at.to_owned(),
@@ -433,15 +434,6 @@ fn kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// The key closest to `word`, if one is close enough to be a likely typo.
-fn closest<'a>(word: &str, keys: &'a [String]) -> Option<&'a str> {
-    keys.iter()
-        .map(|k| (strsim::jaro_winkler(word, k), k.as_str()))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
 }
 
 /// Appends a value's text to `out`, within [`MAX_RENDERED_BYTES`].

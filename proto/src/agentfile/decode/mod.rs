@@ -14,6 +14,8 @@ mod mcp;
 mod problem;
 mod runtime;
 mod settings;
+#[cfg(test)]
+mod testing;
 mod tool_list;
 mod triggers;
 
@@ -508,14 +510,11 @@ fn leaf(path: &str) -> &str {
     }
 }
 
-/// The closest candidate to `word`, if one is close enough to be a likely typo.
+/// The candidate closest to `word`, if one is close enough to be a likely typo (the candidate
+/// itself, with its own lifetime: keys and tool names are `'static`).
 fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (strsim::jaro_winkler(word, c), *c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c)
+    let best = crate::suggest::closest(word, candidates)?;
+    candidates.iter().copied().find(|c| *c == best)
 }
 
 fn suggest_key<'a, S>(key: &'a str, section: &Section<S>) -> KeyHint<'a> {

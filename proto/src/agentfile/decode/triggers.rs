@@ -801,50 +801,8 @@ pub(super) const TRIGGER: Section<TriggerIn> = Section {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{assert_error, errors, one_warning, parse, valid};
     use super::*;
-    use crate::agentfile::{self, Diagnostic, Parsed, Report};
-
-    fn parse(text: &str) -> Result<Parsed, Report> {
-        agentfile::parse("agentfile.yaml", text)
-    }
-
-    fn valid(text: &str) -> Parsed {
-        parse(text).unwrap_or_else(|r| panic!("{}", r.render(false)))
-    }
-
-    /// The errors of `text`, which must not validate.
-    fn errors(text: &str) -> Vec<Diagnostic> {
-        let report = parse(text).expect_err("the file must not validate");
-        report
-            .diagnostics
-            .into_iter()
-            .filter(|d| d.severity == Severity::Error)
-            .collect()
-    }
-
-    /// Asserts `text`'s one error: its code, `line:column`, message, and that it has help.
-    fn assert_error(text: &str, code: &str, at: (u32, u32), message: &str) -> Diagnostic {
-        let errors = errors(text);
-        assert_eq!(errors.len(), 1, "{errors:#?}");
-        let d = errors[0].clone();
-        assert_eq!(
-            (d.kind.code(), d.line, d.column, d.message.as_str()),
-            (code, at.0, at.1, message),
-            "{d:?}"
-        );
-        assert!(d.help.is_some(), "no help in {d:?}");
-        d
-    }
-
-    /// The only warning of `text`, which must validate.
-    fn one_warning(text: &str) -> Diagnostic {
-        let parsed = valid(text);
-        let w = parsed.warnings.diagnostics;
-        assert_eq!(w.len(), 1, "{w:?}");
-        assert_eq!(w[0].severity, Severity::Warning);
-        assert!(w[0].help.is_some());
-        w[0].clone()
-    }
 
     const SCRIPTED: &str = "runtime: { provider: scripted, script: [hi] }";
 
