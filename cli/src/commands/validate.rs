@@ -291,14 +291,20 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     } else {
         let _ = writeln!(
             out,
-            "secrets needed (provide them on the host; they are mounted at /run/secrets/<NAME>):"
+            "secrets needed (provide them on the host; agents and MCP servers get them at \
+             /run/secrets/<NAME>, webhooks' go to the checkpoint API only):"
         );
+        let width = needed
+            .iter()
+            .map(|(s, _)| s.chars().count())
+            .max()
+            .unwrap_or(0);
         for (secret, users) in needed {
             // `up` reads them from its environment; say now which it would not find.
             let unset = std::env::var(&secret).map_or(true, |v| v.is_empty());
             let _ = writeln!(
                 out,
-                "  {secret}  {}{}",
+                "  {secret:<width$}  {}{}",
                 style.dim(&format!("used by {}", users.join(", "))),
                 if unset {
                     style.error(" (not set in this environment: `up` would refuse to start)")
