@@ -7,13 +7,20 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use ninetrix_proto::ThreadId;
-use tokio::sync::Notify;
+use ninetrix_proto::deltas::Delta;
+use tokio::sync::{Notify, broadcast};
 
-/// Per-thread notifications, and per-agent ones for the replicas serving an agent's sessions.
+/// Deltas a slow watcher of one thread may fall behind by before it skips some (it sees the gap
+/// by their offsets).
+const DELTA_BACKLOG: usize = 1024;
+
+/// Per-thread notifications, per-agent ones for the replicas serving an agent's sessions, and
+/// per-thread channels of streamed reply text (deltas, never stored).
 #[derive(Default)]
 pub(crate) struct Hub {
     threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
     agents: Mutex<HashMap<(String, String), Arc<Notify>>>,
+    deltas: Mutex<HashMap<ThreadId, broadcast::Sender<Delta>>>,
 }
 
 impl Hub {
@@ -54,6 +61,31 @@ impl Hub {
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = threads.remove(&id) {
             n.notify_waiters();
+        }
+        self.deltas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+
+    /// A receiver of the thread's deltas from now on.
+    pub(crate) fn watch_deltas(&self, id: ThreadId) -> broadcast::Receiver<Delta> {
+        let mut deltas = self.deltas.lock().unwrap_or_else(|e| e.into_inner());
+        deltas
+            .entry(id)
+            .or_insert_with(|| broadcast::channel(DELTA_BACKLOG).0)
+            .subscribe()
+    }
+
+    /// Hands a delta to the thread's watchers, if it has any (else it is dropped: deltas are not
+    /// kept). A channel whose watchers are all gone is forgotten.
+    pub(crate) fn publish_delta(&self, delta: Delta) {
+        let mut deltas = self.deltas.lock().unwrap_or_else(|e| e.into_inner());
+        let id = delta.thread_id;
+        if let Some(tx) = deltas.get(&id)
+            && tx.send(delta).is_err()
+        {
+            deltas.remove(&id);
         }
     }
 }

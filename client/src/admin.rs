@@ -3,6 +3,8 @@
 //! the inbox, purge, minting runner and approver tokens, and listing and deciding requests to
 //! people. Called with the admin token (the approval routes also with an approver token).
 
+use std::collections::VecDeque;
+
 use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
     AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
@@ -15,6 +17,15 @@ use reqwest::Method;
 use ninetrix_proto::{ApprovalId, ThreadId};
 
 use crate::sse::SseDecoder;
+
+/// What a watched thread's stream carries.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Watched {
+    /// A stored trace event.
+    Event(Event),
+    /// Reply text the model is streaming (not stored).
+    Delta(ninetrix_proto::deltas::Delta),
+}
 use crate::{Client, ClientError, Limit};
 
 /// Filters of `GET /v1/threads`; every field optional.
@@ -197,6 +208,73 @@ impl Client {
             after = last.seq;
             all.extend(page);
         }
+    }
+
+    /// `GET /v1/threads/{id}/events/stream?deltas=true`: the stored events after `after` and,
+    /// between them, the reply text the model streams ([`Watched::Delta`], ephemeral: a
+    /// reconnection gets the stored events again, never the deltas).
+    pub async fn watch(
+        &self,
+        thread: ThreadId,
+        after: u64,
+    ) -> Result<impl Stream<Item = Result<Watched, ClientError>> + Send + use<>, ClientError> {
+        let p = path(thread, "/events/stream");
+        let resp = self
+            .send::<()>(
+                Method::GET,
+                &p,
+                &[("after", after.to_string()), ("deltas", "true".into())],
+                None,
+                Limit::Never,
+            )
+            .await?;
+        let base = self.base.clone();
+        let what = format!("GET {p}");
+        let chunks = resp.bytes_stream();
+        let state = (
+            chunks.boxed(),
+            SseDecoder::default(),
+            VecDeque::<Watched>::new(),
+        );
+        Ok(futures_util::stream::unfold(
+            state,
+            move |(mut chunks, mut decoder, mut ready)| {
+                let (base, what) = (base.clone(), what.clone());
+                async move {
+                    loop {
+                        if let Some(item) = ready.pop_front() {
+                            return Some((Ok(item), (chunks, decoder, ready)));
+                        }
+                        match chunks.next().await? {
+                            Err(e) => {
+                                let err = ClientError::unreachable(&base, &e);
+                                return Some((Err(err), (chunks, decoder, ready)));
+                            }
+                            Ok(bytes) => {
+                                for sse in decoder.push(&bytes) {
+                                    let parsed = if sse.event.as_deref() == Some("delta") {
+                                        serde_json::from_str(&sse.data).map(Watched::Delta)
+                                    } else {
+                                        serde_json::from_str(&sse.data).map(Watched::Event)
+                                    };
+                                    match parsed {
+                                        Ok(item) => ready.push_back(item),
+                                        Err(e) => {
+                                            let err = ClientError::BadResponse {
+                                                what: what.clone(),
+                                                status: 200,
+                                                reason: e.to_string(),
+                                            };
+                                            return Some((Err(err), (chunks, decoder, ready)));
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            },
+        ))
     }
 
     /// `GET /v1/threads/{id}/events/stream`: the events after `after` as they are stored, until

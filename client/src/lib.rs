@@ -27,7 +27,7 @@ use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use admin::{ApprovalQuery, ThreadQuery};
+pub use admin::{ApprovalQuery, ThreadQuery, Watched};
 
 /// A bearer token (the admin token or a runner token). Its `Debug` never shows the value.
 #[derive(Clone, PartialEq, Eq)]

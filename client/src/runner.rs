@@ -238,4 +238,24 @@ impl Client {
         self.call(Method::POST, &p, &[], Some(request), Some(timeout))
             .await
     }
+
+    /// `POST …/deltas`: hands text the model is streaming to the thread's watchers (not stored;
+    /// best effort — a caller drops a batch that fails rather than retry it).
+    pub async fn publish_deltas(
+        &self,
+        thread: ThreadId,
+        batch: &ninetrix_proto::deltas::DeltaBatch,
+        timeout: Duration,
+    ) -> Result<(), ClientError> {
+        let p = path(thread, "/deltas");
+        self.send(
+            Method::POST,
+            &p,
+            &[],
+            Some(batch),
+            crate::Limit::After(timeout),
+        )
+        .await
+        .map(drop)
+    }
 }

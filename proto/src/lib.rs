@@ -6,6 +6,7 @@
 
 pub mod agentfile;
 pub mod api;
+pub mod deltas;
 pub mod events;
 pub mod handoffs;
 pub mod ids;

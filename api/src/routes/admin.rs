@@ -16,6 +16,7 @@ use ninetrix_proto::api::{
     RunnerTokenRequest, RunnerTokenResponse, ThreadStatus, ThreadSummary, ToolCallRecord,
     VersionDetail, VersionSummary,
 };
+use ninetrix_proto::deltas::Delta;
 use serde::Deserialize;
 
 use crate::auth::Caller;
@@ -245,11 +246,17 @@ pub(crate) struct StreamQuery {
     #[serde(default)]
     #[param(maximum = 9223372036854775807_i64)]
     after: u64,
+    /// Also send the text the model is streaming, as `event: delta` (no `id:`: deltas are not
+    /// stored, so a reconnection does not replay them).
+    #[serde(default)]
+    deltas: bool,
 }
 
 /// The thread's events as Server-Sent Events: `id:` is the event seq, `event:` its type, `data:`
 /// the event as JSON. Reconnect with `Last-Event-ID` to resume with no gap and no duplicate.
-/// Keep-alive comments are sent while idle; the stream ends when the thread is purged.
+/// With `deltas=true`, the reply text the model is streaming comes too, as `event: delta` with no
+/// `id:` (a `Delta`; ephemeral, best effort). Keep-alive comments are sent while idle; the stream
+/// ends when the thread is purged.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/events/stream", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), StreamQuery,
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq",
@@ -282,7 +289,9 @@ pub(crate) async fn stream(
     };
     existing(&app, id).await?;
     let keep_alive = KeepAlive::new().interval(app.keep_alive);
-    Ok(Sse::new(event_stream(app, id, after))
+    // Watching starts before the first read, so no delta between the two is missed.
+    let deltas = q.deltas.then(|| app.hub.watch_deltas(id));
+    Ok(Sse::new(event_stream(app, id, after, deltas))
         .keep_alive(keep_alive)
         .into_response())
 }
@@ -293,18 +302,45 @@ struct Cursor {
     id: ThreadId,
     last: u64,
     buffer: VecDeque<Event>,
+    /// The thread's deltas, when asked for.
+    deltas: Option<tokio::sync::broadcast::Receiver<Delta>>,
+}
+
+/// The next delta, or never when the stream has none (or its channel closed).
+async fn next_delta(rx: &mut Option<tokio::sync::broadcast::Receiver<Delta>>) -> Delta {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let Some(r) = rx.as_mut() else {
+            return std::future::pending().await;
+        };
+        match r.recv().await {
+            Ok(d) => return d,
+            // Fell behind: the skipped deltas are gone; the watcher sees the gap by offsets.
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => *rx = None,
+        }
+    }
+}
+
+fn delta_event(d: &Delta) -> SseEvent {
+    SseEvent::default()
+        .event("delta")
+        .json_data(d)
+        .unwrap_or_else(|_| SseEvent::default().comment("unencodable delta"))
 }
 
 fn event_stream(
     app: App,
     id: ThreadId,
     after: u64,
+    deltas: Option<tokio::sync::broadcast::Receiver<Delta>>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let cursor = Cursor {
         app,
         id,
         last: after,
         buffer: VecDeque::new(),
+        deltas,
     };
     futures_util::stream::unfold(cursor, |mut c| async move {
         loop {
@@ -342,6 +378,7 @@ fn event_stream(
                 () = woken => {}
                 () = tokio::time::sleep(recheck.unwrap_or(Duration::MAX)), if recheck.is_some() => {}
                 () = c.app.shutdown.cancelled() => return None,
+                d = next_delta(&mut c.deltas) => return Some((Ok(delta_event(&d)), c)),
             }
         }
     })

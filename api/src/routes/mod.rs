@@ -69,6 +69,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(runner::complete_tool_call))
         .routes(routes!(runner::inbox))
         .routes(routes!(runner::append_events))
+        .routes(routes!(runner::publish_deltas))
         .routes(routes!(admin::list_threads))
         .routes(routes!(admin::thread, admin::purge))
         .routes(routes!(admin::versions))

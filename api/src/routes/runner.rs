@@ -12,6 +12,7 @@ use ninetrix_proto::api::{
     CommitResponse, ErrorBody, ErrorCode, EventsAppended, EventsRequest, InboxMessage,
     MAX_STORED_INT, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
+use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_BYTES};
 use serde::Deserialize;
 
 use crate::auth::Caller;
@@ -275,4 +276,37 @@ pub(crate) async fn append_events(
     let last_seq = app.store.append_events(id, request).await?;
     app.hub.notify(id);
     Ok((StatusCode::CREATED, axum::Json(EventsAppended { last_seq })))
+}
+
+/// Publish text the model is streaming (`DeltaBatch`) to the thread's watchers — `GET
+/// /v1/threads/{id}/events/stream?deltas=true` — and nowhere else: deltas are not stored, not
+/// fenced (they carry the epoch; watchers show the newest) and dropped when nobody watches.
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/deltas", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = DeltaBatch,
+    responses((status = 202, description = "handed to the watchers there are (none is fine)"),
+        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(crate) async fn publish_deltas(
+    caller: Caller,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(batch): ApiJson<DeltaBatch>,
+) -> Result<StatusCode, ApiError> {
+    caller.require_thread(id)?;
+    if batch.text.len() > MAX_DELTA_BYTES {
+        return Err(ApiError::Rejected {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            code: ErrorCode::InvalidBody,
+            message: format!(
+                "a delta carries at most {MAX_DELTA_BYTES} bytes of text; send smaller batches"
+            ),
+        });
+    }
+    app.hub.publish_delta(Delta {
+        thread_id: id,
+        batch,
+        at: chrono::Utc::now(),
+    });
+    Ok(StatusCode::ACCEPTED)
 }

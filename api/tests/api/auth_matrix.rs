@@ -147,6 +147,15 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/deltas",
+            access: Runner,
+            ok: StatusCode::ACCEPTED,
+            body: |e| {
+                Some(json!({"epoch": e, "turn_seq": 1, "round": 1, "offset": 0, "text": "Hel"}))
+            },
+        },
+        Route {
             method: Method::GET,
             path: "/v1/handoffs",
             access: Admin,

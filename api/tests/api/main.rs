@@ -5,6 +5,7 @@ mod auth_matrix;
 mod bad_input;
 mod commit;
 mod conformance;
+mod deltas;
 mod handoffs;
 mod model;
 mod openapi_contract;

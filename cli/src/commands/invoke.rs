@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::Args;
 use futures_util::StreamExt as _;
-use ninetrix_client::ClientError;
+use ninetrix_client::{ClientError, Watched};
 use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event};
+use ninetrix_proto::deltas::Delta;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{ThreadId, sessions};
 use serde_json::json;
@@ -22,6 +23,7 @@ use crate::pool::condition::{self, Condition, Facts, Who};
 use crate::pool::resolve::PoolView;
 use crate::pool::spec;
 use crate::ui::handoffs;
+use crate::ui::streamed::Streamed;
 use crate::ui::style::Style;
 
 /// Arguments of `ninetrix invoke`.
@@ -205,6 +207,9 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let progress = std::io::stderr().is_terminal() && !args.json;
+    // The reply grows on screen as the model writes it when stdout is a terminal; a pipe gets
+    // the stored reply only, `--json` a line per delta before the result.
+    let streaming = std::io::stdout().is_terminal() && !args.json;
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut reply = Reply {
         thread,
@@ -213,6 +218,9 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         json: args.json,
         progress,
         in_turn: false,
+        turn_seq: None,
+        streaming,
+        streamed: Streamed::default(),
         style: Style::stderr(),
     };
     let mut cursor = 0;
@@ -225,7 +233,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     loop {
         if stream.is_none() {
             stream = Some(Box::pin(
-                retry_blips(|| view.api.event_stream(thread, cursor)).await?,
+                retry_blips(|| view.api.watch(thread, cursor)).await?,
             ));
         }
         let Some(events) = stream.as_mut() else {
@@ -234,11 +242,15 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         let wake = tokio::time::Instant::from_std((checked + RECHECK).min(deadline));
         tokio::select! {
             next = events.next() => match next {
-                Some(Ok(e)) => {
+                Some(Ok(Watched::Event(e))) => {
                     cursor = e.seq;
                     if let Some(code) = reply.see(&e) {
                         return Ok(code);
                     }
+                    continue;
+                }
+                Some(Ok(Watched::Delta(d))) => {
+                    reply.delta(&d);
                     continue;
                 }
                 Some(Err(e)) if e.is_transient() => stream = None,
@@ -308,6 +320,12 @@ struct Reply<'a> {
     progress: bool,
     /// The events are of message `seq`'s turn.
     in_turn: bool,
+    /// That turn's number, once its start is seen (its deltas carry it).
+    turn_seq: Option<u64>,
+    /// The reply is shown as it streams (stdout is a terminal).
+    streaming: bool,
+    /// What of it is on screen.
+    streamed: Streamed,
     /// Styling of the progress lines (stderr).
     style: Style,
 }
@@ -316,6 +334,22 @@ struct Reply<'a> {
 const PREVIEW: usize = 80;
 
 impl Reply<'_> {
+    /// Shows one delta of the reply's turn: on the terminal as it grows, or as a JSON line.
+    fn delta(&mut self, d: &Delta) {
+        if self.turn_seq != Some(d.batch.turn_seq) {
+            return;
+        }
+        if self.json {
+            outln!("{}", json!({"delta": d}));
+        } else if self.streaming {
+            let shown = self.streamed.delta(&d.batch);
+            if let Some(note) = shown.note {
+                eprintln!("{note}");
+            }
+            crate::output::text(&shown.out);
+        }
+    }
+
     /// Shows one event; the exit code once it is the reply.
     fn see(&mut self, e: &Event) -> Option<ExitCode> {
         let Decoded::Known(event) = e.decode() else {
@@ -323,8 +357,14 @@ impl Reply<'_> {
         };
         let (seq, in_turn, progress) = (self.seq, self.in_turn, self.progress);
         match event {
-            TraceEvent::TurnStarted(t) => self.in_turn = t.seq == seq,
-            TraceEvent::TurnResumed(t) => self.in_turn = t.seq == seq,
+            TraceEvent::TurnStarted(t) => {
+                self.in_turn = t.seq == seq;
+                self.turn_seq = self.in_turn.then_some(t.turn_seq);
+            }
+            TraceEvent::TurnResumed(t) => {
+                self.in_turn = t.seq == seq;
+                self.turn_seq = self.in_turn.then_some(t.turn_seq);
+            }
             TraceEvent::LlmCall(c) if in_turn && progress => {
                 eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
             }
@@ -381,6 +421,12 @@ impl Reply<'_> {
                         "{}",
                         json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
                     );
+                } else if self.streaming {
+                    let shown = self.streamed.finish(&done.reply);
+                    if let Some(note) = shown.note {
+                        eprintln!("{note}");
+                    }
+                    crate::output::text(&shown.out);
                 } else {
                     outln!("{}", done.reply);
                 }

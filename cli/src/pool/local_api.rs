@@ -683,17 +683,19 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("reading the events of thread {thread}")))
     }
 
-    /// A thread's events after a seq as they are stored (SSE), until the stream ends. Errors in
-    /// the stream are the client's, so a caller can tell a blip from a refusal.
-    pub(crate) async fn event_stream(
+    /// A thread's events after a seq as they are stored, and between them the reply text the
+    /// model streams (deltas), until the stream ends.
+    pub(crate) async fn watch(
         &self,
         thread: ThreadId,
         after: u64,
     ) -> anyhow::Result<
-        impl futures_util::Stream<Item = Result<Event, ninetrix_client::ClientError>> + Send + use<>,
+        impl futures_util::Stream<Item = Result<ninetrix_client::Watched, ninetrix_client::ClientError>>
+        + Send
+        + use<>,
     > {
         self.client
-            .event_stream(thread, after)
+            .watch(thread, after)
             .await
             .map_err(|e| self.explain(e, &format!("following the events of thread {thread}")))
     }

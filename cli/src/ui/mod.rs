@@ -1,7 +1,9 @@
-//! Rendering: colours, `up`'s live progress, tables, the trace tree, and triggers.
+//! Rendering: colours, `up`'s live progress, tables, the trace tree, triggers, and a reply as it
+//! streams.
 
 pub(crate) mod handoffs;
 pub(crate) mod progress;
+pub(crate) mod streamed;
 pub(crate) mod style;
 pub(crate) mod table;
 pub(crate) mod trace;
