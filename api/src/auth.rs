@@ -355,12 +355,60 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let auth = Arc::<Authenticator>::from_ref(state);
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        Arc::<Authenticator>::from_ref(state).caller(header)
+        if header.is_some() {
+            return auth.caller(header);
+        }
+        // The web console's sign-in cookie, for the same routes (docs/console.md).
+        match console_token(&parts.headers, &parts.method)? {
+            Some(token) => {
+                let caller = auth.caller(Some(&format!("Bearer {token}")))?;
+                match caller {
+                    Caller::Admin | Caller::Approver { .. } => Ok(caller),
+                    // Only a person's tokens sign in to the console.
+                    Caller::Runner(_) | Caller::Agent { .. } => Err(ApiError::Unauthorized),
+                }
+            }
+            None => auth.caller(None),
+        }
     }
+}
+
+/// The cookie the web console keeps its sign-in in (HttpOnly, SameSite=Strict).
+pub const CONSOLE_COOKIE: &str = "ninetrix_console";
+/// The header every console request that changes something carries: a page of another site
+/// cannot send it (it would need a CORS preflight this server never allows), so a forged form
+/// or `fetch` riding on the cookie is refused.
+pub const CONSOLE_HEADER: &str = "x-ninetrix-console";
+
+/// The token of the console's cookie, when the request carries one: for reads (GET, HEAD) the
+/// cookie alone; for anything else only with [`CONSOLE_HEADER`], else 403 (a cross-site request
+/// riding on the cookie).
+pub(crate) fn console_token(
+    headers: &axum::http::HeaderMap,
+    method: &axum::http::Method,
+) -> Result<Option<String>, ApiError> {
+    let token = headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == CONSOLE_COOKIE)
+        .map(|(_, value)| value.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let Some(token) = token else { return Ok(None) };
+    let reads = matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD);
+    if !reads && !headers.contains_key(CONSOLE_HEADER) {
+        return Err(ApiError::Forbidden(
+            "a request signed in by the console's cookie that changes something must carry the X-Ninetrix-Console header (the console sends it; another site cannot)",
+        ));
+    }
+    Ok(Some(token))
 }
 
 #[cfg(test)]
@@ -372,6 +420,27 @@ mod tests {
             secret: Secret::new(b"s3cret".to_vec()),
             admin_token: Secret::new(b"admin-token-1234".to_vec()),
         })
+    }
+
+    #[test]
+    fn the_console_cookie_signs_in_reads_and_writes_only_with_its_header() {
+        use axum::http::{HeaderMap, HeaderValue, Method};
+        let mut h = HeaderMap::new();
+        assert_eq!(console_token(&h, &Method::POST).unwrap(), None);
+        h.insert(
+            axum::http::header::COOKIE,
+            HeaderValue::from_static("theme=dark; ninetrix_console=admin-token-1234"),
+        );
+        assert_eq!(
+            console_token(&h, &Method::GET).unwrap().as_deref(),
+            Some("admin-token-1234")
+        );
+        assert!(matches!(
+            console_token(&h, &Method::POST),
+            Err(ApiError::Forbidden(_))
+        ));
+        h.insert(CONSOLE_HEADER, HeaderValue::from_static("1"));
+        assert!(console_token(&h, &Method::POST).unwrap().is_some());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! [`Config`] and runs a [`Server`].
 
 pub mod auth;
+mod console;
 pub mod error;
 mod extract;
 pub mod faults;

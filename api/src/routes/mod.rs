@@ -232,6 +232,7 @@ pub(crate) fn router(app: App, body_limit: usize) -> Router {
     complete(&mut api);
     let _ = OPENAPI_JSON.set(api.to_pretty_json().unwrap_or_else(|_| "{}".into()));
     router
+        .merge(crate::console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))

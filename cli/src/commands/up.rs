@@ -216,6 +216,17 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
             "pool {pool} is up: {} container(s){sidecars}; `ninetrix ps -p {pool}` lists them",
             af.agents.iter().map(|a| a.execution.replicas).sum::<u32>()
         );
+        let token_at = match &api.local {
+            Some(_) => format!(
+                "the one in {}",
+                home.join("api").join("admin-token").display()
+            ),
+            None => "AGENTFILE_ADMIN_TOKEN's".to_string(),
+        };
+        outln!(
+            "console: {}/console (sign in with the admin token: {token_at})",
+            api.url.trim_end_matches('/')
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

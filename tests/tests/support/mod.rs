@@ -304,8 +304,10 @@ async fn forward(
                 format!("{api}{}", uri.path_and_query().map_or("", |p| p.as_str())),
             )
             .body(body.clone());
-        if let Some(ct) = headers.get("content-type") {
-            r = r.header("content-type", ct);
+        for name in ["content-type", "authorization"] {
+            if let Some(v) = headers.get(name) {
+                r = r.header(name, v);
+            }
         }
         r.send().await
     };

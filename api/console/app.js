@@ -1,0 +1,328 @@
+// The ninetrix web console: threads and their crash lineage, the approvals inbox, triggers. It
+// calls the same API routes as the CLI; the sign-in is an HttpOnly cookie the page never sees,
+// and every request that changes something carries the X-Ninetrix-Console header (CSRF). No
+// framework, no build step: text goes into the page with textContent only, never as HTML.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let session = null; // {kind, pool?, name?}
+let live = null; // the EventSource of the thread on screen
+
+async function api(method, path, body) {
+  const init = { method, headers: { "X-Ninetrix-Console": "1" }, credentials: "same-origin" };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  const text = await resp.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!resp.ok) {
+    const err = new Error((data && data.message) || `${method} ${path}: ${resp.status}`);
+    err.status = resp.status;
+    throw err;
+  }
+  return data;
+}
+
+// Elements from a tag, attributes and children (strings become text nodes).
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(typeof c === "string" || typeof c === "number" ? document.createTextNode(String(c)) : c);
+  }
+  return node;
+}
+
+function ago(iso) {
+  const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+function show(view) {
+  if (live) { live.close(); live = null; }
+  const root = $("view");
+  root.replaceChildren(view);
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.classList.toggle("active", location.hash.startsWith(`#/${a.dataset.view}`));
+  }
+}
+
+function failure(e) {
+  return el("p", { class: "error", role: "alert" }, e.message);
+}
+
+// ---- sign-in ----
+
+async function signIn(ev) {
+  ev.preventDefault();
+  $("signin-error").textContent = "";
+  try {
+    await api("POST", "/console/session", { token: $("token").value });
+    $("token").value = "";
+    await start();
+  } catch (e) {
+    $("signin-error").textContent = e.status === 401 ? "That token is not valid here." : e.message;
+  }
+}
+
+async function signOut() {
+  await api("DELETE", "/console/session").catch(() => {});
+  session = null;
+  location.hash = "";
+  await start();
+}
+
+async function start() {
+  try {
+    const who = await api("GET", "/console/session");
+    session = who.kind === "none" ? null : who;
+  } catch (e) {
+    session = null;
+  }
+  $("signin").hidden = !!session;
+  $("nav").hidden = !session;
+  $("signout").hidden = !session;
+  $("who").textContent = !session ? "" : session.kind === "admin" ? "admin" : `${session.name} · approver of pool ${session.pool}`;
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.hidden = session && session.kind !== "admin" && a.dataset.view !== "approvals";
+  }
+  if (!session) { $("view").replaceChildren(); return; }
+  if (!location.hash || location.hash === "#/") {
+    location.hash = session.kind === "admin" ? "#/threads" : "#/approvals";
+  } else {
+    route();
+  }
+}
+
+// ---- threads ----
+
+async function threadsView() {
+  const view = el("section", {}, el("h1", {}, "Threads"));
+  show(view);
+  try {
+    const threads = await api("GET", "/v1/threads?limit=500");
+    const rows = threads.map((t) =>
+      el("tr", { class: "link", "data-thread": t.thread_id, onclick: () => { location.hash = `#/threads/${t.thread_id}`; } },
+        el("td", {}, t.pool || "-"),
+        el("td", {}, t.agent || "-"),
+        el("td", {}, t.session ? `session ${t.session}` : t.replica ? `replica ${t.replica}` : "-"),
+        el("td", {}, t.status),
+        el("td", {}, String(t.epoch)),
+        el("td", { class: t.boot_count > 1 ? "warn" : "" }, String(t.boot_count)),
+        el("td", { class: "dim" }, ago(t.updated_at)),
+        el("td", { class: "mono dim" }, t.thread_id)));
+    view.append(el("table", {},
+      el("tr", {}, ...["pool", "agent", "conversation", "status", "epoch", "boots", "updated", "thread"].map((h) => el("th", {}, h))),
+      ...rows));
+    if (!threads.length) view.append(el("p", { class: "dim" }, "No threads yet: `ninetrix up` starts a pool."));
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// The crash lineage of one restart: what the runner found and did when it came back.
+function lineage(boot, after) {
+  const steps = [el("li", {}, `the runner of epoch ${boot.epoch - 1} stopped without finishing (killed, crashed or fenced)`),
+    el("li", {}, `restarted: epoch ${boot.epoch}, boot ${boot.boot_count}${boot.restart_count ? `, container restart ${boot.restart_count}` : ""}`)];
+  for (const e of after) {
+    if (e.type === "repair") {
+      const n = (e.data.dropped || []).length;
+      steps.push(el("li", {}, `repaired the history: cut back to ${e.data.truncate_to} messages, dropped ${n} (${e.data.mode})`));
+    } else if (e.type === "turn_resumed") {
+      steps.push(el("li", {}, `resumed turn ${e.data.turn_seq} (message ${e.data.seq})`));
+    } else if (e.type === "tool_replayed") {
+      steps.push(el("li", {}, `replayed ${e.data.name} from the ledger (not run again)`));
+    } else if (e.type === "tool_call" && e.data.mode === "outcome_unknown") {
+      steps.push(el("li", { class: "error" }, `${e.data.name}: outcome unknown — it may have run; not run again`));
+    }
+  }
+  return el("div", { class: "lineage", "data-lineage": String(boot.epoch) },
+    el("strong", {}, `✖ crash → restart (epoch ${boot.epoch})`), el("ol", {}, ...steps));
+}
+
+function timelineItem(e) {
+  const d = e.data || {};
+  switch (e.type) {
+    case "turn_started": return el("li", { class: "turn" }, `turn ${d.turn_seq} · message ${d.seq}: `, d.input || "");
+    case "turn_resumed": return el("li", { class: "turn" }, `turn ${d.turn_seq} resumed`);
+    case "llm_call": return el("li", {}, `model ${d.model} answered in ${d.latency_ms} ms · ${d.input_tokens} in / ${d.output_tokens} out`);
+    case "llm_retry": return el("li", { class: "warn" }, `model call failed (${d.reason}); retry in ${d.retry_in_ms} ms`);
+    case "tool_call":
+    case "tool_replayed": {
+      const mode = e.type === "tool_replayed" ? "replayed" : d.mode;
+      return el("li", {}, `${d.name} `, el("span", { class: `badge ${mode}` }, mode), ` ${d.duration_ms} ms`, d.ok ? "" : el("span", { class: "error" }, " failed"));
+    }
+    case "approval_requested": return el("li", { class: "warn" }, `waiting for a person: ${d.tool} (request ${d.id})`);
+    case "approval_decided": return el("li", {}, `decided: ${d.decision || d.status || ""} ${d.by ? `by ${d.by}` : ""}`);
+    case "handoff_sent": return el("li", {}, `asked ${d.agent}`);
+    case "handoff_settled": return el("li", {}, `${d.agent} ${d.status}`);
+    case "turn_completed": return el("li", { class: d.ok ? "reply" : "error" }, `reply${d.ok ? "" : " (failed)"}: `, d.reply || "");
+    case "error": return el("li", { class: "error" }, d.message || "error");
+    default: return null;
+  }
+}
+
+function renderTimeline(list, events) {
+  list.replaceChildren();
+  events.forEach((e, i) => {
+    if (e.type === "boot" && e.data.epoch > 1 && (e.data.boot_count > 1 || e.data.repaired)) {
+      // What the boot led to, up to the next boot.
+      const next = events.findIndex((x, j) => j > i && x.type === "boot");
+      const after = events.slice(i + 1, next < 0 ? events.length : next);
+      list.append(el("li", {}, lineage(e.data, after)));
+      return;
+    }
+    const item = timelineItem(e);
+    if (item) list.append(item);
+  });
+}
+
+async function threadView(id) {
+  const title = el("h1", {}, "Thread ", el("span", { class: "mono" }, id));
+  const status = el("p", { class: "dim" });
+  const list = el("ul", { class: "timeline", id: "timeline" });
+  const liveNote = el("span", { class: "live" });
+  const view = el("section", {}, title, status, liveNote, list);
+  show(view);
+  try {
+    const t = await api("GET", `/v1/threads/${encodeURIComponent(id)}`);
+    status.textContent = `${t.pool || "-"} / ${t.agent || "-"} · ${t.session ? `session ${t.session}` : `replica ${t.replica || "-"}`} · ${t.status} · epoch ${t.epoch} · ${t.boot_count} boot(s)`;
+    const events = [];
+    let after = 0;
+    for (;;) {
+      const page = await api("GET", `/v1/threads/${encodeURIComponent(id)}/events?after=${after}&limit=1000`);
+      if (!page.length) break;
+      events.push(...page);
+      after = page[page.length - 1].seq;
+    }
+    renderTimeline(list, events);
+    live = new EventSource(`/v1/threads/${encodeURIComponent(id)}/events/stream?after=${after}`);
+    live.onopen = () => { liveNote.textContent = "● live"; };
+    live.onerror = () => { liveNote.textContent = ""; };
+    live.onmessage = null;
+    const onEvent = (m) => {
+      const e = JSON.parse(m.data);
+      events.push(e);
+      renderTimeline(list, events);
+    };
+    for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "tool_call",
+      "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "turn_completed", "error"]) {
+      live.addEventListener(kind, onEvent);
+    }
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// ---- approvals ----
+
+async function decide(a, decision, extra) {
+  const body = Object.assign({ decision }, extra || {});
+  await api("POST", `/v1/approvals/${encodeURIComponent(a.id)}/decision`, body);
+}
+
+async function approvalsView() {
+  const view = el("section", {}, el("h1", {}, "Approvals"));
+  show(view);
+  try {
+    const pending = await api("GET", "/v1/approvals?status=pending");
+    if (!pending.length) view.append(el("p", { class: "dim", id: "no-approvals" }, "Nothing is waiting for a person."));
+    for (const a of pending) {
+      const note = el("p", { class: "error", role: "alert" });
+      const reason = el("input", { type: "text", placeholder: a.kind === "question" ? "your answer" : "reason (to deny)", "aria-label": "reason" });
+      const act = (decision) => async () => {
+        note.textContent = "";
+        try {
+          if (decision === "answer") await decide(a, "answer", { answer: reason.value });
+          else if (decision === "reject") await decide(a, "reject", { reason: reason.value || "denied from the console" });
+          else await decide(a, "approve");
+          await approvalsView();
+        } catch (e) {
+          note.textContent = e.message;
+        }
+      };
+      const buttons = a.kind === "question"
+        ? [el("button", { onclick: act("answer"), "data-action": "answer" }, "Answer")]
+        : [el("button", { onclick: act("approve"), "data-action": "approve" }, "Approve"),
+          el("button", { onclick: act("reject"), "data-action": "deny" }, "Deny")];
+      view.append(el("article", { "data-approval": a.id },
+        el("h3", {}, `${a.tool} `, el("span", { class: "dim" }, `${a.pool || "-"} / ${a.agent || "-"}`)),
+        el("pre", { class: "mono" }, typeof a.args === "string" ? a.args : JSON.stringify(a.args, null, 2)),
+        el("p", { class: "dim" }, `requested ${ago(a.requested_at)} · expires ${new Date(a.expires_at).toISOString()}`),
+        reason, " ", ...buttons, note));
+    }
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// ---- triggers ----
+
+async function triggersView() {
+  const view = el("section", {}, el("h1", {}, "Triggers"));
+  show(view);
+  try {
+    const triggers = await api("GET", "/v1/triggers");
+    if (!triggers.length) view.append(el("p", { class: "dim" }, "No triggers: declare `triggers:` in the agentfile, then `ninetrix up`."));
+    const rows = triggers.map((t) => {
+      const k = t.spec.kind;
+      const rule = k.type === "webhook" ? `POST ${t.hook_path}` : k.cron ? `cron ${k.cron} (${k.timezone})` : `every ${k.every_secs}s`;
+      const last = t.last ? `${t.last.outcome}${t.last.reason ? ` (${t.last.reason})` : ""} ${ago(t.last.at)}` : "-";
+      return el("tr", { class: "link", onclick: () => { location.hash = `#/triggers/${t.pool}/${t.spec.name}`; } },
+        el("td", {}, t.pool), el("td", {}, t.spec.name), el("td", {}, k.type), el("td", {}, t.spec.agent),
+        el("td", { class: "mono" }, rule), el("td", {}, t.next_fire_at ? new Date(t.next_fire_at).toISOString() : "-"), el("td", {}, last));
+    });
+    if (triggers.length) {
+      view.append(el("table", {},
+        el("tr", {}, ...["pool", "name", "type", "agent", "rule", "next fire", "last"].map((h) => el("th", {}, h))), ...rows));
+    }
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+async function triggerView(pool, name) {
+  const view = el("section", {}, el("h1", {}, `Trigger ${name}`), el("p", { class: "dim" }, `pool ${pool}`));
+  show(view);
+  try {
+    const events = await api("GET", `/v1/pools/${encodeURIComponent(pool)}/triggers/${encodeURIComponent(name)}/history?limit=200`);
+    view.append(el("table", {},
+      el("tr", {}, ...["at", "source", "outcome", "for", "session", "detail"].map((h) => el("th", {}, h))),
+      ...events.map((e) => el("tr", {},
+        el("td", {}, new Date(e.at).toISOString()), el("td", {}, e.source),
+        el("td", { class: e.outcome === "rejected" ? "error" : "" }, `${e.outcome}${e.reason ? ` (${e.reason})` : ""}`),
+        el("td", { class: "mono" }, e.scheduled_at || e.delivery_id || "-"),
+        el("td", {}, e.session ? `${e.session} #${e.inbox_seq}` : "-"), el("td", { class: "dim" }, e.detail || "")))));
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// ---- routing ----
+
+function route() {
+  if (!session) return;
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  if (parts[0] === "threads" && parts[1]) threadView(parts[1]);
+  else if (parts[0] === "threads") threadsView();
+  else if (parts[0] === "approvals") approvalsView();
+  else if (parts[0] === "triggers" && parts[2]) triggerView(parts[1], parts[2]);
+  else if (parts[0] === "triggers") triggersView();
+}
+
+window.addEventListener("hashchange", route);
+document.addEventListener("DOMContentLoaded", () => {
+  $("signin").addEventListener("submit", signIn);
+  $("signout").addEventListener("click", signOut);
+  start();
+});
