@@ -70,6 +70,7 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
             inbox_cursor: 0,
             usage: Default::default(),
             handoff: None,
+            attempt: None,
         },
     }
 }

@@ -7,6 +7,7 @@
 const $ = (id) => document.getElementById(id);
 let session = null; // {kind, pool?, name?}
 let live = null; // the EventSource of the thread on screen
+let refresh = null; // the approvals view's timer
 
 async function api(method, path, body) {
   const init = { method, headers: { "X-Ninetrix-Console": "1" }, credentials: "same-origin" };
@@ -50,6 +51,7 @@ function ago(iso) {
 
 function show(view) {
   if (live) { live.close(); live = null; }
+  if (refresh) { clearTimeout(refresh); refresh = null; }
   const root = $("view");
   root.replaceChildren(view);
   for (const a of document.querySelectorAll("#nav a")) {
@@ -98,9 +100,57 @@ async function start() {
   }
   if (!session) { $("view").replaceChildren(); return; }
   if (!location.hash || location.hash === "#/") {
-    location.hash = session.kind === "admin" ? "#/threads" : "#/approvals";
+    location.hash = session.kind === "admin" ? "#/pools" : "#/approvals";
   } else {
     route();
+  }
+}
+
+// ---- pools ----
+
+// Every pool's agents and their conversations, from the threads the API holds: a replica's own
+// thread or a session's, each with its status, epoch and boots (a boot past the first is a
+// restart: a crash, a kill or an update).
+async function poolsView() {
+  const view = el("section", {}, el("h1", {}, "Pools"));
+  show(view);
+  try {
+    const threads = await api("GET", "/v1/threads?limit=1000");
+    const pools = new Map();
+    for (const t of threads) {
+      const pool = t.pool || "(no pool)";
+      const agent = t.agent || "(no agent)";
+      if (!pools.has(pool)) pools.set(pool, new Map());
+      const agents = pools.get(pool);
+      if (!agents.has(agent)) agents.set(agent, []);
+      agents.get(agent).push(t);
+    }
+    if (!pools.size) view.append(el("p", { class: "dim" }, "No pools yet: `ninetrix up` starts one."));
+    for (const [pool, agents] of [...pools.entries()].sort()) {
+      const section = el("section", { "data-pool": pool }, el("h2", {}, pool));
+      for (const [agent, list] of [...agents.entries()].sort()) {
+        const replicas = list.filter((t) => !t.session).length;
+        const sessions = list.length - replicas;
+        const restarts = list.reduce((n, t) => n + Math.max(0, t.boot_count - 1), 0);
+        const busy = list.filter((t) => t.status === "in_turn" || t.status === "waiting").length;
+        const failed = list.filter((t) => t.status === "failed").length;
+        section.append(el("h3", { "data-agent": agent }, agent, " ",
+          el("span", { class: "dim" }, `${replicas} replica thread(s), ${sessions} session(s) · ${busy} working · `),
+          el("span", { class: restarts ? "warn" : "dim" }, `${restarts} restart(s)`),
+          failed ? el("span", { class: "error" }, ` · ${failed} failed`) : ""));
+        section.append(el("table", {},
+          el("tr", {}, ...["conversation", "status", "epoch", "boots", "updated"].map((h) => el("th", {}, h))),
+          ...list.map((t) => el("tr", { class: "link", onclick: () => { location.hash = `#/threads/${t.thread_id}`; } },
+            el("td", {}, t.session ? `session ${t.session}` : `replica ${t.replica || "-"}`),
+            el("td", { class: t.status === "failed" ? "error" : "" }, t.status),
+            el("td", {}, String(t.epoch)),
+            el("td", { class: t.boot_count > 1 ? "warn" : "" }, String(t.boot_count)),
+            el("td", { class: "dim" }, ago(t.updated_at))))));
+      }
+      view.append(section);
+    }
+  } catch (e) {
+    view.append(failure(e));
   }
 }
 
@@ -234,6 +284,15 @@ async function decide(a, decision, extra) {
 async function approvalsView() {
   const view = el("section", {}, el("h1", {}, "Approvals"));
   show(view);
+  // New requests show up without a reload (a request is stored with the model response that
+  // makes the call; there is no stream of all threads' events to follow).
+  const again = () => {
+    if (!location.hash.startsWith("#/approvals")) return;
+    // Not while someone is typing a reason or an answer.
+    if (document.activeElement && document.activeElement.tagName === "INPUT") refresh = setTimeout(again, 5000);
+    else approvalsView();
+  };
+  refresh = setTimeout(again, 5000);
   try {
     const pending = await api("GET", "/v1/approvals?status=pending");
     if (!pending.length) view.append(el("p", { class: "dim", id: "no-approvals" }, "Nothing is waiting for a person."));
@@ -313,7 +372,8 @@ async function triggerView(pool, name) {
 function route() {
   if (!session) return;
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  if (parts[0] === "threads" && parts[1]) threadView(parts[1]);
+  if (parts[0] === "pools") poolsView();
+  else if (parts[0] === "threads" && parts[1]) threadView(parts[1]);
   else if (parts[0] === "threads") threadsView();
   else if (parts[0] === "approvals") approvalsView();
   else if (parts[0] === "triggers" && parts[2]) triggerView(parts[1], parts[2]);

@@ -4,7 +4,8 @@
 //!
 //! This crate owns the HTTP surface (`routes`), authentication (`auth`), the error mapping
 //! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
-//! (`scheduler`), webhook signatures (`hooks`) and trigger rules (`trigger_rules`). The CLI's `ninetrix api` command only parses flags, builds a
+//! (`scheduler`), webhook signatures (`hooks`), trigger rules (`trigger_rules`) and the
+//! OpenTelemetry server spans (`telemetry`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod scheduler;
 pub mod server;
 mod state;
 pub mod store;
+pub mod telemetry;
 mod trigger_rules;
 
 pub use auth::{AuthConfig, Secret};

@@ -34,6 +34,8 @@ pub struct Config {
     /// How often the scheduler looks for due schedules (`None`: this process fires none — another
     /// replica does).
     pub scheduler_tick: Option<Duration>,
+    /// Where the server spans of requests go (OpenTelemetry; `None`: no spans, no cost).
+    pub telemetry: Option<crate::telemetry::Tracer>,
 }
 
 impl Config {
@@ -48,6 +50,7 @@ impl Config {
             keep_alive: Duration::from_secs(15),
             store: StoreOptions::default(),
             scheduler_tick: Some(crate::scheduler::DEFAULT_TICK),
+            telemetry: None,
         }
     }
 }
@@ -109,7 +112,7 @@ impl Server {
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),
         };
-        let router = crate::routes::router(app.clone(), config.body_limit);
+        let router = crate::routes::router(app.clone(), config.body_limit, config.telemetry);
         Ok(Server {
             listener,
             app,

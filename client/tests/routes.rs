@@ -71,6 +71,7 @@ fn state(turn_seq: u64, status: ThreadStatus) -> CheckpointState {
         inbox_cursor: 1,
         usage: Default::default(),
         handoff: None,
+        attempt: None,
     }
 }
 

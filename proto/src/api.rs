@@ -159,7 +159,7 @@ pub const MAX_STORED_INT: u64 = i64::MAX as u64;
 /// Deserializers for the integers of request bodies. JSON Schema (and so the OpenAPI document)
 /// counts `2.0` as the integer 2, so these take a whole number however it is spelled; a fraction,
 /// a negative number or one past the bound is refused.
-mod int {
+pub(crate) mod int {
     use serde::de::{Deserializer, Error, Visitor};
 
     /// A whole number from 0 to `max`.
@@ -202,29 +202,29 @@ mod int {
     }
 
     /// Any `u64`.
-    pub(super) fn any<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    pub(crate) fn any<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         d.deserialize_any(Whole { max: u64::MAX })
     }
 
     /// A stored integer: 0 to [`super::MAX_STORED_INT`].
-    pub(super) fn stored<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    pub(crate) fn stored<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         d.deserialize_any(Whole {
             max: super::MAX_STORED_INT,
         })
     }
 
     /// An optional stored integer.
-    pub(super) fn stored_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn stored_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         Option::<Stored>::deserialize(d).map(|o| o.map(|Stored(v)| v))
     }
 
     /// A `u32`.
-    pub(super) fn u32_req<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    pub(crate) fn u32_req<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
         Small::deserialize(d).map(|Small(v)| v)
     }
 
     /// An optional `u32`.
-    pub(super) fn u32_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    pub(crate) fn u32_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
         let v = Option::<Small>::deserialize(d)?;
         Ok(v.map(|Small(v)| v))
     }
@@ -339,6 +339,24 @@ pub struct CheckpointState {
     /// replies to that handoff when it ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffOrigin>,
+    /// The runner attempt working on the current turn (written when a turn starts or resumes):
+    /// a runner that resumes the turn after a crash reports the interrupted attempt's span and
+    /// links its own to it. `None` between turns, and in states written by older runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<TurnAttempt>,
+}
+
+/// One runner's attempt at a turn: the epoch that worked on it and when it took the turn up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TurnAttempt {
+    /// The epoch of the runner that started or resumed the turn.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub epoch: u64,
+    /// When it started or resumed the turn (the runner's clock).
+    pub started_at: DateTime<Utc>,
 }
 
 /// Identity of the agent replica behind a thread, for listing and filtering.

@@ -19,12 +19,15 @@ pub const MAX_DELTA_BYTES: usize = 64 * 1024;
 #[serde(deny_unknown_fields)]
 pub struct DeltaBatch {
     /// The runner's epoch (a watcher shows only the newest epoch's text).
+    #[serde(deserialize_with = "crate::api::int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
     /// The turn.
+    #[serde(deserialize_with = "crate::api::int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_seq: u64,
     /// The model round of the turn (from 1).
+    #[serde(deserialize_with = "crate::api::int::u32_req")]
     #[cfg_attr(feature = "openapi", schema(maximum = 4294967295_i64))]
     pub round: u32,
     /// The round is being produced again after a restart: a watcher starts the round's text
@@ -32,6 +35,7 @@ pub struct DeltaBatch {
     #[serde(default)]
     pub resumed: bool,
     /// Characters of this round streamed before `text`.
+    #[serde(deserialize_with = "crate::api::int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub offset: u64,
     /// The new text (at most 64 KiB).

@@ -99,6 +99,9 @@ pub struct Config {
     /// The session this runner serves, when it serves a session's thread (set by the replica for
     /// each session it takes; never from the environment).
     pub session: Option<String>,
+    /// Where the thread's OpenTelemetry spans go (set by `ninetrix runner` when an OTLP endpoint
+    /// is configured; never from the environment here). `None`: no spans are built.
+    pub telemetry: Option<crate::telemetry::Exporter>,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.
@@ -242,5 +245,6 @@ pub fn from_vars(
         spec,
         agent_token,
         session: None,
+        telemetry: None,
     })
 }

@@ -8,7 +8,7 @@ use ninetrix_client::{Client, Token, http_client};
 use ninetrix_proto::ApprovalId;
 use ninetrix_proto::api::{
     Approval, ApprovalKind, ApprovalStatus, CommitRequest, Handoff, HandoffRequest, HandoffStatus,
-    NewApproval, ThreadLabels, ThreadStatus, ToolCallStatus,
+    NewApproval, ThreadLabels, ThreadStatus, ToolCallStatus, TurnAttempt,
 };
 use ninetrix_proto::events::{self as ev, ErrorEvent, ErrorStage, TraceEvent};
 use sha2::{Digest, Sha256};
@@ -27,6 +27,7 @@ use crate::ledger::Decision;
 use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
 use crate::mcp::McpServers;
 use crate::notify::{Commands, Notification, Notifier};
+use crate::telemetry::{Observed, ThreadInfo, ThreadSpans};
 use crate::tools::{self, ToolContext, ToolOutput};
 use ninetrix_mcp::client::CallError;
 use ninetrix_proto::agentfile::Effect as EffectClass;
@@ -108,6 +109,9 @@ struct Runner<C: Checkpoints> {
     notified: HashMap<ApprovalId, CancellationToken>,
     /// A session's runner: stop once the inbox is empty and no turn is left.
     until_idle: bool,
+    /// This runner's attempt at the turn in progress (stored with the turn's commits, so a
+    /// runner that resumes the turn after a crash can report this attempt's span).
+    attempt: Option<TurnAttempt>,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
@@ -201,9 +205,25 @@ async fn run_with<C: Checkpoints>(
             return Exit::Failure(format!("cannot claim thread {}: {e}", config.thread_id));
         }
     };
-    let events = Events::start(store.clone(), epoch);
-    health.attach(events.clone());
+    let mut events = Events::start(store.clone(), epoch);
     let spec = &config.spec;
+    if let Some(exporter) = &config.telemetry {
+        let info = ThreadInfo {
+            thread: config.thread_id,
+            agent: spec.name.clone(),
+            session: config.session.clone(),
+            pool: config.pool.clone(),
+            replica: config.replica,
+            provider: spec
+                .runtime
+                .via
+                .clone()
+                .unwrap_or_else(|| spec.runtime.provider.as_str().to_string()),
+            model: spec.runtime.model.clone(),
+        };
+        events = events.with_spans(ThreadSpans::new(info, epoch, exporter.clone()));
+    }
+    health.attach(events.clone());
     let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace) {
         Ok(mcp) => mcp,
         Err(e) => return Exit::Failure(e.to_string()),
@@ -249,6 +269,7 @@ async fn run_with<C: Checkpoints>(
         notifier,
         notified: HashMap::new(),
         until_idle,
+        attempt: None,
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -269,6 +290,16 @@ impl<C: Checkpoints> Runner<C> {
         if let Some(state) = &restored {
             self.version = state.version;
             self.history_len = state.history.len() as u64;
+            if matches!(
+                state.state.status,
+                ThreadStatus::InTurn | ThreadStatus::Waiting
+            ) {
+                // This runner takes the turn up; the attempt it interrupts gets its span.
+                if let Some(prev) = &state.state.attempt {
+                    self.events.observe(Observed::Interrupted(prev.clone()));
+                }
+                self.attempt = Some(self.new_attempt());
+            }
             tracing::info!(
                 "resumed thread {} at version {} (epoch {})",
                 self.config.thread_id,
@@ -380,6 +411,7 @@ impl<C: Checkpoints> Runner<C> {
                 return self.stopped(Stop::Shutdown);
             }
             self.turn_started = Instant::now();
+            self.attempt = Some(self.new_attempt());
             self.health.set(Activity::Working { seq: message.seq });
             self.refresh_tools().await;
             let effects = self.engine.apply(Input::Message {
@@ -407,6 +439,7 @@ impl<C: Checkpoints> Runner<C> {
                     return Exit::Failure("a batch agent needs a task: set execution.task in the agentfile or pass a message".into());
                 };
                 self.turn_started = Instant::now();
+                self.attempt = Some(self.new_attempt());
                 self.health.set(Activity::Batch);
                 self.refresh_tools().await;
                 let effects = self.engine.apply(Input::Message {
@@ -431,9 +464,18 @@ impl<C: Checkpoints> Runner<C> {
         }
     }
 
+    /// This runner's attempt at a turn it takes up now.
+    fn new_attempt(&self) -> TurnAttempt {
+        TurnAttempt {
+            epoch: self.epoch,
+            started_at: chrono::Utc::now(),
+        }
+    }
+
     fn stopped(&self, stop: Stop) -> Exit {
         match stop {
             Stop::Fenced(why) => {
+                self.events.observe(Observed::Fenced);
                 tracing::warn!("fenced: {why}; stopping (exit 0)");
                 Exit::Ok
             }
@@ -564,12 +606,18 @@ impl<C: Checkpoints> Runner<C> {
                 .chain(&riding)
                 .map(|e| e.to_new_event(now)),
         );
+        let mut state = plan.state;
+        state.attempt = if matches!(state.status, ThreadStatus::InTurn | ThreadStatus::Waiting) {
+            self.attempt.clone()
+        } else {
+            None
+        };
         let req = CommitRequest {
             epoch: self.epoch,
             parent_version: self.version,
             truncate_to: plan.truncate_to,
             append: plan.append,
-            state: plan.state,
+            state,
             intents: plan.intents,
             outcomes: plan.outcomes,
             events,
@@ -658,6 +706,15 @@ impl<C: Checkpoints> Runner<C> {
                 {
                     stop.cancel();
                 }
+            }
+            for a in ours.iter().filter(|a| a.status.is_settled()) {
+                self.events.observe(Observed::ApprovalSettled {
+                    id: a.id.to_string(),
+                    kind: a.kind,
+                    tool: a.tool.clone(),
+                    status: a.status,
+                    requested_at: a.requested_at,
+                });
             }
             let pending: Vec<&Approval> = ours
                 .iter()

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use crate::backoff;
 use crate::checkpoints::{CheckpointError, Checkpoints};
+use crate::telemetry::{Observed, ThreadSpans};
 
 /// The most events kept while the API cannot take them (a few hours of a busy agent's retries).
 pub const MAX_PENDING: usize = 2048;
@@ -37,6 +38,8 @@ enum Msg {
 #[derive(Clone)]
 pub struct Events {
     tx: mpsc::Sender<Msg>,
+    /// The thread's OpenTelemetry spans, built from the events (when telemetry is on).
+    spans: Option<ThreadSpans>,
 }
 
 impl Events {
@@ -44,14 +47,31 @@ impl Events {
     pub fn start<C: Checkpoints>(store: C, epoch: u64) -> Events {
         let (tx, rx) = mpsc::channel(1024);
         tokio::spawn(send_loop(store, epoch, rx));
-        Events { tx }
+        Events { tx, spans: None }
+    }
+
+    /// The same sink, also turning every event into OpenTelemetry spans.
+    pub fn with_spans(mut self, spans: ThreadSpans) -> Events {
+        self.spans = Some(spans);
+        self
+    }
+
+    /// Tells the spans what no event says (an interrupted attempt, a settled request, fencing).
+    pub fn observe(&self, what: Observed<'_>) {
+        if let Some(spans) = &self.spans {
+            spans.observe(what);
+        }
     }
 
     /// Logs the event and queues it for the store, stamped with the runner's own time (the API
     /// stores events in batches, later).
     pub fn emit(&self, event: TraceEvent) {
         log(&event);
-        let wire = event.to_new_event(chrono::Utc::now());
+        let now = chrono::Utc::now();
+        if let Some(spans) = &self.spans {
+            spans.observe_at(now, Observed::Event(&event));
+        }
+        let wire = event.to_new_event(now);
         if self.tx.try_send(Msg::Event(wire)).is_err() {
             tracing::warn!("event queue full; an event was dropped");
         }
@@ -86,6 +106,7 @@ impl Events {
     /// [`Events::emit`] would log.
     pub fn log_only(&self, event: &TraceEvent) {
         log(event);
+        self.observe(Observed::Event(event));
     }
 }
 

@@ -20,6 +20,7 @@ pub mod llm;
 pub mod mcp;
 pub mod notify;
 pub mod sessions;
+pub mod telemetry;
 pub mod tools;
 
 pub use config::{Config, ConfigError};

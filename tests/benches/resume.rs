@@ -76,6 +76,7 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
                 inbox_cursor: 0,
                 usage: Default::default(),
                 handoff: None,
+                attempt: None,
             },
             intents: Vec::new(),
             outcomes: Vec::new(),

@@ -49,6 +49,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         inbox_cursor: turn,
         usage: Default::default(),
         handoff: None,
+        attempt: None,
     };
     let call = Message::new(
         Role::Assistant,

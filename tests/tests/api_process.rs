@@ -21,6 +21,7 @@ fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
             inbox_cursor: 0,
             usage: Default::default(),
             handoff: None,
+            attempt: None,
         },
     }
 }

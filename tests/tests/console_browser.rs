@@ -295,6 +295,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
     // A thread whose write waits for a person.
     let gated = ThreadId::new_v7();
     let mut spec = appender_spec();
+    spec["name"] = "clerk".into();
     spec["governance"]["human_approval"] =
         json!({"enabled": true, "actions": [], "effects": ["write"], "timeout_secs": 3600});
     let gated_token = mint(gated, "clerk").await;
@@ -347,6 +348,14 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
             "document.getElementById('token').value = '{ADMIN}'; \
              document.getElementById('signin').requestSubmit(); true"
         ));
+        // Signed in, the admin lands on the pools: two agents of pool demo.
+        b.wait(
+            "the pool's agents",
+            "!!document.querySelector('[data-pool=\"demo\"] [data-agent=\"appender\"]') && \
+             !!document.querySelector('[data-pool=\"demo\"] [data-agent=\"clerk\"]')",
+            Duration::from_secs(20),
+        );
+        b.eval("location.hash = '#/threads'; true");
         b.wait(
             "the threads list",
             &format!("!!document.querySelector('[data-thread=\"{crashed_id}\"]')"),

@@ -227,11 +227,15 @@ fn merge_all_of(
     Some(merged)
 }
 
-pub(crate) fn router(app: App, body_limit: usize) -> Router {
+pub(crate) fn router(
+    app: App,
+    body_limit: usize,
+    tracer: Option<crate::telemetry::Tracer>,
+) -> Router {
     let (router, mut api) = documented().split_for_parts();
     complete(&mut api);
     let _ = OPENAPI_JSON.set(api.to_pretty_json().unwrap_or_else(|_| "{}".into()));
-    router
+    let router = router
         .merge(crate::console::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -249,8 +253,13 @@ pub(crate) fn router(app: App, body_limit: usize) -> Router {
                 .map(MatchedPath::as_str)
                 .unwrap_or("unmatched");
             tracing::info_span!("request", method = %req.method(), path)
-        }))
-        .with_state(app)
+        }));
+    // Outermost, so the span sees the answer the client gets (a caught panic's 500 too).
+    let router = match tracer {
+        Some(tracer) => crate::telemetry::layer(router, tracer),
+        None => router,
+    };
+    router.with_state(app)
 }
 
 fn internal_error() -> Response {

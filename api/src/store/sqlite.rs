@@ -500,6 +500,7 @@ mod tests {
             inbox_cursor: 4,
             usage: Default::default(),
             handoff: None,
+            attempt: None,
         })
         .unwrap();
         let old = Connection::open(&path).unwrap();

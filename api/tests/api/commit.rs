@@ -49,6 +49,7 @@ fn state(turn_seq: u64, turn_start: u64, cursor: u64) -> CheckpointState {
         inbox_cursor: cursor,
         usage: Default::default(),
         handoff: None,
+        attempt: None,
     }
 }
 

@@ -9,6 +9,7 @@ mod deltas;
 mod handoffs;
 mod model;
 mod openapi_contract;
+mod otel;
 mod sessions;
 mod size;
 mod support;

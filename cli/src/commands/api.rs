@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use ninetrix_api::{AuthConfig, Config, Secret, Server};
+use ninetrix_telemetry::Telemetry;
 
 /// Arguments of `ninetrix api`.
 #[derive(Debug, Args)]
@@ -54,7 +55,17 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    // The exporter's batch task runs on the runtime. A bad OTEL_* variable stops the start.
+    let telemetry = {
+        let _entered = runtime.enter();
+        Telemetry::from_env(SERVICE_NAME, Vec::new())
+            .context("cannot set up OpenTelemetry export")?
+    };
+    if let Some(telemetry) = &telemetry {
+        config.telemetry = Some(telemetry.tracer(SERVICE_NAME));
+        tracing::info!("exporting OpenTelemetry traces to {}", telemetry.endpoint());
+    }
+    let served = runtime.block_on(async move {
         let server = Server::bind(config).await?;
         let addr = server.local_addr()?;
         tracing::info!(
@@ -66,9 +77,20 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
         server.run(ninetrix_api::shutdown_signal()).await?;
         tracing::info!("ninetrix api stopped");
         anyhow::Ok(())
-    })?;
+    });
+    // Send the spans still queued (the runtime's workers export them), then stop.
+    if let Some(telemetry) = telemetry {
+        telemetry.shutdown(TELEMETRY_FLUSH);
+    }
+    served?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The OpenTelemetry service name when `OTEL_SERVICE_NAME` does not say (and the tracer's scope).
+const SERVICE_NAME: &str = "ninetrix-api";
+
+/// How long the spans still queued at exit get to reach the collector.
+const TELEMETRY_FLUSH: Duration = Duration::from_secs(5);
 
 /// Logs to stderr: `RUST_LOG` filters (default info), `NINETRIX_LOG_FORMAT=json` for JSON lines.
 pub(crate) fn init_logging() {

@@ -28,13 +28,63 @@ pub(crate) fn init_logging(default: &str) {
 /// Runs the runner until it stops.
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     init_runner_logging();
-    let config = match ninetrix_runner::config::from_env() {
+    let mut config = match ninetrix_runner::config::from_env() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(ExitCode::from(crate::EXIT_USAGE));
         }
     };
-    let exit = super::until_signal(|shutdown| ninetrix_runner::run(config, shutdown))?;
+    // OpenTelemetry (issue 18): the standard OTEL_* variables (headers also from the secret
+    // file); no endpoint, nothing is built. A bad variable is a configuration error naming it.
+    let otel = match otel_settings(&config) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(crate::EXIT_USAGE));
+        }
+    };
+    let exit = super::until_signal(|shutdown| async move {
+        let exporter = otel.map(ninetrix_runner::telemetry::Otlp::start);
+        config.telemetry = exporter.clone();
+        let exit = ninetrix_runner::run(config, shutdown).await;
+        if let Some(exporter) = exporter {
+            // What is queued goes out now, within a bound: an unreachable collector never holds
+            // the exit up for long.
+            exporter.flush(std::time::Duration::from_secs(2)).await;
+            let dropped = exporter.dropped();
+            if dropped > 0 {
+                tracing::warn!("{dropped} OpenTelemetry span(s) were dropped");
+            }
+        }
+        exit
+    })?;
     Ok(ExitCode::from(exit.code()))
+}
+
+/// The span exporter the OTEL_* variables ask for (`None`: no endpoint), with the runner's
+/// resource: `service.name` (`OTEL_SERVICE_NAME`, else the agent's name), `ninetrix.agent`,
+/// `ninetrix.pool`, `ninetrix.replica`.
+fn otel_settings(
+    config: &ninetrix_runner::Config,
+) -> Result<Option<ninetrix_runner::telemetry::Otlp>, ninetrix_telemetry::TelemetryError> {
+    use ninetrix_telemetry::KeyValue;
+    let agent = &config.spec.name;
+    let Some(settings) = ninetrix_telemetry::Settings::resolve(
+        |name| std::env::var(name).ok(),
+        Some(std::path::Path::new(ninetrix_telemetry::SECRETS_DIR)),
+        agent,
+    )?
+    else {
+        return Ok(None);
+    };
+    tracing::info!(endpoint = %settings.endpoint, "exporting OpenTelemetry spans");
+    let mut resource = vec![KeyValue::new("ninetrix.agent", agent.clone())];
+    if let Some(pool) = &config.pool {
+        resource.push(KeyValue::new("ninetrix.pool", pool.clone()));
+    }
+    if let Some(replica) = config.replica {
+        resource.push(KeyValue::new("ninetrix.replica", i64::from(replica)));
+    }
+    ninetrix_runner::telemetry::Otlp::from_settings(&settings, resource).map(Some)
 }

@@ -1,7 +1,8 @@
 //! Container specs for agent replicas (DESIGN §3): names, labels, env, restart policy, limits,
 //! the workspace volume, and the configuration digest that decides whether `up` keeps or
 //! recreates a container. Secrets never enter any of these; the digest sees only a hash of their
-//! values. Also the one definition of "gave up" and of reading an agent's secrets on the host.
+//! values. Also the one definition of "gave up" and of reading an agent's secrets on the host,
+//! and the OpenTelemetry variables `up` passes on ([`Telemetry`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -117,9 +118,80 @@ pub(crate) struct MissingSecret {
     pub(crate) needed_by: String,
 }
 
-/// Reads an agent's secrets from the host environment (an empty value counts as missing).
+/// Reads an agent's secrets from the host environment (an empty value counts as missing), plus
+/// the OpenTelemetry header variables set on the host ([`Telemetry::secrets`]): they are
+/// uploaded with the agent's secrets (`/run/secrets/<NAME>`), never passed as environment.
 pub(crate) fn host_secrets(spec: &AgentSpec) -> Result<BTreeMap<String, String>, MissingSecret> {
-    host_values(&spec.secrets, &format!("agent `{}`", spec.name))
+    let mut values = host_values(&spec.secrets, &format!("agent `{}`", spec.name))?;
+    for (name, value) in Telemetry::from_host().secrets {
+        values.entry(name).or_insert(value);
+    }
+    Ok(values)
+}
+
+/// The OpenTelemetry variables set in `up`'s environment that every agent container gets: the
+/// non-secret ones (endpoints, protocol, timeout, sampler, resource attributes, service name,
+/// `OTEL_SDK_DISABLED`, the batch and span limit settings) as environment, the headers as
+/// secrets. Nothing is added: the runner names its own service and resource.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Telemetry {
+    /// The non-secret variables, by name.
+    pub(crate) env: BTreeMap<String, String>,
+    /// The header variables (secrets), by name.
+    pub(crate) secrets: BTreeMap<String, String>,
+}
+
+impl Telemetry {
+    /// From the host environment.
+    pub(crate) fn from_host() -> Self {
+        Self::from_vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        )
+    }
+
+    /// From these variables (an empty value counts as unset).
+    pub(crate) fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut telemetry = Self::default();
+        for (name, value) in vars {
+            if value.is_empty() {
+                continue;
+            }
+            if ninetrix_telemetry::vars::SECRET.contains(&name.as_str()) {
+                telemetry.secrets.insert(name, value);
+            } else if ninetrix_telemetry::passed_to_containers(&name) {
+                telemetry.env.insert(name, value);
+            }
+        }
+        telemetry
+    }
+
+    /// Whether a secret name is one of the header variables.
+    fn is_secret(name: &str) -> bool {
+        ninetrix_telemetry::vars::SECRET.contains(&name)
+    }
+
+    /// The digest part: the names and values of the variables, the secrets' values hashed
+    /// first. `None` when nothing is set, so a pool without telemetry keeps its digests.
+    fn digest(&self) -> Option<String> {
+        if self.env.is_empty() && self.secrets.is_empty() {
+            return None;
+        }
+        let mut h = Sha256::new();
+        for (k, v) in &self.env {
+            h.update(k.as_bytes());
+            h.update([0]);
+            h.update(v.as_bytes());
+            h.update([0]);
+        }
+        h.update([1]);
+        for (k, v) in &self.secrets {
+            h.update(k.as_bytes());
+            h.update([0]);
+            h.update(Sha256::digest(v.as_bytes()));
+        }
+        Some(short(&h.finalize()))
+    }
 }
 
 /// Reads the secrets `names` from the host environment for `needed_by` (an empty value counts
@@ -160,13 +232,41 @@ fn short(bytes: &[u8]) -> String {
 
 impl Config {
     /// The digest of a replica of `spec` (its replica count excluded: scaling recreates nothing)
-    /// on `image_id`, talking to `api_url`, with these secret values.
+    /// on `image_id`, talking to `api_url`, with these secret values, and the OpenTelemetry
+    /// variables of the host environment (part `telemetry`, present only when one is set).
     pub(crate) fn of(
         spec: &AgentSpec,
         image_id: &str,
         api_url: &str,
         secrets: &BTreeMap<String, String>,
     ) -> Self {
+        Self::with_telemetry(
+            spec,
+            image_id,
+            api_url,
+            secrets,
+            &Telemetry::from_host().env,
+        )
+    }
+
+    /// [`Config::of`] with the non-secret OpenTelemetry variables given; the header secrets are
+    /// taken from `secrets` (where [`host_secrets`] put them).
+    pub(crate) fn with_telemetry(
+        spec: &AgentSpec,
+        image_id: &str,
+        api_url: &str,
+        secrets: &BTreeMap<String, String>,
+        telemetry_env: &BTreeMap<String, String>,
+    ) -> Self {
+        let declared = |name: &str| spec.secrets.iter().any(|s| s == name);
+        let telemetry = Telemetry {
+            env: telemetry_env.clone(),
+            secrets: secrets
+                .iter()
+                .filter(|(k, _)| Telemetry::is_secret(k) && !declared(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        };
         let mut spec = spec.clone();
         spec.execution.replicas = 1;
         let mut parts = BTreeMap::new();
@@ -188,11 +288,18 @@ impl Config {
         parts.insert("api_url".into(), short(api_url.as_bytes()));
         let mut values = Sha256::new();
         for (k, v) in secrets {
+            // The telemetry headers are digested in their own part.
+            if telemetry.secrets.contains_key(k) {
+                continue;
+            }
             values.update(k.as_bytes());
             values.update([0]);
             values.update(Sha256::digest(v.as_bytes()));
         }
         parts.insert("secret values".into(), short(&values.finalize()));
+        if let Some(digest) = telemetry.digest() {
+            parts.insert("telemetry".into(), digest);
+        }
         Self { parts }
     }
 
@@ -289,8 +396,16 @@ impl Replica<'_> {
         }
     }
 
-    /// The create body.
+    /// The create body, with the OpenTelemetry variables of the host environment.
     pub(crate) fn body(&self) -> ContainerCreateBody {
+        self.body_with(&Telemetry::from_host().env)
+    }
+
+    /// The create body, passing `telemetry_env` (non-secret `OTEL_*` variables) to the runner.
+    pub(crate) fn body_with(
+        &self,
+        telemetry_env: &BTreeMap<String, String>,
+    ) -> ContainerCreateBody {
         let s = self.spec;
         let (replica_label, replica_env, hostname) = match self.slot {
             Slot::Replica(n) => (n.to_string(), n, format!("{}-{n}", s.name)),
@@ -324,6 +439,8 @@ impl Replica<'_> {
             ),
             "AGENTFILE_WORKSPACE=/workspace".to_string(),
         ];
+        // Before the agent's own `env:`, which wins over the host's.
+        env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
         let restart = if s.execution.durability {
             RestartPolicy {
@@ -475,6 +592,109 @@ mod tests {
         assert_ne!(
             c1.hash(),
             Config::of(&two, "img", "http://api", &secrets).hash()
+        );
+    }
+
+    #[test]
+    fn telemetry_variables_go_to_env_and_headers_to_secrets_never_to_env_labels_or_digest_text() {
+        let vars = |endpoint: &str, headers: &str| {
+            Telemetry::from_vars(
+                [
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", headers),
+                    ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                    ("OTEL_TRACES_SAMPLER_ARG", "0.5"),
+                    ("OTEL_BSP_MAX_QUEUE_SIZE", "4096"),
+                    ("OTEL_SERVICE_NAME", ""),
+                    ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:4318"),
+                    ("HOME", "/root"),
+                ]
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+            )
+        };
+        let t = vars("http://jaeger:4318", "authorization=Bearer%20hunter2");
+        assert_eq!(
+            t.env.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                "OTEL_BSP_MAX_QUEUE_SIZE",
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "OTEL_TRACES_SAMPLER",
+                "OTEL_TRACES_SAMPLER_ARG"
+            ],
+            "an empty OTEL_SERVICE_NAME is unset: the runner names itself"
+        );
+        assert_eq!(
+            t.secrets.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["OTEL_EXPORTER_OTLP_HEADERS"]
+        );
+
+        let spec =
+            agent("    runtime: { provider: scripted, script: [\"hi\"] }\n    secrets: [KEY]\n");
+        let secrets_with = |t: &Telemetry| {
+            let mut s: BTreeMap<String, String> =
+                [("KEY".to_string(), "k-value".to_string())].into();
+            s.extend(t.secrets.clone());
+            s
+        };
+        let config = |t: &Telemetry| {
+            Config::with_telemetry(&spec, "img", "http://api", &secrets_with(t), &t.env)
+        };
+        let base = config(&t);
+        let label = base.to_label();
+        assert!(label.contains("\"telemetry\""), "{label}");
+        assert!(
+            !label.contains("hunter2") && !label.contains("jaeger"),
+            "{label}"
+        );
+        let other_header = vars("http://jaeger:4318", "authorization=Bearer%20other");
+        assert_eq!(config(&other_header).changed(&base), ["telemetry"]);
+        let other_endpoint = vars("http://tempo:4318", "authorization=Bearer%20hunter2");
+        assert_eq!(config(&other_endpoint).changed(&base), ["telemetry"]);
+        // Without any variable the digest is what it was before telemetry existed.
+        let none = Telemetry::default();
+        let without =
+            Config::with_telemetry(&spec, "img", "http://api", &secrets_with(&none), &none.env);
+        assert!(
+            !without.to_label().contains("telemetry"),
+            "{}",
+            without.to_label()
+        );
+        assert_eq!(
+            base.changed(&Config::with_telemetry(
+                &spec,
+                "img",
+                "http://api",
+                &secrets_with(&none),
+                &none.env
+            )),
+            ["telemetry"],
+            "the headers are not in `secret values`"
+        );
+
+        let thread = ThreadId::new_v7();
+        let body = Replica {
+            pool: "p",
+            spec: &spec,
+            slot: Slot::Replica(1),
+            thread,
+            image: "img",
+            api_url: "http://api",
+            network: "n",
+            config: &base,
+        }
+        .body_with(&t.env);
+        let env = body.env.unwrap();
+        assert!(env.contains(&"OTEL_EXPORTER_OTLP_ENDPOINT=http://jaeger:4318".to_string()));
+        assert!(env.contains(&"OTEL_TRACES_SAMPLER_ARG=0.5".to_string()));
+        assert!(
+            env.iter()
+                .all(|e| !e.contains("hunter2") && !e.starts_with("OTEL_EXPORTER_OTLP_HEADERS")),
+            "{env:?}"
+        );
+        let labels = body.labels.unwrap();
+        assert!(
+            labels.values().all(|v| !v.contains("hunter2")),
+            "{labels:?}"
         );
     }
 
