@@ -119,6 +119,15 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         epoch: u64,
         events: Vec<NewEvent>,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send;
+    /// Hands streamed reply text to the thread's watchers: one attempt, never retried (deltas are
+    /// not stored). A store without watchers takes nothing.
+    fn deltas(
+        &self,
+        batch: &ninetrix_proto::deltas::DeltaBatch,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send {
+        let _ = batch;
+        std::future::ready(Ok(()))
+    }
 }
 
 /// The checkpoint API of one thread, over HTTP.
@@ -357,6 +366,16 @@ impl Checkpoints for HttpCheckpoints {
     ) -> Result<Vec<InboxMessage>, CheckpointError> {
         self.retrying(|| self.client.inbox(self.thread, after, wait, 1))
             .await
+    }
+
+    async fn deltas(
+        &self,
+        batch: &ninetrix_proto::deltas::DeltaBatch,
+    ) -> Result<(), CheckpointError> {
+        self.client
+            .publish_deltas(self.thread, batch, Duration::from_secs(2))
+            .await
+            .map_err(CheckpointError::from)
     }
 
     async fn events(&self, epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {

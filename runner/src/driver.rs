@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::Config;
+use crate::deltas;
 use crate::engine::{
     ApprovalAsk, CommitPlan, Delegated, Delegation, Effect, Engine, EngineConfig, Input,
     PlannedCall, Restored,
@@ -112,6 +113,9 @@ struct Runner<C: Checkpoints> {
     /// This runner's attempt at the turn in progress (stored with the turn's commits, so a
     /// runner that resumes the turn after a crash can report this attempt's span).
     attempt: Option<TurnAttempt>,
+    /// The turn this runner resumed at boot (its first round is produced again: watchers of the
+    /// streamed text start it over).
+    resumed_turn: Option<u64>,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
@@ -270,6 +274,7 @@ async fn run_with<C: Checkpoints>(
         notified: HashMap::new(),
         until_idle,
         attempt: None,
+        resumed_turn: None,
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -279,6 +284,21 @@ async fn run_with<C: Checkpoints>(
 }
 
 impl<C: Checkpoints> Runner<C> {
+    /// The model round of the current turn about to be asked, from 1: the model's answers in
+    /// the turn's history so far, plus one. The same after a restart (the history is repaired
+    /// back to the round's start), so a resumed round streams under its own number.
+    fn round(&self) -> u32 {
+        let start = usize::try_from(self.engine.state().turn_start_history_len).unwrap_or(0);
+        let answers = self
+            .engine
+            .history()
+            .iter()
+            .skip(start)
+            .filter(|m| m.role == ninetrix_proto::Role::Assistant)
+            .count();
+        u32::try_from(answers + 1).unwrap_or(u32::MAX)
+    }
+
     async fn main(&mut self, boot_count: u64) -> Exit {
         // The MCP servers' tools decide the effect classes an interrupted turn resumes with.
         self.refresh_tools().await;
@@ -365,6 +385,7 @@ impl<C: Checkpoints> Runner<C> {
             Effect::Event(TraceEvent::TurnResumed(t)) => Some(t.turn_seq),
             _ => None,
         });
+        self.resumed_turn = resuming;
         self.events.emit(TraceEvent::Ready(ev::Ready {
             epoch: self.epoch,
             resuming: resuming.is_some(),
@@ -520,14 +541,31 @@ impl<C: Checkpoints> Runner<C> {
                             "refusing to send an invalid history to the model: {v}"
                         )));
                     }
+                    // The answer's text goes to the thread's watchers as it streams.
+                    let (text, pieces) = tokio::sync::mpsc::unbounded_channel();
+                    let turn_seq = self.engine.state().turn_seq;
+                    let round = deltas::Round {
+                        epoch: self.epoch,
+                        turn_seq,
+                        round: self.round(),
+                        resumed: self.resumed_turn == Some(turn_seq),
+                    };
+                    let publisher =
+                        tokio::spawn(deltas::publish(self.store.clone(), round, pieces));
                     let req = LlmRequest {
                         system: self.system.as_deref(),
                         history: self.engine.history(),
                         tools: &self.tool_defs,
+                        stream: Some(&text),
                     };
                     let events = &self.events;
                     let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
-                    let input = match self.llm.complete(&req, &self.shutdown, on_retry).await {
+                    let answer = self.llm.complete(&req, &self.shutdown, on_retry).await;
+                    // The call is over: the publisher sends what is left and ends (not awaited:
+                    // watchers never hold up a turn).
+                    drop(text);
+                    drop(publisher);
+                    let input = match answer {
                         Ok(turn) => Input::Llm(turn),
                         Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
                         Err(LlmError::Fatal(why)) => Input::LlmFailed(why),

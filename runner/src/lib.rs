@@ -10,6 +10,7 @@
 pub mod backoff;
 pub mod checkpoints;
 pub mod config;
+pub mod deltas;
 pub mod driver;
 pub mod engine;
 pub mod events;

@@ -12,7 +12,7 @@ use axum::response::Response;
 use ninetrix_proto::{Block, Message, Role};
 use ninetrix_runner::backoff::Schedule;
 use ninetrix_runner::health::Health;
-use ninetrix_runner::llm::{Endpoint, Llm, LlmError, LlmRequest, NoAnswer, ToolDef};
+use ninetrix_runner::llm::{Endpoint, Llm, LlmError, LlmRequest, NoAnswer, TextPiece, ToolDef};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -209,6 +209,7 @@ const OPENAI_STREAM: &str = concat!(
 
 fn request<'a>(h: &'a [Message], t: &'a [ToolDef]) -> LlmRequest<'a> {
     LlmRequest {
+        stream: None,
         system: Some("You are a tester."),
         history: h,
         tools: t,
@@ -632,4 +633,58 @@ async fn a_silent_server_is_a_timeout() {
         ninetrix_runner::llm::connect_error_text(&NoAnswer::ConnectTimeout, &endpoint(&base)),
         format!("timed out connecting to {base} (runtime.base_url)")
     );
+}
+
+/// What a stream sink got: the attempts' texts, in order.
+fn streamed(mut rx: tokio::sync::mpsc::UnboundedReceiver<TextPiece>) -> Vec<String> {
+    let mut attempts: Vec<String> = Vec::new();
+    while let Ok(piece) = rx.try_recv() {
+        match piece {
+            TextPiece::Start => attempts.push(String::new()),
+            TextPiece::Text(t) => attempts.last_mut().expect("Start comes first").push_str(&t),
+        }
+    }
+    attempts
+}
+
+#[tokio::test]
+async fn the_answers_text_streams_as_it_arrives_and_a_retry_starts_it_over() {
+    // Anthropic: text deltas, not the tool call's JSON.
+    let fake = Fake::default();
+    fake.responses
+        .lock()
+        .unwrap()
+        .push_back(sse(200, ANTHROPIC_STREAM, 3));
+    let base = serve(fake.clone()).await;
+    let (h, t) = (history(), tools());
+    let (sink, rx) = tokio::sync::mpsc::unbounded_channel();
+    let req = LlmRequest {
+        stream: Some(&sink),
+        ..request(&h, &t)
+    };
+    llm("anthropic", &base, 5)
+        .complete(&req, &CancellationToken::new(), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(streamed(rx), ["Writing the fïle now."]);
+    // OpenAI, after a cut stream: the second attempt streams from its start.
+    let fake = Fake::default();
+    {
+        let mut r = fake.responses.lock().unwrap();
+        let cut = &OPENAI_STREAM[..OPENAI_STREAM.find("\"tool_calls\"").unwrap()];
+        let cut = &cut[..cut.rfind("data:").unwrap()];
+        r.push_back(sse(200, cut, 1));
+        r.push_back(sse(200, OPENAI_STREAM, 2));
+    }
+    let base = serve(fake.clone()).await;
+    let (sink, rx) = tokio::sync::mpsc::unbounded_channel();
+    let req = LlmRequest {
+        stream: Some(&sink),
+        ..request(&h, &t)
+    };
+    llm("openai", &format!("{base}/v1"), 5)
+        .complete(&req, &CancellationToken::new(), |_| {})
+        .await
+        .unwrap();
+    assert_eq!(streamed(rx), ["Két calls.", "Két calls."]);
 }

@@ -77,6 +77,7 @@ impl Anthropic {
         let resp = send(request, &self.endpoint).await?;
         let mut asm = Assembly {
             model: self.model.clone(),
+            stream: req.stream.cloned(),
             ..Assembly::default()
         };
         read_stream(resp, self.idle, |event| asm.on(&event.data)).await?;
@@ -151,6 +152,8 @@ pub(crate) struct Assembly {
     stop_reason: String,
     model: String,
     complete: bool,
+    /// Where the text goes as it streams.
+    stream: Option<super::TextSink>,
 }
 
 impl Assembly {
@@ -190,7 +193,11 @@ impl Assembly {
                 };
                 let d = &v["delta"];
                 match d["type"].as_str().unwrap_or("") {
-                    "text_delta" => b.text.push_str(d["text"].as_str().unwrap_or("")),
+                    "text_delta" => {
+                        let text = d["text"].as_str().unwrap_or("");
+                        super::stream_text(self.stream.as_ref(), text);
+                        b.text.push_str(text);
+                    }
                     "input_json_delta" => b.json.push_str(d["partial_json"].as_str().unwrap_or("")),
                     "thinking_delta" => b.text.push_str(d["thinking"].as_str().unwrap_or("")),
                     "signature_delta" => {

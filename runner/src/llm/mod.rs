@@ -45,6 +45,33 @@ pub struct LlmRequest<'a> {
     pub history: &'a [Message],
     /// The tools.
     pub tools: &'a [ToolDef],
+    /// Where the answer's text goes as it streams (for watchers; the answer itself is the
+    /// returned turn).
+    pub stream: Option<&'a TextSink>,
+}
+
+/// The answer's text as the model streams it. Each attempt of a call starts with `Start` (a
+/// retry streams the answer again from its beginning); then the text in order. Thinking is not
+/// text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextPiece {
+    /// An attempt begins.
+    Start,
+    /// More of the answer.
+    Text(String),
+}
+
+/// Where streamed text goes.
+pub type TextSink = tokio::sync::mpsc::UnboundedSender<TextPiece>;
+
+/// Hands `text` to the sink, if there is one (a sink whose reader is gone is ignored: streaming
+/// is for watchers and never fails a call).
+pub(crate) fn stream_text(sink: Option<&TextSink>, text: &str) {
+    if let Some(sink) = sink
+        && !text.is_empty()
+    {
+        let _ = sink.send(TextPiece::Text(text.to_string()));
+    }
 }
 
 /// Why a model call failed.
@@ -222,6 +249,9 @@ impl Llm {
         let mut attempt = 1;
         loop {
             let started = Instant::now();
+            if let Some(sink) = req.stream {
+                let _ = sink.send(TextPiece::Start);
+            }
             let result = tokio::select! {
                 r = self.once(req) => r,
                 () = cancel.cancelled() => return Err(LlmError::Cancelled),

@@ -71,6 +71,7 @@ impl OpenAi {
         let resp = send(request, &self.endpoint).await?;
         let mut asm = Assembly {
             model: self.model.clone(),
+            stream: req.stream.cloned(),
             ..Assembly::default()
         };
         read_stream(resp, self.idle, |event| asm.on(&event.data)).await?;
@@ -154,6 +155,8 @@ pub(crate) struct Assembly {
     input_tokens: u64,
     output_tokens: u64,
     model: String,
+    /// Where the text goes as it streams.
+    stream: Option<super::TextSink>,
 }
 
 impl Assembly {
@@ -184,6 +187,7 @@ impl Assembly {
         for choice in v["choices"].as_array().into_iter().flatten() {
             let delta = &choice["delta"];
             if let Some(t) = delta["content"].as_str() {
+                super::stream_text(self.stream.as_ref(), t);
                 self.text.push_str(t);
             }
             for call in delta["tool_calls"].as_array().into_iter().flatten() {

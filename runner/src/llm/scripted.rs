@@ -30,6 +30,10 @@ impl Scripted {
         let step = &self.script[k % self.script.len()];
         let mut blocks = Vec::new();
         if let Some(text) = &step.text {
+            // Streamed a word at a time, as a provider would stream it.
+            for piece in text.split_inclusive(' ') {
+                super::stream_text(req.stream, piece);
+            }
             blocks.push(Block::Text { text: text.clone() });
         }
         for (j, call) in step.tool_calls.iter().enumerate() {
