@@ -58,6 +58,9 @@ pub struct Client {
     base: String,
     token: Option<Token>,
     timeout: Duration,
+    /// A W3C `traceparent` sent with every request (the caller's span: the API's spans of these
+    /// requests become its children).
+    traceparent: Option<String>,
 }
 
 /// How long one request may take unless a method says otherwise.
@@ -83,6 +86,16 @@ impl Client {
             base: base_url.trim_end_matches('/').to_string(),
             token,
             timeout: DEFAULT_TIMEOUT,
+            traceparent: None,
+        }
+    }
+
+    /// The same client sending `traceparent` (a W3C trace context: `00-<trace>-<span>-<flags>`)
+    /// with every request, or none.
+    pub fn traced(&self, traceparent: Option<String>) -> Client {
+        Client {
+            traceparent,
+            ..self.clone()
         }
     }
 
@@ -138,6 +151,9 @@ impl Client {
         }
         if let Some(token) = &self.token {
             req = req.bearer_auth(token.expose());
+        }
+        if let Some(tp) = &self.traceparent {
+            req = req.header("traceparent", tp);
         }
         if let Some(body) = body {
             req = req.json(body);

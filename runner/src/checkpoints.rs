@@ -140,6 +140,9 @@ pub struct HttpCheckpoints {
     /// How long transient failures are retried before giving up; `None`: for as long as it takes.
     patience: Option<Duration>,
     health: Health,
+    /// With telemetry on, the sampler of its traces: commits then carry the turn attempt's
+    /// `traceparent`.
+    tracing: Option<ninetrix_telemetry::SamplerSetting>,
 }
 
 impl HttpCheckpoints {
@@ -158,7 +161,16 @@ impl HttpCheckpoints {
             url: url.to_string(),
             patience,
             health,
+            tracing: None,
         }
+    }
+
+    /// The same store, sending each commit with the `traceparent` of its turn attempt's span
+    /// (when `sampler` is given: telemetry is on), so the API's span of the commit joins the
+    /// turn's trace.
+    pub fn with_tracing(mut self, sampler: Option<ninetrix_telemetry::SamplerSetting>) -> Self {
+        self.tracing = sampler;
+        self
     }
 
     /// Runs `call`, retrying transient failures (no answer, 5xx, 429) with capped exponential
@@ -298,10 +310,19 @@ impl Checkpoints for HttpCheckpoints {
     /// from the stored thread and ledger instead of ending the runner.
     async fn commit(&self, request: &CommitRequest) -> Result<CommitResponse, CheckpointError> {
         let attempts = std::sync::atomic::AtomicU32::new(0);
+        let traceparent = self.tracing.map(|sampler| {
+            crate::telemetry::traceparent(
+                self.thread,
+                request.state.turn_seq,
+                request.epoch,
+                sampler,
+            )
+        });
+        let client = self.client.traced(traceparent);
         let result = self
             .retrying(|| {
                 attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.client.commit(self.thread, request)
+                client.commit(self.thread, request)
             })
             .await;
         match result {

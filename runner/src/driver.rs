@@ -142,7 +142,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
                 config.thread_id,
                 config.api_patience,
                 health.clone(),
-            );
+            )
+            .with_tracing(config.telemetry.as_ref().map(|t| t.sampler()));
             let exit = run_with(store, config, http, health, shutdown, false).await;
             sessions_stop.cancel();
             if let Some(sessions) = sessions {
@@ -181,7 +182,8 @@ pub async fn run_session(
         config.thread_id,
         config.api_patience,
         health.clone(),
-    );
+    )
+    .with_tracing(config.telemetry.as_ref().map(|t| t.sampler()));
     run_with(store, config, http, health, shutdown, true).await
 }
 

@@ -781,6 +781,16 @@ impl Otlp {
     }
 }
 
+/// The W3C `traceparent` of a turn attempt's span (`00-<trace>-<span>-<01 sampled | 00>`): sent
+/// with the runner's commits of that attempt, so the API's spans of them are its children.
+pub fn traceparent(thread: ThreadId, turn_seq: u64, epoch: u64, sampler: SamplerSetting) -> String {
+    let trace = trace_id(thread, turn_seq);
+    let span = attempt_span_id(thread, turn_seq, epoch);
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let flags = if sampled(sampler, trace) { "01" } else { "00" };
+    format!("00-{}-{}-{flags}", hex(&trace), hex(&span))
+}
+
 /// Whether `sampler` keeps the trace `trace_id` (every span of a turn's trace is a root or a
 /// child of one made here, so the trace ID decides for all of them alike).
 pub fn sampled(sampler: SamplerSetting, trace_id: [u8; 16]) -> bool {
@@ -830,6 +840,11 @@ impl Exporter {
             dropped,
             sampler,
         }
+    }
+
+    /// The sampler the exported traces go through.
+    pub fn sampler(&self) -> SamplerSetting {
+        self.sampler
     }
 
     /// Queues finished spans; never waits. When the queue is full (the collector is slow or

@@ -3,7 +3,9 @@
 //! A turn killed after its first response is stored and resumed by a second runner shows as one
 //! trace with two `invoke_agent` attempts — the interrupted one reported by the runner that
 //! resumed it, and its own, linked to it — with `chat` and `execute_tool` spans under the
-//! attempt that made them. An unreachable collector costs the turn nothing.
+//! attempt that made them. The runner's commits carry the attempt's `traceparent`, so an API
+//! that exports too shows each commit's server span inside the turn's trace. An unreachable
+//! collector costs the turn nothing.
 
 mod support;
 
@@ -191,6 +193,63 @@ async fn a_resumed_turn_is_one_trace_linking_the_interrupted_attempt() {
         assert_eq!(span.scope, "ninetrix-runner");
     }
     assert_eq!(lines(&s.workspace), 0, "the write never ran");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apis_span_of_each_commit_is_a_child_of_the_turn_attempt() {
+    let receiver = Receiver::start().await.unwrap();
+    let endpoint = receiver.url();
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("api.db").display());
+    let api = ninetrix_e2e::ApiProcess::start_with_env(
+        "127.0.0.1:0",
+        &["--database", &db, "--insecure-dev"],
+        // Batches sent every 100 ms, not the SDK's 5 s.
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let admin = support::Admin::new(&api.url);
+    let thread = ThreadId::new_v7();
+    let workspace = dir.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let seq = admin.send(thread, "message 0", "k0").await;
+    let _runner = Runner::start_with_env(
+        &api.url,
+        thread,
+        &appender_spec(),
+        &workspace,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    );
+    admin.wait_done(thread, seq, Duration::from_secs(30)).await;
+    let commit = "POST /v1/runners/threads/{thread_id}/commit";
+    let spans = receiver
+        .wait_for(
+            |spans| {
+                named(spans, "invoke_agent appender").len() == 1 && named(spans, commit).len() >= 3
+            },
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    let turn = named(&spans, "invoke_agent appender")[0];
+    let commits = named(&spans, commit);
+    // The turn's commits (its input and first response, the write's outcome, the answer): each
+    // a SERVER span of the API, child of the attempt's span in the turn's trace.
+    let in_turn: Vec<_> = commits
+        .iter()
+        .filter(|c| c.trace_id == turn.trace_id)
+        .collect();
+    assert!(in_turn.len() >= 3, "{commits:#?}");
+    for c in &in_turn {
+        assert_eq!(c.kind, Kind::Server);
+        assert_eq!(c.parent_span_id.as_deref(), Some(turn.span_id.as_str()));
+        assert_eq!(
+            c.resource.get("service.name").and_then(|v| v.as_str()),
+            Some("ninetrix-api")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
