@@ -749,6 +749,7 @@ impl Otlp {
         use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
         let mut builder = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(ninetrix_telemetry::http_client())
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(settings.endpoint.clone())
             .with_headers(settings.headers.iter().cloned().collect());

@@ -565,6 +565,7 @@ impl Telemetry {
         let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
         let mut builder = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(http_client())
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
             .with_endpoint(settings.endpoint.clone())
             .with_headers(headers);
@@ -707,6 +708,22 @@ impl SpanExporter for Logged {
 
 #[cfg(feature = "receiver")]
 pub mod receiver;
+
+/// The exporter's HTTP client: TLS verified against the bundled web PKI roots. The exporter's
+/// default client reads the platform's certificate store, which a `FROM scratch` image does not
+/// have (it fails to build there); this one works anywhere.
+pub fn http_client() -> reqwest::Client {
+    let roots = webpki_root_certs::TLS_SERVER_ROOT_CERTS
+        .iter()
+        .filter_map(|der| reqwest::Certificate::from_der(der).ok());
+    reqwest::Client::builder()
+        .tls_certs_merge(roots)
+        .connect_timeout(std::time::Duration::from_secs(10))
+        // An export that takes longer is given up (its spans dropped): the OTLP default.
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap_or_default()
+}
 
 #[cfg(test)]
 mod tests {

@@ -124,20 +124,31 @@ pub(crate) enum LocalAction {
     },
 }
 
-/// The decision, from what Docker has under the name: its home label and image ID.
+/// Label: the digest of the `OTEL_*` settings the local API was created with (empty: none).
+pub(crate) const TELEMETRY: &str = "dev.ninetrix.telemetry";
+
+/// What Docker has under the local API's name: its home label, image ID and telemetry label.
+pub(crate) type Found<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+/// The decision, from what Docker has under the name and the telemetry settings `up` sees now
+/// (their digest, empty for none).
 pub(crate) fn local_action(
-    found: Option<(Option<&str>, Option<&str>)>,
+    found: Option<Found<'_>>,
     home_key: &str,
     image_id: &str,
+    telemetry: &str,
 ) -> LocalAction {
     match found {
         None => LocalAction::Create,
-        Some((Some(other), _)) if other != home_key => LocalAction::Refuse {
+        Some((Some(other), _, _)) if other != home_key => LocalAction::Refuse {
             other_home: other.to_string(),
         },
-        Some((None, _)) => LocalAction::Recreate("made by an older ninetrix (no home label)"),
-        Some((Some(_), image)) if image != Some(image_id) => {
+        Some((None, _, _)) => LocalAction::Recreate("made by an older ninetrix (no home label)"),
+        Some((Some(_), image, _)) if image != Some(image_id) => {
             LocalAction::Recreate("the ninetrix binary changed")
+        }
+        Some((Some(_), _, had)) if had.unwrap_or("") != telemetry => {
+            LocalAction::Recreate("the OTEL_* settings changed")
         }
         Some(_) => LocalAction::Reuse,
     }
@@ -300,17 +311,19 @@ impl Api {
             Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(e).context("cannot inspect the local API container"),
         };
+        // The API exports its spans like the runners when `up` sees OTEL_* settings: the same
+        // variables, the headers as secret files.
+        let telemetry = crate::pool::spec::Telemetry::from_host();
+        let telemetry_digest = telemetry.digest().unwrap_or_default();
         let found = existing.as_ref().map(|c| {
+            let labels = c.config.as_ref().and_then(|c| c.labels.as_ref());
             (
-                c.config
-                    .as_ref()
-                    .and_then(|c| c.labels.as_ref())
-                    .and_then(|l| l.get(HOME))
-                    .map(String::as_str),
+                labels.and_then(|l| l.get(HOME)).map(String::as_str),
                 c.image.as_deref(),
+                labels.and_then(|l| l.get(TELEMETRY)).map(String::as_str),
             )
         });
-        let action = local_action(found, &key, &image.id);
+        let action = local_action(found, &key, &image.id, &telemetry_digest);
         match &action {
             LocalAction::Refuse { other_home } => {
                 return Err(other_home_error(&name, other_home, &key));
@@ -327,7 +340,17 @@ impl Api {
             LocalAction::Create | LocalAction::Reuse => {}
         }
         if action != LocalAction::Reuse {
-            let body = local_body(image, &name, &key, host_port);
+            let mut body = local_body(image, &name, &key, host_port);
+            body.env = Some(
+                telemetry
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            );
+            if let Some(labels) = body.labels.as_mut() {
+                labels.insert(TELEMETRY.to_string(), telemetry_digest.clone());
+            }
             docker
                 .create_container(
                     Some(CreateContainerOptionsBuilder::default().name(&name).build()),
@@ -335,7 +358,17 @@ impl Api {
                 )
                 .await
                 .with_context(|| format!("cannot create the local API container {name}"))?;
-            let tar = secrets_tar(&[("api-secret", &secret), ("admin-token", &admin)])?;
+            let mut files = vec![
+                ("api-secret", secret.as_str()),
+                ("admin-token", admin.as_str()),
+            ];
+            files.extend(
+                telemetry
+                    .secrets
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+            let tar = secrets_tar(&files)?;
             docker
                 .upload_to_container(
                     &name,
@@ -887,25 +920,48 @@ mod tests {
     #[test]
     fn a_container_of_another_home_is_refused_and_an_unlabelled_one_recreated() {
         let home = "/h/one";
-        assert_eq!(local_action(None, home, "img"), LocalAction::Create);
+        assert_eq!(local_action(None, home, "img", ""), LocalAction::Create);
         assert_eq!(
-            local_action(Some((Some(home), Some("img"))), home, "img"),
+            local_action(Some((Some(home), Some("img"), None)), home, "img", ""),
             LocalAction::Reuse
         );
         assert!(matches!(
-            local_action(Some((Some(home), Some("old"))), home, "img"),
+            local_action(Some((Some(home), Some("old"), None)), home, "img", ""),
             LocalAction::Recreate(_)
         ));
         assert!(matches!(
-            local_action(Some((None, Some("img"))), home, "img"),
+            local_action(Some((None, Some("img"), None)), home, "img", ""),
             LocalAction::Recreate(_)
         ));
         assert_eq!(
-            local_action(Some((Some("/h/two"), Some("img"))), home, "img"),
+            local_action(Some((Some("/h/two"), Some("img"), None)), home, "img", ""),
             LocalAction::Refuse {
                 other_home: "/h/two".into()
             }
         );
+        // OTEL_* settings set, changed or removed: recreated (its data volume is kept).
+        assert_eq!(
+            local_action(Some((Some(home), Some("img"), None)), home, "img", "abc"),
+            LocalAction::Recreate("the OTEL_* settings changed")
+        );
+        assert_eq!(
+            local_action(
+                Some((Some(home), Some("img"), Some("abc"))),
+                home,
+                "img",
+                "abc"
+            ),
+            LocalAction::Reuse
+        );
+        assert!(matches!(
+            local_action(
+                Some((Some(home), Some("img"), Some("abc"))),
+                home,
+                "img",
+                ""
+            ),
+            LocalAction::Recreate(_)
+        ));
         let message = other_home_error("ninetrix-api", "/h/two", home).to_string();
         assert!(message.contains("/h/two") && message.contains("NINETRIX_API_CONTAINER"));
     }

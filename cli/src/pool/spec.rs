@@ -173,7 +173,7 @@ impl Telemetry {
 
     /// The digest part: the names and values of the variables, the secrets' values hashed
     /// first. `None` when nothing is set, so a pool without telemetry keeps its digests.
-    fn digest(&self) -> Option<String> {
+    pub(crate) fn digest(&self) -> Option<String> {
         if self.env.is_empty() && self.secrets.is_empty() {
             return None;
         }
