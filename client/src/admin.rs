@@ -218,24 +218,47 @@ impl Client {
         thread: ThreadId,
         after: u64,
     ) -> Result<impl Stream<Item = Result<Watched, ClientError>> + Send + use<>, ClientError> {
+        let query = [("after", after.to_string()), ("deltas", "true".into())];
+        self.sse(thread, &query, |sse| {
+            if sse.event.as_deref() == Some("delta") {
+                serde_json::from_str(&sse.data).map(Watched::Delta)
+            } else {
+                serde_json::from_str(&sse.data).map(Watched::Event)
+            }
+        })
+        .await
+    }
+
+    /// `GET /v1/threads/{id}/events/stream`: the events after `after` as they are stored, until
+    /// the thread is purged or the server shuts down. Reconnect with the last seq seen to resume
+    /// with no gap and no duplicate.
+    pub async fn event_stream(
+        &self,
+        thread: ThreadId,
+        after: u64,
+    ) -> Result<impl Stream<Item = Result<Event, ClientError>> + Send + use<>, ClientError> {
+        self.sse(thread, &[("after", after.to_string())], |sse| {
+            serde_json::from_str(&sse.data)
+        })
+        .await
+    }
+
+    /// A thread's event stream with `query`, each Server-Sent Event read by `parse` (an event
+    /// it cannot read ends the stream with `BadResponse`).
+    async fn sse<T: Send + 'static>(
+        &self,
+        thread: ThreadId,
+        query: &[(&str, String)],
+        parse: fn(&crate::sse::SseEvent) -> Result<T, serde_json::Error>,
+    ) -> Result<impl Stream<Item = Result<T, ClientError>> + Send + use<T>, ClientError> {
         let p = path(thread, "/events/stream");
         let resp = self
-            .send::<()>(
-                Method::GET,
-                &p,
-                &[("after", after.to_string()), ("deltas", "true".into())],
-                None,
-                Limit::Never,
-            )
+            .send::<()>(Method::GET, &p, query, None, Limit::Never)
             .await?;
         let base = self.base.clone();
         let what = format!("GET {p}");
         let chunks = resp.bytes_stream();
-        let state = (
-            chunks.boxed(),
-            SseDecoder::default(),
-            VecDeque::<Watched>::new(),
-        );
+        let state = (chunks.boxed(), SseDecoder::default(), VecDeque::<T>::new());
         Ok(futures_util::stream::unfold(
             state,
             move |(mut chunks, mut decoder, mut ready)| {
@@ -252,72 +275,8 @@ impl Client {
                             }
                             Ok(bytes) => {
                                 for sse in decoder.push(&bytes) {
-                                    let parsed = if sse.event.as_deref() == Some("delta") {
-                                        serde_json::from_str(&sse.data).map(Watched::Delta)
-                                    } else {
-                                        serde_json::from_str(&sse.data).map(Watched::Event)
-                                    };
-                                    match parsed {
+                                    match parse(&sse) {
                                         Ok(item) => ready.push_back(item),
-                                        Err(e) => {
-                                            let err = ClientError::BadResponse {
-                                                what: what.clone(),
-                                                status: 200,
-                                                reason: e.to_string(),
-                                            };
-                                            return Some((Err(err), (chunks, decoder, ready)));
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            },
-        ))
-    }
-
-    /// `GET /v1/threads/{id}/events/stream`: the events after `after` as they are stored, until
-    /// the thread is purged or the server shuts down. Reconnect with the last seq seen to resume
-    /// with no gap and no duplicate.
-    pub async fn event_stream(
-        &self,
-        thread: ThreadId,
-        after: u64,
-    ) -> Result<impl Stream<Item = Result<Event, ClientError>> + Send + use<>, ClientError> {
-        let p = path(thread, "/events/stream");
-        let resp = self
-            .send::<()>(
-                Method::GET,
-                &p,
-                &[("after", after.to_string())],
-                None,
-                Limit::Never,
-            )
-            .await?;
-        let base = self.base.clone();
-        let what = format!("GET {p}");
-        let chunks = resp.bytes_stream();
-        let state = (chunks.boxed(), SseDecoder::default(), Vec::<Event>::new());
-        Ok(futures_util::stream::unfold(
-            state,
-            move |(mut chunks, mut decoder, mut ready)| {
-                let (base, what) = (base.clone(), what.clone());
-                async move {
-                    loop {
-                        if !ready.is_empty() {
-                            let event = ready.remove(0);
-                            return Some((Ok(event), (chunks, decoder, ready)));
-                        }
-                        match chunks.next().await? {
-                            Err(e) => {
-                                let err = ClientError::unreachable(&base, &e);
-                                return Some((Err(err), (chunks, decoder, ready)));
-                            }
-                            Ok(bytes) => {
-                                for sse in decoder.push(&bytes) {
-                                    match serde_json::from_str::<Event>(&sse.data) {
-                                        Ok(event) => ready.push(event),
                                         Err(e) => {
                                             let err = ClientError::BadResponse {
                                                 what: what.clone(),

@@ -746,16 +746,6 @@ impl Otlp {
         settings: &Settings,
         resource: Vec<opentelemetry::KeyValue>,
     ) -> Result<Otlp, TelemetryError> {
-        use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
-        let mut builder = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(ninetrix_telemetry::http_client())
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(settings.endpoint.clone())
-            .with_headers(settings.headers.iter().cloned().collect());
-        if let Some(timeout) = settings.timeout {
-            builder = builder.with_timeout(timeout);
-        }
         let resource = opentelemetry_sdk::Resource::builder_empty()
             .with_detector(Box::new(
                 opentelemetry_sdk::resource::TelemetryResourceDetector,
@@ -770,7 +760,7 @@ impl Otlp {
             .with_service_name(settings.service_name.clone())
             .build();
         Ok(Otlp {
-            exporter: builder.build()?,
+            exporter: ninetrix_telemetry::span_exporter(settings)?,
             resource,
             sampler: settings.sampler,
         })

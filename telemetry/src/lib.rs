@@ -562,19 +562,9 @@ impl Telemetry {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(TelemetryError::NoRuntime);
         }
-        let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
-        let mut builder = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(http_client())
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .with_endpoint(settings.endpoint.clone())
-            .with_headers(headers);
-        if let Some(timeout) = settings.timeout {
-            builder = builder.with_timeout(timeout);
-        }
         let shown = without_userinfo(&settings.endpoint);
         let exporter = Logged {
-            inner: builder.build()?,
+            inner: span_exporter(&settings)?,
             endpoint: shown.clone(),
             failing: AtomicBool::new(false),
         };
@@ -708,6 +698,24 @@ impl SpanExporter for Logged {
 
 #[cfg(feature = "receiver")]
 pub mod receiver;
+
+/// The OTLP/HTTP protobuf span exporter `settings` describe (endpoint, headers, timeout), on
+/// [`http_client`]: the one exporter the API's provider and the runner's own export task use.
+pub fn span_exporter(
+    settings: &Settings,
+) -> Result<opentelemetry_otlp::SpanExporter, TelemetryError> {
+    let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
+    let mut builder = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(http_client())
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(settings.endpoint.clone())
+        .with_headers(headers);
+    if let Some(timeout) = settings.timeout {
+        builder = builder.with_timeout(timeout);
+    }
+    Ok(builder.build()?)
+}
 
 /// The exporter's HTTP client: TLS verified against the bundled web PKI roots. The exporter's
 /// default client reads the platform's certificate store, which a `FROM scratch` image does not
