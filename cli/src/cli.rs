@@ -99,6 +99,7 @@ impl Command {
             Command::Sessions(a) => Some(&mut a.file),
             Command::Triggers(a) => Some(&mut a.file),
             Command::Api(_)
+            | Command::K8s(_)
             | Command::Ps(_)
             | Command::Approve(_)
             | Command::Deny(_)
@@ -125,6 +126,7 @@ impl Command {
             Command::Triggers(a) => Some(&mut a.pool),
             Command::Init(_)
             | Command::Api(_)
+            | Command::K8s(_)
             | Command::Build(_)
             | Command::Approve(_)
             | Command::Deny(_)
@@ -252,6 +254,8 @@ pub enum Command {
     /// exit 0 healthy / 1 not.
     #[command(hide = true)]
     Health(crate::commands::health::HealthArgs),
+    /// Write a pool's Kubernetes manifests (`k8s render`).
+    K8s(crate::commands::k8s::K8sArgs),
     /// Serve a stdio MCP server over streamable HTTP, restarting it when it dies.
     McpBridge(crate::commands::mcp_bridge::McpBridgeArgs),
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod commands;
 mod docker;
 mod home;
+mod k8s;
 mod pool;
 mod ui;
 

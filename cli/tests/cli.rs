@@ -410,6 +410,8 @@ fn every_command_has_a_help_page() {
         "triggers",
         "triggers fire",
         "triggers history",
+        "k8s",
+        "k8s render",
         "mcp-bridge",
     ] {
         let mut cmd = ws.ninetrix();

@@ -9,6 +9,7 @@ pub mod down;
 pub mod health;
 pub mod init;
 pub mod invoke;
+pub mod k8s;
 pub mod logs;
 pub mod mcp_bridge;
 pub mod ps;
@@ -82,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Triggers(args) => block_on(triggers::run(&args)),
         Command::Logs(args) => block_on(logs::run(&args)),
         Command::Run(args) => block_on(run::run(&args)),
+        Command::K8s(args) => k8s::run(&args),
         Command::Approvals(args) => block_on(approvals::run(&args)),
         Command::Approve(args) => block_on(approvals::approve(&args)),
         Command::Deny(args) => block_on(approvals::deny(&args)),
