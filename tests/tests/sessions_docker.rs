@@ -57,23 +57,8 @@ fn listed(pool: &Pool) -> Vec<Value> {
 
 /// The user messages of a session's conversation, from its trace.
 fn turns(pool: &Pool, key: &str) -> Vec<String> {
-    let out = pool
-        .command(&[
-            "trace",
-            "-p",
-            &pool.name,
-            "--agent",
-            "bot",
-            "--session",
-            key,
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "trace {key}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    pool.session_events("bot", key)
+        .iter()
         .filter(|e| e["type"] == "turn_started")
         .map(|e| e["data"]["input"].as_str().unwrap_or_default().to_string())
         .collect()

@@ -41,23 +41,7 @@ fn json_of(pool: &Pool, args: &[&str]) -> Value {
 
 /// The inputs of the turns a session's thread started, and how many it completed.
 fn turns(pool: &Pool, key: &str) -> (Vec<String>, usize) {
-    let out = pool
-        .command(&[
-            "trace",
-            "-p",
-            &pool.name,
-            "--agent",
-            "bot",
-            "--session",
-            key,
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = pool.session_events("bot", key);
     let started = events
         .iter()
         .filter(|e| e["type"] == "turn_started")

@@ -345,10 +345,10 @@ impl HistoryRow {
 }
 
 /// A history entry to write.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct NewHistory {
-    pub(crate) source: Option<TriggerSource>,
-    pub(crate) outcome: Option<TriggerOutcome>,
+    pub(crate) source: TriggerSource,
+    pub(crate) outcome: TriggerOutcome,
     pub(crate) reason: Option<TriggerReason>,
     pub(crate) scheduled_at: Option<DateTime<Utc>>,
     pub(crate) delivery_id: Option<String>,
@@ -356,6 +356,23 @@ pub(crate) struct NewHistory {
     pub(crate) thread_id: Option<String>,
     pub(crate) inbox_seq: Option<u64>,
     pub(crate) detail: Option<String>,
+}
+
+impl NewHistory {
+    /// An entry with only its source and outcome set.
+    pub(crate) fn new(source: TriggerSource, outcome: TriggerOutcome) -> NewHistory {
+        NewHistory {
+            source,
+            outcome,
+            reason: None,
+            scheduled_at: None,
+            delivery_id: None,
+            session: None,
+            thread_id: None,
+            inbox_seq: None,
+            detail: None,
+        }
+    }
 }
 
 /// What a tick fired, for the scheduler to wake the agents and log.
@@ -404,7 +421,7 @@ pub(crate) fn sorted(mut applied: TriggersApplied) -> TriggersApplied {
     applied
 }
 
-/// An out-of-range stored time, as a store error.
+/// A time as stored: Unix milliseconds.
 pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
@@ -523,8 +540,8 @@ macro_rules! trigger_ops {
             .bind(name)
             .bind(seq)
             .bind(now)
-            .bind(h.source.map(enum_name).unwrap_or_default())
-            .bind(h.outcome.map(enum_name).unwrap_or_default())
+            .bind(enum_name(h.source))
+            .bind(enum_name(h.outcome))
             .bind(h.reason.map(enum_name))
             .bind(h.scheduled_at.map(ms))
             .bind(h.delivery_id)
@@ -579,7 +596,7 @@ macro_rules! trigger_ops {
                     .fetch_optional(&mut *c)
                     .await?;
                 if let Some((seq,)) = seq {
-                    h.outcome = Some(ninetrix_proto::api::TriggerOutcome::Deduplicated);
+                    h.outcome = ninetrix_proto::api::TriggerOutcome::Deduplicated;
                     h.inbox_seq = Some(to_u64(seq));
                     return Ok((h, None));
                 }
@@ -648,11 +665,9 @@ macro_rules! trigger_ops {
                         Step::Fire { scheduled, outcome, detail } => {
                             let session = fire_session(&spec, None, &instant_text(scheduled));
                             let h = NewHistory {
-                                source: Some(ninetrix_proto::api::TriggerSource::Schedule),
-                                outcome: Some(outcome),
                                 scheduled_at: Some(scheduled),
                                 detail,
-                                ..NewHistory::default()
+                                ..NewHistory::new(ninetrix_proto::api::TriggerSource::Schedule, outcome)
                             };
                             let key = schedule_key(&spec.name, scheduled);
                             let (h, f) = fire_into(c, &row, &session, &schedule.message, Some(&key), h, now).await?;
@@ -661,12 +676,10 @@ macro_rules! trigger_ops {
                         }
                         Step::Note { outcome, reason, scheduled, detail } => {
                             let h = NewHistory {
-                                source: Some(ninetrix_proto::api::TriggerSource::Schedule),
-                                outcome: Some(outcome),
                                 reason,
                                 scheduled_at: scheduled,
                                 detail,
-                                ..NewHistory::default()
+                                ..NewHistory::new(ninetrix_proto::api::TriggerSource::Schedule, outcome)
                             };
                             add_history(c, &row.pool, &row.name, h, now).await?;
                         }
@@ -709,11 +722,7 @@ macro_rules! trigger_ops {
                     });
                 }
             };
-            let h = NewHistory {
-                source: Some(ninetrix_proto::api::TriggerSource::Manual),
-                outcome: Some(ninetrix_proto::api::TriggerOutcome::Fired),
-                ..NewHistory::default()
-            };
+            let h = NewHistory::new(ninetrix_proto::api::TriggerSource::Manual, ninetrix_proto::api::TriggerOutcome::Fired);
             let (h, fired) = fire_into(c, &row, &session, &message, None, h, now).await?;
             let event = history_event(c, &row.pool, &row.name, h, now).await?;
             Ok((event, fired))
@@ -724,8 +733,8 @@ macro_rules! trigger_ops {
             let event = ninetrix_proto::api::TriggerEvent {
                 seq: 0,
                 at: $crate::store::ops::time(now),
-                source: h.source.unwrap_or(ninetrix_proto::api::TriggerSource::Manual),
-                outcome: h.outcome.unwrap_or(ninetrix_proto::api::TriggerOutcome::Fired),
+                source: h.source,
+                outcome: h.outcome,
                 reason: h.reason,
                 scheduled_at: h.scheduled_at,
                 delivery_id: h.delivery_id.clone(),
@@ -757,10 +766,8 @@ macro_rules! trigger_ops {
             let session = fire_session(&spec, session.as_deref(), &instance);
             let key = delivery_id.as_deref().map(|d| delivery_key(name, d));
             let h = NewHistory {
-                source: Some(ninetrix_proto::api::TriggerSource::Webhook),
-                outcome: Some(ninetrix_proto::api::TriggerOutcome::Fired),
                 delivery_id,
-                ..NewHistory::default()
+                ..NewHistory::new(ninetrix_proto::api::TriggerSource::Webhook, ninetrix_proto::api::TriggerOutcome::Fired)
             };
             let (h, fired) = fire_into(c, &row, &session, message, key.as_deref(), h, now).await?;
             let event = history_event(c, pool, name, h, now).await?;
@@ -780,8 +787,8 @@ macro_rules! trigger_ops {
                 return Ok(());
             }
             let h = NewHistory {
-                source: Some(event.source),
-                outcome: Some(event.outcome),
+                source: event.source,
+                outcome: event.outcome,
                 reason: event.reason,
                 scheduled_at: event.scheduled_at,
                 delivery_id: event.delivery_id,

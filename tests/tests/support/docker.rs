@@ -276,6 +276,27 @@ impl Pool {
         c
     }
 
+    /// The trace of session `key` of `agent`, as JSON values (`trace --session KEY --json`).
+    pub(crate) fn session_events(&self, agent: &str, key: &str) -> Vec<Value> {
+        let out = self
+            .command(&[
+                "trace",
+                "-p",
+                &self.name,
+                "--agent",
+                agent,
+                "--session",
+                key,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     /// The trace of an agent's first replica, as JSON values.
     pub(crate) fn events(&self, agent: &str) -> Vec<Value> {
         let out = self

@@ -253,53 +253,48 @@ fn buffer_one_holds_one_fire_and_runs_it_when_the_turn_ends() {
     );
 }
 
+/// The fires of `s` when ticked every 10 minutes from `from` to `to`, each tick planning from
+/// where the last one left off.
+fn fires_ticking(
+    s: &ScheduleTrigger,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Vec<(DateTime<Utc>, TriggerOutcome)> {
+    let rule = s.spec().unwrap();
+    let (mut planned, mut now, mut fired) = (from, from, Vec::new());
+    while now < to {
+        now += chrono::TimeDelta::minutes(10);
+        let plan = plan_tick(&TickInput {
+            schedule: s,
+            rule: &rule,
+            planned_to: planned,
+            next_fire_at: rule.next_after(planned),
+            buffered_at: None,
+            previous_running: false,
+            now,
+        });
+        fired.extend(fires(&plan));
+        planned = plan.planned_to;
+    }
+    fired
+}
+
 #[test]
 fn a_skipped_local_time_fires_once_after_the_jump_and_a_repeated_one_once() {
     // New York springs forward on 2026-03-08: 02:30 does not exist; it fires at 03:00 EDT
     // (07:00Z), once.
-    let s = cron("30 2 * * *", "America/New_York");
-    let mut planned = at(2026, 3, 7, 12, 0, 0);
-    let mut fired = Vec::new();
-    // Tick every 10 minutes through the day of the jump.
-    let mut now = planned;
-    while now < at(2026, 3, 8, 12, 0, 0) {
-        now += chrono::TimeDelta::minutes(10);
-        let rule = s.spec().unwrap();
-        let plan = plan_tick(&TickInput {
-            schedule: &s,
-            rule: &rule,
-            planned_to: planned,
-            next_fire_at: rule.next_after(planned),
-            buffered_at: None,
-            previous_running: false,
-            now,
-        });
-        fired.extend(fires(&plan));
-        planned = plan.planned_to;
-    }
-    assert_eq!(fired, [(at(2026, 3, 8, 7, 0, 0), TriggerOutcome::Fired)]);
+    let spring = cron("30 2 * * *", "America/New_York");
+    assert_eq!(
+        fires_ticking(&spring, at(2026, 3, 7, 12, 0, 0), at(2026, 3, 8, 12, 0, 0)),
+        [(at(2026, 3, 8, 7, 0, 0), TriggerOutcome::Fired)]
+    );
     // It falls back on 2026-11-01: 01:30 happens twice; it fires at the first pass only
     // (05:30Z, EDT).
-    let s = cron("30 1 * * *", "America/New_York");
-    let mut planned = at(2026, 10, 31, 12, 0, 0);
-    let mut fired = Vec::new();
-    let mut now = planned;
-    while now < at(2026, 11, 1, 12, 0, 0) {
-        now += chrono::TimeDelta::minutes(10);
-        let rule = s.spec().unwrap();
-        let plan = plan_tick(&TickInput {
-            schedule: &s,
-            rule: &rule,
-            planned_to: planned,
-            next_fire_at: rule.next_after(planned),
-            buffered_at: None,
-            previous_running: false,
-            now,
-        });
-        fired.extend(fires(&plan));
-        planned = plan.planned_to;
-    }
-    assert_eq!(fired, [(at(2026, 11, 1, 5, 30, 0), TriggerOutcome::Fired)]);
+    let fall = cron("30 1 * * *", "America/New_York");
+    assert_eq!(
+        fires_ticking(&fall, at(2026, 10, 31, 12, 0, 0), at(2026, 11, 1, 12, 0, 0)),
+        [(at(2026, 11, 1, 5, 30, 0), TriggerOutcome::Fired)]
+    );
 }
 
 #[test]

@@ -288,7 +288,7 @@ impl Cx {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{assert_error, errors, valid};
+    use super::super::testing::{assert_error, errors, errors_at, valid};
     use super::*;
     use crate::agentfile::schema::{ApprovalAction, HandoffTarget};
 
@@ -521,12 +521,8 @@ mod tests {
     #[test]
     fn every_problem_is_reported_in_one_pass() {
         let text = lead("collaborators: [lead, human, writer, writer, nobody, 7]\ntools: [shel]");
-        let found: Vec<(&str, u32, u32)> = errors(&text)
-            .iter()
-            .map(|d| (d.kind.code(), d.line, d.column))
-            .collect();
         assert_eq!(
-            found,
+            errors_at(&text),
             [
                 ("invalid_collaborator", 4, 21),
                 ("invalid_collaborator", 4, 27),

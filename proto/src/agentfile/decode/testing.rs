@@ -22,6 +22,14 @@ pub(super) fn errors(text: &str) -> Vec<Diagnostic> {
         .collect()
 }
 
+/// Every error of `text` as (code, line, column), in the order reported.
+pub(super) fn errors_at(text: &str) -> Vec<(&'static str, u32, u32)> {
+    errors(text)
+        .iter()
+        .map(|d| (d.kind.code(), d.line, d.column))
+        .collect()
+}
+
 /// Asserts `text`'s one error: its code, `line:column`, message, and that it has help.
 pub(super) fn assert_error(text: &str, code: &str, at: (u32, u32), message: &str) -> Diagnostic {
     let errors = errors(text);

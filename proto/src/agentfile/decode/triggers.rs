@@ -801,7 +801,7 @@ pub(super) const TRIGGER: Section<TriggerIn> = Section {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{assert_error, errors, one_warning, parse, valid};
+    use super::super::testing::{assert_error, errors, errors_at, one_warning, parse, valid};
     use super::*;
 
     const SCRIPTED: &str = "runtime: { provider: scripted, script: [hi] }";
@@ -1489,12 +1489,8 @@ mod tests {
                 "triggers:\n  - { name: b, type: schedule, every: 1h, message: m, target_agent: lead }"
             )
         );
-        let found: Vec<(&str, u32, u32)> = errors(&text)
-            .iter()
-            .map(|d| (d.kind.code(), d.line, d.column))
-            .collect();
         assert_eq!(
-            found,
+            errors_at(&text),
             [
                 ("duplicate_setting", 2, 51),
                 ("missing_key", 3, 5),
