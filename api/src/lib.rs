@@ -2,12 +2,14 @@
 //! checkpoints, the tool-call ledger, the inbox and trace events, over HTTP, stored in SQLite or
 //! Postgres.
 //!
-//! This crate owns the HTTP surface (`routes`), authentication (`auth`), the error mapping
+//! This crate owns the HTTP surface (`routes`), authentication (`auth`) and who may call each
+//! route (`access`), the error mapping
 //! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
 //! (`scheduler`), webhook signatures (`hooks`), trigger rules (`trigger_rules`) and the
 //! OpenTelemetry server spans (`telemetry`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
+mod access;
 pub mod auth;
 mod console;
 pub mod error;
@@ -15,6 +17,7 @@ mod extract;
 pub mod faults;
 mod hooks;
 mod hub;
+mod listener;
 mod routes;
 pub mod scheduler;
 pub mod server;

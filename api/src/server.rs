@@ -1,6 +1,5 @@
 //! The server: configuration, building the shared state, binding, and graceful shutdown.
 
-use axum::serve::ListenerExt as _;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,7 +35,40 @@ pub struct Config {
     pub scheduler_tick: Option<Duration>,
     /// Where the server spans of requests go (OpenTelemetry; `None`: no spans, no cost).
     pub telemetry: Option<crate::telemetry::Tracer>,
+    /// From the first byte of a request head to its end; past it the connection is closed.
+    pub header_timeout: Duration,
+    /// Longest wait for the next bytes of a request body; past it the request is answered
+    /// `408 request_timeout` and the connection closed. Per read, not for the whole body.
+    pub body_timeout: Duration,
+    /// How long a connection with no request in flight stays open. A request in flight (a
+    /// long-poll, an event stream) is never cut by it.
+    pub idle_timeout: Duration,
+    /// Connections served at once; past it the server stops accepting until one ends (the
+    /// others wait in the listen backlog).
+    pub max_connections: usize,
+    /// How long in-flight requests get to finish after the shutdown signal before the
+    /// connections still open are dropped.
+    pub shutdown_grace: Duration,
 }
+
+/// Default [`Config::header_timeout`]: a real client sends its whole head in one write, so
+/// 10 s is generous even on a bad link, and it bounds a client dribbling header lines.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`Config::body_timeout`]: 30 s without one byte of a body (at most `body_limit`,
+/// 8 MiB by default) means the sender is gone; a slow but live upload is not cut.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`Config::idle_timeout`]: longer than the 90 s for which reqwest (the client of the
+/// runner and the CLI) keeps an idle connection, so the client closes first and never sends a
+/// request on a connection the server is closing.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default [`Config::max_connections`]: a runner holds one or two connections (its long-poll,
+/// its writes) and a console or CLI a few, so 4096 serves thousands of them, while an idle
+/// connection costs a file descriptor and some 10 KiB (raise `ulimit -n` above it).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default [`Config::shutdown_grace`]: long-polls and streams end at once on the signal and
+/// other requests take milliseconds, so 5 s is plenty, and it leaves time to flush the store
+/// before `docker stop` (10 s) or Kubernetes (30 s) send SIGKILL.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 impl Config {
     /// Defaults for everything but the database and auth.
@@ -51,7 +83,40 @@ impl Config {
             store: StoreOptions::default(),
             scheduler_tick: Some(crate::scheduler::DEFAULT_TICK),
             telemetry: None,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
+    }
+
+    /// The connection limits, or why they are refused (a zero, or more connections than a
+    /// semaphore can count).
+    fn limits(&self) -> Result<crate::listener::Limits, ServeError> {
+        let durations = [
+            ("header_timeout", self.header_timeout),
+            ("body_timeout", self.body_timeout),
+            ("idle_timeout", self.idle_timeout),
+            ("shutdown_grace", self.shutdown_grace),
+        ];
+        if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
+            return Err(ServeError::Config(format!("{name} must be more than 0")));
+        }
+        if self.max_connections == 0 || self.max_connections > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(ServeError::Config(format!(
+                "max_connections must be between 1 and {}, not {}",
+                tokio::sync::Semaphore::MAX_PERMITS,
+                self.max_connections
+            )));
+        }
+        Ok(crate::listener::Limits {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections,
+            shutdown_grace: self.shutdown_grace,
+        })
     }
 }
 
@@ -84,6 +149,7 @@ pub struct Server {
     app: App,
     router: axum::Router,
     scheduler_tick: Option<Duration>,
+    limits: crate::listener::Limits,
 }
 
 impl Server {
@@ -95,6 +161,7 @@ impl Server {
                 config.listen
             )));
         }
+        let limits = config.limits()?;
         let store = Store::open(&config.database_url, &config.store).await?;
         let listener =
             TcpListener::bind(config.listen)
@@ -112,12 +179,18 @@ impl Server {
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),
         };
-        let router = crate::routes::router(app.clone(), config.body_limit, config.telemetry);
+        let router = crate::routes::router(app.clone(), config.body_limit, config.telemetry)
+            // Outermost: an oversized `Content-Length` is refused before anything reads the body.
+            .layer(axum::middleware::from_fn_with_state(
+                config.body_limit,
+                crate::listener::refuse_oversized,
+            ));
         Ok(Server {
             listener,
             app,
             router,
             scheduler_tick: config.scheduler_tick,
+            limits,
         })
     }
 
@@ -137,37 +210,40 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then stops taking connections, ends long-polls and
-    /// streams, lets in-flight requests finish, and flushes the store.
+    /// streams, lets in-flight requests finish (for up to [`Config::shutdown_grace`], then drops
+    /// the connections still open), and flushes the store.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        // One token stops it all: the accept loop and every connection's drain, the long-polls
+        // and event streams (they watch `App.shutdown`), and the scheduler.
         let cancel = self.app.shutdown.clone();
         let signal = async move {
             shutdown.await;
+            tracing::info!("shutting down: no new connections; finishing requests in flight");
             cancel.cancel();
         };
-        // Small writes (SSE events, long-poll answers) go out at once: without TCP_NODELAY,
-        // Nagle's algorithm holds a write until the previous one is acknowledged, and the
-        // peer's delayed ACK makes that ~40 ms.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY on an accepted connection: {e}");
-            }
-        });
         let scheduler = self
             .scheduler_tick
             .map(|every| tokio::spawn(crate::scheduler::run(self.app.clone(), every)));
-        let result = axum::serve(listener, self.router)
-            .with_graceful_shutdown(signal)
-            .await;
+        let serving = crate::listener::serve(
+            self.listener,
+            self.router,
+            self.limits,
+            self.app.shutdown.clone(),
+        );
+        let signal = tokio::spawn(signal);
+        // `serve` returns once the token is cancelled and the connections drained.
+        serving.await;
+        signal.abort();
         // The scheduler stops at the same signal; its tick in flight finishes first.
         self.app.shutdown.cancel();
         if let Some(task) = scheduler {
             let _ = task.await;
         }
         self.app.store.close().await;
-        result.map_err(ServeError::Io)
+        Ok(())
     }
 }
 

@@ -116,6 +116,22 @@ error_codes! {
     /// 422: a webhook body that does not fit the trigger's message or session template (a
     /// missing field, a non-JSON body).
     TemplateFailed = "template_failed",
+    /// 410: the thread was purged. A purged thread stays purged: its tokens are refused, its
+    /// ID is never used again (a new conversation is a new thread).
+    Purged = "purged",
+    /// 409: a ledger key or an inbox `dedupe_key` already stored with a different payload (tool,
+    /// arguments, turn, effect; or message content). The stored record is unchanged.
+    KeyReused = "key_reused",
+    /// 422 (400 in a path or query): text with U+0000 (NUL), which the API does not store on
+    /// any backend. The message names the field.
+    InvalidText = "invalid_text",
+    /// 422: messages no provider accepts (a tool result for a call the history does not make, a
+    /// duplicate message ID, a tool message with other blocks than results, a message without
+    /// blocks).
+    InvalidHistory = "invalid_history",
+    /// 408: the request body stalled: no bytes arrived for longer than the server's body
+    /// timeout (`ninetrix api --body-timeout`). The connection is closed; send the request again.
+    RequestTimeout = "request_timeout",
     /// 500: the server failed; its log has the cause.
     Internal = "internal",
     /// 503: the database does not answer.
@@ -491,8 +507,8 @@ pub struct ToolCallIntent {
     pub turn_seq: u64,
     /// The tool's name.
     pub tool: String,
-    /// Its arguments (any JSON value; tools take an object).
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
+    /// Its arguments: a JSON object.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub args: serde_json::Value,
     /// Its effect class.
     pub effect: Effect,
@@ -557,8 +573,8 @@ pub struct CommitIntent {
     pub turn_seq: u64,
     /// The tool's name.
     pub tool: String,
-    /// Its arguments (any JSON value; tools take an object).
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
+    /// Its arguments: a JSON object.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub args: serde_json::Value,
     /// Its effect class.
     pub effect: Effect,
@@ -692,14 +708,24 @@ pub struct InboxMessage {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NewEvent {
-    /// The event's type, e.g. `boot`, `turn_completed`: 1 to 64 characters.
+    /// The event's type, e.g. `boot`, `turn_completed`: 1 to 64 of `a-z`, `0-9`, `_`, `.` and
+    /// `-`, starting with a letter (what a [`TraceEvent`](crate::events::TraceEvent) is called;
+    /// types this build does not know are kept, for newer runners).
     #[serde(rename = "type")]
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 64, pattern = "^[a-z][a-z0-9_.-]{0,63}$")
+    )]
     pub kind: String,
-    /// Its data (any JSON value; `null` when left out).
-    #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
+    /// Its data: a JSON object (`{}` when left out).
+    #[serde(default = "empty_object")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: serde_json::Value,
+}
+
+/// `{}`: what a left-out object means.
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(serde_json::Map::new())
 }
 
 /// `POST /v1/runners/threads/{id}/events`: a batch of events.

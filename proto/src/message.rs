@@ -86,7 +86,8 @@ pub struct Message {
     pub id: MessageId,
     /// Who wrote it.
     pub role: Role,
-    /// Its content.
+    /// Its content: at least one block.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub blocks: Vec<Block>,
     /// When it was created.
     pub created_at: DateTime<Utc>,

@@ -35,6 +35,58 @@ pub struct ApiArgs {
     /// Longest inbox long-poll, in seconds.
     #[arg(long, default_value_t = 60, value_name = "SECS")]
     pub max_wait: u64,
+    /// Seconds from the first byte of a request head to its end; a slower head closes the
+    /// connection.
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_HEADER_TIMEOUT), value_name = "SECS", value_parser = at_least_one)]
+    pub header_timeout: u64,
+    /// Seconds a request body may send nothing before the request is answered 408.
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_BODY_TIMEOUT), value_name = "SECS", value_parser = at_least_one)]
+    pub body_timeout: u64,
+    /// Seconds a connection with no request in flight stays open (long-polls and event streams
+    /// are requests in flight: never cut).
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_IDLE_TIMEOUT), value_name = "SECS", value_parser = at_least_one)]
+    pub idle_timeout: u64,
+    /// Connections served at once; past it new ones wait until one ends.
+    #[arg(long, default_value_t = ninetrix_api::server::DEFAULT_MAX_CONNECTIONS, value_name = "N", value_parser = max_connections)]
+    pub max_connections: usize,
+    /// Seconds in-flight requests get to finish after SIGTERM before the connections still open
+    /// are closed.
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_SHUTDOWN_GRACE), value_name = "SECS", value_parser = at_least_one)]
+    pub shutdown_grace: u64,
+}
+
+/// Whole seconds of a default duration, for a flag's default.
+const fn secs(d: Duration) -> u64 {
+    d.as_secs()
+}
+
+/// Longest timeout a flag takes: a day (a longer one is a typo, and keeps every deadline far
+/// from the clock's range).
+const MAX_TIMEOUT_SECS: u64 = 24 * 60 * 60;
+
+/// Parses a number of seconds of a timeout: 1 to a day.
+fn at_least_one(value: &str) -> Result<u64, String> {
+    let secs: u64 = value
+        .parse()
+        .map_err(|_| format!("`{value}` is not a whole number of seconds"))?;
+    match secs {
+        0 => Err("0 would turn the timeout off or fire at once; give at least 1".into()),
+        s if s > MAX_TIMEOUT_SECS => Err(format!("at most {MAX_TIMEOUT_SECS} (a day)")),
+        s => Ok(s),
+    }
+}
+
+/// Parses `--max-connections`: 1 to what the server's semaphore can count.
+fn max_connections(value: &str) -> Result<usize, String> {
+    let n: usize = value
+        .parse()
+        .map_err(|_| format!("`{value}` is not a whole number"))?;
+    let most = tokio::sync::Semaphore::MAX_PERMITS;
+    match n {
+        0 => Err("0 would serve no connection; give at least 1".into()),
+        n if n > most => Err(format!("at most {most}")),
+        n => Ok(n),
+    }
 }
 
 /// Shortest secret or admin token accepted.
@@ -52,6 +104,11 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     config.listen = args.listen;
     config.body_limit = args.body_limit;
     config.max_wait = Duration::from_secs(args.max_wait.max(1));
+    config.header_timeout = Duration::from_secs(args.header_timeout);
+    config.body_timeout = Duration::from_secs(args.body_timeout);
+    config.idle_timeout = Duration::from_secs(args.idle_timeout);
+    config.max_connections = args.max_connections;
+    config.shutdown_grace = Duration::from_secs(args.shutdown_grace);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -187,7 +244,19 @@ fn describe(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::describe;
+    use super::{at_least_one, describe, max_connections};
+
+    #[test]
+    fn timeouts_and_the_connection_cap_refuse_zero_and_nonsense() {
+        assert_eq!(at_least_one("2"), Ok(2));
+        assert!(at_least_one("0").unwrap_err().contains("at least 1"));
+        assert!(at_least_one("-1").is_err());
+        assert!(at_least_one("1.5").is_err());
+        assert!(at_least_one("86401").unwrap_err().contains("a day"));
+        assert_eq!(max_connections("2"), Ok(2));
+        assert!(max_connections("0").unwrap_err().contains("at least 1"));
+        assert!(max_connections(&usize::MAX.to_string()).is_err());
+    }
 
     #[test]
     fn database_urls_are_logged_without_credentials() {

@@ -1,0 +1,126 @@
+//! Who may call a route, decided before anything else of the request is read.
+//!
+//! Each handler names its access rule as its first extractor: [`Admin`], [`ThreadCaller`],
+//! [`ApproverCaller`] or [`AgentCaller`]. axum runs the extractors that read the request head in
+//! order and the body's last, so a token is authenticated (401) and authorised (403) before the
+//! path's other parameters, the query or the body are looked at: a runner token on another
+//! thread's route learns nothing about what that route expects (no 400/415/422 naming fields).
+
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts, RawPathParams};
+use axum::http::request::Parts;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::ErrorCode;
+
+use crate::auth::{Authenticator, Caller};
+use crate::error::ApiError;
+
+/// The admin token (or insecure-dev mode): every admin route.
+pub(crate) struct Admin;
+
+impl<S> FromRequestParts<S> for Admin
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Caller::from_request_parts(parts, state)
+            .await?
+            .require_admin()?;
+        Ok(Admin)
+    }
+}
+
+/// The admin or the runner of the route's `{thread_id}`: the thread's ID, checked.
+pub(crate) struct ThreadCaller(pub ThreadId);
+
+impl<S> FromRequestParts<S> for ThreadCaller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let raw = path_param(parts, state, "thread_id").await?;
+        let id = raw.parse::<ThreadId>().map_err(|e| ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!(
+                "thread_id {raw:?} is not a UUID ({e}); IDs are UUIDs such as 01936f5e-7c1a-7d3e-9f4b-2a6c8e0d1f35"
+            ),
+        })?;
+        caller.require_thread(id)?;
+        Ok(ThreadCaller(id))
+    }
+}
+
+/// The admin or an approver: for an approver, the one pool whose requests it may see.
+pub(crate) struct ApproverCaller {
+    /// `None` for the admin; the approver's pool otherwise.
+    pub pool: Option<String>,
+    /// `None` for the admin; the approver's name (recorded as who decided) otherwise.
+    pub name: Option<String>,
+}
+
+impl<S> FromRequestParts<S> for ApproverCaller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let pool = caller.require_approver()?.map(str::to_string);
+        let name = match caller {
+            Caller::Approver { name, .. } => Some(name),
+            _ => None,
+        };
+        Ok(ApproverCaller { pool, name })
+    }
+}
+
+/// The admin or the agent token of the route's `{pool}` and `{agent}`.
+pub(crate) struct AgentCaller;
+
+impl<S> FromRequestParts<S> for AgentCaller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let pool = path_param(parts, state, "pool").await?;
+        let agent = path_param(parts, state, "agent").await?;
+        caller.require_agent(&pool, &agent)?;
+        Ok(AgentCaller)
+    }
+}
+
+/// The percent-decoded path parameter `name` of the matched route.
+async fn path_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: e.to_string(),
+        })?;
+    params
+        .iter()
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.to_string())
+        .ok_or_else(|| ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!("the route has no {name} parameter"),
+        })
+}
