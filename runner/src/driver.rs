@@ -1110,7 +1110,7 @@ impl<C: Checkpoints> Runner<C> {
         }
         match result {
             Ok(out) => Executed::Answered(ToolOutput {
-                content: tools::cap(out.text, tools::MAX_RESULT),
+                content: tools::storable(tools::cap(out.text, tools::MAX_RESULT)),
                 is_error: out.is_error,
             }),
             Err(CallError::NotSent(why)) => Executed::NotSent(why),

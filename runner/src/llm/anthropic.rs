@@ -218,10 +218,23 @@ impl Assembly {
                             let args = if b.json.trim().is_empty() {
                                 json!({})
                             } else {
-                                serde_json::from_str(&b.json).map_err(|e| LlmError::Transient {
-                                    message: format!("tool_use input is not valid JSON: {e}"),
-                                    retry_after: None,
-                                })?
+                                match serde_json::from_str::<serde_json::Value>(&b.json) {
+                                    Ok(args @ serde_json::Value::Object(_)) => args,
+                                    Ok(_) => {
+                                        return Err(LlmError::Transient {
+                                            message: "tool_use input is not a JSON object".into(),
+                                            retry_after: None,
+                                        });
+                                    }
+                                    Err(e) => {
+                                        return Err(LlmError::Transient {
+                                            message: format!(
+                                                "tool_use input is not valid JSON: {e}"
+                                            ),
+                                            retry_after: None,
+                                        });
+                                    }
+                                }
                             };
                             Block::ToolCall {
                                 id: b.id,

@@ -230,7 +230,12 @@ impl Assembly {
             let args = if c.args.trim().is_empty() {
                 json!({})
             } else {
-                serde_json::from_str(&c.args).unwrap_or_else(|_| json!({"_raw": c.args}))
+                // Arguments are an object; anything else (bad JSON, or JSON that is not an
+                // object) is kept as its text and answered as bad arguments.
+                match serde_json::from_str::<Value>(&c.args) {
+                    Ok(args @ Value::Object(_)) => args,
+                    _ => json!({"_raw": c.args}),
+                }
             };
             let id = if c.id.is_empty() {
                 format!("call_{i}")

@@ -53,6 +53,17 @@ pub struct ToolContext {
 /// Most bytes of a tool result the model sees from an MCP server (as `http_request`'s body).
 pub const MAX_RESULT: usize = 256 * 1024;
 
+/// `text` as the checkpoint API stores it: U+0000 (NUL), which no backend stores as text (the
+/// API refuses it), becomes U+FFFD, as `from_utf8_lossy` already does for bytes that are not
+/// UTF-8. A tool that prints binary data then still records its outcome.
+pub fn storable(text: String) -> String {
+    if text.contains('\0') {
+        text.replace('\0', "\u{FFFD}")
+    } else {
+        text
+    }
+}
+
 /// `text` cut to at most `max` bytes (at a character boundary), saying where it was cut.
 pub fn cap(mut text: String, max: usize) -> String {
     if text.len() <= max {
@@ -175,13 +186,15 @@ pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
             other => ToolOutput::error(format!("`{other}` is not a builtin tool")),
         }
     };
-    match tokio::time::timeout(ctx.timeout, work).await {
+    let mut out = match tokio::time::timeout(ctx.timeout, work).await {
         Ok(out) => out,
         Err(_) => ToolOutput::error(format!(
             "`{name}` did not finish within {}s (runtime.tool_timeout)",
             ctx.timeout.as_secs()
         )),
-    }
+    };
+    out.content = storable(out.content);
+    out
 }
 
 /// A short preview of arguments for events and logs: secret-looking keys masked, long strings
@@ -272,6 +285,8 @@ mod tests {
 
     #[test]
     fn results_are_capped_at_a_character_boundary() {
+        assert_eq!(storable("a\0b".into()), "a\u{FFFD}b");
+        assert_eq!(storable("ab".into()), "ab");
         assert_eq!(cap("short".into(), 10), "short");
         let capped = cap("é".repeat(10), 5);
         assert_eq!(capped, "éé\n[result cut at 5 bytes]");
