@@ -109,6 +109,10 @@ impl ApiError {
                     code.clone(),
                     message.clone(),
                 ),
+                StoreError::Purged(_) => (StatusCode::GONE, ErrorCode::Purged, e.to_string()),
+                StoreError::KeyReused(_) => {
+                    (StatusCode::CONFLICT, ErrorCode::KeyReused, e.to_string())
+                }
                 StoreError::UnsupportedUrl | StoreError::Database(_) | StoreError::Corrupt(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     ErrorCode::Internal,
@@ -126,5 +130,43 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %self, "request failed");
         }
         (status, axum::Json(ErrorBody { code, message })).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/api.md's table of errors names every code a client can get.
+    #[test]
+    fn every_error_code_is_in_the_documented_table() {
+        let docs = include_str!("../../docs/api.md");
+        let table = docs
+            .split("## Errors")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("docs/api.md has an Errors section");
+        let missing: Vec<&str> = ErrorCode::ALL
+            .iter()
+            .map(ErrorCode::as_str)
+            .filter(|code| !table.contains(&format!("`{code}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/api.md's Errors table: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn purged_and_reused_keys_have_their_statuses() {
+        let thread = ninetrix_proto::ThreadId::new_v7();
+        let purged = ApiError::Store(StoreError::Purged(thread)).parts();
+        assert_eq!((purged.0, purged.1), (StatusCode::GONE, ErrorCode::Purged));
+        assert!(purged.2.contains(&thread.to_string()));
+        let reused = ApiError::Store(StoreError::KeyReused("k".into())).parts();
+        assert_eq!(
+            (reused.0, reused.1),
+            (StatusCode::CONFLICT, ErrorCode::KeyReused)
+        );
     }
 }

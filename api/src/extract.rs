@@ -1,7 +1,8 @@
 //! Extractors that turn axum's rejections into the API's `{code, message}` errors: bad JSON
 //! syntax → 400, wrong types / unknown or missing fields → 422, a missing JSON content type → 415,
-//! a body over the limit → 413, a bad path (e.g. a malformed UUID) or query → 400; and the
-//! bounds of the listings' `limit` and `after`.
+//! a body over the limit → 413, a bad path (e.g. a malformed UUID) or query → 400; text with
+//! U+0000 anywhere → `invalid_text` naming the field (no backend stores it the same: Postgres
+//! refuses it in text); and the bounds of the listings' `limit` and `after`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
@@ -50,7 +51,75 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
                 message: "the body must be a JSON object".into(),
             });
         }
+        if let Some(field) = nul_field(&bytes) {
+            return Err(ApiError::Rejected {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                code: ErrorCode::InvalidText,
+                message: format!(
+                    "`{field}` contains U+0000 (NUL), which the API does not store: remove it or replace it (e.g. with U+FFFD)"
+                ),
+            });
+        }
         Ok(ApiJson(value))
+    }
+}
+
+/// The JSON path (`append[2].blocks[0].text`, or `(key of) args` for an object key) of the first
+/// string in `body` that holds U+0000, if any. A raw NUL byte is not valid JSON, so only the
+/// escape `\u0000` can carry one: bodies without it are not parsed again.
+fn nul_field(body: &[u8]) -> Option<String> {
+    const ESCAPE: &[u8] = b"\\u0000";
+    if !body.windows(ESCAPE.len()).any(|w| w == ESCAPE) {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    find_nul(&value, String::new())
+}
+
+fn find_nul(value: &serde_json::Value, path: String) -> Option<String> {
+    let at = |path: &str| {
+        if path.is_empty() {
+            "the body".to_string()
+        } else {
+            path.to_string()
+        }
+    };
+    match value {
+        serde_json::Value::String(s) => s.contains('\0').then(|| at(&path)),
+        serde_json::Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| find_nul(v, format!("{path}[{i}]"))),
+        serde_json::Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let inner = if path.is_empty() {
+                k.clone()
+            } else {
+                format!("{path}.{k}")
+            };
+            if k.contains('\0') {
+                Some(format!("(a key of) {}", at(&path)))
+            } else {
+                find_nul(v, inner)
+            }
+        }),
+        _ => None,
+    }
+}
+
+/// The name of the first path or query parameter whose (percent-decoded) value holds U+0000.
+fn nul_param<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
+    pairs
+        .into_iter()
+        .find(|(k, v)| k.contains('\0') || v.contains('\0'))
+        .map(|(k, _)| k.replace('\0', "\\0"))
+}
+
+fn nul_rejection(what: &str, name: &str) -> ApiError {
+    ApiError::BadRequest {
+        code: ErrorCode::InvalidText,
+        message: format!(
+            "the {what} parameter `{name}` contains U+0000 (NUL), which the API does not store"
+        ),
     }
 }
 
@@ -103,7 +172,15 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match axum::extract::Path::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Path(value)) => Ok(ApiPath(value)),
+            Ok(axum::extract::Path(value)) => {
+                let raw = axum::extract::RawPathParams::from_request_parts(parts, state).await;
+                if let Ok(raw) = raw
+                    && let Some(name) = nul_param(raw.iter())
+                {
+                    return Err(nul_rejection("path", &name));
+                }
+                Ok(ApiPath(value))
+            }
             Err(rejection) => Err(ApiError::BadRequest {
                 code: ErrorCode::InvalidPath,
                 message: path_message(&rejection),
@@ -129,7 +206,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         match axum::extract::Query::<T>::from_request_parts(parts, state).await {
-            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Ok(axum::extract::Query(value)) => {
+                let pairs: Vec<(String, String)> =
+                    axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+                        .map(|q| q.0)
+                        .unwrap_or_default();
+                if let Some(name) = nul_param(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+                    return Err(nul_rejection("query", &name));
+                }
+                Ok(ApiQuery(value))
+            }
             Err(rejection) => Err(ApiError::BadRequest {
                 code: ErrorCode::InvalidQuery,
                 message: query_message(&rejection),
@@ -169,6 +255,23 @@ pub(crate) fn seq_cursor(after: u64) -> Result<u64, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nul_is_found_with_its_field() {
+        assert_eq!(nul_field(br#"{"a": "x"}"#), None);
+        assert_eq!(
+            nul_field(br#"{"append": [{"blocks": [{"text": "a\u0000b"}]}]}"#).as_deref(),
+            Some("append[0].blocks[0].text")
+        );
+        assert_eq!(
+            nul_field(br#"{"args": {"k\u0000": 1}}"#).as_deref(),
+            Some("(a key of) args")
+        );
+        // An escaped backslash before `u0000` is not a NUL.
+        assert_eq!(nul_field(br#"{"a": "\\u0000"}"#), None);
+        assert_eq!(nul_param([("pool", "a\0b")]).as_deref(), Some("pool"));
+        assert_eq!(nul_param([("pool", "ab")]), None);
+    }
 
     #[test]
     fn page_limits_default_and_refuse_what_is_out_of_range() {

@@ -4,7 +4,9 @@
 //! reaches that point. The points sit before and after the commit of each durable trigger write:
 //! `trigger_fire_before_commit` / `trigger_fire_after_commit` (a schedule's fire) and
 //! `hook_before_commit` / `hook_after_commit` (a webhook delivery, after its commit and before
-//! its answer). Unset — always, outside tests — a point costs one comparison.
+//! its answer), and `purge_before_commit` / `purge_after_commit` (a thread's purge: its rows
+//! deleted and its tombstone written, before and after the commit). Unset — always, outside
+//! tests — a point costs one comparison.
 //!
 //! `NINETRIX_API_CLOCK_SKEW_SECS=<seconds>` moves the scheduler's clock (only the scheduler's)
 //! forward, so a test can restart a crashed API "an hour later" without waiting an hour and

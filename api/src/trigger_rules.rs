@@ -141,6 +141,12 @@ pub(crate) fn render(spec: &TriggerSpec, body: &serde_json::Value) -> Result<Ren
     let message = Template::parse(&w.message)
         .and_then(|t| t.render(body))
         .map_err(|e| format!("the trigger's message template: {e}"))?;
+    if message.contains('\0') {
+        return Err(
+            "the message rendered from the body contains U+0000 (NUL), which the API does not store"
+                .into(),
+        );
+    }
     let session = match &spec.session {
         TriggerSession::New => None,
         TriggerSession::Key(key) => {

@@ -128,7 +128,8 @@ impl Client {
             .await
     }
 
-    /// `DELETE /v1/threads/{id}`: deletes everything of the thread. `false` if it did not exist.
+    /// `DELETE /v1/threads/{id}`: deletes everything of the thread; its ID is never used again.
+    /// `false` if there was nothing to delete (no such thread, or purged before).
     pub async fn purge(&self, thread: ThreadId) -> Result<bool, ClientError> {
         match self
             .send::<()>(Method::DELETE, &path(thread, ""), &[], None, Limit::Default)
@@ -136,7 +137,7 @@ impl Client {
         {
             Ok(_) => Ok(true),
             Err(ClientError::Api {
-                code: crate::ErrorCode::NotFound,
+                code: crate::ErrorCode::NotFound | crate::ErrorCode::Purged,
                 ..
             }) => Ok(false),
             Err(e) => Err(e),

@@ -19,11 +19,13 @@ use ninetrix_proto::api::{
 use ninetrix_proto::deltas::Delta;
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::Admin;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
+use crate::faults::crash;
 use crate::state::App;
-use crate::store::ThreadFilter;
+use crate::store::checks::event_kind_ok;
+use crate::store::{Purge, StoreError, ThreadFilter};
 
 /// Most threads one listing returns.
 const MAX_THREADS_PAGE: u32 = 1000;
@@ -52,14 +54,15 @@ pub(crate) struct ThreadsQuery {
 
 /// List threads, filtered by pool, agent and status.
 #[utoipa::path(get, path = "/v1/threads", tag = "admin", params(ThreadsQuery),
-    responses((status = 200, body = Vec<ThreadSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<ThreadSummary>, description = "the threads that match, one page"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: an unknown status or parameter, a malformed or out-of-range `limit` or `offset`; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn list_threads(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiQuery(q): ApiQuery<ThreadsQuery>,
 ) -> Result<axum::Json<Vec<ThreadSummary>>, ApiError> {
-    caller.require_admin()?;
     let status = match q.status.as_deref() {
         None => None,
         Some(s) => Some(ThreadStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
@@ -89,48 +92,51 @@ async fn existing(app: &App, id: ThreadId) -> Result<ThreadSummary, ApiError> {
 /// One thread.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
-    responses((status = 200, body = ThreadSummary), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = ThreadSummary, description = "the thread"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn thread(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
 ) -> Result<axum::Json<ThreadSummary>, ApiError> {
-    caller.require_admin()?;
     Ok(axum::Json(existing(&app, id).await?))
 }
 
 /// Delete everything stored for a thread: versions, messages, ledger, inbox, events.
 #[utoipa::path(delete, path = "/v1/threads/{thread_id}", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
-    responses((status = 204, description = "purged"), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 204, description = "purged: its checkpoints, ledger, inbox and events are gone"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn purge(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require_admin()?;
-    if app.store.purge(id).await? {
-        app.hub.remove(id);
-        tracing::info!(thread_id = %id, "thread purged");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!("thread {id} not found")))
+    match app.store.purge(id, crash).await? {
+        Purge::Done => {
+            crash("purge_after_commit");
+            app.hub.remove(id);
+            tracing::info!(thread_id = %id, "thread purged");
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Purge::Already => Err(StoreError::Purged(id).into()),
+        Purge::NotFound => Err(ApiError::NotFound(format!("thread {id} not found"))),
     }
 }
 
 /// The thread's version chain, oldest first.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/checkpoints", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
-    responses((status = 200, body = Vec<VersionSummary>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<VersionSummary>, description = "the versions of the thread's chain"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn versions(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
 ) -> Result<axum::Json<Vec<VersionSummary>>, ApiError> {
-    caller.require_admin()?;
     existing(&app, id).await?;
     Ok(axum::Json(app.store.versions(id).await?))
 }
@@ -139,14 +145,15 @@ pub(crate) async fn versions(
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/checkpoints/{version}", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"),
         ("version" = u64, Path, description = "The version", maximum = 9223372036854775807_i64)),
-    responses((status = 200, body = VersionDetail), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = VersionDetail, description = "the checkpoint of this version"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such thread, or no such version of it"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn version(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath((id, version)): ApiPath<(ThreadId, u64)>,
 ) -> Result<axum::Json<VersionDetail>, ApiError> {
-    caller.require_admin()?;
     if version > MAX_STORED_INT {
         return Err(ApiError::BadRequest {
             code: ErrorCode::InvalidPath,
@@ -163,14 +170,14 @@ pub(crate) async fn version(
 /// The thread's tool-call ledger.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/tool-calls", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
-    responses((status = 200, body = Vec<ToolCallRecord>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<ToolCallRecord>, description = "the thread's tool-call ledger"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn tool_calls(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
 ) -> Result<axum::Json<Vec<ToolCallRecord>>, ApiError> {
-    caller.require_admin()?;
     existing(&app, id).await?;
     Ok(axum::Json(app.store.tool_calls(id).await?))
 }
@@ -180,16 +187,18 @@ pub(crate) async fn tool_calls(
 #[utoipa::path(post, path = "/v1/threads/{thread_id}/messages", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = EnqueueRequest,
-    responses((status = 201, body = EnqueueResponse), (status = 200, body = EnqueueResponse, description = "duplicate"),
-        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = EnqueueResponse, description = "queued in the thread's inbox"),
+        (status = 200, body = EnqueueResponse, description = "duplicate: a message with this `dedupe_key` is already queued, nothing added"),
+        (status = 409, body = ErrorBody, description = "`key_reused`: the key is stored with a different payload"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn enqueue(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
     let (response, session_of) = app.store.enqueue(id, request).await?;
     if !response.duplicate {
         app.hub.notify(id);
@@ -222,15 +231,15 @@ pub(crate) struct EventsQuery {
 /// The thread's trace events, oldest first.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/events", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), EventsQuery),
-    responses((status = 200, body = Vec<Event>), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<Event>, description = "the thread's events after `after`, one page"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn events(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<axum::Json<Vec<Event>>, ApiError> {
-    caller.require_admin()?;
     let after = seq_cursor(q.after)?;
     let limit = page_limit(q.limit, MAX_EVENTS_PAGE, MAX_EVENTS_PAGE)?;
     existing(&app, id).await?;
@@ -262,16 +271,16 @@ pub(crate) struct StreamQuery {
         ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq",
             maximum = 9223372036854775807_i64)),
     responses((status = 200, content_type = "text/event-stream", description = "the event stream"),
-        (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 400, body = ErrorBody, description = "`invalid_header`: a `Last-Event-ID` that is not an event seq (0 to 9223372036854775807); `invalid_query`, `invalid_path`: a malformed parameter"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such thread"), (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn stream(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(q): ApiQuery<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
     let after = seq_cursor(q.after)?;
     let after = match headers.get("last-event-id") {
         None => after,
@@ -348,7 +357,13 @@ fn event_stream(
                 c.last = event.seq;
                 let sse = SseEvent::default()
                     .id(event.seq.to_string())
-                    .event(event.kind.clone())
+                    // Rows stored before types were checked may hold a line break, which an
+                    // SSE field cannot carry: those go out as `unknown` (the data has the type).
+                    .event(if event_kind_ok(&event.kind) {
+                        event.kind.as_str()
+                    } else {
+                        "unknown"
+                    })
                     .json_data(&event)
                     .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
                 return Some((Ok(sse), c));
@@ -387,14 +402,15 @@ fn event_stream(
 /// Mint the runner token of a thread (creating the thread and recording its labels).
 #[utoipa::path(post, path = "/v1/tokens/runner", tag = "admin",
     request_body = RunnerTokenRequest,
-    responses((status = 201, body = RunnerTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = RunnerTokenResponse, description = "the runner token of the thread (the thread is created with these labels when new)"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn mint_runner_token(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiJson(request): ApiJson<RunnerTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<RunnerTokenResponse>), ApiError> {
-    caller.require_admin()?;
     app.store
         .ensure_thread(request.thread_id, request.labels())
         .await?;

@@ -16,7 +16,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::{ApprovalId, ThreadId};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::{Admin, ApproverCaller, ThreadCaller};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
 use crate::routes::wait::{TurnWaitQuery, turn_settled};
@@ -67,22 +67,23 @@ pub(crate) struct ApprovalsQuery {
 }
 
 /// List requests to people, oldest first: pending ones by default.
-#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ApprovalsQuery),
-    responses((status = 200, body = Vec<Approval>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", operation_id = "list_approvals", params(ApprovalsQuery),
+    responses((status = 200, body = Vec<Approval>, description = "the requests that match (an approver sees its pool's only)"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: an unknown status or parameter, a malformed thread ID or `limit`; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor an approver token")),
     security(("bearer" = [])))]
 pub(crate) async fn list(
-    caller: Caller,
+    approver: ApproverCaller,
     State(app): State<App>,
     ApiQuery(q): ApiQuery<ApprovalsQuery>,
 ) -> Result<axum::Json<Vec<Approval>>, ApiError> {
-    let own_pool = caller.require_approver()?;
-    let pool = match (own_pool, q.pool) {
+    let pool = match (approver.pool, q.pool) {
         (Some(own), Some(asked)) if own != asked => {
             return Err(ApiError::Forbidden(
                 "this approver token is for another pool",
             ));
         }
-        (Some(own), _) => Some(own.to_string()),
+        (Some(own), _) => Some(own),
         (None, asked) => asked,
     };
     let status = match q.status.as_deref() {
@@ -114,8 +115,7 @@ pub(crate) async fn list(
 }
 
 /// The request `id` if the caller may see it (an approver of another pool gets 404).
-async fn visible(app: &App, caller: &Caller, id: ApprovalId) -> Result<Approval, ApiError> {
-    let own_pool = caller.require_approver()?;
+async fn visible(app: &App, own_pool: Option<&str>, id: ApprovalId) -> Result<Approval, ApiError> {
     app.store
         .approval(id)
         .await?
@@ -126,14 +126,18 @@ async fn visible(app: &App, caller: &Caller, id: ApprovalId) -> Result<Approval,
 /// One request to a person.
 #[utoipa::path(get, path = "/v1/approvals/{approval_id}", tag = "approvals",
     params(("approval_id" = uuid::Uuid, Path, description = "The request")),
-    responses((status = 200, body = Approval), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Approval, description = "the request"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such request (or, for an approver, none in its pool)"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor an approver token")),
     security(("bearer" = [])))]
 pub(crate) async fn get(
-    caller: Caller,
+    approver: ApproverCaller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ApprovalId>,
 ) -> Result<axum::Json<Approval>, ApiError> {
-    Ok(axum::Json(visible(&app, &caller, id).await?))
+    Ok(axum::Json(
+        visible(&app, approver.pool.as_deref(), id).await?,
+    ))
 }
 
 /// Decide a request: approve or reject a gated call, answer (or reject) a question. Recorded
@@ -145,18 +149,19 @@ pub(crate) async fn get(
     request_body = DecisionRequest,
     responses((status = 200, body = Approval, description = "decided (now, or the same decision before)"),
         (status = 409, body = DecisionConflict, description = "`already_decided` (another decision stands) or `approval_expired`"),
-        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody, description = "`invalid_decision`: a decision that does not fit the request"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such request (or, for an approver, none in its pool)"),
+        (status = 422, body = ErrorBody, description = "`invalid_decision`: a decision that does not fit the request; `invalid_body`: a malformed body"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor an approver token")),
     security(("bearer" = [])))]
 pub(crate) async fn decide(
-    caller: Caller,
+    approver: ApproverCaller,
     State(app): State<App>,
     ApiPath(id): ApiPath<ApprovalId>,
     ApiJson(decision): ApiJson<DecisionRequest>,
 ) -> Result<Response, ApiError> {
-    let pool = caller.require_approver()?.map(str::to_string);
-    let by = match &caller {
-        Caller::Approver { name, .. } => {
+    let pool = approver.pool;
+    let by = match &approver.name {
+        Some(name) => {
             if decision.by.as_deref().is_some_and(|by| by != name) {
                 return Err(ApiError::Rejected {
                     status: StatusCode::UNPROCESSABLE_ENTITY,
@@ -166,7 +171,7 @@ pub(crate) async fn decide(
             }
             name.clone()
         }
-        _ => decision.by.clone().unwrap_or_else(|| "admin".to_string()),
+        None => decision.by.clone().unwrap_or_else(|| "admin".to_string()),
     };
     let (thread, decided) = app.store.decide(id, decision, by, pool).await?;
     match decided {
@@ -227,14 +232,15 @@ fn conflict(code: ErrorCode, message: String, approval: Approval) -> Response {
 /// expires or the secret changes.
 #[utoipa::path(post, path = "/v1/tokens/approver", tag = "admin",
     request_body = ApproverTokenRequest,
-    responses((status = 201, body = ApproverTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = ApproverTokenResponse, description = "an approver token for the pool"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn mint_approver_token(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiJson(request): ApiJson<ApproverTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<ApproverTokenResponse>), ApiError> {
-    caller.require_admin()?;
     let invalid = |message: String| ApiError::Rejected {
         status: StatusCode::UNPROCESSABLE_ENTITY,
         code: ErrorCode::InvalidBody,
@@ -274,17 +280,17 @@ pub(crate) async fn mint_approver_token(
 /// `wait`, holds the request open until more of them are settled than `settled`, none is
 /// pending, or the wait ends — a waiting turn costs no CPU. A request past its expiry reads as
 /// `expired`.
-#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/approvals", tag = "runner",
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/approvals", tag = "runner", operation_id = "turn_approvals",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnWaitQuery),
-    responses((status = 200, body = Vec<Approval>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<Approval>, description = "the turn's requests to people (after waiting, when asked, for one to be settled)"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or out-of-range `turn_seq`, `wait` or `settled`, an unknown parameter; `invalid_path`: a malformed path"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn turn(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(q): ApiQuery<TurnWaitQuery>,
 ) -> Result<axum::Json<Vec<Approval>>, ApiError> {
-    caller.require_thread(id)?;
     let store = &app.store;
     let approvals = turn_settled(
         &app,

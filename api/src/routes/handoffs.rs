@@ -14,9 +14,9 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{ErrorBody, ErrorCode, Handoff, HandoffRequest, HandoffStatus};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::{Admin, ThreadCaller};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
+use crate::extract::{ApiJson, ApiQuery, page_limit};
 use crate::routes::wait::{TurnWaitQuery, turn_settled};
 use crate::state::App;
 use crate::store::HandoffFilter;
@@ -28,7 +28,7 @@ const MAX_HANDOFFS_PAGE: u32 = 1000;
 /// `handoff:<thread>:<ledger key>`) is opened and the task filed in it under the delivery key
 /// `handoff:<ledger key>` (201). The same call again returns the handoff it made (200), so a
 /// restarted caller re-attaches instead of delegating twice.
-#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner",
+#[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner", operation_id = "open_handoff",
     params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread")),
     request_body = HandoffRequest,
     responses((status = 201, body = Handoff, description = "handed over now"), (status = 200, body = Handoff, description = "this call's handoff, made before"),
@@ -36,15 +36,13 @@ const MAX_HANDOFFS_PAGE: u32 = 1000;
         (status = 403, body = ErrorBody, description = "`not_collaborator`: the caller's agent may not hand work to this one (as `ninetrix up` recorded the pool), or not this caller's thread"),
         (status = 422, body = ErrorBody, description = "a malformed request"),
         (status = 404, body = ErrorBody, description = "no such thread"),
-        (status = 401, body = ErrorBody)),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token")),
     security(("bearer" = [])))]
 pub(crate) async fn open(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<HandoffRequest>,
 ) -> Result<(StatusCode, axum::Json<Handoff>), ApiError> {
-    caller.require_thread(id)?;
     let (handoff, created) = app.store.open_handoff(id, request).await?;
     if created {
         tracing::info!(
@@ -68,17 +66,17 @@ pub(crate) async fn open(
 /// holds the request open until more of them are settled than `settled`, none is pending, or the
 /// wait ends — a turn waiting for collaborators costs no CPU. A handoff without a reply by its
 /// `expires_at` reads `timed_out`.
-#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner",
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/handoffs", tag = "runner", operation_id = "turn_handoffs",
     params(("thread_id" = uuid::Uuid, Path, description = "The caller's thread"), TurnWaitQuery),
-    responses((status = 200, body = Vec<Handoff>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<Handoff>, description = "the turn's handoffs (after waiting, when asked, for one to be settled)"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or out-of-range `turn_seq`, `wait` or `settled`, an unknown parameter; `invalid_path`: a malformed path"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn turn(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(q): ApiQuery<TurnWaitQuery>,
 ) -> Result<axum::Json<Vec<Handoff>>, ApiError> {
-    caller.require_thread(id)?;
     let store = &app.store;
     let handoffs = turn_settled(
         &app,
@@ -113,15 +111,16 @@ pub(crate) struct HandoffsQuery {
 }
 
 /// List handoffs, oldest first: who handed what to whom, the session that did it and the reply.
-#[utoipa::path(get, path = "/v1/handoffs", tag = "admin", params(HandoffsQuery),
-    responses((status = 200, body = Vec<Handoff>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/handoffs", tag = "admin", operation_id = "list_handoffs", params(HandoffsQuery),
+    responses((status = 200, body = Vec<Handoff>, description = "the handoffs that match, one page"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a malformed thread ID, `limit` or `offset`, an unknown parameter; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn list(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiQuery(q): ApiQuery<HandoffsQuery>,
 ) -> Result<axum::Json<Vec<Handoff>>, ApiError> {
-    caller.require_admin()?;
     let thread = |what: &str, v: Option<String>| {
         v.map(|t| {
             t.parse::<ThreadId>().map_err(|_| ApiError::BadRequest {

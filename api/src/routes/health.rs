@@ -16,7 +16,7 @@ pub(crate) async fn healthz() -> axum::Json<serde_json::Value> {
 
 /// The database answers.
 #[utoipa::path(get, path = "/readyz", tag = "meta",
-    responses((status = 200, description = "ready", body = Object), (status = 503, body = ErrorBody)))]
+    responses((status = 200, description = "ready", body = Object), (status = 503, body = ErrorBody, description = "`not_ready`: the database does not answer")))]
 pub(crate) async fn readyz(
     State(app): State<App>,
 ) -> Result<axum::Json<serde_json::Value>, ApiError> {

@@ -146,6 +146,15 @@ fn complete(api: &mut OpenApiDoc) {
             if let Some(merged) = merge_all_of(schema, &named) {
                 *schema = RefOr::T(Schema::Object(merged));
             }
+            // An internally tagged enum of structs (`TriggerKind`) is a `oneOf` whose variants
+            // are each such an `allOf` (the struct and its tag): merged the same way.
+            if let RefOr::T(Schema::OneOf(one_of)) = schema {
+                for variant in &mut one_of.items {
+                    if let Some(merged) = merge_all_of(variant, &named) {
+                        *variant = RefOr::T(Schema::Object(merged));
+                    }
+                }
+            }
         }
     }
 }

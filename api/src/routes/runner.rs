@@ -15,7 +15,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_BYTES};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::ThreadCaller;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
 use crate::routes::wait::{Look, long_poll};
@@ -28,16 +28,16 @@ const MAX_INBOX_BATCH: u32 = 100;
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/claim", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = ClaimRequest,
-    responses((status = 200, body = ClaimResponse), (status = 409, body = ErrorBody, description = "`session_mismatch`: the labels name a session the thread is not"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = ClaimResponse, description = "claimed: the new epoch fences off earlier runners (the thread is created when new)"),
+        (status = 409, body = ErrorBody, description = "`session_mismatch`: the labels name a session the thread is not"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn claim(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(labels): ApiJson<ClaimRequest>,
 ) -> Result<axum::Json<ClaimResponse>, ApiError> {
-    caller.require_thread(id)?;
     let claim = app.store.claim(id, labels).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
     Ok(axum::Json(claim))
@@ -47,14 +47,13 @@ pub(crate) async fn claim(
 /// first checkpoint.
 #[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/latest", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
-    responses((status = 200, body = ThreadState), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = ThreadState, description = "the thread's state at its latest checkpoint"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn latest(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
 ) -> Result<Response, ApiError> {
-    caller.require_thread(id)?;
     // The store assembles the document from the JSON it stored; it is sent as it is, without
     // decoding megabytes of history into messages and encoding them again.
     match app.store.latest_json(id).await? {
@@ -77,16 +76,16 @@ pub(crate) async fn latest(
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/checkpoints", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = CheckpointRequest,
-    responses((status = 201, body = CheckpointCreated), (status = 409, body = ErrorBody, description = "`fenced` or `version_conflict`"),
-        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = CheckpointCreated, description = "stored: the new version"),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `version_conflict`: `parent_version` is not the latest"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such thread"), (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn append_checkpoint(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<CheckpointRequest>,
 ) -> Result<(StatusCode, axum::Json<CheckpointCreated>), ApiError> {
-    caller.require_thread(id)?;
     let created = app.store.append_checkpoint(id, request).await?;
     Ok((StatusCode::CREATED, axum::Json(created)))
 }
@@ -99,17 +98,16 @@ pub(crate) async fn append_checkpoint(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = CommitRequest,
     responses((status = 201, body = CommitResponse, description = "committed: the new version and the ledger record of each intent"),
-        (status = 409, body = ErrorBody, description = "`fenced`, `version_conflict` or `already_completed`"),
-        (status = 422, body = ErrorBody), (status = 404, body = ErrorBody, description = "no such thread, an outcome for a key not in the ledger, or a handoff reply for no handoff of this thread"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `version_conflict`: `parent_version` is not the latest; `already_completed`: another outcome is recorded for a key; `key_reused`: the key is stored with a different payload"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
+        (status = 404, body = ErrorBody, description = "no such thread, an outcome for a key not in the ledger, or a handoff reply for no handoff of this thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn commit(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<CommitRequest>,
 ) -> Result<(StatusCode, axum::Json<CommitResponse>), ApiError> {
-    caller.require_thread(id)?;
     let with_events = !request.events.is_empty();
     let (committed, caller) = app.store.commit(id, request).await?;
     if with_events {
@@ -136,15 +134,15 @@ pub(crate) struct TurnQuery {
 /// call by (replay a recorded outcome, report a `write` left without one as unknown, or run it).
 #[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/tool-calls", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), TurnQuery),
-    responses((status = 200, body = Vec<ToolCallRecord>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<ToolCallRecord>, description = "the ledger records of the turn"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or out-of-range `turn_seq`, an unknown parameter; `invalid_path`: a malformed path"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn turn_tool_calls(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(query): ApiQuery<TurnQuery>,
 ) -> Result<axum::Json<Vec<ToolCallRecord>>, ApiError> {
-    caller.require_thread(id)?;
     let turn = seq_cursor(query.turn_seq).map_err(|_| ApiError::BadRequest {
         code: ErrorCode::InvalidQuery,
         message: format!(
@@ -162,15 +160,15 @@ pub(crate) async fn turn_tool_calls(
     request_body = ToolCallIntent,
     responses((status = 201, body = ToolCallRecord, description = "recorded"), (status = 200, body = ToolCallRecord, description = "already in the ledger"),
         (status = 404, body = ErrorBody, description = "no such thread"),
-        (status = 409, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `key_reused`: the key is stored with a different payload"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_key`: an empty or too long key; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn record_intent(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(intent): ApiJson<ToolCallIntent>,
 ) -> Result<Response, ApiError> {
-    caller.require_thread(id)?;
     let (record, created) = app.store.record_intent(id, intent).await?;
     let status = if created {
         StatusCode::CREATED
@@ -186,16 +184,19 @@ pub(crate) async fn record_intent(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"),
         ("key" = String, Path, description = "The ledger key", min_length = 1, max_length = 128)),
     request_body = ToolCallCompletion,
-    responses((status = 200, body = ToolCallRecord), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = ToolCallRecord, description = "the record with its outcome"),
+        (status = 400, body = ErrorBody, description = "`invalid_path`: a malformed thread ID or key; `invalid_text`: a key with U+0000"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such thread, or no such key in its ledger"),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `already_completed`: another outcome is recorded for the key"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn complete_tool_call(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath((id, key)): ApiPath<(ThreadId, String)>,
+    ApiPath((_, key)): ApiPath<(ThreadId, String)>,
     ApiJson(done): ApiJson<ToolCallCompletion>,
 ) -> Result<axum::Json<ToolCallRecord>, ApiError> {
-    caller.require_thread(id)?;
     Ok(axum::Json(
         app.store.complete_tool_call(id, key, done).await?,
     ))
@@ -223,15 +224,15 @@ pub(crate) struct InboxQuery {
 /// message arrives or the wait ends (then an empty list).
 #[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/inbox", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), InboxQuery),
-    responses((status = 200, body = Vec<InboxMessage>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<InboxMessage>, description = "the messages after `after` (after waiting, when asked, for one)"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: an out-of-range `after`, `wait` or `limit`, an unknown parameter; `invalid_path`: a malformed path"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn inbox(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiQuery(query): ApiQuery<InboxQuery>,
 ) -> Result<axum::Json<Vec<InboxMessage>>, ApiError> {
-    caller.require_thread(id)?;
     let limit = page_limit(query.limit, MAX_INBOX_BATCH, MAX_INBOX_BATCH)?;
     let after = seq_cursor(query.after)?;
     // Any wait up to the bound is accepted (and capped); one past it is a malformed query.
@@ -263,16 +264,16 @@ pub(crate) async fn inbox(
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/events", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = EventsRequest,
-    responses((status = 201, body = EventsAppended), (status = 404, body = ErrorBody, description = "no such thread"), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = EventsAppended, description = "stored: the events' seqs"), (status = 404, body = ErrorBody, description = "no such thread"),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn append_events(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<EventsRequest>,
 ) -> Result<(StatusCode, axum::Json<EventsAppended>), ApiError> {
-    caller.require_thread(id)?;
     let last_seq = app.store.append_events(id, request).await?;
     app.hub.notify(id);
     Ok((StatusCode::CREATED, axum::Json(EventsAppended { last_seq })))
@@ -285,15 +286,14 @@ pub(crate) async fn append_events(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = DeltaBatch,
     responses((status = 202, description = "handed to the watchers there are (none is fine)"),
-        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn publish_deltas(
-    caller: Caller,
+    ThreadCaller(id): ThreadCaller,
     State(app): State<App>,
-    ApiPath(id): ApiPath<ThreadId>,
     ApiJson(batch): ApiJson<DeltaBatch>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require_thread(id)?;
     if batch.text.len() > MAX_DELTA_BYTES {
         return Err(ApiError::Rejected {
             status: StatusCode::UNPROCESSABLE_ENTITY,

@@ -18,7 +18,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::{ThreadId, sessions};
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::{Admin, AgentCaller};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
 use crate::routes::wait::{Look, long_poll};
@@ -69,17 +69,17 @@ fn check_path_name(what: &str, name: &str) -> Result<(), ApiError> {
 /// Open a session: the thread of session `key` of the agent, created on first use (201; a new
 /// UUID v7 labelled with pool, agent and key) and the same ever after (200). Put messages in it
 /// with `POST /v1/threads/{thread_id}/messages`.
-#[utoipa::path(post, path = "/v1/sessions", tag = "admin",
+#[utoipa::path(post, path = "/v1/sessions", tag = "admin", operation_id = "open_session",
     request_body = SessionRequest,
     responses((status = 201, body = ThreadSummary, description = "created"), (status = 200, body = ThreadSummary, description = "the existing session"),
-        (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn open(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiJson(request): ApiJson<SessionRequest>,
 ) -> Result<(StatusCode, axum::Json<ThreadSummary>), ApiError> {
-    caller.require_admin()?;
     check_name("pool", &request.pool)?;
     check_name("agent", &request.agent)?;
     sessions::check_key(&request.key).map_err(|e| unprocessable(e.to_string()))?;
@@ -118,15 +118,16 @@ pub(crate) struct SessionsQuery {
 }
 
 /// List sessions (their threads, with the `session` label), by pool, agent and key; opens none.
-#[utoipa::path(get, path = "/v1/sessions", tag = "admin", params(SessionsQuery),
-    responses((status = 200, body = Vec<ThreadSummary>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/sessions", tag = "admin", operation_id = "list_sessions", params(SessionsQuery),
+    responses((status = 200, body = Vec<ThreadSummary>, description = "the session threads that match, one page"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a malformed `limit` or `offset`, an unknown parameter; `invalid_text`: a name or key with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn list(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiQuery(q): ApiQuery<SessionsQuery>,
 ) -> Result<axum::Json<Vec<ThreadSummary>>, ApiError> {
-    caller.require_admin()?;
     let filter = ThreadFilter {
         pool: q.pool,
         agent: q.agent,
@@ -146,15 +147,17 @@ pub(crate) async fn list(
     params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
         ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63)),
     request_body = AgentReplicas,
-    responses((status = 204, description = "recorded"), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 204, description = "recorded"),
+        (status = 400, body = ErrorBody, description = "`bad_json`: the body is not JSON; `invalid_path`: a malformed pool or agent name; `invalid_text`: a name with U+0000"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn set_replicas(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath((pool, agent)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<AgentReplicas>,
 ) -> Result<StatusCode, ApiError> {
-    caller.require_admin()?;
     check_path_name("pool", &pool)?;
     check_path_name("agent", &agent)?;
     if !(1..=1000).contains(&request.replicas) {
@@ -185,14 +188,15 @@ pub(crate) async fn set_replicas(
 /// replica as a secret).
 #[utoipa::path(post, path = "/v1/tokens/agent", tag = "admin",
     request_body = AgentTokenRequest,
-    responses((status = 201, body = AgentTokenResponse), (status = 422, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 201, body = AgentTokenResponse, description = "the agent token of the pool's agent"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn mint_agent_token(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiJson(request): ApiJson<AgentTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<AgentTokenResponse>), ApiError> {
-    caller.require_admin()?;
     check_name("pool", &request.pool)?;
     check_name("agent", &request.agent)?;
     let token = app.auth.agent_token(&request.pool, &request.agent);
@@ -235,17 +239,18 @@ pub(crate) struct WorkQuery {
 #[utoipa::path(get, path = "/v1/runners/pools/{pool}/agents/{agent}/sessions", tag = "runner",
     params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
         ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63), WorkQuery),
-    responses((status = 200, body = Vec<SessionWork>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<SessionWork>, description = "the sessions with work for this replica (after waiting, when asked, for some)"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or out-of-range `replica` or `wait`, a malformed `active`, an unknown parameter; `invalid_path`: a malformed pool or agent name; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the agent token of this pool and agent")),
     security(("bearer" = [])))]
 pub(crate) async fn work(
-    caller: Caller,
+    _: AgentCaller,
     State(app): State<App>,
     ApiPath((pool, agent)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<WorkQuery>,
 ) -> Result<axum::Json<Vec<SessionWork>>, ApiError> {
     check_path_name("pool", &pool)?;
     check_path_name("agent", &agent)?;
-    caller.require_agent(&pool, &agent)?;
     let bad = |message: String| ApiError::BadRequest {
         code: ErrorCode::InvalidQuery,
         message,

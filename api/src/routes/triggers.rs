@@ -23,7 +23,7 @@ use ninetrix_proto::api::{
 };
 use serde::Deserialize;
 
-use crate::auth::Caller;
+use crate::access::Admin;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
 use crate::faults::crash;
@@ -78,15 +78,15 @@ fn wake(app: &App, fired: Option<&Fired>) {
     request_body = TriggerSet,
     responses((status = 200, body = TriggersApplied, description = "what changed"),
         (status = 422, body = ErrorBody, description = "`invalid_trigger`: a schedule, template, secret or limit that cannot be used (the message names the trigger)"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 400, body = ErrorBody, description = "`bad_json`: the body is not JSON; `invalid_path`: a malformed pool name; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn put(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath(pool): ApiPath<String>,
     ApiJson(set): ApiJson<TriggerSet>,
 ) -> Result<axum::Json<TriggersApplied>, ApiError> {
-    caller.require_admin()?;
     check_path("pool", &pool)?;
     trigger_rules::check_set(&set).map_err(invalid)?;
     let applied = app
@@ -112,15 +112,16 @@ pub(crate) struct TriggersQuery {
 
 /// The registered triggers, by pool and name: each one's spec (a webhook's secret by name
 /// only), next fire time, held-back fire and last history entry.
-#[utoipa::path(get, path = "/v1/triggers", tag = "admin", params(TriggersQuery),
-    responses((status = 200, body = Vec<Trigger>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+#[utoipa::path(get, path = "/v1/triggers", tag = "admin", operation_id = "list_triggers", params(TriggersQuery),
+    responses((status = 200, body = Vec<Trigger>, description = "the triggers that match"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: an unknown parameter; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn list(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiQuery(q): ApiQuery<TriggersQuery>,
 ) -> Result<axum::Json<Vec<Trigger>>, ApiError> {
-    caller.require_admin()?;
     Ok(axum::Json(app.store.list_triggers(q.pool, q.name).await?))
 }
 
@@ -142,16 +143,16 @@ pub(crate) struct HistoryQuery {
 #[utoipa::path(get, path = "/v1/pools/{pool}/triggers/{name}/history", tag = "admin",
     params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
         ("name" = String, Path, description = "The trigger", min_length = 1, max_length = 63), HistoryQuery),
-    responses((status = 200, body = Vec<TriggerEvent>), (status = 404, body = ErrorBody, description = "no such trigger"),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, body = Vec<TriggerEvent>, description = "the trigger's history, newest first, one page"), (status = 404, body = ErrorBody, description = "no such trigger"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: an out-of-range `limit` or `before`, an unknown parameter; `invalid_path`: a malformed pool or trigger name; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn history(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath((pool, name)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<axum::Json<Vec<TriggerEvent>>, ApiError> {
-    caller.require_admin()?;
     check_path("pool", &pool)?;
     check_path("trigger", &name)?;
     let limit = page_limit(q.limit, 100, MAX_HISTORY_PAGE)?;
@@ -177,15 +178,15 @@ pub(crate) async fn history(
     responses((status = 201, body = TriggerEvent, description = "fired: the message is queued in the session's inbox"),
         (status = 404, body = ErrorBody, description = "no such trigger"),
         (status = 422, body = ErrorBody, description = "`template_failed`: the body does not fit the webhook's templates"),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+        (status = 400, body = ErrorBody, description = "`bad_json`: the body is not JSON; `invalid_path`: a malformed pool or trigger name; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn fire(
-    caller: Caller,
+    _: Admin,
     State(app): State<App>,
     ApiPath((pool, name)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<FireRequest>,
 ) -> Result<(StatusCode, axum::Json<TriggerEvent>), ApiError> {
-    caller.require_admin()?;
     check_path("pool", &pool)?;
     check_path("trigger", &name)?;
     let found = app

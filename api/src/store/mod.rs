@@ -6,6 +6,7 @@
 //! its own transaction, serialised per thread by a row lock (`postgres.rs`). A write is
 //! acknowledged only after its transaction has committed durably.
 
+pub(crate) mod checks;
 mod latest;
 mod ops;
 mod postgres;
@@ -27,6 +28,7 @@ use ninetrix_proto::api::{
 
 use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
+pub use ops::Purge;
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 pub use triggers::{Fired, HookTarget};
@@ -86,6 +88,12 @@ pub enum StoreError {
     /// A commit's handoff reply names no handoff delivered to its thread (404).
     #[error("no handoff `{0}` was delivered to this thread")]
     UnknownHandoff(String),
+    /// The thread was purged (410 `purged`): it stays purged, its ID is never used again.
+    #[error("thread {0} was purged; a purged thread is never used again: start a new thread")]
+    Purged(ThreadId),
+    /// A ledger key or an inbox `dedupe_key` is stored with another payload (409 `key_reused`).
+    #[error("{0}")]
+    KeyReused(String),
     /// The database URL names no supported backend.
     #[error("the database URL must start with sqlite:// or postgres://")]
     UnsupportedUrl,
@@ -265,18 +273,26 @@ impl Store {
         match self {
             Store::Sqlite(s) => {
                 let mut conn = s.reader().await?;
-                ops::sqlite::latest_json(&mut conn, id, s.latest_cache()).await
+                let mut tx = ops::sqlite::snapshot(&mut conn).await?;
+                let json = ops::sqlite::latest_json(&mut tx, id, s.latest_cache()).await;
+                tx.commit().await?;
+                json
             }
             Store::Postgres(s) => {
                 let mut conn = s.reader().await?;
-                ops::postgres::latest_json(&mut conn, id, s.latest_cache()).await
+                let mut tx = ops::postgres::snapshot(&mut conn).await?;
+                let json = ops::postgres::latest_json(&mut tx, id, s.latest_cache()).await;
+                tx.commit().await?;
+                json
             }
         }
     }
 
-    /// Deletes every trace of the thread; `false` if it did not exist.
-    pub async fn purge(&self, id: ThreadId) -> StoreResult<bool> {
-        let purged = self.purge_rows(id).await;
+    /// Deletes every trace of the thread but its tombstone (its ID is never used again).
+    /// `crash` is called before the commit of a purge that deletes something (the kill point
+    /// `purge_before_commit`).
+    pub async fn purge(&self, id: ThreadId, crash: fn(&str)) -> StoreResult<Purge> {
+        let purged = self.purge_rows(id, crash).await;
         match self {
             Store::Sqlite(s) => s.latest_cache().forget(id),
             Store::Postgres(s) => s.latest_cache().forget(id),
@@ -310,9 +326,7 @@ macro_rules! store_ops {
                 pub async fn $name(&self, $($arg: $ty),*) -> StoreResult<$ret> {
                     match self {
                         Store::Sqlite(s) => store_ops!(@sqlite $kind s, $c, $op($($call)*)),
-                        Store::Postgres(s) => {
-                            store_ops!(@$kind s, $c, ops::postgres::$op($($call)*))
-                        }
+                        Store::Postgres(s) => store_ops!(@postgres $kind s, $c, $op($($call)*)),
                     }
                 }
             )*
@@ -326,15 +340,23 @@ macro_rules! store_ops {
         .await
     };
     (@sqlite read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
-        store_ops!(@read $s, $c, ops::sqlite::$op($($call)*))
+        store_ops!(@read $s, $c, ops::sqlite, $op($($call)*))
     };
-    (@write $s:ident, $c:ident, $call:expr) => {
-        $s.write(move |$c| Box::pin(async move { $call.await })).await
+    (@postgres write $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        $s.write(move |$c| Box::pin(async move { ops::postgres::$op($($call)*).await })).await
     };
-    (@read $s:ident, $c:ident, $call:expr) => {{
+    (@postgres read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
+        store_ops!(@read $s, $c, ops::postgres, $op($($call)*))
+    };
+    // A read runs in one read transaction: the rows it assembles are one snapshot, whatever
+    // commits meanwhile.
+    (@read $s:ident, $c:ident, $ops:path, $op:ident($($call:tt)*)) => {{
         let mut conn = $s.reader().await?;
-        let $c = &mut *conn;
-        $call.await
+        let mut tx = { use $ops as backend; backend::snapshot(&mut conn).await? };
+        let $c = &mut *tx;
+        let read = { use $ops as backend; backend::$op($($call)*).await };
+        tx.commit().await?;
+        read
     }};
 }
 
@@ -403,7 +425,7 @@ store_ops! {
         = |c| set_replicas(c, &pool, &agent, replicas, &collaborators, now_ms());
 
     /// Deletes every row of the thread (see [`Store::purge`]).
-    write fn purge_rows(id: ThreadId) -> bool = |c| purge(c, id);
+    write fn purge_rows(id: ThreadId, crash: fn(&str)) -> Purge = |c| purge(c, id, now_ms(), crash);
 
 
     /// Inbox messages after `after`, oldest first.

@@ -14,6 +14,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::events::{ApprovalDecided, TraceEvent};
 use ninetrix_proto::message::Message;
 
+pub(crate) use super::checks::*;
 use super::{StoreError, StoreResult};
 
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
@@ -21,6 +22,37 @@ macro_rules! thread_columns {
     () => {
         "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at"
     };
+}
+
+/// The status of a purged thread's row, as a literal (for `concat!`): the tombstone that keeps
+/// its ID from being used again.
+macro_rules! purged {
+    () => {
+        "purged"
+    };
+}
+
+/// The status of a purged thread's row (see [`purged!`]).
+pub(crate) const PURGED: &str = purged!();
+
+/// What a purge found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purge {
+    /// The thread's rows are gone now; its tombstone stays.
+    Done,
+    /// It was purged before.
+    Already,
+    /// No such thread.
+    NotFound,
+}
+
+/// The row of a thread that may be used: a tombstone is [`StoreError::Purged`].
+pub(crate) fn live(id: ThreadId, row: ThreadRow) -> StoreResult<ThreadRow> {
+    if row.status == PURGED {
+        Err(StoreError::Purged(id))
+    } else {
+        Ok(row)
+    }
 }
 
 /// A row of `threads`.
@@ -345,7 +377,7 @@ pub(crate) fn decided_event(a: &Approval, now: i64) -> NewEvent {
 /// Checks a commit's requests to people before anything is written.
 pub(crate) fn check_approvals(approvals: &[NewApproval]) -> StoreResult<()> {
     for a in approvals {
-        check_key(&a.key)?;
+        check_key("approvals[].key", &a.key)?;
         let bad = |message: String| StoreError::Invalid {
             code: ErrorCode::InvalidBody,
             message,
@@ -629,43 +661,18 @@ pub(crate) fn rsq_run<T>(op: impl std::future::Future<Output = StoreResult<T>>) 
     })
 }
 
-/// Longest ledger or dedupe key, in characters.
-pub(crate) const MAX_KEY_LEN: usize = 128;
-/// Longest event type, in characters.
-pub(crate) const MAX_KIND_LEN: usize = 64;
-
-/// A ledger or dedupe key must have 1 to [`MAX_KEY_LEN`] characters.
-pub(crate) fn check_key(key: &str) -> StoreResult<()> {
-    if key.is_empty() || key.chars().count() > MAX_KEY_LEN {
-        return Err(StoreError::Invalid {
-            code: ErrorCode::InvalidKey,
-            message: format!("a ledger key must have 1 to {MAX_KEY_LEN} characters"),
-        });
+/// Every key, argument list, event and message of a commit, checked before anything is read
+/// or written.
+pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
+    for (i, intent) in req.intents.iter().enumerate() {
+        check_key(&format!("intents[{i}].key"), &intent.key)?;
+        check_args(&format!("intents[{i}].args"), &intent.args)?;
     }
-    Ok(())
-}
-
-/// Every ledger key of a commit, checked before anything is read or written.
-pub(crate) fn check_commit_keys(req: &CommitRequest) -> StoreResult<()> {
-    let intents = req.intents.iter().map(|i| i.key.as_str());
-    let outcomes = req.outcomes.iter().map(|o| o.key.as_str());
-    intents.chain(outcomes).try_for_each(check_key)?;
-    check_events(&req.events)
-}
-
-/// Checks a batch of events before anything is written: every type has 1 to [`MAX_KIND_LEN`]
-/// characters.
-pub(crate) fn check_events(events: &[NewEvent]) -> StoreResult<()> {
-    match events
-        .iter()
-        .find(|e| e.kind.is_empty() || e.kind.chars().count() > MAX_KIND_LEN)
-    {
-        Some(_) => Err(StoreError::Invalid {
-            code: ErrorCode::InvalidEvent,
-            message: format!("an event type must have 1 to {MAX_KIND_LEN} characters"),
-        }),
-        None => Ok(()),
+    for (i, outcome) in req.outcomes.iter().enumerate() {
+        check_key(&format!("outcomes[{i}].key"), &outcome.key)?;
     }
+    check_events("events", &req.events)?;
+    check_messages(&req.append)
 }
 
 /// The version part of a checkpoint or of a commit, borrowed from either request.
@@ -743,6 +750,15 @@ macro_rules! sql_ops {
         /// labels it was opened with (its pool, agent and key; its replica is computed, not
         /// stored), and `labels.session` is never stored here: only `open_session` sets it.
         pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
+            // A purged thread keeps its row as a tombstone, so it is never created again. The
+            // row is locked first: a purge waits for this write, or this write for the purge.
+            let status: Option<(String,)> = q::query_as(concat!("SELECT status FROM threads WHERE thread_id = $1", $lock))
+                .bind(id.to_string())
+                .fetch_optional(&mut *c)
+                .await?;
+            if status.is_some_and(|(s,)| s == PURGED) {
+                return Err(StoreError::Purged(id));
+            }
             q::query(
                 "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
                  ON CONFLICT (thread_id) DO UPDATE SET \
@@ -784,7 +800,7 @@ macro_rules! sql_ops {
         /// Reads the thread for a write and checks the writer's epoch.
         async fn fenced_thread(c: &mut Conn, id: ThreadId, epoch: u64) -> StoreResult<ThreadRow> {
             let row: Option<ThreadRow> = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
-            let row = row.ok_or(StoreError::NotFound("thread"))?;
+            let row = live(id, row.ok_or(StoreError::NotFound("thread"))?)?;
             if to_u64(row.epoch) != epoch {
                 return Err(StoreError::Fenced { given: epoch, current: to_u64(row.epoch) });
             }
@@ -792,6 +808,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
+            check_messages(&req.append)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
             append_version(c, id, &thread, &VersionWrite::from(req), now).await
         }
@@ -821,12 +838,30 @@ macro_rules! sql_ops {
                     .await?;
                 len = cut;
             }
+            // What providers refuse: a result for a call the history does not leave open, a
+            // message ID the live history already has (the caller checked the shape).
+            let open = if needs_tail(req.append) { open_calls(c, id, to_i64(len, "history_len")?).await? } else { OpenCalls::default() };
+            check_results(open, req.append)?;
+            for (i, message) in req.append.iter().enumerate() {
+                let seen: Option<(i64,)> = q::query_as("SELECT position FROM messages WHERE thread_id = $1 AND message_id = $2 AND superseded_by IS NULL")
+                    .bind(id.to_string())
+                    .bind(message.id.to_string())
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if let Some((at,)) = seen {
+                    return Err(StoreError::Invalid {
+                        code: ErrorCode::InvalidHistory,
+                        message: format!("`append[{i}].id` {} is already message {at} of the history: every message has its own ID", message.id),
+                    });
+                }
+            }
             for message in req.append {
-                q::query("INSERT INTO messages (thread_id, version, position, body) VALUES ($1, $2, $3, $4)")
+                q::query("INSERT INTO messages (thread_id, version, position, body, message_id) VALUES ($1, $2, $3, $4, $5)")
                     .bind(id.to_string())
                     .bind(version_i)
                     .bind(to_i64(len, "position")?)
                     .bind(encode(message)?)
+                    .bind(message.id.to_string())
                     .execute(&mut *c)
                     .await?;
                 len += 1;
@@ -870,8 +905,37 @@ macro_rules! sql_ops {
             row.map(ToolCallRow::record).transpose()
         }
 
+        /// The calls the live history before `len` leaves open (see [`OpenCalls`]): its tail
+        /// read backwards to the last message that is not a tool message.
+        async fn open_calls(c: &mut Conn, id: ThreadId, len: i64) -> StoreResult<OpenCalls> {
+            let mut tail: Vec<ninetrix_proto::message::Message> = Vec::new();
+            let mut before = len;
+            'pages: loop {
+                let rows: Vec<(i64, String)> = q::query_as("SELECT position, body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL AND position < $2 ORDER BY position DESC LIMIT 32")
+                    .bind(id.to_string())
+                    .bind(before)
+                    .fetch_all(&mut *c)
+                    .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for (position, body) in rows {
+                    let message: ninetrix_proto::message::Message = serde_json::from_str(&body).map_err(|e| corrupt("message", &e.to_string()))?;
+                    before = position;
+                    let last = message.role != ninetrix_proto::message::Role::Tool;
+                    tail.push(message);
+                    if last {
+                        break 'pages;
+                    }
+                }
+            }
+            tail.reverse();
+            Ok(OpenCalls::of_tail(&tail))
+        }
+
         pub(crate) async fn record_intent(c: &mut Conn, id: ThreadId, intent: &ToolCallIntent, now: i64) -> StoreResult<(ToolCallRecord, bool)> {
-            check_key(&intent.key)?;
+            check_key("key", &intent.key)?;
+            check_args("args", &intent.args)?;
             fenced_thread(c, id, intent.epoch).await?;
             let fields = IntentWrite { key: &intent.key, turn_seq: intent.turn_seq, tool: &intent.tool, args: &intent.args, effect: intent.effect };
             insert_intent(c, id, intent.epoch, &fields, now).await
@@ -897,11 +961,19 @@ macro_rules! sql_ops {
             .rows_affected()
                 == 1;
             let record = tool_call_row(c, id, intent.key).await?.ok_or(StoreError::NotFound("tool call"))?;
+            // The key is derived from the turn, tool and arguments, so a different call under a
+            // stored key is a client bug: refused, never silently answered with the old record.
+            if !inserted && (record.turn_seq != intent.turn_seq || record.tool != intent.tool || &record.args != intent.args) {
+                return Err(StoreError::KeyReused(format!(
+                    "ledger key {} is stored for another call (turn {}, tool `{}`, other arguments); the stored record is unchanged",
+                    intent.key, record.turn_seq, record.tool
+                )));
+            }
             Ok((record, inserted))
         }
 
         pub(crate) async fn complete_tool_call(c: &mut Conn, id: ThreadId, key: &str, done: &ToolCallCompletion, now: i64) -> StoreResult<ToolCallRecord> {
-            check_key(key)?;
+            check_key("key", key)?;
             fenced_thread(c, id, done.epoch).await?;
             record_outcome(c, id, key, done.epoch, done.ok, &done.result, now).await
         }
@@ -939,7 +1011,7 @@ macro_rules! sql_ops {
         /// one transaction. Any refusal returns an error, so the transaction writes nothing.
         /// Also returns the thread of the caller whose handoff this commit answered, to wake.
         pub(crate) async fn commit(c: &mut Conn, id: ThreadId, req: &CommitRequest, now: i64) -> StoreResult<(CommitResponse, Option<ThreadId>)> {
-            check_commit_keys(req)?;
+            check_commit(req)?;
             check_approvals(&req.approvals)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
             let created = append_version(c, id, &thread, &VersionWrite::from(req), now).await?;
@@ -1197,17 +1269,25 @@ macro_rules! sql_ops {
         /// session's and the message is new, so the agent's replicas can be woken.
         pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
             if let Some(key) = &req.dedupe_key {
-                check_key(key)?;
+                check_key("dedupe_key", key)?;
             }
             ensure_thread(c, id, &ThreadLabels::default(), now).await?;
             if let Some(key) = &req.dedupe_key {
-                let seq: Option<(i64,)> = q::query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
+                let stored: Option<(i64, String)> = q::query_as("SELECT seq, content FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
                     .bind(id.to_string())
                     .bind(key)
                     .fetch_optional(&mut *c)
                     .await?;
-                if let Some((seq,)) = seq {
-                    return Ok((EnqueueResponse { seq: to_u64(seq), duplicate: true }, None));
+                match stored {
+                    Some((seq, content)) if content == req.content => {
+                        return Ok((EnqueueResponse { seq: to_u64(seq), duplicate: true }, None));
+                    }
+                    Some((seq, _)) => {
+                        return Err(StoreError::KeyReused(format!(
+                            "dedupe_key {key:?} is stored with other content (message {seq}); the stored message is unchanged: send new content under a new key"
+                        )));
+                    }
+                    None => {}
                 }
             }
             insert_inbox(c, id, &req.content, req.dedupe_key.as_deref(), None, now).await
@@ -1235,7 +1315,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
-            check_events(&req.events)?;
+            check_events("events", &req.events)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
             insert_events(c, id, thread.event_seq, req.epoch, &req.events, now).await
         }
@@ -1267,24 +1347,49 @@ macro_rules! sql_ops {
             Ok(to_u64(seq))
         }
 
-        pub(crate) async fn purge(c: &mut Conn, id: ThreadId) -> StoreResult<bool> {
-            let mut found = false;
-            for table in ["messages", "versions", "tool_calls", "approvals", "handoffs", "inbox", "events", "threads"] {
-                let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
-                let n = q::query(q::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?.rows_affected();
-                found |= table == "threads" && n > 0;
+        /// Deletes everything of the thread and leaves its row as a tombstone (status
+        /// `purged`, no labels, its epoch kept), so its ID is never used again. The row is
+        /// locked first: on Postgres a write in flight commits before the rows go, and every
+        /// write after finds the tombstone.
+        pub(crate) async fn purge(c: &mut Conn, id: ThreadId, now: i64, crash: fn(&str)) -> StoreResult<Purge> {
+            let row: Option<ThreadRow> = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_optional(&mut *c).await?;
+            match row {
+                None => return Ok(Purge::NotFound),
+                Some(r) if r.status == PURGED => return Ok(Purge::Already),
+                Some(_) => {}
             }
-            Ok(found)
+            for table in ["messages", "versions", "tool_calls", "approvals", "handoffs", "inbox", "events"] {
+                let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
+                q::query(q::AssertSqlSafe(sql)).bind(id.to_string()).execute(&mut *c).await?;
+            }
+            q::query(concat!(
+                "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
+                "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, updated_at = $2 WHERE thread_id = $1"
+            ))
+            .bind(id.to_string())
+            .bind(now)
+            .execute(&mut *c)
+            .await?;
+            crash("purge_before_commit");
+            Ok(Purge::Done)
         }
 
     };
-    (reads $conn:ty) => {
+    (reads $conn:ty, $begin:literal) => {
         use ninetrix_proto::{ApprovalId, ThreadId};
         use ninetrix_proto::api::{Approval, Event, Handoff, InboxMessage, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary};
 
         use $crate::store::ops::*;
         use $crate::store::latest::{self, LatestCache};
-        use $crate::store::{ApprovalFilter, HandoffFilter, StoreResult, ThreadFilter};
+
+        /// Starts a read transaction on `c`: every statement in it reads one snapshot (SQLite's
+        /// deferred transaction in WAL mode; Postgres' REPEATABLE READ), so what a read
+        /// assembles from several rows (a thread row, its state, its messages) is never torn
+        /// by a commit between them.
+        pub(crate) async fn snapshot(c: &mut ReadConn) -> StoreResult<sqlx::Transaction<'_, <ReadConn as sqlx::Connection>::Database>> {
+            Ok(sqlx::Connection::begin_with(c, $begin).await?)
+        }
+        use $crate::store::{ApprovalFilter, HandoffFilter, StoreError, StoreResult, ThreadFilter};
 
         /// The sessions of (pool, agent) with work: messages after their cursor, or a turn in
         /// progress (`in_turn`, `waiting`).
@@ -1365,7 +1470,7 @@ macro_rules! sql_ops {
         /// of the state and of each message without decoding them.
         pub(crate) async fn latest_json(c: &mut ReadConn, id: ThreadId, cache: &LatestCache) -> StoreResult<Option<String>> {
             let thread: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
-            let Some(thread) = thread.filter(|t| t.version > 0) else { return Ok(None) };
+            let Some(thread) = thread.map(|t| live(id, t)).transpose()?.filter(|t| t.version > 0) else { return Ok(None) };
             let head = thread.version;
             // Versions are never changed once written, so the state of `head` and the messages
             // appended up to `head` read the same whatever is committed meanwhile.
@@ -1448,6 +1553,11 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+            // A runner idle on a purged thread long-polls its inbox: told here, it stops.
+            let status: Option<(String,)> = sqlx::query_as("SELECT status FROM threads WHERE thread_id = $1").bind(id.to_string()).fetch_optional(&mut *c).await?;
+            if status.is_some_and(|(s,)| s == PURGED) {
+                return Err(StoreError::Purged(id));
+            }
             let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at, origin FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -1498,7 +1608,7 @@ macro_rules! sql_ops {
         pub(crate) async fn list_threads(c: &mut ReadConn, f: &ThreadFilter) -> StoreResult<Vec<ThreadSummary>> {
             let rows: Vec<ThreadRow> = sqlx::query_as(
                 concat!("SELECT ", thread_columns!(), " FROM threads \
-                 WHERE ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
+                 WHERE status <> '", purged!(), "' AND ($1 IS NULL OR pool = $1) AND ($2 IS NULL OR agent = $2) AND ($3 IS NULL OR status = $3) \
                  AND ($6 = 0 OR session IS NOT NULL) AND ($7 IS NULL OR session = $7) \
                  ORDER BY pool, agent, replica, session, created_at, thread_id LIMIT $4 OFFSET $5"),
             )
@@ -1516,7 +1626,7 @@ macro_rules! sql_ops {
 
         pub(crate) async fn thread(c: &mut ReadConn, id: ThreadId) -> StoreResult<Option<ThreadSummary>> {
             let row: Option<ThreadRow> = sqlx::query_as(SELECT_THREAD).bind(id.to_string()).fetch_optional(&mut *c).await?;
-            row.map(ThreadRow::summary).transpose()
+            row.map(|r| live(id, r)?.summary()).transpose()
         }
 
         pub(crate) async fn versions(c: &mut ReadConn, id: ThreadId) -> StoreResult<Vec<VersionSummary>> {
@@ -1570,7 +1680,7 @@ macro_rules! sql_ops {
 
 pub(crate) mod sqlite {
     //! The reads for SQLite (sqlx's pool of reader connections).
-    sql_ops!(reads sqlx::SqliteConnection);
+    sql_ops!(reads sqlx::SqliteConnection, "BEGIN");
     crate::store::triggers::trigger_ops!(reads);
 }
 
@@ -1588,7 +1698,7 @@ pub(crate) mod postgres {
     crate::store::triggers::trigger_ops!(writes " FOR UPDATE");
 
     mod reads {
-        sql_ops!(reads sqlx::PgConnection);
+        sql_ops!(reads sqlx::PgConnection, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY");
         crate::store::triggers::trigger_ops!(reads);
     }
     pub(crate) use reads::*;

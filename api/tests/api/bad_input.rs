@@ -137,3 +137,59 @@ async fn storage_failures_are_a_generic_500() {
     assert_eq!(status, StatusCode::CREATED);
     api.stop().await;
 }
+
+/// `Last-Event-ID` is an event seq the store can hold (0 to `MAX_STORED_INT`): anything else —
+/// one past the largest, past `u64`, negative, not a number — is `400 invalid_header`, never a
+/// stream that resumes after a seq no event can have (and so stays silent).
+async fn last_event_id_out_of_range_is_invalid_header(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let thread = ThreadId::new_v7();
+    api.claim(thread, ADMIN).await;
+    let stream = |last_event_id: String| {
+        api.client
+            .get(format!("{}/v1/threads/{thread}/events/stream", api.url))
+            .bearer_auth(ADMIN)
+            .header("Last-Event-ID", last_event_id)
+            .send()
+    };
+    let max = ninetrix_proto::api::MAX_STORED_INT;
+    let mut failures = Vec::new();
+    for bad in [
+        (max + 1).to_string(),
+        u64::MAX.to_string(),
+        format!("{}0", u64::MAX),
+        "-1".into(),
+        "1.5".into(),
+        "yesterday".into(),
+        String::new(),
+    ] {
+        let resp = stream(bad.clone()).await.unwrap();
+        let status = resp.status();
+        let content_type = resp.headers().get("content-type").cloned();
+        if status != StatusCode::BAD_REQUEST {
+            failures.push(format!("Last-Event-ID {bad:?}: {status} {content_type:?}"));
+            continue;
+        }
+        let body: Value = resp.json().await.expect("errors are JSON");
+        if body["code"] != "invalid_header" || !body["message"].is_string() {
+            failures.push(format!("Last-Event-ID {bad:?}: {body}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The largest seq the store can hold is a cursor like any other: the stream starts.
+    for good in [max.to_string(), "0".into()] {
+        let resp = stream(good.clone()).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "Last-Event-ID {good:?}");
+        assert_eq!(
+            resp.headers()["content-type"],
+            "text/event-stream",
+            "Last-Event-ID {good:?}"
+        );
+        drop(resp);
+    }
+    api.stop().await;
+}
+
+crate::support::both_backends!(last_event_id_out_of_range_is_invalid_header);

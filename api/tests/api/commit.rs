@@ -11,7 +11,9 @@ use ninetrix_proto::{Message, Role, ThreadId};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{ADMIN, Backend, TestApi, both_backends, message};
+use crate::support::{
+    ADMIN, Backend, TestApi, both_backends, calling, calling_json, message, result_json, result_of,
+};
 
 both_backends!(
     a_commit_writes_the_version_the_ledger_and_the_cursor_together,
@@ -143,7 +145,7 @@ async fn a_commit_writes_the_version_the_ledger_and_the_cursor_together(backend:
         0,
         vec![
             Message::text(Role::User, "write two files"),
-            Message::text(Role::Assistant, "calling file_write twice"),
+            calling(&["c1", "c2"]),
         ],
         state(1, 1, first),
     );
@@ -191,7 +193,7 @@ async fn a_commit_writes_the_version_the_ledger_and_the_cursor_together(backend:
     let mut tool_round = step(
         epoch,
         1,
-        vec![Message::text(Role::Tool, "wrote a.txt")],
+        vec![result_of("c1", "wrote a.txt")],
         state(1, 1, first),
     );
     tool_round.outcomes = vec![outcome("w1", true, "wrote a.txt")];
@@ -203,7 +205,7 @@ async fn a_commit_writes_the_version_the_ledger_and_the_cursor_together(backend:
     let mut both = step(
         epoch,
         2,
-        vec![Message::text(Role::Tool, "wrote b.txt")],
+        vec![result_of("c2", "wrote b.txt")],
         state(1, 1, second),
     );
     both.intents = vec![intent("r1", "c.txt")];
@@ -261,7 +263,7 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
     // Version 1 with a completed call `done` and an open one `open`.
     let mut first = json!({
         "epoch": epoch, "parent_version": 0,
-        "append": [message("user", "q"), message("assistant", "calls")],
+        "append": [message("user", "q"), calling_json(&["c1", "c2"])],
         "state": {"turn_seq": 1, "turn_start_history_len": 1, "status": "in_turn", "inbox_cursor": 1},
         "intents": [
             {"key": "done", "turn_seq": 1, "tool": "t", "args": {}, "effect": "write"},
@@ -273,7 +275,7 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     first["parent_version"] = 1.into();
-    first["append"] = json!([message("tool", "r")]);
+    first["append"] = json!([result_json("c1", "r")]);
     first["intents"] = json!([]);
     first["outcomes"] = json!([{"key": "done", "ok": true, "result": "r"}]);
     let (status, body) = api
@@ -287,7 +289,7 @@ async fn a_refused_commit_writes_no_message_no_ledger_row_and_no_cursor(backend:
     let good = || {
         json!({
             "epoch": epoch, "parent_version": 2,
-            "append": [message("tool", "should not be stored")],
+            "append": [result_json("c2", "should not be stored")],
             "state": {"turn_seq": 1, "turn_start_history_len": 1, "status": "in_turn", "inbox_cursor": 9},
             "intents": [{"key": "new", "turn_seq": 1, "tool": "t", "args": {}, "effect": "write"}],
             "outcomes": [{"key": "open", "ok": true, "result": "x"}],
@@ -409,24 +411,15 @@ async fn resent_intents_return_the_recorded_records_untouched(backend: Backend) 
         return;
     };
     let (thread, token, epoch, client) = setup(&api).await;
-    let mut model_round = step(
-        epoch,
-        0,
-        vec![Message::text(Role::Assistant, "calls")],
-        state(1, 0, 0),
-    );
+    let mut model_round = step(epoch, 0, vec![calling(&["c1", "c2"])], state(1, 0, 0));
     model_round.intents = vec![intent("w1", "a.txt"), intent("w2", "b.txt")];
     client.commit(thread, &model_round).await.unwrap();
-    let mut tool_round = step(
-        epoch,
-        1,
-        vec![Message::text(Role::Tool, "wrote a")],
-        state(1, 0, 0),
-    );
+    let mut tool_round = step(epoch, 1, vec![result_of("c1", "wrote a")], state(1, 0, 0));
     tool_round.outcomes = vec![outcome("w1", true, "wrote a")];
     client.commit(thread, &tool_round).await.unwrap();
 
-    // A new runner (after a crash) repeats the model round: the same keys, other arguments.
+    // A new runner (after a crash) repeats the model round: the same calls (the same keys, as
+    // keys are derived from the turn, tool and arguments) and a new one.
     let epoch2 = api.claim(thread, &token).await;
     let mut again = step(
         epoch2,
@@ -435,8 +428,8 @@ async fn resent_intents_return_the_recorded_records_untouched(backend: Backend) 
         state(1, 0, 0),
     );
     again.intents = vec![
-        intent("w1", "changed.txt"),
-        intent("w2", "changed.txt"),
+        intent("w1", "a.txt"),
+        intent("w2", "b.txt"),
         intent("w3", "c.txt"),
     ];
     let done = client.commit(thread, &again).await.unwrap();
@@ -483,6 +476,45 @@ async fn resent_intents_return_the_recorded_records_untouched(backend: Backend) 
         ]
     );
     assert_eq!(admin(&api).tool_calls(thread).await.unwrap().len(), 3);
+
+    // A stored key sent with other arguments (or another tool) is a client bug: 409
+    // `key_reused`, and nothing of the commit is written.
+    for (tool_changed, reused) in [
+        (false, intent("w1", "changed.txt")),
+        (true, {
+            let mut i = intent("w3", "c.txt");
+            i.tool = "other_tool".into();
+            i
+        }),
+    ] {
+        let mut reuse = step(
+            epoch2,
+            3,
+            vec![Message::text(Role::Assistant, "x")],
+            state(1, 0, 0),
+        );
+        reuse.intents = vec![intent("w4", "d.txt"), reused];
+        let err = client.commit(thread, &reuse).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ClientError::Api {
+                    status: 409,
+                    code: ErrorCode::KeyReused,
+                    ..
+                }
+            ),
+            "tool changed: {tool_changed}: {err:?}"
+        );
+    }
+    let ledger = admin(&api).tool_calls(thread).await.unwrap();
+    assert_eq!(ledger.len(), 3, "w4 of the refused commits is not written");
+    assert_eq!(
+        ledger[0].args,
+        json!({"path": "a.txt"}),
+        "the stored record is unchanged"
+    );
+    assert_eq!(client.latest(thread).await.unwrap().unwrap().version, 3);
     api.stop().await;
 }
 
@@ -507,7 +539,7 @@ async fn the_first_outcome_wins_across_commits(backend: Backend) {
         let mut other = step(
             epoch,
             3,
-            vec![Message::text(Role::Tool, "x")],
+            vec![Message::text(Role::User, "x")],
             state(1, 0, 0),
         );
         other.outcomes = vec![outcome("w1", ok, result)];

@@ -310,7 +310,7 @@ async fn truncation_assembles_the_repaired_history(backend: Backend) {
     let append = vec![
         message("user", "question"),
         message("assistant", "calling a tool"),
-        message("tool", "orphan?"),
+        message("assistant", "orphan?"),
     ];
     assert_eq!(
         api.call(
@@ -528,8 +528,15 @@ async fn the_inbox_is_ordered_deduplicated_and_long_polls(backend: Backend) {
         (StatusCode::CREATED, json!({"seq": 2, "duplicate": false}))
     );
     assert_eq!(
-        send("one again", Some("k1")).await,
+        send("one", Some("k1")).await,
         (StatusCode::OK, json!({"seq": 1, "duplicate": true}))
+    );
+    // The same key with other content is not a retry: refused, the first message kept.
+    let (status, body) = send("one again", Some("k1")).await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::CONFLICT, Some("key_reused")),
+        "{body}"
     );
     assert_eq!(
         send("three", Some("k3")).await,
@@ -723,33 +730,74 @@ async fn purge_deletes_everything(backend: Backend) {
             .0,
         StatusCode::NO_CONTENT
     );
+    // A purged thread stays purged: every read and write of it is 410 `purged`, its runner
+    // token is refused, and nothing re-creates it (not a claim, a message or a new token).
+    let gone = |(status, body): (StatusCode, Value)| {
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::GONE, Some("purged")),
+            "{body}"
+        )
+    };
     for path in [
         format!("/v1/threads/{thread}"),
         format!("/v1/threads/{thread}/checkpoints"),
         format!("/v1/threads/{thread}/tool-calls"),
         format!("/v1/threads/{thread}/events"),
     ] {
-        assert_eq!(
-            api.admin(Method::GET, &path, None).await.0,
-            StatusCode::NOT_FOUND,
-            "{path}"
-        );
+        gone(api.admin(Method::GET, &path, None).await);
     }
-    assert_eq!(
+    gone(
         api.call(Method::GET, &format!("{base}/latest"), Some(&token), None)
-            .await
-            .0,
-        StatusCode::NOT_FOUND
+            .await,
     );
-    let (_, inbox) = api
-        .call(Method::GET, &format!("{base}/inbox"), Some(&token), None)
-        .await;
-    assert_eq!(inbox, json!([]));
-    assert_eq!(
+    // An idle runner long-polling its inbox is told too, so it stops.
+    gone(
+        api.call(Method::GET, &format!("{base}/inbox"), Some(&token), None)
+            .await,
+    );
+    gone(
+        api.call(
+            Method::POST,
+            &format!("{base}/claim"),
+            Some(&token),
+            Some(json!({})),
+        )
+        .await,
+    );
+    gone(
+        api.call(
+            Method::POST,
+            &format!("{base}/checkpoints"),
+            Some(&token),
+            Some(checkpoint(epoch, 0, None, vec![message("user", "x")], 1)),
+        )
+        .await,
+    );
+    gone(
+        api.admin(
+            Method::POST,
+            &format!("/v1/threads/{thread}/messages"),
+            Some(json!({"content": "again"})),
+        )
+        .await,
+    );
+    gone(
+        api.admin(
+            Method::POST,
+            "/v1/tokens/runner",
+            Some(json!({"thread_id": thread})),
+        )
+        .await,
+    );
+    gone(
         api.admin(Method::DELETE, &format!("/v1/threads/{thread}"), None)
-            .await
-            .0,
-        StatusCode::NOT_FOUND
+            .await,
+    );
+    let (_, listed) = api.admin(Method::GET, "/v1/threads", None).await;
+    assert!(
+        !listed.to_string().contains(&thread.to_string()),
+        "a purged thread is not listed: {listed}"
     );
     // Other threads are untouched.
     assert_eq!(

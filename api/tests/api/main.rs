@@ -1,6 +1,7 @@
 //! The checkpoint API over real HTTP, on SQLite always and on Postgres when configured.
 
 mod approvals;
+mod attack;
 mod auth_matrix;
 mod bad_input;
 mod commit;

@@ -15,6 +15,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
+use serde_json::{Value, json};
 
 use crate::support::{ADMIN, Backend, TestApi};
 
@@ -24,6 +25,31 @@ const SEED: u64 = 20_261_123;
 const MAX_EXAMPLES: u32 = 25;
 /// A run that takes longer than this is killed and fails the test.
 const RUN_LIMIT: Duration = Duration::from_secs(240);
+
+/// Settings of both runs, after their `[headers]` and `[parameters]`:
+/// - schemathesis' expected statuses for the checks that judge a status by the data sent, with
+///   410 added: a thread ID the run purged earlier (generated IDs repeat) is `410 purged` for
+///   valid and invalid requests alike, as an unknown one is 404;
+/// - no U+0000 in generated strings: the API stores no NUL on any backend and refuses it in
+///   every text field and in every string inside JSON it stores (`invalid_text`, documented),
+///   which a schema cannot state for free-form JSON;
+/// - a checkpoint's or commit's messages must also form a history every provider accepts
+///   (`invalid_history`, documented: roles and blocks that go together, results that answer
+///   calls, message IDs used once), which a schema cannot state either: there a schema-valid
+///   body may get 422 (every other check still runs on those two routes, and the
+///   `invalid_history` tests check the rules themselves);
+/// - likewise a trigger registration must name a valid cron rule, time zone and templates
+///   (`invalid_trigger`), which its schema cannot state: `PUT /v1/pools/{pool}/triggers` may
+///   answer a schema-valid body 422 too (the trigger tests check those rules).
+const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
+    expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n\
+    [checks.negative_data_rejection]\n\
+    expected-statuses = [\"400\", \"401\", \"403\", \"404\", \"405\", \"406\", \"409\", \"410\", \"415\", \"422\", \"428\", \"429\", \"5xx\"]\n\
+    [generation]\n\
+    allow-x00 = false\n\
+    [[operations]]\n\
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit)|PUT /v1/pools/[^/]+/triggers)$'\n\
+    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command, or `None` (skipped) when it is not installed.
 fn schemathesis() -> Option<String> {
@@ -102,7 +128,7 @@ async fn schemathesis_finds_the_server_true_to_its_openapi_document() {
     let api = TestApi::start_with(Backend::Sqlite, |c| c.max_wait = Duration::ZERO)
         .await
         .unwrap();
-    let admin = format!("[headers]\nAuthorization = \"Bearer {ADMIN}\"\n");
+    let admin = format!("[headers]\nAuthorization = \"Bearer {ADMIN}\"\n{SETTINGS}");
     // The event stream of a thread that exists never ends by itself; generated thread IDs can
     // name one minted earlier in the run, so the admin run leaves the stream out (the runner run
     // checks its documented 403, and `conformance` checks the stream itself).
@@ -119,8 +145,282 @@ async fn schemathesis_finds_the_server_true_to_its_openapi_document() {
     let token = api.runner_token(thread).await;
     let runner = format!(
         "[headers]\nAuthorization = \"Bearer {token}\"\n\
-         [parameters]\n\"path.thread_id\" = \"{thread}\"\n"
+         [parameters]\n\"path.thread_id\" = \"{thread}\"\n{SETTINGS}"
     );
     run(&program, &api, "runner", &runner, &[]).await;
     api.stop().await;
+}
+
+/// The Python that imports `openapi_spec_validator`, or `None` (skipped) when the package is not
+/// installed. With `NINETRIX_REQUIRE_OPENAPI_VALIDATOR=1` (CI) a missing package fails the test.
+fn openapi_spec_validator() -> Option<String> {
+    let python = std::env::var("NINETRIX_PYTHON").unwrap_or_else(|_| "python3".into());
+    let found = std::process::Command::new(&python)
+        .args(["-c", "import openapi_spec_validator"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        return Some(python);
+    }
+    assert!(
+        std::env::var("NINETRIX_REQUIRE_OPENAPI_VALIDATOR").as_deref() != Ok("1"),
+        "NINETRIX_REQUIRE_OPENAPI_VALIDATOR=1 but `{python}` cannot import openapi_spec_validator"
+    );
+    eprintln!(
+        "SKIPPED (openapi-spec-validator): `pip install openapi-spec-validator` to validate the OpenAPI document"
+    );
+    None
+}
+
+/// The document the server serves is valid OpenAPI 3.1 by the reference validator (required
+/// descriptions, parameters placed where they are, schemas that are valid JSON Schema, …).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_spec_validator_accepts_the_served_document() {
+    let Some(python) = openapi_spec_validator() else {
+        return;
+    };
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let (status, served) = api
+        .call(reqwest::Method::GET, "/openapi.json", None, None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    api.stop().await;
+    assert_eq!(
+        served["openapi"], "3.1.0",
+        "the validator picks the version from here"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("openapi.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&served).unwrap()).unwrap();
+    // Every error, not only the first one, each with where it is.
+    let output = tokio::process::Command::new(&python)
+        .args(["-c", VALIDATE])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("the validator starts");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "openapi-spec-validator refuses the document ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(stdout.contains("valid OpenAPI 3.1"), "{stdout}");
+}
+
+/// Validates the file named by the first argument as OpenAPI 3.1 and prints every error.
+const VALIDATE: &str = r#"
+import json, sys
+from importlib.metadata import version
+from openapi_spec_validator import OpenAPIV31SpecValidator
+with open(sys.argv[1]) as f:
+    spec = json.load(f)
+errors = list(OpenAPIV31SpecValidator(spec).iter_errors())
+for e in errors:
+    where = getattr(e, "json_path", "$")
+    message = str(getattr(e, "message", e)).strip().splitlines()[0]
+    print(f"{where}: {message}")
+v = version("openapi-spec-validator")
+if errors:
+    sys.exit(f"openapi-spec-validator {v}: {len(errors)} errors")
+print(f"openapi-spec-validator {v}: valid OpenAPI 3.1")
+"#;
+
+/// Real answers fit the schemas the served document gives them, by the `jsonschema` package the
+/// validator is built on: thread summaries flatten the thread's labels (`ThreadLabels` refuses
+/// unknown fields, so an `allOf` of the two halves would refuse every summary), with and without
+/// labels, a session's among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_answers_fit_their_schemas_in_the_served_document() {
+    let Some(python) = openapi_spec_validator() else {
+        return;
+    };
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let (status, doc) = api
+        .call(reqwest::Method::GET, "/openapi.json", None, None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let bare = ThreadId::new_v7();
+    api.claim(bare, ADMIN).await;
+    let labelled = ThreadId::new_v7();
+    let token = api.runner_token(labelled).await;
+    api.claim(labelled, &token).await;
+    let mut cases = Vec::new();
+    let mut answer = |method: &str, route: &str, status: u16, body: Value| {
+        assert!(
+            body.is_object() || body.as_array().is_some_and(|a| !a.is_empty()),
+            "{method} {route}: {body}"
+        );
+        let schema = doc["paths"][route][method]["responses"][status.to_string()]["content"]
+            ["application/json"]["schema"]
+            .clone();
+        assert!(schema.is_object(), "{method} {route} {status}: no schema");
+        cases.push(
+            json!({"where": format!("{method} {route} {status}"), "schema": schema, "value": body}),
+        );
+    };
+    let session = json!({"pool": "shop", "agent": "clerk", "key": "customer-7"});
+    for expected in [reqwest::StatusCode::CREATED, reqwest::StatusCode::OK] {
+        let (status, body) = api
+            .admin(reqwest::Method::POST, "/v1/sessions", Some(session.clone()))
+            .await;
+        assert_eq!(status, expected, "{body}");
+        answer("post", "/v1/sessions", status.as_u16(), body);
+    }
+    let (status, body) = api.admin(reqwest::Method::GET, "/v1/threads", None).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    // The runner token's labels are flattened into the summary.
+    assert!(
+        body.as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["thread_id"] == labelled.to_string()
+                && t["pool"] == "p"
+                && t["replica"] == 1),
+        "{body}"
+    );
+    answer("get", "/v1/threads", 200, body);
+    for thread in [bare, labelled] {
+        let (status, body) = api
+            .admin(reqwest::Method::GET, format!("/v1/threads/{thread}"), None)
+            .await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+        answer("get", "/v1/threads/{thread_id}", 200, body);
+    }
+    let (status, body) = api.admin(reqwest::Method::GET, "/v1/sessions", None).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    answer("get", "/v1/sessions", 200, body);
+    // Triggers: `TriggerKind` is an internally tagged enum of structs that refuse unknown
+    // fields, the other shape utoipa writes as an `allOf` no value fits.
+    let schedule = json!({"name": "nightly", "agent": "clerk", "session": {"key": "trigger:nightly"},
+        "kind": {"type": "schedule", "message": "tick", "cron": "0 3 * * *", "timezone": "UTC", "overlap": "skip", "catch_up": "last", "catch_up_window_secs": 3600}});
+    let webhook = json!({"name": "gh", "agent": "clerk", "session": {"key": "trigger:gh"},
+        "kind": {"type": "webhook", "message": "{{ text }}", "path": "gh", "secret": "S", "signature": "github", "tolerance_secs": 300,
+                 "rate_limit_per_minute": 60, "max_body_bytes": 65536}});
+    let (status, body) = api
+        .admin(
+            reqwest::Method::PUT,
+            "/v1/pools/shop/triggers",
+            Some(json!({"triggers": [{"spec": schedule}, {"spec": webhook, "secret": "s3cret-value"}]})),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let (status, body) = api.admin(reqwest::Method::GET, "/v1/triggers", None).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    answer("get", "/v1/triggers", 200, body);
+    api.stop().await;
+
+    let fit = format!("{} answers fit", cases.len());
+    let input = json!({"components": doc["components"], "cases": cases});
+    let mut child = tokio::process::Command::new(&python)
+        .args(["-c", CONFORM])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python starts");
+    let mut stdin = child.stdin.take().unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, input.to_string().as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "answers that do not fit their schema ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(stdout.contains(&fit), "{stdout}");
+}
+
+/// Reads `{components, cases: [{where, schema, value}]}` on stdin and validates each value
+/// against its schema (JSON Schema 2020-12, OpenAPI 3.1's dialect; `$ref`s into `components`).
+const CONFORM: &str = r#"
+import json, sys
+from jsonschema import Draft202012Validator
+data = json.load(sys.stdin)
+failures = []
+for case in data["cases"]:
+    schema = dict(case["schema"], components=data["components"])
+    for e in Draft202012Validator(schema).iter_errors(case["value"]):
+        failures.append(f"{case['where']} at {e.json_path}: {e.message}")
+print("\n".join(failures))
+if failures:
+    sys.exit(f"{len(failures)} errors")
+print(f"{len(data['cases'])} answers fit their schemas")
+"#;
+
+/// What the reference validator checks, without Python: every response says what it means, and
+/// a parameter is `in: path` only where the path template has a place for it (a query struct
+/// that derives `IntoParams` without `parameter_in = Query` is declared `in: path`, and clients
+/// generated from the document then cannot send it).
+#[test]
+fn every_response_is_described_and_every_path_parameter_is_in_its_path() {
+    let doc = serde_json::to_value(ninetrix_api::openapi()).unwrap();
+    let mut failures = Vec::new();
+    let paths = doc["paths"].as_object().expect("paths");
+    assert!(!paths.is_empty());
+    let mut responses_seen = 0;
+    let mut query_seen = 0;
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().expect("a path item") {
+            let route = format!("{} {path}", method.to_uppercase());
+            let responses = operation["responses"].as_object();
+            if responses.is_none_or(|r| r.is_empty()) {
+                failures.push(format!("{route}: no responses"));
+            }
+            for (status, response) in responses.into_iter().flatten() {
+                responses_seen += 1;
+                let described = response["description"]
+                    .as_str()
+                    .is_some_and(|d| !d.trim().is_empty());
+                if !described {
+                    failures.push(format!("{route} {status}: no description"));
+                }
+            }
+            let parameters = operation["parameters"].as_array();
+            for parameter in parameters.into_iter().flatten() {
+                let name = parameter["name"].as_str().unwrap_or_default();
+                match parameter["in"].as_str() {
+                    Some("path") => {
+                        if !path.contains(&format!("{{{name}}}")) {
+                            failures.push(format!(
+                                "{route}: `{name}` is declared `in: path` but the path has no `{{{name}}}`"
+                            ));
+                        }
+                        if parameter["required"] != true {
+                            failures.push(format!("{route}: path parameter `{name}` not required"));
+                        }
+                    }
+                    Some("query") => query_seen += 1,
+                    Some("header") => {}
+                    other => failures.push(format!("{route}: `{name}` is in {other:?}")),
+                }
+            }
+            // Every `{name}` of the template is declared as a path parameter.
+            for segment in path.split('/') {
+                if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    let declared = parameters
+                        .into_iter()
+                        .flatten()
+                        .any(|p| p["name"] == name && p["in"] == "path");
+                    if !declared {
+                        failures.push(format!("{route}: `{{{name}}}` is not declared"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The walk saw the document: list routes take query parameters (`?status=`, `?after=`, …).
+    assert!(responses_seen > 100, "{responses_seen} responses");
+    assert!(query_seen >= 10, "{query_seen} query parameters");
 }

@@ -252,6 +252,42 @@ pub(crate) fn message(role: &str, text: &str) -> Value {
     .unwrap()
 }
 
+/// An assistant message calling tool `t` (no arguments) once per call ID.
+pub(crate) fn calling(ids: &[&str]) -> ninetrix_proto::Message {
+    ninetrix_proto::Message::new(
+        ninetrix_proto::Role::Assistant,
+        ids.iter()
+            .map(|id| ninetrix_proto::message::Block::ToolCall {
+                id: (*id).to_string(),
+                name: "t".into(),
+                args: serde_json::json!({}),
+            })
+            .collect(),
+    )
+}
+
+/// A tool message with the result of call `id`.
+pub(crate) fn result_of(id: &str, text: &str) -> ninetrix_proto::Message {
+    ninetrix_proto::Message::new(
+        ninetrix_proto::Role::Tool,
+        vec![ninetrix_proto::message::Block::ToolResult {
+            call_id: id.to_string(),
+            content: text.to_string(),
+            is_error: false,
+        }],
+    )
+}
+
+/// [`calling`] in the API's JSON form.
+pub(crate) fn calling_json(ids: &[&str]) -> Value {
+    serde_json::to_value(calling(ids)).unwrap()
+}
+
+/// [`result_of`] in the API's JSON form.
+pub(crate) fn result_json(id: &str, text: &str) -> Value {
+    serde_json::to_value(result_of(id, text)).unwrap()
+}
+
 /// A checkpoint request body.
 pub(crate) fn checkpoint(
     epoch: u64,
