@@ -23,6 +23,23 @@ both_backends!(
     a_token_is_authorised_before_its_request_is_read,
 );
 
+/// A new thread with its runner token, claimed: (thread, token, epoch).
+async fn claimed(api: &TestApi) -> (ThreadId, String, u64) {
+    let thread = ThreadId::new_v7();
+    let token = api.runner_token(thread).await;
+    let epoch = api.claim(thread, &token).await;
+    (thread, token, epoch)
+}
+
+/// Asserts that an answer is the refusal `(status, code)`.
+fn refused((got, body): &(StatusCode, Value), status: StatusCode, code: &str, what: &str) {
+    assert_eq!(
+        (*got, body["code"].as_str()),
+        (status, Some(code)),
+        "{what}: {body}"
+    );
+}
+
 /// Rows of `thread` left in each table (straight from the database).
 async fn rows_of(api: &TestApi, thread: ThreadId) -> Vec<(&'static str, i64)> {
     const TABLES: [&str; 7] = [
@@ -165,11 +182,7 @@ async fn a_purge_racing_writers_leaves_a_tombstone_and_no_rows(backend: Backend)
                 Some(json!({})),
             )
             .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (StatusCode::GONE, Some("purged")),
-            "{body}"
-        );
+        refused(&(status, body.clone()), StatusCode::GONE, "purged", "");
         let (status, _) = api
             .call(
                 Method::POST,
@@ -192,9 +205,7 @@ async fn latest_is_one_snapshot_while_a_writer_commits(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let base = format!("/v1/runners/threads/{thread}");
     const VERSIONS: u64 = 120;
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -259,9 +270,7 @@ async fn nul_is_refused_in_every_field_the_same_on_both_backends(backend: Backen
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let base = format!("/v1/runners/threads/{thread}");
     let cases: Vec<(&str, String, Value, &str)> = vec![
         (
@@ -322,10 +331,11 @@ async fn nul_is_refused_in_every_field_the_same_on_both_backends(backend: Backen
                 Some(body),
             )
             .await;
-        assert_eq!(
-            (status, answer["code"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_text")),
-            "{what}: {answer}"
+        refused(
+            &(status, answer.clone()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_text",
+            what,
         );
         let message = answer["message"].as_str().unwrap();
         assert!(message.contains(&format!("`{field}`")), "{what}: {message}");
@@ -333,19 +343,21 @@ async fn nul_is_refused_in_every_field_the_same_on_both_backends(backend: Backen
     // In a query or a path: 400 naming the parameter.
     for path in ["/v1/threads?pool=a%00b", "/v1/approvals?agent=a%00"] {
         let (status, answer) = api.admin(Method::GET, path, None).await;
-        assert_eq!(
-            (status, answer["code"].as_str()),
-            (StatusCode::BAD_REQUEST, Some("invalid_text")),
-            "{path}: {answer}"
+        refused(
+            &(status, answer.clone()),
+            StatusCode::BAD_REQUEST,
+            "invalid_text",
+            path,
         );
     }
     let (status, answer) = api
         .admin(Method::GET, "/v1/pools/p%00/triggers/x/history", None)
         .await;
-    assert_eq!(
-        (status, answer["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("invalid_text")),
-        "{answer}"
+    refused(
+        &(status, answer.clone()),
+        StatusCode::BAD_REQUEST,
+        "invalid_text",
+        "",
     );
     // Nothing of it was stored, and the thread works.
     let (status, _) = api
@@ -387,9 +399,7 @@ async fn event_types_and_batches_are_bounded(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let events = format!("/v1/runners/threads/{thread}/events");
     let post = |batch: Value| {
         api.call(
@@ -416,10 +426,11 @@ async fn event_types_and_batches_are_bounded(backend: Backend) {
         ),
     ] {
         let (status, body) = post(batch).await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_event")),
-            "{what}: {body}"
+        refused(
+            &(status, body.clone()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_event",
+            what,
         );
     }
     // A full batch and a left-out `data` (stored as `{}`) are taken.
@@ -477,9 +488,7 @@ async fn histories_no_provider_accepts_are_refused(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let path = format!("/v1/runners/threads/{thread}/checkpoints");
     let first = message("user", "q");
     let (status, body) = api
@@ -556,10 +565,11 @@ async fn histories_no_provider_accepts_are_refused(backend: Backend) {
                 Some(checkpoint(epoch, 1, None, append, 3)),
             )
             .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_history")),
-            "{what}: {body}"
+        refused(
+            &(status, body.clone()),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_history",
+            what,
         );
         let message = body["message"].as_str().unwrap();
         assert!(message.contains(&format!("`{field}")), "{what}: {message}");
@@ -572,10 +582,11 @@ async fn histories_no_provider_accepts_are_refused(backend: Backend) {
             Some(checkpoint(epoch, 1, None, vec![non_object_args], 3)),
         )
         .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body")),
-        "{body}"
+    refused(
+        &(status, body.clone()),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_body",
+        "",
     );
     // Non-object arguments on the ledger route too.
     let (status, body) = api
@@ -586,10 +597,11 @@ async fn histories_no_provider_accepts_are_refused(backend: Backend) {
             Some(json!({"epoch": epoch, "key": "k", "turn_seq": 1, "tool": "t", "args": [1], "effect": "write"})),
         )
         .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body")),
-        "{body}"
+    refused(
+        &(status, body.clone()),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_body",
+        "",
     );
     // The calls are answered one commit at a time, and a repair frees the IDs it cut.
     for (parent, id) in [(1, "c1"), (2, "c2")] {
@@ -625,9 +637,7 @@ async fn a_reused_key_with_another_payload_is_a_conflict(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let path = format!("/v1/runners/threads/{thread}/tool-calls");
     let intent = |tool: &str, args: Value| json!({"epoch": epoch, "key": "k", "turn_seq": 1, "tool": tool, "args": args, "effect": "write"});
     let (status, _) = api
@@ -656,10 +666,11 @@ async fn a_reused_key_with_another_payload_is_a_conflict(backend: Backend) {
         let (status, body) = api
             .call(Method::POST, &path, Some(&token), Some(other))
             .await;
-        assert_eq!(
-            (status, body["code"].as_str()),
-            (StatusCode::CONFLICT, Some("key_reused")),
-            "{body}"
+        refused(
+            &(status, body.clone()),
+            StatusCode::CONFLICT,
+            "key_reused",
+            "",
         );
     }
     let (_, calls) = api
@@ -730,10 +741,11 @@ async fn a_token_is_authorised_before_its_request_is_read(backend: Backend) {
         let resp = req.send().await.unwrap();
         let status = resp.status();
         let answer: Value = resp.json().await.unwrap();
-        assert_eq!(
-            (status, answer["code"].as_str()),
-            (StatusCode::FORBIDDEN, Some("forbidden")),
-            "{path}: {answer}"
+        refused(
+            &(status, answer.clone()),
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &path,
         );
     }
     // No token at all is 401 before anything else, too.
