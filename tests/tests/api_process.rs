@@ -1,5 +1,6 @@
-//! `ninetrix api` as a process: acknowledged checkpoints survive SIGKILL, SIGTERM drains and exits
-//! 0, and it refuses to start without a secret.
+//! `ninetrix api` as a process: acknowledged checkpoints survive SIGKILL, a purge killed before or
+//! after its commit is all or nothing, SIGTERM drains and exits 0, and it refuses to start without
+//! a secret.
 
 use std::time::Duration;
 
@@ -109,6 +110,83 @@ async fn acknowledged_checkpoints_survive_sigkill() {
         }
         let latest = reader.latest(*t).await.unwrap().unwrap();
         assert_eq!(latest.history.len(), chain.len());
+    }
+}
+
+/// A purge is one transaction with kill points before and after its commit
+/// (`NINETRIX_API_CRASH_AT=purge_before_commit|purge_after_commit`): killed before, the thread is
+/// whole after the restart and the purge can be sent again; killed after, it is purged for good —
+/// never half deleted, never re-created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
+    use std::os::unix::process::ExitStatusExt as _;
+    for (point, committed) in [("purge_before_commit", false), ("purge_after_commit", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("api.db").display());
+        let args = ["--database", db.as_str(), "--insecure-dev"];
+        let mut api =
+            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
+        let listen = api.url.trim_start_matches("http://").to_string();
+        let c = client(&api.url);
+        let thread = ThreadId::new_v7();
+        let epoch = c.claim(thread, &Default::default()).await.unwrap().epoch;
+        c.append_checkpoint(thread, &checkpoint(epoch, 0))
+            .await
+            .unwrap();
+        c.enqueue(
+            thread,
+            &ninetrix_proto::api::EnqueueRequest {
+                content: "hi".into(),
+                dedupe_key: None,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            c.purge(thread).await.is_err(),
+            "{point}: the API died before answering"
+        );
+        let status = api
+            .wait_exit(Duration::from_secs(30))
+            .expect("the API aborted at the kill point");
+        assert_eq!(status.signal(), Some(6), "{point}: {status:?}");
+
+        let api = ApiProcess::start_on(&listen, &args);
+        let c = client(&api.url);
+        if committed {
+            let gone = c.thread(thread).await.unwrap_err();
+            assert_eq!(
+                gone.code(),
+                Some(&ninetrix_proto::api::ErrorCode::Purged),
+                "{point}: {gone}"
+            );
+            assert!(
+                !c.purge(thread).await.unwrap(),
+                "{point}: nothing left to purge"
+            );
+        } else {
+            let latest = c
+                .latest(thread)
+                .await
+                .unwrap()
+                .expect("the thread is whole");
+            assert_eq!((latest.version, latest.history.len()), (1, 1), "{point}");
+            assert_eq!(
+                c.thread(thread).await.unwrap().unwrap().inbox_seq,
+                1,
+                "{point}"
+            );
+            assert!(
+                c.purge(thread).await.unwrap(),
+                "{point}: the purge is sent again and done"
+            );
+        }
+        let refused = c.claim(thread, &Default::default()).await.unwrap_err();
+        assert_eq!(
+            refused.code(),
+            Some(&ninetrix_proto::api::ErrorCode::Purged),
+            "{point}: {refused}"
+        );
     }
 }
 

@@ -19,6 +19,12 @@
 //! add that every scheduled second from the first fire to the last landed exactly once — none
 //! lost to a kill, none doubled by a restart — and every delivery exactly once.
 //!
+//! Purges too: about one fault in four starts a doomed conversation (a runner on a thread of its
+//! own, given a message) and purges it while the runner works — when the fault is an API kill,
+//! the purge is in flight as the API dies and is sent again after the restart. The checks add
+//! that every purged thread stays purged (its reads, a claim and its versions are `410 purged`)
+//! and that its runner stops by itself.
+//!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
 //! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
@@ -31,7 +37,9 @@ use std::collections::HashSet;
 
 use ninetrix_client::ApprovalQuery;
 use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
-use ninetrix_proto::api::{ApprovalStatus, DecisionRequest, ThreadStatus, ToolCallStatus, Verdict};
+use ninetrix_proto::api::{
+    ApprovalStatus, DecisionRequest, ErrorCode, ThreadStatus, ToolCallStatus, Verdict,
+};
 use ninetrix_proto::{Role, ThreadId};
 #[cfg(ninetrix_mcp_servers)]
 use support::mcp::{McpTestServer, mcp_appender_spec};
@@ -285,6 +293,11 @@ async fn chaos() {
     let triggers = Triggers::register(&url).await;
     let mut deliveries: Vec<String> = Vec::new();
     let mut session_kills = 0usize;
+    // Doomed threads: each gets a runner and a message, and is purged while it works —
+    // sometimes by a request in flight when the API is killed (then sent again, as a client
+    // that got no answer would). Each must end purged for good.
+    let mut doomed: Vec<(ThreadId, Runner)> = Vec::new();
+    let mut purge_in_flight: Option<tokio::task::JoinHandle<()>> = None;
     let mut counts = [0usize; 4];
     let started = Instant::now();
     for fault in 0..faults {
@@ -326,7 +339,29 @@ async fn chaos() {
             triggers.deliver(&url, &id).await;
             deliveries.push(id);
         }
+        let doom = rng.next(4) == 0;
+        if doom {
+            let t = ThreadId::new_v7();
+            let ws = dir.path().join(format!("doomed-{}", doomed.len()));
+            std::fs::create_dir_all(&ws).unwrap();
+            let runner = Runner::start(&url, t, &appender_spec(), &ws);
+            admin.send(t, "a doomed conversation", "d0").await;
+            doomed.push((t, runner));
+        }
         tokio::time::sleep(Duration::from_millis(rng.next(150))).await;
+        // The fault of this round, drawn now so a purge can be in flight when it kills the API.
+        let nemesis = rng.next(10);
+        let killing_api = (6..=7).contains(&nemesis);
+        if let Some(&(t, _)) = doomed.last().filter(|_| doom) {
+            if killing_api {
+                let client = admin.client.clone();
+                purge_in_flight = Some(tokio::spawn(async move {
+                    let _ = client.purge(t).await;
+                }));
+            } else {
+                admin.client.purge(t).await.unwrap();
+            }
+        }
         for slot in &slots {
             decisions += decide(&admin, slot, &mut rng, false).await;
         }
@@ -338,7 +373,7 @@ async fn chaos() {
             session_kills += 1;
         }
         let s = rng.next(slots.len() as u64) as usize;
-        match rng.next(10) {
+        match nemesis {
             // SIGKILL of a runner; Docker would restart it.
             0..=5 => {
                 counts[0] += 1;
@@ -353,6 +388,11 @@ async fn chaos() {
                 let _ = api.child.wait();
                 tokio::time::sleep(Duration::from_millis(rng.next(300))).await;
                 api = ApiProcess::start_on(&listen, &["--database", &db, "--insecure-dev"]);
+                if let Some(request) = purge_in_flight.take() {
+                    let _ = request.await;
+                    let t = doomed.last().unwrap().0;
+                    admin.client.purge(t).await.unwrap();
+                }
             }
             // A paused runner, a second copy on its thread, then the first resumes: fenced.
             _ => {
@@ -421,13 +461,34 @@ async fn chaos() {
         }
     }
     check_conversations(&admin, &conversations, seed).await;
+    let mut purged = 0usize;
+    for (t, mut runner) in doomed.drain(..) {
+        for refused in [
+            admin.client.thread(t).await.map(|_| ()),
+            admin.client.claim(t, &Default::default()).await.map(|_| ()),
+            admin.client.versions(t).await.map(|_| ()),
+        ] {
+            let code = refused.as_ref().err().and_then(|e| e.code());
+            assert_eq!(
+                code,
+                Some(&ErrorCode::Purged),
+                "seed {seed}: purged thread {t}: {refused:?}"
+            );
+        }
+        // Its runner stops by itself: every write it tries is refused for good.
+        assert!(
+            runner.wait_exit(Duration::from_secs(60)).is_some(),
+            "seed {seed}: the runner of purged thread {t} is still running"
+        );
+        purged += 1;
+    }
     let fires = triggers.check(&url, &deliveries, seed).await;
     let mut totals = (0usize, 0usize, 0usize, 0usize);
     for slot in &slots {
         check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires and {} webhook deliveries; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries and {purged} threads purged mid-turn; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
