@@ -322,9 +322,11 @@ async fn every_route_answers_its_typed_method() {
         .unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::NotCollaborator));
 
-    // Purge: the thread is gone, a second purge says so.
+    // Purge: the thread is gone for good (410 `purged`), a second purge says there is nothing
+    // left.
     assert!(admin.purge(thread).await.unwrap());
-    assert_eq!(admin.thread(thread).await.unwrap(), None);
+    let gone = admin.thread(thread).await.unwrap_err();
+    assert_eq!(gone.code(), Some(&ErrorCode::Purged), "{gone}");
     assert!(!admin.purge(thread).await.unwrap());
 }
 

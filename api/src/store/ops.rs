@@ -965,7 +965,7 @@ macro_rules! sql_ops {
             // stored key is a client bug: refused, never silently answered with the old record.
             if !inserted && (record.turn_seq != intent.turn_seq || record.tool != intent.tool || &record.args != intent.args) {
                 return Err(StoreError::KeyReused(format!(
-                    "ledger key {} is stored for another call (turn {}, tool `{}`, other arguments); the stored record is unchanged",
+                    "ledger key {} is stored for another call (turn {}, tool `{}`): this intent has another tool, turn or arguments; the stored record is unchanged",
                     intent.key, record.turn_seq, record.tool
                 )));
             }
