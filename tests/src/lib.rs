@@ -117,6 +117,14 @@ impl Lcg {
     }
 }
 
+/// Sends `sig` (`-TERM`, `-STOP`, …) to process `pid` with kill(1); whether it was delivered.
+pub fn signal(pid: u32, sig: &str) -> bool {
+    std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// The seed for a seeded run: `NINETRIX_SEED` when set (to replay a run), otherwise the clock.
 /// Prints it with the way to replay it, labelled `what`.
 pub fn seed_from_env(what: &str) -> u64 {

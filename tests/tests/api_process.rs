@@ -201,14 +201,7 @@ async fn sigterm_ends_long_polls_and_exits_zero() {
         tokio::spawn(async move { poller.inbox(thread, 0, Duration::from_secs(60), 100).await });
     // Once the server has the poll in hand, ask it to stop.
     api.wait_for_log("started processing request", Duration::from_secs(10));
-    let pid = api.child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(ninetrix_e2e::signal(api.child.id(), "-TERM"));
     let resp = tokio::time::timeout(Duration::from_secs(10), poll)
         .await
         .expect("the long-poll ends promptly")

@@ -114,14 +114,7 @@ async fn heard_within(stream: &TcpStream, within: Duration) -> bool {
 }
 
 fn sigterm(api: &Api) {
-    let pid = api.process.child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(ninetrix_e2e::signal(api.process.child.id(), "-TERM"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use std::collections::HashSet;
 
 use ninetrix_client::ApprovalQuery;
-use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env};
+use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env, signal};
 use ninetrix_proto::api::{
     ApprovalStatus, DecisionRequest, ErrorCode, ThreadStatus, ToolCallStatus, Verdict,
 };
@@ -177,12 +177,6 @@ async fn decide(admin: &Admin, slot: &Slot, rng: &mut Lcg, all: bool) -> usize {
         }
     }
     decided
-}
-
-fn signal(pid: u32, sig: &str) {
-    let _ = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

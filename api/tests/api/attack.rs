@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use sqlx::Connection as _;
 
 use crate::support::{
-    ADMIN, Backend, TestApi, both_backends, calling_json, checkpoint, message, result_json,
+    ADMIN, Backend, TestApi, both_backends, calling_json, checkpoint, claimed, message, result_json,
 };
 
 both_backends!(
@@ -22,14 +22,6 @@ both_backends!(
     a_reused_key_with_another_payload_is_a_conflict,
     a_token_is_authorised_before_its_request_is_read,
 );
-
-/// A new thread with its runner token, claimed: (thread, token, epoch).
-async fn claimed(api: &TestApi) -> (ThreadId, String, u64) {
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
-    (thread, token, epoch)
-}
 
 /// Asserts that an answer is the refusal `(status, code)`.
 fn refused((got, body): &(StatusCode, Value), status: StatusCode, code: &str, what: &str) {

@@ -8,7 +8,7 @@ use ninetrix_proto::ThreadId;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestApi, both_backends, checkpoint, message};
+use crate::support::{Backend, TestApi, both_backends, checkpoint, claimed, message};
 
 both_backends!(
     claim_bumps_the_epoch_and_counts_boots,
@@ -21,13 +21,6 @@ both_backends!(
     events_stream_resumes_after_last_event_id,
     purge_deletes_everything,
 );
-
-async fn setup(api: &TestApi) -> (ThreadId, String, u64) {
-    let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
-    let epoch = api.claim(thread, &token).await;
-    (thread, token, epoch)
-}
 
 async fn claim_bumps_the_epoch_and_counts_boots(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
@@ -96,7 +89,7 @@ async fn stale_epochs_are_fenced_on_every_write(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, old) = setup(&api).await;
+    let (thread, token, old) = claimed(&api).await;
     let new = api.claim(thread, &token).await;
     assert_eq!(new, old + 1);
     let base = format!("/v1/runners/threads/{thread}");
@@ -167,7 +160,7 @@ async fn versions_form_one_chain_and_conflicts_are_refused(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let path = format!("/v1/runners/threads/{thread}/checkpoints");
     let (status, _) = api
         .call(
@@ -258,7 +251,7 @@ async fn concurrent_writers_with_one_parent_get_exactly_one_version(backend: Bac
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let path = format!("/v1/runners/threads/{thread}/checkpoints");
     let attempts = (0..8).map(|i| {
         let api = &api;
@@ -305,7 +298,7 @@ async fn truncation_assembles_the_repaired_history(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let path = format!("/v1/runners/threads/{thread}/checkpoints");
     let append = vec![
         message("user", "question"),
@@ -407,7 +400,7 @@ async fn the_ledger_records_intent_then_outcome_and_replays(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let base = format!("/v1/runners/threads/{thread}/tool-calls");
     let intent = json!({"epoch": epoch, "key": "a1b2", "turn_seq": 3, "tool": "file_write", "args": {"path": "x"}, "effect": "write"});
     let (status, rec) = api
@@ -507,7 +500,7 @@ async fn the_inbox_is_ordered_deduplicated_and_long_polls(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, _) = setup(&api).await;
+    let (thread, token, _) = claimed(&api).await;
     let send = |content: &str, key: Option<&str>| {
         let mut body = json!({"content": content});
         if let Some(k) = key {
@@ -627,7 +620,7 @@ async fn events_stream_resumes_after_last_event_id(backend: Backend) {
     else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let post = |kinds: &[&str]| {
         let events: Vec<Value> = kinds
             .iter()
@@ -707,7 +700,7 @@ async fn purge_deletes_everything(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
-    let (thread, token, epoch) = setup(&api).await;
+    let (thread, token, epoch) = claimed(&api).await;
     let base = format!("/v1/runners/threads/{thread}");
     api.call(
         Method::POST,
@@ -723,7 +716,7 @@ async fn purge_deletes_everything(backend: Backend) {
         Some(json!({"content": "hi"})),
     )
     .await;
-    let other = setup(&api).await.0;
+    let other = claimed(&api).await.0;
     assert_eq!(
         api.admin(Method::DELETE, &format!("/v1/threads/{thread}"), None)
             .await

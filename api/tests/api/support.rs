@@ -288,6 +288,14 @@ pub(crate) fn result_json(id: &str, text: &str) -> Value {
     serde_json::to_value(result_of(id, text)).unwrap()
 }
 
+/// A new thread with its runner token, claimed: (thread, token, epoch).
+pub(crate) async fn claimed(api: &TestApi) -> (ThreadId, String, u64) {
+    let thread = ThreadId::new_v7();
+    let token = api.runner_token(thread).await;
+    let epoch = api.claim(thread, &token).await;
+    (thread, token, epoch)
+}
+
 /// A checkpoint request body.
 pub(crate) fn checkpoint(
     epoch: u64,
