@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ninetrix_proto::events::Dependency;
+use tokio::time::Instant;
 
 use crate::backoff;
 use crate::health::Health;
@@ -182,7 +183,9 @@ impl HttpCheckpoints {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
-        let started = Instant::now();
+        // The outage starts at the first failure, not when the call was sent: a long-poll
+        // that waited 30 s and then lost its connection has been failing for no time at all.
+        let mut outage: Option<Instant> = None;
         let mut failures = 0;
         loop {
             match call().await {
@@ -194,9 +197,9 @@ impl HttpCheckpoints {
                     failures += 1;
                     let delay = backoff::API.delay(failures, backoff::jitter());
                     let reason = api_failure_text(&e);
-                    if let Some(patience) = self.patience
-                        && started.elapsed() + delay > patience
-                    {
+                    let since = *outage.get_or_insert_with(Instant::now);
+                    if gives_up(since.elapsed(), delay, self.patience) {
+                        let patience = self.patience.unwrap_or_default();
                         return Err(CheckpointError::Unreachable(format!(
                             "{e} (gave up after {} s: AGENTFILE_API_PATIENCE)",
                             patience.as_secs()
@@ -218,6 +221,12 @@ impl HttpCheckpoints {
             }
         }
     }
+}
+
+/// Whether a call failing for `outage` so far, with the next try `delay` away, gives up: only
+/// with a patience, and only when the next try would come after it has run out.
+fn gives_up(outage: Duration, delay: Duration, patience: Option<Duration>) -> bool {
+    patience.is_some_and(|patience| outage + delay > patience)
 }
 
 impl HttpCheckpoints {
@@ -664,6 +673,46 @@ mod tests {
             "more than one version since"
         );
         assert!(!stored_by_this_epoch(&request, 7, 3), "nothing stored");
+    }
+
+    #[test]
+    fn patience_is_counted_from_the_first_failure() {
+        let s = Duration::from_secs;
+        assert!(!gives_up(s(3600), s(30), None), "no patience: never");
+        assert!(!gives_up(s(0), s(1), Some(s(20))));
+        assert!(
+            !gives_up(s(19), s(1), Some(s(20))),
+            "the last try still fits"
+        );
+        assert!(gives_up(s(19), s(2), Some(s(20))));
+    }
+
+    /// A long-poll that waited longer than the patience and then lost its connection (the API
+    /// restarted) is retried: the outage has only begun.
+    #[tokio::test]
+    async fn a_long_poll_cut_after_the_patience_is_retried() {
+        let store = HttpCheckpoints::new(
+            Client::new(ninetrix_client::http_client(), "http://127.0.0.1:9", None),
+            "http://127.0.0.1:9",
+            ThreadId::new_v7(),
+            Some(Duration::from_millis(200)),
+            Health::new(None),
+        );
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let answer = store
+            .retrying(|| async {
+                if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    return Err(ClientError::Unreachable {
+                        url: "http://127.0.0.1:9".into(),
+                        reason: "connection closed before message completed".into(),
+                    });
+                }
+                Ok(7)
+            })
+            .await;
+        assert_eq!(answer.unwrap(), 7);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test]

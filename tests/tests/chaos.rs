@@ -430,7 +430,7 @@ async fn chaos() {
         }
     }
     // Let everything finish, then check.
-    for slot in &slots {
+    for slot in &mut slots {
         let last = slot.sent.len() as u64;
         if last == 0 {
             continue;
@@ -446,10 +446,21 @@ async fn chaos() {
             if done {
                 break;
             }
+            // The API stays up from here on: a runner has no reason to exit, and none is
+            // restarted (one that gave up would hide here as a thread that never finishes).
+            let kind = match (slot.gated, slot.delegator) {
+                (true, _) => "gated writer",
+                (_, true) => "delegator",
+                _ => "writer",
+            };
             assert!(
                 Instant::now() < deadline,
-                "seed {seed}: thread {} did not finish: {state:?}",
+                "seed {seed}: thread {} ({kind}) did not finish: {state:?}; its runner: {}",
                 slot.thread,
+                match slot.runner.child.try_wait() {
+                    Ok(Some(status)) => format!("exited ({status})"),
+                    _ => "running".to_string(),
+                }
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
