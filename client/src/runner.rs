@@ -7,7 +7,7 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
     CommitResponse, EventsAppended, EventsRequest, Handoff, HandoffRequest, InboxMessage,
-    SessionWork, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    ReplicaThread, SessionWork, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
 use reqwest::Method;
 
@@ -149,6 +149,24 @@ impl Client {
         wait: Duration,
     ) -> Result<Vec<Handoff>, ClientError> {
         self.turn_wait(thread, "/handoffs", turn_seq, settled, wait)
+            .await
+    }
+
+    /// `POST /v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}` (agent token): the
+    /// thread of that replica, made on first use (or after a purge) and the same ever after,
+    /// with its runner token.
+    pub async fn replica_thread(
+        &self,
+        pool: &str,
+        agent: &str,
+        replica: u32,
+    ) -> Result<ReplicaThread, ClientError> {
+        let path = format!(
+            "/v1/runners/pools/{}/agents/{}/replicas/{replica}",
+            segment(pool),
+            segment(agent)
+        );
+        self.call::<(), _>(Method::POST, &path, &[], None, None)
             .await
     }
 

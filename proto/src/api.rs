@@ -926,6 +926,35 @@ pub struct AgentReplicas {
     pub collaborators: Vec<String>,
 }
 
+/// The thread of one replica of a pool's agent, as the API keeps it (`POST
+/// /v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}`): what a runner that knows only
+/// its replica number (a Swarm task's slot, a pod's ordinal) claims and serves.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ReplicaThread {
+    /// The replica's thread.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The replica number (1-based).
+    pub replica: u32,
+    /// Whether the thread was made by this request: the replica's first boot, or its first
+    /// after its thread was purged.
+    pub created: bool,
+    /// The runner token of the thread.
+    pub token: String,
+}
+
+impl std::fmt::Debug for ReplicaThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaThread")
+            .field("thread_id", &self.thread_id)
+            .field("replica", &self.replica)
+            .field("created", &self.created)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
 /// A session with work for its owner: messages after its cursor, or a turn in progress.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]

@@ -134,6 +134,15 @@ fn seconds(
     }
 }
 
+/// `AGENTFILE_API_PATIENCE`: how long the runner waits out an unreachable API before exiting 1
+/// (`None`, the default: for as long as it takes).
+pub fn api_patience(vars: &HashMap<String, String>) -> Result<Option<Duration>, ConfigError> {
+    match get(vars, "AGENTFILE_API_PATIENCE") {
+        None => Ok(None),
+        Some(_) => seconds(vars, "AGENTFILE_API_PATIENCE", 0).map(Some),
+    }
+}
+
 /// Reads the configuration from the given variables and secrets directory.
 pub fn from_vars(
     vars: &HashMap<String, String>,
@@ -234,10 +243,7 @@ pub fn from_vars(
         workspace: PathBuf::from(get(vars, "AGENTFILE_WORKSPACE").unwrap_or("/workspace")),
         task: get(vars, "AGENTFILE_TASK").map(str::to_string),
         stream_idle_timeout: seconds(vars, "AGENTFILE_STREAM_IDLE_TIMEOUT", 120)?,
-        api_patience: match get(vars, "AGENTFILE_API_PATIENCE") {
-            None => None,
-            Some(_) => Some(seconds(vars, "AGENTFILE_API_PATIENCE", 0)?),
-        },
+        api_patience: api_patience(vars)?,
         health_file: PathBuf::from(
             get(vars, "AGENTFILE_HEALTH_FILE").unwrap_or(crate::health::DEFAULT_PATH),
         ),

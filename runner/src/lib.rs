@@ -20,6 +20,7 @@ pub mod ledger;
 pub mod llm;
 pub mod mcp;
 pub mod notify;
+pub mod replica;
 pub mod sessions;
 pub mod telemetry;
 pub mod tools;

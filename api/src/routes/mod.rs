@@ -88,6 +88,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(sessions::set_replicas))
         .routes(routes!(sessions::mint_agent_token))
         .routes(routes!(sessions::work))
+        .routes(routes!(sessions::replica_thread))
         .routes(routes!(handoffs::open, handoffs::turn))
         .routes(routes!(handoffs::list))
         .routes(routes!(triggers::put))

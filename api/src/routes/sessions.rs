@@ -1,5 +1,7 @@
 //! Sessions (`/v1/sessions`, `/v1/pools/{pool}/agents/{agent}`, `/v1/tokens/agent`, and the
 //! replicas' `/v1/runners/pools/{pool}/agents/{agent}/sessions`): many conversations per agent.
+//! Also each replica's own thread by its number (`…/replicas/{replica}`), the other thing a
+//! replica asks with the agent's token.
 //!
 //! A session is a thread labelled with its key, created on first use and the same ever after; the
 //! admin (the CLI's `invoke --session`) opens it and then uses the thread's ordinary routes. Which
@@ -13,7 +15,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::api::{
     AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode, MAX_STORED_INT,
-    SessionRequest, SessionWork, ThreadSummary,
+    ReplicaThread, SessionRequest, SessionWork, ThreadSummary,
 };
 use ninetrix_proto::{ThreadId, sessions};
 use serde::Deserialize;
@@ -96,6 +98,60 @@ pub(crate) async fn open(
         StatusCode::OK
     };
     Ok((status, axum::Json(thread)))
+}
+
+/// Most replicas an agent may have a thread for (as `PUT /v1/pools/{pool}/agents/{agent}`).
+const MAX_REPLICA: u32 = 1000;
+
+/// The thread of replica `replica` of the agent, with its runner token: what a runner that knows
+/// only its replica number (a Swarm task's slot) claims and serves. Made on first use (201) —
+/// or adopted: the newest live thread labelled with pool, agent and replica, as a single-host
+/// `ninetrix up` makes them — and the same ever after (200). A purged thread is replaced by a
+/// new one (201): a purge is final, so the replica starts a new conversation.
+#[utoipa::path(post, path = "/v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}", tag = "runner",
+    operation_id = "replica_thread",
+    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
+        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63),
+        ("replica" = u32, Path, description = "The replica number", minimum = 1, maximum = 1000)),
+    responses((status = 201, body = ReplicaThread, description = "a thread made for the replica now (its first boot, or its first since its thread was purged)"),
+        (status = 200, body = ReplicaThread, description = "the replica's thread"),
+        (status = 400, body = ErrorBody, description = "`invalid_path`: a malformed pool or agent name, or a replica outside 1 to 1000; `invalid_text`: a name with U+0000"),
+        (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the agent token of this pool and agent")),
+    security(("bearer" = [])))]
+pub(crate) async fn replica_thread(
+    _: AgentCaller,
+    State(app): State<App>,
+    ApiPath((pool, agent, replica)): ApiPath<(String, String, u32)>,
+) -> Result<(StatusCode, axum::Json<ReplicaThread>), ApiError> {
+    check_path_name("pool", &pool)?;
+    check_path_name("agent", &agent)?;
+    if !(1..=MAX_REPLICA).contains(&replica) {
+        return Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!("replica must be 1 to {MAX_REPLICA}, not {replica}"),
+        });
+    }
+    let (thread, created) = app
+        .store
+        .replica_thread(pool.clone(), agent.clone(), replica)
+        .await?;
+    if created {
+        tracing::info!(thread_id = %thread.thread_id, %pool, %agent, replica, "replica thread made");
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        axum::Json(ReplicaThread {
+            token: app.auth.runner_token(thread.thread_id),
+            thread_id: thread.thread_id,
+            replica,
+            created,
+        }),
+    ))
 }
 
 /// Query of the session listing.

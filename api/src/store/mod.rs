@@ -419,6 +419,11 @@ store_ops! {
     write fn open_session(pool: String, agent: String, key: String) -> (ThreadSummary, bool)
         = |c| open_session(c, &pool, &agent, &key, now_ms());
 
+    /// The thread of replica `replica` of (pool, agent), made or adopted on first use and made
+    /// anew after a purge (see `ops::replica_thread`); `true` when made now.
+    write fn replica_thread(pool: String, agent: String, replica: u32) -> (ThreadSummary, bool)
+        = |c| replica_thread(c, &pool, &agent, replica, now_ms());
+
     /// Records how many replicas an agent runs (what its sessions are spread over) and its
     /// collaborators.
     write fn set_replicas(pool: String, agent: String, replicas: u32, collaborators: Vec<String>) -> ()

@@ -1174,6 +1174,101 @@ macro_rules! sql_ops {
             Ok((row.summary()?, true))
         }
 
+        /// The thread the API keeps for replica `replica` of (pool, agent), its row locked.
+        async fn replica_mapping(c: &mut Conn, pool: &str, agent: &str, replica: i64) -> StoreResult<Option<String>> {
+            let row: Option<(String,)> = q::query_as(concat!("SELECT thread_id FROM replica_threads WHERE pool = $1 AND agent = $2 AND replica = $3", $lock))
+                .bind(pool)
+                .bind(agent)
+                .bind(replica)
+                .fetch_optional(&mut *c)
+                .await?;
+            Ok(row.map(|(id,)| id))
+        }
+
+        /// The thread of replica `replica` of (pool, agent), and whether it was made now. On
+        /// first use it adopts the newest live thread labelled with the three (one that a
+        /// single-host `up` started, so a pool moved onto a cluster keeps its conversations), or
+        /// makes a new one; the same ever after. A purged thread is replaced by a new one: a
+        /// purge is final, and the replica starts over. Concurrent first calls agree: the
+        /// mapping row is inserted before any thread, and only its winner's thread is made.
+        pub(crate) async fn replica_thread(c: &mut Conn, pool: &str, agent: &str, replica: u32, now: i64) -> StoreResult<(ThreadSummary, bool)> {
+            let replica_i64 = i64::from(replica);
+            let mut made = None;
+            let current = match replica_mapping(c, pool, agent, replica_i64).await? {
+                Some(id) => id,
+                None => {
+                    let adopted: Option<(String,)> = q::query_as(
+                        "SELECT thread_id FROM threads WHERE pool = $1 AND agent = $2 AND replica = $3 AND session IS NULL \
+                         AND status <> 'purged' ORDER BY created_at DESC, thread_id DESC LIMIT 1",
+                    )
+                    .bind(pool)
+                    .bind(agent)
+                    .bind(replica_i64)
+                    .fetch_optional(&mut *c)
+                    .await?;
+                    let candidate = match adopted {
+                        Some((id,)) => id,
+                        None => {
+                            let id = ThreadId::new_v7().to_string();
+                            made = Some(id.clone());
+                            id
+                        }
+                    };
+                    q::query("INSERT INTO replica_threads (pool, agent, replica, thread_id, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING")
+                        .bind(pool)
+                        .bind(agent)
+                        .bind(replica_i64)
+                        .bind(&candidate)
+                        .bind(now)
+                        .execute(&mut *c)
+                        .await?;
+                    let id = replica_mapping(c, pool, agent, replica_i64).await?.ok_or(StoreError::NotFound("replica thread"))?;
+                    if made.as_deref() != Some(id.as_str()) {
+                        made = None;
+                    }
+                    id
+                }
+            };
+            let status: Option<(String,)> = q::query_as("SELECT status FROM threads WHERE thread_id = $1")
+                .bind(&current)
+                .fetch_optional(&mut *c)
+                .await?;
+            let current = if status.as_ref().is_some_and(|(s,)| s == PURGED) {
+                let id = ThreadId::new_v7().to_string();
+                let moved = q::query("UPDATE replica_threads SET thread_id = $4, created_at = $5 WHERE pool = $1 AND agent = $2 AND replica = $3 AND thread_id = $6")
+                    .bind(pool)
+                    .bind(agent)
+                    .bind(replica_i64)
+                    .bind(&id)
+                    .bind(now)
+                    .bind(&current)
+                    .execute(&mut *c)
+                    .await?
+                    .rows_affected();
+                if moved == 1 {
+                    made = Some(id.clone());
+                    id
+                } else {
+                    replica_mapping(c, pool, agent, replica_i64).await?.ok_or(StoreError::NotFound("replica thread"))?
+                }
+            } else {
+                current
+            };
+            if made.as_deref() == Some(current.as_str()) || status.is_none() {
+                q::query("INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (thread_id) DO NOTHING")
+                    .bind(&current)
+                    .bind(pool)
+                    .bind(agent)
+                    .bind(replica_i64)
+                    .bind(now)
+                    .execute(&mut *c)
+                    .await?;
+            }
+            let row: ThreadRow = q::query_as(SELECT_THREAD_FOR_WRITE).bind(&current).fetch_one(&mut *c).await?;
+            let created = made.as_deref() == Some(current.as_str());
+            Ok((row.summary()?, created))
+        }
+
         /// Records how many replicas (pool, agent) runs — what its sessions are spread over — and
         /// which agents it may hand work to.
         pub(crate) async fn set_replicas(c: &mut Conn, pool: &str, agent: &str, replicas: u32, collaborators: &[String], now: i64) -> StoreResult<()> {

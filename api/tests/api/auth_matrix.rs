@@ -31,7 +31,7 @@ enum Access {
     Approvals,
     /// A listing for the admin or an approver (another pool's approver sees its own, empty).
     ApprovalList,
-    /// The admin or the agent's own token: a replica finding its sessions' work.
+    /// The admin or the agent's own token: a replica finding its sessions' work or its thread.
     AgentWork,
     Public,
 }
@@ -265,6 +265,13 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::POST,
+            path: "/v1/runners/pools/p/agents/a/replicas/1",
+            access: AgentWork,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::GET,
             path: "/v1/threads",
             access: Admin,
@@ -423,6 +430,16 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
             .await;
         assert_eq!(status, StatusCode::NO_CONTENT);
     }
+    // Replica 1 of `a` has its thread already (made by the first preparation): every allowed
+    // caller gets it (200).
+    let (status, body) = api
+        .admin(
+            Method::POST,
+            "/v1/runners/pools/p/agents/a/replicas/1",
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread).await;
     let epoch = api.claim(thread, &token).await;
@@ -582,7 +599,8 @@ async fn the_openapi_document_lists_every_route() {
                 .replace("checkpoints/1", "checkpoints/{version}")
                 .replace("pools/p/triggers", "pools/{pool}/triggers")
                 .replace("triggers/nightly", "triggers/{name}")
-                .replace("hooks/p/gh", "hooks/{pool}/{path}");
+                .replace("hooks/p/gh", "hooks/{pool}/{path}")
+                .replace("replicas/1", "replicas/{replica}");
             format!("{} {path}", r.method)
         })
         .collect();

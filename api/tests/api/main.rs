@@ -11,6 +11,7 @@ mod handoffs;
 mod model;
 mod openapi_contract;
 mod otel;
+mod replicas;
 mod sessions;
 mod size;
 mod support;

@@ -20,6 +20,10 @@ pub struct ApiArgs {
     /// $AGENTFILE_HOME/api/]
     #[arg(long, env = "DATABASE_URL", hide_env_values = true, value_name = "URL")]
     pub database: Option<String>,
+    /// File holding the database URL (a Docker or Kubernetes secret: the URL's password stays
+    /// out of the environment and the command line).
+    #[arg(long, value_name = "FILE", conflicts_with = "database")]
+    pub database_file: Option<PathBuf>,
     /// File holding the secret that signs runner tokens (or set NINETRIX_API_SECRET).
     #[arg(long, value_name = "FILE")]
     pub secret_file: Option<PathBuf>,
@@ -96,9 +100,10 @@ const MIN_SECRET_LEN: usize = 16;
 pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     init_logging();
     let auth = auth(args)?;
-    let database_url = match &args.database {
-        Some(url) => url.clone(),
-        None => default_database()?,
+    let database_url = match (&args.database, &args.database_file) {
+        (_, Some(path)) => database_from_file(path)?,
+        (Some(url), None) => url.clone(),
+        (None, None) => default_database()?,
     };
     let mut config = Config::new(database_url.clone(), auth);
     config.listen = args.listen;
@@ -221,6 +226,22 @@ fn read_secret(file: Option<&Path>, env: &str, flag: &str) -> anyhow::Result<Opt
         );
     }
     Ok(Some(Secret::new(value.into_bytes())))
+}
+
+/// The database URL in `path` (surrounding whitespace trimmed); never printed, as it may hold a
+/// password.
+fn database_from_file(path: &Path) -> anyhow::Result<String> {
+    let url = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read --database-file {}", path.display()))?
+        .trim()
+        .to_string();
+    if url.is_empty() {
+        bail!(
+            "--database-file {} is empty; it must hold a URL such as postgres://user:password@host/db",
+            path.display()
+        );
+    }
+    Ok(url)
 }
 
 fn default_database() -> anyhow::Result<String> {

@@ -25,26 +25,60 @@ pub(crate) fn init_logging(default: &str) {
     };
 }
 
-/// Runs the runner until it stops.
+/// Runs the runner until it stops. Without `AGENTFILE_THREAD_ID` but with `AGENTFILE_REPLICA`
+/// (a Swarm task knows only its slot), the thread and its runner token are asked of the API
+/// first ([`ninetrix_runner::replica`]).
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     init_runner_logging();
-    let mut config = match ninetrix_runner::config::from_env() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(crate::EXIT_USAGE));
+    let code = super::until_signal(|shutdown| async move {
+        let secrets = std::path::Path::new("/run/secrets");
+        let mut vars: std::collections::HashMap<String, String> = std::env::vars().collect();
+        match ninetrix_runner::replica::lookup(&vars, secrets) {
+            Err(e) => {
+                eprintln!("error: {e}");
+                return crate::EXIT_USAGE;
+            }
+            Ok(None) => {}
+            Ok(Some(lookup)) => {
+                let patience = match ninetrix_runner::config::api_patience(&vars) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return crate::EXIT_USAGE;
+                    }
+                };
+                let http = ninetrix_client::http_client();
+                match ninetrix_runner::replica::resolve(&lookup, &http, patience, &shutdown).await {
+                    Ok(thread) => {
+                        tracing::info!(thread_id = %thread.thread_id, replica = thread.replica, created = thread.created, "serving replica {}'s thread", thread.replica);
+                        vars.insert("AGENTFILE_THREAD_ID".into(), thread.thread_id.to_string());
+                        vars.insert("AGENTFILE_RUNNER_TOKEN".into(), thread.token);
+                    }
+                    Err(ninetrix_runner::replica::ReplicaError::Stopped) => return 0,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return crate::EXIT_FAILURE;
+                    }
+                }
+            }
         }
-    };
-    // OpenTelemetry (issue 18): the standard OTEL_* variables (headers also from the secret
-    // file); no endpoint, nothing is built. A bad variable is a configuration error naming it.
-    let otel = match otel_settings(&config) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(crate::EXIT_USAGE));
-        }
-    };
-    let exit = super::until_signal(|shutdown| async move {
+        let mut config = match ninetrix_runner::config::from_vars(&vars, secrets) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return crate::EXIT_USAGE;
+            }
+        };
+        // OpenTelemetry (issue 18): the standard OTEL_* variables (headers also from the secret
+        // file); no endpoint, nothing is built. A bad variable is a configuration error naming
+        // it.
+        let otel = match otel_settings(&config) {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return crate::EXIT_USAGE;
+            }
+        };
         let exporter = otel.map(ninetrix_runner::telemetry::Otlp::start);
         config.telemetry = exporter.clone();
         let exit = ninetrix_runner::run(config, shutdown).await;
@@ -57,9 +91,9 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
                 tracing::warn!("{dropped} OpenTelemetry span(s) were dropped");
             }
         }
-        exit
+        exit.code()
     })?;
-    Ok(ExitCode::from(exit.code()))
+    Ok(ExitCode::from(code))
 }
 
 /// The span exporter the OTEL_* variables ask for (`None`: no endpoint), with the runner's
