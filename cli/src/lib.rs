@@ -11,6 +11,7 @@ mod docker;
 mod home;
 mod k8s;
 mod pool;
+mod swarm;
 mod ui;
 
 use std::process::ExitCode;

@@ -204,6 +204,11 @@ async fn run_with<C: Checkpoints>(
         replica: config.replica.filter(|_| config.session.is_none()),
         session: config.session.clone(),
     };
+    // A runner told to stop before it claimed never claims: a stale copy (an orchestrator's old
+    // task, stopped while it was still booting) must not fence the copy that replaced it.
+    if shutdown.is_cancelled() {
+        return Exit::Ok;
+    }
     // Claim (the HTTP store retries while the API is unreachable).
     let (epoch, boot_count) = match store.claim(&labels).await {
         Ok(c) => (c.epoch, c.boot_count),

@@ -181,6 +181,10 @@ async fn down_pool(
     }
     // The lock: an `up` of this pool in progress finishes first, and none starts meanwhile.
     let locked = state::lock(home, pool)?;
+    if locked.state.swarm.is_some() {
+        crate::swarm::remove::down(docker, home, pool, locked, args, progress, failures).await;
+        return Ok(());
+    }
     // The triggers before the containers: nothing fires into a pool being taken down.
     remove_triggers(home, pool, progress).await;
 

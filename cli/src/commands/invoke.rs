@@ -108,10 +108,19 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let docker = crate::docker::connect().await?;
+    let swarm = view.state.swarm.is_some();
     let target = Target {
-        container: spec::container_name(&view.name, &args.agent, replica),
+        container: if swarm {
+            format!(
+                "{}.{replica}",
+                crate::swarm::spec::service_name(&view.name, &args.agent)
+            )
+        } else {
+            spec::container_name(&view.name, &args.agent, replica)
+        },
         pool: view.name.clone(),
         agent: args.agent.clone(),
+        swarm: swarm.then_some(replica),
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
     let Some(facts) = target.facts(&docker, true).await? else {
@@ -469,11 +478,13 @@ impl Reply<'_> {
     }
 }
 
-/// The container `invoke` addresses.
+/// The container `invoke` addresses (on Swarm: the task in the replica's slot).
 struct Target {
     container: String,
     pool: String,
     agent: String,
+    /// On Swarm: the slot.
+    swarm: Option<u32>,
 }
 
 impl Target {
@@ -492,6 +503,14 @@ impl Target {
         docker: &bollard::Docker,
         with_health: bool,
     ) -> anyhow::Result<Option<Facts>> {
+        if let Some(slot) = self.swarm {
+            // Swarm's view of the slot; the health is the task's healthcheck.
+            return Ok(
+                crate::swarm::observe::slot(docker, &self.pool, &self.agent, slot)
+                    .await?
+                    .map(|view| view.facts()),
+            );
+        }
         match docker.inspect_container(&self.container, None).await {
             Ok(info) if with_health => {
                 Ok(Some(condition::inspect_with_health(docker, &info).await?))

@@ -128,18 +128,24 @@ pub(crate) fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTim
     Ok(now - chrono::Duration::seconds(secs))
 }
 
-const COLORS: [u8; 6] = [36, 33, 32, 35, 34, 96];
+/// The colours of the prefixes, one per source in turn.
+pub(crate) const COLORS: [u8; 6] = [36, 33, 32, 35, 34, 96];
 
-struct Target {
-    id: String,
-    prefix: String,
-    agent: String,
-    replica: String,
-    durable: bool,
-    color: Option<u8>,
+/// One log source (a container, or a Swarm task) as printed.
+#[derive(Clone)]
+pub(crate) struct Target {
+    /// The container or task ID.
+    pub(crate) id: String,
+    /// `agent-n`.
+    pub(crate) prefix: String,
+    pub(crate) agent: String,
+    pub(crate) replica: String,
+    pub(crate) durable: bool,
+    pub(crate) color: Option<u8>,
 }
 
-fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
+/// Prints one line with its source's prefix (or as JSON).
+pub(crate) fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
     if args.json {
         outln!(
             "{}",
@@ -163,7 +169,8 @@ fn print_line(t: &Target, width: usize, l: &Line, args: &LogsArgs) {
     }
 }
 
-fn marker(t: &Target, width: usize, text: &str, args: &LogsArgs) {
+/// Prints a marker line (a restart, a replaced task) for a source.
+pub(crate) fn marker(t: &Target, width: usize, text: &str, args: &LogsArgs) {
     if args.json {
         outln!(
             "{}",
@@ -214,6 +221,12 @@ async fn read(
 pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
     let pool = crate::pool::resolve::pool_name(&args.file, args.pool.as_deref())?;
     let docker = crate::docker::connect().await?;
+    if crate::pool::state::read(&crate::home::agentfile_home()?, &pool)?
+        .swarm
+        .is_some()
+    {
+        return crate::swarm::logs::run(&docker, &pool, args).await;
+    }
     let mut containers = pool_containers(&docker, Some(&pool)).await?;
     containers.retain(|c| {
         args.agent

@@ -3,6 +3,8 @@
 //! reason (the runners' reports are read in one request per pool) (`Up 3 minutes (unhealthy: model unreachable: …)`), restarts, exit code, OOM, and "gave
 //! up" for a durable agent that used its whole restart budget. A durable agent that is not running
 //! is listed without `-a`: that is exactly what `ps` is for. Finished batch jobs need `-a`.
+//! A pool on Swarm is listed by task (one row per replica slot: node, replacements after
+//! failures, health), before the containers.
 
 use std::process::ExitCode;
 
@@ -53,6 +55,9 @@ struct Row {
     oom_killed: bool,
     gave_up: bool,
     durable: bool,
+    /// The Swarm node of the task (a pool on Swarm only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<String>,
 }
 
 impl Row {
@@ -63,6 +68,21 @@ impl Row {
             (_, Some(code)) if self.state.as_deref() != Some("running") => code.to_string(),
             _ => "-".into(),
         }
+    }
+
+    /// The Swarm table's cells: the task, its node, then as for a container.
+    fn swarm_cells(&self) -> [String; 8] {
+        let [task, agent, replica, thread, restarts, exit, status] = self.cells();
+        [
+            task,
+            agent,
+            replica,
+            self.node.clone().unwrap_or_default(),
+            thread,
+            restarts,
+            exit,
+            status,
+        ]
     }
 
     fn cells(&self) -> [String; 7] {
@@ -132,8 +152,11 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
             oom_killed: facts.oom_killed,
             gave_up: matches!(cond, Condition::GaveUp { .. }),
             durable: facts.durable,
+            node: None,
         });
     }
+    let swarm_rows = swarm_rows(&docker, args).await?;
+    let on_swarm_only = args.pool.is_some() && !swarm_rows.is_empty();
     rows.sort_by(|a, b| {
         (&a.pool, &a.agent, a.replica, &a.container).cmp(&(
             &b.pool,
@@ -143,8 +166,20 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         ))
     });
     if args.json {
+        rows.extend(swarm_rows);
         outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
+    }
+    if !swarm_rows.is_empty() {
+        let header = [
+            "TASK", "AGENT", "REPLICA", "NODE", "THREAD", "RESTARTS", "EXIT", "STATUS",
+        ];
+        let cells: Vec<[String; 8]> = swarm_rows.iter().map(Row::swarm_cells).collect();
+        crate::output::text(&crate::ui::table::table(header, &cells));
+        if on_swarm_only || rows.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        outln!();
     }
     let header = [
         "CONTAINER",
@@ -158,6 +193,68 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
     crate::output::text(&crate::ui::table::table(header, &cells));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tasks of the pools on Swarm (`-p`'s, or every pool of this home that `up --swarm` made),
+/// one row per replica slot: its newest task, the node it runs on, how often Swarm replaced it
+/// after a failure, its health (a task on this node), and its thread.
+async fn swarm_rows(docker: &bollard::Docker, args: &PsArgs) -> anyhow::Result<Vec<Row>> {
+    let home = crate::home::agentfile_home()?;
+    let pools = match &args.pool {
+        Some(p) => vec![p.clone()],
+        None => crate::pool::state::pools(&home),
+    };
+    let mut rows = Vec::new();
+    for pool in pools {
+        let state = crate::pool::state::read(&home, &pool)?;
+        if state.swarm.is_none() {
+            continue;
+        }
+        let slots = match crate::swarm::observe::slots(docker, &pool, None).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("warning: cannot read the tasks of pool {pool} on Swarm: {e:#}");
+                continue;
+            }
+        };
+        for view in slots {
+            let facts = view.facts();
+            let cond = Condition::of(&facts);
+            let finished_job = !view.durable && view.state == "complete";
+            if finished_job && !args.all {
+                continue;
+            }
+            let status = match (&cond, &view.state[..], &view.error) {
+                (_, "running", _) => cond.status("Up"),
+                (Condition::GaveUp { .. }, state, _) => cond.status(state),
+                (_, state, Some(err)) => format!("{state}: {err}"),
+                (_, state, None) => state.to_string(),
+            };
+            rows.push(Row {
+                pool: Some(pool.clone()),
+                agent: Some(view.agent.clone()),
+                replica: Some(view.slot),
+                container: view.task_name(),
+                thread_id: state
+                    .agents
+                    .get(&view.agent)
+                    .and_then(|r| r.get(&view.slot))
+                    .map(|r| r.thread_id.to_string()),
+                state: Some(view.state.clone()),
+                status,
+                health: cond.health(),
+                reason: cond.reason(),
+                answers: cond.answers(),
+                restarts: view.restarts,
+                exit_code: view.exit_code,
+                oom_killed: false,
+                gave_up: matches!(cond, Condition::GaveUp { .. }),
+                durable: view.durable,
+                node: view.node.clone(),
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// How many running containers of a pool `ps` tries to read the pool's health reports through
@@ -229,6 +326,7 @@ mod tests {
             oom_killed: oom,
             gave_up: false,
             durable: true,
+            node: None,
         };
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");

@@ -59,10 +59,33 @@ pub struct UpArgs {
     /// Progress as JSON lines.
     #[arg(long)]
     pub json: bool,
+    /// Run the pool on Docker Swarm: one service per agent and the pool's own checkpoint API as
+    /// a service (this engine must be a swarm manager). See docs/deployment.md.
+    #[arg(long)]
+    pub swarm: bool,
+    /// With --swarm: the image every node runs (a registry reference, pushed beforehand) instead
+    /// of the one `up` builds on this node.
+    #[arg(long, value_name = "REF", requires = "swarm")]
+    pub image: Option<String>,
+    /// With --swarm: the Postgres URL of the pool's API (kept as a Swarm secret); without it the
+    /// API runs on SQLite, one replica pinned to this node.
+    #[arg(
+        long,
+        env = "NINETRIX_API_DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub api_database: Option<String>,
+    /// With --swarm: how many replicas of the API run (more than 1 needs --api-database).
+    #[arg(long, default_value_t = 1, value_name = "N", requires = "swarm")]
+    pub api_replicas: u32,
 }
 
 /// Runs `ninetrix up`.
 pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
+    if args.swarm {
+        return crate::swarm::deploy::up(args).await;
+    }
     let parsed = crate::pool::load(&args.file)?;
     let af = parsed.agentfile;
     let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
@@ -98,6 +121,17 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // The pool lock first: a second `up` (or a `down`) of this pool waits here, then finds what
     // the first made, so nothing — image, API, network, container — is created twice.
     let mut locked = state::lock(&home, &pool)?;
+    if locked.state.swarm.is_some() {
+        if crate::swarm::has_services(&docker, &pool).await {
+            anyhow::bail!(
+                "pool `{pool}` runs on Docker Swarm; `ninetrix up --swarm` updates it (or `ninetrix down -p {pool}` takes it off the swarm first)"
+            );
+        }
+        // It ran on Swarm once and was taken down: its threads are in that API's data, not in
+        // this host's API, so it starts afresh here.
+        locked.state.swarm = None;
+        locked.state.agents.clear();
+    }
     let progress = Progress::new(args.json);
     let binary = image::this_binary()?;
     let (runner_image, built) = image::runner_image(&docker, &binary).await?;
@@ -234,7 +268,7 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
 /// The pool's triggers as `up` registers them, each webhook with its secret's value read from
 /// the host environment as agents' secrets are (a missing one fails `up` before anything starts,
 /// naming the trigger).
-fn registrations(triggers: &[TriggerSpec]) -> anyhow::Result<TriggerSet> {
+pub(crate) fn registrations(triggers: &[TriggerSpec]) -> anyhow::Result<TriggerSet> {
     let mut set = TriggerSet::default();
     for trigger in triggers {
         let secret = match trigger.webhook() {
@@ -255,7 +289,7 @@ fn registrations(triggers: &[TriggerSpec]) -> anyhow::Result<TriggerSet> {
 
 /// The progress lines of a registration: one per trigger created, updated or removed (nothing
 /// for an unchanged one).
-fn trigger_steps(applied: &TriggersApplied) -> Vec<(&str, &'static str)> {
+pub(crate) fn trigger_steps(applied: &TriggersApplied) -> Vec<(&str, &'static str)> {
     let mut steps = Vec::new();
     for (names, status) in [
         (&applied.created, "Created"),

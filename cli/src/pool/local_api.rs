@@ -178,7 +178,7 @@ pub(crate) fn planned_container_url() -> String {
 /// Reads a secret file, creating it with 32 random bytes (hex) on first use. Creation is atomic
 /// (a complete temp file hard-linked into place), so two commands starting at once in one home
 /// agree on the value and never read a half-written file.
-fn secret_file(path: &Path) -> anyhow::Result<String> {
+pub(crate) fn secret_file(path: &Path) -> anyhow::Result<String> {
     if let Ok(v) = std::fs::read_to_string(path) {
         return Ok(v.trim().to_string());
     }
@@ -458,6 +458,26 @@ impl Api {
     /// else this home's local API wherever it is published now.
     pub(crate) async fn any(home: &Path) -> anyhow::Result<Api> {
         Api::existing(home).await
+    }
+
+    /// A pool's API on Swarm: reached from this host at `url`, from the pool's tasks at
+    /// `http://ninetrix-api:8080`, with this home's admin token (read from `admin_path`).
+    pub(crate) fn on_swarm(url: String, admin: String, admin_path: &Path, service: &str) -> Api {
+        Api::new(
+            url,
+            format!("http://ninetrix-api:{PORT}"),
+            admin,
+            format!(
+                "{} (given to the {service} service as a Swarm secret by `ninetrix up --swarm`)",
+                admin_path.display()
+            ),
+            None,
+        )
+    }
+
+    /// Waits until the API answers `/readyz` (for `timeout` at most).
+    pub(crate) async fn ready(&self, docker: &Docker, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_ready(docker, timeout).await
     }
 
     fn new(

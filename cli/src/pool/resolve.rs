@@ -73,7 +73,8 @@ pub(crate) fn pool_name(file: &Path, pool: Option<&str>) -> anyhow::Result<Strin
 
 impl PoolView {
     /// Opens the pool's state (read-only) and API. The local API's address comes from its
-    /// container now (see [`Api::existing`]), never from the URL an older pool file recorded.
+    /// container now (see [`Api::existing`]), never from the URL an older pool file recorded; a
+    /// pool on Swarm's from the port its API service publishes.
     pub(crate) async fn open(file: &Path, pool: Option<&str>) -> anyhow::Result<PoolView> {
         let name = pool_name(file, pool)?;
         let home = crate::home::agentfile_home()?;
@@ -86,7 +87,11 @@ impl PoolView {
                 path.display()
             ),
         };
-        let api = Api::existing(&home).await?;
+        // A pool on Swarm has its own API service; every other pool uses this home's API.
+        let api = match &state.swarm {
+            Some(swarm) => crate::swarm::api_of(&home, &name, swarm)?,
+            None => Api::existing(&home).await?,
+        };
         Ok(PoolView { name, state, api })
     }
 

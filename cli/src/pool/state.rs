@@ -2,7 +2,8 @@
 //! once and reused across `up`, `down` and recreates. Written atomically (temp file, fsync,
 //! rename), mode 0600, under an exclusive lock (`<pool>.lock`) that `up` and `down` take before
 //! they create or remove anything, so two of them never race. `api_url` matters only for an
-//! external API (a local API's address is read from its container). Never holds secrets.
+//! external API (a local API's address is read from its container). A pool on Swarm records so
+//! (`swarm`). Never holds secrets.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -33,6 +34,20 @@ pub(crate) struct PoolState {
     pub(crate) updated_at: Option<DateTime<Utc>>,
     /// agent → replica number → record.
     pub(crate) agents: BTreeMap<String, BTreeMap<u32, ReplicaState>>,
+    /// Set when the pool runs on Docker Swarm (`up --swarm`): then its replicas are services'
+    /// tasks, its threads are kept by its own API (by replica number), and the commands read
+    /// Swarm instead of containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) swarm: Option<SwarmPool>,
+}
+
+/// A pool on Swarm, as `up --swarm` left it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SwarmPool {
+    /// The port the pool's API service publishes (host mode) on the node(s) running it.
+    pub(crate) api_port: u16,
+    /// Where the API keeps its data: `sqlite` (one replica, pinned) or `postgres`.
+    pub(crate) database: String,
 }
 
 /// The pool state file, locked for as long as this value lives.

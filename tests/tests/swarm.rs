@@ -1,0 +1,463 @@
+//! A pool on Docker Swarm (`ninetrix up --swarm`), on a single-node swarm of the real engine:
+//! the test initialises the swarm if the engine is in none, and leaves it again at the end (also
+//! when it fails); an engine already in a swarm is used as it is and left in it.
+//!
+//! One story, in order (the steps share one swarm and one pool; a swarm cannot be initialised by
+//! two tests at once): services, secrets and the API come up; a task's process killed mid-turn
+//! is replaced in the same slot and resumes the same thread, replaying its write from the
+//! ledger; scaling up gives the new slot a thread and scaling down and up again gives the slot
+//! its old thread back; a service update mid-turn (`up --swarm --force-recreate`) stops each
+//! task before its replacement resumes the turn; a stale copy of a slot (its process paused
+//! while an update starts a new task first) is fenced when it wakes; a batch agent runs as a
+//! replicated job; `ps`, `logs`, `invoke` and `trace` read the swarm; `down --purge` removes
+//! every object.
+
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::docker::{Pool, SECRET, docker, text, wait_for};
+
+/// The swarm of the test: initialised here (and left in `Drop`, with the `docker_gwbridge`
+/// network `swarm init` makes, if there was none) unless the engine is in one.
+struct Swarm {
+    initialised: bool,
+    had_gwbridge: bool,
+}
+
+impl Swarm {
+    fn ensure() -> Swarm {
+        let state = docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]);
+        let had_gwbridge = !docker(&["network", "ls", "-q", "--filter", "name=^docker_gwbridge$"])
+            .trim()
+            .is_empty();
+        if state.trim() == "active" {
+            return Swarm {
+                initialised: false,
+                had_gwbridge,
+            };
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let out = Command::new("docker")
+            .args([
+                "swarm",
+                "init",
+                "--advertise-addr",
+                "127.0.0.1",
+                "--listen-addr",
+                &format!("127.0.0.1:{port}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker swarm init: {}", text(&out));
+        Swarm {
+            initialised: true,
+            had_gwbridge,
+        }
+    }
+}
+
+impl Drop for Swarm {
+    fn drop(&mut self) {
+        if self.initialised {
+            let _ = Command::new("docker")
+                .args(["swarm", "leave", "--force"])
+                .output();
+            if !self.had_gwbridge {
+                let _ = Command::new("docker")
+                    .args(["network", "rm", "docker_gwbridge"])
+                    .output();
+            }
+        }
+    }
+}
+
+/// Removes whatever the pool left on the swarm (by label), before the swarm is left.
+struct Leftovers(String);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let label = format!("label=dev.ninetrix.swarm.pool={}", self.0);
+        for kind in [["service", "ls", "-q"], ["secret", "ls", "-q"]] {
+            for id in docker(&[kind[0], kind[1], kind[2], "--filter", &label]).split_whitespace() {
+                docker(&[kind[0], "rm", id]);
+            }
+        }
+        for id in docker(&["ps", "-aq", "--filter", &label]).split_whitespace() {
+            docker(&["rm", "-f", id]);
+        }
+        for id in docker(&["network", "ls", "-q", "--filter", &label]).split_whitespace() {
+            docker(&["network", "rm", id]);
+        }
+        for id in docker(&["volume", "ls", "-q", "--filter", &label]).split_whitespace() {
+            docker(&["volume", "rm", id]);
+        }
+    }
+}
+
+const AGENTS: &str = "agents:
+  worker:
+    runtime:
+      provider: scripted
+      script:
+        - text: Recording, then waiting.
+          tool_calls:
+            - { name: file_write, args: { path: story.txt, content: \"line\\n\", mode: append } }
+            - { name: sleep, args: { seconds: 4 } }
+        - text: Done.
+    tools: [file_write, sleep]
+    secrets: [TEST_SECRET]
+    execution: { replicas: REPLICAS }
+  digest:
+    runtime:
+      provider: scripted
+      script: [\"The digest is ready.\"]
+    execution: { durability: false, task: digest }
+";
+
+fn agents(replicas: u32) -> String {
+    AGENTS.replace("REPLICAS", &replicas.to_string())
+}
+
+/// `ps --json` rows of the pool (`-a`: with finished jobs).
+fn ps(pool: &Pool) -> Vec<Value> {
+    let out = pool.ninetrix(&["ps", "-p", &pool.name, "-a", "--json"]);
+    assert!(out.status.success(), "ps: {}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The row of `worker`'s slot `n`.
+fn slot(pool: &Pool, n: u32) -> Option<Value> {
+    ps(pool)
+        .into_iter()
+        .find(|r| r["agent"] == "worker" && r["replica"] == n)
+}
+
+fn running(pool: &Pool, n: u32) -> bool {
+    slot(pool, n).is_some_and(|r| r["state"] == "running")
+}
+
+/// The container of the running task in `worker`'s slot `n`, and its host PID.
+fn task_container(pool: &Pool, n: u32) -> (String, i64) {
+    let service = format!("ninetrix-{}-worker", pool.name);
+    let ids = docker(&[
+        "service",
+        "ps",
+        &service,
+        "-q",
+        "--filter",
+        "desired-state=running",
+    ]);
+    for id in ids.split_whitespace() {
+        let task: Value = serde_json::from_str(&docker(&["inspect", id])).unwrap();
+        let task = &task[0];
+        if task["Slot"] == n && task["Status"]["State"] == "running" {
+            let container = task["Status"]["ContainerStatus"]["ContainerID"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let pid = task["Status"]["ContainerStatus"]["PID"].as_i64().unwrap();
+            return (container, pid);
+        }
+    }
+    panic!(
+        "no running task in slot {n}: {}",
+        docker(&["service", "ps", &service])
+    );
+}
+
+fn signal(pid: i64, sig: &str) {
+    assert!(
+        Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The events of replica `n`'s thread (`trace --json`).
+fn events(pool: &Pool, n: u32) -> Vec<Value> {
+    let out = pool
+        .command(&[
+            "trace",
+            "-p",
+            &pool.name,
+            "--agent",
+            "worker",
+            "--replica",
+            &n.to_string(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Whether replica `n`'s turn for message `seq` has executed its write (and is in its sleep).
+fn wrote(pool: &Pool, n: u32, writes: usize) -> bool {
+    events(pool, n)
+        .iter()
+        .filter(|e| {
+            e["type"] == "tool_call"
+                && e["data"]["name"] == "file_write"
+                && e["data"]["mode"] == "executed"
+        })
+        .count()
+        >= writes
+}
+
+/// The lines the slot's runner wrote to its workspace (the slot's volume on this node).
+fn story_lines(pool: &Pool, n: u32) -> usize {
+    let volume = format!("ninetrix-{}-worker-{n}-workspace", pool.name);
+    let path = docker(&["volume", "inspect", &volume, "--format", "{{.Mountpoint}}"]);
+    std::fs::read_to_string(std::path::Path::new(path.trim()).join("story.txt"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+/// `invoke` of replica `n` in the background; its reply is checked by [`reply`].
+fn invoke(pool: &Pool, n: u32, id: &str) -> std::process::Child {
+    pool.command(&[
+        "invoke",
+        "-p",
+        &pool.name,
+        "--agent",
+        "worker",
+        "--replica",
+        &n.to_string(),
+        "-m",
+        "write the story",
+        "--id",
+        id,
+        "--timeout",
+        "120",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+fn reply(pool: &Pool, child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    let service = format!("ninetrix-{}-worker", pool.name);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "invoke: {}\ntasks:\n{}\nlogs:\n{}",
+        text(&out),
+        docker(&["service", "ps", "--no-trunc", &service]),
+        docker(&["service", "logs", "--tail", "40", &service])
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The boot epochs of replica `n`'s thread, in order.
+fn boots(pool: &Pool, n: u32) -> Vec<i64> {
+    events(pool, n)
+        .iter()
+        .filter(|e| e["type"] == "boot")
+        .filter_map(|e| e["data"]["epoch"].as_i64())
+        .collect()
+}
+
+#[test]
+fn the_swarm_story() {
+    let _swarm = Swarm::ensure();
+    let pool = Pool::new("swarm");
+    let _leftovers = Leftovers(pool.name.clone());
+    let minute = Duration::from_secs(60);
+
+    // Up: the API service, one service per agent, the secrets as Swarm secrets.
+    pool.write(&agents(2));
+    let out = pool.up(&["--swarm"]);
+    assert!(!out.contains(SECRET), "the secret leaked into up's output");
+    let state = pool.state();
+    assert!(state["swarm"]["api_port"].as_u64().is_some(), "{state}");
+    let services = docker(&[
+        "service",
+        "ls",
+        "--filter",
+        &format!("label=dev.ninetrix.swarm.pool={}", pool.name),
+        "--format",
+        "{{.Name}} {{.Mode}} {{.Replicas}}",
+    ]);
+    for want in [
+        "-api replicated",
+        "-worker replicated",
+        "-digest replicated job",
+    ] {
+        assert!(
+            services.contains(&format!("ninetrix-{}{want}", pool.name)),
+            "{want} in {services}"
+        );
+    }
+    let specs = docker(&[
+        "service",
+        "inspect",
+        &format!("ninetrix-{}-worker", pool.name),
+    ]);
+    assert!(
+        !specs.contains(SECRET),
+        "a secret value in the service spec"
+    );
+    assert!(specs.contains("\"Condition\": \"on-failure\""), "{specs}");
+    assert!(specs.contains("\"MaxAttempts\": 3"), "{specs}");
+    assert!(specs.contains("AGENTFILE_REPLICA={{.Task.Slot}}"));
+    wait_for("both slots running", minute, || {
+        running(&pool, 1) && running(&pool, 2)
+    });
+    let (container, _) = task_container(&pool, 1);
+    let env = docker(&["inspect", &container, "--format", "{{json .Config.Env}}"]);
+    assert!(
+        !env.contains(SECRET),
+        "a secret value in a task's environment"
+    );
+    let first = slot(&pool, 1).unwrap();
+    let second = slot(&pool, 2).unwrap();
+    assert_ne!(first["thread_id"], second["thread_id"], "a thread per slot");
+    assert!(first["node"].as_str().is_some_and(|n| !n.is_empty()));
+    // The batch agent ran as a job: once, to completion, its answer in its logs.
+    wait_for("the digest job to complete", minute, || {
+        ps(&pool)
+            .iter()
+            .any(|r| r["agent"] == "digest" && r["state"] == "complete")
+    });
+    let logs = pool.ninetrix(&["logs", "-p", &pool.name, "--agent", "digest"]);
+    assert!(
+        text(&logs).contains("The digest is ready."),
+        "{}",
+        text(&logs)
+    );
+
+    // A task's process killed mid-turn: Swarm replaces the task in the same slot, its runner
+    // resumes the same thread and the write is replayed from the ledger, not run again.
+    let call = invoke(&pool, 1, "kill-1");
+    wait_for("the write of turn 1", minute, || wrote(&pool, 1, 1));
+    let (_, pid) = task_container(&pool, 1);
+    signal(pid, "-9");
+    assert_eq!(reply(&pool, call), "Done.\n", "exactly one reply");
+    let row = slot(&pool, 1).unwrap();
+    assert_eq!(
+        row["thread_id"], first["thread_id"],
+        "same slot, same thread"
+    );
+    assert_eq!(row["restarts"], 1, "{row}");
+    assert_eq!(story_lines(&pool, 1), 1, "the write ran once");
+    let epochs = boots(&pool, 1);
+    assert!(
+        epochs.len() >= 2 && epochs.windows(2).all(|w| w[0] < w[1]),
+        "{epochs:?}"
+    );
+    let logs = pool.ninetrix(&["logs", "-p", &pool.name, "--agent", "worker"]);
+    assert!(text(&logs).contains("worker-1 |"), "{}", text(&logs));
+
+    // Scale up: slot 3 gets a thread of its own. Scale down, then up: slot 2 keeps its thread.
+    pool.write(&agents(3));
+    pool.up(&["--swarm"]);
+    wait_for("slot 3 running", minute, || running(&pool, 3));
+    let third = slot(&pool, 3).unwrap()["thread_id"].clone();
+    assert!(third.is_string() && third != first["thread_id"] && third != second["thread_id"]);
+    pool.write(&agents(1));
+    pool.up(&["--swarm"]);
+    wait_for("slots 2 and 3 gone", minute, || {
+        slot(&pool, 2).is_none() && slot(&pool, 3).is_none()
+    });
+    pool.write(&agents(2));
+    pool.up(&["--swarm"]);
+    wait_for("slot 2 running again", minute, || running(&pool, 2));
+    assert_eq!(slot(&pool, 2).unwrap()["thread_id"], second["thread_id"]);
+
+    // A service update mid-turn: each task is stopped (it checkpoints) before its replacement
+    // starts and resumes the turn.
+    let call = invoke(&pool, 1, "update-1");
+    wait_for("the write of turn 2", minute, || wrote(&pool, 1, 2));
+    pool.up(&["--swarm", "--force-recreate"]);
+    assert_eq!(reply(&pool, call), "Done.\n");
+    assert_eq!(story_lines(&pool, 1), 2, "one write per turn");
+
+    // A stale copy: slot 1's process is paused mid-turn while an update starts its replacement
+    // first; the replacement claims the thread and resumes the turn; the old copy, woken, is
+    // fenced at its next write and stops by itself (exit 0).
+    wait_for("slot 1 running", minute, || running(&pool, 1));
+    let call = invoke(&pool, 1, "stale-1");
+    wait_for("the write of turn 3", minute, || wrote(&pool, 1, 3));
+    let (stale, pid) = task_container(&pool, 1);
+    signal(pid, "-STOP");
+    let boots_before = boots(&pool, 1).len();
+    let service = format!("ninetrix-{}-worker", pool.name);
+    let update = Command::new("docker")
+        .args([
+            "service",
+            "update",
+            "--detach",
+            "--force",
+            "--update-order",
+            "start-first",
+            &service,
+        ])
+        .output()
+        .unwrap();
+    assert!(update.status.success(), "{}", text(&update));
+    wait_for("the replacement to claim the thread", minute, || {
+        boots(&pool, 1).len() > boots_before
+    });
+    signal(pid, "-CONT");
+    assert_eq!(reply(&pool, call), "Done.\n");
+    wait_for("the stale copy to stop", minute, || {
+        docker(&["inspect", &stale, "--format", "{{.State.Running}}"]).trim() != "true"
+    });
+    // The runner logs to stderr.
+    let stale_logs = text(
+        &Command::new("docker")
+            .args(["logs", &stale])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        stale_logs.contains("fenced"),
+        "the stale copy stopped without being fenced: {stale_logs}"
+    );
+    assert_eq!(
+        docker(&["inspect", &stale, "--format", "{{.State.ExitCode}}"]).trim(),
+        "0"
+    );
+    assert_eq!(
+        story_lines(&pool, 1),
+        3,
+        "the stale copy wrote nothing twice"
+    );
+    let epochs = boots(&pool, 1);
+    assert!(epochs.windows(2).all(|w| w[0] < w[1]), "{epochs:?}");
+
+    // Down with --purge: services, secrets, network, volumes and the pool file are gone.
+    let out = pool.ninetrix(&["down", "-p", &pool.name, "--purge", "-t", "5"]);
+    assert!(out.status.success(), "down: {}", text(&out));
+    let label = format!("label=dev.ninetrix.swarm.pool={}", pool.name);
+    // (A removed overlay network leaves the node's list a moment after the manager's.)
+    for kind in ["service", "secret", "network", "volume"] {
+        wait_for(&format!("no {kind} of the pool left"), minute, || {
+            docker(&[kind, "ls", "-q", "--filter", &label])
+                .trim()
+                .is_empty()
+        });
+    }
+    assert!(
+        !pool
+            .home()
+            .join("pools")
+            .join(format!("{}.json", pool.name))
+            .exists(),
+        "the pool file is gone"
+    );
+}
