@@ -5,8 +5,10 @@
 //! `trigger_fire_before_commit` / `trigger_fire_after_commit` (a schedule's fire) and
 //! `hook_before_commit` / `hook_after_commit` (a webhook delivery, after its commit and before
 //! its answer), and `purge_before_commit` / `purge_after_commit` (a thread's purge: its rows
-//! deleted and its tombstone written, before and after the commit). Unset — always, outside
-//! tests — a point costs one comparison.
+//! deleted and its tombstone written, before and after the commit), and
+//! `replica_thread_before_commit` / `replica_thread_after_commit` (a replica's thread made: the
+//! mapping row and the thread, before the commit and after it, before the answer). Unset —
+//! always, outside tests — a point costs one comparison.
 //!
 //! `NINETRIX_API_CLOCK_SKEW_SECS=<seconds>` moves the scheduler's clock (only the scheduler's)
 //! forward, so a test can restart a crashed API "an hour later" without waiting an hour and

@@ -113,6 +113,57 @@ async fn acknowledged_checkpoints_survive_sigkill() {
     }
 }
 
+/// A replica's thread is made in one transaction with kill points before and after its commit
+/// (`NINETRIX_API_CRASH_AT=replica_thread_before_commit|replica_thread_after_commit`): killed
+/// before, nothing is kept and the runner's retry makes it; killed after, the retry gets the
+/// thread that was made. Either way the replica has exactly one thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_thread_killed_at_its_commit_is_made_once() {
+    use std::os::unix::process::ExitStatusExt as _;
+    for (point, committed) in [
+        ("replica_thread_before_commit", false),
+        ("replica_thread_after_commit", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("api.db").display());
+        let args = ["--database", db.as_str(), "--insecure-dev"];
+        let mut api =
+            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
+        let listen = api.url.trim_start_matches("http://").to_string();
+        assert!(
+            client(&api.url)
+                .replica_thread("fleet", "bot", 2)
+                .await
+                .is_err(),
+            "{point}: the API died before answering"
+        );
+        let status = api
+            .wait_exit(Duration::from_secs(30))
+            .expect("the API aborted at the kill point");
+        assert_eq!(status.signal(), Some(6), "{point}: {status:?}");
+
+        let api = ApiProcess::start_on(&listen, &args);
+        let c = client(&api.url);
+        let labelled = ninetrix_client::ThreadQuery {
+            pool: Some("fleet".into()),
+            ..Default::default()
+        };
+        let before = c.list_threads(&labelled).await.unwrap();
+        assert_eq!(before.len(), usize::from(committed), "{point}: {before:?}");
+        let retried = c.replica_thread("fleet", "bot", 2).await.unwrap();
+        assert_eq!(retried.created, !committed, "{point}");
+        if let Some(kept) = before.first() {
+            assert_eq!(
+                retried.thread_id, kept.thread_id,
+                "{point}: the thread made"
+            );
+        }
+        let after = c.list_threads(&labelled).await.unwrap();
+        assert_eq!(after.len(), 1, "{point}: one thread for the replica");
+        assert_eq!(after[0].labels.replica, Some(2));
+    }
+}
+
 /// A purge is one transaction with kill points before and after its commit
 /// (`NINETRIX_API_CRASH_AT=purge_before_commit|purge_after_commit`): killed before, the thread is
 /// whole after the restart and the purge can be sent again; killed after, it is purged for good —

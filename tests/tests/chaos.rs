@@ -25,6 +25,10 @@
 //! that every purged thread stays purged (its reads, a claim and its versions are `410 purged`)
 //! and that its runner stops by itself.
 //!
+//! The session replicas start as Swarm tasks do, with their replica number only: each (re)start
+//! asks the API for the replica's thread, through the API's kills too; the checks add that each
+//! replica has exactly one thread.
+//!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
 //! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
 //! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
@@ -238,9 +242,9 @@ async fn chaos() {
         let workspace = dir.path().join(format!("session-replica-{n}"));
         std::fs::create_dir_all(&workspace).unwrap();
         let n = n.to_string();
-        Runner::start_with_env(
+        // As a Swarm task: its replica number only; the API keeps the replica's thread.
+        Runner::start_replica(
             &url,
-            ThreadId::new_v7(),
             &appender_spec(),
             &workspace,
             &[
@@ -466,6 +470,34 @@ async fn chaos() {
         }
     }
     check_conversations(&admin, &conversations, seed).await;
+    // The session replicas found their threads by replica number through every kill (theirs and
+    // the API's, some in the middle of the first ask): one thread per replica, no orphan.
+    for n in 1..=2u32 {
+        let asked = admin
+            .client
+            .replica_thread(SESSION_POOL, &agent, n)
+            .await
+            .unwrap();
+        assert!(!asked.created, "seed {seed}: replica {n} had no thread");
+    }
+    let replica_threads: Vec<_> = admin
+        .client
+        .list_threads(&ninetrix_client::ThreadQuery {
+            pool: Some(SESSION_POOL.into()),
+            agent: Some(agent.clone()),
+            limit: Some(1000),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.labels.session.is_none())
+        .collect();
+    assert_eq!(
+        replica_threads.len(),
+        2,
+        "seed {seed}: one thread per session replica: {replica_threads:?}"
+    );
     let mut purged = 0usize;
     for (t, mut runner) in doomed.drain(..) {
         for refused in [

@@ -133,9 +133,10 @@ pub(crate) async fn replica_thread(
     }
     let (thread, created) = app
         .store
-        .replica_thread(pool.clone(), agent.clone(), replica)
+        .replica_thread(pool.clone(), agent.clone(), replica, crate::faults::crash)
         .await?;
     if created {
+        crate::faults::crash("replica_thread_after_commit");
         tracing::info!(thread_id = %thread.thread_id, %pool, %agent, replica, "replica thread made");
     }
     let status = if created {

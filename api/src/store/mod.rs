@@ -420,9 +420,10 @@ store_ops! {
         = |c| open_session(c, &pool, &agent, &key, now_ms());
 
     /// The thread of replica `replica` of (pool, agent), made or adopted on first use and made
-    /// anew after a purge (see `ops::replica_thread`); `true` when made now.
-    write fn replica_thread(pool: String, agent: String, replica: u32) -> (ThreadSummary, bool)
-        = |c| replica_thread(c, &pool, &agent, replica, now_ms());
+    /// anew after a purge (see `ops::replica_thread`); `true` when made now. `crash` is called
+    /// before the commit of a write that made a thread (`replica_thread_before_commit`).
+    write fn replica_thread(pool: String, agent: String, replica: u32, crash: fn(&str)) -> (ThreadSummary, bool)
+        = |c| replica_thread(c, &pool, &agent, replica, now_ms(), crash);
 
     /// Records how many replicas an agent runs (what its sessions are spread over) and its
     /// collaborators.

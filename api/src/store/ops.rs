@@ -1191,7 +1191,7 @@ macro_rules! sql_ops {
         /// makes a new one; the same ever after. A purged thread is replaced by a new one: a
         /// purge is final, and the replica starts over. Concurrent first calls agree: the
         /// mapping row is inserted before any thread, and only its winner's thread is made.
-        pub(crate) async fn replica_thread(c: &mut Conn, pool: &str, agent: &str, replica: u32, now: i64) -> StoreResult<(ThreadSummary, bool)> {
+        pub(crate) async fn replica_thread(c: &mut Conn, pool: &str, agent: &str, replica: u32, now: i64, crash: fn(&str)) -> StoreResult<(ThreadSummary, bool)> {
             let replica_i64 = i64::from(replica);
             let mut made = None;
             let current = match replica_mapping(c, pool, agent, replica_i64).await? {
@@ -1266,6 +1266,9 @@ macro_rules! sql_ops {
             }
             let row: ThreadRow = q::query_as(SELECT_THREAD_FOR_WRITE).bind(&current).fetch_one(&mut *c).await?;
             let created = made.as_deref() == Some(current.as_str());
+            if created {
+                crash("replica_thread_before_commit");
+            }
             Ok((row.summary()?, created))
         }
 

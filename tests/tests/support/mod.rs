@@ -112,6 +112,41 @@ impl Runner {
         Runner { child }
     }
 
+    /// A runner that knows only its replica number (as a Swarm task does): no thread ID and no
+    /// runner token; it asks the API for replica `AGENTFILE_REPLICA`'s thread with the agent
+    /// token in `env`.
+    pub(crate) fn start_replica(
+        api_url: &str,
+        spec: &Value,
+        workspace: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Runner {
+        let child = std::process::Command::new(ninetrix_bin())
+            .arg("runner")
+            .envs(env.iter().copied())
+            .env("AGENTFILE_API_URL", api_url)
+            .env("AGENTFILE_AGENT_SPEC", spec.to_string())
+            .env("AGENTFILE_WORKSPACE", workspace)
+            .env("AGENTFILE_API_PATIENCE", "20")
+            .env(
+                "AGENTFILE_HEALTH_FILE",
+                workspace.with_file_name(format!(
+                    "health-{}",
+                    workspace.file_name().unwrap().to_string_lossy()
+                )),
+            )
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
+                std::process::Stdio::inherit()
+            } else {
+                std::process::Stdio::null()
+            })
+            .spawn()
+            .expect("ninetrix runner starts");
+        Runner { child }
+    }
+
     /// SIGKILL and reap.
     pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
