@@ -1,4 +1,5 @@
-//! A runner that knows only its replica number (a Swarm task's `{{.Task.Slot}}`): its thread and
+//! A runner that knows only its replica number (a Swarm task's `{{.Task.Slot}}`, or a StatefulSet
+//! pod's ordinal + 1 from its name, `AGENTFILE_POD_NAME`): its thread and
 //! runner token come from the checkpoint API, which keeps one thread per replica of a pool's
 //! agent (`POST /v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}`, with the agent
 //! token). [`lookup`] decides from the environment whether that is needed (pure); [`resolve`]
@@ -70,19 +71,25 @@ pub fn lookup(
     if var(vars, "AGENTFILE_THREAD_ID").is_some() {
         return Ok(None);
     }
-    let Some(replica) = var(vars, "AGENTFILE_REPLICA") else {
-        return Ok(None);
-    };
-    let replica = replica
-        .parse::<u32>()
-        .ok()
-        .filter(|r| *r >= 1)
-        .ok_or_else(|| ConfigError::Invalid {
-            name: "AGENTFILE_REPLICA",
+    let replica = match (var(vars, "AGENTFILE_REPLICA"), var(vars, "AGENTFILE_POD_NAME")) {
+        (Some(replica), _) => replica
+            .parse::<u32>()
+            .ok()
+            .filter(|r| *r >= 1)
+            .ok_or_else(|| ConfigError::Invalid {
+                name: "AGENTFILE_REPLICA",
+                why: format!(
+                    "`{replica}` is not a replica number (1 or more; Swarm's {{{{.Task.Slot}}}})"
+                ),
+            })?,
+        (None, Some(pod)) => replica_of_pod(pod).ok_or_else(|| ConfigError::Invalid {
+            name: "AGENTFILE_POD_NAME",
             why: format!(
-                "`{replica}` is not a replica number (1 or more; Swarm's {{{{.Task.Slot}}}})"
+                "`{pod}` does not end in a StatefulSet ordinal (`<name>-<n>`); set AGENTFILE_REPLICA instead"
             ),
-        })?;
+        })?,
+        (None, None) => return Ok(None),
+    };
     let need = |name: &'static str| {
         var(vars, name).ok_or(ConfigError::Invalid {
             name,
@@ -123,6 +130,16 @@ pub fn lookup(
         replica,
         token: SecretValue::new(token),
     }))
+}
+
+/// The replica of a StatefulSet pod: its ordinal (the number after the last `-` of its name,
+/// from 0) plus one.
+pub fn replica_of_pod(name: &str) -> Option<u32> {
+    let (_, ordinal) = name.rsplit_once('-')?;
+    if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    ordinal.parse::<u32>().ok()?.checked_add(1)
 }
 
 /// Asks the API for the replica's thread, retrying transient failures with the API backoff until
@@ -239,6 +256,43 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(l.token.expose(), "nxs1.file");
+    }
+
+    #[test]
+    fn a_statefulset_pod_is_its_ordinal_plus_one() {
+        assert_eq!(replica_of_pod("ninetrix-shop-writer-0"), Some(1));
+        assert_eq!(replica_of_pod("ninetrix-shop-writer-12"), Some(13));
+        for bad in [
+            "writer",
+            "writer-",
+            "writer-x1",
+            "writer-+1",
+            "writer-4294967295",
+        ] {
+            assert_eq!(replica_of_pod(bad), None, "{bad}");
+        }
+        let l = lookup(
+            &vars(&[
+                ("AGENTFILE_POD_NAME", "ninetrix-shop-writer-2"),
+                ("AGENTFILE_API_URL", "http://api"),
+                ("AGENTFILE_POOL", "shop"),
+                ("AGENTFILE_AGENT", "writer"),
+                ("AGENTFILE_AGENT_TOKEN", "t"),
+            ]),
+            Path::new("/nonexistent"),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(l.replica, 3);
+        let err = lookup(
+            &vars(&[
+                ("AGENTFILE_POD_NAME", "writer"),
+                ("AGENTFILE_API_URL", "http://api"),
+            ]),
+            Path::new("/nonexistent"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("AGENTFILE_POD_NAME"), "{err}");
     }
 
     #[test]

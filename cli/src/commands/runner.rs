@@ -26,8 +26,8 @@ pub(crate) fn init_logging(default: &str) {
 }
 
 /// Runs the runner until it stops. Without `AGENTFILE_THREAD_ID` but with `AGENTFILE_REPLICA`
-/// (a Swarm task knows only its slot), the thread and its runner token are asked of the API
-/// first ([`ninetrix_runner::replica`]).
+/// (a Swarm task knows only its slot) or `AGENTFILE_POD_NAME` (a StatefulSet pod, its ordinal),
+/// the thread and its runner token are asked of the API first ([`ninetrix_runner::replica`]).
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     init_runner_logging();
     let code = super::until_signal(|shutdown| async move {
@@ -53,6 +53,7 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
                         tracing::info!(thread_id = %thread.thread_id, replica = thread.replica, created = thread.created, "serving replica {}'s thread", thread.replica);
                         vars.insert("AGENTFILE_THREAD_ID".into(), thread.thread_id.to_string());
                         vars.insert("AGENTFILE_RUNNER_TOKEN".into(), thread.token);
+                        vars.insert("AGENTFILE_REPLICA".into(), thread.replica.to_string());
                     }
                     Err(ninetrix_runner::replica::ReplicaError::Stopped) => return 0,
                     Err(e) => {
