@@ -273,13 +273,41 @@ fn boots(pool: &Pool, n: u32) -> Vec<i64> {
 
 #[test]
 fn the_swarm_story() {
-    let _swarm = Swarm::ensure();
     let pool = Pool::new("swarm");
+    pool.write(&agents(2));
+    // Outside a swarm: a clear error, nothing started.
+    if docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]).trim() != "active" {
+        let out = pool.ninetrix(&["up", "--swarm", "-f", pool.file().to_str().unwrap()]);
+        assert!(!out.status.success());
+        assert!(
+            text(&out).contains("docker swarm init"),
+            "the error says what to do: {}",
+            text(&out)
+        );
+    }
+    let _swarm = Swarm::ensure();
     let _leftovers = Leftovers(pool.name.clone());
     let minute = Duration::from_secs(60);
+    let label = format!("label=dev.ninetrix.swarm.pool={}", pool.name);
+
+    // SQLite with two API replicas is refused before anything is made.
+    let out = pool.ninetrix(&[
+        "up",
+        "--swarm",
+        "--api-replicas",
+        "2",
+        "-f",
+        pool.file().to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("needs Postgres"), "{}", text(&out));
+    assert!(
+        docker(&["service", "ls", "-q", "--filter", &label])
+            .trim()
+            .is_empty()
+    );
 
     // Up: the API service, one service per agent, the secrets as Swarm secrets.
-    pool.write(&agents(2));
     let out = pool.up(&["--swarm"]);
     assert!(!out.contains(SECRET), "the secret leaked into up's output");
     let state = pool.state();
@@ -443,7 +471,6 @@ fn the_swarm_story() {
     // Down with --purge: services, secrets, network, volumes and the pool file are gone.
     let out = pool.ninetrix(&["down", "-p", &pool.name, "--purge", "-t", "5"]);
     assert!(out.status.success(), "down: {}", text(&out));
-    let label = format!("label=dev.ninetrix.swarm.pool={}", pool.name);
     // (A removed overlay network leaves the node's list a moment after the manager's.)
     for kind in ["service", "secret", "network", "volume"] {
         wait_for(&format!("no {kind} of the pool left"), minute, || {

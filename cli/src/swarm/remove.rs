@@ -261,7 +261,13 @@ async fn remove_volumes(docker: &Docker, pool: &str, progress: &Progress, failur
             Err(e) => failures.record(format!("volume {}: {e}", v.name)),
         }
     }
-    eprintln!(
-        "note: volumes of pool {pool} on other nodes of the swarm stay; remove them there (`docker volume ls --filter label={POOL}={pool}`)"
-    );
+    let nodes = docker
+        .list_nodes(None::<bollard::query_parameters::ListNodesOptions>)
+        .await
+        .map_or(1, |n| n.len());
+    if nodes > 1 {
+        eprintln!(
+            "note: volumes of pool {pool} on the swarm's other nodes stay; remove them there (`docker volume ls --filter label={POOL}={pool}`)"
+        );
+    }
 }
