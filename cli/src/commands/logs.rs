@@ -84,6 +84,18 @@ impl Reassembler {
         out
     }
 
+    /// Feeds one of Docker's log frames (stdout, stderr or a TTY's console); returns the complete
+    /// lines.
+    pub(crate) fn frame(&mut self, frame: LogOutput) -> Vec<Line> {
+        match frame {
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                self.push("stdout", &message)
+            }
+            LogOutput::StdErr { message } => self.push("stderr", &message),
+            _ => Vec::new(),
+        }
+    }
+
     /// The unterminated rest of each stream (a last line without a newline).
     pub(crate) fn finish(&mut self) -> Vec<Line> {
         let mut out = Vec::new();
@@ -192,29 +204,32 @@ async fn read(
     tail: &str,
     since: Option<i32>,
 ) -> Vec<Line> {
-    let mut opts = LogsOptionsBuilder::default()
+    let mut stream = docker.logs(id, Some(options(follow, tail, since)));
+    let mut r = Reassembler::default();
+    let mut out = Vec::new();
+    while let Some(Ok(frame)) = stream.next().await {
+        out.extend(r.frame(frame));
+    }
+    out.extend(r.finish());
+    out
+}
+
+/// The log request of a container or a Swarm task: both streams, timestamped.
+pub(crate) fn options(
+    follow: bool,
+    tail: &str,
+    since: Option<i32>,
+) -> bollard::query_parameters::LogsOptions {
+    let opts = LogsOptionsBuilder::default()
         .stdout(true)
         .stderr(true)
         .timestamps(true)
         .follow(follow)
         .tail(tail);
-    if let Some(s) = since {
-        opts = opts.since(s);
+    match since {
+        Some(s) => opts.since(s).build(),
+        None => opts.build(),
     }
-    let mut stream = docker.logs(id, Some(opts.build()));
-    let mut r = Reassembler::default();
-    let mut out = Vec::new();
-    while let Some(Ok(frame)) = stream.next().await {
-        match frame {
-            LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                out.extend(r.push("stdout", &message))
-            }
-            LogOutput::StdErr { message } => out.extend(r.push("stderr", &message)),
-            _ => {}
-        }
-    }
-    out.extend(r.finish());
-    out
 }
 
 /// Runs `ninetrix logs`.

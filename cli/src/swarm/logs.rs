@@ -10,17 +10,14 @@ use std::time::Duration;
 
 use anyhow::bail;
 use bollard::Docker;
-use bollard::container::LogOutput;
 use bollard::models::{Task, TaskState};
-use bollard::query_parameters::{ListServicesOptions, ListTasksOptions, LogsOptionsBuilder};
+use bollard::query_parameters::ListTasksOptions;
 use chrono::Utc;
 use futures_util::StreamExt as _;
 
 use crate::commands::logs::{
-    COLORS, Line, LogsArgs, Reassembler, Target, marker, parse_since, print_line,
+    COLORS, Line, LogsArgs, Reassembler, Target, marker, options, parse_since, print_line,
 };
-use crate::pool::spec::{AGENT, DURABLE};
-use crate::swarm::spec::{COMPONENT, POOL};
 
 /// A task of one of the pool's agent services.
 struct PoolTask {
@@ -49,34 +46,18 @@ async fn pool_tasks(
     pool: &str,
     agent: Option<&str>,
 ) -> anyhow::Result<Vec<PoolTask>> {
-    let mut labels = vec![format!("{POOL}={pool}"), format!("{COMPONENT}=runner")];
-    if let Some(agent) = agent {
-        labels.push(format!("{AGENT}={agent}"));
-    }
-    let services = docker
-        .list_services(Some(ListServicesOptions {
-            filters: Some([("label".to_string(), labels)].into()),
-            ..ListServicesOptions::default()
-        }))
-        .await?;
     let mut out = Vec::new();
-    for service in services {
-        let (Some(id), Some(spec)) = (service.id, service.spec) else {
-            continue;
-        };
-        let labels = spec.labels.unwrap_or_default();
-        let agent = labels.get(AGENT).cloned().unwrap_or_default();
-        let durable = labels.get(DURABLE).is_some_and(|d| d == "true");
+    for service in crate::swarm::observe::agent_services(docker, pool, agent).await? {
         for task in docker
             .list_tasks(Some(ListTasksOptions {
-                filters: Some([("service".to_string(), vec![id.clone()])].into()),
+                filters: Some([("service".to_string(), vec![service.id.clone()])].into()),
             }))
             .await?
         {
             out.push(PoolTask {
                 task,
-                agent: agent.clone(),
-                durable,
+                agent: service.agent.clone(),
+                durable: service.durable,
             });
         }
     }
@@ -99,26 +80,10 @@ async fn read(
     since: Option<i32>,
     mut each: impl FnMut(Line),
 ) {
-    let mut opts = LogsOptionsBuilder::default()
-        .stdout(true)
-        .stderr(true)
-        .timestamps(true)
-        .follow(follow)
-        .tail(tail);
-    if let Some(s) = since {
-        opts = opts.since(s);
-    }
-    let mut stream = docker.task_logs(task, Some(opts.build()));
+    let mut stream = docker.task_logs(task, Some(options(follow, tail, since)));
     let mut r = Reassembler::default();
     while let Some(Ok(frame)) = stream.next().await {
-        let lines = match frame {
-            LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                r.push("stdout", &message)
-            }
-            LogOutput::StdErr { message } => r.push("stderr", &message),
-            _ => Vec::new(),
-        };
-        lines.into_iter().for_each(&mut each);
+        r.frame(frame).into_iter().for_each(&mut each);
     }
     r.finish().into_iter().for_each(each);
 }

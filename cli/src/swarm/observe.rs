@@ -201,13 +201,26 @@ pub(crate) fn slot_view(
     })
 }
 
-/// Every slot of every agent of `pool` (or only `agent`'s), in agent then slot order, with the
-/// health of the containers on this node.
-pub(crate) async fn slots(
+/// An agent's service as the commands need it.
+pub(crate) struct AgentServiceView {
+    /// The service ID.
+    pub(crate) id: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// The agent.
+    pub(crate) agent: String,
+    /// A durable agent's (a batch agent's is a job).
+    pub(crate) durable: bool,
+    /// Its replicas (0 for a job).
+    pub(crate) replicas: i64,
+}
+
+/// The agents' services of `pool` (only `agent`'s when given).
+pub(crate) async fn agent_services(
     docker: &Docker,
     pool: &str,
     agent: Option<&str>,
-) -> anyhow::Result<Vec<SlotView>> {
+) -> anyhow::Result<Vec<AgentServiceView>> {
     let mut labels = vec![format!("{POOL}={pool}"), format!("{COMPONENT}=runner")];
     if let Some(agent) = agent {
         labels.push(format!("{AGENT}={agent}"));
@@ -218,6 +231,34 @@ pub(crate) async fn slots(
             ..ListServicesOptions::default()
         }))
         .await?;
+    Ok(services
+        .into_iter()
+        .filter_map(|service| {
+            let (id, spec) = (service.id?, service.spec?);
+            let labels = spec.labels.unwrap_or_default();
+            Some(AgentServiceView {
+                id,
+                name: spec.name.unwrap_or_default(),
+                agent: labels.get(AGENT).cloned().unwrap_or_default(),
+                durable: labels.get(DURABLE).is_some_and(|d| d == "true"),
+                replicas: spec
+                    .mode
+                    .and_then(|m| m.replicated)
+                    .and_then(|r| r.replicas)
+                    .unwrap_or(0),
+            })
+        })
+        .collect())
+}
+
+/// Every slot of every agent of `pool` (or only `agent`'s), in agent then slot order, with the
+/// health of the containers on this node.
+pub(crate) async fn slots(
+    docker: &Docker,
+    pool: &str,
+    agent: Option<&str>,
+) -> anyhow::Result<Vec<SlotView>> {
+    let services = agent_services(docker, pool, agent).await?;
     let nodes: HashMap<String, String> = docker
         .list_nodes(None::<ListNodesOptions>)
         .await
@@ -232,19 +273,13 @@ pub(crate) async fn slots(
         .collect();
     let mut out = Vec::new();
     for service in services {
-        let (Some(id), Some(spec)) = (service.id, service.spec) else {
-            continue;
-        };
-        let labels = spec.labels.unwrap_or_default();
-        let agent = labels.get(AGENT).cloned().unwrap_or_default();
-        let durable = labels.get(DURABLE).is_some_and(|d| d == "true");
-        let name = spec.name.unwrap_or_default();
-        let replicas = spec
-            .mode
-            .as_ref()
-            .and_then(|m| m.replicated.as_ref())
-            .and_then(|r| r.replicas)
-            .unwrap_or(0);
+        let AgentServiceView {
+            id,
+            name,
+            agent,
+            durable,
+            replicas,
+        } = service;
         let tasks = docker
             .list_tasks(Some(ListTasksOptions {
                 filters: Some([("service".to_string(), vec![id])].into()),

@@ -86,30 +86,13 @@ impl Runner {
         workspace: &std::path::Path,
         env: &[(&str, &str)],
     ) -> Runner {
-        let child = std::process::Command::new(ninetrix_bin())
-            .arg("runner")
-            .envs(env.iter().copied())
-            .env("AGENTFILE_API_URL", api_url)
-            .env("AGENTFILE_RUNNER_TOKEN", "insecure-dev")
-            .env("AGENTFILE_THREAD_ID", thread.to_string())
-            .env("AGENTFILE_AGENT_SPEC", spec.to_string())
-            .env("AGENTFILE_WORKSPACE", workspace)
-            .env("AGENTFILE_API_PATIENCE", "20")
-            .env(
-                "AGENTFILE_HEALTH_FILE",
-                workspace.with_file_name(format!("health-{thread}")),
-            )
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            // NINETRIX_RUNNER_STDERR=1 shows the runners' own log lines when a test fails.
-            .stderr(if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
-                std::process::Stdio::inherit()
-            } else {
-                std::process::Stdio::null()
-            })
-            .spawn()
-            .expect("ninetrix runner starts");
-        Runner { child }
+        let thread = thread.to_string();
+        let mut all = vec![
+            ("AGENTFILE_RUNNER_TOKEN", "insecure-dev"),
+            ("AGENTFILE_THREAD_ID", thread.as_str()),
+        ];
+        all.extend_from_slice(env);
+        Runner::spawn(api_url, spec, workspace, &thread, &all)
     }
 
     /// A runner that knows only its replica number (as a Swarm task does): no thread ID and no
@@ -121,6 +104,19 @@ impl Runner {
         workspace: &std::path::Path,
         env: &[(&str, &str)],
     ) -> Runner {
+        let name = workspace.file_name().unwrap().to_string_lossy().to_string();
+        Runner::spawn(api_url, spec, workspace, &name, env)
+    }
+
+    /// `ninetrix runner` with the basics and `env`; its health file is `health-<health>` beside
+    /// the workspace.
+    fn spawn(
+        api_url: &str,
+        spec: &Value,
+        workspace: &std::path::Path,
+        health: &str,
+        env: &[(&str, &str)],
+    ) -> Runner {
         let child = std::process::Command::new(ninetrix_bin())
             .arg("runner")
             .envs(env.iter().copied())
@@ -130,13 +126,11 @@ impl Runner {
             .env("AGENTFILE_API_PATIENCE", "20")
             .env(
                 "AGENTFILE_HEALTH_FILE",
-                workspace.with_file_name(format!(
-                    "health-{}",
-                    workspace.file_name().unwrap().to_string_lossy()
-                )),
+                workspace.with_file_name(format!("health-{health}")),
             )
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
+            // NINETRIX_RUNNER_STDERR=1 shows the runners' own log lines when a test fails.
             .stderr(if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {
                 std::process::Stdio::inherit()
             } else {
