@@ -1,5 +1,5 @@
 //! `ninetrix k8s render`: a pool's Kubernetes manifests (issue 19). The objects come from
-//! [`crate::k8s::render`], a pure function; this writes them to stdout as one
+//! [`crate::k8s::render()`], a pure function; this writes them to stdout as one
 //! multi-document stream, or one file per object under `-o DIR`, and prints to stderr the `kubectl create
 //! secret` lines for the Secrets they refer to (names and keys only: no value is ever read or
 //! written).
@@ -34,8 +34,8 @@ pub struct K8sArgs {
 /// The `k8s` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum K8sCommand {
-    /// Write a pool's Kubernetes manifests: a StatefulSet per durable replica, a Job per batch
-    /// replica, the checkpoint API as a Deployment and Service.
+    /// Write a pool's Kubernetes manifests: a StatefulSet per durable agent (one pod per
+    /// replica), a Job per batch agent, the checkpoint API as a Deployment and Service.
     ///
     /// Nothing is sent to a cluster and no secret value is read: the manifests refer to Secrets
     /// by name, and the commands that create them are printed on stderr.
@@ -59,7 +59,7 @@ pub struct RenderArgs {
     /// pull from) [default: ninetrix/runner:<version>]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
-    /// The size of each durable replica's workspace volume claim.
+    /// The size of each durable replica's workspace volume claim (one per StatefulSet pod).
     #[arg(long, default_value = "1Gi", value_name = "SIZE")]
     pub storage: String,
     /// Write one file per object (`NN-<kind>-<name>.yaml`) into this directory instead of stdout.
@@ -101,9 +101,7 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             eprintln!("wrote {} objects to {}", objects.len(), dir.display());
         }
     }
-    eprintln!(
-        "# Create these Secrets first (values are yours to fill in; see docs/kubernetes.md):"
-    );
+    eprintln!("# The Secrets the manifests refer to (fill in `…`; see docs/kubernetes.md):");
     for line in secret_commands(&parsed.agentfile, &pool, &opts) {
         eprintln!("{line}");
     }

@@ -1,4 +1,4 @@
-//! Kubernetes manifests for a pool (`ninetrix k8s render`, issue 19): [`render`] turns a resolved
+//! Kubernetes manifests for a pool (`ninetrix k8s render`, issue 19): [`render()`] turns a resolved
 //! agentfile into Kubernetes objects, a pure function of the agentfile and the options; the
 //! command (`crate::commands::k8s`) writes them out. See docs/kubernetes.md.
 

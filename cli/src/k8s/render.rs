@@ -1,20 +1,23 @@
 //! The objects of a pool on Kubernetes, as JSON values (one per object).
 //!
-//! Per durable agent: a headless Service `<pool>-<agent>` and, per replica `n`, a StatefulSet
-//! `<pool>-<agent>-<n>` of one pod. Per batch agent replica: a Job `<pool>-<agent>-<n>`
-//! (`backoffLimit: 0`). For the pool: the checkpoint API as a Deployment and a Service
-//! `ninetrix-api`. Secrets are referenced by name only; their values are never rendered.
+//! Per durable agent: a headless Service `<pool>-<agent>` and a StatefulSet `<pool>-<agent>` with
+//! `replicas: N` (`podManagementPolicy: Parallel`, a workspace PVC per pod from
+//! `volumeClaimTemplates`). A pod knows only its name `<pool>-<agent>-<ordinal>`
+//! (`AGENTFILE_POD_NAME`, from the downward API): the runner takes ordinal + 1 as its replica and
+//! asks the checkpoint API for that replica's thread and runner token
+//! (`POST /v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}`) with the agent token. The
+//! API keeps one thread per replica, so an ordinal gets its thread back whatever the render, the
+//! node or the scaling in between. Per batch agent (at most one replica): a Job `<pool>-<agent>`
+//! (`backoffLimit: 0`) whose runner asks the same way for replica 1 (`AGENTFILE_REPLICA=1`: a
+//! Job's pod name has no ordinal). For the pool: the checkpoint API as a Deployment and a Service
+//! `ninetrix-api`.
 //!
-//! Why one StatefulSet per replica and not one with `replicas: N`: the runner reads its thread
-//! from `AGENTFILE_THREAD_ID` (environment only) and its runner token from
-//! `/run/secrets/AGENTFILE_RUNNER_TOKEN`, and the image is `FROM scratch` (no shell to pick a
-//! value by ordinal). A StatefulSet's pods share one template, so they would share one thread
-//! and one token. Each replica therefore gets its own StatefulSet (a stable name, a PVC, a pod
-//! restarted forever) whose thread ID is derived here, deterministically, from pool, agent and
-//! replica ([`thread_id`]), so re-rendering gives the same threads.
+//! Secrets are referenced by name only; their values are never rendered. Every agent has one
+//! Secret for its agent token (`<pool>-<agent>-agent`) and, if it lists `secrets:`, one for them
+//! (`<pool>-<agent>-secrets`), both projected under `/run/secrets`. No thread ID and no runner
+//! token appears in a manifest.
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use ninetrix_proto::agentfile::{AgentSpec, Agentfile};
 
@@ -63,10 +66,11 @@ pub(crate) fn agent_secret(pool: &str, agent: &str) -> String {
     dns(&format!("{pool}-{agent}-secrets"))
 }
 
-/// The per-replica Secret of the runner token (and, for a durable agent, the agent token):
-/// `<pool>-<agent>-<n>-runner`.
-pub(crate) fn runner_secret(pool: &str, agent: &str, replica: u32) -> String {
-    dns(&format!("{pool}-{agent}-{replica}-runner"))
+/// The per-agent Secret of the agent token (key `AGENTFILE_AGENT_TOKEN`):
+/// `<pool>-<agent>-agent`. With it each replica asks the API for its thread and serves the
+/// agent's sessions.
+pub(crate) fn agent_token_secret(pool: &str, agent: &str) -> String {
+    dns(&format!("{pool}-{agent}-agent"))
 }
 
 /// The API's Secret: `<pool>-api` (keys `api-secret`, `admin-token`, `database-url`).
@@ -74,20 +78,14 @@ pub(crate) fn api_secret(pool: &str) -> String {
     dns(&format!("{pool}-api"))
 }
 
-/// `<pool>-<agent>-<n>`: a replica's StatefulSet or Job.
-pub(crate) fn replica_name(pool: &str, agent: &str, replica: u32) -> String {
-    dns(&format!("{pool}-{agent}-{replica}"))
+/// `<pool>-<agent>`: an agent's StatefulSet and headless Service, or its Job.
+pub(crate) fn agent_name(pool: &str, agent: &str) -> String {
+    dns(&format!("{pool}-{agent}"))
 }
 
-/// The thread of replica `n` of `agent` in `pool` on Kubernetes: a UUID (version 8) from the
-/// SHA-256 of the three, so every render gives the same thread and the tokens minted for it
-/// stay valid. Distinct from the random v7 threads `ninetrix up` keeps in its state file.
-pub(crate) fn thread_id(pool: &str, agent: &str, replica: u32) -> uuid::Uuid {
-    let digest = Sha256::digest(format!("ninetrix k8s thread\0{pool}\0{agent}\0{replica}"));
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_custom_bytes(bytes).into_uuid()
-}
+/// The key of the agent token in its Secret, and the file the runner reads under
+/// `/run/secrets`.
+const AGENT_TOKEN: &str = "AGENTFILE_AGENT_TOKEN";
 
 fn labels(pool: &str, agent: Option<&str>, component: &str) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
@@ -120,16 +118,12 @@ pub(crate) fn render(af: &Agentfile, pool: &str, opts: &RenderOptions) -> Vec<Va
             out.push(json!({
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": metadata(&dns(&format!("{pool}-{}", spec.name)), &svc_labels, opts),
+                "metadata": metadata(&agent_name(pool, &spec.name), &svc_labels, opts),
                 "spec": { "clusterIP": "None", "selector": l },
             }));
-        }
-        for n in 1..=spec.execution.replicas {
-            out.push(if spec.execution.durability {
-                stateful_set(spec, pool, n, opts)
-            } else {
-                job(spec, pool, n, opts)
-            });
+            out.push(stateful_set(spec, pool, opts));
+        } else {
+            out.push(job(spec, pool, opts));
         }
     }
     out
@@ -192,15 +186,25 @@ fn api(pool: &str, opts: &RenderOptions) -> Vec<Value> {
     vec![deployment, service]
 }
 
-/// The runner container of replica `n`: the same variables `up` gives (pool/spec.rs), the
-/// secrets as files under `/run/secrets`.
-fn container(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> Value {
+/// The runner container: the variables `up` gives (pool/spec.rs) except the thread, which the
+/// runner asks the API for by replica; the secrets as files under `/run/secrets`. A durable
+/// agent's pod learns its replica from its name (`AGENTFILE_POD_NAME`, `<set>-<ordinal>`:
+/// ordinal + 1); a batch Job's pod name has no ordinal, so it is told replica 1.
+fn container(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
+    let replica = if spec.execution.durability {
+        // Not AGENTFILE_REPLICA: it would take precedence over the pod name.
+        json!({
+            "name": "AGENTFILE_POD_NAME",
+            "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } },
+        })
+    } else {
+        json!({ "name": "AGENTFILE_REPLICA", "value": "1" })
+    };
     let mut env = vec![
         json!({ "name": "AGENTFILE_API_URL", "value": format!("http://{API_NAME}:{API_PORT}") }),
-        json!({ "name": "AGENTFILE_THREAD_ID", "value": thread_id(pool, &spec.name, n).to_string() }),
         json!({ "name": "AGENTFILE_POOL", "value": pool }),
         json!({ "name": "AGENTFILE_AGENT", "value": spec.name }),
-        json!({ "name": "AGENTFILE_REPLICA", "value": n.to_string() }),
+        replica,
         json!({ "name": "AGENTFILE_AGENT_SPEC", "value": serde_json::to_string(spec).unwrap_or_default() }),
         json!({ "name": "AGENTFILE_WORKSPACE", "value": "/workspace" }),
     ];
@@ -235,9 +239,9 @@ fn container(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> Valu
     c
 }
 
-/// The projected `/run/secrets` volume: the agent's Secret (if it has secrets) and the
-/// replica's runner Secret.
-fn secrets_volume(spec: &AgentSpec, pool: &str, n: u32) -> Value {
+/// The projected `/run/secrets` volume: the agent's Secret (if it has secrets) and its
+/// agent-token Secret.
+fn secrets_volume(spec: &AgentSpec, pool: &str) -> Value {
     let mut sources = Vec::new();
     if !spec.secrets.is_empty() {
         sources.push(json!({ "secret": {
@@ -245,33 +249,25 @@ fn secrets_volume(spec: &AgentSpec, pool: &str, n: u32) -> Value {
             "items": spec.secrets.iter().map(|s| json!({ "key": s, "path": s })).collect::<Vec<_>>(),
         }}));
     }
-    let mut items =
-        vec![json!({ "key": "AGENTFILE_RUNNER_TOKEN", "path": "AGENTFILE_RUNNER_TOKEN" })];
-    if spec.execution.durability {
-        items.push(json!({ "key": "AGENTFILE_AGENT_TOKEN", "path": "AGENTFILE_AGENT_TOKEN" }));
-    }
-    sources
-        .push(json!({ "secret": { "name": runner_secret(pool, &spec.name, n), "items": items } }));
+    sources.push(json!({ "secret": {
+        "name": agent_token_secret(pool, &spec.name),
+        "items": [{ "key": AGENT_TOKEN, "path": AGENT_TOKEN }],
+    }}));
     json!({ "name": "secrets", "projected": { "sources": sources } })
 }
 
-fn replica_labels(spec: &AgentSpec, pool: &str, n: u32) -> serde_json::Map<String, Value> {
-    let mut l = labels(pool, Some(&spec.name), "runner");
-    l.insert(crate::pool::spec::REPLICA.into(), json!(n.to_string()));
-    l
-}
-
-fn stateful_set(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> Value {
-    let l = replica_labels(spec, pool, n);
-    let mut meta = metadata(&replica_name(pool, &spec.name, n), &l, opts);
+fn stateful_set(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
+    let l = labels(pool, Some(&spec.name), "runner");
+    let name = agent_name(pool, &spec.name);
+    let mut meta = metadata(&name, &l, opts);
     meta["annotations"] = json!({ RESTARTS: RESTART_NOTE });
     json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": meta,
         "spec": {
-            "replicas": 1,
-            "serviceName": dns(&format!("{pool}-{}", spec.name)),
+            "replicas": spec.execution.replicas,
+            "serviceName": name,
             "podManagementPolicy": "Parallel",
             "selector": { "matchLabels": l },
             "template": {
@@ -279,8 +275,8 @@ fn stateful_set(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> V
                 "spec": {
                     "restartPolicy": "Always",
                     "terminationGracePeriodSeconds": crate::pool::spec::STOP_TIMEOUT,
-                    "containers": [container(spec, pool, n, opts)],
-                    "volumes": [secrets_volume(spec, pool, n)],
+                    "containers": [container(spec, pool, opts)],
+                    "volumes": [secrets_volume(spec, pool)],
                 },
             },
             "volumeClaimTemplates": [{
@@ -299,12 +295,14 @@ const RESTART_NOTE: &str = "restartPolicy Always: Kubernetes restarts a failing 
 (CrashLoopBackOff, up to 5 minutes apart); there is no restart budget like up's on-failure:3. \
 See docs/kubernetes.md.";
 
-fn job(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> Value {
-    let l = replica_labels(spec, pool, n);
+/// A batch agent's Job: one pod, never retried, replica 1 (a batch agent has at most one).
+fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
+    let mut l = labels(pool, Some(&spec.name), "runner");
+    l.insert(crate::pool::spec::REPLICA.into(), json!("1"));
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(&replica_name(pool, &spec.name, n), &l, opts),
+        "metadata": metadata(&agent_name(pool, &spec.name), &l, opts),
         "spec": {
             "backoffLimit": 0,
             "template": {
@@ -312,10 +310,10 @@ fn job(spec: &AgentSpec, pool: &str, n: u32, opts: &RenderOptions) -> Value {
                 "spec": {
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": crate::pool::spec::STOP_TIMEOUT,
-                    "containers": [container(spec, pool, n, opts)],
+                    "containers": [container(spec, pool, opts)],
                     "volumes": [
                         { "name": "workspace", "emptyDir": {} },
-                        secrets_volume(spec, pool, n),
+                        secrets_volume(spec, pool),
                     ],
                 },
             },
@@ -335,9 +333,16 @@ pub(crate) fn to_documents(objects: &[Value]) -> String {
     out
 }
 
-/// The shell lines that create the Secrets the manifests refer to, values left for the admin to
-/// fill in (`…`): the API's, each agent's, and each replica's runner Secret with the tokens the
-/// checkpoint API mints for its thread (`POST /v1/tokens/runner`, `POST /v1/tokens/agent`).
+/// Where the printed commands reach the API: through
+/// `kubectl port-forward service/ninetrix-api 8080`.
+const FORWARDED_API: &str = "http://localhost:8080";
+
+/// The shell lines that create the Secrets the manifests refer to, in order, ready to copy:
+/// the API's (values left for the admin to fill in: `…`), each agent's `secrets:` (from the
+/// variables of the same names), and each agent's token, minted by the running API with the admin
+/// token (`POST /v1/tokens/agent`), plus for a durable agent its replica count and collaborators
+/// (`PUT /v1/pools/{pool}/agents/{agent}`, what its sessions are spread over). Lines starting
+/// with `#` are comments. No value is read or written here.
 pub(crate) fn secret_commands(af: &Agentfile, pool: &str, opts: &RenderOptions) -> Vec<String> {
     let ns = opts
         .namespace
@@ -361,17 +366,25 @@ pub(crate) fn secret_commands(af: &Agentfile, pool: &str, opts: &RenderOptions) 
                 keys.join(" ")
             ));
         }
-        for n in 1..=spec.execution.replicas {
-            let mut line = format!(
-                "kubectl{ns} create secret generic {} --from-literal=AGENTFILE_RUNNER_TOKEN=…",
-                runner_secret(pool, &spec.name, n)
-            );
-            if spec.execution.durability {
-                line.push_str(" --from-literal=AGENTFILE_AGENT_TOKEN=…");
-            }
-            line.push_str(&format!("   # thread {}", thread_id(pool, &spec.name, n)));
-            out.push(line);
+    }
+    out.push(format!(
+        "# Once the API pod runs (these need curl and jq): kubectl{ns} port-forward service/{API_NAME} {API_PORT} &  export ADMIN_TOKEN=<the admin-token above>"
+    ));
+    let curl =
+        "curl -fsS -H \"Authorization: Bearer $ADMIN_TOKEN\" -H 'content-type: application/json'";
+    for spec in &af.agents {
+        let agent = &spec.name;
+        if spec.execution.durability {
+            let collaborators = serde_json::to_string(&spec.collaborators).unwrap_or_default();
+            out.push(format!(
+                "{curl} -X PUT -d '{{\"replicas\":{},\"collaborators\":{collaborators}}}' {FORWARDED_API}/v1/pools/{pool}/agents/{agent}",
+                spec.execution.replicas
+            ));
         }
+        out.push(format!(
+            "kubectl{ns} create secret generic {} --from-literal={AGENT_TOKEN}=\"$({curl} -d '{{\"pool\":\"{pool}\",\"agent\":\"{agent}\"}}' {FORWARDED_API}/v1/tokens/agent | jq -r .token)\"",
+            agent_token_secret(pool, agent)
+        ));
     }
     out
 }
@@ -437,17 +450,26 @@ agents:
             .unwrap_or_else(|| panic!("no {kind} {name}"))
     }
 
+    fn env_of(c: &Value, name: &str) -> Value {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {c}"))
+    }
+
     #[test]
-    fn the_small_pool_has_the_api_a_job_and_a_stateful_set_per_durable_replica() {
+    fn the_small_pool_has_the_api_a_job_and_one_stateful_set_per_durable_agent() {
         let objects = render(&small(), "tiny", &opts());
         let names = kinds_and_names(&objects);
         let expected: Vec<(String, String)> = [
             ("Deployment", "ninetrix-api"),
             ("Service", "ninetrix-api"),
-            ("Job", "tiny-worker-1"),
+            ("Job", "tiny-worker"),
             ("Service", "tiny-keeper"),
-            ("StatefulSet", "tiny-keeper-1"),
-            ("StatefulSet", "tiny-keeper-2"),
+            ("StatefulSet", "tiny-keeper"),
         ]
         .iter()
         .map(|(k, n)| (k.to_string(), n.to_string()))
@@ -477,57 +499,101 @@ agents:
     }
 
     #[test]
-    fn a_stateful_set_has_one_replica_its_service_a_pvc_and_its_own_thread() {
+    fn a_stateful_set_has_the_agents_replicas_its_service_and_a_pvc() {
         let objects = render(&small(), "tiny", &opts());
-        let set = find(&objects, "StatefulSet", "tiny-keeper-2");
+        let set = find(&objects, "StatefulSet", "tiny-keeper");
         let spec = &set["spec"];
-        assert_eq!(spec["replicas"], 1);
+        assert_eq!(spec["replicas"], 2);
         assert_eq!(spec["serviceName"], "tiny-keeper");
         assert_eq!(spec["podManagementPolicy"], "Parallel");
         assert_eq!(spec["template"]["spec"]["restartPolicy"], "Always");
+        assert!(set["metadata"]["annotations"][RESTARTS].is_string());
+        assert!(spec["template"]["metadata"]["annotations"][RESTARTS].is_string());
         let claim = &spec["volumeClaimTemplates"][0];
         assert_eq!(claim["metadata"]["name"], "workspace");
         assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "2Gi");
-        // The selector matches the pod labels.
+        // The selector matches the pod labels, and the headless Service selects the pods.
         let sel = spec["selector"]["matchLabels"].as_object().unwrap();
         let pod = spec["template"]["metadata"]["labels"].as_object().unwrap();
         for (k, v) in sel {
             assert_eq!(pod.get(k), Some(v));
         }
-        let c = &spec["template"]["spec"]["containers"][0];
+        let svc = find(&objects, "Service", "tiny-keeper");
+        for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
+            assert_eq!(pod.get(k), Some(v));
+        }
+        // A replica count other than 2 is the agentfile's too.
+        let one = SMALL.replace("replicas: 2", "replicas: 5");
+        let af = ninetrix_proto::agentfile::parse("agentfile.yaml", &one)
+            .unwrap_or_else(|r| panic!("{}", r.render(false)))
+            .agentfile;
+        let objects = render(&af, "tiny", &opts());
+        assert_eq!(
+            find(&objects, "StatefulSet", "tiny-keeper")["spec"]["replicas"],
+            5
+        );
+        assert_eq!(
+            objects
+                .iter()
+                .filter(|o| o["kind"] == "StatefulSet")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_replica_learns_its_replica_from_its_pod_name_and_asks_the_api_for_its_thread() {
+        let objects = render(&small(), "tiny", &opts());
+        let set = find(&objects, "StatefulSet", "tiny-keeper");
+        let c = &set["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "registry.example/ninetrix:1");
         assert_eq!(c["command"], json!(["/ninetrix", "runner"]));
-        let env = |name: &str| {
+        assert_eq!(
+            env_of(c, "AGENTFILE_POD_NAME"),
+            json!({
+                "name": "AGENTFILE_POD_NAME",
+                "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } },
+            })
+        );
+        assert_eq!(env_of(c, "AGENTFILE_POOL")["value"], "tiny");
+        assert_eq!(env_of(c, "AGENTFILE_AGENT")["value"], "keeper");
+        assert_eq!(
+            env_of(c, "AGENTFILE_API_URL")["value"],
+            "http://ninetrix-api:8080"
+        );
+        let spec_json: AgentSpec =
+            serde_json::from_str(env_of(c, "AGENTFILE_AGENT_SPEC")["value"].as_str().unwrap())
+                .unwrap();
+        assert_eq!(spec_json.name, "keeper");
+        // No thread, no runner token, and no AGENTFILE_REPLICA (it would override the pod name).
+        let names: Vec<&str> = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        for absent in [
+            "AGENTFILE_THREAD_ID",
+            "AGENTFILE_RUNNER_TOKEN",
+            "AGENTFILE_REPLICA",
+            "AGENTFILE_AGENT_TOKEN",
+        ] {
+            assert!(!names.contains(&absent), "{absent} in {names:?}");
+        }
+        let text = to_documents(&objects);
+        assert!(!text.contains("AGENTFILE_THREAD_ID"));
+        assert!(!text.contains("AGENTFILE_RUNNER_TOKEN"));
+        // A batch Job's pod name has no ordinal: it is replica 1.
+        let job = find(&objects, "Job", "tiny-worker");
+        let c = &job["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(env_of(c, "AGENTFILE_REPLICA")["value"], "1");
+        assert!(
             c["env"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .find(|e| e["name"] == name)
-                .map(|e| e["value"].clone())
-                .unwrap_or_else(|| panic!("no {name}"))
-        };
-        assert_eq!(env("AGENTFILE_REPLICA"), "2");
-        assert_eq!(env("AGENTFILE_POOL"), "tiny");
-        assert_eq!(env("AGENTFILE_AGENT"), "keeper");
-        assert_eq!(env("AGENTFILE_API_URL"), "http://ninetrix-api:8080");
-        let thread = env("AGENTFILE_THREAD_ID");
-        assert_eq!(thread, thread_id("tiny", "keeper", 2).to_string());
-        assert_ne!(
-            thread_id("tiny", "keeper", 1),
-            thread_id("tiny", "keeper", 2)
+                .all(|e| e["name"] != "AGENTFILE_POD_NAME" && e["name"] != "AGENTFILE_THREAD_ID")
         );
-        assert_eq!(
-            thread_id("tiny", "keeper", 2),
-            thread_id("tiny", "keeper", 2)
-        );
-        thread
-            .as_str()
-            .unwrap()
-            .parse::<ninetrix_proto::ThreadId>()
-            .unwrap();
-        let spec_json: AgentSpec =
-            serde_json::from_str(env("AGENTFILE_AGENT_SPEC").as_str().unwrap()).unwrap();
-        assert_eq!(spec_json.name, "keeper");
     }
 
     #[test]
@@ -548,7 +614,7 @@ agents:
                 .contains(&value)
         );
         let objects = render(&small(), "tiny", &opts());
-        let job = find(&objects, "Job", "tiny-worker-1");
+        let job = find(&objects, "Job", "tiny-worker");
         let sources = &job["spec"]["template"]["spec"]["volumes"][1]["projected"]["sources"];
         assert_eq!(sources[0]["secret"]["name"], "tiny-worker-secrets");
         let keys: Vec<&str> = sources[0]["secret"]["items"]
@@ -558,16 +624,44 @@ agents:
             .map(|i| i["key"].as_str().unwrap())
             .collect();
         assert_eq!(keys, ["ANTHROPIC_API_KEY", "K8S_RENDER_TEST_SECRET"]);
-        assert_eq!(sources[1]["secret"]["name"], "tiny-worker-1-runner");
-        let set = find(&objects, "StatefulSet", "tiny-keeper-1");
-        let sources = &set["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"];
-        // No secrets: only the runner Secret, with both tokens.
-        assert_eq!(sources.as_array().unwrap().len(), 1);
-        assert_eq!(sources[0]["secret"]["name"], "tiny-keeper-1-runner");
         assert_eq!(
-            sources[0]["secret"]["items"][1]["key"],
-            "AGENTFILE_AGENT_TOKEN"
+            sources[1]["secret"],
+            json!({
+                "name": "tiny-worker-agent",
+                "items": [{ "key": "AGENTFILE_AGENT_TOKEN", "path": "AGENTFILE_AGENT_TOKEN" }],
+            })
         );
+        let set = find(&objects, "StatefulSet", "tiny-keeper");
+        let pod = &set["spec"]["template"]["spec"];
+        assert_eq!(pod["volumes"][0]["name"], "secrets");
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"][1],
+            json!({ "name": "secrets", "mountPath": "/run/secrets", "readOnly": true })
+        );
+        let sources = &pod["volumes"][0]["projected"]["sources"];
+        // No secrets: only the agent-token Secret, one for all the agent's replicas.
+        assert_eq!(
+            sources,
+            &json!([{ "secret": {
+                "name": "tiny-keeper-agent",
+                "items": [{ "key": "AGENTFILE_AGENT_TOKEN", "path": "AGENTFILE_AGENT_TOKEN" }],
+            }}])
+        );
+        // Every env entry of every container is a literal only if it is no secret: the tokens
+        // and keys come from Secrets, by name.
+        for o in &objects {
+            let containers = &o["spec"]["template"]["spec"]["containers"];
+            for c in containers.as_array().into_iter().flatten() {
+                for e in c["env"].as_array().unwrap() {
+                    let name = e["name"].as_str().unwrap();
+                    assert!(
+                        !name.contains("TOKEN") && !name.contains("KEY")
+                            || e.get("value").is_none(),
+                        "{name} has a literal value"
+                    );
+                }
+            }
+        }
         let api = find(&objects, "Deployment", "ninetrix-api");
         let c = &api["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(
@@ -589,9 +683,48 @@ agents:
     }
 
     #[test]
+    fn the_commands_mint_one_agent_token_secret_per_agent() {
+        let lines = secret_commands(&small(), "tiny", &opts());
+        for (agent, secret) in [
+            ("worker", "tiny-worker-agent"),
+            ("keeper", "tiny-keeper-agent"),
+        ] {
+            let line = lines
+                .iter()
+                .find(|l| l.contains(&format!("create secret generic {secret} ")))
+                .unwrap_or_else(|| panic!("no {secret} in {lines:#?}"));
+            assert!(line.starts_with("kubectl -n agents create secret generic "));
+            assert!(line.contains("--from-literal=AGENTFILE_AGENT_TOKEN=\"$(curl -fsS -H \"Authorization: Bearer $ADMIN_TOKEN\""));
+            assert!(line.contains(&format!(
+                "-d '{{\"pool\":\"tiny\",\"agent\":\"{agent}\"}}' http://localhost:8080/v1/tokens/agent | jq -r .token)\""
+            )));
+        }
+        // The durable agent's replica count is recorded (its sessions are spread over it); the
+        // batch agent has no sessions.
+        assert!(lines.iter().any(|l| l.contains(
+            "-X PUT -d '{\"replicas\":2,\"collaborators\":[]}' http://localhost:8080/v1/pools/tiny/agents/keeper"
+        )));
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.contains("/v1/pools/tiny/agents/worker"))
+        );
+        // No per-replica runner Secret and no thread any more.
+        assert!(!lines.concat().contains("-runner"));
+        assert!(!lines.concat().contains("RUNNER_TOKEN"));
+        // Every line is a command or a comment.
+        for l in &lines {
+            assert!(
+                l.starts_with("kubectl ") || l.starts_with("curl ") || l.starts_with("# "),
+                "{l}"
+            );
+        }
+    }
+
+    #[test]
     fn a_batch_agent_is_a_job_that_is_not_retried() {
         let objects = render(&small(), "tiny", &opts());
-        let job = find(&objects, "Job", "tiny-worker-1");
+        let job = find(&objects, "Job", "tiny-worker");
         assert_eq!(job["spec"]["backoffLimit"], 0);
         assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
     }
@@ -602,18 +735,20 @@ agents:
         let objects = render(&af, "research-pool", &opts());
         let names = kinds_and_names(&objects);
         for spec in &af.agents {
-            for n in 1..=spec.execution.replicas {
-                let kind = if spec.execution.durability {
-                    "StatefulSet"
-                } else {
-                    "Job"
-                };
-                let name = replica_name("research-pool", &spec.name, n);
-                assert!(
-                    names.contains(&(kind.to_string(), name.clone())),
-                    "{kind} {name} in {names:?}"
-                );
+            let kind = if spec.execution.durability {
+                "StatefulSet"
+            } else {
+                "Job"
+            };
+            let name = agent_name("research-pool", &spec.name);
+            let o = find(&objects, kind, &name);
+            if spec.execution.durability {
+                assert_eq!(o["spec"]["replicas"], spec.execution.replicas);
             }
+            assert_eq!(
+                names.iter().filter(|(_, n)| *n == name).count(),
+                1 + usize::from(spec.execution.durability)
+            );
         }
         let text = to_documents(&objects);
         assert_eq!(text.matches("---\n").count(), objects.len());
@@ -621,7 +756,8 @@ agents:
 
     #[test]
     fn names_with_underscores_become_dns_names() {
-        assert_eq!(replica_name("my_pool", "a_b", 3), "my-pool-a-b-3");
-        assert_eq!(runner_secret("p", "a_b", 1), "p-a-b-1-runner");
+        assert_eq!(agent_name("my_pool", "a_b"), "my-pool-a-b");
+        assert_eq!(agent_token_secret("p", "a_b"), "p-a-b-agent");
+        assert_eq!(agent_secret("p", "a_b"), "p-a-b-secrets");
     }
 }
