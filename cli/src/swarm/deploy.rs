@@ -56,7 +56,13 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let triggers = crate::commands::up::registrations(&af.triggers)?;
     let docker = crate::docker::connect().await?;
     let node = super::manager_node(&docker).await?;
-    let store = api_store(args.api_database.as_deref(), args.api_replicas, &node)?;
+    // SQLite stays on the node its file is on: the one the API service is pinned to already.
+    let pinned = pinned_node(&docker, &sw::api_service_name(&pool)).await;
+    let store = api_store(
+        args.api_database.as_deref(),
+        args.api_replicas,
+        pinned.as_deref().unwrap_or(&node),
+    )?;
     let home = crate::home::agentfile_home()?;
     if args.dry_run {
         return dry_run(&docker, &af, &pool, &store).await;
@@ -235,7 +241,7 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         outln!(
-            "pool {pool} is up on Swarm: {} service(s), API on port {port} of node {node}; `ninetrix ps -p {pool}` lists the tasks",
+            "pool {pool} is up on Swarm: {} service(s), its API on port {port}; `ninetrix ps -p {pool}` lists the tasks",
             af.agents.len()
         );
     }
@@ -277,6 +283,21 @@ async fn dry_run(
         outln!("{} service {name}: {what}", verb(found));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node a service is pinned to (`node.id==…`), if it exists and is.
+async fn pinned_node(docker: &Docker, service: &str) -> Option<String> {
+    let current = docker
+        .inspect_service(service, None::<InspectServiceOptions>)
+        .await
+        .ok()?;
+    current
+        .spec?
+        .task_template?
+        .placement?
+        .constraints?
+        .iter()
+        .find_map(|c| c.strip_prefix("node.id==").map(str::to_string))
 }
 
 /// The port the pool's API publishes: `NINETRIX_SWARM_API_PORT`, else a free one on this host
