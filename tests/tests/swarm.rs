@@ -184,26 +184,11 @@ fn signal(pid: i64, sig: &str) {
 
 /// The events of replica `n`'s thread (`trace --json`).
 fn events(pool: &Pool, n: u32) -> Vec<Value> {
-    let out = pool
-        .command(&[
-            "trace",
-            "-p",
-            &pool.name,
-            "--agent",
-            "worker",
-            "--replica",
-            &n.to_string(),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    pool.replica_events("worker", n)
 }
 
-/// Whether replica `n`'s turn for message `seq` has executed its write (and is in its sleep).
+/// Whether replica `n`'s thread has executed `writes` writes (the last turn is then in its
+/// sleep).
 fn wrote(pool: &Pool, n: u32, writes: usize) -> bool {
     events(pool, n)
         .iter()

@@ -299,8 +299,23 @@ impl Pool {
 
     /// The trace of an agent's first replica, as JSON values.
     pub(crate) fn events(&self, agent: &str) -> Vec<Value> {
+        self.replica_events(agent, 1)
+    }
+
+    /// The trace of replica `n` of an agent, as JSON values.
+    pub(crate) fn replica_events(&self, agent: &str, n: u32) -> Vec<Value> {
+        let n = n.to_string();
         let out = self
-            .command(&["trace", "-p", &self.name, "--agent", agent, "--json"])
+            .command(&[
+                "trace",
+                "-p",
+                &self.name,
+                "--agent",
+                agent,
+                "--replica",
+                &n,
+                "--json",
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout)
