@@ -373,6 +373,12 @@ pub struct TurnAttempt {
     pub epoch: u64,
     /// When it started or resumed the turn (the runner's clock).
     pub started_at: DateTime<Utc>,
+    /// The boot count (the API's count of claims) of the runner that *started* the turn, kept by
+    /// every attempt that resumes it: how many restarts the turn has been through is the current
+    /// boot count minus this. 0 in states written by older runners (nothing is counted then).
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub turn_boot: u64,
 }
 
 /// Identity of the agent replica behind a thread, for listing and filtering.

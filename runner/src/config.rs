@@ -90,6 +90,9 @@ pub struct Config {
     /// How long the runner keeps retrying while the API is unreachable before exiting 1
     /// (`AGENTFILE_API_PATIENCE`, opt-in); `None`: it waits out any outage.
     pub api_patience: Option<Duration>,
+    /// How many restarts a turn is resumed through before it is given up
+    /// (`AGENTFILE_TURN_RESTARTS`, default [`crate::engine::TURN_RESTARTS`]).
+    pub turn_restarts: u64,
     /// Where the runner writes its health report (`AGENTFILE_HEALTH_FILE`, default
     /// `/run/ninetrix/health`), read by `ninetrix health`.
     pub health_file: PathBuf,
@@ -244,6 +247,13 @@ pub fn from_vars(
         task: get(vars, "AGENTFILE_TASK").map(str::to_string),
         stream_idle_timeout: seconds(vars, "AGENTFILE_STREAM_IDLE_TIMEOUT", 120)?,
         api_patience: api_patience(vars)?,
+        turn_restarts: match get(vars, "AGENTFILE_TURN_RESTARTS") {
+            None => crate::engine::TURN_RESTARTS,
+            Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
+                name: "AGENTFILE_TURN_RESTARTS",
+                why: format!("`{v}` is not a whole number of restarts"),
+            })?,
+        },
         health_file: PathBuf::from(
             get(vars, "AGENTFILE_HEALTH_FILE").unwrap_or(crate::health::DEFAULT_PATH),
         ),

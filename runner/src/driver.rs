@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::deltas;
 use crate::engine::{
     ApprovalAsk, CommitPlan, Delegated, Delegation, Effect, Engine, EngineConfig, Input,
-    PlannedCall, Restored,
+    PlannedCall, Restored, crash_looping,
 };
 use crate::events::Events;
 use crate::health::{Activity, Health};
@@ -116,6 +116,8 @@ struct Runner<C: Checkpoints> {
     /// The turn this runner resumed at boot (its first round is produced again: watchers of the
     /// streamed text start it over).
     resumed_turn: Option<u64>,
+    /// This runner's boot count (the API's count of claims of the thread).
+    boot_count: u64,
 }
 
 /// Runs the runner until shutdown, fencing, a batch job's end, or a failure: against the
@@ -282,6 +284,7 @@ async fn run_with<C: Checkpoints>(
         until_idle,
         attempt: None,
         resumed_turn: None,
+        boot_count,
         config,
     };
     let exit = runner.main(boot_count).await;
@@ -321,11 +324,14 @@ impl<C: Checkpoints> Runner<C> {
                 state.state.status,
                 ThreadStatus::InTurn | ThreadStatus::Waiting
             ) {
-                // This runner takes the turn up; the attempt it interrupts gets its span.
+                // This runner takes the turn up; the attempt it interrupts gets its span. The
+                // turn keeps the boot it started at, so its restarts are counted.
+                let mut attempt = self.new_attempt();
                 if let Some(prev) = &state.state.attempt {
                     self.events.observe(Observed::Interrupted(prev.clone()));
+                    attempt.turn_boot = prev.turn_boot;
                 }
-                self.attempt = Some(self.new_attempt());
+                self.attempt = Some(attempt);
             }
             tracing::info!(
                 "resumed thread {} at version {} (epoch {})",
@@ -363,11 +369,25 @@ impl<C: Checkpoints> Runner<C> {
                 } else {
                     (Vec::new(), Vec::new())
                 };
+                let budget = self.config.turn_restarts;
+                let give_up = crash_looping(
+                    s.state.status,
+                    s.state.attempt.as_ref().map_or(0, |a| a.turn_boot),
+                    boot_count,
+                    budget,
+                );
+                if let Some(restarts) = give_up {
+                    tracing::warn!(
+                        "turn {} was interrupted by {restarts} restarts (more than {budget}, AGENTFILE_TURN_RESTARTS): giving it up",
+                        s.state.turn_seq
+                    );
+                }
                 Some(Restored {
                     history: s.history,
                     state: s.state,
                     ledger,
                     approvals,
+                    give_up,
                 })
             }
         };
@@ -497,6 +517,7 @@ impl<C: Checkpoints> Runner<C> {
         TurnAttempt {
             epoch: self.epoch,
             started_at: chrono::Utc::now(),
+            turn_boot: self.boot_count,
         }
     }
 

@@ -122,6 +122,24 @@ pub struct Restored {
     pub ledger: Vec<ToolCallRecord>,
     /// The requests to people of that turn, as they stand.
     pub approvals: Vec<Approval>,
+    /// The interrupted turn has been through this many restarts, more than the budget
+    /// ([`crash_looping`]): it is ended with an error reply instead of resumed.
+    pub give_up: Option<u64>,
+}
+
+/// The default restart budget of one turn (`AGENTFILE_TURN_RESTARTS`): a turn interrupted this
+/// many times is resumed; once more and it is given up (as Docker's `on-failure:3` gives up a
+/// container), so one message that crashes its runner every time cannot hold the thread in a
+/// crash loop — on Kubernetes, whose pods restart forever, this is the only budget there is.
+pub const TURN_RESTARTS: u64 = 3;
+
+/// How many restarts an interrupted turn has been through when more than `budget`: the thread
+/// is in a turn (not waiting for a person, which may take any number of restarts), the turn was
+/// started by the runner of boot `turn_boot` (0: an older runner's, not counted) and this
+/// runner is boot `boot`.
+pub fn crash_looping(status: ThreadStatus, turn_boot: u64, boot: u64, budget: u64) -> Option<u64> {
+    let restarts = boot.saturating_sub(turn_boot);
+    (status == ThreadStatus::InTurn && turn_boot > 0 && restarts > budget).then_some(restarts)
 }
 
 /// Something that happened.
@@ -422,6 +440,7 @@ impl Engine {
             state,
             ledger,
             approvals,
+            give_up,
         } = restored;
         self.persisted = history.len();
         self.history = history;
@@ -470,6 +489,19 @@ impl Engine {
         }
         if !pending_calls.is_empty() {
             out.push(event(TraceEvent::Resume(Resume { pending_calls })));
+        }
+        if let Some(restarts) = give_up.filter(|_| self.state.status == ThreadStatus::InTurn) {
+            let reply = format!(
+                "I gave up on this message: my runner was restarted {restarts} times while working \
+                 on it (a crash each time, or a stop), more than a turn gets. \
+                 A tool call it had started may or may not have run; `ninetrix trace` shows what \
+                 did. Send the message again to try again."
+            );
+            out.extend(self.stop_turn_with(
+                &reply,
+                "Not finished: the turn was given up after repeated restarts (this call may or may not have run).",
+            ));
+            return out;
         }
         if in_turn(self.state.status) {
             out.push(event(TraceEvent::TurnResumed(TurnResumed {
@@ -787,6 +819,20 @@ impl Engine {
     /// Ends the turn early: answers any unanswered call with an error result (never a fake
     /// success), adds the reply as an assistant message, and finishes.
     fn stop_turn(&mut self, reply: &str, ok: bool, why: &str) -> Vec<Effect> {
+        self.end_turn(
+            reply,
+            ok,
+            &format!("Not run: the turn was stopped ({why})."),
+        )
+    }
+
+    /// Ends a turn that failed for good: as [`Self::stop_turn`], each unanswered call answered
+    /// with `unanswered`.
+    fn stop_turn_with(&mut self, reply: &str, unanswered: &str) -> Vec<Effect> {
+        self.end_turn(reply, false, unanswered)
+    }
+
+    fn end_turn(&mut self, reply: &str, ok: bool, unanswered_text: &str) -> Vec<Effect> {
         if let Some(last) = self.history.iter().rposition(|m| m.role == Role::Assistant) {
             let answered: Vec<String> = self.history[last + 1..]
                 .iter()
@@ -802,7 +848,7 @@ impl Engine {
                 let (content, is_error) = self
                     .delegated
                     .remove(&id)
-                    .unwrap_or_else(|| (format!("Not run: the turn was stopped ({why})."), true));
+                    .unwrap_or_else(|| (unanswered_text.to_string(), true));
                 self.history
                     .push(history::tool_result(&id, content, is_error));
             }
@@ -1665,6 +1711,7 @@ mod tests {
             state: e.state().clone(),
             ledger: Vec::new(),
             approvals: Vec::new(),
+            give_up: None,
         }
     }
 
@@ -1686,6 +1733,44 @@ mod tests {
 
     fn second_boot(cfg: EngineConfig) -> Engine {
         Engine::new(EngineConfig { epoch: 2, ..cfg })
+    }
+
+    #[test]
+    fn a_turn_through_more_restarts_than_its_budget_is_given_up() {
+        use ThreadStatus::{Idle, InTurn, Waiting};
+        let budget = TURN_RESTARTS;
+        assert_eq!(crash_looping(InTurn, 1, 4, budget), None, "3 restarts");
+        assert_eq!(crash_looping(InTurn, 1, 5, budget), Some(4));
+        assert_eq!(crash_looping(InTurn, 1, 5, 10), None, "a larger budget");
+        assert_eq!(crash_looping(Waiting, 1, 50, budget), None, "a person");
+        assert_eq!(crash_looping(Idle, 1, 50, budget), None);
+        assert_eq!(crash_looping(InTurn, 0, 50, budget), None, "older runner");
+
+        let mut first = Engine::new(config());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![append_call("c1")], 0.0));
+        let original = run_of(&out);
+        let mut restored = stored(&first);
+        restored.ledger = vec![record(&original, ToolCallStatus::Intent, 1)];
+        restored.give_up = Some(4);
+        let mut second = second_boot(first.cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored)));
+        assert!(
+            !kinds(&out)
+                .iter()
+                .any(|k| k == "event:turn_resumed" || k == "call_llm"),
+            "not resumed: {:?}",
+            kinds(&out)
+        );
+        let plan = commits(&out).last().copied().unwrap();
+        assert_eq!(plan.state.status, ThreadStatus::Idle, "the turn is over");
+        let reply = second.history().last().unwrap().text_content();
+        assert!(reply.contains("restarted 4 times"), "{reply}");
+        assert!(
+            history::validate(second.history()).is_ok(),
+            "every call answered: {:?}",
+            second.history()
+        );
     }
 
     #[test]

@@ -1306,6 +1306,7 @@ mod tests {
             Observed::Interrupted(TurnAttempt {
                 epoch: 1,
                 started_at: t(-5000),
+                turn_boot: 0,
             }),
         );
         assert!(none.is_empty());
@@ -1505,6 +1506,7 @@ mod tests {
             Observed::Interrupted(TurnAttempt {
                 epoch: 1,
                 started_at: t(-100),
+                turn_boot: 0,
             }),
         );
         let mut records = feed(

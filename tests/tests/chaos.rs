@@ -86,6 +86,10 @@ fn delegator_spec() -> serde_json::Value {
     spec
 }
 
+/// The chaos suite checks exactly-once through any number of kills, so no turn is given up for
+/// its restarts here (that budget has its own test, runner_process.rs).
+const NO_TURN_BUDGET: (&str, &str) = ("AGENTFILE_TURN_RESTARTS", "1000000");
+
 /// The pool of the sessions' agent.
 const SESSION_POOL: &str = "chaos";
 
@@ -204,14 +208,14 @@ async fn chaos() {
         std::fs::create_dir_all(&workspace).unwrap();
         let thread = ThreadId::new_v7();
         Slot {
-            runner: Runner::start(&url, thread, &spec, &workspace),
+            runner: Runner::start_with_env(&url, thread, &spec, &workspace, &[NO_TURN_BUDGET]),
             spec,
             thread,
             workspace,
             sent: Vec::new(),
             gated: false,
             delegator: false,
-            env: Vec::new(),
+            env: vec![NO_TURN_BUDGET],
         }
     };
     let mut slots: Vec<Slot> = (0..2).map(|i| slot(i, appender_spec())).collect();
@@ -251,6 +255,7 @@ async fn chaos() {
                 ("AGENTFILE_POOL", SESSION_POOL),
                 ("AGENTFILE_REPLICA", n.as_str()),
                 ("AGENTFILE_AGENT_TOKEN", "insecure-dev"),
+                NO_TURN_BUDGET,
             ],
         )
     };
@@ -264,7 +269,11 @@ async fn chaos() {
     {
         let workspace = dir.path().join("ws-boss");
         std::fs::create_dir_all(&workspace).unwrap();
-        let env = vec![("AGENTFILE_POOL", SESSION_POOL), ("AGENTFILE_REPLICA", "1")];
+        let env = vec![
+            ("AGENTFILE_POOL", SESSION_POOL),
+            ("AGENTFILE_REPLICA", "1"),
+            NO_TURN_BUDGET,
+        ];
         let thread = ThreadId::new_v7();
         let spec = delegator_spec();
         slots.push(Slot {
@@ -342,7 +351,7 @@ async fn chaos() {
             let t = ThreadId::new_v7();
             let ws = dir.path().join(format!("doomed-{}", doomed.len()));
             std::fs::create_dir_all(&ws).unwrap();
-            let runner = Runner::start(&url, t, &appender_spec(), &ws);
+            let runner = Runner::start_with_env(&url, t, &appender_spec(), &ws, &[NO_TURN_BUDGET]);
             admin.send(t, "a doomed conversation", "d0").await;
             doomed.push((t, runner));
         }

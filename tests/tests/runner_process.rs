@@ -278,6 +278,65 @@ async fn sigkill_at_random_times_many_times_over() {
     );
 }
 
+/// A turn that takes its runner down every time (a poison message) is resumed through three
+/// restarts, as Docker's `on-failure:3` would restart it; at the fourth the runner gives the turn
+/// up with a reply saying so and stays up, serving: no crash loop, even where pods restart
+/// forever (Kubernetes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_through_more_than_three_restarts_is_given_up_and_the_runner_stays_up() {
+    let s = setup();
+    let mut spec = appender_spec();
+    spec["tools"] =
+        serde_json::json!([{"name": "sleep", "effect": "read", "effect_pinned": false}]);
+    spec["runtime"]["script"] = serde_json::json!([
+        {"text": "Waiting.", "tool_calls": [{"name": "sleep", "args": {"seconds": 20}}]},
+        {"text": "Done.", "tool_calls": []}
+    ]);
+    s.admin.send(s.thread, "message 0", "k0").await;
+    let deadline = |secs| std::time::Instant::now() + Duration::from_secs(secs);
+    for boot in 1..=4u64 {
+        let mut runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+        // Killed once it has claimed (a boot) and the turn is stored as in progress.
+        let until = deadline(30);
+        loop {
+            let thread = s.admin.client.thread(s.thread).await.unwrap().unwrap();
+            let latest = s.admin.client.latest(s.thread).await.unwrap();
+            let in_turn =
+                latest.is_some_and(|l| l.state.status == ThreadStatus::InTurn && l.version > 0);
+            if thread.boot_count == boot && in_turn {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "boot {boot} never got going"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        runner.kill();
+    }
+    let mut fifth = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    let until = deadline(30);
+    let latest = loop {
+        let latest = s.admin.latest(s.thread).await;
+        if latest.state.status == ThreadStatus::Idle {
+            break latest;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the turn was not given up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let reply = latest.history.last().unwrap().text_content();
+    assert!(reply.contains("restarted 4 times"), "{reply}");
+    assert!(ninetrix_runner::history::validate(&latest.history).is_ok());
+    assert_eq!(completed_turns(&s).await, vec![1], "the turn ended once");
+    assert!(
+        fifth.child.try_wait().unwrap().is_none(),
+        "the runner stays up, serving the next message"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_exits_zero_promptly() {
     let s = setup();
