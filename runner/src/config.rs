@@ -113,10 +113,28 @@ pub fn from_env() -> Result<Config, ConfigError> {
     from_vars(&vars, Path::new("/run/secrets"))
 }
 
-fn get<'a>(vars: &'a HashMap<String, String>, name: &'static str) -> Option<&'a str> {
+/// The variable `name`, if set to something other than blanks (as set: a task's text keeps its
+/// spaces).
+pub(crate) fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     vars.get(name)
         .map(String::as_str)
         .filter(|v| !v.trim().is_empty())
+}
+
+/// A secret the runner may get either way: the variable `name`, else the file
+/// `secrets_dir/<name>` (as `ninetrix up` and Swarm provide it), trimmed; `None` if neither
+/// holds anything.
+pub(crate) fn secret_var(
+    vars: &HashMap<String, String>,
+    secrets_dir: &Path,
+    name: &str,
+) -> Option<String> {
+    get(vars, name).map(|v| v.trim().to_string()).or_else(|| {
+        std::fs::read_to_string(secrets_dir.join(name))
+            .ok()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+    })
 }
 
 fn seconds(
@@ -165,23 +183,9 @@ pub fn from_vars(
             name: "AGENTFILE_THREAD_ID",
             why: e.to_string(),
         })?;
-    // The token comes from the environment or, as `ninetrix up` provides it, a secret file.
-    let token_file = std::fs::read_to_string(secrets_dir.join("AGENTFILE_RUNNER_TOKEN"))
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty());
-    let token = get(vars, "AGENTFILE_RUNNER_TOKEN")
-        .map(str::to_string)
-        .or(token_file);
-    let agent_token = get(vars, "AGENTFILE_AGENT_TOKEN")
-        .map(str::to_string)
-        .or_else(|| {
-            std::fs::read_to_string(secrets_dir.join("AGENTFILE_AGENT_TOKEN"))
-                .ok()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-        })
-        .map(|t| SecretValue(t.trim().to_string()));
+    // The tokens come from the environment or, as `ninetrix up` provides them, secret files.
+    let token = secret_var(vars, secrets_dir, "AGENTFILE_RUNNER_TOKEN");
+    let agent_token = secret_var(vars, secrets_dir, "AGENTFILE_AGENT_TOKEN").map(SecretValue);
     let api = match (get(vars, "AGENTFILE_API_URL"), token) {
         (Some(url), Some(token)) => {
             let url = url.trim().trim_end_matches('/').to_string();

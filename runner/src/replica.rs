@@ -14,7 +14,12 @@ use ninetrix_proto::api::ReplicaThread;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff;
-use crate::config::{ConfigError, SecretValue};
+use crate::config::{ConfigError, SecretValue, get, secret_var};
+
+/// A variable, trimmed (see [`get`]).
+fn value<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    get(vars, name).map(str::trim)
+}
 
 /// What the runner asks the API for when no thread is given.
 #[derive(Clone, Debug)]
@@ -56,10 +61,6 @@ pub enum ReplicaError {
     Stopped,
 }
 
-fn var<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
-    vars.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
-}
-
 /// Whether the thread must be asked for, and how: `None` when `AGENTFILE_THREAD_ID` is set (or
 /// no `AGENTFILE_REPLICA` is: the configuration then reports the missing thread). Otherwise the
 /// API URL, the pool and the agent token (environment or `secrets_dir/AGENTFILE_AGENT_TOKEN`)
@@ -68,10 +69,10 @@ pub fn lookup(
     vars: &HashMap<String, String>,
     secrets_dir: &Path,
 ) -> Result<Option<Lookup>, ConfigError> {
-    if var(vars, "AGENTFILE_THREAD_ID").is_some() {
+    if value(vars, "AGENTFILE_THREAD_ID").is_some() {
         return Ok(None);
     }
-    let replica = match (var(vars, "AGENTFILE_REPLICA"), var(vars, "AGENTFILE_POD_NAME")) {
+    let replica = match (value(vars, "AGENTFILE_REPLICA"), value(vars, "AGENTFILE_POD_NAME")) {
         (Some(replica), _) => replica
             .parse::<u32>()
             .ok()
@@ -91,14 +92,14 @@ pub fn lookup(
         (None, None) => return Ok(None),
     };
     let need = |name: &'static str| {
-        var(vars, name).ok_or(ConfigError::Invalid {
+        value(vars, name).ok_or(ConfigError::Invalid {
             name,
             why: "it must be set when AGENTFILE_THREAD_ID is not: the runner then asks the API for replica AGENTFILE_REPLICA's thread".into(),
         })
     };
     let url = need("AGENTFILE_API_URL")?.trim_end_matches('/').to_string();
     let pool = need("AGENTFILE_POOL")?.to_string();
-    let agent = match var(vars, "AGENTFILE_AGENT") {
+    let agent = match value(vars, "AGENTFILE_AGENT") {
         Some(agent) => agent.to_string(),
         None => {
             let spec = need("AGENTFILE_AGENT_SPEC")?;
@@ -111,14 +112,7 @@ pub fn lookup(
                 })?
         }
     };
-    let token = var(vars, "AGENTFILE_AGENT_TOKEN")
-        .map(str::to_string)
-        .or_else(|| {
-            std::fs::read_to_string(secrets_dir.join("AGENTFILE_AGENT_TOKEN"))
-                .ok()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-        })
+    let token = secret_var(vars, secrets_dir, "AGENTFILE_AGENT_TOKEN")
         .ok_or(ConfigError::Invalid {
             name: "AGENTFILE_AGENT_TOKEN",
             why: "the agent token (environment or /run/secrets/AGENTFILE_AGENT_TOKEN) is needed to ask the API for replica AGENTFILE_REPLICA's thread".into(),

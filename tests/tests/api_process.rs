@@ -113,13 +113,21 @@ async fn acknowledged_checkpoints_survive_sigkill() {
     }
 }
 
+/// Waits for the API to abort at its armed kill point (SIGABRT), as a crash there would leave it.
+fn aborted(api: &mut ApiProcess, point: &str) {
+    use std::os::unix::process::ExitStatusExt as _;
+    let status = api
+        .wait_exit(Duration::from_secs(30))
+        .expect("the API aborted at the kill point");
+    assert_eq!(status.signal(), Some(6), "{point}: {status:?}");
+}
+
 /// A replica's thread is made in one transaction with kill points before and after its commit
 /// (`NINETRIX_API_CRASH_AT=replica_thread_before_commit|replica_thread_after_commit`): killed
 /// before, nothing is kept and the runner's retry makes it; killed after, the retry gets the
 /// thread that was made. Either way the replica has exactly one thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_thread_killed_at_its_commit_is_made_once() {
-    use std::os::unix::process::ExitStatusExt as _;
     for (point, committed) in [
         ("replica_thread_before_commit", false),
         ("replica_thread_after_commit", true),
@@ -137,10 +145,7 @@ async fn a_replica_thread_killed_at_its_commit_is_made_once() {
                 .is_err(),
             "{point}: the API died before answering"
         );
-        let status = api
-            .wait_exit(Duration::from_secs(30))
-            .expect("the API aborted at the kill point");
-        assert_eq!(status.signal(), Some(6), "{point}: {status:?}");
+        aborted(&mut api, point);
 
         let api = ApiProcess::start_on(&listen, &args);
         let c = client(&api.url);
@@ -170,7 +175,6 @@ async fn a_replica_thread_killed_at_its_commit_is_made_once() {
 /// never half deleted, never re-created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
-    use std::os::unix::process::ExitStatusExt as _;
     for (point, committed) in [("purge_before_commit", false), ("purge_after_commit", true)] {
         let dir = tempfile::tempdir().unwrap();
         let db = format!("sqlite://{}", dir.path().join("api.db").display());
@@ -197,10 +201,7 @@ async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
             c.purge(thread).await.is_err(),
             "{point}: the API died before answering"
         );
-        let status = api
-            .wait_exit(Duration::from_secs(30))
-            .expect("the API aborted at the kill point");
-        assert_eq!(status.signal(), Some(6), "{point}: {status:?}");
+        aborted(&mut api, point);
 
         let api = ApiProcess::start_on(&listen, &args);
         let c = client(&api.url);

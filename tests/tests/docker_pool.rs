@@ -97,13 +97,9 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
         );
     }
     assert!(
-        !std::fs::read_to_string(
-            pool.home()
-                .join("pools")
-                .join(format!("{}.json", pool.name))
-        )
-        .unwrap()
-        .contains(SECRET)
+        !std::fs::read_to_string(pool.state_file())
+            .unwrap()
+            .contains(SECRET)
     );
 
     // Up again: nothing recreated.
@@ -208,11 +204,7 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
             .success()
     );
     assert!(
-        !pool
-            .home()
-            .join("pools")
-            .join(format!("{}.json", pool.name))
-            .exists(),
+        !pool.state_file().exists(),
         "--purge deletes the pool state"
     );
 }
@@ -250,14 +242,7 @@ fn up_dry_run_prints_the_plan_and_creates_nothing() {
             .all(|n| n != format!("ninetrix-{}", pool.name)),
         "no network was created"
     );
-    assert!(
-        !pool
-            .home()
-            .join("pools")
-            .join(format!("{}.json", pool.name))
-            .exists(),
-        "no pool state was written"
-    );
+    assert!(!pool.state_file().exists(), "no pool state was written");
 }
 
 #[test]

@@ -339,11 +339,5 @@ fn down_of_an_unknown_pool_says_so() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("no pool `{}`", pool.name)), "{err}");
-    assert!(
-        !pool
-            .home()
-            .join("pools")
-            .join(format!("{}.json", pool.name))
-            .exists()
-    );
+    assert!(!pool.state_file().exists());
 }

@@ -331,6 +331,14 @@ fn the_swarm_story() {
         running(&pool, 1) && running(&pool, 2)
     });
     let (container, _) = task_container(&pool, 1);
+    // The same agentfile again: nothing is replaced, and `up` says so.
+    let again = pool.up(&["--swarm"]);
+    let worker_line = again
+        .lines()
+        .find(|l| l.contains(&format!("ninetrix-{}-worker ", pool.name)))
+        .unwrap_or_default();
+    assert!(worker_line.contains("Unchanged"), "{again}");
+    assert_eq!(task_container(&pool, 1).0, container, "the task was kept");
     let env = docker(&["inspect", &container, "--format", "{{json .Config.Env}}"]);
     assert!(
         !env.contains(SECRET),
@@ -464,12 +472,5 @@ fn the_swarm_story() {
                 .is_empty()
         });
     }
-    assert!(
-        !pool
-            .home()
-            .join("pools")
-            .join(format!("{}.json", pool.name))
-            .exists(),
-        "the pool file is gone"
-    );
+    assert!(!pool.state_file().exists(), "the pool file is gone");
 }

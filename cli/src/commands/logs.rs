@@ -57,6 +57,27 @@ pub struct LogsArgs {
     pub json: bool,
 }
 
+impl LogsArgs {
+    /// Whether prefixes are coloured: stdout a terminal, no `--no-color`, no `NO_COLOR`, no
+    /// `--json`.
+    pub(crate) fn colored(&self) -> bool {
+        std::io::stdout().is_terminal()
+            && !self.no_color
+            && std::env::var_os("NO_COLOR").is_none()
+            && !self.json
+    }
+
+    /// `--since` as Docker's Unix seconds.
+    pub(crate) fn since_secs(&self) -> anyhow::Result<Option<i32>> {
+        Ok(self
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, Utc::now()))
+            .transpose()?
+            .map(|t| t.timestamp() as i32))
+    }
+}
+
 /// One reassembled log line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Line {
@@ -263,10 +284,7 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
             label(c, spec::REPLICA).and_then(|r| r.parse::<u32>().ok()),
         )
     });
-    let color = std::io::stdout().is_terminal()
-        && !args.no_color
-        && std::env::var_os("NO_COLOR").is_none()
-        && !args.json;
+    let color = args.colored();
     let targets: Vec<Target> = containers
         .iter()
         .enumerate()
@@ -290,12 +308,7 @@ pub(crate) async fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     let width = targets.iter().map(|t| t.prefix.len()).max().unwrap_or(0);
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, Utc::now()))
-        .transpose()?
-        .map(|t| t.timestamp() as i32);
+    let since = args.since_secs()?;
     let tail = args.tail.clone();
     // What is there now, merged by time.
     let mut all: Vec<(usize, Line)> = Vec::new();

@@ -356,6 +356,16 @@ impl Config {
     }
 }
 
+/// An agent's `runtime.resources` as Docker counts them: CPUs in billionths, memory in bytes
+/// (one host and Swarm alike).
+pub(crate) fn limits(spec: &AgentSpec) -> (Option<i64>, Option<i64>) {
+    let r = &spec.runtime.resources;
+    (
+        r.cpu.map(|c| (c * 1e9) as i64),
+        r.memory_bytes.and_then(|m| i64::try_from(m).ok()),
+    )
+}
+
 /// Where a container sits in its pool: a numbered replica that `up` keeps, or a one-shot
 /// `ninetrix run` job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -503,12 +513,8 @@ impl Replica<'_> {
             host_config: Some(HostConfig {
                 init: Some(true),
                 restart_policy: Some(restart),
-                nano_cpus: s.runtime.resources.cpu.map(|c| (c * 1e9) as i64),
-                memory: s
-                    .runtime
-                    .resources
-                    .memory_bytes
-                    .and_then(|m| i64::try_from(m).ok()),
+                nano_cpus: limits(s).0,
+                memory: limits(s).1,
                 network_mode: Some(self.network.to_string()),
                 extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
                 mounts: Some(mounts),

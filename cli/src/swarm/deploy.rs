@@ -118,7 +118,8 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         &admin_token,
         args.api_database.as_deref(),
     );
-    let api_secrets = ensure_secrets(&docker, &pool, api_secrets).await?;
+    let mut pool_secrets = PoolSecrets::list(&docker, &pool).await?;
+    let api_secrets = pool_secrets.ensure(&docker, api_secrets).await?;
     let api_spec = api_service(
         &pool,
         &runner_image,
@@ -183,7 +184,7 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
             &host_secrets[&agent.name],
             token.as_deref(),
         );
-        let secrets = ensure_secrets(&docker, &pool, wanted).await?;
+        let secrets = pool_secrets.ensure(&docker, wanted).await?;
         let image = images
             .get(&agent.name)
             .cloned()
@@ -345,46 +346,65 @@ async fn ensure_network(docker: &Docker, pool: &str) -> anyhow::Result<String> {
     Ok(created.id)
 }
 
-/// Creates the secrets that do not exist yet (by name); each with its ID.
-async fn ensure_secrets(
-    docker: &Docker,
-    pool: &str,
-    wanted: Vec<Secret>,
-) -> anyhow::Result<Vec<(Secret, String)>> {
-    let existing = docker
-        .list_secrets(Some(ListSecretsOptions {
-            filters: Some(pool_filter(pool, &[(COMPONENT, "secret")])),
-        }))
-        .await?;
-    let mut out = Vec::new();
-    for secret in wanted {
-        let id = match existing
-            .iter()
-            .find(|s| s.spec.as_ref().and_then(|s| s.name.as_deref()) == Some(&secret.name))
-            .and_then(|s| s.id.clone())
-        {
-            Some(id) => id,
-            None => {
-                docker
-                    .create_secret(SecretSpec {
-                        name: Some(secret.name.clone()),
-                        labels: Some(secret.labels(pool)),
-                        data: Some(base64::engine::general_purpose::STANDARD.encode(&secret.value)),
-                        ..SecretSpec::default()
-                    })
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "cannot create the Swarm secret for {} (named {})",
-                            secret.target, secret.name
-                        )
-                    })?
-                    .id
-            }
-        };
-        out.push((secret, id));
+/// The pool's Swarm secrets by name (listed once per `up`), creating the ones wanted that do not
+/// exist yet.
+struct PoolSecrets {
+    pool: String,
+    ids: HashMap<String, String>,
+}
+
+impl PoolSecrets {
+    async fn list(docker: &Docker, pool: &str) -> anyhow::Result<PoolSecrets> {
+        let ids = docker
+            .list_secrets(Some(ListSecretsOptions {
+                filters: Some(pool_filter(pool, &[(COMPONENT, "secret")])),
+            }))
+            .await?
+            .into_iter()
+            .filter_map(|s| Some((s.spec?.name?, s.id?)))
+            .collect();
+        Ok(PoolSecrets {
+            pool: pool.to_string(),
+            ids,
+        })
     }
-    Ok(out)
+
+    /// Each wanted secret with its ID, made now if it does not exist.
+    async fn ensure(
+        &mut self,
+        docker: &Docker,
+        wanted: Vec<Secret>,
+    ) -> anyhow::Result<Vec<(Secret, String)>> {
+        let mut out = Vec::new();
+        for secret in wanted {
+            let id = match self.ids.get(&secret.name) {
+                Some(id) => id.clone(),
+                None => {
+                    let id = docker
+                        .create_secret(SecretSpec {
+                            name: Some(secret.name.clone()),
+                            labels: Some(secret.labels(&self.pool)),
+                            data: Some(
+                                base64::engine::general_purpose::STANDARD.encode(&secret.value),
+                            ),
+                            ..SecretSpec::default()
+                        })
+                        .await
+                        .with_context(|| {
+                            format!(
+                                "cannot create the Swarm secret for {} (named {})",
+                                secret.target, secret.name
+                            )
+                        })?
+                        .id;
+                    self.ids.insert(secret.name.clone(), id.clone());
+                    id
+                }
+            };
+            out.push((secret, id));
+        }
+        Ok(out)
+    }
 }
 
 /// Creates the service, or updates it to `spec` (Swarm replaces only the tasks whose spec
@@ -439,18 +459,29 @@ async fn upsert(
     }
 }
 
-/// Whether the parts `up` sets are the same in both specs (Swarm fills in defaults of its own,
-/// so the specs are compared through what was asked for).
+/// Whether the parts `up` sets are the same in both specs, for the progress word (Swarm fills in
+/// defaults of its own, so whole specs never compare equal; the update is sent either way, and
+/// Swarm replaces only tasks whose spec changed).
 fn same_spec(current: &ServiceSpec, wanted: &ServiceSpec) -> bool {
     let task = |s: &ServiceSpec| {
         s.task_template.as_ref().map(|t| {
             let c = t.container_spec.clone().unwrap_or_default();
+            let limits = t.resources.as_ref().and_then(|r| r.limits.clone());
+            let restart = t
+                .restart_policy
+                .as_ref()
+                .map(|r| (r.condition, r.max_attempts));
             (
-                c.image,
-                c.args,
-                c.env,
+                (c.image, c.args, c.env),
                 c.secrets
                     .map(|s| s.into_iter().map(|s| s.secret_name).collect::<Vec<_>>()),
+                c.mounts.map(|m| {
+                    m.into_iter()
+                        .map(|m| (m.target, m.source))
+                        .collect::<Vec<_>>()
+                }),
+                limits.map(|l| (l.nano_cpus, l.memory_bytes)),
+                restart,
             )
         })
     };

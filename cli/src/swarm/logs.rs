@@ -4,7 +4,6 @@
 //! to each new task as Swarm starts it.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,11 +11,10 @@ use anyhow::bail;
 use bollard::Docker;
 use bollard::models::{Task, TaskState};
 use bollard::query_parameters::ListTasksOptions;
-use chrono::Utc;
 use futures_util::StreamExt as _;
 
 use crate::commands::logs::{
-    COLORS, Line, LogsArgs, Reassembler, Target, marker, options, parse_since, print_line,
+    COLORS, Line, LogsArgs, Reassembler, Target, marker, options, print_line,
 };
 
 /// A task of one of the pool's agent services.
@@ -100,10 +98,7 @@ pub(crate) async fn run(docker: &Docker, pool: &str, args: &LogsArgs) -> anyhow:
                 .unwrap_or_default()
         );
     }
-    let color = std::io::stdout().is_terminal()
-        && !args.no_color
-        && std::env::var_os("NO_COLOR").is_none()
-        && !args.json;
+    let color = args.colored();
     // One colour per slot, kept by its later tasks.
     let mut colors: BTreeMap<(String, i64), u8> = BTreeMap::new();
     let target = |t: &PoolTask, colors: &mut BTreeMap<(String, i64), u8>| {
@@ -122,12 +117,7 @@ pub(crate) async fn run(docker: &Docker, pool: &str, args: &LogsArgs) -> anyhow:
     };
     let targets: Vec<Target> = tasks.iter().map(|t| target(t, &mut colors)).collect();
     let width = targets.iter().map(|t| t.prefix.len()).max().unwrap_or(0);
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, Utc::now()))
-        .transpose()?
-        .map(|t| t.timestamp() as i32);
+    let since = args.since_secs()?;
     let mut all: Vec<(usize, Line)> = Vec::new();
     for (i, t) in targets.iter().enumerate() {
         read(docker, &t.id, false, &args.tail, since, |l| {

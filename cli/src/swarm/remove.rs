@@ -163,7 +163,7 @@ async fn remove_services(
     }
     // Their tasks' containers stop (SIGTERM, then the grace period) before the next part; Swarm
     // then removes them (given a moment: a stopped one left over is not a failure).
-    let running = |all: bool| {
+    let listed = |all: bool| {
         docker.list_containers(Some(
             ListContainersOptionsBuilder::default()
                 .all(all)
@@ -173,7 +173,7 @@ async fn remove_services(
     };
     let grace = u64::try_from(stop_secs).unwrap_or(30) + 30;
     let deadline = Instant::now() + Duration::from_secs(grace);
-    while let Ok(left) = running(false).await {
+    while let Ok(left) = listed(false).await {
         if left.is_empty() {
             break;
         }
@@ -187,7 +187,7 @@ async fn remove_services(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     // Stopped ones Swarm left behind (a finished job's, seen on Engine 20.10) go too.
-    for c in running(true).await.unwrap_or_default() {
+    for c in listed(true).await.unwrap_or_default() {
         if let Some(id) = c.id {
             let _ = docker
                 .remove_container(

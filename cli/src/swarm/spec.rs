@@ -533,12 +533,8 @@ impl AgentService<'_> {
                 }),
                 resources: Some(TaskSpecResources {
                     limits: Some(Limit {
-                        nano_cpus: s.runtime.resources.cpu.map(|c| (c * 1e9) as i64),
-                        memory_bytes: s
-                            .runtime
-                            .resources
-                            .memory_bytes
-                            .and_then(|m| i64::try_from(m).ok()),
+                        nano_cpus: crate::pool::spec::limits(s).0,
+                        memory_bytes: crate::pool::spec::limits(s).1,
                         ..Limit::default()
                     }),
                     ..TaskSpecResources::default()

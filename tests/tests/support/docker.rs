@@ -119,16 +119,15 @@ impl Pool {
         text
     }
 
+    /// The pool's state file (`$AGENTFILE_HOME/pools/<pool>.json`).
+    pub(crate) fn state_file(&self) -> PathBuf {
+        self.home()
+            .join("pools")
+            .join(format!("{}.json", self.name))
+    }
+
     pub(crate) fn state(&self) -> Value {
-        serde_json::from_slice(
-            &std::fs::read(
-                self.home()
-                    .join("pools")
-                    .join(format!("{}.json", self.name)),
-            )
-            .unwrap(),
-        )
-        .unwrap()
+        serde_json::from_slice(&std::fs::read(self.state_file()).unwrap()).unwrap()
     }
 
     pub(crate) fn container(&self, agent: &str, replica: u32) -> String {
