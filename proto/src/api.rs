@@ -942,6 +942,7 @@ pub struct ReplicaThread {
     #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
     pub thread_id: ThreadId,
     /// The replica number (1-based).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub replica: u32,
     /// Whether the thread was made by this request: the replica's first boot, or its first
     /// after its thread was purged.

@@ -28,7 +28,7 @@ pub struct DeltaBatch {
     pub turn_seq: u64,
     /// The model round of the turn (from 1).
     #[serde(deserialize_with = "crate::api::int::u32_req")]
-    #[cfg_attr(feature = "openapi", schema(maximum = 4294967295_i64))]
+    #[cfg_attr(feature = "openapi", schema(value_type = u64, maximum = 4294967295_i64))]
     pub round: u32,
     /// The round is being produced again after a restart: a watcher starts the round's text
     /// over rather than appending to what an earlier attempt streamed.

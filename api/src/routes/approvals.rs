@@ -61,8 +61,8 @@ pub(crate) struct ApprovalsQuery {
     /// At most this many: 1 to 1000 (100 when left out).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
-    /// Skip this many.
-    #[param(maximum = 4294967295_i64)]
+    /// Skip this many (0 to 2^32−1).
+    #[param(value_type = Option<u64>, maximum = 4294967295_i64)]
     offset: Option<u32>,
 }
 
