@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use crate::cli::pool_name;
-use crate::k8s::{RenderOptions, render, secret_commands, to_documents};
+use crate::k8s::{RenderOptions, check_names, render, secret_commands, to_documents};
 
 /// The examples at the end of `ninetrix k8s render --help`.
 pub(crate) const EXAMPLES: &str = "\
@@ -85,6 +85,8 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or_else(RenderOptions::default_image),
         storage: args.storage.clone(),
     };
+    check_names(&parsed.agentfile, &pool)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let objects = render(&parsed.agentfile, &pool, &opts);
     match &args.output {
         None => print!("{}", to_documents(&objects)),

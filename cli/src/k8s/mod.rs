@@ -4,4 +4,4 @@
 
 pub(crate) mod render;
 
-pub(crate) use render::{RenderOptions, render, secret_commands, to_documents};
+pub(crate) use render::{RenderOptions, check_names, render, secret_commands, to_documents};

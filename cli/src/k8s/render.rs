@@ -78,9 +78,48 @@ pub(crate) fn api_secret(pool: &str) -> String {
     dns(&format!("{pool}-api"))
 }
 
-/// `<pool>-<agent>`: an agent's StatefulSet and headless Service, or its Job.
+/// Longest name of an agent's StatefulSet, headless Service and Job. A StatefulSet's pods carry
+/// the label `controller-revision-hash: <name>-<10 characters>`, and a label value has at most
+/// 63 characters; a Service name is a DNS label (63).
+const MAX_WORKLOAD_NAME: usize = 52;
+
+/// `<pool>-<agent>`: an agent's StatefulSet and headless Service, or its Job — made a valid
+/// Service name (RFC 1035 label: starts with a letter, ends with a letter or digit, at most
+/// [`MAX_WORKLOAD_NAME`]). A name that starts with a digit gets `nx-` in front; one that is too
+/// long or ends with `-` is cut and ends with 8 hex digits of the SHA-256 of `<pool>-<agent>`, so
+/// two agents whose names share a long prefix still get two names.
 pub(crate) fn agent_name(pool: &str, agent: &str) -> String {
-    dns(&format!("{pool}-{agent}"))
+    let full = format!("{pool}-{agent}");
+    let mut name = dns(&full);
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "nx-");
+    }
+    if name.len() <= MAX_WORKLOAD_NAME && !name.ends_with('-') {
+        return name;
+    }
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(full.as_bytes());
+    let hash: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    // Names are ASCII (`[a-z0-9_-]`), so a byte cut is a character cut.
+    let head = name[..name.len().min(MAX_WORKLOAD_NAME - 9)].trim_end_matches('-');
+    format!("{head}-{hash}")
+}
+
+/// Refuses a pool in which two agents would get the same Kubernetes name (`a_b` and `a-b` both
+/// become `<pool>-a-b`): one object would silently replace the other.
+pub(crate) fn check_names(af: &Agentfile, pool: &str) -> Result<(), String> {
+    let mut seen: std::collections::BTreeMap<String, &str> = std::collections::BTreeMap::new();
+    for spec in &af.agents {
+        let name = agent_name(pool, &spec.name);
+        if let Some(other) = seen.insert(name.clone(), &spec.name) {
+            return Err(format!(
+                "agents `{other}` and `{}` would both be named `{name}` on Kubernetes \
+                 (`_` becomes `-` there): rename one of them",
+                spec.name
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The key of the agent token in its Secret, and the file the runner reads under
@@ -759,5 +798,83 @@ agents:
         assert_eq!(agent_name("my_pool", "a_b"), "my-pool-a-b");
         assert_eq!(agent_token_secret("p", "a_b"), "p-a-b-agent");
         assert_eq!(agent_secret("p", "a_b"), "p-a-b-secrets");
+    }
+
+    /// An RFC 1035 label: what a Service name must be.
+    fn is_dns_label(name: &str) -> bool {
+        name.len() <= 63
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    }
+
+    /// An RFC 1123 subdomain: what a Secret's, Deployment's or Job's name must be.
+    fn is_dns_subdomain(name: &str) -> bool {
+        name.len() <= 253
+            && name.split('.').all(|part| {
+                !part.is_empty()
+                    && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && part
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    }
+
+    #[test]
+    fn every_name_is_valid_on_kubernetes_for_the_longest_and_oddest_names() {
+        let pool = "9".repeat(48);
+        let long = format!("a{}", "b".repeat(46));
+        let text = format!(
+            "name: \"{pool}\"\nagents:\n  {long}c:\n    runtime: {{ provider: anthropic, model: m }}\n    secrets: [K]\n  \
+             {long}d:\n    runtime: {{ provider: anthropic, model: m }}\n  \
+             w_:\n    runtime: {{ provider: anthropic, model: m }}\n  \
+             w:\n    runtime: {{ provider: anthropic, model: m }}\n  \
+             batch_:\n    runtime: {{ provider: anthropic, model: m }}\n    execution: {{ durability: false }}\n"
+        );
+        let af = ninetrix_proto::agentfile::parse("long.yaml", &text)
+            .unwrap_or_else(|r| panic!("{}", r.render(false)))
+            .agentfile;
+        check_names(&af, &pool).unwrap();
+        let objects = render(&af, &pool, &opts());
+        let mut workloads = std::collections::BTreeSet::new();
+        for o in &objects {
+            let kind = o["kind"].as_str().unwrap();
+            let name = o["metadata"]["name"].as_str().unwrap();
+            assert!(is_dns_subdomain(name), "{kind} {name}");
+            if matches!(kind, "Service" | "StatefulSet" | "Job") {
+                assert!(is_dns_label(name), "{kind} {name}");
+                assert!(name.len() <= MAX_WORKLOAD_NAME, "{kind} {name}");
+            }
+            if kind == "StatefulSet" {
+                // Its pods' `controller-revision-hash` label value and their hostnames.
+                assert!(name.len() + 11 <= 63, "{name}");
+                assert!(
+                    workloads.insert(name.to_string()),
+                    "two StatefulSets named {name}"
+                );
+            }
+        }
+        // The agents that share a 48-character prefix, and `w_` beside `w`, got apart names.
+        assert_eq!(workloads.len(), 4, "{workloads:?}");
+        // Short, plain names are kept as they are.
+        assert_eq!(agent_name("prod", "writer"), "prod-writer");
+        assert_eq!(agent_name("9lives", "writer"), "nx-9lives-writer");
+        assert_eq!(agent_name("p", "w_").len(), "p-w".len() + 9);
+    }
+
+    #[test]
+    fn agents_that_would_share_a_name_are_refused() {
+        let text = "name: p\nagents:\n  a_b:\n    runtime: { provider: anthropic, model: m }\n  \
+                    a-b:\n    runtime: { provider: anthropic, model: m }\n";
+        let af = ninetrix_proto::agentfile::parse("twins.yaml", text)
+            .unwrap_or_else(|r| panic!("{}", r.render(false)))
+            .agentfile;
+        let err = check_names(&af, "p").unwrap_err();
+        assert!(err.contains("`a_b` and `a-b`"), "{err}");
+        assert!(err.contains("`p-a-b`"), "{err}");
+        assert!(err.contains("rename one"), "{err}");
     }
 }
