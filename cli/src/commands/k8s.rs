@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use crate::cli::pool_name;
-use crate::k8s::{RenderOptions, check_names, render, secret_commands, to_documents};
+use crate::k8s::{RenderOptions, check_names, not_rendered, render, secret_commands, to_documents};
 
 /// The examples at the end of `ninetrix k8s render --help`.
 pub(crate) const EXAMPLES: &str = "\
@@ -88,6 +88,9 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     check_names(&parsed.agentfile, &pool)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let objects = render(&parsed.agentfile, &pool, &opts);
+    for warning in not_rendered(&parsed.agentfile) {
+        eprintln!("warning: {warning}");
+    }
     match &args.output {
         None => print!("{}", to_documents(&objects)),
         Some(dir) => {

@@ -4,4 +4,6 @@
 
 pub(crate) mod render;
 
-pub(crate) use render::{RenderOptions, check_names, render, secret_commands, to_documents};
+pub(crate) use render::{
+    RenderOptions, check_names, not_rendered, render, secret_commands, to_documents,
+};

@@ -146,6 +146,32 @@ fn metadata(name: &str, labels: &serde_json::Map<String, Value>, opts: &RenderOp
     m
 }
 
+/// What the agentfile asks for that the manifests do not carry, one sentence each (in file
+/// order): MCP servers that run as sidecars, and triggers. `k8s render` prints them as warnings,
+/// so a pool that would come up without a tool or a schedule does not look complete.
+pub(crate) fn not_rendered(af: &Agentfile) -> Vec<String> {
+    let mut out: Vec<String> = crate::pool::sidecar::Wanted::of(af)
+        .iter()
+        .map(|s| {
+            format!(
+                "MCP server `{}` runs as a sidecar (`image:` + `command:`), which is not rendered: \
+                 run it as a Deployment and Service yourself and give it a `url:` \
+                 (docs/kubernetes.md, \"Not covered\")",
+                s.server
+            )
+        })
+        .collect();
+    out.extend(af.triggers.iter().map(|t| {
+        format!(
+            "{} trigger `{}` is not registered on Kubernetes: `ninetrix triggers` and `up` \
+             register triggers with an API they run beside (docs/kubernetes.md, \"Not covered\")",
+            t.kind_name(),
+            t.name
+        )
+    }));
+    out
+}
+
 /// Every object of `pool`, in a stable order: the API first, then each agent in file order.
 pub(crate) fn render(af: &Agentfile, pool: &str, opts: &RenderOptions) -> Vec<Value> {
     let mut out = api(pool, opts);
@@ -863,6 +889,29 @@ agents:
         assert_eq!(agent_name("prod", "writer"), "prod-writer");
         assert_eq!(agent_name("9lives", "writer"), "nx-9lives-writer");
         assert_eq!(agent_name("p", "w_").len(), "p-w".len() + 9);
+    }
+
+    #[test]
+    fn sidecars_and_triggers_are_named_as_not_rendered() {
+        assert_eq!(not_rendered(&example()), Vec::<String>::new());
+        let text = "name: p\nmcp_servers:\n  files:\n    image: registry.example/files:1\n    \
+                    command: [files-server]\n  remote:\n    url: http://files.example/mcp\n\
+                    triggers:\n  - name: nightly\n    type: schedule\n    cron: \"0 3 * * *\"\n    \
+                    message: go\nagents:\n  a:\n    runtime: { provider: anthropic, model: m }\n    \
+                    tools: [\"mcp://files\", \"mcp://remote\"]\n";
+        let af = ninetrix_proto::agentfile::parse("extras.yaml", text)
+            .unwrap_or_else(|r| panic!("{}", r.render(false)))
+            .agentfile;
+        let warnings = not_rendered(&af);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("MCP server `files` runs as a sidecar"),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings[1].starts_with("schedule trigger `nightly`"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
