@@ -12,50 +12,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::docker::{Pool, docker, kill_host_pid, text, wait_for};
-
-const SERVER_BIN: &str = env!("CARGO_BIN_EXE_mcp-lines-server");
-
-/// Builds the server's own image (what a team would have): FROM scratch + the static server.
-fn server_image(tag: &str) {
-    let ctx = tempfile::tempdir().unwrap();
-    std::fs::copy(SERVER_BIN, ctx.path().join("mcp-lines-server")).unwrap();
-    std::fs::write(
-        ctx.path().join("Dockerfile"),
-        "FROM scratch\nCOPY mcp-lines-server /mcp-lines-server\n",
-    )
-    .unwrap();
-    let out = std::process::Command::new("docker")
-        .args(["build", "-q", "-t", tag])
-        .arg(ctx.path())
-        .env("DOCKER_BUILDKIT", "0")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker build: {}", text(&out));
-}
-
-/// The server's journal in the sidecar: the tools of the calls it started.
-fn journal(container: &str) -> Vec<String> {
-    let dir = tempfile::tempdir().unwrap();
-    let dest = dir.path().join("journal");
-    let ok = std::process::Command::new("docker")
-        .args(["cp", &format!("{container}:/data/journal")])
-        .arg(&dest)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap()
-        .success();
-    if !ok {
-        return Vec::new();
-    }
-    std::fs::read_to_string(dest)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|v| v["tool"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
+use support::docker::{
+    Pool, docker, kill_host_pid, lines_journal as journal, lines_server_image as server_image,
+    text, wait_for,
+};
 
 fn count(journal: &[String], tool: &str) -> usize {
     journal.iter().filter(|t| *t == tool).count()

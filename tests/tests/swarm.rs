@@ -9,8 +9,8 @@
 //! its old thread back; a service update mid-turn (`up --swarm --force-recreate`) stops each
 //! task before its replacement resumes the turn; a stale copy of a slot (its process paused
 //! while an update starts a new task first) is fenced when it wakes; a batch agent runs as a
-//! replicated job; `ps`, `logs`, `invoke` and `trace` read the swarm; `down --purge` removes
-//! every object.
+//! replicated job; an agent's write goes once through a sidecar MCP server deployed as a service;
+//! `ps`, `logs`, `invoke` and `trace` read the swarm; `down --purge` removes every object.
 
 mod support;
 
@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::docker::{Pool, SECRET, docker, text, wait_for};
+use support::docker::{Pool, SECRET, docker, lines_journal, lines_server_image, text, wait_for};
 
 /// The swarm of the test: initialised here (and left in `Drop`, with the `docker_gwbridge`
 /// network `swarm init` makes, if there was none) unless the engine is in one.
@@ -78,6 +78,20 @@ impl Drop for Swarm {
     }
 }
 
+/// Images the story builds (the server's) or makes `up` build (the sidecar's), removed when it
+/// ends, after the services that use them (declare it before [`Leftovers`]).
+struct Images(std::cell::RefCell<Vec<String>>);
+
+impl Drop for Images {
+    fn drop(&mut self) {
+        for image in self.0.borrow().iter() {
+            let _ = Command::new("docker")
+                .args(["image", "rm", "-f", image])
+                .output();
+        }
+    }
+}
+
 /// Removes whatever the pool left on the swarm (by label), before the swarm is left.
 struct Leftovers(String);
 
@@ -101,7 +115,12 @@ impl Drop for Leftovers {
     }
 }
 
-const AGENTS: &str = "agents:
+const AGENTS: &str = "mcp_servers:
+  lines:
+    image: IMAGE
+    command: [/mcp-lines-server, --dir, /data]
+    trusted: true
+agents:
   worker:
     runtime:
       provider: scripted
@@ -114,6 +133,13 @@ const AGENTS: &str = "agents:
     tools: [file_write, sleep]
     secrets: [TEST_SECRET]
     execution: { replicas: REPLICAS }
+  scribe:
+    runtime:
+      provider: scripted
+      script:
+        - tool_calls: [{ name: lines__append_line, args: { text: hello } }]
+        - text: Written.
+    tools: [mcp://lines/append_line]
   digest:
     runtime:
       provider: scripted
@@ -121,8 +147,15 @@ const AGENTS: &str = "agents:
     execution: { durability: false, task: digest }
 ";
 
-fn agents(replicas: u32) -> String {
-    AGENTS.replace("REPLICAS", &replicas.to_string())
+/// The sidecar server's own image for `pool` (built by the story, removed at its end).
+fn server_image(pool: &Pool) -> String {
+    format!("ninetrix-test-mcp-lines:{}", pool.name)
+}
+
+fn agents(pool: &Pool, replicas: u32) -> String {
+    AGENTS
+        .replace("REPLICAS", &replicas.to_string())
+        .replace("IMAGE", &server_image(pool))
 }
 
 /// `ps --json` rows of the pool (`-a`: with finished jobs).
@@ -259,7 +292,9 @@ fn boots(pool: &Pool, n: u32) -> Vec<i64> {
 #[test]
 fn the_swarm_story() {
     let pool = Pool::new("swarm");
-    pool.write(&agents(2));
+    let images = Images(vec![server_image(&pool)].into());
+    lines_server_image(&server_image(&pool));
+    pool.write(&agents(&pool, 2));
     // Outside a swarm: a clear error, nothing started.
     if docker(&["info", "--format", "{{.Swarm.LocalNodeState}}"]).trim() != "active" {
         let out = pool.ninetrix(&["up", "--swarm", "-f", pool.file().to_str().unwrap()]);
@@ -308,6 +343,8 @@ fn the_swarm_story() {
     for want in [
         "-api replicated",
         "-worker replicated",
+        "-scribe replicated",
+        "-mcp-lines replicated",
         "-digest replicated job",
     ] {
         assert!(
@@ -361,6 +398,59 @@ fn the_swarm_story() {
         text(&logs)
     );
 
+    // The sidecar MCP server: a service on the pool network, listed by `ps` as on one host; the
+    // scribe's write goes through it once.
+    let sidecar_service = format!("ninetrix-{}-mcp-lines", pool.name);
+    wait_for("the sidecar running", minute, || {
+        ps(&pool)
+            .iter()
+            .any(|r| r["agent"] == "mcp:lines" && r["state"] == "running")
+    });
+    let listed = || {
+        pool.replica_events("scribe", 1)
+            .iter()
+            .any(|e| e["type"] == "mcp_tools" && e["data"]["server"] == "lines")
+    };
+    let deadline = std::time::Instant::now() + minute;
+    while !listed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scribe did not list the sidecar's tools in a minute\nscribe:\n{}\nsidecar:\n{}",
+            text(&pool.ninetrix(&["logs", "-p", &pool.name, "--agent", "scribe"])),
+            docker(&["service", "logs", "--tail", "40", &sidecar_service])
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let written = pool.invoke("scribe", "write hello", &["--timeout", "120"]);
+    assert!(
+        written.status.success() && text(&written).contains("Written."),
+        "{}",
+        text(&written)
+    );
+    let sidecar_task = docker(&[
+        "ps",
+        "-q",
+        "--filter",
+        &format!("label=com.docker.swarm.service.name={sidecar_service}"),
+    ]);
+    let journal = lines_journal(sidecar_task.trim());
+    assert_eq!(
+        journal.iter().filter(|t| *t == "append_line").count(),
+        1,
+        "the write went through the sidecar once: {journal:?}"
+    );
+    images.0.borrow_mut().push(
+        docker(&[
+            "service",
+            "inspect",
+            &sidecar_service,
+            "--format",
+            "{{.Spec.TaskTemplate.ContainerSpec.Image}}",
+        ])
+        .trim()
+        .to_string(),
+    );
+
     // A task's process killed mid-turn: Swarm replaces the task in the same slot, its runner
     // resumes the same thread and the write is replayed from the ledger, not run again.
     let call = invoke(&pool, 1, "kill-1");
@@ -384,17 +474,17 @@ fn the_swarm_story() {
     assert!(text(&logs).contains("worker-1 |"), "{}", text(&logs));
 
     // Scale up: slot 3 gets a thread of its own. Scale down, then up: slot 2 keeps its thread.
-    pool.write(&agents(3));
+    pool.write(&agents(&pool, 3));
     pool.up(&["--swarm"]);
     wait_for("slot 3 running", minute, || running(&pool, 3));
     let third = slot(&pool, 3).unwrap()["thread_id"].clone();
     assert!(third.is_string() && third != first["thread_id"] && third != second["thread_id"]);
-    pool.write(&agents(1));
+    pool.write(&agents(&pool, 1));
     pool.up(&["--swarm"]);
     wait_for("slots 2 and 3 gone", minute, || {
         slot(&pool, 2).is_none() && slot(&pool, 3).is_none()
     });
-    pool.write(&agents(2));
+    pool.write(&agents(&pool, 2));
     pool.up(&["--swarm"]);
     wait_for("slot 2 running again", minute, || running(&pool, 2));
     assert_eq!(slot(&pool, 2).unwrap()["thread_id"], second["thread_id"]);

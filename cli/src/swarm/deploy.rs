@@ -1,7 +1,8 @@
 //! `ninetrix up --swarm`: makes a pool's Swarm objects what the agentfile says. Checks first
 //! (secrets on the host, the engine a swarm manager, the pool not running on this engine alone,
 //! the API's store), then: the image, the overlay network, the API's secrets and service (waited
-//! for), the replica counts and triggers, each agent's secrets and service (created, or updated:
+//! for), the replica counts and triggers, each sidecar MCP server's secrets and service (and the
+//! removal of sidecars no longer declared), each agent's secrets and service (created, or updated:
 //! Swarm replaces only the tasks whose spec changed, one at a time, each stopped before its
 //! replacement starts), the pool state, secrets no service uses any more, and a wait until every
 //! durable agent's tasks run.
@@ -25,7 +26,8 @@ use crate::pool::local_api::secret_file;
 use crate::pool::spec::Telemetry;
 use crate::pool::state::{self, ReplicaState, SwarmPool};
 use crate::swarm::spec::{
-    self as sw, AgentService, ApiStore, COMPONENT, POOL, Secret, api_service, api_store,
+    self as sw, AgentService, ApiStore, COMPONENT, POOL, Secret, SidecarService, api_service,
+    api_store,
 };
 use crate::ui::progress::Progress;
 
@@ -42,16 +44,17 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let af = parsed.agentfile;
     let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
     let sidecars = crate::pool::sidecar::Wanted::of(&af);
-    if let Some(first) = sidecars.first() {
-        bail!(
-            "MCP server `{}` runs as a sidecar (`command:`), which `up --swarm` does not deploy yet; give it a `url:` (an MCP server you run as a Swarm service yourself) or run the pool without --swarm",
-            first.server
-        );
-    }
     // Secrets first: nothing changes if one is missing.
     let mut host_secrets = BTreeMap::new();
     for agent in &af.agents {
         host_secrets.insert(agent.name.clone(), crate::pool::spec::host_secrets(agent)?);
+    }
+    let mut sidecar_values = BTreeMap::new();
+    for wanted in &sidecars {
+        sidecar_values.insert(wanted.server.clone(), wanted.host_secrets()?);
+    }
+    if let Some(clash) = sw::name_clash(&af, &pool) {
+        bail!("{clash}");
     }
     let triggers = crate::commands::up::registrations(&af.triggers)?;
     let docker = crate::docker::connect().await?;
@@ -78,11 +81,13 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::new(args.json);
     // The image: a registry reference every node can pull, or the one built here (then the
     // swarm's other nodes need it too: `docker save | docker load`, or --image).
+    // This binary, hashed once: it goes into the runner image and every sidecar image.
+    let mut binary = None;
     let (runner_image, images) = match &args.image {
         Some(reference) => (reference.clone(), HashMap::new()),
         None => {
-            let binary = image::this_binary()?;
-            let (img, built) = image::runner_image(&docker, &binary).await?;
+            let binary = binary.insert(image::this_binary()?);
+            let (img, built) = image::runner_image(&docker, binary).await?;
             progress.step(
                 "Image",
                 &img.tag,
@@ -91,7 +96,7 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
             let mut images = HashMap::new();
             for agent in &af.agents {
                 if let Some(base) = &agent.runtime.image {
-                    let own = image::agent_image(&docker, base, &binary).await?;
+                    let own = image::agent_image(&docker, base, binary).await?;
                     images.insert(agent.name.clone(), own.tag);
                 }
             }
@@ -167,6 +172,52 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         progress.step("Trigger", name, status);
     }
 
+    // The sidecar MCP servers, before the agents that call them (a runner that finds one not
+    // answering yet retries).
+    let mut sidecar_names = Vec::new();
+    if !sidecars.is_empty() {
+        let binary = match binary {
+            Some(b) => b,
+            None => image::this_binary()?,
+        };
+        for wanted in &sidecars {
+            let built = image::agent_image(&docker, &wanted.base, &binary).await?;
+            let values = &sidecar_values[&wanted.server];
+            let wanted_secrets = sw::sidecar_secrets(&key, &pool, &wanted.server, values);
+            let secrets = pool_secrets.ensure(&docker, wanted_secrets).await?;
+            let spec = SidecarService {
+                pool: &pool,
+                wanted,
+                image: &built.tag,
+                digest: &wanted.digest(&built.id, values),
+                node: &node,
+                network: &network,
+                secrets: &secrets,
+            }
+            .spec();
+            let status = upsert(&docker, spec, args.force_recreate).await?;
+            let name = sw::sidecar_service_name(&pool, &wanted.server);
+            progress.step("Sidecar", &name, status);
+            sidecar_names.push(name);
+        }
+    }
+    remove_other_sidecars(&docker, &pool, &sidecar_names, &progress).await?;
+    // Running before the runners boot, so they find their tools at once (a runner that finds a
+    // server down retries at its next turn).
+    let sidecar_tasks: Vec<(String, u32)> = sidecar_names.iter().map(|n| (n.clone(), 1)).collect();
+    let late = wait_running(
+        &docker,
+        &sidecar_tasks,
+        Duration::from_secs(args.wait_timeout),
+        &progress,
+    )
+    .await?;
+    if late > 0 {
+        eprintln!(
+            "warning: {late} MCP sidecar(s) did not start running; the agents that use them get an error from their tools until they do (`docker service ps` shows why)"
+        );
+    }
+
     // The agents.
     let mut started = Vec::new();
     for agent in &af.agents {
@@ -201,7 +252,10 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         let status = upsert(&docker, spec, args.force_recreate).await?;
         progress.step("Service", &sw::service_name(&pool, &agent.name), status);
         if agent.execution.durability {
-            started.push((agent.name.clone(), agent.execution.replicas));
+            started.push((
+                sw::service_name(&pool, &agent.name),
+                agent.execution.replicas,
+            ));
         }
         // The threads, by replica number, as the API keeps them (for `invoke`, `trace`, `ps`).
         let mut replicas = BTreeMap::new();
@@ -228,7 +282,6 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
 
     let failures = wait_running(
         &docker,
-        &pool,
         &started,
         Duration::from_secs(args.wait_timeout),
         &progress,
@@ -242,8 +295,12 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         outln!(
-            "pool {pool} is up on Swarm: {} service(s), its API on port {port}; `ninetrix ps -p {pool}` lists the tasks",
-            af.agents.len()
+            "pool {pool} is up on Swarm: {} agent service(s){}, its API on port {port}; `ninetrix ps -p {pool}` lists the tasks",
+            af.agents.len(),
+            match sidecars.len() {
+                0 => String::new(),
+                n => format!(" and {n} MCP sidecar(s)"),
+            }
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -270,6 +327,16 @@ async fn dry_run(
         ApiStore::Postgres { replicas } => format!("Postgres, {replicas} replica(s)"),
     };
     outln!("{} service {api}: the checkpoint API ({db})", verb(found));
+    for wanted in crate::pool::sidecar::Wanted::of(af) {
+        let name = sw::sidecar_service_name(pool, &wanted.server);
+        let found = exists(name.clone()).await;
+        outln!(
+            "{} service {name}: MCP server `{}` (sidecar of {})",
+            verb(found),
+            wanted.server,
+            wanted.base
+        );
+    }
     for agent in &af.agents {
         let name = sw::service_name(pool, &agent.name);
         let found = exists(name.clone()).await;
@@ -467,20 +534,34 @@ fn same_spec(current: &ServiceSpec, wanted: &ServiceSpec) -> bool {
         s.task_template.as_ref().map(|t| {
             let c = t.container_spec.clone().unwrap_or_default();
             let limits = t.resources.as_ref().and_then(|r| r.limits.clone());
+            // Swarm answers an unlimited restart count as 0.
             let restart = t
                 .restart_policy
                 .as_ref()
-                .map(|r| (r.condition, r.max_attempts));
+                .map(|r| (r.condition, r.max_attempts.filter(|n| *n != 0)));
+            // Swarm answers an empty list as none.
+            let listed = |v: Option<Vec<String>>| v.filter(|v| !v.is_empty());
             (
-                (c.image, c.args, c.env),
+                (c.image, c.args, listed(c.env)),
+                // A sidecar's configuration digest (a rebuilt image under the same tag).
+                c.labels
+                    .and_then(|l| l.get(crate::pool::spec::HASH).cloned()),
                 c.secrets
-                    .map(|s| s.into_iter().map(|s| s.secret_name).collect::<Vec<_>>()),
+                    .map(|s| {
+                        s.into_iter()
+                            .filter_map(|s| s.secret_name)
+                            .collect::<Vec<_>>()
+                    })
+                    .filter(|s| !s.is_empty()),
                 c.mounts.map(|m| {
                     m.into_iter()
                         .map(|m| (m.target, m.source))
                         .collect::<Vec<_>>()
                 }),
-                limits.map(|l| (l.nano_cpus, l.memory_bytes)),
+                // …and no limits as an empty `Resources`.
+                limits
+                    .map(|l| (l.nano_cpus, l.memory_bytes))
+                    .filter(|l| *l != (None, None)),
                 restart,
             )
         })
@@ -494,6 +575,35 @@ fn same_spec(current: &ServiceSpec, wanted: &ServiceSpec) -> bool {
         })
     };
     task(current) == task(wanted) && replicas(current) == replicas(wanted)
+}
+
+/// Sidecar services of servers no longer declared (or no longer sidecars): removed, as `up`
+/// removes such sidecars on one host — a sidecar is the pool's, not a piece of user state.
+async fn remove_other_sidecars(
+    docker: &Docker,
+    pool: &str,
+    keep: &[String],
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let services = docker
+        .list_services(Some(ListServicesOptions {
+            filters: Some(pool_filter(pool, &[(COMPONENT, "mcp")])),
+            ..ListServicesOptions::default()
+        }))
+        .await?;
+    for service in services {
+        let name = service.spec.and_then(|s| s.name).unwrap_or_default();
+        if keep.contains(&name) {
+            continue;
+        }
+        let id = service.id.unwrap_or_default();
+        docker
+            .delete_service(&id)
+            .await
+            .with_context(|| format!("cannot remove the sidecar service {name}"))?;
+        progress.step("Sidecar", &name, "Removed");
+    }
+    Ok(())
 }
 
 /// Services of agents no longer in the agentfile: removed with `--remove-orphans`, else named.
@@ -571,19 +681,17 @@ pub(crate) async fn prune_secrets(docker: &Docker, pool: &str) -> anyhow::Result
     Ok(())
 }
 
-/// Waits until each durable agent runs `replicas` tasks, one per slot; the number of slots that
-/// did not get there in time.
+/// Waits until each service (by name) runs its `replicas` tasks, one per slot; the number of
+/// slots that did not get there in time.
 async fn wait_running(
     docker: &Docker,
-    pool: &str,
-    agents: &[(String, u32)],
+    services: &[(String, u32)],
     timeout: Duration,
     progress: &Progress,
 ) -> anyhow::Result<usize> {
     let deadline = Instant::now() + timeout;
     let mut failures = 0;
-    for (agent, replicas) in agents {
-        let service = sw::service_name(pool, agent);
+    for (service, replicas) in services {
         loop {
             let tasks = docker
                 .list_tasks(Some(ListTasksOptions {
@@ -603,14 +711,14 @@ async fn wait_running(
                 .collect();
             let up = running.len() as u32;
             if up >= *replicas {
-                progress.step("Service", &service, "Running");
+                progress.step("Service", service, "Running");
                 break;
             }
             if Instant::now() >= deadline {
                 failures += (*replicas - up) as usize;
                 progress.fail(
                     "Service",
-                    &service,
+                    service,
                     &format!("{up} of {replicas} task(s) running"),
                 );
                 break;
@@ -652,5 +760,42 @@ mod tests {
         assert!(same_spec(&spec("a", 2), &spec("a", 2)));
         assert!(!same_spec(&spec("a", 2), &spec("b", 2)), "image");
         assert!(!same_spec(&spec("a", 2), &spec("a", 3)), "replicas");
+    }
+
+    /// What `up` sends and what Swarm answers for it differ in form only: an empty list is
+    /// none, no limits are an empty `Resources`, an unlimited restart count is 0. (Before this,
+    /// a sidecar and the API were "Updated" by every `up`.)
+    #[test]
+    fn swarm_s_way_of_saying_nothing_is_the_same_spec() {
+        use bollard::models::{
+            Limit, TaskSpecResources, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
+        };
+        let mut sent = spec("a", 1);
+        let mut answered = spec("a", 1);
+        let (s, a) = (
+            sent.task_template.as_mut().unwrap(),
+            answered.task_template.as_mut().unwrap(),
+        );
+        s.container_spec.as_mut().unwrap().env = Some(vec![]);
+        s.container_spec.as_mut().unwrap().secrets = Some(vec![]);
+        s.restart_policy = Some(TaskSpecRestartPolicy {
+            condition: Some(TaskSpecRestartPolicyConditionEnum::ANY),
+            ..TaskSpecRestartPolicy::default()
+        });
+        a.resources = Some(TaskSpecResources {
+            limits: Some(Limit::default()),
+            ..TaskSpecResources::default()
+        });
+        a.restart_policy = Some(TaskSpecRestartPolicy {
+            condition: Some(TaskSpecRestartPolicyConditionEnum::ANY),
+            max_attempts: Some(0),
+            ..TaskSpecRestartPolicy::default()
+        });
+        assert!(same_spec(&answered, &sent));
+        let mut budget = answered.clone();
+        if let Some(t) = budget.task_template.as_mut() {
+            t.restart_policy.as_mut().unwrap().max_attempts = Some(3);
+        }
+        assert!(!same_spec(&budget, &sent), "a real restart budget differs");
     }
 }

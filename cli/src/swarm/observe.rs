@@ -213,15 +213,18 @@ pub(crate) struct AgentServiceView {
     pub(crate) durable: bool,
     /// Its replicas (0 for a job).
     pub(crate) replicas: i64,
+    /// A sidecar MCP server's service (agent `mcp:<server>`), not a runner's.
+    pub(crate) sidecar: bool,
 }
 
-/// The agents' services of `pool` (only `agent`'s when given).
+/// The agents' services of `pool` (only `agent`'s when given), and its sidecar MCP servers'
+/// (agent `mcp:<server>`), as `ps` and `logs` show them on one host.
 pub(crate) async fn agent_services(
     docker: &Docker,
     pool: &str,
     agent: Option<&str>,
 ) -> anyhow::Result<Vec<AgentServiceView>> {
-    let mut labels = vec![format!("{POOL}={pool}"), format!("{COMPONENT}=runner")];
+    let mut labels = vec![format!("{POOL}={pool}")];
     if let Some(agent) = agent {
         labels.push(format!("{AGENT}={agent}"));
     }
@@ -236,7 +239,13 @@ pub(crate) async fn agent_services(
         .filter_map(|service| {
             let (id, spec) = (service.id?, service.spec?);
             let labels = spec.labels.unwrap_or_default();
+            let sidecar = match labels.get(COMPONENT).map(String::as_str) {
+                Some("runner") => false,
+                Some("mcp") => true,
+                _ => return None,
+            };
             Some(AgentServiceView {
+                sidecar,
                 id,
                 name: spec.name.unwrap_or_default(),
                 agent: labels.get(AGENT).cloned().unwrap_or_default(),
@@ -279,6 +288,7 @@ pub(crate) async fn slots(
             agent,
             durable,
             replicas,
+            sidecar,
         } = service;
         let tasks = docker
             .list_tasks(Some(ListTasksOptions {
@@ -305,8 +315,9 @@ pub(crate) async fn slots(
         for (slot, tasks) in by_slot {
             if let Some(mut view) = slot_view(&agent, &name, durable, slot, &tasks, &nodes) {
                 view.wanted = i64::from(slot) <= replicas;
-                // A task on this node: its runner's report, read from its container.
-                if view.state == "running"
+                // A runner's task on this node: its report, read from its container.
+                if !sidecar
+                    && view.state == "running"
                     && let Some(id) = &view.container_id
                     && docker.inspect_container(id, None).await.is_ok()
                 {

@@ -1,6 +1,7 @@
 //! `ninetrix down` for a pool on Swarm: the triggers first (nothing fires into a pool going
 //! down), with `--purge` the pool's threads while its API still runs, then the agents' services
-//! (each task gets its stop grace period to checkpoint), the API service, the pool's secrets and
+//! (each task gets its stop grace period to checkpoint), the sidecar MCP servers' services, the
+//! API service, the pool's secrets and
 //! its network. Thread data stays in the API's volume (SQLite) or database unless `--purge`,
 //! which also removes this node's volumes of the pool and the pool file. Every step runs even if
 //! an earlier one failed; the failures are reported together.
@@ -60,6 +61,8 @@ pub(crate) async fn down(
     // The agents first (each task checkpoints as it stops), then — with `--purge` — the threads,
     // which no runner can re-create any more, then the API.
     remove_services(docker, pool, "runner", stop_secs, progress, failures).await;
+    // The sidecar MCP servers, once no runner calls them.
+    remove_services(docker, pool, "mcp", stop_secs, progress, failures).await;
     let threads_gone = match (&api, purge) {
         (_, false) => true,
         (Some(api), true) => purge_threads(api, pool, progress, failures).await,

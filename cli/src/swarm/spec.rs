@@ -1,7 +1,8 @@
 //! The Swarm objects of a pool, as pure values (no Docker calls): names, labels, the secrets
 //! (named by a keyed digest of their value, since a Swarm secret cannot change), the API service
 //! and one service per agent — replicated with `on-failure` and `max_attempts: 3` for a durable
-//! agent, a `replicated-job` for a batch agent. Every replica's runner learns its replica number
+//! agent, a `replicated-job` for a batch agent — and one service per sidecar MCP server. Every
+//! replica's runner learns its replica number
 //! from `{{.Task.Slot}}` and asks the API for that replica's thread, so a task replaced on any
 //! node keeps its thread.
 
@@ -26,8 +27,8 @@ use crate::pool::spec::{AGENT, DURABLE, MAX_RESTARTS, STOP_TIMEOUT, VERSION};
 /// the network): the pool. Not the one-host pool label, so the one-host commands never mistake a
 /// task's container for one of theirs.
 pub(crate) const POOL: &str = "dev.ninetrix.swarm.pool";
-/// Label on every Swarm object of a pool: which part it is (`api`, `runner`, `secret`,
-/// `network`).
+/// Label on every Swarm object of a pool: which part it is (`api`, `runner`, `mcp` (a sidecar
+/// MCP server), `secret`, `network`).
 pub(crate) const COMPONENT: &str = "dev.ninetrix.component";
 /// Label on a secret: the name the runner reads it by (`/run/secrets/<NAME>`).
 pub(crate) const SECRET: &str = "dev.ninetrix.secret";
@@ -557,6 +558,143 @@ impl AgentService<'_> {
     }
 }
 
+/// A sidecar MCP server's service: `ninetrix-<pool>-mcp-<server>`, one task that Swarm restarts
+/// whatever its exit (one host's `unless-stopped`), on the pool's network under the alias
+/// `mcp-<server>` the runners call, its secrets under `/run/secrets` (the bridge hands them to
+/// the server process only). The sidecar image (the server's image plus this binary) is built on
+/// the node `up` runs on and exists only there, so the task is pinned to that node.
+pub(crate) struct SidecarService<'a> {
+    /// The pool.
+    pub(crate) pool: &'a str,
+    /// The server.
+    pub(crate) wanted: &'a crate::pool::sidecar::Wanted,
+    /// The sidecar image's tag.
+    pub(crate) image: &'a str,
+    /// Its configuration digest ([`crate::pool::sidecar::Wanted::digest`]: image ID, command,
+    /// settings, secret values hashed), a label of its task: a rebuilt image under the same tag,
+    /// or a changed secret, changes the task and Swarm replaces it.
+    pub(crate) digest: &'a str,
+    /// The node the image was built on (its ID).
+    pub(crate) node: &'a str,
+    /// The pool's overlay network (its ID).
+    pub(crate) network: &'a str,
+    /// Its secrets, each with its Swarm ID.
+    pub(crate) secrets: &'a [(Secret, String)],
+}
+
+/// `ninetrix-<pool>-mcp-<server>`, as the sidecar's container is named on one host.
+pub(crate) fn sidecar_service_name(pool: &str, server: &str) -> String {
+    crate::pool::sidecar::container_name(pool, server)
+}
+
+impl SidecarService<'_> {
+    /// The service (see the type's documentation).
+    pub(crate) fn spec(&self) -> ServiceSpec {
+        use crate::pool::sidecar::{MCP_SERVER, agent_label};
+        use ninetrix_proto::agentfile::mcp;
+        let w = self.wanted;
+        let mut container_labels = labels(self.pool, "mcp");
+        container_labels.insert(AGENT.into(), agent_label(&w.server));
+        container_labels.insert(MCP_SERVER.into(), w.server.clone());
+        container_labels.insert(crate::pool::spec::HASH.into(), self.digest.to_string());
+        let mut service_labels = container_labels.clone();
+        service_labels.insert(DURABLE.into(), "true".into());
+        ServiceSpec {
+            name: Some(sidecar_service_name(self.pool, &w.server)),
+            labels: Some(service_labels),
+            task_template: Some(TaskSpec {
+                container_spec: Some(TaskSpecContainerSpec {
+                    image: Some(self.image.to_string()),
+                    args: Some(w.cmd()),
+                    hostname: Some(mcp::sidecar_host(&w.server)),
+                    env: Some(w.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+                    labels: Some(container_labels),
+                    secrets: Some(self.secrets.iter().map(|(s, id)| s.reference(id)).collect()),
+                    init: Some(true),
+                    // The bridge's own health endpoint, as on one host, but checked every 5 s:
+                    // Swarm counts a task with a healthcheck as running only once it is
+                    // healthy, and the runners boot after that (an Engine before API 1.44 has
+                    // no faster start interval).
+                    health_check: Some(HealthConfig {
+                        test: Some(vec![
+                            "CMD".into(),
+                            "/ninetrix".into(),
+                            "health".into(),
+                            "--url".into(),
+                            format!("http://127.0.0.1:{}/health", mcp::SIDECAR_PORT),
+                        ]),
+                        interval: Some(5 * SECOND_NS),
+                        timeout: Some(5 * SECOND_NS),
+                        start_period: Some(30 * SECOND_NS),
+                        retries: Some(3),
+                        ..HealthConfig::default()
+                    }),
+                    ..TaskSpecContainerSpec::default()
+                }),
+                restart_policy: Some(TaskSpecRestartPolicy {
+                    condition: Some(TaskSpecRestartPolicyConditionEnum::ANY),
+                    delay: Some(SECOND_NS),
+                    ..TaskSpecRestartPolicy::default()
+                }),
+                placement: Some(TaskSpecPlacement {
+                    constraints: Some(vec![format!("node.id=={}", self.node)]),
+                    ..TaskSpecPlacement::default()
+                }),
+                networks: Some(vec![NetworkAttachmentConfig {
+                    target: Some(self.network.to_string()),
+                    aliases: Some(vec![mcp::sidecar_host(&w.server)]),
+                    ..NetworkAttachmentConfig::default()
+                }]),
+                ..TaskSpec::default()
+            }),
+            mode: Some(ServiceSpecMode {
+                replicated: Some(ServiceSpecModeReplicated { replicas: Some(1) }),
+                ..ServiceSpecMode::default()
+            }),
+            // Round-robin DNS, as the API's: `mcp-<server>` resolves to the task itself, which
+            // the runners reach without IPVS.
+            endpoint_spec: Some(EndpointSpec {
+                mode: Some(EndpointSpecModeEnum::DNSRR),
+                ..EndpointSpec::default()
+            }),
+            ..ServiceSpec::default()
+        }
+    }
+}
+
+/// An agent whose service would have a sidecar's name (agent `mcp-lines` beside the sidecar of
+/// server `lines`: both `ninetrix-<pool>-mcp-lines`), said as the error `up --swarm` gives.
+pub(crate) fn name_clash(af: &ninetrix_proto::agentfile::Agentfile, pool: &str) -> Option<String> {
+    let sidecars = crate::pool::sidecar::Wanted::of(af);
+    af.agents.iter().find_map(|agent| {
+        let name = service_name(pool, &agent.name);
+        sidecars
+            .iter()
+            .find(|w| sidecar_service_name(pool, &w.server) == name)
+            .map(|w| {
+                format!(
+                    "agent `{}` and the sidecar of MCP server `{}` would both be the Swarm \
+                     service {name}: rename the agent or the server",
+                    agent.name, w.server
+                )
+            })
+    })
+}
+
+/// A sidecar's secrets as Swarm secrets, owned by `mcp:<server>`.
+pub(crate) fn sidecar_secrets(
+    key: &[u8; 32],
+    pool: &str,
+    server: &str,
+    values: &BTreeMap<String, String>,
+) -> Vec<Secret> {
+    let owner = crate::pool::sidecar::agent_label(server);
+    values
+        .iter()
+        .map(|(name, value)| Secret::new(key, pool, Some(&owner), name, value))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +717,87 @@ mod tests {
             .env
             .clone()
             .unwrap()
+    }
+
+    #[test]
+    fn a_sidecar_is_one_task_always_restarted_pinned_to_its_image_node_under_its_alias() {
+        let af = agentfile(
+            "name: shop\nmcp_servers:\n  lines:\n    image: srv:1\n    command: [/srv, --dir, /data]\n    \
+             env: {MODE: fast}\n    secrets: [LINES_TOKEN]\nagents:\n  a:\n    \
+             runtime: {provider: scripted, script: [hi]}\n    tools: [\"mcp://lines\"]\n",
+        );
+        let wanted = &crate::pool::sidecar::Wanted::of(&af)[0];
+        let key = naming_key("s", "a");
+        let values = [("LINES_TOKEN".to_string(), "tok-secret-value".to_string())].into();
+        let secrets: Vec<(Secret, String)> = sidecar_secrets(&key, "shop", "lines", &values)
+            .into_iter()
+            .map(|s| (s, "sid".to_string()))
+            .collect();
+        let spec = SidecarService {
+            pool: "shop",
+            wanted,
+            image: "ninetrix/agent:x",
+            digest: "d1",
+            node: "node1",
+            network: "net1",
+            secrets: &secrets,
+        }
+        .spec();
+        assert_eq!(spec.name.as_deref(), Some("ninetrix-shop-mcp-lines"));
+        let task = spec.task_template.as_ref().unwrap();
+        let c = task.container_spec.as_ref().unwrap();
+        let args = c.args.clone().unwrap();
+        assert_eq!(args[0], "mcp-bridge");
+        let tail: Vec<&str> = args.iter().map(String::as_str).skip(3).collect();
+        assert_eq!(
+            tail,
+            ["--secret", "LINES_TOKEN", "--", "/srv", "--dir", "/data"]
+        );
+        assert_eq!(c.env.clone().unwrap(), ["MODE=fast"]);
+        let mounted = &c.secrets.as_ref().unwrap()[0];
+        assert_eq!(
+            mounted.file.as_ref().unwrap().name.as_deref(),
+            Some("LINES_TOKEN")
+        );
+        assert_eq!(
+            task.placement
+                .as_ref()
+                .unwrap()
+                .constraints
+                .clone()
+                .unwrap(),
+            ["node.id==node1"]
+        );
+        let network = &task.networks.as_ref().unwrap()[0];
+        assert_eq!(network.aliases.clone().unwrap(), ["mcp-lines"]);
+        assert_eq!(
+            task.restart_policy.as_ref().unwrap().condition,
+            Some(TaskSpecRestartPolicyConditionEnum::ANY)
+        );
+        assert_eq!(
+            spec.endpoint_spec.as_ref().unwrap().mode,
+            Some(EndpointSpecModeEnum::DNSRR)
+        );
+        let l = spec.labels.clone().unwrap();
+        assert_eq!(l[COMPONENT], "mcp");
+        assert_eq!(l[AGENT], "mcp:lines");
+        assert_eq!(secrets[0].0.labels("shop")[AGENT], "mcp:lines");
+        let text = serde_json::to_string(&spec).unwrap();
+        assert!(!text.contains("tok-secret-value"), "{text}");
+    }
+
+    #[test]
+    fn an_agent_named_like_a_sidecar_service_is_refused() {
+        let file = "name: shop\nmcp_servers:\n  lines:\n    image: srv:1\n    command: [/srv]\n\
+                    agents:\n  mcp-lines:\n    runtime: {provider: scripted, script: [hi]}\n    \
+                    tools: [\"mcp://lines\"]\n";
+        let clash = name_clash(&agentfile(file), "shop").unwrap();
+        assert!(
+            clash.contains("agent `mcp-lines`") && clash.contains("server `lines`"),
+            "{clash}"
+        );
+        assert!(clash.contains("ninetrix-shop-mcp-lines"), "{clash}");
+        assert_eq!(name_clash(&agentfile(FILE), "shop"), None);
     }
 
     #[test]

@@ -323,3 +323,50 @@ impl Pool {
             .collect()
     }
 }
+
+/// Builds the image a team would have for tests/src/bin/mcp_lines_server.rs: `FROM scratch` +
+/// the static server, tagged `tag` (classic builder: offline).
+pub(crate) fn lines_server_image(tag: &str) {
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_mcp-lines-server"),
+        ctx.path().join("mcp-lines-server"),
+    )
+    .unwrap();
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        "FROM scratch\nCOPY mcp-lines-server /mcp-lines-server\n",
+    )
+    .unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", tag])
+        .arg(ctx.path())
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker build: {}", text(&out));
+}
+
+/// The lines server's journal in `container` (run with `--dir /data`): the tools of the calls
+/// it started, in order (empty while there is none).
+pub(crate) fn lines_journal(container: &str) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("journal");
+    let ok = Command::new("docker")
+        .args(["cp", &format!("{container}:/data/journal")])
+        .arg(&dest)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    if !ok {
+        return Vec::new();
+    }
+    std::fs::read_to_string(dest)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["tool"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
