@@ -39,6 +39,18 @@ pub(crate) fn agent_label(server: &str) -> String {
     format!("mcp:{server}")
 }
 
+/// The sidecar's healthcheck command (on one host and on Swarm): the bridge's own health
+/// endpoint, asked by this binary (the image has no shell and no curl).
+pub(crate) fn health_test() -> Vec<String> {
+    vec![
+        "CMD".into(),
+        "/ninetrix".into(),
+        "health".into(),
+        "--url".into(),
+        format!("http://127.0.0.1:{}/health", mcp::SIDECAR_PORT),
+    ]
+}
+
 /// A sidecar the agentfile wants.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Wanted {
@@ -153,13 +165,7 @@ impl Wanted {
             // The bridge's own health endpoint: `ps` shows the sidecar healthy while its server
             // process runs.
             healthcheck: Some(HealthConfig {
-                test: Some(vec![
-                    "CMD".into(),
-                    "/ninetrix".into(),
-                    "health".into(),
-                    "--url".into(),
-                    format!("http://127.0.0.1:{}/health", mcp::SIDECAR_PORT),
-                ]),
+                test: Some(health_test()),
                 interval: Some(15_000_000_000),
                 timeout: Some(10_000_000_000),
                 start_period: Some(30_000_000_000),

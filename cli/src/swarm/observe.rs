@@ -49,6 +49,9 @@ pub(crate) struct SlotView {
     pub(crate) since_ms: Option<i64>,
     /// The runner's health report, when the task runs on this node.
     pub(crate) report: Option<Seen>,
+    /// A sidecar MCP server's slot: Swarm restarts it whatever its exit and however often, so
+    /// a task of it that stopped is always on its way back, never "gave up".
+    pub(crate) always_restarted: bool,
 }
 
 impl SlotView {
@@ -85,7 +88,8 @@ impl SlotView {
         // So is a slot whose task Swarm shut down (an update) while the slot is still wanted.
         let failed = matches!(self.state.as_str(), "failed" | "rejected");
         let shut_down = self.state == "shutdown" && self.wanted;
-        let replacing = self.durable && ((failed && self.restarts < MAX_RESTARTS) || shut_down);
+        let replacing = (self.always_restarted && !running && self.wanted)
+            || (self.durable && ((failed && self.restarts < MAX_RESTARTS) || shut_down));
         let on_its_way = on_its_way || replacing;
         let mut facts = Facts {
             liveness: Liveness {
@@ -198,6 +202,7 @@ pub(crate) fn slot_view(
                     .map(|t| t.timestamp_millis())
             }),
         report: None,
+        always_restarted: false,
     })
 }
 
@@ -315,6 +320,7 @@ pub(crate) async fn slots(
         for (slot, tasks) in by_slot {
             if let Some(mut view) = slot_view(&agent, &name, durable, slot, &tasks, &nodes) {
                 view.wanted = i64::from(slot) <= replicas;
+                view.always_restarted = sidecar;
                 // A runner's task on this node: its report, read from its container.
                 if !sidecar
                     && view.state == "running"
@@ -385,6 +391,20 @@ mod tests {
         assert_eq!(v.node.as_deref(), Some("host-a"));
         assert_eq!(v.task_name(), "ninetrix-p-writer.2");
         assert!(v.facts().liveness.running);
+    }
+
+    #[test]
+    fn a_sidecar_that_failed_again_and_again_is_restarting_not_given_up() {
+        let failed = |n| task(n, TaskState::FAILED, TaskState::SHUTDOWN, Some(1));
+        let mut v = view(&[failed(1), failed(2), failed(3), failed(4), failed(5)]);
+        v.always_restarted = true;
+        let facts = v.facts();
+        assert!(
+            facts.liveness.restarting,
+            "Swarm restarts it whatever its exit"
+        );
+        assert!(!facts.liveness.gave_up(true));
+        assert_eq!(facts.state, "restarting");
     }
 
     #[test]

@@ -2,9 +2,8 @@
 //! (named by a keyed digest of their value, since a Swarm secret cannot change), the API service
 //! and one service per agent — replicated with `on-failure` and `max_attempts: 3` for a durable
 //! agent, a `replicated-job` for a batch agent — and one service per sidecar MCP server. Every
-//! replica's runner learns its replica number
-//! from `{{.Task.Slot}}` and asks the API for that replica's thread, so a task replaced on any
-//! node keeps its thread.
+//! replica's runner learns its replica number from `{{.Task.Slot}}` and asks the API for that
+//! replica's thread, so a task replaced on any node keeps its thread.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -616,13 +615,7 @@ impl SidecarService<'_> {
                     // healthy, and the runners boot after that (an Engine before API 1.44 has
                     // no faster start interval).
                     health_check: Some(HealthConfig {
-                        test: Some(vec![
-                            "CMD".into(),
-                            "/ninetrix".into(),
-                            "health".into(),
-                            "--url".into(),
-                            format!("http://127.0.0.1:{}/health", mcp::SIDECAR_PORT),
-                        ]),
+                        test: Some(crate::pool::sidecar::health_test()),
                         interval: Some(5 * SECOND_NS),
                         timeout: Some(5 * SECOND_NS),
                         start_period: Some(30 * SECOND_NS),
