@@ -163,8 +163,9 @@ pub(crate) fn not_rendered(af: &Agentfile) -> Vec<String> {
         .collect();
     out.extend(af.triggers.iter().map(|t| {
         format!(
-            "{} trigger `{}` is not registered on Kubernetes: `ninetrix triggers` and `up` \
-             register triggers with an API they run beside (docs/kubernetes.md, \"Not covered\")",
+            "{} trigger `{}` is not registered: `k8s render` registers nothing with the API; \
+             register the pool's triggers with `PUT /v1/pools/<pool>/triggers` (docs/api.md, \
+             \"Triggers\")",
             t.kind_name(),
             t.name
         )
