@@ -205,11 +205,25 @@ async fn sigkill_at_random_times_many_times_over() {
             .admin
             .send(s.thread, &format!("message {i}"), &format!("k{i}"))
             .await;
-        let mut runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+        // The per-turn restart budget off (as in the chaos suite): this test's invariant is
+        // exactly-once through any number of kills of one turn; the budget has its own test.
+        let mut runner = Runner::start_with_env(
+            &s.api.url,
+            s.thread,
+            &appender_spec(),
+            &s.workspace,
+            &[("AGENTFILE_TURN_RESTARTS", "1000000")],
+        );
         tokio::time::sleep(Duration::from_millis(rng.next(120))).await;
         runner.kill();
     }
-    let _runner = Runner::start(&s.api.url, s.thread, &appender_spec(), &s.workspace);
+    let _runner = Runner::start_with_env(
+        &s.api.url,
+        s.thread,
+        &appender_spec(),
+        &s.workspace,
+        &[("AGENTFILE_TURN_RESTARTS", "1000000")],
+    );
     s.admin
         .wait_done(s.thread, last_seq, Duration::from_secs(60))
         .await;
