@@ -69,12 +69,10 @@ impl LogsArgs {
 
     /// `--since` as Docker's Unix seconds.
     pub(crate) fn since_secs(&self) -> anyhow::Result<Option<i32>> {
-        Ok(self
-            .since
+        self.since
             .as_deref()
-            .map(|s| parse_since(s, Utc::now()))
-            .transpose()?
-            .map(|t| t.timestamp() as i32))
+            .map(|s| since_unix_secs(s, Utc::now()))
+            .transpose()
     }
 }
 
@@ -142,7 +140,8 @@ fn parse(stream: &'static str, raw: &[u8]) -> Option<Line> {
     })
 }
 
-/// `--since`: RFC 3339, or relative (`45s`, `10m`, `2h`, `1d`).
+/// `--since`: RFC 3339, or relative (`45s`, `10m`, `2h`, `1d`). A duration that reaches before
+/// any representable time is an error naming the flag, never an overflow.
 pub(crate) fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
@@ -151,14 +150,37 @@ pub(crate) fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTim
     let n: i64 = n.parse().with_context(|| {
         format!("--since `{s}`: use RFC 3339 (2026-01-01T10:00:00Z) or a duration like 10m")
     })?;
-    let secs = match unit {
-        "s" | "" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
+    let per_unit = match unit {
+        "s" | "" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
         _ => bail!("--since `{s}`: the unit must be s, m, h or d"),
     };
-    Ok(now - chrono::Duration::seconds(secs))
+    n.checked_mul(per_unit)
+        .and_then(chrono::Duration::try_seconds)
+        .and_then(|d| now.checked_sub_signed(d))
+        .with_context(|| {
+            format!("--since `{s}` reaches too far back; use a shorter duration, or leave --since out for every line")
+        })
+}
+
+/// `--since` as the Unix seconds Docker takes (a 32-bit count from 1970): a time before 1970
+/// or after 2038 is an error naming the flag and what to use instead.
+pub(crate) fn since_unix_secs(s: &str, now: DateTime<Utc>) -> anyhow::Result<i32> {
+    let t = parse_since(s, now)?;
+    if t.timestamp() < 0 {
+        bail!(
+            "--since `{s}` is before 1970 ({}), older than any log line; leave --since out for every line",
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
+    i32::try_from(t.timestamp()).with_context(|| {
+        format!(
+            "--since `{s}` is after 2038 ({}), beyond what Docker's log API takes; use a time before now",
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    })
 }
 
 /// The colours of the prefixes, one per source in turn.
@@ -468,5 +490,22 @@ mod tests {
         );
         assert!(parse_since("yesterday", now).is_err());
         assert!(parse_since("5y", now).is_err());
+    }
+
+    #[test]
+    fn since_too_far_back_or_ahead_is_an_error_naming_the_flag_never_a_panic() {
+        let now: DateTime<Utc> = "2026-01-01T10:00:00Z".parse().unwrap();
+        for far in ["100000000d", "9223372036854775807s", "99999999999999h"] {
+            let e = since_unix_secs(far, now).unwrap_err().to_string();
+            assert!(e.contains(&format!("--since `{far}`")), "{e}");
+            assert!(e.contains("leave --since out"), "{e}");
+        }
+        let e = since_unix_secs("30000d", now).unwrap_err().to_string();
+        assert!(e.contains("before 1970"), "{e}");
+        let e = since_unix_secs("2100-01-01T00:00:00Z", now)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("after 2038"), "{e}");
+        assert_eq!(since_unix_secs("10m", now).unwrap(), 1_767_261_000);
     }
 }
