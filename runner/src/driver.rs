@@ -1,5 +1,5 @@
 //! The runner's I/O around the engine: boot (claim, fetch, repair, resume), the inbox loop,
-//! model calls, tools through the ledger, checkpoints, and shutdown (DESIGN §6.2–6.9).
+//! model calls, tools through the ledger, checkpoints, and shutdown (docs/design.md §6.2–6.9).
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ use crate::tools::{self, ToolContext, ToolOutput};
 use ninetrix_mcp::client::CallError;
 use ninetrix_proto::agentfile::Effect as EffectClass;
 
-/// How the runner ended, as an exit code (DESIGN §6.8).
+/// How the runner ended, as an exit code (docs/design.md §6.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Exit {
     /// Done, stopped, or fenced: 0.
@@ -237,6 +237,9 @@ async fn run_with<C: Checkpoints>(
         events = events.with_spans(ThreadSpans::new(info, epoch, exporter.clone()));
     }
     health.attach(events.clone());
+    if let Some(warning) = crate::llm::unpriced_budget(spec) {
+        tracing::warn!("{warning}");
+    }
     let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace) {
         Ok(mcp) => mcp,
         Err(e) => return Exit::Failure(e.to_string()),

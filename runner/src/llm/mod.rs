@@ -103,8 +103,8 @@ pub(crate) struct RawTurn {
     pub(crate) model: String,
 }
 
-/// USD per million (input, output) tokens, by model-name prefix. Unknown models cost 0 (and a
-/// budget cannot be enforced for them; the runner logs that once).
+/// USD per million (input, output) tokens, by model-name prefix. Unknown models cost 0, so a
+/// budget cannot be enforced for them: the runner says so once, at boot ([`unpriced_budget`]).
 const PRICES: &[(&str, f64, f64)] = &[
     ("claude-opus-4-1", 15.0, 75.0),
     ("claude-opus-4-0", 15.0, 75.0),
@@ -124,6 +124,23 @@ const PRICES: &[(&str, f64, f64)] = &[
     ("o4-mini", 1.1, 4.4),
     ("o3", 2.0, 8.0),
 ];
+
+/// The warning for an agent whose `governance.max_budget_per_run` cannot bind: its model has no
+/// price in the table (its calls count $0). `None` without a budget, for a priced model, and for
+/// the `scripted` provider (which costs nothing).
+pub fn unpriced_budget(spec: &AgentSpec) -> Option<String> {
+    let budget = spec.governance.max_budget_per_run?;
+    if matches!(spec.runtime.provider, Provider::Scripted)
+        || cost(&spec.runtime.model, 0, 0).is_some()
+    {
+        return None;
+    }
+    Some(format!(
+        "governance.max_budget_per_run is ${budget:.2}, but model `{}` (runtime.model) has no \
+         price in ninetrix's table: its calls count $0, so the budget cannot stop a turn",
+        spec.runtime.model
+    ))
+}
 
 /// The price of a call, if the model is known.
 pub fn cost(model: &str, input_tokens: u64, output_tokens: u64) -> Option<f64> {
@@ -518,5 +535,40 @@ pub fn connect_error_text(cause: &NoAnswer, endpoint: &Endpoint) -> String {
         NoAnswer::ConnectTimeout => format!("timed out connecting to {} {key}", endpoint.base),
         NoAnswer::Timeout => format!("the request to {} timed out {key}", endpoint.base),
         NoAnswer::Other(why) => format!("cannot reach the model at {}: {why} {key}", endpoint.base),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(runtime: &str, governance: &str) -> AgentSpec {
+        let text = format!("agents:\n  a:\n    runtime: {runtime}\n{governance}");
+        ninetrix_proto::agentfile::parse("t.yaml", &text)
+            .unwrap_or_else(|r| panic!("{r:?}"))
+            .agentfile
+            .agents
+            .remove(0)
+    }
+
+    #[test]
+    fn a_budget_on_a_model_without_a_price_is_said_once_at_boot() {
+        let budget = "    governance: { max_budget_per_run: 2 }\n";
+        let unpriced = agent(
+            "{ provider: openai, model: my-local-model, base_url: 'http://127.0.0.1:1/v1' }",
+            budget,
+        );
+        let warning = unpriced_budget(&unpriced).expect("a warning");
+        assert!(warning.contains("`my-local-model`"), "{warning}");
+        assert!(warning.contains("$2.00"), "{warning}");
+        let priced = agent("{ provider: openai, model: gpt-5-mini }", budget);
+        assert_eq!(unpriced_budget(&priced), None);
+        let no_budget = agent(
+            "{ provider: openai, model: my-local-model, base_url: 'http://127.0.0.1:1/v1' }",
+            "",
+        );
+        assert_eq!(unpriced_budget(&no_budget), None);
+        let scripted = agent("{ provider: scripted, script: [hi] }", budget);
+        assert_eq!(unpriced_budget(&scripted), None);
     }
 }
