@@ -1,4 +1,4 @@
-//! The ninetrix checkpoint API (DESIGN §6–8): threads, claims and fencing, append-only
+//! The ninetrix checkpoint API (docs/design.md §6–8): threads, claims and fencing, append-only
 //! checkpoints, the tool-call ledger, the inbox and trace events, over HTTP, stored in SQLite or
 //! Postgres.
 //!

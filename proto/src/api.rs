@@ -1,4 +1,4 @@
-//! The checkpoint API's request and response types (DESIGN §7), shared by the server, the runner
+//! The checkpoint API's request and response types (docs/design.md §7), shared by the server, the runner
 //! and the CLI so the two sides cannot drift apart.
 //!
 //! Every request type rejects unknown fields. Times are RFC 3339 in UTC. No type here holds a
@@ -328,7 +328,7 @@ pub struct Usage {
     pub cost_usd: f64,
 }
 
-/// The small state written with every checkpoint (DESIGN §6.1).
+/// The small state written with every checkpoint (docs/design.md §6.1).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -504,7 +504,7 @@ pub struct ToolCallIntent {
     #[serde(deserialize_with = "int::any")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub epoch: u64,
-    /// The ledger key (DESIGN §6.5): 1 to 128 characters.
+    /// The ledger key (docs/design.md §6.5): 1 to 128 characters.
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub key: String,
     /// The turn the call belongs to.
@@ -570,7 +570,7 @@ pub struct ToolCallRecord {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommitIntent {
-    /// The ledger key (DESIGN §6.5): 1 to 128 characters.
+    /// The ledger key (docs/design.md §6.5): 1 to 128 characters.
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub key: String,
     /// The turn the call belongs to.

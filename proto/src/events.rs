@@ -29,7 +29,7 @@ pub enum TraceEvent {
     /// The runner claimed its thread, restored it and serves it: an interrupted turn, if any, is
     /// being resumed (`resuming`), new messages are taken after it.
     Ready(Ready),
-    /// Boot cut an inconsistent history back (DESIGN §6.4).
+    /// Boot cut an inconsistent history back (docs/design.md §6.4).
     Repair(Repair),
     /// Boot kept an interrupted assistant message and will run its remaining calls
     /// (`resume: complete`).

@@ -1,4 +1,4 @@
-//! The provider-neutral message model (DESIGN §5).
+//! The provider-neutral message model (docs/design.md §5).
 //!
 //! A thread's history is a list of [`Message`]s made of typed [`Block`]s. Providers translate to
 //! and from this model (Anthropic puts tool results in a user message and needs thinking blocks

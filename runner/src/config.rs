@@ -1,4 +1,4 @@
-//! The runner's configuration: only environment variables (DESIGN §3) and secrets from
+//! The runner's configuration: only environment variables (docs/design.md §3) and secrets from
 //! `/run/secrets/<NAME>` or the environment. Anything missing or malformed is a [`ConfigError`]
 //! that names the variable; the process exits 2.
 

@@ -1,4 +1,4 @@
-//! The turn engine (DESIGN §6.3) as pure logic: a state machine that takes [`Input`]s (a restored
+//! The turn engine (docs/design.md §6.3) as pure logic: a state machine that takes [`Input`]s (a restored
 //! thread, an inbox message, a model response, a tool result) and returns [`Effect`]s (commit a
 //! durable step, call the model, run a tool, emit an event, report a finished turn). It does no
 //! I/O: the driver performs the effects and feeds their outcomes back. Everything about *what

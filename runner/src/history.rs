@@ -1,4 +1,4 @@
-//! History rules and repair (DESIGN §6.4), as pure functions.
+//! History rules and repair (docs/design.md §6.4), as pure functions.
 //!
 //! A history is valid when every assistant message's tool calls are answered, in order, by the
 //! tool-result messages right after it, and no tool result answers a call that is not in the
@@ -235,7 +235,7 @@ fn first_difference(a: &[Message], b: &[Message]) -> Option<usize> {
     (common < a.len() || common < b.len()).then_some(common)
 }
 
-/// An error result for a call whose outcome cannot be known (DESIGN §6.5).
+/// An error result for a call whose outcome cannot be known (docs/design.md §6.5).
 pub fn outcome_unknown_text(tool: &str) -> String {
     format!(
         "The outcome of this `{tool}` call is unknown: the agent crashed after recording that it \

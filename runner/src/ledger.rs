@@ -1,4 +1,4 @@
-//! The tool-call ledger's rules (DESIGN §6.5), as pure functions: the key of a call —
+//! The tool-call ledger's rules (docs/design.md §6.5), as pure functions: the key of a call —
 //! `sha256(thread, turn_seq, tool, canonical args, occurrence)`, where occurrence counts earlier
 //! identical calls in the same turn, never the provider's call ID, which changes when a turn is
 //! re-run — and [`decide`], what to do with a call given what the ledger holds for its key:

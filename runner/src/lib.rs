@@ -1,4 +1,4 @@
-//! The ninetrix runner: the in-container agent runtime (DESIGN §5, §6, §10).
+//! The ninetrix runner: the in-container agent runtime (docs/design.md §5, §6, §10).
 //!
 //! Configured only by the environment (`config`), it claims its thread, restores and repairs the
 //! history, resumes an interrupted turn, then serves its inbox: each message is one turn of model

@@ -1,4 +1,4 @@
-//! A pool on Docker (DESIGN §9): the decisions of `up` ([`plan`], pure) and their execution
+//! A pool on Docker (docs/design.md §9): the decisions of `up` ([`plan`], pure) and their execution
 //! ([`apply`]), what Docker has ([`observed`]), container specs and names ([`spec`]), the pool
 //! state file ([`state`]), images ([`image`]), the checkpoint API a pool uses ([`local_api`]),
 //! which pool a command means ([`resolve`]), `up`'s readiness wait ([`ready`]) and what a

@@ -1,4 +1,4 @@
-//! Container specs for agent replicas (DESIGN §3): names, labels, env, restart policy, limits,
+//! Container specs for agent replicas (docs/design.md §3): names, labels, env, restart policy, limits,
 //! the workspace volume, and the configuration digest that decides whether `up` keeps or
 //! recreates a container. Secrets never enter any of these; the digest sees only a hash of their
 //! values. Also the one definition of "gave up" and of reading an agent's secrets on the host,

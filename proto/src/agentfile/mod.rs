@@ -1,4 +1,4 @@
-//! The agentfile (DESIGN §4): a YAML file naming a pool's agents, their models, tools, replicas
+//! The agentfile (docs/design.md §4): a YAML file naming a pool's agents, their models, tools, replicas
 //! and durability.
 //!
 //! [`parse`] turns text into a validated, resolved [`Agentfile`] or a [`Report`] of every problem

@@ -320,7 +320,7 @@ fn default_transfer_timeout_secs() -> u64 {
     super::defaults::TRANSFER_TIMEOUT_SECS
 }
 
-/// What resume does with a turn interrupted mid-tool-call (DESIGN §6.4).
+/// What resume does with a turn interrupted mid-tool-call (docs/design.md §6.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResumeMode {

@@ -1,4 +1,4 @@
-//! The builtin tools and their effect classes (DESIGN §6.5, §10).
+//! The builtin tools and their effect classes (docs/design.md §6.5, §10).
 //!
 //! The effect class decides what happens when a crash leaves a call without a recorded outcome:
 //! `read` and `idempotent` tools run again, `write` tools are never silently re-run.

@@ -1,4 +1,4 @@
-//! Builtin tools (DESIGN §10): file tools confined to the workspace, `http_request`, `shell`.
+//! Builtin tools (docs/design.md §10): file tools confined to the workspace, `http_request`, `shell`.
 //! A tool's failure is a result the model sees (`is_error`), never a crash of the runner. Every
 //! call runs under the agent's `tool_timeout`.
 
