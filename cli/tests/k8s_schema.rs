@@ -1,7 +1,7 @@
 //! `ninetrix k8s render` output validated against the Kubernetes schemas by the PyPI package
 //! `kubernetes-validate` (`python3 -m kubernetes_validate --strict -k 1.30.0 FILE`), for every
-//! example agentfile. Without the package the test prints a SKIPPED line and passes, unless
-//! NINETRIX_REQUIRE_KUBERNETES_VALIDATE=1 (CI) makes that a failure.
+//! example agentfile. Without the package the test says `SKIPPED: needs kubernetes-validate (…)`
+//! and passes, unless NINETRIX_REQUIRE_KUBERNETES_VALIDATE=1 (CI) makes that a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,28 +34,11 @@ fn examples() -> Vec<PathBuf> {
     out
 }
 
-fn validator_present() -> bool {
-    Command::new("python3")
-        .args(["-c", "import kubernetes_validate"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn rendered_manifests_pass_the_kubernetes_schemas() {
-    if !validator_present() {
-        if std::env::var("NINETRIX_REQUIRE_KUBERNETES_VALIDATE").as_deref() == Ok("1") {
-            panic!(
-                "NINETRIX_REQUIRE_KUBERNETES_VALIDATE=1 but python3 cannot import kubernetes_validate; \
-                 pip install kubernetes-validate"
-            );
-        }
-        println!(
-            "SKIPPED rendered_manifests_pass_the_kubernetes_schemas: python3 module kubernetes_validate \
-             is missing (pip install kubernetes-validate)"
-        );
+    let Some(python) = ninetrix_testkit::require(ninetrix_testkit::Need::KubernetesValidate) else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     for (i, example) in examples().iter().enumerate() {
         for namespace in [None, Some("agents")] {
@@ -78,7 +61,7 @@ fn rendered_manifests_pass_the_kubernetes_schemas() {
                 .path()
                 .join(format!("{i}-{}.yaml", namespace.unwrap_or("none")));
             std::fs::write(&file, &out.stdout).unwrap();
-            let check = Command::new("python3")
+            let check = Command::new(&python)
                 .args(["-m", "kubernetes_validate", "--strict", "--quiet"])
                 .args(["-k", KUBERNETES_VERSION])
                 .arg(&file)

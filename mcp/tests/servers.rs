@@ -4,7 +4,8 @@
 //! official Python SDK that can die mid-call.
 //!
 //! Needs `pip install mcp==2.3.0 mcp-server-time mcp-server-git` (CI installs them); without
-//! them the tests are reported skipped (see build.rs).
+//! them each test says `SKIPPED: needs …` and passes (`ninetrix-testkit`), unless
+//! `NINETRIX_REQUIRE_MCP=1`.
 
 use std::time::Duration;
 
@@ -58,11 +59,10 @@ fn http(url: &str) -> Endpoint {
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(ninetrix_mcp_servers),
-    ignore = "needs `pip install mcp==2.3.0 mcp-server-time mcp-server-git`"
-)]
 async fn the_time_server_answers_through_the_bridge() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let bridge = bridge(&["mcp-server-time", "--local-timezone", "UTC"]).await;
     let conn = Connection::open(&http(&bridge.url), T)
         .await
@@ -107,11 +107,10 @@ async fn the_time_server_answers_through_the_bridge() {
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(ninetrix_mcp_servers),
-    ignore = "needs `pip install mcp==2.3.0 mcp-server-time mcp-server-git`"
-)]
 async fn the_git_server_runs_as_a_stdio_child_on_a_local_repository() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let repo = dir.path();
     let git = |args: &[&str]| {
@@ -162,11 +161,10 @@ async fn the_git_server_runs_as_a_stdio_child_on_a_local_repository() {
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(ninetrix_mcp_servers),
-    ignore = "needs `pip install mcp==2.3.0 mcp-server-time mcp-server-git`"
-)]
 async fn a_server_that_dies_mid_call_is_lost_then_restarted_by_the_bridge() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let journal = dir.path().join("journal");
     let script = concat!(

@@ -1,14 +1,17 @@
 //! Support code for ninetrix's end-to-end tests: finding the real `ninetrix` binary the workspace
-//! built, and facts about the machine the tests run on.
+//! built (and refusing one older than its sources), and facts about the machine the tests run on.
 //!
-//! The tests themselves live in `tests/tests/*.rs`; they drive the real binary (and, as the
-//! orchestration lands, the real Docker Engine), never in-process shortcuts.
+//! The tests themselves live in `tests/tests/*.rs`; they drive the real binary and the real
+//! Docker Engine, never in-process shortcuts.
 
 use std::path::PathBuf;
 
-/// The `ninetrix` executable under test: `$NINETRIX_BIN` if set, else the one cargo built next to
-/// this test binary (`target/<triple>/<profile>/ninetrix`; `cargo nextest run --workspace` builds
-/// it, since the CLI crate has integration tests).
+/// The `ninetrix` executable under test: `$NINETRIX_BIN` if set (taken as it is), else the one
+/// cargo built next to this test binary (`target/<triple>/<profile>/ninetrix`; `cargo xtask test`
+/// builds it, since the CLI crate has integration tests). A built binary older than one of the
+/// sources it was built from (cargo's dep-info beside it) is refused, naming the command that
+/// rebuilds it: `cargo nextest run -p ninetrix-e2e` builds only this crate, and would otherwise
+/// test whatever `ninetrix` was built last.
 pub fn ninetrix_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("NINETRIX_BIN") {
         return PathBuf::from(path);
@@ -20,26 +23,34 @@ pub fn ninetrix_bin() -> PathBuf {
         .and_then(|deps| deps.parent())
         .expect("test binaries live in <profile>/deps");
     let bin = profile_dir.join("ninetrix");
+    let profile = profile_dir
+        .file_name()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rebuild = match profile.as_str() {
+        "debug" => "cargo build -p ninetrix-cli".to_string(),
+        "release" => "cargo build --release -p ninetrix-cli".to_string(),
+        other => format!("cargo build --profile {other} -p ninetrix-cli"),
+    };
     assert!(
         bin.exists(),
-        "{} does not exist: build it with `cargo build -p ninetrix-cli` or set NINETRIX_BIN",
+        "{} does not exist: build it with `{rebuild}` (or run the suite with `cargo xtask test`, \
+         which builds it), or set NINETRIX_BIN",
         bin.display()
     );
+    if let Some(source) = ninetrix_testkit::stale_source(&bin) {
+        panic!(
+            "{} is older than {}, one of its sources: these tests would test an old binary. \
+             Rebuild it with `{rebuild}` (or run the suite with `cargo xtask test`, which builds \
+             it), or set NINETRIX_BIN to test another binary",
+            bin.display(),
+            source.display()
+        );
+    }
     bin
 }
 
-/// Whether this process runs as root (read from /proc, without unsafe code).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
+pub use ninetrix_testkit::is_root;
 
 /// Facts read from an ELF executable's program headers.
 #[derive(Debug, PartialEq, Eq)]

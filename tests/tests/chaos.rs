@@ -7,7 +7,7 @@
 //! (`governance.human_approval`): a simulated person approves or rejects its requests at random
 //! moments — while runners and the API are being killed — and the checks add that each request
 //! was decided once, a rejected write never ran and an approved one at most once. Where the MCP
-//! packages are installed (see build.rs) a fourth agent writes through an MCP server (the Python
+//! packages are installed (`ninetrix-testkit`; else that part says SKIPPED) a fourth agent writes through an MCP server (the Python
 //! SDK test server, `append_line` verified by `count_lines`), and one more nemesis SIGKILLs that
 //! server and starts it again. A delegator hands every message to the appender as a durable
 //! handoff (`collaborators`): its turns, the appender's replicas serving the handed-over sessions
@@ -30,7 +30,7 @@
 //! replica has exactly one thread.
 //!
 //! CI profile: `NINETRIX_CHAOS_FAULTS` faults (default 50). Long profile:
-//! `NINETRIX_CHAOS_FAULTS=1000 cargo nextest run -p ninetrix-e2e --test chaos --no-capture`.
+//! `NINETRIX_CHAOS_FAULTS=1000 cargo xtask test -E 'binary_id(ninetrix-e2e::chaos)' --no-capture`.
 //! Every run prints its seed; `NINETRIX_SEED=<seed>` replays it.
 
 mod support;
@@ -45,7 +45,6 @@ use ninetrix_proto::api::{
     ApprovalStatus, DecisionRequest, ErrorCode, ThreadStatus, ToolCallStatus, Verdict,
 };
 use ninetrix_proto::{Role, ThreadId};
-#[cfg(ninetrix_mcp_servers)]
 use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
 
@@ -225,15 +224,14 @@ async fn chaos() {
     });
     let mut decisions = 0usize;
     // The MCP writer: its server works in the slot's workspace, so `lines` counts its writes.
-    #[cfg(ninetrix_mcp_servers)]
-    let mut mcp = {
-        let ws = dir.path().join("ws3");
-        std::fs::create_dir_all(&ws).unwrap();
-        let server = McpTestServer::start(&ws, &dir.path().join("mcp-journal"));
-        slots.push(slot(3, mcp_appender_spec(&server.url())));
-        server
-    };
-    #[cfg_attr(not(ninetrix_mcp_servers), allow(unused_mut))]
+    let mut mcp: Option<McpTestServer> =
+        ninetrix_testkit::require_part(ninetrix_testkit::Need::Mcp, "the MCP writer").map(|_| {
+            let ws = dir.path().join("ws3");
+            std::fs::create_dir_all(&ws).unwrap();
+            let server = McpTestServer::start(&ws, &dir.path().join("mcp-journal"));
+            slots.push(slot(3, mcp_appender_spec(&server.url())));
+            server
+        });
     let mut mcp_restarts = 0usize;
     // Sessions: two replicas of the appender serve 12 conversations beside their own threads.
     let agent = appender_spec()["name"].as_str().unwrap().to_string();
@@ -433,8 +431,9 @@ async fn chaos() {
             }
         }
         // SIGKILL of the MCP server (a call in flight is lost), then it comes back.
-        #[cfg(ninetrix_mcp_servers)]
-        if rng.next(8) == 0 {
+        if let Some(mcp) = &mut mcp
+            && rng.next(8) == 0
+        {
             mcp_restarts += 1;
             tokio::task::block_in_place(|| mcp.restart());
         }

@@ -6,8 +6,8 @@
 //! approval from the page, after which the agent's turn finishes. No console errors, and the
 //! token never appears in the page.
 //!
-//! Without Chromium the test is skipped (it says so); with `NINETRIX_REQUIRE_CHROMIUM=1` (CI) a
-//! missing browser fails it.
+//! Without Chromium the test says `SKIPPED: needs Chromium (…)` and passes; with
+//! `NINETRIX_REQUIRE_CHROMIUM=1` (CI) a missing browser fails it.
 
 mod support;
 
@@ -25,27 +25,10 @@ use support::{Gate, Hold, appender_spec};
 
 const ADMIN: &str = "console-test-admin-token-5150";
 
-/// The Chromium binary, or `None` (skipped) when it is not installed and not required.
+/// The Chromium binary, or `None` when the test is skipped for want of one (a failure with
+/// `NINETRIX_REQUIRE_CHROMIUM=1`).
 fn chromium() -> Option<String> {
-    for name in ["chromium", "chromium-browser"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {name}")])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-        if found.is_some() {
-            return found;
-        }
-    }
-    assert!(
-        std::env::var_os("NINETRIX_REQUIRE_CHROMIUM").is_none(),
-        "NINETRIX_REQUIRE_CHROMIUM is set but no chromium is installed (apt-get install chromium)"
-    );
-    eprintln!(
-        "SKIPPED (chromium): `apt-get install chromium` to test the web console in a browser"
-    );
-    None
+    ninetrix_testkit::require(ninetrix_testkit::Need::Chromium)
 }
 
 /// A headless Chromium spoken to over `--remote-debugging-pipe` (the DevTools protocol as

@@ -230,8 +230,10 @@ fn kill_pid(pid: u64) {
 }
 
 #[tokio::test]
-#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
 async fn sigkill_mid_mcp_write_reports_unknown_with_the_verifiers_answer_and_never_repeats_it() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let (_server, url) = s.server();
     let spec = spec(
@@ -273,8 +275,10 @@ async fn sigkill_mid_mcp_write_reports_unknown_with_the_verifiers_answer_and_nev
 }
 
 #[tokio::test]
-#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
 async fn sigkill_mid_mcp_read_runs_the_read_again() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let (_server, url) = s.server();
     let spec = spec(
@@ -300,8 +304,10 @@ async fn sigkill_mid_mcp_read_runs_the_read_again() {
 }
 
 #[tokio::test]
-#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
 async fn a_bridged_server_killed_mid_write_is_an_unknown_outcome_verified_after_its_restart() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let (_bridge, url) = s.bridged_server();
     let spec = spec(
@@ -358,11 +364,10 @@ agents:
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(ninetrix_mcp_servers),
-    ignore = "needs `pip install mcp==2.3.0 mcp-server-git`"
-)]
 async fn a_stdio_server_runs_inside_the_runner_and_its_trusted_annotations_set_the_classes() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let repo = s.root.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -484,11 +489,10 @@ fn bridge_binary(command: &[&str]) -> (Child, String) {
 }
 
 #[tokio::test]
-#[cfg_attr(
-    not(ninetrix_mcp_servers),
-    ignore = "needs `pip install mcp-server-time mcp-server-git`"
-)]
 async fn the_reference_servers_from_pypi_serve_a_turn_through_ninetrix_mcp_bridge() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let repo = s.root.join("repo");
     std::fs::create_dir(&repo).unwrap();
@@ -562,8 +566,10 @@ agents:
 }
 
 #[tokio::test]
-#[cfg_attr(not(ninetrix_mcp_servers), ignore = "needs `pip install mcp==2.3.0`")]
 async fn secret_values_are_scrubbed_from_mcp_results_and_events() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let (_server, url) = s.server();
     const VALUE: &str = "tok-5150-never-shown";

@@ -42,22 +42,10 @@ fn suffix() -> String {
         .collect()
 }
 
-/// `docker-compose` (v1), or `None` with a SKIPPED line when it is not installed (a failure with
+/// `docker-compose` (v1), or `None` when the test is skipped for want of it (a failure with
 /// `NINETRIX_REQUIRE_DOCKER_COMPOSE=1`, as CI sets).
 fn docker_compose() -> Option<Command> {
-    match Command::new("docker-compose").arg("version").output() {
-        Ok(out) if out.status.success() => Some(Command::new("docker-compose")),
-        _ => {
-            assert!(
-                std::env::var("NINETRIX_REQUIRE_DOCKER_COMPOSE").as_deref() != Ok("1"),
-                "NINETRIX_REQUIRE_DOCKER_COMPOSE=1 but docker-compose is not installed"
-            );
-            eprintln!(
-                "SKIPPED (docker-compose): `apt-get install docker-compose` to check docker/compose.yaml"
-            );
-            None
-        }
-    }
+    ninetrix_testkit::require(ninetrix_testkit::Need::DockerCompose).map(Command::new)
 }
 
 /// An image built from the test's binary with docker/Dockerfile.binary (the classic builder, as
@@ -163,21 +151,10 @@ fn the_image_from_the_binary_runs_the_binary() {
     }
 }
 
-/// The test Postgres, or `None` with a SKIPPED line (a failure with `NINETRIX_REQUIRE_POSTGRES=1`).
+/// The test Postgres, or `None` when the test is skipped for want of one (a failure with
+/// `NINETRIX_REQUIRE_POSTGRES=1`).
 fn postgres_url() -> Option<String> {
-    match std::env::var("NINETRIX_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("NINETRIX_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "NINETRIX_REQUIRE_POSTGRES=1 but NINETRIX_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!(
-                "SKIPPED (Postgres): set NINETRIX_TEST_POSTGRES_URL=postgres://… to run the compose API on Postgres"
-            );
-            None
-        }
-    }
+    ninetrix_testkit::require(ninetrix_testkit::Need::Postgres)
 }
 
 fn psql(url: &str, sql: &str) -> Output {

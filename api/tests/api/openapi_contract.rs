@@ -8,8 +8,9 @@
 //!   get past authentication and exercise claims, checkpoints, the ledger, the inbox and events,
 //!   and the admin routes answer their documented 403.
 //!
-//! Without schemathesis the test is compiled as ignored (reported as skipped, see `build.rs`);
-//! with `NINETRIX_REQUIRE_SCHEMATHESIS=1` (CI) a missing schemathesis fails it instead.
+//! Without schemathesis the test says `SKIPPED: needs schemathesis (…)` and passes
+//! (`ninetrix-testkit`); with `NINETRIX_REQUIRE_SCHEMATHESIS=1` (CI) a missing schemathesis fails
+//! it instead.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -51,24 +52,10 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit)|PUT /v1/pools/[^/]+/triggers)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
 
-/// The schemathesis command, or `None` (skipped) when it is not installed.
+/// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the
+/// test is skipped for want of it (a failure with `NINETRIX_REQUIRE_SCHEMATHESIS=1`).
 fn schemathesis() -> Option<String> {
-    let program = std::env::var("NINETRIX_SCHEMATHESIS").unwrap_or_else(|_| "schemathesis".into());
-    let found = std::process::Command::new(&program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(program);
-    }
-    assert!(
-        std::env::var("NINETRIX_REQUIRE_SCHEMATHESIS").as_deref() != Ok("1"),
-        "NINETRIX_REQUIRE_SCHEMATHESIS=1 but `{program} --version` does not run"
-    );
-    eprintln!("SKIPPED (schemathesis): `pip install schemathesis` to check the OpenAPI document");
-    None
+    ninetrix_testkit::require(ninetrix_testkit::Need::Schemathesis)
 }
 
 /// Runs schemathesis against the server with this configuration file; panics with its output
@@ -116,10 +103,6 @@ async fn run(program: &str, api: &TestApi, name: &str, config: &str, extra: &[&s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(ninetrix_schemathesis),
-    ignore = "install schemathesis (pip install schemathesis) to check the OpenAPI document"
-)]
 async fn schemathesis_finds_the_server_true_to_its_openapi_document() {
     contract(Backend::Sqlite).await;
 }
@@ -127,10 +110,6 @@ async fn schemathesis_finds_the_server_true_to_its_openapi_document() {
 /// The same runs on Postgres: the store is the other half of every answer (the report behind
 /// issue 20 found Postgres-only 500s — U+0000, a purge racing writes — that SQLite never showed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    any(not(ninetrix_schemathesis), not(ninetrix_postgres_tests)),
-    ignore = "install schemathesis and set NINETRIX_TEST_POSTGRES_URL to check the document on Postgres"
-)]
 async fn schemathesis_finds_the_server_true_to_its_openapi_document_on_postgres() {
     contract(Backend::Postgres).await;
 }
@@ -168,27 +147,10 @@ async fn contract(backend: Backend) {
     api.stop().await;
 }
 
-/// The Python that imports `openapi_spec_validator`, or `None` (skipped) when the package is not
-/// installed. With `NINETRIX_REQUIRE_OPENAPI_VALIDATOR=1` (CI) a missing package fails the test.
+/// The Python (`$NINETRIX_PYTHON` or `python3`) that imports `openapi_spec_validator`, or `None`
+/// when the test is skipped for want of it (a failure with `NINETRIX_REQUIRE_OPENAPI_VALIDATOR=1`).
 fn openapi_spec_validator() -> Option<String> {
-    let python = std::env::var("NINETRIX_PYTHON").unwrap_or_else(|_| "python3".into());
-    let found = std::process::Command::new(&python)
-        .args(["-c", "import openapi_spec_validator"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return Some(python);
-    }
-    assert!(
-        std::env::var("NINETRIX_REQUIRE_OPENAPI_VALIDATOR").as_deref() != Ok("1"),
-        "NINETRIX_REQUIRE_OPENAPI_VALIDATOR=1 but `{python}` cannot import openapi_spec_validator"
-    );
-    eprintln!(
-        "SKIPPED (openapi-spec-validator): `pip install openapi-spec-validator` to validate the OpenAPI document"
-    );
-    None
+    ninetrix_testkit::require(ninetrix_testkit::Need::OpenapiValidator)
 }
 
 /// The document the server serves is valid OpenAPI 3.1 by the reference validator (required

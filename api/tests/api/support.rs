@@ -18,22 +18,10 @@ pub(crate) enum Backend {
     Postgres,
 }
 
-/// The Postgres server for tests, if configured. With `NINETRIX_REQUIRE_POSTGRES=1` (CI), a
-/// missing URL fails the test instead of skipping it.
+/// The Postgres server for tests (`NINETRIX_TEST_POSTGRES_URL`), or `None` when the test is
+/// skipped for want of one (a failure with `NINETRIX_REQUIRE_POSTGRES=1`, as CI sets).
 pub(crate) fn postgres_url() -> Option<String> {
-    match std::env::var("NINETRIX_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("NINETRIX_REQUIRE_POSTGRES").as_deref() != Ok("1"),
-                "NINETRIX_REQUIRE_POSTGRES=1 but NINETRIX_TEST_POSTGRES_URL is not set"
-            );
-            eprintln!(
-                "SKIPPED (Postgres): set NINETRIX_TEST_POSTGRES_URL=postgres://… to run the Postgres half"
-            );
-            None
-        }
-    }
+    ninetrix_testkit::require(ninetrix_testkit::Need::Postgres)
 }
 
 /// A database for one test: a temp SQLite file, or a fresh Postgres database dropped afterwards.
@@ -330,7 +318,6 @@ macro_rules! both_backends {
         mod postgres {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                #[cfg_attr(not(ninetrix_postgres_tests), ignore = "set NINETRIX_TEST_POSTGRES_URL to run the Postgres half")]
                 async fn $name() {
                     super::$name($crate::support::Backend::Postgres).await;
                 }

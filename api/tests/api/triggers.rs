@@ -814,10 +814,6 @@ both_backends!(
 /// Two API replicas on one Postgres database tick at the same instants at the same time: each
 /// scheduled time fires exactly once, whichever replica wins it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[cfg_attr(
-    not(ninetrix_postgres_tests),
-    ignore = "set NINETRIX_TEST_POSTGRES_URL to run the Postgres half"
-)]
 async fn two_replicas_on_postgres_fire_each_scheduled_time_once() {
     let Some(db) = TestDb::new(Backend::Postgres).await else {
         return;
