@@ -31,11 +31,15 @@ Runs the whole test suite (`cargo nextest run --workspace …`), then lists the 
 missing prerequisite and anything the run left on the Docker Engine.
 
 Profiles (--profile NAME, or NEXTEST_PROFILE): default, fast (no Docker), docker, ci.
-See docs/testing.md.";
+Every other argument is nextest's (`cargo nextest run --help`). See docs/testing.md.";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("test") if report::asks_for_help(&args[1..]) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
         Some("test") => test(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");

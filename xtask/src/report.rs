@@ -38,6 +38,14 @@ pub(crate) fn names_packages(args: &[String]) -> bool {
     })
 }
 
+/// Whether the arguments ask for help (`-h`, `--help`) before any `--`: the task's usage is
+/// printed instead of a run.
+pub(crate) fn asks_for_help(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "-h" || a == "--help")
+}
+
 /// The test counts of a run, from the root element of nextest's JUnit report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Counts {
@@ -165,6 +173,14 @@ mod tests {
         assert!(names_packages(&args(&["-pninetrix-e2e"])));
         assert!(names_packages(&args(&["--package=ninetrix-api"])));
         assert!(!names_packages(&args(&["--", "-p"])));
+    }
+
+    #[test]
+    fn help_before_the_separator_is_the_tasks_own() {
+        assert!(asks_for_help(&args(&["--help"])));
+        assert!(asks_for_help(&args(&["--profile", "fast", "-h"])));
+        assert!(!asks_for_help(&args(&["--", "--help"])));
+        assert!(!asks_for_help(&args(&["--profile", "fast"])));
     }
 
     #[test]
