@@ -1,5 +1,6 @@
 //! What a test needs beyond the Quickstart's prerequisites (the Rust toolchain, cargo-nextest and
-//! a running Docker Engine), decided when the test runs — never by build scripts or `#[ignore]`.
+//! a running Docker Engine), decided when the test runs, not when it is compiled: installing a
+//! package takes effect on the next run without a rebuild.
 //!
 //! A test that needs more asks [`require`] for it first. When the thing is there, the test gets
 //! what it found (a URL, a program) and goes on. When it is missing the test prints

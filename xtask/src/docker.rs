@@ -108,15 +108,32 @@ fn runner_images_to_remove(
         .collect()
 }
 
+/// One object on the engine: its ID and the name it is shown by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Object {
+    id: String,
+    name: String,
+}
+
+impl std::fmt::Display for Object {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.name == self.id {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{} ({})", self.name, short(&self.id))
+        }
+    }
+}
+
 /// What a run left: objects there after and not before, by kind.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Leftovers {
-    containers: Vec<String>,
-    networks: Vec<String>,
-    volumes: Vec<String>,
-    images: Vec<String>,
+    containers: Vec<Object>,
+    networks: Vec<Object>,
+    volumes: Vec<Object>,
+    images: Vec<Object>,
     /// Networks whose removal Docker refuses for stale endpoints.
-    stale_networks: Vec<String>,
+    stale_networks: Vec<Object>,
     /// The swarm state it was left in, when the run changed it.
     swarm: Option<(String, String)>,
 }
@@ -125,27 +142,22 @@ pub(crate) struct Leftovers {
 /// the stale-endpoint case apart.
 pub(crate) fn leftovers(before: &Snapshot, after: &Snapshot) -> Leftovers {
     let mut left = diff(before, after);
-    let networks = std::mem::take(&mut left.networks);
-    for n in networks {
-        match remove_network(&n) {
-            Removal::StaleEndpoints => left.stale_networks.push(n),
-            Removal::Removed | Removal::Failed => left.networks.push(n),
-        }
-    }
+    let (stale, networks) = std::mem::take(&mut left.networks)
+        .into_iter()
+        .partition(|n| refused_for_stale_endpoints(&n.id));
+    left.stale_networks = stale;
+    left.networks = networks;
     left
 }
 
 /// The objects in `after` that `before` does not have (pure).
 fn diff(before: &Snapshot, after: &Snapshot) -> Leftovers {
-    let new = |b: &BTreeMap<String, String>, a: &BTreeMap<String, String>| -> Vec<String> {
+    let new = |b: &BTreeMap<String, String>, a: &BTreeMap<String, String>| -> Vec<Object> {
         a.iter()
             .filter(|(id, _)| !b.contains_key(*id))
-            .map(|(id, name)| {
-                if name == id {
-                    name.clone()
-                } else {
-                    format!("{name} ({})", short(id))
-                }
+            .map(|(id, name)| Object {
+                id: id.clone(),
+                name: name.clone(),
             })
             .collect()
     };
@@ -205,27 +217,16 @@ impl Leftovers {
     }
 }
 
-/// How removing a leftover network went.
-enum Removal {
-    Removed,
-    StaleEndpoints,
-    Failed,
-}
-
-fn remove_network(name_and_id: &str) -> Removal {
-    // "name (id)" or a bare name.
-    let name = name_and_id.split(" (").next().unwrap_or(name_and_id);
-    let out = Command::new("docker")
-        .args(["network", "rm", name])
+/// Tries `docker network rm ID` once: true when Docker refuses it for "active endpoints" (the
+/// stale-endpoint case). A network it removes, or refuses for another reason, stays a leftover.
+fn refused_for_stale_endpoints(id: &str) -> bool {
+    Command::new("docker")
+        .args(["network", "rm", id])
         .stdin(Stdio::null())
-        .output();
-    match out {
-        Ok(o) if o.status.success() => Removal::Removed,
-        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("active endpoints") => {
-            Removal::StaleEndpoints
-        }
-        _ => Removal::Failed,
-    }
+        .output()
+        .is_ok_and(|o| {
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains("active endpoints")
+        })
 }
 
 /// `docker ARGS…`'s stdout, or `None` when it fails.
@@ -328,13 +329,16 @@ mod tests {
     #[test]
     fn a_stale_endpoint_network_is_reported_without_failing() {
         let left = Leftovers {
-            stale_networks: vec!["ninetrix-tx (abc)".into()],
+            stale_networks: vec![Object {
+                id: "abcdef0123456789".into(),
+                name: "ninetrix-tx".into(),
+            }],
             ..Leftovers::default()
         };
         assert!(!left.fails());
         assert!(
             left.report()
-                .contains("network ninetrix-tx (abc) is left with stale endpoints")
+                .contains("network ninetrix-tx (abcdef012345) is left with stale endpoints")
         );
     }
 }
