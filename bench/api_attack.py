@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 20's findings, replayed against a real `ninetrix api` from the outside.
+"""Two rounds of attack findings (issues 20 and 33), replayed against a real `ninetrix api`.
 
 An independent test of the checkpoint API (schemathesis, scripted races, slow clients, SIGKILLs)
 reported ten findings. The suite has a test for each (api/tests/api/attack.rs,
@@ -11,6 +11,11 @@ what the server answers now, and PASS or FAIL. It exits 1 if any check fails.
     cargo build -p ninetrix-cli
     python3 bench/api_attack.py --bin target/x86_64-unknown-linux-gnu/debug/ninetrix \
         [--postgres postgres://postgres@127.0.0.1:55432/postgres] [--trials 30]
+
+Round two (issue 33: labels a runner cannot rewrite, webhooks a stranger cannot abuse, work that
+stays bounded, the low items, the OpenAPI document) lives in `bench/attack/`, one module per item;
+each module's `run(ctx)` replays that item's reproductions through the same `check`. `--only NAME`
+runs one round-two module (and skips round one).
 
 It talks to loopback only; every process it starts is killed and every database it creates is
 dropped before it exits.
@@ -30,7 +35,13 @@ import sys
 import tempfile
 import threading
 import time
+import types
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# Round two: bench/attack/<name>.py, each with run(ctx); in issue 33's order.
+ROUND_TWO = ["labels", "hooks", "work", "low", "spec"]
 
 ADMIN = "admin-" + secrets.token_hex(16)
 RESULTS = []
@@ -427,19 +438,36 @@ def openapi(api):
     check("every response has a description (report: 68 without)", undescribed == 0, f"{undescribed} without")
 
 
-def backend(binary, database, trials, seconds):
+def round_two(binary, database, work, only):
+    """Issue 33's reproductions: each module gets the helpers through one context."""
+    import importlib
+    for name in ROUND_TWO:
+        if only and name != only:
+            continue
+        module = importlib.import_module(f"attack.{name}")
+        ctx = types.SimpleNamespace(binary=binary, database=database, work=work, check=check,
+                                    Api=Api, ADMIN=ADMIN, message=message, state=state, code=code,
+                                    postgres=database.startswith("postgres"))
+        print(f"  round two: {name}")
+        module.run(ctx)
+
+
+def backend(binary, database, trials, seconds, only=None):
     work = tempfile.mkdtemp(prefix="ninetrix-attack-")
-    api = Api(binary, database, work)
-    try:
-        purge_race(api, trials)
-        snapshot_reads(api, seconds)
-        statuses = nul(api)
-        events(api)
-        inputs(api)
-        openapi(api)
-    finally:
-        api.stop()
-    timeouts(binary, database, work)
+    statuses = {}
+    if not only:
+        api = Api(binary, database, work)
+        try:
+            purge_race(api, trials)
+            snapshot_reads(api, seconds)
+            statuses = nul(api)
+            events(api)
+            inputs(api)
+            openapi(api)
+        finally:
+            api.stop()
+        timeouts(binary, database, work)
+    round_two(binary, database, work, only)
     return statuses
 
 
@@ -449,17 +477,18 @@ def main():
     ap.add_argument("--postgres", help="a Postgres server URL; a fresh database is made on it and dropped")
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--seconds", type=int, default=5, help="how long the snapshot race runs")
+    ap.add_argument("--only", choices=ROUND_TWO, help="run one round-two module, nothing else")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         print("SQLite")
-        sqlite = backend(args.bin, f"sqlite://{d}/api.db", args.trials, args.seconds)
+        sqlite = backend(args.bin, f"sqlite://{d}/api.db", args.trials, args.seconds, args.only)
     if args.postgres:
         name = "attack_" + secrets.token_hex(4)
         subprocess.run(["psql", args.postgres, "-qc", f"CREATE DATABASE {name}"], check=True)
         try:
             print("Postgres")
             url = args.postgres.rsplit("/", 1)[0] + "/" + name
-            postgres = backend(args.bin, url, args.trials, args.seconds)
+            postgres = backend(args.bin, url, args.trials, args.seconds, args.only)
             differ = {k: (sqlite[k], postgres[k]) for k in sqlite if sqlite[k] != postgres[k]}
             check("both backends answer U+0000 the same", not differ, differ or "identical")
         finally:
