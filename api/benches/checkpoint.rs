@@ -362,7 +362,13 @@ fn cpu_costs() -> Vec<(String, Duration)> {
         secret: ninetrix_api::Secret::new(b"bench-secret".to_vec()),
         admin_token: ninetrix_api::Secret::new(b"bench-admin".to_vec()),
     });
-    let header = format!("Bearer {}", auth.runner_token(ThreadId::new_v7()));
+    let labels = ninetrix_proto::api::ThreadLabels {
+        pool: Some("bench".into()),
+        agent: Some("agent".into()),
+        replica: Some(1),
+        session: None,
+    };
+    let header = format!("Bearer {}", auth.runner_token(ThreadId::new_v7(), &labels));
     let mean = |f: &mut dyn FnMut()| {
         let t0 = Instant::now();
         for _ in 0..N {

@@ -1,7 +1,8 @@
 //! Who may call a route, decided before anything else of the request is read.
 //!
-//! Each handler names its access rule as its first extractor: [`Admin`], [`ThreadCaller`],
-//! [`ApproverCaller`] or [`AgentCaller`]. axum runs the extractors that read the request head in
+//! Each handler names its access rule as its first extractor: [`Admin`], [`ThreadCaller`] (or
+//! [`LabelledThreadCaller`] where a rule needs the runner token's labels), [`ApproverCaller`] or
+//! [`AgentCaller`]. axum runs the extractors that read the request head in
 //! order and the body's last, so a token is authenticated (401) and authorised (403) before the
 //! path's other parameters, the query or the body are looked at: a runner token on another
 //! thread's route learns nothing about what that route expects (no 400/415/422 naming fields).
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use axum::extract::{FromRef, FromRequestParts, RawPathParams};
 use axum::http::request::Parts;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::ErrorCode;
+use ninetrix_proto::api::{ErrorCode, ThreadLabels};
 
 use crate::auth::{Authenticator, Caller};
 use crate::error::ApiError;
@@ -46,15 +47,48 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let caller = Caller::from_request_parts(parts, state).await?;
-        let raw = path_param(parts, state, "thread_id").await?;
-        let id = raw.parse::<ThreadId>().map_err(|e| ApiError::BadRequest {
-            code: ErrorCode::InvalidPath,
-            message: format!(
-                "thread_id {raw:?} is not a UUID ({e}); IDs are UUIDs such as 01936f5e-7c1a-7d3e-9f4b-2a6c8e0d1f35"
-            ),
-        })?;
+        let id = thread_param(parts, state).await?;
         caller.require_thread(id)?;
         Ok(ThreadCaller(id))
+    }
+}
+
+/// The route's `{thread_id}`, parsed.
+async fn thread_param<S: Send + Sync>(parts: &mut Parts, state: &S) -> Result<ThreadId, ApiError> {
+    let raw = path_param(parts, state, "thread_id").await?;
+    raw.parse::<ThreadId>().map_err(|e| ApiError::BadRequest {
+        code: ErrorCode::InvalidPath,
+        message: format!(
+            "thread_id {raw:?} is not a UUID ({e}); IDs are UUIDs such as 01936f5e-7c1a-7d3e-9f4b-2a6c8e0d1f35"
+        ),
+    })
+}
+
+/// The admin or the runner of the route's `{thread_id}`, with the labels a rule about the caller
+/// must trust: the runner token's (fixed when its thread was created), never the request's.
+pub(crate) struct LabelledThreadCaller {
+    /// The route's thread, checked.
+    pub id: ThreadId,
+    /// The runner token's labels; `None` for the admin, whose rules read the thread's own.
+    pub token_labels: Option<ThreadLabels>,
+}
+
+impl<S> FromRequestParts<S> for LabelledThreadCaller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        let id = thread_param(parts, state).await?;
+        caller.require_thread(id)?;
+        let token_labels = match caller {
+            Caller::Runner { labels, .. } => Some(labels),
+            _ => None,
+        };
+        Ok(LabelledThreadCaller { id, token_labels })
     }
 }
 

@@ -1,9 +1,13 @@
 //! Authentication: the admin token, runner tokens bound to one thread, and approver tokens bound
 //! to one pool.
 //!
-//! A runner token is `nxr1.<thread id>.<tag>` where the tag is HMAC-SHA256 over the thread ID with
-//! the server's secret: it needs no storage, cannot be moved to another thread, and is checked in
-//! constant time. An approver token (minted by the admin for a person) is `nxa1.<claims>.<tag>`:
+//! A runner token is `nxr2.<claims>.<tag>`: the claims are its thread's ID and labels (pool,
+//! agent, replica, session key — fixed when the thread was created) as base64url JSON, the tag an
+//! HMAC-SHA256 over them with the server's secret. It needs no storage, cannot be moved to another
+//! thread or relabelled, and is checked in constant time; every rule that trusts a runner's pool
+//! or agent (a handoff's collaborators) reads them from the token, never from a request. Tokens of
+//! the earlier `nxr1.<thread>.<tag>` form carried no labels and are refused (`ninetrix up` mints
+//! new ones). An approver token (minted by the admin for a person) is `nxa1.<claims>.<tag>`:
 //! the claims (pool, name, expiry) as base64url JSON, the tag an HMAC over them under another
 //! context, so neither kind of token can pass for the other. It may list and decide its pool's
 //! requests to people, nothing else; it stops working at its expiry (or when the server's
@@ -17,17 +21,37 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::ThreadLabels;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
 
-const RUNNER_PREFIX: &str = "nxr1";
-const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v1\0";
+const RUNNER_PREFIX: &str = "nxr2";
+const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v2\0";
 const APPROVER_PREFIX: &str = "nxa1";
 const APPROVER_CONTEXT: &[u8] = b"ninetrix approver token v1\0";
 const AGENT_PREFIX: &str = "nxs1";
 const AGENT_CONTEXT: &[u8] = b"ninetrix agent token v1\0";
+
+/// What a runner token says: its thread and the thread's labels.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct RunnerClaims {
+    /// The thread.
+    t: uuid::Uuid,
+    /// The pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    p: Option<String>,
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    a: Option<String>,
+    /// The replica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<u32>,
+    /// The session key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<String>,
+}
 
 /// What an agent token says: the pool and agent whose sessions its holder serves.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -105,21 +129,18 @@ impl Authenticator {
         }
     }
 
-    /// Mints the runner token of a thread. In insecure-dev mode tokens are not checked, and
-    /// this returns a placeholder.
-    pub fn runner_token(&self, thread: ThreadId) -> String {
-        match &self.config {
-            AuthConfig::Tokens { secret, .. } => {
-                format!(
-                    "{RUNNER_PREFIX}.{}.{}",
-                    thread.as_uuid().simple(),
-                    URL_SAFE_NO_PAD.encode(tag(secret, thread))
-                )
-            }
-            AuthConfig::InsecureDev => {
-                format!("{RUNNER_PREFIX}.{}.insecure-dev", thread.as_uuid().simple())
-            }
-        }
+    /// Mints the runner token of a thread with its labels — the thread's own, as stored (they
+    /// are fixed when it is created). In insecure-dev mode tokens are not checked, and the tag is
+    /// a placeholder.
+    pub fn runner_token(&self, thread: ThreadId, labels: &ThreadLabels) -> String {
+        let claims = RunnerClaims {
+            t: *thread.as_uuid(),
+            p: labels.pool.clone(),
+            a: labels.agent.clone(),
+            r: labels.replica,
+            s: labels.session.clone(),
+        };
+        self.claims_token(RUNNER_PREFIX, RUNNER_CONTEXT, &claims)
     }
 
     /// Mints an approver token for `name` on `pool`, valid until `expires_at` (Unix seconds).
@@ -184,18 +205,16 @@ impl Authenticator {
             .strip_prefix(RUNNER_PREFIX)
             .and_then(|r| r.strip_prefix('.'))
         {
-            let (thread, given) = rest.split_once('.').ok_or(ApiError::Unauthorized)?;
-            let thread: ThreadId = uuid::Uuid::try_parse(thread)
-                .map_err(|_| ApiError::Unauthorized)?
-                .into();
-            let given = URL_SAFE_NO_PAD
-                .decode(given)
-                .map_err(|_| ApiError::Unauthorized)?;
-            let mut mac = mac(secret);
-            mac.update(thread.to_string().as_bytes());
-            mac.verify_slice(&given)
-                .map_err(|_| ApiError::Unauthorized)?;
-            return Ok(Caller::Runner(thread));
+            let claims: RunnerClaims = verified_claims(secret, RUNNER_CONTEXT, rest)?;
+            return Ok(Caller::Runner {
+                thread: claims.t.into(),
+                labels: ThreadLabels {
+                    pool: claims.p,
+                    agent: claims.a,
+                    replica: claims.r,
+                    session: claims.s,
+                },
+            });
         }
         if let Some(rest) = token
             .strip_prefix(AGENT_PREFIX)
@@ -250,10 +269,6 @@ fn verified_claims<T: serde::de::DeserializeOwned>(
         .ok_or(ApiError::Unauthorized)
 }
 
-fn mac(secret: &Secret) -> Hmac<Sha256> {
-    keyed(secret, RUNNER_CONTEXT)
-}
-
 /// An HMAC keyed by the server's secret, primed with a token kind's context.
 fn keyed(secret: &Secret, context: &[u8]) -> Hmac<Sha256> {
     let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.expose())
@@ -262,19 +277,18 @@ fn keyed(secret: &Secret, context: &[u8]) -> Hmac<Sha256> {
     mac
 }
 
-fn tag(secret: &Secret, thread: ThreadId) -> Vec<u8> {
-    let mut mac = mac(secret);
-    mac.update(thread.to_string().as_bytes());
-    mac.finalize().into_bytes().to_vec()
-}
-
 /// Who made a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// The admin token (or insecure-dev mode).
     Admin,
-    /// A runner token bound to this thread.
-    Runner(ThreadId),
+    /// A runner token: bound to one thread, with that thread's labels.
+    Runner {
+        /// The thread.
+        thread: ThreadId,
+        /// Its labels, as they were when the token was minted (they never change).
+        labels: ThreadLabels,
+    },
     /// An approver token: a person who may list and decide one pool's requests.
     Approver {
         /// The pool.
@@ -296,7 +310,7 @@ impl Caller {
     pub fn require_admin(&self) -> Result<(), ApiError> {
         match self {
             Caller::Admin => Ok(()),
-            Caller::Runner(_) | Caller::Approver { .. } | Caller::Agent { .. } => {
+            Caller::Runner { .. } | Caller::Approver { .. } | Caller::Agent { .. } => {
                 Err(ApiError::Forbidden("this route needs the admin token"))
             }
         }
@@ -306,8 +320,8 @@ impl Caller {
     pub fn require_thread(&self, thread: ThreadId) -> Result<(), ApiError> {
         match self {
             Caller::Admin => Ok(()),
-            Caller::Runner(own) if *own == thread => Ok(()),
-            Caller::Runner(_) => Err(ApiError::Forbidden(
+            Caller::Runner { thread: own, .. } if *own == thread => Ok(()),
+            Caller::Runner { .. } => Err(ApiError::Forbidden(
                 "this runner token belongs to another thread",
             )),
             Caller::Approver { .. } => Err(ApiError::Forbidden(
@@ -325,7 +339,7 @@ impl Caller {
         match self {
             Caller::Admin => Ok(None),
             Caller::Approver { pool, .. } => Ok(Some(pool)),
-            Caller::Runner(_) | Caller::Agent { .. } => Err(ApiError::Forbidden(
+            Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Forbidden(
                 "a runner token cannot list or decide requests to people: use the admin token or an approver token",
             )),
         }
@@ -339,7 +353,7 @@ impl Caller {
             Caller::Agent { .. } => Err(ApiError::Forbidden(
                 "this agent token belongs to another agent",
             )),
-            Caller::Runner(_) | Caller::Approver { .. } => Err(ApiError::Forbidden(
+            Caller::Runner { .. } | Caller::Approver { .. } => Err(ApiError::Forbidden(
                 "this route needs the agent's token (or the admin token)",
             )),
         }
@@ -370,7 +384,7 @@ where
                 match caller {
                     Caller::Admin | Caller::Approver { .. } => Ok(caller),
                     // Only a person's tokens sign in to the console.
-                    Caller::Runner(_) | Caller::Agent { .. } => Err(ApiError::Unauthorized),
+                    Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Unauthorized),
                 }
             }
             None => auth.caller(None),
@@ -443,28 +457,65 @@ mod tests {
         assert!(console_token(&h, &Method::POST).unwrap().is_some());
     }
 
+    fn labels(pool: &str, agent: &str, replica: u32) -> ThreadLabels {
+        ThreadLabels {
+            pool: Some(pool.into()),
+            agent: Some(agent.into()),
+            replica: Some(replica),
+            session: None,
+        }
+    }
+
     #[test]
-    fn runner_tokens_are_bound_to_their_thread() {
+    fn runner_tokens_are_bound_to_their_thread_and_its_labels() {
         let auth = tokens();
         let a = ThreadId::new_v7();
-        let token = auth.runner_token(a);
+        let token = auth.runner_token(a, &labels("p", "a", 1));
         assert_eq!(
             auth.caller(Some(&format!("Bearer {token}"))).unwrap(),
-            Caller::Runner(a)
+            Caller::Runner {
+                thread: a,
+                labels: labels("p", "a", 1)
+            }
         );
-        // Re-pointing the token at another thread breaks the tag.
+        // Claims edited — another thread, another pool — break the tag.
+        let (_, rest) = token.split_once('.').unwrap();
+        let (_, tag) = rest.split_once('.').unwrap();
         let b = ThreadId::new_v7();
-        let forged = token.replace(
-            &a.as_uuid().simple().to_string(),
-            &b.as_uuid().simple().to_string(),
-        );
-        assert!(auth.caller(Some(&format!("Bearer {forged}"))).is_err());
+        for claims in [
+            format!(r#"{{"t":"{b}","p":"p","a":"a","r":1}}"#),
+            format!(r#"{{"t":"{a}","p":"q","a":"a","r":1}}"#),
+        ] {
+            let forged = format!("nxr2.{}.{tag}", URL_SAFE_NO_PAD.encode(claims));
+            assert!(auth.caller(Some(&format!("Bearer {forged}"))).is_err());
+        }
         // Another server's secret does not verify.
         let other = Authenticator::new(AuthConfig::Tokens {
             secret: Secret::new(b"other".to_vec()),
             admin_token: Secret::new(b"x".to_vec()),
         });
         assert!(other.caller(Some(&format!("Bearer {token}"))).is_err());
+    }
+
+    #[test]
+    fn tokens_of_the_first_form_carry_no_labels_and_are_refused() {
+        // nxr1.<thread>.<HMAC over the thread ID>, as minted before labels were fixed.
+        let auth = tokens();
+        let thread = ThreadId::new_v7();
+        let mut mac = keyed(
+            &Secret::new(b"s3cret".to_vec()),
+            b"ninetrix runner token v1\0",
+        );
+        mac.update(thread.to_string().as_bytes());
+        let old = format!(
+            "nxr1.{}.{}",
+            thread.as_uuid().simple(),
+            URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        );
+        assert!(matches!(
+            auth.caller(Some(&format!("Bearer {old}"))),
+            Err(ApiError::Unauthorized)
+        ));
     }
 
     #[test]
@@ -521,7 +572,7 @@ mod tests {
         }
         // A runner token's tag does not make an approver token, nor the other way round.
         let thread = ThreadId::new_v7();
-        let runner = auth.runner_token(thread);
+        let runner = auth.runner_token(thread, &ThreadLabels::default());
         let runner_tag = runner.rsplit('.').next().unwrap();
         let (payload, _) = rest.split_once('.').unwrap();
         let mixed = format!("nxa1.{payload}.{runner_tag}");
@@ -547,9 +598,12 @@ mod tests {
         assert_eq!(approver.require_approver().unwrap(), Some("shop"));
         assert_eq!(Caller::Admin.require_approver().unwrap(), None);
         assert!(
-            Caller::Runner(ThreadId::new_v7())
-                .require_approver()
-                .is_err()
+            Caller::Runner {
+                thread: ThreadId::new_v7(),
+                labels: ThreadLabels::default()
+            }
+            .require_approver()
+            .is_err()
         );
         assert!(approver.require_admin().is_err());
         assert!(approver.require_thread(ThreadId::new_v7()).is_err());

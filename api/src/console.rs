@@ -105,7 +105,7 @@ fn whoami_of(caller: &Caller) -> Result<Whoami, ApiError> {
             pool: Some(pool.clone()),
             name: Some(name.clone()),
         }),
-        Caller::Runner(_) | Caller::Agent { .. } => Err(ApiError::Unauthorized),
+        Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Unauthorized),
     }
 }
 
@@ -191,7 +191,13 @@ mod tests {
     #[test]
     fn only_people_sign_in() {
         assert_eq!(whoami_of(&Caller::Admin).unwrap().kind, "admin");
-        assert!(whoami_of(&Caller::Runner(ninetrix_proto::ThreadId::new_v7())).is_err());
+        assert!(
+            whoami_of(&Caller::Runner {
+                thread: ninetrix_proto::ThreadId::new_v7(),
+                labels: Default::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]

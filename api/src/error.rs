@@ -88,6 +88,9 @@ impl ApiError {
                     ErrorCode::SessionMismatch,
                     e.to_string(),
                 ),
+                StoreError::LabelsFixed { .. } => {
+                    (StatusCode::CONFLICT, ErrorCode::LabelsFixed, e.to_string())
+                }
                 StoreError::AlreadyCompleted { .. } => (
                     StatusCode::CONFLICT,
                     ErrorCode::AlreadyCompleted,

@@ -17,6 +17,7 @@ mod extract;
 pub mod faults;
 mod hooks;
 mod hub;
+mod labels;
 mod listener;
 mod routes;
 pub mod scheduler;

@@ -100,6 +100,9 @@ error_codes! {
     ApprovalExpired = "approval_expired",
     /// 409: a claim names a session that is not the thread's.
     SessionMismatch = "session_mismatch",
+    /// 409: labels other than the thread's: a thread's pool, agent and replica are fixed when it
+    /// is created (by the admin's token mint or `POST /v1/sessions`) and never change.
+    LabelsFixed = "labels_fixed",
     /// 422: a decision that does not fit the request (an answer to an approval, a rejection
     /// without a reason, …).
     InvalidDecision = "invalid_decision",
@@ -414,7 +417,9 @@ pub struct ThreadLabels {
     pub session: Option<String>,
 }
 
-/// `POST /v1/runners/threads/{id}/claim`: the body is the thread's labels, all optional.
+/// `POST /v1/runners/threads/{id}/claim`: the body is the thread's labels, all optional. Labels
+/// are fixed when the thread is created; a claim only restates them (409 `labels_fixed` for any
+/// other value, `session_mismatch` for another session), it never changes them.
 pub type ClaimRequest = ThreadLabels;
 
 /// The answer to a claim: the runner's epoch for every later write.

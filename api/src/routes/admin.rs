@@ -399,10 +399,13 @@ fn event_stream(
     })
 }
 
-/// Mint the runner token of a thread (creating the thread and recording its labels).
+/// Mint the runner token of a thread, creating the thread with these labels when new. A thread's
+/// labels are fixed when it is created (a thread made without any — by an enqueue — takes them
+/// from its first mint); the token carries them, so a runner cannot pose as another pool's agent.
 #[utoipa::path(post, path = "/v1/tokens/runner", tag = "admin",
     request_body = RunnerTokenRequest,
     responses((status = 201, body = RunnerTokenResponse, description = "the runner token of the thread (the thread is created with these labels when new)"),
+        (status = 409, body = ErrorBody, description = "`labels_fixed`: the thread exists with other labels (they never change)"),
         (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
@@ -411,10 +414,11 @@ pub(crate) async fn mint_runner_token(
     State(app): State<App>,
     ApiJson(request): ApiJson<RunnerTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<RunnerTokenResponse>), ApiError> {
-    app.store
+    let labels = app
+        .store
         .ensure_thread(request.thread_id, request.labels())
         .await?;
-    let token = app.auth.runner_token(request.thread_id);
+    let token = app.auth.runner_token(request.thread_id, &labels);
     Ok((
         StatusCode::CREATED,
         axum::Json(RunnerTokenResponse {

@@ -5,7 +5,8 @@
 //! passes.
 //!
 //! Who may do what: a runner token only its own thread's handoffs (it hands work only to its
-//! agent's collaborators, as `up` recorded them); the admin token everything, and the listing
+//! agent's collaborators, as `up` recorded them — the agent and pool its token carries, which no
+//! request can change); the admin token everything, and the listing
 //! (what `ninetrix trace --follow-handoffs` follows).
 
 use axum::extract::State;
@@ -14,7 +15,7 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{ErrorBody, ErrorCode, Handoff, HandoffRequest, HandoffStatus};
 use serde::Deserialize;
 
-use crate::access::{Admin, ThreadCaller};
+use crate::access::{Admin, LabelledThreadCaller, ThreadCaller};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery, page_limit};
 use crate::routes::wait::{TurnWaitQuery, turn_settled};
@@ -39,11 +40,11 @@ const MAX_HANDOFFS_PAGE: u32 = 1000;
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token")),
     security(("bearer" = [])))]
 pub(crate) async fn open(
-    ThreadCaller(id): ThreadCaller,
+    LabelledThreadCaller { id, token_labels }: LabelledThreadCaller,
     State(app): State<App>,
     ApiJson(request): ApiJson<HandoffRequest>,
 ) -> Result<(StatusCode, axum::Json<Handoff>), ApiError> {
-    let (handoff, created) = app.store.open_handoff(id, request).await?;
+    let (handoff, created) = app.store.open_handoff(id, request, token_labels).await?;
     if created {
         tracing::info!(
             thread_id = %id,

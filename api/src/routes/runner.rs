@@ -15,29 +15,51 @@ use ninetrix_proto::api::{
 use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_BYTES};
 use serde::Deserialize;
 
-use crate::access::ThreadCaller;
+use crate::access::{LabelledThreadCaller, ThreadCaller};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
 use crate::routes::wait::{Look, long_poll};
 use crate::state::App;
+use crate::store::StoreError;
 
 /// Most inbox messages one poll returns.
 const MAX_INBOX_BATCH: u32 = 100;
 
-/// Claim the thread: a new epoch for every later write, one more boot counted.
+/// Claim the thread: a new epoch for every later write, one more boot counted. The labels only
+/// restate the thread's (fixed when it was created, carried by the runner token): a claim never
+/// changes them.
 #[utoipa::path(post, path = "/v1/runners/threads/{thread_id}/claim", tag = "runner",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = ClaimRequest,
     responses((status = 200, body = ClaimResponse, description = "claimed: the new epoch fences off earlier runners (the thread is created when new)"),
-        (status = 409, body = ErrorBody, description = "`session_mismatch`: the labels name a session the thread is not"),
+        (status = 409, body = ErrorBody, description = "`labels_fixed`: a pool, agent or replica other than the thread's (labels never change); `session_mismatch`: the labels name a session the thread is not"),
         (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn claim(
-    ThreadCaller(id): ThreadCaller,
+    LabelledThreadCaller { id, token_labels }: LabelledThreadCaller,
     State(app): State<App>,
     ApiJson(labels): ApiJson<ClaimRequest>,
 ) -> Result<axum::Json<ClaimResponse>, ApiError> {
+    // A runner's claim is checked against its token before the store checks it against the
+    // thread: both say the same, and neither changes.
+    if let Some(token) = &token_labels {
+        crate::labels::restates(token, &labels).map_err(|changed| StoreError::LabelsFixed {
+            thread: id,
+            field: changed.field,
+            stored: changed.stored,
+            asked: changed.asked,
+        })?;
+        if let Some(key) = &labels.session
+            && token.session.as_deref() != Some(key.as_str())
+        {
+            return Err(StoreError::SessionMismatch {
+                thread: id,
+                key: key.clone(),
+            }
+            .into());
+        }
+    }
     let claim = app.store.claim(id, labels).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
     Ok(axum::Json(claim))

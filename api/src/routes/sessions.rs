@@ -147,7 +147,7 @@ pub(crate) async fn replica_thread(
     Ok((
         status,
         axum::Json(ReplicaThread {
-            token: app.auth.runner_token(thread.thread_id),
+            token: app.auth.runner_token(thread.thread_id, &thread.labels),
             thread_id: thread.thread_id,
             replica,
             created,
@@ -339,9 +339,9 @@ pub(crate) async fn work(
             .into_iter()
             .filter(|(t, _)| !active.contains(&t.thread_id))
             .filter_map(|(t, cursor)| {
-                let key = t.labels.session?;
+                let key = t.labels.session.clone()?;
                 (sessions::owner(&key, replicas) == q.replica).then(|| SessionWork {
-                    token: app.auth.runner_token(t.thread_id),
+                    token: app.auth.runner_token(t.thread_id, &t.labels),
                     thread_id: t.thread_id,
                     key,
                     status: t.status,

@@ -79,6 +79,22 @@ pub enum StoreError {
         /// The session the claim named.
         key: String,
     },
+    /// A claim or a mint gives a label with another value than the thread's (409 `labels_fixed`):
+    /// labels are fixed when a thread is created.
+    #[error(
+        "thread {thread} has {field} {} and keeps it: a thread's labels are fixed when it is created, so `{field}` cannot become {asked:?}; a runner of another {field} needs a thread of its own (minted with POST /v1/tokens/runner for a new thread ID, as `ninetrix up` does)",
+        stored.as_deref().map_or_else(|| "no value".to_string(), |s| format!("{s:?}"))
+    )]
+    LabelsFixed {
+        /// The thread.
+        thread: ThreadId,
+        /// Which label.
+        field: &'static str,
+        /// The thread's value.
+        stored: Option<String>,
+        /// The value asked for.
+        asked: String,
+    },
     /// A handoff to an agent the caller may not hand work to (403 `not_collaborator`): why.
     #[error("{0}")]
     NotCollaborator(String),
@@ -361,9 +377,10 @@ macro_rules! store_ops {
 }
 
 store_ops! {
-    /// Creates the thread if new and records its labels (those given).
-    write fn ensure_thread(id: ThreadId, labels: ThreadLabels) -> ()
-        = |c| ensure_thread(c, id, &labels, now_ms());
+    /// Creates the thread if new with the labels given; returns its labels (fixed at creation:
+    /// others are 409 `labels_fixed`).
+    write fn ensure_thread(id: ThreadId, labels: ThreadLabels) -> ThreadLabels
+        = |c| ensure_thread(c, id, &labels, crate::labels::Stating::Mint, now_ms());
 
     /// Claims the thread: a new epoch, one more boot.
     write fn claim(id: ThreadId, labels: ThreadLabels) -> ClaimResponse
@@ -379,9 +396,10 @@ store_ops! {
         = |c| commit(c, id, &request, now_ms());
 
     /// Hands a call's task to a collaborator, once (see `ops::open_handoff`); `true` when made
-    /// now, `false` for the handoff the same call made before.
-    write fn open_handoff(caller: ThreadId, request: HandoffRequest) -> (Handoff, bool)
-        = |c| open_handoff(c, caller, &request, now_ms());
+    /// now, `false` for the handoff the same call made before. `as_labels`: the runner token's
+    /// labels (whose agent hands work), `None` for the admin (the thread's own).
+    write fn open_handoff(caller: ThreadId, request: HandoffRequest, as_labels: Option<ThreadLabels>) -> (Handoff, bool)
+        = |c| open_handoff(c, caller, &request, as_labels.as_ref(), now_ms());
 
     /// Records a tool call's intent, or returns the existing record for the key (`true` when new).
     write fn record_intent(id: ThreadId, intent: ToolCallIntent) -> (ToolCallRecord, bool)

@@ -746,25 +746,15 @@ macro_rules! sql_ops {
             $lock
         );
 
-        /// Creates the thread if new and records the labels given. A session's thread keeps the
-        /// labels it was opened with (its pool, agent and key; its replica is computed, not
-        /// stored), and `labels.session` is never stored here: only `open_session` sets it.
-        pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<()> {
-            // A purged thread keeps its row as a tombstone, so it is never created again. The
-            // row is locked first: a purge waits for this write, or this write for the purge.
-            let status: Option<(String,)> = q::query_as(concat!("SELECT status FROM threads WHERE thread_id = $1", $lock))
-                .bind(id.to_string())
-                .fetch_optional(&mut *c)
-                .await?;
-            if status.is_some_and(|(s,)| s == PURGED) {
-                return Err(StoreError::Purged(id));
-            }
+        /// Creates the thread if new, with the labels given (`labels.session` is never stored
+        /// here: only `open_session` sets it), and returns the thread's labels. An existing
+        /// thread keeps its labels: the ones given must restate them (409 `labels_fixed`) — but
+        /// for a mint on a thread that has none yet (`labels::settle`).
+        pub(crate) async fn ensure_thread(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, stating: $crate::labels::Stating, now: i64) -> StoreResult<ThreadLabels> {
+            // A purged thread keeps its row as a tombstone, so it is never created again.
             q::query(
                 "INSERT INTO threads (thread_id, pool, agent, replica, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5) \
-                 ON CONFLICT (thread_id) DO UPDATE SET \
-                 pool = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.pool, threads.pool) ELSE threads.pool END, \
-                 agent = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.agent, threads.agent) ELSE threads.agent END, \
-                 replica = CASE WHEN threads.session IS NULL THEN COALESCE(excluded.replica, threads.replica) ELSE threads.replica END",
+                 ON CONFLICT (thread_id) DO NOTHING",
             )
             .bind(id.to_string())
             .bind(labels.pool.clone())
@@ -773,19 +763,36 @@ macro_rules! sql_ops {
             .bind(now)
             .execute(&mut *c)
             .await?;
-            Ok(())
+            // The row is locked: a purge waits for this write, or this write for the purge.
+            let row: ThreadRow = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_one(&mut *c).await?;
+            if row.status == PURGED {
+                return Err(StoreError::Purged(id));
+            }
+            let stored = super::labels(row.pool, row.agent, row.replica, row.session);
+            let settled = $crate::labels::settle(&stored, labels, stating).map_err(|changed| StoreError::LabelsFixed {
+                thread: id,
+                field: changed.field,
+                stored: changed.stored,
+                asked: changed.asked,
+            })?;
+            if settled != stored {
+                q::query("UPDATE threads SET pool = $2, agent = $3, replica = $4 WHERE thread_id = $1")
+                    .bind(id.to_string())
+                    .bind(settled.pool.clone())
+                    .bind(settled.agent.clone())
+                    .bind(settled.replica.map(i64::from))
+                    .execute(&mut *c)
+                    .await?;
+            }
+            Ok(settled)
         }
 
         pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
-            ensure_thread(c, id, labels, now).await?;
-            if let Some(key) = &labels.session {
-                let (stored,): (Option<String>,) = q::query_as("SELECT session FROM threads WHERE thread_id = $1")
-                    .bind(id.to_string())
-                    .fetch_one(&mut *c)
-                    .await?;
-                if stored.as_deref() != Some(key.as_str()) {
-                    return Err(StoreError::SessionMismatch { thread: id, key: key.clone() });
-                }
+            let stored = ensure_thread(c, id, labels, $crate::labels::Stating::Claim, now).await?;
+            if let Some(key) = &labels.session
+                && stored.session.as_deref() != Some(key.as_str())
+            {
+                return Err(StoreError::SessionMismatch { thread: id, key: key.clone() });
             }
             let (epoch, boot_count): (i64, i64) = q::query_as(
                 "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
@@ -1073,17 +1080,22 @@ macro_rules! sql_ops {
         }
 
         /// Hands one call's task to a collaborator, once: fenced by the caller's epoch; the
-        /// collaborator must be one of the caller's agent's (as `up` recorded them); its session
+        /// collaborator must be one of the caller's agent's (as `up` recorded them) — the agent
+        /// and pool of `as_labels` (the runner token's), or the thread's for the admin; its session
         /// for this call is opened, the task filed in its inbox under the delivery key, and the
         /// link stored — or, for a call that already did all that, the handoff found (`false`).
         /// Returns the (pool, agent) whose replicas to wake as well.
-        pub(crate) async fn open_handoff(c: &mut Conn, caller: ThreadId, req: &HandoffRequest, now: i64) -> StoreResult<(Handoff, bool)> {
+        pub(crate) async fn open_handoff(c: &mut Conn, caller: ThreadId, req: &HandoffRequest, as_labels: Option<&ThreadLabels>, now: i64) -> StoreResult<(Handoff, bool)> {
             check_handoff(req)?;
             let thread = fenced_thread(c, caller, req.epoch).await?;
             if let Some(row) = handoff_row(c, caller, &req.key).await? {
                 return Ok((row.handoff(now)?, false));
             }
-            let (Some(pool), Some(from_agent)) = (thread.pool.clone(), thread.agent.clone()) else {
+            let (pool, from_agent) = match as_labels {
+                Some(token) => (token.pool.clone(), token.agent.clone()),
+                None => (thread.pool.clone(), thread.agent.clone()),
+            };
+            let (Some(pool), Some(from_agent)) = (pool, from_agent) else {
                 return Err(StoreError::NotCollaborator(
                     "this thread has no pool and agent labels: only an agent run by `ninetrix up` hands work to collaborators".into(),
                 ));
@@ -1369,7 +1381,7 @@ macro_rules! sql_ops {
             if let Some(key) = &req.dedupe_key {
                 check_key("dedupe_key", key)?;
             }
-            ensure_thread(c, id, &ThreadLabels::default(), now).await?;
+            ensure_thread(c, id, &ThreadLabels::default(), $crate::labels::Stating::Claim, now).await?;
             if let Some(key) = &req.dedupe_key {
                 let stored: Option<(i64, String)> = q::query_as("SELECT seq, content FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
                     .bind(id.to_string())

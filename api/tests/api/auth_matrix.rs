@@ -13,6 +13,9 @@ enum Who {
     Admin,
     RunnerOfThisThread,
     RunnerOfAnotherThread,
+    /// The runner of another pool's thread that tried to relabel its thread as this thread's
+    /// pool, agent and replica (refused: labels are fixed), then calls this thread's routes.
+    RelabelledRunner,
     /// An approver token of the thread's pool.
     ApproverOfThisPool,
     /// An approver token of another pool.
@@ -380,6 +383,7 @@ fn expected(route: &Route, who: Who) -> StatusCode {
             Who::AgentOfAnotherAgent
             | Who::RunnerOfThisThread
             | Who::RunnerOfAnotherThread
+            | Who::RelabelledRunner
             | Who::ApproverOfThisPool
             | Who::ApproverOfAnotherPool,
         )
@@ -389,11 +393,14 @@ fn expected(route: &Route, who: Who) -> StatusCode {
         ) => StatusCode::FORBIDDEN,
         (
             Access::Runner | Access::Admin,
-            Who::RunnerOfAnotherThread | Who::ApproverOfThisPool | Who::ApproverOfAnotherPool,
+            Who::RunnerOfAnotherThread
+            | Who::RelabelledRunner
+            | Who::ApproverOfThisPool
+            | Who::ApproverOfAnotherPool,
         )
         | (
             Access::Approvals | Access::ApprovalList,
-            Who::RunnerOfThisThread | Who::RunnerOfAnotherThread,
+            Who::RunnerOfThisThread | Who::RunnerOfAnotherThread | Who::RelabelledRunner,
         )
         | (Access::Admin, Who::RunnerOfThisThread) => StatusCode::FORBIDDEN,
     }
@@ -474,6 +481,16 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
 async fn every_route_for_every_caller() {
     let api = TestApi::start(Backend::Sqlite).await.unwrap();
     let other_token = api.runner_token(ThreadId::new_v7()).await;
+    // A runner of pool `q`, which will try to take pool `p`'s labels before each call.
+    let relabelled_thread = ThreadId::new_v7();
+    let (status, minted) = api
+        .mint(
+            relabelled_thread,
+            json!({"pool": "q", "agent": "x", "replica": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{minted}");
+    let relabelled = minted["token"].as_str().unwrap().to_string();
     let approver = |pool: &'static str| {
         let api = &api;
         async move {
@@ -512,6 +529,7 @@ async fn every_route_for_every_caller() {
             Who::Admin,
             Who::RunnerOfThisThread,
             Who::RunnerOfAnotherThread,
+            Who::RelabelledRunner,
             Who::ApproverOfThisPool,
             Who::ApproverOfAnotherPool,
             Who::AgentOfThisAgent,
@@ -524,6 +542,22 @@ async fn every_route_for_every_caller() {
                 Who::Admin => Some(ADMIN.to_string()),
                 Who::RunnerOfThisThread => Some(token),
                 Who::RunnerOfAnotherThread => Some(other_token.clone()),
+                Who::RelabelledRunner => {
+                    let (status, body) = api
+                        .call(
+                            Method::POST,
+                            format!("/v1/runners/threads/{relabelled_thread}/claim"),
+                            Some(&relabelled),
+                            Some(json!({"pool": "p", "agent": "a", "replica": 1})),
+                        )
+                        .await;
+                    assert_eq!(
+                        (status, &body["code"]),
+                        (StatusCode::CONFLICT, &json!("labels_fixed")),
+                        "{body}"
+                    );
+                    Some(relabelled.clone())
+                }
                 Who::ApproverOfThisPool => Some(this_pool.clone()),
                 Who::ApproverOfAnotherPool => Some(other_pool.clone()),
                 Who::AgentOfThisAgent => Some(this_agent.clone()),

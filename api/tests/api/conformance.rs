@@ -27,7 +27,14 @@ async fn claim_bumps_the_epoch_and_counts_boots(backend: Backend) {
         return;
     };
     let thread = ThreadId::new_v7();
-    let token = api.runner_token(thread).await;
+    let (status, minted) = api
+        .mint(
+            thread,
+            json!({"pool": "research", "agent": "researcher", "replica": 2}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{minted}");
+    let token = minted["token"].as_str().unwrap().to_string();
     for boot in 1..=3u64 {
         let (status, body) = api
             .call(
@@ -55,6 +62,31 @@ async fn claim_bumps_the_epoch_and_counts_boots(backend: Backend) {
         ),
         (Some("research"), Some("researcher"), Some(2))
     );
+    // Labels are fixed: a claim (by its runner or the admin) or a mint with another pool, agent
+    // or replica is refused and counts no boot.
+    for labels in [
+        json!({"pool": "other"}),
+        json!({"agent": "someone-else"}),
+        json!({"pool": "research", "agent": "researcher", "replica": 3}),
+    ] {
+        let path = format!("/v1/runners/threads/{thread}/claim");
+        for who in [Some(token.as_str()), Some(crate::support::ADMIN)] {
+            let (status, body) = api
+                .call(Method::POST, &path, who, Some(labels.clone()))
+                .await;
+            assert_eq!(
+                (status, &body["code"]),
+                (StatusCode::CONFLICT, &json!("labels_fixed")),
+                "{labels}: {body}"
+            );
+        }
+        let (status, body) = api.mint(thread, labels.clone()).await;
+        assert_eq!(
+            (status, &body["code"]),
+            (StatusCode::CONFLICT, &json!("labels_fixed")),
+            "{body}"
+        );
+    }
     // A claim on a thread nobody minted a token for creates it (admin may do everything).
     let fresh = ThreadId::new_v7();
     let (status, body) = api

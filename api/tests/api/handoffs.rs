@@ -64,7 +64,7 @@ async fn reply(
     ok: bool,
 ) -> (StatusCode, Value) {
     let target: ThreadId = target.parse().unwrap();
-    let token = api.runner_token(target).await;
+    let token = api.token_of(target).await;
     let epoch = api.claim(target, &token).await;
     let mut body = checkpoint(
         epoch,
@@ -149,7 +149,7 @@ async fn a_handoff_is_filed_once_in_a_session_of_its_own(backend: Backend) {
         (&json!("p"), &json!("b"), &filed["session"], &json!(1))
     );
     let target_id: ThreadId = target.parse().unwrap();
-    let target_token = api.runner_token(target_id).await;
+    let target_token = api.token_of(target_id).await;
     let (status, inbox) = api
         .call(
             Method::GET,
@@ -231,7 +231,7 @@ async fn the_reply_wakes_the_caller_and_the_first_one_stands(backend: Backend) {
     assert!(woken[0]["replied_at"].is_string());
     // A stale or confused second reply changes nothing.
     let target_id: ThreadId = target.parse().unwrap();
-    let token2 = api.runner_token(target_id).await;
+    let token2 = api.token_of(target_id).await;
     let epoch2 = api.claim(target_id, &token2).await;
     let mut body = checkpoint(epoch2, 1, None, vec![message("user", "again")], 3);
     body["state"]["status"] = "idle".into();
@@ -418,7 +418,67 @@ async fn only_collaborators_and_only_the_current_epoch(backend: Backend) {
     api.stop().await;
 }
 
+/// Issue 33: a runner of another pool posed as pool `p`'s agent `a` by claiming with its labels,
+/// then handed tasks to `a`'s collaborator and read the replies. Labels are fixed and the rule
+/// reads the token's: the claim is refused, and the handoff stays forbidden.
+async fn a_runner_cannot_pose_as_another_pools_agent(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    agents(&api).await;
+    let thread = ThreadId::new_v7();
+    let (status, minted) = api
+        .mint(thread, json!({"pool": "q", "agent": "x", "replica": 1}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{minted}");
+    let token = minted["token"].as_str().unwrap().to_string();
+    let epoch = api.claim(thread, &token).await;
+    let (status, err) = hand_over(&api, thread, &token, request(epoch, "k1", "b", 60)).await;
+    assert_eq!(
+        (status, &err["code"]),
+        (StatusCode::FORBIDDEN, &json!("not_collaborator")),
+        "{err}"
+    );
+    let (status, err) = api
+        .call(
+            Method::POST,
+            format!("/v1/runners/threads/{thread}/claim"),
+            Some(&token),
+            Some(json!({"pool": "p", "agent": "a", "replica": 1})),
+        )
+        .await;
+    assert_eq!(
+        (status, &err["code"]),
+        (StatusCode::CONFLICT, &json!("labels_fixed")),
+        "{err}"
+    );
+    assert!(
+        err["message"].as_str().unwrap().contains("\"q\""),
+        "the refusal names the thread's own pool: {err}"
+    );
+    let epoch = api.claim(thread, &token).await;
+    let (status, err) = hand_over(&api, thread, &token, request(epoch, "k2", "b", 60)).await;
+    assert_eq!(
+        (status, &err["code"]),
+        (StatusCode::FORBIDDEN, &json!("not_collaborator")),
+        "{err}"
+    );
+    let (_, summary) = api
+        .admin(Method::GET, format!("/v1/threads/{thread}"), None)
+        .await;
+    assert_eq!(
+        (&summary["pool"], &summary["agent"]),
+        (&json!("q"), &json!("x"))
+    );
+    let (_, sessions) = api
+        .admin(Method::GET, "/v1/sessions?pool=p&agent=b", None)
+        .await;
+    assert_eq!(sessions, json!([]), "no task reached b");
+    api.stop().await;
+}
+
 both_backends!(
+    a_runner_cannot_pose_as_another_pools_agent,
     a_handoff_is_filed_once_in_a_session_of_its_own,
     the_reply_wakes_the_caller_and_the_first_one_stands,
     a_failed_turn_fails_the_call,

@@ -139,6 +139,60 @@ async fn a_single_host_replica_thread_is_adopted(backend: Backend) {
     api.stop().await;
 }
 
+/// Issue 33: a runner relabelled its own thread as another pool's replica before that replica's
+/// first lookup, which then adopted it — and the old token kept reading the replica's
+/// conversation. Labels are fixed: the claim is refused and the lookup makes a thread of its own.
+async fn a_relabelled_thread_is_never_adopted(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let thread = ninetrix_proto::ThreadId::new_v7();
+    let (status, minted) = api
+        .mint(thread, json!({"pool": "other", "agent": "x", "replica": 1}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{minted}");
+    let attacker = minted["token"].as_str().unwrap().to_string();
+    let (status, err) = api
+        .call(
+            Method::POST,
+            format!("/v1/runners/threads/{thread}/claim"),
+            Some(&attacker),
+            Some(json!({"pool": "fleet", "agent": "bot", "replica": 3})),
+        )
+        .await;
+    assert_eq!(
+        (status, &err["code"]),
+        (StatusCode::CONFLICT, &json!("labels_fixed")),
+        "{err}"
+    );
+    // Nor by minting: the admin's mint is refused too once the thread has labels.
+    let (status, err) = api
+        .mint(
+            thread,
+            json!({"pool": "fleet", "agent": "bot", "replica": 3}),
+        )
+        .await;
+    assert_eq!(
+        (status, &err["code"]),
+        (StatusCode::CONFLICT, &json!("labels_fixed"))
+    );
+    let token = agent_token(&api, "fleet", "bot").await;
+    let (status, made) = replica(&api, &token, "fleet/agents/bot/replicas/3").await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_ne!(made["thread_id"], json!(thread.to_string()));
+    let replica_thread = made["thread_id"].as_str().unwrap();
+    let (status, _) = api
+        .call(
+            Method::GET,
+            format!("/v1/runners/threads/{replica_thread}/inbox?after=0"),
+            Some(&attacker),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    api.stop().await;
+}
+
 async fn only_the_agents_token_may_ask(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
@@ -178,5 +232,6 @@ both_backends!(
     a_replica_keeps_its_thread_and_a_purge_gives_it_a_new_one,
     racing_first_calls_agree_on_one_thread,
     a_single_host_replica_thread_is_adopted,
+    a_relabelled_thread_is_never_adopted,
     only_the_agents_token_may_ask,
 );

@@ -81,9 +81,17 @@ async fn a_key_opens_the_same_thread_ever_after(backend: Backend) {
     let (_, elsewhere) = open(&api, "helper", "customer 42 / eu").await;
     assert_ne!(other["thread_id"], first["thread_id"]);
     assert_ne!(elsewhere["thread_id"], first["thread_id"]);
-    // A claim with labels does not move a thread into or out of a session; one that names
-    // another session is refused.
-    let token = api.runner_token(id).await;
+    // A claim never moves a thread into or out of a session: one that names another session is
+    // refused, and so is a mint or claim with the labels of a plain replica thread.
+    let (status, body) = api
+        .mint(id, json!({"pool": "p", "agent": "a", "replica": 1}))
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::CONFLICT, &json!("labels_fixed")),
+        "{body}"
+    );
+    let token = api.token_of(id).await;
     api.claim(id, &token).await;
     let (status, body) = api
         .call(

@@ -204,6 +204,27 @@ impl TestApi {
         body["token"].as_str().unwrap().to_string()
     }
 
+    /// Mints the runner token of `thread` with these labels (a JSON object; `{}` restates any
+    /// thread's): the answer as it is.
+    pub(crate) async fn mint(
+        &self,
+        thread: ThreadId,
+        labels: serde_json::Value,
+    ) -> (StatusCode, serde_json::Value) {
+        let mut body = labels;
+        body["thread_id"] = serde_json::json!(thread);
+        self.admin(Method::POST, "/v1/tokens/runner", Some(body))
+            .await
+    }
+
+    /// The runner token of an existing thread (a session's, a replica's), minted without
+    /// restating its labels: the token carries the thread's own.
+    pub(crate) async fn token_of(&self, thread: ThreadId) -> String {
+        let (status, body) = self.mint(thread, serde_json::json!({})).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["token"].as_str().unwrap().to_string()
+    }
+
     /// Claims a thread with its runner token; returns the epoch.
     pub(crate) async fn claim(&self, thread: ThreadId, token: &str) -> u64 {
         let (status, body) = self
