@@ -25,6 +25,7 @@ use ninetrix_proto::api::ThreadLabels;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::console_sessions::ConsoleSessions;
 use crate::error::ApiError;
 
 const RUNNER_PREFIX: &str = "nxr2";
@@ -114,6 +115,8 @@ pub enum AuthConfig {
 pub struct Authenticator {
     config: AuthConfig,
     admin_digest: [u8; 32],
+    /// The web console's sign-ins: a session ID (the cookie) → the token it stands for.
+    pub(crate) console: Arc<ConsoleSessions>,
 }
 
 impl Authenticator {
@@ -126,6 +129,7 @@ impl Authenticator {
         Self {
             config,
             admin_digest,
+            console: Arc::default(),
         }
     }
 
@@ -377,9 +381,14 @@ where
         if header.is_some() {
             return auth.caller(header);
         }
-        // The web console's sign-in cookie, for the same routes (docs/console.md).
+        // The web console's sign-in cookie, for the same routes (docs/console.md): the session
+        // it names stands for a token, checked again now.
         match console_token(&parts.headers, &parts.method)? {
-            Some(token) => {
+            Some(session) => {
+                let token = auth
+                    .console
+                    .token(&session, std::time::Instant::now())
+                    .ok_or(ApiError::Unauthorized)?;
                 let caller = auth.caller(Some(&format!("Bearer {token}")))?;
                 match caller {
                     Caller::Admin | Caller::Approver { .. } => Ok(caller),
@@ -392,16 +401,26 @@ where
     }
 }
 
-/// The cookie the web console keeps its sign-in in (HttpOnly, SameSite=Strict).
+/// The cookie the web console keeps its sign-in in (HttpOnly, SameSite=Strict): a session ID,
+/// never the token (`console_sessions`).
 pub const CONSOLE_COOKIE: &str = "ninetrix_console";
-/// The header every console request that changes something carries: a page of another site
-/// cannot send it (it would need a CORS preflight this server never allows), so a forged form
-/// or `fetch` riding on the cookie is refused.
+/// The header every console request that changes something carries, with the value
+/// [`CONSOLE_HEADER_VALUE`]: a page of another site cannot send it (it would need a CORS
+/// preflight this server never allows), so a forged form or `fetch` riding on the cookie is
+/// refused.
 pub const CONSOLE_HEADER: &str = "x-ninetrix-console";
+/// The one value [`CONSOLE_HEADER`] is taken with.
+pub const CONSOLE_HEADER_VALUE: &str = "1";
 
-/// The token of the console's cookie, when the request carries one: for reads (GET, HEAD) the
-/// cookie alone; for anything else only with [`CONSOLE_HEADER`], else 403 (a cross-site request
-/// riding on the cookie).
+/// Whether the request carries `X-Ninetrix-Console: 1` (one such header, that value).
+pub(crate) fn console_header_ok(headers: &axum::http::HeaderMap) -> bool {
+    let mut values = headers.get_all(CONSOLE_HEADER).iter();
+    matches!((values.next(), values.next()), (Some(v), None) if v.as_bytes() == CONSOLE_HEADER_VALUE.as_bytes())
+}
+
+/// The session ID of the console's cookie, when the request carries one: for reads (GET, HEAD)
+/// the cookie alone; for anything else only with `X-Ninetrix-Console: 1`, else 403 (a
+/// cross-site request riding on the cookie).
 pub(crate) fn console_token(
     headers: &axum::http::HeaderMap,
     method: &axum::http::Method,
@@ -417,9 +436,9 @@ pub(crate) fn console_token(
         .filter(|v| !v.is_empty());
     let Some(token) = token else { return Ok(None) };
     let reads = matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD);
-    if !reads && !headers.contains_key(CONSOLE_HEADER) {
+    if !reads && !console_header_ok(headers) {
         return Err(ApiError::Forbidden(
-            "a request signed in by the console's cookie that changes something must carry the X-Ninetrix-Console header (the console sends it; another site cannot)",
+            "a request signed in by the console's cookie that changes something must carry the header X-Ninetrix-Console: 1 (the console sends it; another site cannot)",
         ));
     }
     Ok(Some(token))
@@ -453,8 +472,15 @@ mod tests {
             console_token(&h, &Method::POST),
             Err(ApiError::Forbidden(_))
         ));
+        // Any other value is a forgery's guess, not the console.
+        for wrong in ["0", "yes", "", "1, 1"] {
+            h.insert(CONSOLE_HEADER, HeaderValue::from_str(wrong).unwrap());
+            assert!(console_token(&h, &Method::POST).is_err(), "{wrong:?}");
+        }
         h.insert(CONSOLE_HEADER, HeaderValue::from_static("1"));
         assert!(console_token(&h, &Method::POST).unwrap().is_some());
+        h.append(CONSOLE_HEADER, HeaderValue::from_static("1"));
+        assert!(console_token(&h, &Method::POST).is_err(), "twice");
     }
 
     fn labels(pool: &str, agent: &str, replica: u32) -> ThreadLabels {

@@ -1,8 +1,9 @@
 //! The web console (issue 18), served by `ninetrix api` at `/console`: three static files
-//! embedded in the binary (no Node, no build step) and the sign-in that keeps a person's token in
-//! an HttpOnly, SameSite=Strict cookie. The page then calls the same `/v1/…` routes as the CLI —
-//! the cookie authenticates them (`auth::console_token`), and every request that changes
-//! something must carry the `X-Ninetrix-Console` header, which another site's page cannot send.
+//! embedded in the binary (no Node, no build step) and the sign-in: a person's token makes a
+//! server-side session (`console_sessions`) whose random ID is kept in an HttpOnly,
+//! SameSite=Strict cookie; signing out ends it. The page then calls the same `/v1/…` routes as
+//! the CLI — the cookie authenticates them (`auth::console_token`), and every request that
+//! changes something must carry `X-Ninetrix-Console: 1`, which another site's page cannot send.
 //! Only the admin token and approver tokens sign in. Every page is served with a strict Content
 //! Security Policy (scripts and styles from this origin only, no framing).
 
@@ -109,7 +110,7 @@ fn whoami_of(caller: &Caller) -> Result<Whoami, ApiError> {
     }
 }
 
-/// The cookie that keeps `token` (or, with `None`, the one that removes it).
+/// The cookie that keeps session ID `token` (or, with `None`, the one that removes it).
 fn cookie(token: Option<&str>, secure: bool) -> Result<HeaderValue, ApiError> {
     let secure = if secure { "; Secure" } else { "" };
     let text = match token {
@@ -139,11 +140,16 @@ async fn sign_in(
     }
     let caller = app.auth.caller(Some(&format!("Bearer {token}")))?;
     let who = whoami_of(&caller)?;
+    let session = app
+        .auth
+        .console
+        .start(token, std::time::Instant::now())
+        .map_err(|e| ApiError::Internal(format!("no randomness for a console session: {e}")))?;
     tracing::info!(kind = who.kind, "console sign-in");
     let mut response = (StatusCode::OK, axum::Json(who)).into_response();
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, cookie(Some(token), over_tls(&headers))?);
+        .insert(header::SET_COOKIE, cookie(Some(&session), over_tls(&headers))?);
     Ok(hardened(response))
 }
 
@@ -158,11 +164,15 @@ async fn whoami(caller: Result<Caller, ApiError>) -> Response {
     hardened(axum::Json(who).into_response())
 }
 
-async fn sign_out(headers: HeaderMap) -> Result<Response, ApiError> {
-    if !headers.contains_key(crate::auth::CONSOLE_HEADER) {
+/// Ends the session the cookie names — for every copy of that cookie — and removes the cookie.
+async fn sign_out(State(app): State<App>, headers: HeaderMap) -> Result<Response, ApiError> {
+    if !crate::auth::console_header_ok(&headers) {
         return Err(ApiError::Forbidden(
-            "signing out of the console needs the X-Ninetrix-Console header",
+            "signing out of the console needs the header X-Ninetrix-Console: 1",
         ));
+    }
+    if let Some(session) = crate::auth::console_token(&headers, &axum::http::Method::DELETE)? {
+        app.auth.console.end(&session);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
     response

@@ -43,6 +43,9 @@ pub enum ApiError {
     /// The server is not ready (the database does not answer).
     #[error("the database is not reachable")]
     NotReady,
+    /// The server failed outside the store (the text is for logs only, never for clients).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl ApiError {
@@ -64,6 +67,11 @@ impl ApiError {
                 code,
                 message,
             } => (*status, code.clone(), message.clone()),
+            ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::Internal,
+                "internal error; the server log has the details".into(),
+            ),
             ApiError::NotReady => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 ErrorCode::NotReady,

@@ -12,6 +12,7 @@
 mod access;
 pub mod auth;
 mod console;
+pub mod console_sessions;
 pub mod error;
 mod extract;
 pub mod faults;

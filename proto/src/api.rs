@@ -175,6 +175,11 @@ pub struct ErrorBody {
 /// database, so requests may not go past this.
 pub const MAX_STORED_INT: u64 = i64::MAX as u64;
 
+/// The longest `wait` a long-poll takes, in seconds (an hour). A server holds a request at most
+/// its `--max-wait` (60 s by default, at most this); a larger `wait` is a malformed query, not a
+/// request to hold a connection for ever.
+pub const MAX_WAIT_SECS: u64 = 3600;
+
 /// Deserializers for the integers of request bodies. JSON Schema (and so the OpenAPI document)
 /// counts `2.0` as the integer 2, so these take a whole number however it is spelled; a fraction,
 /// a negative number or one past the bound is refused.

@@ -268,8 +268,8 @@ pub(crate) struct StreamQuery {
 /// ends when the thread is purged.
 #[utoipa::path(get, path = "/v1/threads/{thread_id}/events/stream", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread"), StreamQuery,
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume after this seq",
-            maximum = 9223372036854775807_i64)),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume after this seq: a whole number from 0 to 9223372036854775807 (not `null`, not empty)",
+            minimum = 0, maximum = 9223372036854775807_i64)),
     responses((status = 200, content_type = "text/event-stream", description = "the event stream"),
         (status = 400, body = ErrorBody, description = "`invalid_header`: a `Last-Event-ID` that is not an event seq (0 to 9223372036854775807); `invalid_query`, `invalid_path`: a malformed parameter"),
         (status = 404, body = ErrorBody, description = "`not_found`: no such thread"), (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),

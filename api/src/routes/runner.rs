@@ -1,7 +1,6 @@
 //! Runner routes (`/v1/runners/threads/{thread_id}/…`): what a runner calls for its own thread.
 //! The admin token may call them too.
 
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -18,7 +17,7 @@ use serde::Deserialize;
 use crate::access::{LabelledThreadCaller, ThreadCaller};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
-use crate::routes::wait::{Look, long_poll};
+use crate::routes::wait::{Look, long_poll, wait_for};
 use crate::state::App;
 use crate::store::StoreError;
 
@@ -233,9 +232,10 @@ pub(crate) struct InboxQuery {
     #[serde(default)]
     #[param(maximum = 9223372036854775807_i64)]
     after: u64,
-    /// Wait up to this many seconds for a message (capped by the server's `--max-wait`).
+    /// Wait up to this many seconds for a message, 0 to 3600 (held at most the server's
+    /// `--max-wait`).
     #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
+    #[param(maximum = 3600)]
     wait: u64,
     /// At most this many messages: 1 to 100 (100 when left out).
     #[param(minimum = 1, maximum = 100)]
@@ -258,14 +258,11 @@ pub(crate) async fn inbox(
     let limit = page_limit(query.limit, MAX_INBOX_BATCH, MAX_INBOX_BATCH)?;
     let after = seq_cursor(query.after)?;
     // Any wait up to the bound is accepted (and capped); one past it is a malformed query.
-    let wait = seq_cursor(query.wait).map_err(|_| ApiError::BadRequest {
-        code: ErrorCode::InvalidQuery,
-        message: format!("wait {} is larger than {MAX_STORED_INT}", query.wait),
-    })?;
+    let wait = wait_for(query.wait)?;
     let messages = long_poll(
         &app,
         app.hub.subscribe(id),
-        Duration::from_secs(wait),
+        wait,
         || async {
             let messages = app.store.inbox_after(id, after, limit).await?;
             Ok(if messages.is_empty() {

@@ -9,12 +9,11 @@
 //! count, which `up` records here. A replica finds its sessions' work with the agent's token —
 //! each session with the runner token of its thread, which it claims and serves like its own.
 
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::api::{
-    AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode, MAX_STORED_INT,
+    AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode,
     ReplicaThread, SessionRequest, SessionWork, ThreadSummary,
 };
 use ninetrix_proto::{ThreadId, sessions};
@@ -22,8 +21,8 @@ use serde::Deserialize;
 
 use crate::access::{Admin, AgentCaller};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
-use crate::routes::wait::{Look, long_poll};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
+use crate::routes::wait::{Look, long_poll, wait_for};
 use crate::state::App;
 use crate::store::ThreadFilter;
 
@@ -281,10 +280,10 @@ pub(crate) struct WorkQuery {
         pattern = "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(,[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})*)?$"
     )]
     active: Option<String>,
-    /// Wait up to this many seconds (capped by the server's `--max-wait`) while it has no other
-    /// work.
+    /// Wait up to this many seconds, 0 to 3600 (held at most the server's `--max-wait`), while
+    /// it has no other work.
     #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
+    #[param(maximum = 3600)]
     wait: u64,
 }
 
@@ -323,10 +322,9 @@ pub(crate) async fn work(
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<ThreadId>().map_err(|e| bad(e.to_string())))
         .collect::<Result<_, _>>()?;
-    let wait = seq_cursor(q.wait)
-        .map_err(|_| bad(format!("wait {} is larger than {MAX_STORED_INT}", q.wait)))?;
+    let wait = wait_for(q.wait)?;
     let notify = app.hub.subscribe_agent(&pool, &agent);
-    let work = long_poll(&app, notify, Duration::from_secs(wait), || async {
+    let work = long_poll(&app, notify, wait, || async {
         let replicas = app
             .store
             .replicas(pool.clone(), agent.clone())

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{ErrorCode, MAX_STORED_INT};
+use ninetrix_proto::api::{ErrorCode, MAX_STORED_INT, MAX_WAIT_SECS};
 use serde::Deserialize;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -27,10 +27,11 @@ pub(crate) struct TurnWaitQuery {
     /// The turn whose items to return.
     #[param(maximum = 9223372036854775807_i64)]
     turn_seq: u64,
-    /// Wait up to this many seconds (capped by the server's `--max-wait`) while every item of the
-    /// turn that is settled was already seen (`settled`) and some are still pending.
+    /// Wait up to this many seconds, 0 to 3600 (held at most the server's `--max-wait`) while
+    /// every item of the turn that is settled was already seen (`settled`) and some are still
+    /// pending.
     #[serde(default)]
-    #[param(maximum = 9223372036854775807_i64)]
+    #[param(maximum = 3600)]
     wait: u64,
     /// How many of the turn's items the caller already knows settled (0 when left out).
     #[serde(default)]
@@ -58,11 +59,11 @@ where
         message: format!("{what} {v} is larger than {MAX_STORED_INT}"),
     };
     let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
-    let wait = seq_cursor(q.wait).map_err(|_| too_large("wait", q.wait))?;
+    let wait = wait_for(q.wait)?;
     long_poll(
         app,
         app.hub.subscribe(id),
-        Duration::from_secs(wait),
+        wait,
         || async {
             let items = fetch(turn).await?;
             let pending: Vec<DateTime<Utc>> = items.iter().filter_map(&pending_until).collect();
@@ -95,6 +96,20 @@ pub(crate) enum Look<T> {
         /// A moment to look again without being woken (a request expiring).
         wake: Option<Instant>,
     },
+}
+
+/// A long-poll's `wait` query parameter as a duration: 0 to [`MAX_WAIT_SECS`], else 400
+/// `invalid_query`.
+pub(crate) fn wait_for(wait: u64) -> Result<Duration, ApiError> {
+    if wait > MAX_WAIT_SECS {
+        return Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidQuery,
+            message: format!(
+                "wait {wait} is more than {MAX_WAIT_SECS} seconds: a long-poll is held at most the server's --max-wait (at most {MAX_WAIT_SECS}); ask again when it answers"
+            ),
+        });
+    }
+    Ok(Duration::from_secs(wait))
 }
 
 /// Holds a request open up to `wait` (capped by the server's `--max-wait`) until `look` is

@@ -163,6 +163,7 @@ async fn last_event_id_out_of_range_is_invalid_header(backend: Backend) {
         "-1".into(),
         "1.5".into(),
         "yesterday".into(),
+        "null".into(),
         String::new(),
     ] {
         let resp = stream(bad.clone()).await.unwrap();
@@ -192,4 +193,73 @@ async fn last_event_id_out_of_range_is_invalid_header(backend: Backend) {
     api.stop().await;
 }
 
-crate::support::both_backends!(last_event_id_out_of_range_is_invalid_header);
+/// Every long-poll's `wait` is 0 to `MAX_WAIT_SECS` (3600): one past it is `400 invalid_query`
+/// naming the bound, not a request held open until the server's own cap (issue 33: `wait =
+/// 9223372036854775806` was taken). The document states the same bound.
+async fn a_wait_past_the_bound_is_refused(backend: Backend) {
+    let Some(api) = TestApi::start_with(backend, |c| c.max_wait = std::time::Duration::ZERO).await
+    else {
+        return;
+    };
+    let thread = ThreadId::new_v7();
+    let token = api.runner_token(thread).await;
+    api.claim(thread, &token).await;
+    let (_, agent) = api
+        .admin(
+            Method::POST,
+            "/v1/tokens/agent",
+            Some(json!({"pool": "p", "agent": "a"})),
+        )
+        .await;
+    let agent = agent["token"].as_str().unwrap().to_string();
+    let max = ninetrix_proto::api::MAX_WAIT_SECS;
+    let routes = [
+        (format!("/v1/runners/threads/{thread}/inbox?after=0&wait="), token.clone()),
+        (
+            format!("/v1/runners/threads/{thread}/handoffs?turn_seq=1&wait="),
+            token.clone(),
+        ),
+        (
+            format!("/v1/runners/threads/{thread}/approvals?turn_seq=1&wait="),
+            token.clone(),
+        ),
+        ("/v1/runners/pools/p/agents/a/sessions?replica=1&wait=".to_string(), agent),
+    ];
+    let mut failures = Vec::new();
+    for (path, who) in &routes {
+        for (wait, want) in [
+            (max, StatusCode::OK),
+            (max + 1, StatusCode::BAD_REQUEST),
+            (9_223_372_036_854_775_806, StatusCode::BAD_REQUEST),
+        ] {
+            let (status, body) = api
+                .call(Method::GET, format!("{path}{wait}"), Some(who), None)
+                .await;
+            let named = want == StatusCode::OK
+                || (body["code"] == "invalid_query"
+                    && body["message"].as_str().unwrap_or("").contains("3600"));
+            if status != want || !named {
+                failures.push(format!("{path}{wait}: {status} {body}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let (_, doc) = api.call(Method::GET, "/openapi.json", None, None).await;
+    let mut bounds = Vec::new();
+    for (_, item) in doc["paths"].as_object().unwrap() {
+        for (_, op) in item.as_object().unwrap() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["name"] == "wait" {
+                    bounds.push(p["schema"]["maximum"].clone());
+                }
+            }
+        }
+    }
+    assert_eq!(bounds, vec![json!(max); 4], "every `wait` states the bound");
+    api.stop().await;
+}
+
+crate::support::both_backends!(
+    last_event_id_out_of_range_is_invalid_header,
+    a_wait_past_the_bound_is_refused,
+);

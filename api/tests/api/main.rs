@@ -5,6 +5,7 @@ mod attack;
 mod auth_matrix;
 mod bad_input;
 mod commit;
+mod console;
 mod conformance;
 mod deltas;
 mod handoffs;

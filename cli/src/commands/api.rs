@@ -36,8 +36,10 @@ pub struct ApiArgs {
     /// Largest request body in bytes.
     #[arg(long, default_value_t = 8 * 1024 * 1024, value_name = "BYTES")]
     pub body_limit: usize,
-    /// Longest inbox long-poll, in seconds.
-    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    /// Longest long-poll (inbox, requests to people, handoffs, session work), in seconds: 1 to
+    /// 3600.
+    #[arg(long, default_value_t = 60, value_name = "SECS",
+        value_parser = clap::value_parser!(u64).range(1..=ninetrix_proto::api::MAX_WAIT_SECS))]
     pub max_wait: u64,
     /// Seconds from the first byte of a request head to its end; a slower head closes the
     /// connection.
@@ -108,7 +110,7 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     let mut config = Config::new(database_url.clone(), auth);
     config.listen = args.listen;
     config.body_limit = args.body_limit;
-    config.max_wait = Duration::from_secs(args.max_wait.max(1));
+    config.max_wait = Duration::from_secs(args.max_wait);
     config.header_timeout = Duration::from_secs(args.header_timeout);
     config.body_timeout = Duration::from_secs(args.body_timeout);
     config.idle_timeout = Duration::from_secs(args.idle_timeout);
