@@ -147,9 +147,10 @@ async fn sign_in(
         .map_err(|e| ApiError::Internal(format!("no randomness for a console session: {e}")))?;
     tracing::info!(kind = who.kind, "console sign-in");
     let mut response = (StatusCode::OK, axum::Json(who)).into_response();
-    response
-        .headers_mut()
-        .insert(header::SET_COOKIE, cookie(Some(&session), over_tls(&headers))?);
+    response.headers_mut().insert(
+        header::SET_COOKIE,
+        cookie(Some(&session), over_tls(&headers))?,
+    );
     Ok(hardened(response))
 }
 

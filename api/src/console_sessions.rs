@@ -55,10 +55,7 @@ impl ConsoleSessions {
         let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
         live.retain(|_, e| e.expires > now);
         if live.len() >= MAX_SESSIONS
-            && let Some(oldest) = live
-                .iter()
-                .min_by_key(|(_, e)| e.expires)
-                .map(|(k, _)| *k)
+            && let Some(oldest) = live.iter().min_by_key(|(_, e)| e.expires).map(|(k, _)| *k)
         {
             live.remove(&oldest);
         }
@@ -116,7 +113,9 @@ mod tests {
         let t0 = Instant::now();
         let first = sessions.start("t", t0).unwrap();
         for i in 1..MAX_SESSIONS {
-            sessions.start("t", t0 + Duration::from_millis(i as u64)).unwrap();
+            sessions
+                .start("t", t0 + Duration::from_millis(i as u64))
+                .unwrap();
         }
         let now = t0 + Duration::from_secs(1);
         assert!(sessions.token(&first, now).is_some());

@@ -20,6 +20,7 @@ mod hooks;
 mod hub;
 mod labels;
 mod listener;
+mod names;
 mod routes;
 pub mod scheduler;
 pub mod server;

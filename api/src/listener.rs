@@ -168,6 +168,7 @@ async fn serve_connection(
     let io = TokioIo::new(Watched {
         inner: tcp,
         activity: Arc::clone(&activity),
+        rewrite: None,
     });
     let service = {
         let activity = Arc::clone(&activity);
@@ -470,10 +471,107 @@ impl hyper::body::Body for Tracked {
     }
 }
 
-/// The socket, telling the watchdog when bytes arrive.
+/// The socket, telling the watchdog when bytes arrive, and giving hyper's own refusals a JSON
+/// body ([`refusal`]).
 struct Watched {
     inner: TcpStream,
     activity: Arc<Activity>,
+    /// hyper's refusal being replaced: the JSON response still to write, and what hyper is told
+    /// was written once it is out.
+    rewrite: Option<Rewrite>,
+}
+
+struct Rewrite {
+    bytes: Vec<u8>,
+    sent: usize,
+}
+
+/// When hyper refuses a request head it cannot parse (400), a target too long (414) or a head
+/// too large (431), it writes its own response — `connection: close`, `content-length: 0`, no
+/// body — without calling the service. Every refusal of this server is `{code, message}` JSON, so
+/// that response is replaced, byte for byte, with one that has the same status and a JSON body.
+/// `head` is what hyper writes while no request is in flight; anything but such a refusal gives
+/// `None` (it is written as it is).
+fn refusal(head: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(head).ok()?;
+    let rest = text.strip_prefix("HTTP/1.1 ")?;
+    let lower = text.to_ascii_lowercase();
+    if !(lower.contains("\r\ncontent-length: 0\r\n")
+        && lower.contains("\r\nconnection: close\r\n")
+        && text.ends_with("\r\n\r\n"))
+    {
+        return None;
+    }
+    let status = rest.get(..3)?.parse::<u16>().ok()?;
+    let (code, message) = match status {
+        400 => (
+            ErrorCode::MalformedRequest,
+            "the request is not HTTP/1.1 this server can read: a malformed request line or header (a space or control character in the target, a header without a colon, an invalid Content-Length)",
+        ),
+        414 => (
+            ErrorCode::TooLarge,
+            "the request target is longer than this server reads: send long parameters in a body",
+        ),
+        431 => (
+            ErrorCode::TooLarge,
+            "the request head is larger than this server reads: send fewer or shorter headers",
+        ),
+        _ => return None,
+    };
+    let reason = StatusCode::from_u16(status).ok()?.canonical_reason()?;
+    let body = serde_json::to_vec(&ninetrix_proto::api::ErrorBody {
+        code,
+        message: message.to_string(),
+    })
+    .ok()?;
+    let mut bytes = format!(
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    bytes.extend_from_slice(&body);
+    Some(bytes)
+}
+
+impl Watched {
+    /// Writes the replacement of hyper's refusal; `Ready(Ok(claimed))` once it is all out (hyper
+    /// is told its `claimed` bytes were written).
+    fn poll_rewrite(
+        &mut self,
+        cx: &mut Context<'_>,
+        claimed: usize,
+    ) -> Poll<std::io::Result<usize>> {
+        while let Some(rewrite) = &mut self.rewrite {
+            if rewrite.sent == rewrite.bytes.len() {
+                return Poll::Ready(Ok(claimed));
+            }
+            let n = std::task::ready!(
+                Pin::new(&mut self.inner).poll_write(cx, &rewrite.bytes[rewrite.sent..])
+            )?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            rewrite.sent += n;
+        }
+        Poll::Ready(Ok(claimed))
+    }
+
+    /// Whether `buf`, written now, is hyper's refusal: then the rewrite starts.
+    fn intercept(&mut self, buf: &[u8]) -> bool {
+        if self.rewrite.is_some() {
+            return true;
+        }
+        if matches!(self.activity.phase(), Phase::Busy { .. }) {
+            return false;
+        }
+        match refusal(buf) {
+            Some(bytes) => {
+                self.rewrite = Some(Rewrite { bytes, sent: 0 });
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 impl AsyncRead for Watched {
@@ -497,6 +595,9 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if self.intercept(buf) {
+            return self.poll_rewrite(cx, buf.len());
+        }
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -505,6 +606,16 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        let refusal_like = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .is_some_and(|b| b.starts_with(b"HTTP/1.1 4"));
+        if self.rewrite.is_some() || refusal_like {
+            let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            if self.intercept(&joined) {
+                return self.poll_rewrite(cx, joined.len());
+            }
+        }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -513,10 +624,16 @@ impl AsyncWrite for Watched {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.rewrite.is_some() {
+            std::task::ready!(self.poll_rewrite(cx, 0))?;
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.rewrite.is_some() {
+            std::task::ready!(self.poll_rewrite(cx, 0))?;
+        }
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -604,6 +721,36 @@ mod tests {
             idle_timeout: Duration::from_secs(120),
             max_connections: 4,
             shutdown_grace: Duration::from_secs(5),
+        }
+    }
+
+    #[test]
+    fn only_hypers_own_refusals_are_given_a_json_body() {
+        let hyper_400 =
+            b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: Fri, 27 Nov 2026 20:05:04 GMT\r\n\r\n";
+        let replaced = String::from_utf8(refusal(hyper_400).unwrap()).unwrap();
+        assert!(
+            replaced.starts_with("HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n")
+        );
+        let (_, body) = replaced.split_once("\r\n\r\n").unwrap();
+        let body: ninetrix_proto::api::ErrorBody = serde_json::from_str(body).unwrap();
+        assert_eq!(body.code, ErrorCode::MalformedRequest);
+        let hyper_414 =
+            b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        assert!(
+            String::from_utf8(refusal(hyper_414).unwrap())
+                .unwrap()
+                .contains("too_large")
+        );
+        // The server's own answers, a body chunk, or a refusal with a body are left alone.
+        for other in [
+            &b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n[]"[..],
+            b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n",
+            b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 12\r\n\r\n",
+            b"{\"code\":\"x\"}",
+            b"HTTP/1.1 505 HTTP Version Not Supported\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+        ] {
+            assert_eq!(refusal(other), None, "{}", String::from_utf8_lossy(other));
         }
     }
 

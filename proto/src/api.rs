@@ -75,8 +75,11 @@ error_codes! {
     InvalidQuery = "invalid_query",
     /// 400: a header is malformed (e.g. `Last-Event-ID`).
     InvalidHeader = "invalid_header",
-    /// 413: the body is larger than the server's limit.
+    /// 413: the body is larger than the server's limit (also 414 and 431: a request target or
+    /// head larger than the server reads).
     TooLarge = "too_large",
+    /// 400: not an HTTP/1.1 request the server can parse (a malformed request line or header).
+    MalformedRequest = "malformed_request",
     /// 415: the body is not declared as `application/json`.
     UnsupportedMediaType = "unsupported_media_type",
     /// 422: JSON of the wrong shape (missing or unknown fields, wrong types).
@@ -416,7 +419,7 @@ pub struct ThreadLabels {
         schema(
             min_length = 1,
             max_length = 200,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
         )
     )]
     pub session: Option<String>,
@@ -908,19 +911,26 @@ impl std::fmt::Debug for RunnerTokenResponse {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionRequest {
-    /// The pool: 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    /// The pool: a pool name (`[a-z0-9][a-z0-9_-]*`, at most 48 characters, as in the agentfile).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub pool: String,
-    /// The agent: 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    /// The agent: an agent name (`[a-z0-9][a-z0-9_-]*`, at most 48 characters, as in the agentfile).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub agent: String,
-    /// The session key: 1 to 200 characters, no control characters.
+    /// The session key: 1 to 200 characters, none of them a control, bidirectional-control or
+    /// line-separator character (`text::is_unsafe_char`).
     #[cfg_attr(
         feature = "openapi",
         schema(
             min_length = 1,
             max_length = 200,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
         )
     )]
     pub key: String,
@@ -1009,11 +1019,17 @@ impl std::fmt::Debug for SessionWork {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentTokenRequest {
-    /// The pool: 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    /// The pool: a pool name (`[a-z0-9][a-z0-9_-]*`, at most 48 characters, as in the agentfile).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub pool: String,
-    /// The agent: 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    /// The agent: an agent name (`[a-z0-9][a-z0-9_-]*`, at most 48 characters, as in the agentfile).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub agent: String,
 }
 
@@ -1261,11 +1277,22 @@ pub struct DecisionConflict {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ApproverTokenRequest {
-    /// The pool: 1 to 63 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 63))]
+    /// The pool: a pool name (`[a-z0-9][a-z0-9_-]*`, at most 48 characters, as in the agentfile).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub pool: String,
-    /// Who holds it (recorded as `decided_by`): 1 to 200 characters.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    /// Who holds it (recorded as `decided_by`): 1 to 200 characters, none of them a control,
+    /// bidirectional-control or line-separator character (`text::is_unsafe_char`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
     pub name: String,
     /// Seconds until it expires: 60 to 31,536,000 (30 days when left out).
     #[serde(
@@ -1324,7 +1351,7 @@ mod tests {
     }
 }
 
-/// An agent's name in a list (its schema only): 1 to 63 characters, no control characters.
+/// An agent's name in a list (its schema only): an agent name as in the agentfile.
 #[cfg(feature = "openapi")]
 struct AgentName;
 
@@ -1334,8 +1361,8 @@ impl utoipa::PartialSchema for AgentName {
         utoipa::openapi::ObjectBuilder::new()
             .schema_type(utoipa::openapi::schema::Type::String)
             .min_length(Some(1))
-            .max_length(Some(63))
-            .pattern(Some("^[^\\u0000-\\u001F\\u007F-\\u009F]+$"))
+            .max_length(Some(48))
+            .pattern(Some("^[a-z0-9][a-z0-9_-]*$"))
             .into()
     }
 }
@@ -1395,11 +1422,7 @@ pub struct HandoffRequest {
     /// The collaborator: an agent of the caller's pool.
     #[cfg_attr(
         feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 63,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
+        schema(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")
     )]
     pub agent: String,
     /// The task.

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod message;
 pub mod sessions;
 pub mod suggest;
+pub mod text;
 pub mod triggers;
 
 pub use ids::{ApprovalId, MessageId, ParseIdError, ThreadId};

@@ -21,13 +21,17 @@ pub enum KeyError {
     /// A key over [`MAX_KEY_CHARS`] characters.
     #[error("a session key has at most {MAX_KEY_CHARS} characters; this one has {0}")]
     TooLong(usize),
-    /// A key with a control character (a line break, a NUL…), which would garble listings and
-    /// logs.
-    #[error("a session key must not contain control characters")]
-    Control,
+    /// A key with a character that would garble or forge listings and logs: a control
+    /// character (a line break, a NUL, an ANSI escape), a bidirectional control or a line
+    /// separator ([`crate::text`]).
+    #[error(
+        "a session key must not contain control, bidirectional-control or line-separator characters (found U+{0:04X})"
+    )]
+    Control(u32),
 }
 
-/// Checks a session key: 1 to [`MAX_KEY_CHARS`] characters, no control characters.
+/// Checks a session key: 1 to [`MAX_KEY_CHARS`] characters, none unsafe in a name
+/// ([`crate::text::is_unsafe_char`]).
 pub fn check_key(key: &str) -> Result<(), KeyError> {
     let n = key.chars().count();
     if n == 0 {
@@ -36,8 +40,8 @@ pub fn check_key(key: &str) -> Result<(), KeyError> {
     if n > MAX_KEY_CHARS {
         return Err(KeyError::TooLong(n));
     }
-    if key.chars().any(char::is_control) {
-        return Err(KeyError::Control);
+    if let Some(c) = crate::text::first_unsafe(key) {
+        return Err(KeyError::Control(u32::from(c)));
     }
     Ok(())
 }
@@ -151,6 +155,8 @@ mod tests {
         assert!(check_key(&"é".repeat(200)).is_ok());
         assert_eq!(check_key(""), Err(KeyError::Empty));
         assert_eq!(check_key(&"x".repeat(201)), Err(KeyError::TooLong(201)));
-        assert_eq!(check_key("a\nb"), Err(KeyError::Control));
+        assert_eq!(check_key("a\nb"), Err(KeyError::Control(0x0A)));
+        assert_eq!(check_key("a\u{202E}b"), Err(KeyError::Control(0x202E)));
+        assert_eq!(check_key("a\u{2028}b"), Err(KeyError::Control(0x2028)));
     }
 }

@@ -246,14 +246,8 @@ pub(crate) async fn mint_approver_token(
         code: ErrorCode::InvalidBody,
         message,
     };
-    let pool_len = request.pool.chars().count();
-    if pool_len == 0 || pool_len > 63 {
-        return Err(invalid("pool must have 1 to 63 characters".into()));
-    }
-    let name_len = request.name.trim().chars().count();
-    if name_len == 0 || request.name.chars().count() > 200 {
-        return Err(invalid("name must have 1 to 200 characters".into()));
-    }
+    crate::names::check("pool", &request.pool).map_err(invalid)?;
+    crate::names::check_person("name", &request.name, 200).map_err(invalid)?;
     let ttl = request.ttl_secs.unwrap_or(DEFAULT_APPROVER_TTL_SECS);
     if !(60..=365 * 24 * 3600).contains(&ttl) {
         return Err(invalid(format!(

@@ -1,7 +1,6 @@
 //! Runner routes (`/v1/runners/threads/{thread_id}/…`): what a runner calls for its own thread.
 //! The admin token may call them too.
 
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -259,22 +258,17 @@ pub(crate) async fn inbox(
     let after = seq_cursor(query.after)?;
     // Any wait up to the bound is accepted (and capped); one past it is a malformed query.
     let wait = wait_for(query.wait)?;
-    let messages = long_poll(
-        &app,
-        app.hub.subscribe(id),
-        wait,
-        || async {
-            let messages = app.store.inbox_after(id, after, limit).await?;
-            Ok(if messages.is_empty() {
-                Look::NotYet {
-                    answer: messages,
-                    wake: None,
-                }
-            } else {
-                Look::Ready(messages)
-            })
-        },
-    )
+    let messages = long_poll(&app, app.hub.subscribe(id), wait, || async {
+        let messages = app.store.inbox_after(id, after, limit).await?;
+        Ok(if messages.is_empty() {
+            Look::NotYet {
+                answer: messages,
+                wake: None,
+            }
+        } else {
+            Look::Ready(messages)
+        })
+    })
     .await?;
     Ok(axum::Json(messages))
 }

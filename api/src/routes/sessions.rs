@@ -9,12 +9,11 @@
 //! count, which `up` records here. A replica finds its sessions' work with the agent's token —
 //! each session with the runner token of its thread, which it claims and serves like its own.
 
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::api::{
-    AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode,
-    ReplicaThread, SessionRequest, SessionWork, ThreadSummary,
+    AgentReplicas, AgentTokenRequest, AgentTokenResponse, ErrorBody, ErrorCode, ReplicaThread,
+    SessionRequest, SessionWork, ThreadSummary,
 };
 use ninetrix_proto::{ThreadId, sessions};
 use serde::Deserialize;
@@ -28,8 +27,6 @@ use crate::store::ThreadFilter;
 
 /// Most sessions one listing returns.
 const MAX_SESSIONS_PAGE: u32 = 1000;
-/// Longest pool or agent name.
-const MAX_NAME_CHARS: usize = 63;
 
 fn unprocessable(message: String) -> ApiError {
     ApiError::Rejected {
@@ -39,32 +36,15 @@ fn unprocessable(message: String) -> ApiError {
     }
 }
 
-/// Whether a pool or agent name has 1 to 63 characters.
-fn name_fits(name: &str) -> bool {
-    (1..=MAX_NAME_CHARS).contains(&name.chars().count())
-}
-
-/// A pool or agent name in a body: 1 to 63 characters (422).
+/// A pool or agent name in a body (422): the agentfile's rule (`crate::names`).
 fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
-    if name_fits(name) {
-        Ok(())
-    } else {
-        Err(unprocessable(format!(
-            "{what} must have 1 to {MAX_NAME_CHARS} characters"
-        )))
-    }
+    crate::names::check(what, name).map_err(unprocessable)
 }
 
-/// A pool or agent name in the path: 1 to 63 characters (400).
+/// A pool or agent name in the path (400 `invalid_path`), after percent-decoding: the same rule,
+/// so `..`, `/` or a control character never reach a name.
 fn check_path_name(what: &str, name: &str) -> Result<(), ApiError> {
-    if name_fits(name) {
-        Ok(())
-    } else {
-        Err(ApiError::BadRequest {
-            code: ErrorCode::InvalidPath,
-            message: format!("the {what} in the path must have 1 to {MAX_NAME_CHARS} characters"),
-        })
-    }
+    crate::names::check_path(what, name)
 }
 
 /// Open a session: the thread of session `key` of the agent, created on first use (201; a new
@@ -109,8 +89,8 @@ const MAX_REPLICA: u32 = 1000;
 /// new one (201): a purge is final, so the replica starts a new conversation.
 #[utoipa::path(post, path = "/v1/runners/pools/{pool}/agents/{agent}/replicas/{replica}", tag = "runner",
     operation_id = "replica_thread",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("agent" = String, Path, description = "The agent (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
         ("replica" = u32, Path, description = "The replica number", minimum = 1, maximum = 1000)),
     responses((status = 201, body = ReplicaThread, description = "a thread made for the replica now (its first boot, or its first since its thread was purged)"),
         (status = 200, body = ReplicaThread, description = "the replica's thread"),
@@ -200,8 +180,8 @@ pub(crate) async fn list(
 /// sessions are spread over — and which agents it may hand work to (`collaborators`). The replicas waiting for work are woken, so moved sessions are taken
 /// over at once.
 #[utoipa::path(put, path = "/v1/pools/{pool}/agents/{agent}", tag = "admin",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63)),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("agent" = String, Path, description = "The agent (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")),
     request_body = AgentReplicas,
     responses((status = 204, description = "recorded"),
         (status = 400, body = ErrorBody, description = "`bad_json`: the body is not JSON; `invalid_path`: a malformed pool or agent name; `invalid_text`: a name with U+0000"),
@@ -222,10 +202,11 @@ pub(crate) async fn set_replicas(
             request.replicas
         )));
     }
-    let named = |c: &String| name_fits(c) && !c.chars().any(char::is_control);
+    let named = |c: &String| ninetrix_proto::agentfile::names::is_valid_name(c);
     if request.collaborators.len() > 64 || !request.collaborators.iter().all(named) {
         return Err(unprocessable(format!(
-            "collaborators must be at most 64 agent names of 1 to {MAX_NAME_CHARS} characters without control characters"
+            "collaborators must be at most 64 agent names ({})",
+            crate::names::RULE
         )));
     }
     app.store
@@ -293,8 +274,8 @@ pub(crate) struct WorkQuery {
 /// each with the runner token of its thread. With `wait`, held until there is some, the replica
 /// count changes, or the wait ends.
 #[utoipa::path(get, path = "/v1/runners/pools/{pool}/agents/{agent}/sessions", tag = "runner",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("agent" = String, Path, description = "The agent", min_length = 1, max_length = 63), WorkQuery),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("agent" = String, Path, description = "The agent (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"), WorkQuery),
     responses((status = 200, body = Vec<SessionWork>, description = "the sessions with work for this replica (after waiting, when asked, for some)"),
         (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or out-of-range `replica` or `wait`, a malformed `active`, an unknown parameter; `invalid_path`: a malformed pool or agent name; `invalid_text`: a name with U+0000"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the agent token of this pool and agent")),

@@ -50,14 +50,21 @@ fn template_failed(message: String) -> ApiError {
     }
 }
 
-/// A pool or trigger name in the path: 1 to 63 characters (400).
+/// A pool name (the agentfile's rule), or a trigger name or webhook path (the trigger rule:
+/// `a-z`, `0-9`, `-`, at most 63), from the path after percent-decoding (400 `invalid_path`).
 fn check_path(what: &str, name: &str) -> Result<(), ApiError> {
-    if (1..=63).contains(&name.chars().count()) {
+    if what == "pool" {
+        return crate::names::check_path(what, name);
+    }
+    if ninetrix_proto::triggers::spec::is_valid_name(name) {
         Ok(())
     } else {
         Err(ApiError::BadRequest {
             code: ErrorCode::InvalidPath,
-            message: format!("the {what} in the path must have 1 to 63 characters"),
+            message: format!(
+                "the {what} {:?} in the path is not a trigger name: 1 to 63 of a-z, 0-9 and `-`, starting with a letter or digit",
+                crate::names::shown(name)
+            ),
         })
     }
 }
@@ -74,7 +81,7 @@ fn wake(app: &App, fired: Option<&Fired>) {
 /// from now on, anything else keeps the next fire time — and those not in the set removed (their
 /// history stays). A webhook's secret is stored and never returned.
 #[utoipa::path(put, path = "/v1/pools/{pool}/triggers", tag = "admin",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63)),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")),
     request_body = TriggerSet,
     responses((status = 200, body = TriggersApplied, description = "what changed"),
         (status = 422, body = ErrorBody, description = "`invalid_trigger`: a schedule, template, secret or limit that cannot be used (the message names the trigger)"),
@@ -141,8 +148,8 @@ pub(crate) struct HistoryQuery {
 /// A trigger's history: the newest `limit` entries before `before`, oldest first — fired, caught
 /// up, buffered, skipped (why), deduplicated, rejected (why). The last 1,000 entries are kept.
 #[utoipa::path(get, path = "/v1/pools/{pool}/triggers/{name}/history", tag = "admin",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("name" = String, Path, description = "The trigger", min_length = 1, max_length = 63), HistoryQuery),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("name" = String, Path, description = "The trigger", min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]*$"), HistoryQuery),
     responses((status = 200, body = Vec<TriggerEvent>, description = "the trigger's history, newest first, one page"), (status = 404, body = ErrorBody, description = "no such trigger"),
         (status = 400, body = ErrorBody, description = "`invalid_query`: an out-of-range `limit` or `before`, an unknown parameter; `invalid_path`: a malformed pool or trigger name; `invalid_text`: a name with U+0000"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
@@ -172,8 +179,8 @@ pub(crate) async fn history(
 /// do not apply: the person asked for it). A webhook trigger renders its templates from `body`
 /// (`{}` when left out).
 #[utoipa::path(post, path = "/v1/pools/{pool}/triggers/{name}/fire", tag = "admin",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("name" = String, Path, description = "The trigger", min_length = 1, max_length = 63)),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("name" = String, Path, description = "The trigger", min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]*$")),
     request_body = FireRequest,
     responses((status = 201, body = TriggerEvent, description = "fired: the message is queued in the session's inbox"),
         (status = 404, body = ErrorBody, description = "no such trigger"),
@@ -216,8 +223,8 @@ pub(crate) async fn fire(
 /// once per delivery id (`X-GitHub-Delivery` / `webhook-id`). No bearer token: the signature is
 /// the authentication.
 #[utoipa::path(post, path = "/v1/hooks/{pool}/{path}", tag = "hooks",
-    params(("pool" = String, Path, description = "The pool", min_length = 1, max_length = 63),
-        ("path" = String, Path, description = "The webhook trigger's path", min_length = 1, max_length = 63)),
+    params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
+        ("path" = String, Path, description = "The webhook trigger's path", min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]*$")),
     request_body(content = Object, content_type = "application/json", description = "The sender's JSON payload, exactly as signed"),
     responses((status = 202, body = HookAccepted, description = "accepted: the message is queued in the session"),
         (status = 200, body = HookAccepted, description = "a delivery id seen before: nothing added"),

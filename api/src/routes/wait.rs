@@ -60,28 +60,23 @@ where
     };
     let turn = seq_cursor(q.turn_seq).map_err(|_| too_large("turn_seq", q.turn_seq))?;
     let wait = wait_for(q.wait)?;
-    long_poll(
-        app,
-        app.hub.subscribe(id),
-        wait,
-        || async {
-            let items = fetch(turn).await?;
-            let pending: Vec<DateTime<Utc>> = items.iter().filter_map(&pending_until).collect();
-            let settled = (items.len() - pending.len()) as u64;
-            if settled > q.settled || pending.is_empty() {
-                return Ok(Look::Ready(items));
-            }
-            let wake = pending
-                .iter()
-                .min()
-                .and_then(|at| (*at - Utc::now()).to_std().ok())
-                .map(|left| Instant::now() + left + Duration::from_millis(1));
-            Ok(Look::NotYet {
-                answer: items,
-                wake,
-            })
-        },
-    )
+    long_poll(app, app.hub.subscribe(id), wait, || async {
+        let items = fetch(turn).await?;
+        let pending: Vec<DateTime<Utc>> = items.iter().filter_map(&pending_until).collect();
+        let settled = (items.len() - pending.len()) as u64;
+        if settled > q.settled || pending.is_empty() {
+            return Ok(Look::Ready(items));
+        }
+        let wake = pending
+            .iter()
+            .min()
+            .and_then(|at| (*at - Utc::now()).to_std().ok())
+            .map(|left| Instant::now() + left + Duration::from_millis(1));
+        Ok(Look::NotYet {
+            answer: items,
+            wake,
+        })
+    })
     .await
 }
 

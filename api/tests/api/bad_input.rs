@@ -214,7 +214,10 @@ async fn a_wait_past_the_bound_is_refused(backend: Backend) {
     let agent = agent["token"].as_str().unwrap().to_string();
     let max = ninetrix_proto::api::MAX_WAIT_SECS;
     let routes = [
-        (format!("/v1/runners/threads/{thread}/inbox?after=0&wait="), token.clone()),
+        (
+            format!("/v1/runners/threads/{thread}/inbox?after=0&wait="),
+            token.clone(),
+        ),
         (
             format!("/v1/runners/threads/{thread}/handoffs?turn_seq=1&wait="),
             token.clone(),
@@ -223,7 +226,10 @@ async fn a_wait_past_the_bound_is_refused(backend: Backend) {
             format!("/v1/runners/threads/{thread}/approvals?turn_seq=1&wait="),
             token.clone(),
         ),
-        ("/v1/runners/pools/p/agents/a/sessions?replica=1&wait=".to_string(), agent),
+        (
+            "/v1/runners/pools/p/agents/a/sessions?replica=1&wait=".to_string(),
+            agent,
+        ),
     ];
     let mut failures = Vec::new();
     for (path, who) in &routes {
@@ -259,7 +265,190 @@ async fn a_wait_past_the_bound_is_refused(backend: Backend) {
     api.stop().await;
 }
 
+/// Bytes over a plain socket to the server: the answer's status and JSON body.
+async fn send_bytes(api: &TestApi, request: &[u8]) -> (u16, Value, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = api.url.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    socket.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let status = answer.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = answer
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json, answer)
+}
+
+/// What the HTTP layer refuses before any route sees the request — a request line or header it
+/// cannot parse, a target too long, a head too large — is `{code, message}` JSON like every
+/// other refusal (issue 33: these were bare, empty-bodied 400/414/431 answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_layers_refusals_are_json() {
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let long_target = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(70_000));
+    let many_headers = format!(
+        "GET /v1/threads HTTP/1.1\r\nHost: t\r\n{}\r\n",
+        (0..200)
+            .map(|i| format!("X-H{i}: v\r\n"))
+            .collect::<String>()
+    );
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (
+            b"GET /v1/threads HTTP/1.1\r\nHost: t\r\nno colon here\r\n\r\n".to_vec(),
+            400,
+            "malformed_request",
+        ),
+        (
+            b"GET /v1/thr eads HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(),
+            400,
+            "malformed_request",
+        ),
+        (
+            b"POST /v1/sessions HTTP/1.1\r\nHost: t\r\nContent-Length: abc\r\n\r\n".to_vec(),
+            400,
+            "malformed_request",
+        ),
+        (long_target.into_bytes(), 414, "too_large"),
+        (many_headers.into_bytes(), 431, "too_large"),
+    ];
+    let mut failures = Vec::new();
+    for (request, status, code) in cases {
+        let (got, body, answer) = send_bytes(&api, &request).await;
+        if got != status || body["code"] != code || !body["message"].is_string() {
+            failures.push(format!("want {status} {code}, got {answer:.300}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // A well-formed request on the same server is untouched, pipelined ones included.
+    let (status, body, answer) = send_bytes(
+        &api,
+        format!(
+            "GET /v1/threads HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN}\r\n\r\n\
+             GET /v1/threads HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {ADMIN}\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(body.is_null(), "two answers, one after the other: {answer}");
+    assert_eq!(answer.matches("HTTP/1.1 200 OK").count(), 2, "{answer}");
+    api.stop().await;
+}
+
+/// One request over a plain socket, the path sent byte for byte (an HTTP client would resolve
+/// `%2E%2E` as a dot segment before sending): the status and the JSON body.
+async fn over_socket(api: &TestApi, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, json, _) = send_bytes(api, request.as_bytes()).await;
+    (status, json)
+}
+
+/// Names are names, not free text (issue 33): a pool or agent in a path (after percent-decoding)
+/// or a body follows the agentfile's rule — no `..`, `/`, upper case or control characters —
+/// and a session key or an approver's name holds no control, bidirectional-control or
+/// line-separator character. Each refusal names the field and echoes the value escaped and short.
+async fn names_are_not_free_text(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for path in [
+        "/v1/pools/%2E%2E/agents/a",
+        "/v1/pools/a%2Fb/agents/a",
+        "/v1/pools/Shop/agents/a",
+        "/v1/pools/p/agents/%1B%5B2J",
+        "/v1/pools/p/agents/a%E2%80%AEb",
+    ] {
+        let (status, body) = over_socket(&api, "PUT", path, r#"{"replicas": 1}"#).await;
+        if status != 400 || body["code"] != "invalid_path" {
+            failures.push(format!("PUT {path}: {status} {body}"));
+        }
+    }
+    for (method, path) in [
+        ("PUT", "/v1/pools/%2E%2E/triggers"),
+        ("PUT", "/v1/pools/%2e%2e%2fx/triggers"),
+        ("POST", "/v1/hooks/%2E%2E/gh"),
+        ("POST", "/v1/hooks/p/..%2Fgh"),
+    ] {
+        let (status, body) = over_socket(&api, method, path, r#"{"triggers": []}"#).await;
+        if status != 400 || body["code"] != "invalid_path" {
+            failures.push(format!("{method} {path}: {status} {body}"));
+        }
+    }
+    for (path, body) in [
+        (
+            "/v1/sessions",
+            json!({"pool": "..", "agent": "a", "key": "k"}),
+        ),
+        (
+            "/v1/sessions",
+            json!({"pool": "p", "agent": "A", "key": "k"}),
+        ),
+        (
+            "/v1/sessions",
+            json!({"pool": "p", "agent": "a", "key": "admin\u{202E}fdp.exe"}),
+        ),
+        (
+            "/v1/sessions",
+            json!({"pool": "p", "agent": "a", "key": "one\u{2028}two"}),
+        ),
+        ("/v1/tokens/agent", json!({"pool": "p/q", "agent": "a"})),
+        (
+            "/v1/tokens/approver",
+            json!({"pool": "p", "name": "\u{1b}[2Jroot"}),
+        ),
+        (
+            "/v1/tokens/approver",
+            json!({"pool": "p", "name": "eve\u{2066}"}),
+        ),
+        (
+            "/v1/tokens/approver",
+            json!({"pool": "../p", "name": "eve"}),
+        ),
+    ] {
+        let (status, answer) = api.admin(Method::POST, path, Some(body.clone())).await;
+        let message = answer["message"].as_str().unwrap_or("");
+        if status != StatusCode::UNPROCESSABLE_ENTITY
+            || message.contains('\u{1b}')
+            || message.contains('\u{202E}')
+        {
+            failures.push(format!("POST {path} {body}: {status} {answer}"));
+        }
+    }
+    // What the CLI writes is taken.
+    let (status, body) = api
+        .admin(
+            Method::POST,
+            "/v1/sessions",
+            Some(json!({"pool": "shop-1", "agent": "bot_2", "key": "customer 42 / eu — Zoë"})),
+        )
+        .await;
+    if !status.is_success() {
+        failures.push(format!("a valid session: {status} {body}"));
+    }
+    let (status, body) = api
+        .admin(
+            Method::POST,
+            "/v1/tokens/approver",
+            Some(json!({"pool": "shop-1", "name": "Ana María"})),
+        )
+        .await;
+    if status != StatusCode::CREATED {
+        failures.push(format!("a valid approver: {status} {body}"));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    api.stop().await;
+}
+
 crate::support::both_backends!(
     last_event_id_out_of_range_is_invalid_header,
     a_wait_past_the_bound_is_refused,
+    names_are_not_free_text,
 );

@@ -44,11 +44,16 @@ async fn the_cookie_is_a_session_that_signing_out_ends() {
         }
         req.send()
     };
-    let resp = with_cookie(Method::GET, "/console/session", None).await.unwrap();
+    let resp = with_cookie(Method::GET, "/console/session", None)
+        .await
+        .unwrap();
     let who: Value = resp.json().await.unwrap();
     assert_eq!(who["kind"], "admin");
     assert_eq!(
-        with_cookie(Method::GET, "/v1/threads", None).await.unwrap().status(),
+        with_cookie(Method::GET, "/v1/threads", None)
+            .await
+            .unwrap()
+            .status(),
         StatusCode::OK
     );
     // A change riding on the cookie needs the header with its one value.
