@@ -325,7 +325,7 @@ pub(crate) async fn work(
         .collect::<Result<_, _>>()?;
     let wait = seq_cursor(q.wait)
         .map_err(|_| bad(format!("wait {} is larger than {MAX_STORED_INT}", q.wait)))?;
-    let notify = app.hub.subscribe_agent(&pool, &agent);
+    let notify = app.hub.subscribe_replica(&pool, &agent, q.replica);
     let work = long_poll(&app, notify, Duration::from_secs(wait), || async {
         let replicas = app
             .store
@@ -334,16 +334,15 @@ pub(crate) async fn work(
             .unwrap_or(1);
         let work: Vec<SessionWork> = app
             .store
-            .session_work(pool.clone(), agent.clone())
+            .session_work(pool.clone(), agent.clone(), replicas, q.replica)
             .await?
             .into_iter()
             .filter(|(t, _)| !active.contains(&t.thread_id))
             .filter_map(|(t, cursor)| {
-                let key = t.labels.session?;
-                (sessions::owner(&key, replicas) == q.replica).then(|| SessionWork {
+                Some(SessionWork {
                     token: app.auth.runner_token(t.thread_id),
                     thread_id: t.thread_id,
-                    key,
+                    key: t.labels.session?,
                     status: t.status,
                     inbox_seq: t.inbox_seq,
                     inbox_cursor: cursor,
