@@ -16,12 +16,15 @@ use tokio::sync::{Notify, broadcast};
 /// by their offsets).
 const DELTA_BACKLOG: usize = 1024;
 
+/// The notifiers of one agent's replicas waiting for session work, by replica number.
+type ReplicaNotifiers = HashMap<u32, Arc<Notify>>;
+
 /// Per-thread notifications, per-replica ones for the replicas serving an agent's sessions, and
 /// per-thread channels of streamed reply text (deltas, never stored).
 #[derive(Default)]
 pub(crate) struct Hub {
     threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
-    agents: Mutex<HashMap<(String, String), HashMap<u32, Arc<Notify>>>>,
+    agents: Mutex<HashMap<(String, String), ReplicaNotifiers>>,
     deltas: Mutex<HashMap<ThreadId, broadcast::Sender<Delta>>>,
 }
 

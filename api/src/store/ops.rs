@@ -367,11 +367,14 @@ pub(crate) fn check_decision(kind: ApprovalKind, d: &DecisionRequest) -> StoreRe
     Ok(())
 }
 
-/// Whether a decision repeats the one recorded (`recorded` is settled): the same verdict, and
-/// for an answer the same text.
+/// Whether a decision repeats the one recorded (`recorded` is settled): the same verdict, for an
+/// answer the same text, and for a rejection the same reason (another reason is another
+/// decision: `409 already_decided`, never silently dropped).
 pub(crate) fn same_decision(recorded: &Approval, d: &DecisionRequest) -> bool {
+    let reason = d.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
     recorded.status == d.decision.status()
         && (d.decision != Verdict::Answer || recorded.answer == d.answer)
+        && (d.decision != Verdict::Reject || recorded.reason.as_deref() == reason)
 }
 
 /// The `approval_decided` event of a recorded decision, stamped `now`.
@@ -685,6 +688,21 @@ pub(crate) fn rsq_run<T>(op: impl std::future::Future<Output = StoreResult<T>>) 
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
 pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
+    check_count("append", req.append.len())?;
+    check_count("intents", req.intents.len())?;
+    check_count("outcomes", req.outcomes.len())?;
+    check_count("approvals", req.approvals.len())?;
+    if let Some(reply) = &req.handoff_reply
+        && !(reply.cost_usd.is_finite() && reply.cost_usd >= 0.0)
+    {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::OutOfRange,
+            message: format!(
+                "`handoff_reply.cost_usd` must be a non-negative number, not {}",
+                reply.cost_usd
+            ),
+        });
+    }
     for (i, intent) in req.intents.iter().enumerate() {
         check_key(&format!("intents[{i}].key"), &intent.key)?;
         check_args(&format!("intents[{i}].args"), &intent.args)?;
@@ -829,6 +847,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
+            check_count("append", req.append.len())?;
             check_messages(&req.append)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
             append_version(c, id, &thread, &VersionWrite::from(req), now).await
@@ -1102,6 +1121,15 @@ macro_rules! sql_ops {
             check_handoff(req)?;
             let thread = fenced_thread(c, caller, req.epoch).await?;
             if let Some(row) = handoff_row(c, caller, &req.key).await? {
+                // The collaborator's session was purged: the handoff can never be answered.
+                let target = parse_id(&row.target_thread_id)?;
+                let status: Option<(String,)> = q::query_as("SELECT status FROM threads WHERE thread_id = $1")
+                    .bind(target.to_string())
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if status.is_none_or(|(s,)| s == PURGED) {
+                    return Err(StoreError::Purged(target));
+                }
                 return Ok((row.handoff(now)?, false));
             }
             let (Some(pool), Some(from_agent)) = (thread.pool.clone(), thread.agent.clone()) else {
@@ -1377,10 +1405,11 @@ macro_rules! sql_ops {
             Ok(())
         }
 
-        /// Stores a request to a person unless its call (ledger key) or its ID already has one.
+        /// Stores a request to a person unless its call (ledger key) already has one; an ID
+        /// another call's request has is refused (`key_reused`).
         async fn insert_approval(c: &mut Conn, id: ThreadId, epoch: u64, a: &NewApproval, now: i64) -> StoreResult<()> {
             let timeout_ms = to_i64(a.timeout_secs.saturating_mul(1000), "timeout_secs")?;
-            q::query(
+            let inserted = q::query(
                 "INSERT INTO approvals (id, thread_id, key, call_id, epoch, turn_seq, kind, tool, args, args_hash, status, requested_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12) ON CONFLICT DO NOTHING",
             )
@@ -1397,7 +1426,23 @@ macro_rules! sql_ops {
             .bind(now)
             .bind(now.saturating_add(timeout_ms))
             .execute(&mut *c)
-            .await?;
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                // Kept: the request this call (thread and key) already has. Refused: an ID that
+                // is another call's request — the commit would be answered 201 and the request
+                // never stored.
+                let owner: Option<(String, String)> = q::query_as("SELECT thread_id, key FROM approvals WHERE id = $1")
+                    .bind(a.id.to_string())
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if owner.is_some_and(|(t, k)| t != id.to_string() || k != a.key) {
+                    return Err(StoreError::KeyReused(format!(
+                        "approval ID {} is another request's; nothing was written: give each request its own ID",
+                        a.id
+                    )));
+                }
+            }
             Ok(())
         }
 
@@ -1632,6 +1677,7 @@ macro_rules! sql_ops {
 
         /// The requests to people of one turn of a thread, oldest first, as they stand at `now`.
         pub(crate) async fn turn_approvals(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Approval>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals a JOIN threads t ON t.thread_id = a.thread_id WHERE a.thread_id = $1 AND a.turn_seq = $2 ORDER BY a.requested_at, a.id");
             let rows: Vec<ApprovalRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())
@@ -1762,12 +1808,18 @@ macro_rules! sql_ops {
             Ok(latest::Cached { created_at, version: head, history: std::sync::Arc::new(history) })
         }
 
-        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
-            // A runner idle on a purged thread long-polls its inbox: told here, it stops.
+        /// `Purged` for a purged thread (its tombstone), so a runner that reads one learns it.
+        pub(crate) async fn not_purged(c: &mut ReadConn, id: ThreadId) -> StoreResult<()> {
             let status: Option<(String,)> = sqlx::query_as("SELECT status FROM threads WHERE thread_id = $1").bind(id.to_string()).fetch_optional(&mut *c).await?;
             if status.is_some_and(|(s,)| s == PURGED) {
                 return Err(StoreError::Purged(id));
             }
+            Ok(())
+        }
+
+        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+            // A runner idle on a purged thread long-polls its inbox: told here, it stops.
+            not_purged(c, id).await?;
             let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at, origin FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -1779,6 +1831,7 @@ macro_rules! sql_ops {
 
         /// The handoffs one turn of a thread made, oldest first, as they stand at `now`.
         pub(crate) async fn turn_handoffs(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Handoff>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
             let rows: Vec<HandoffRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())
@@ -1871,6 +1924,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn turn_tool_calls(c: &mut ReadConn, id: ThreadId, turn_seq: u64) -> StoreResult<Vec<ToolCallRecord>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
             let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())

@@ -311,6 +311,12 @@ impl FromRow for Enqueued {
     }
 }
 
+impl FromRow for (String, String) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?, row.get(1)?))
+    }
+}
+
 impl FromRow for (String, String, i64, i64) {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
