@@ -1,7 +1,9 @@
 //! Wake-ups for long-polls and event streams: a committed write to a thread's inbox or events
 //! notifies the requests waiting on that thread. On SQLite (one API process per file) that is
 //! every write, so waiters sleep until woken; on Postgres they also re-check every second, so a
-//! write made by another API replica is seen too (`Store::recheck_every`).
+//! write made by another API replica is seen too (`Store::recheck_every`). The replicas waiting
+//! for an agent's session work wait each on its own notifier, so a message to one session wakes
+//! the replica that owns it, not all of them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,12 +16,15 @@ use tokio::sync::{Notify, broadcast};
 /// by their offsets).
 const DELTA_BACKLOG: usize = 1024;
 
-/// Per-thread notifications, per-agent ones for the replicas serving an agent's sessions, and
+/// The notifiers of one agent's replicas waiting for session work, by replica number.
+type ReplicaNotifiers = HashMap<u32, Arc<Notify>>;
+
+/// Per-thread notifications, per-replica ones for the replicas serving an agent's sessions, and
 /// per-thread channels of streamed reply text (deltas, never stored).
 #[derive(Default)]
 pub(crate) struct Hub {
     threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
-    agents: Mutex<HashMap<(String, String), Arc<Notify>>>,
+    agents: Mutex<HashMap<(String, String), ReplicaNotifiers>>,
     deltas: Mutex<HashMap<ThreadId, broadcast::Sender<Delta>>>,
 }
 
@@ -38,20 +43,41 @@ impl Hub {
         }
     }
 
-    /// The notifier of an agent's sessions (created on first use): woken when a message reaches
-    /// one of them or the agent's replica count changes.
-    pub(crate) fn subscribe_agent(&self, pool: &str, agent: &str) -> Arc<Notify> {
+    /// The notifier of replica `replica` of an agent, waiting for its sessions' work (created on
+    /// first use): woken when a message reaches one of the sessions it owns, or any of the
+    /// agent's (see [`Hub::notify_agent`]).
+    pub(crate) fn subscribe_replica(&self, pool: &str, agent: &str, replica: u32) -> Arc<Notify> {
         let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
         agents
             .entry((pool.to_string(), agent.to_string()))
             .or_default()
+            .entry(replica)
+            .or_default()
             .clone()
     }
 
-    /// Wakes the replicas waiting for an agent's session work.
+    /// Wakes every replica waiting for an agent's session work: its replica count changed, or
+    /// work arrived whose owner the caller does not know.
     pub(crate) fn notify_agent(&self, pool: &str, agent: &str) {
         let agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = agents.get(&(pool.to_string(), agent.to_string())) {
+        if let Some(replicas) = agents.get(&(pool.to_string(), agent.to_string())) {
+            for n in replicas.values() {
+                n.notify_waiters();
+            }
+        }
+    }
+
+    /// Wakes the replica of an agent that owns a session with new work (`replica`, as stored
+    /// with the session), or every replica when the owner is not known.
+    pub(crate) fn notify_session(&self, pool: &str, agent: &str, replica: Option<u32>) {
+        let Some(replica) = replica else {
+            return self.notify_agent(pool, agent);
+        };
+        let agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = agents
+            .get(&(pool.to_string(), agent.to_string()))
+            .and_then(|replicas| replicas.get(&replica))
+        {
             n.notify_waiters();
         }
     }

@@ -135,6 +135,10 @@ error_codes! {
     /// duplicate message ID, a tool message with other blocks than results, a message without
     /// blocks).
     InvalidHistory = "invalid_history",
+    /// 422: a list in the body has more items than one request may carry (a commit's `append`,
+    /// `intents`, `outcomes` or `approvals`: [`MAX_LIST_ITEMS`] each). The message names the
+    /// field and the limit: send the rest in further requests.
+    TooMany = "too_many",
     /// 408: the request body stalled: no bytes arrived for longer than the server's body
     /// timeout (`ninetrix api --body-timeout`). The connection is closed; send the request again.
     RequestTimeout = "request_timeout",
@@ -478,8 +482,9 @@ pub struct CheckpointRequest {
     )]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub truncate_to: Option<u64>,
-    /// Messages to append.
+    /// Messages to append (at most 1,000).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
     pub append: Vec<Message>,
     /// The small state after this version.
     pub state: CheckpointState,
@@ -614,6 +619,11 @@ pub struct CommitOutcome {
     pub result: String,
 }
 
+/// Most items in each list of one commit or checkpoint (`append`, `intents`, `outcomes`,
+/// `approvals`; events have their own limit of 1,000): one request is one transaction, so a huge
+/// one would hold every other writer of the store behind it. More is `422 too_many`.
+pub const MAX_LIST_ITEMS: usize = 1000;
+
 /// `POST /v1/runners/threads/{id}/commit`: everything one durable step of a turn needs, in one
 /// transaction — a checkpoint version (as [`CheckpointRequest`]; its `state` carries the inbox
 /// cursor), the ledger intents of the calls about to run, and the outcomes of calls that ran.
@@ -638,18 +648,21 @@ pub struct CommitRequest {
     )]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub truncate_to: Option<u64>,
-    /// Messages to append.
+    /// Messages to append (at most 1,000).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
     pub append: Vec<Message>,
     /// The small state after this version (with the inbox cursor).
     pub state: CheckpointState,
     /// Ledger intents to record, in order. A key already in the ledger keeps its record (which
-    /// comes back in `records`); nothing is overwritten.
+    /// comes back in `records`); nothing is overwritten. At most 1,000.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
     pub intents: Vec<CommitIntent>,
     /// Outcomes to record, after the intents. The first outcome of a key wins: the same one again
-    /// is harmless, a different one is 409 `already_completed`.
+    /// is harmless, a different one is 409 `already_completed`. At most 1,000.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
     pub outcomes: Vec<CommitOutcome>,
     /// Trace events stored with this step, in order, after those already stored — in the same
     /// transaction, so an event that rides on a commit (a turn's `turn_completed` on its final
@@ -658,8 +671,9 @@ pub struct CommitRequest {
     pub events: Vec<NewEvent>,
     /// Requests to a person stored with this step (the model response whose gated calls they
     /// are): one per gated call, keyed by the call's ledger key. A key that already has a
-    /// request keeps it.
+    /// request keeps it; an ID another request has is 409 `key_reused`. At most 1,000.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 1000))]
     pub approvals: Vec<NewApproval>,
     /// The reply to the handoff whose task this turn did, stored with the step that ends the
     /// turn: the caller's waiting call gets it.

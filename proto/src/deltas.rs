@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::ThreadId;
 
-/// The most text one delta batch carries.
-pub const MAX_DELTA_BYTES: usize = 64 * 1024;
+/// The most text one delta batch carries, in characters (what the API checks, and the schema's
+/// `maxLength`).
+pub const MAX_DELTA_CHARS: usize = 64 * 1024;
+
+/// The runner's batch size in bytes: a batch within it is within [`MAX_DELTA_CHARS`] too.
+pub const MAX_DELTA_BYTES: usize = MAX_DELTA_CHARS;
 
 /// `POST /v1/runners/threads/{id}/deltas`: text the model streamed since the last batch of this
 /// round.
@@ -38,7 +42,7 @@ pub struct DeltaBatch {
     #[serde(deserialize_with = "crate::api::int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub offset: u64,
-    /// The new text (at most 64 KiB).
+    /// The new text (at most 65,536 characters).
     #[cfg_attr(feature = "openapi", schema(max_length = 65536))]
     pub text: String,
 }

@@ -48,31 +48,75 @@ pub fn check_key(key: &str) -> Result<(), KeyError> {
 
 /// The replica (from 1) that owns session `key` among `replicas` (0 counts as 1).
 pub fn owner(key: &str, replicas: u32) -> u32 {
-    (1..=replicas.max(1))
-        .max_by_key(|&r| (score(key, r), std::cmp::Reverse(r)))
+    let prefix = KeyHash::new(key);
+    best(&prefix, 1..=replicas.max(1), None)
+}
+
+/// The owner of session `key` among `replicas`, knowing `from`: the owner it had among another
+/// count (`(count, owner)`, as stored). Going up, the old owner keeps the session unless one of
+/// the added replicas scores higher (one score per added replica instead of one per replica);
+/// going down, only the sessions of removed replicas are computed again. Always equal to
+/// [`owner`]`(key, replicas)` when `from` is right; `None` (or a `from` that cannot be right)
+/// computes it from scratch.
+pub fn owner_after(key: &str, from: Option<(u32, u32)>, replicas: u32) -> u32 {
+    let replicas = replicas.max(1);
+    let prefix = KeyHash::new(key);
+    match from {
+        Some((count, old)) if count >= 1 && (1..=count).contains(&old) => {
+            if replicas >= count {
+                best(&prefix, count + 1..=replicas, Some(old))
+            } else if old <= replicas {
+                old
+            } else {
+                best(&prefix, 1..=replicas, None)
+            }
+        }
+        _ => best(&prefix, 1..=replicas, None),
+    }
+}
+
+/// The highest-scoring replica of `candidates` and `incumbent` (ties to the lower number).
+fn best(
+    prefix: &KeyHash,
+    candidates: std::ops::RangeInclusive<u32>,
+    incumbent: Option<u32>,
+) -> u32 {
+    incumbent
+        .into_iter()
+        .chain(candidates)
+        .max_by_key(|&r| (prefix.score(r), std::cmp::Reverse(r)))
         .unwrap_or(1)
 }
 
-/// Replica `replica`'s score for `key`.
-fn score(key: &str, replica: u32) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a 64 of a key and its separator, computed once for every replica's score.
+struct KeyHash(u64);
+
+impl KeyHash {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h = OFFSET;
-    for b in key
-        .as_bytes()
-        .iter()
-        .chain(&[0xff])
-        .chain(&replica.to_le_bytes())
-    {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(PRIME);
+
+    fn new(key: &str) -> KeyHash {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key.as_bytes().iter().chain(&[0xff]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(Self::PRIME);
+        }
+        KeyHash(h)
     }
-    // SplitMix64's finaliser: FNV alone leaves the last bytes (the replica) weakly mixed.
-    h ^= h >> 30;
-    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h ^= h >> 27;
-    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+
+    /// Replica `replica`'s score for the key: the hash continued over the replica's bytes, then
+    /// SplitMix64's finaliser (FNV alone leaves the last bytes, the replica, weakly mixed).
+    fn score(&self, replica: u32) -> u64 {
+        let mut h = self.0;
+        for b in replica.to_le_bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(Self::PRIME);
+        }
+        h ^= h >> 30;
+        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 27;
+        h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+        h ^ (h >> 31)
+    }
 }
 
 #[cfg(test)]
@@ -146,6 +190,25 @@ mod tests {
             if before != 3 {
                 assert_eq!(before, after, "{k} moved although its owner stays");
             }
+        }
+    }
+
+    #[test]
+    fn the_owner_after_a_stored_one_is_the_owner() {
+        let keys = keys(3_000);
+        for (from, to) in [(1, 4), (3, 4), (4, 3), (7, 2), (5, 5), (2, 9)] {
+            for k in &keys {
+                let stored = Some((from, owner(k, from)));
+                assert_eq!(
+                    owner_after(k, stored, to),
+                    owner(k, to),
+                    "{k}: {from} → {to}"
+                );
+            }
+        }
+        // Nothing stored, or a stored owner that cannot be right: computed from scratch.
+        for from in [None, Some((0, 0)), Some((3, 5)), Some((2, 0))] {
+            assert_eq!(owner_after("alice", from, 5), owner("alice", 5));
         }
     }
 

@@ -202,8 +202,8 @@ pub(crate) async fn enqueue(
     let (response, session_of) = app.store.enqueue(id, request).await?;
     if !response.duplicate {
         app.hub.notify(id);
-        if let Some((pool, agent)) = session_of {
-            app.hub.notify_agent(&pool, &agent);
+        if let Some(s) = session_of {
+            app.hub.notify_session(&s.pool, &s.agent, s.replica);
         }
     }
     let status = if response.duplicate {

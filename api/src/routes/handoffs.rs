@@ -37,7 +37,7 @@ const MAX_HANDOFFS_PAGE: u32 = 1000;
         (status = 403, body = ErrorBody, description = "`not_collaborator`: the caller's agent may not hand work to this one (as `ninetrix up` recorded the pool), or not this caller's thread"),
         (status = 422, body = ErrorBody, description = "a malformed request"),
         (status = 404, body = ErrorBody, description = "no such thread"),
-        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token")),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged (its ID is never used again), or the collaborator's session of this call was (the message names it): the handoff can never be answered"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token")),
     security(("bearer" = [])))]
 pub(crate) async fn open(
     LabelledThreadCaller { id, token_labels }: LabelledThreadCaller,

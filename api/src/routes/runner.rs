@@ -10,7 +10,7 @@ use ninetrix_proto::api::{
     CommitResponse, ErrorBody, ErrorCode, EventsAppended, EventsRequest, InboxMessage,
     MAX_STORED_INT, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
-use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_BYTES};
+use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_CHARS};
 use serde::Deserialize;
 
 use crate::access::{LabelledThreadCaller, ThreadCaller};
@@ -98,7 +98,7 @@ pub(crate) async fn latest(
     request_body = CheckpointRequest,
     responses((status = 201, body = CheckpointCreated, description = "stored: the new version"),
         (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `version_conflict`: `parent_version` is not the latest"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `too_many`: more than 1,000 messages in `append`; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
         (status = 404, body = ErrorBody, description = "`not_found`: no such thread"), (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn append_checkpoint(
@@ -118,8 +118,8 @@ pub(crate) async fn append_checkpoint(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = CommitRequest,
     responses((status = 201, body = CommitResponse, description = "committed: the new version and the ledger record of each intent"),
-        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `version_conflict`: `parent_version` is not the latest; `already_completed`: another outcome is recorded for a key; `key_reused`: the key is stored with a different payload"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
+        (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `version_conflict`: `parent_version` is not the latest; `already_completed`: another outcome is recorded for a key; `key_reused`: the key is stored with a different payload, or an approval ID is another request's"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `too_many`: more than 1,000 `append`, `intents`, `outcomes` or `approvals` (the message names the field); `out_of_range`: a negative `handoff_reply.cost_usd`; `invalid_text`: U+0000 in a text field (the message names it); `invalid_history`: messages no provider accepts (a tool result for a call the history does not make, a duplicate message ID, a message without blocks)"),
         (status = 404, body = ErrorBody, description = "no such thread, an outcome for a key not in the ledger, or a handoff reply for no handoff of this thread"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
@@ -299,7 +299,7 @@ pub(crate) async fn append_events(
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = DeltaBatch,
     responses((status = 202, description = "handed to the watchers there are (none is fine)"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values, `text` over 65,536 characters"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
 pub(crate) async fn publish_deltas(
@@ -307,15 +307,17 @@ pub(crate) async fn publish_deltas(
     State(app): State<App>,
     ApiJson(batch): ApiJson<DeltaBatch>,
 ) -> Result<StatusCode, ApiError> {
-    if batch.text.len() > MAX_DELTA_BYTES {
+    if batch.text.chars().count() > MAX_DELTA_CHARS {
         return Err(ApiError::Rejected {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             code: ErrorCode::InvalidBody,
             message: format!(
-                "a delta carries at most {MAX_DELTA_BYTES} bytes of text; send smaller batches"
+                "`text` carries at most {MAX_DELTA_CHARS} characters; send smaller batches"
             ),
         });
     }
+    // A purged thread's runner is told so (410), like on its other routes.
+    app.store.thread(id).await?;
     app.hub.publish_delta(Delta {
         thread_id: id,
         batch,

@@ -304,7 +304,7 @@ pub(crate) async fn work(
         .map(|s| s.parse::<ThreadId>().map_err(|e| bad(e.to_string())))
         .collect::<Result<_, _>>()?;
     let wait = wait_for(q.wait)?;
-    let notify = app.hub.subscribe_agent(&pool, &agent);
+    let notify = app.hub.subscribe_replica(&pool, &agent, q.replica);
     let work = long_poll(&app, notify, wait, || async {
         let replicas = app
             .store
@@ -313,16 +313,15 @@ pub(crate) async fn work(
             .unwrap_or(1);
         let work: Vec<SessionWork> = app
             .store
-            .session_work(pool.clone(), agent.clone())
+            .session_work(pool.clone(), agent.clone(), replicas, q.replica)
             .await?
             .into_iter()
             .filter(|(t, _)| !active.contains(&t.thread_id))
             .filter_map(|(t, cursor)| {
-                let key = t.labels.session.clone()?;
-                (sessions::owner(&key, replicas) == q.replica).then(|| SessionWork {
+                Some(SessionWork {
                     token: app.auth.runner_token(t.thread_id, &t.labels),
                     thread_id: t.thread_id,
-                    key,
+                    key: t.labels.session?,
                     status: t.status,
                     inbox_seq: t.inbox_seq,
                     inbox_cursor: cursor,

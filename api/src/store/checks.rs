@@ -3,7 +3,7 @@
 //! leaves open) whether every tool result answers a call. Each failure is a
 //! [`StoreError::Invalid`] whose message names the field, so a client can fix its request.
 
-use ninetrix_proto::api::{ErrorCode, NewEvent};
+use ninetrix_proto::api::{ErrorCode, MAX_LIST_ITEMS, NewEvent};
 use ninetrix_proto::message::{Block, Message, Role};
 
 use super::{StoreError, StoreResult};
@@ -49,6 +49,19 @@ pub(crate) fn event_kind_ok(kind: &str) -> bool {
 
 /// A batch of events: at most [`MAX_EVENTS_PER_REQUEST`], each a well-formed type with an
 /// object of data. `field` names the list (`events`).
+/// A list of a request body within [`MAX_LIST_ITEMS`] (`422 too_many`, naming the field).
+pub(crate) fn check_count(field: &str, len: usize) -> StoreResult<()> {
+    if len > MAX_LIST_ITEMS {
+        return Err(invalid(
+            ErrorCode::TooMany,
+            format!(
+                "`{field}` has {len} items; a request carries at most {MAX_LIST_ITEMS}: send the rest in further requests"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn check_events(field: &str, events: &[NewEvent]) -> StoreResult<()> {
     if events.len() > MAX_EVENTS_PER_REQUEST {
         return Err(invalid(

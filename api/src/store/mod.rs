@@ -29,6 +29,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
 pub use ops::Purge;
+pub use ops::SessionOf;
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 pub use triggers::{Fired, HookTarget};
@@ -413,9 +414,9 @@ store_ops! {
     ) -> ToolCallRecord
         = |c| complete_tool_call(c, id, &key, &completion, now_ms());
 
-    /// Puts a message in the thread's inbox (creating the thread if new); also returns (pool,
-    /// agent) when the thread is a session's.
-    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> (EnqueueResponse, Option<(String, String)>)
+    /// Puts a message in the thread's inbox (creating the thread if new); also returns the
+    /// session's agent and owner when the thread is a session's.
+    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> (EnqueueResponse, Option<SessionOf>)
         = |c| enqueue(c, id, &request, now_ms());
 
     /// Appends trace events; returns the last seq.
@@ -477,10 +478,10 @@ store_ops! {
     /// The ledger of a thread.
     read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
 
-    /// The sessions of an agent with work (messages after the cursor, or a turn in progress),
-    /// each with its stored inbox cursor.
-    read fn session_work(pool: String, agent: String) -> Vec<(ThreadSummary, u64)>
-        = |c| session_work(c, &pool, &agent);
+    /// The sessions of an agent that replica `replica` of `replicas` owns and that have work
+    /// (messages after the cursor, or a turn in progress), each with its stored inbox cursor.
+    read fn session_work(pool: String, agent: String, replicas: u32, replica: u32) -> Vec<(ThreadSummary, u64)>
+        = |c| session_work(c, &pool, &agent, replicas, replica);
 
     /// How many replicas an agent runs, as last recorded.
     read fn replicas(pool: String, agent: String) -> Option<u32> = |c| replicas(c, &pool, &agent);

@@ -161,21 +161,42 @@ impl ToolCallRow {
     }
 }
 
-/// What an enqueue's update returns: the new inbox seq and the labels that say whether the thread
-/// is a session's.
+/// What an enqueue's update returns: the new inbox seq, the labels that say whether the thread
+/// is a session's, and its stored owner.
 #[derive(sqlx::FromRow)]
 pub(crate) struct Enqueued {
     pub(crate) inbox_seq: i64,
     pub(crate) pool: Option<String>,
     pub(crate) agent: Option<String>,
     pub(crate) session: Option<String>,
+    pub(crate) session_replicas: i64,
+    pub(crate) session_replica: i64,
+}
+
+/// The agent a session belongs to, and the replica that owns it (`None` when the stored owner
+/// was computed for another replica count than the agent's now): whom new work wakes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionOf {
+    /// The pool.
+    pub pool: String,
+    /// The agent.
+    pub agent: String,
+    /// The owning replica, when known.
+    pub replica: Option<u32>,
 }
 
 impl Enqueued {
-    /// (pool, agent) when the thread is a session's.
-    pub(crate) fn session_agent(self) -> Option<(String, String)> {
+    /// Whom to wake when the thread is a session's, given the agent's replica count now.
+    pub(crate) fn session_of(self, replicas: u32) -> Option<SessionOf> {
+        let owner = (self.session_replicas == i64::from(replicas))
+            .then(|| u32::try_from(self.session_replica).ok())
+            .flatten();
         match (self.pool, self.agent, self.session) {
-            (Some(pool), Some(agent), Some(_)) => Some((pool, agent)),
+            (Some(pool), Some(agent), Some(_)) => Some(SessionOf {
+                pool,
+                agent,
+                replica: owner,
+            }),
             _ => None,
         }
     }
@@ -346,11 +367,14 @@ pub(crate) fn check_decision(kind: ApprovalKind, d: &DecisionRequest) -> StoreRe
     Ok(())
 }
 
-/// Whether a decision repeats the one recorded (`recorded` is settled): the same verdict, and
-/// for an answer the same text.
+/// Whether a decision repeats the one recorded (`recorded` is settled): the same verdict, for an
+/// answer the same text, and for a rejection the same reason (another reason is another
+/// decision: `409 already_decided`, never silently dropped).
 pub(crate) fn same_decision(recorded: &Approval, d: &DecisionRequest) -> bool {
+    let reason = d.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
     recorded.status == d.decision.status()
         && (d.decision != Verdict::Answer || recorded.answer == d.answer)
+        && (d.decision != Verdict::Reject || recorded.reason.as_deref() == reason)
 }
 
 /// The `approval_decided` event of a recorded decision, stamped `now`.
@@ -664,6 +688,21 @@ pub(crate) fn rsq_run<T>(op: impl std::future::Future<Output = StoreResult<T>>) 
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
 pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
+    check_count("append", req.append.len())?;
+    check_count("intents", req.intents.len())?;
+    check_count("outcomes", req.outcomes.len())?;
+    check_count("approvals", req.approvals.len())?;
+    if let Some(reply) = &req.handoff_reply
+        && !(reply.cost_usd.is_finite() && reply.cost_usd >= 0.0)
+    {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::OutOfRange,
+            message: format!(
+                "`handoff_reply.cost_usd` must be a non-negative number, not {}",
+                reply.cost_usd
+            ),
+        });
+    }
     for (i, intent) in req.intents.iter().enumerate() {
         check_key(&format!("intents[{i}].key"), &intent.key)?;
         check_args(&format!("intents[{i}].args"), &intent.args)?;
@@ -815,6 +854,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn append_checkpoint(c: &mut Conn, id: ThreadId, req: &CheckpointRequest, now: i64) -> StoreResult<CheckpointCreated> {
+            check_count("append", req.append.len())?;
             check_messages(&req.append)?;
             let thread = fenced_thread(c, id, req.epoch).await?;
             append_version(c, id, &thread, &VersionWrite::from(req), now).await
@@ -1089,6 +1129,15 @@ macro_rules! sql_ops {
             check_handoff(req)?;
             let thread = fenced_thread(c, caller, req.epoch).await?;
             if let Some(row) = handoff_row(c, caller, &req.key).await? {
+                // The collaborator's session was purged: the handoff can never be answered.
+                let target = parse_id(&row.target_thread_id)?;
+                let status: Option<(String,)> = q::query_as("SELECT status FROM threads WHERE thread_id = $1")
+                    .bind(target.to_string())
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if status.is_none_or(|(s,)| s == PURGED) {
+                    return Err(StoreError::Purged(target));
+                }
                 return Ok((row.handoff(now)?, false));
             }
             let (pool, from_agent) = match as_labels {
@@ -1173,17 +1222,44 @@ macro_rules! sql_ops {
             if let Some(row) = found {
                 return Ok((row.summary()?, false));
             }
+            // Concurrent first opens of one key race to this insert: on Postgres the losers wait
+            // for the winner's commit on the unique index `threads_by_session`, insert nothing,
+            // and read the winner's thread (a new statement sees it), instead of failing.
             let id = ThreadId::new_v7();
-            q::query("INSERT INTO threads (thread_id, pool, agent, session, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)")
-                .bind(id.to_string())
+            let replicas = agent_replicas(c, pool, agent).await?;
+            let inserted = q::query(
+                "INSERT INTO threads (thread_id, pool, agent, session, session_replicas, session_replica, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING",
+            )
+            .bind(id.to_string())
+            .bind(pool)
+            .bind(agent)
+            .bind(key)
+            .bind(i64::from(replicas))
+            .bind(i64::from(ninetrix_proto::sessions::owner(key, replicas)))
+            .bind(now)
+            .execute(&mut *c)
+            .await?
+            .rows_affected()
+                == 1;
+            let row: ThreadRow = q::query_as(concat!("SELECT ", thread_columns!(), " FROM threads WHERE pool = $1 AND agent = $2 AND session = $3", $lock))
                 .bind(pool)
                 .bind(agent)
                 .bind(key)
-                .bind(now)
-                .execute(&mut *c)
+                .fetch_optional(&mut *c)
+                .await?
+                .ok_or(StoreError::NotFound("session"))?;
+            Ok((row.summary()?, inserted))
+        }
+
+        /// How many replicas (pool, agent) runs as `up` last recorded it (1 when never).
+        async fn agent_replicas(c: &mut Conn, pool: &str, agent: &str) -> StoreResult<u32> {
+            let row: Option<(i64,)> = q::query_as("SELECT replicas FROM agents WHERE pool = $1 AND agent = $2")
+                .bind(pool)
+                .bind(agent)
+                .fetch_optional(&mut *c)
                 .await?;
-            let row: ThreadRow = q::query_as(SELECT_THREAD_FOR_WRITE).bind(id.to_string()).fetch_one(&mut *c).await?;
-            Ok((row.summary()?, true))
+            Ok(row.and_then(|(n,)| u32::try_from(n).ok()).unwrap_or(1).max(1))
         }
 
         /// The thread the API keeps for replica `replica` of (pool, agent), its row locked.
@@ -1298,13 +1374,54 @@ macro_rules! sql_ops {
             .bind(now)
             .execute(&mut *c)
             .await?;
+            store_session_owners(c, pool, agent, replicas).await
+        }
+
+        /// Stores the owner of every session of (pool, agent) whose stored owner was computed for
+        /// another replica count than `replicas` (all of them when the count changed; none when
+        /// `up` records the same count again). Each owner follows from the stored one where it
+        /// can (`sessions::owner_after`: one score per added replica).
+        async fn store_session_owners(c: &mut Conn, pool: &str, agent: &str, replicas: u32) -> StoreResult<()> {
+            let n = i64::from(replicas);
+            let stale: Vec<(String, String, i64, i64)> = q::query_as(
+                "SELECT thread_id, session, session_replicas, session_replica FROM threads WHERE pool = $1 AND agent = $2 \
+                 AND session IS NOT NULL AND (session_replicas < $3 OR session_replicas > $3)",
+            )
+            .bind(pool)
+            .bind(agent)
+            .bind(n)
+            .fetch_all(&mut *c)
+            .await?;
+            if stale.is_empty() {
+                return Ok(());
+            }
+            // The new owner of each, grouped: one statement per owner and 500 rows, naming the
+            // rows read (a session opened meanwhile keeps the count it was opened with, and is
+            // computed when read until the next count is recorded).
+            let mut by_owner: std::collections::BTreeMap<u32, Vec<&str>> = std::collections::BTreeMap::new();
+            for (id, key, from_replicas, from_owner) in &stale {
+                let from = u32::try_from(*from_replicas).ok().zip(u32::try_from(*from_owner).ok());
+                by_owner.entry(ninetrix_proto::sessions::owner_after(key, from, replicas)).or_default().push(id);
+            }
+            for (owner, ids) in by_owner {
+                for chunk in ids.chunks(500) {
+                    let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+                    let sql = format!("UPDATE threads SET session_replicas = $1, session_replica = $2 WHERE thread_id IN ({})", marks.join(", "));
+                    let mut update = q::query(q::AssertSqlSafe(sql)).bind(n).bind(i64::from(owner));
+                    for id in chunk {
+                        update = update.bind(*id);
+                    }
+                    update.execute(&mut *c).await?;
+                }
+            }
             Ok(())
         }
 
-        /// Stores a request to a person unless its call (ledger key) or its ID already has one.
+        /// Stores a request to a person unless its call (ledger key) already has one; an ID
+        /// another call's request has is refused (`key_reused`).
         async fn insert_approval(c: &mut Conn, id: ThreadId, epoch: u64, a: &NewApproval, now: i64) -> StoreResult<()> {
             let timeout_ms = to_i64(a.timeout_secs.saturating_mul(1000), "timeout_secs")?;
-            q::query(
+            let inserted = q::query(
                 "INSERT INTO approvals (id, thread_id, key, call_id, epoch, turn_seq, kind, tool, args, args_hash, status, requested_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12) ON CONFLICT DO NOTHING",
             )
@@ -1321,7 +1438,23 @@ macro_rules! sql_ops {
             .bind(now)
             .bind(now.saturating_add(timeout_ms))
             .execute(&mut *c)
-            .await?;
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                // Kept: the request this call (thread and key) already has. Refused: an ID that
+                // is another call's request — the commit would be answered 201 and the request
+                // never stored.
+                let owner: Option<(String, String)> = q::query_as("SELECT thread_id, key FROM approvals WHERE id = $1")
+                    .bind(a.id.to_string())
+                    .fetch_optional(&mut *c)
+                    .await?;
+                if owner.is_some_and(|(t, k)| t != id.to_string() || k != a.key) {
+                    return Err(StoreError::KeyReused(format!(
+                        "approval ID {} is another request's; nothing was written: give each request its own ID",
+                        a.id
+                    )));
+                }
+            }
             Ok(())
         }
 
@@ -1375,9 +1508,9 @@ macro_rules! sql_ops {
             Ok((thread_id, Decided::Recorded(decided)))
         }
 
-        /// Puts a message in the inbox; also returns (pool, agent) when the thread is a
-        /// session's and the message is new, so the agent's replicas can be woken.
-        pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
+        /// Puts a message in the inbox; also returns the session's agent and owner when the
+        /// thread is a session's and the message is new, so its replica can be woken.
+        pub(crate) async fn enqueue(c: &mut Conn, id: ThreadId, req: &EnqueueRequest, now: i64) -> StoreResult<(EnqueueResponse, Option<SessionOf>)> {
             if let Some(key) = &req.dedupe_key {
                 check_key("dedupe_key", key)?;
             }
@@ -1404,9 +1537,9 @@ macro_rules! sql_ops {
         }
 
         /// Adds a message after the thread's last (the caller checked its dedupe key is new);
-        /// also returns (pool, agent) when the thread is a session's.
-        async fn insert_inbox(c: &mut Conn, id: ThreadId, content: &str, dedupe_key: Option<&str>, origin: Option<&HandoffOrigin>, now: i64) -> StoreResult<(EnqueueResponse, Option<(String, String)>)> {
-            let next: Enqueued = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq, pool, agent, session")
+        /// also returns whom to wake when the thread is a session's.
+        async fn insert_inbox(c: &mut Conn, id: ThreadId, content: &str, dedupe_key: Option<&str>, origin: Option<&HandoffOrigin>, now: i64) -> StoreResult<(EnqueueResponse, Option<SessionOf>)> {
+            let next: Enqueued = q::query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq, pool, agent, session, session_replicas, session_replica")
                 .bind(id.to_string())
                 .bind(now)
                 .fetch_one(&mut *c)
@@ -1421,7 +1554,11 @@ macro_rules! sql_ops {
                 .execute(&mut *c)
                 .await?;
             let seq = to_u64(next.inbox_seq);
-            Ok((EnqueueResponse { seq, duplicate: false }, next.session_agent()))
+            let replicas = match (&next.pool, &next.agent, &next.session) {
+                (Some(pool), Some(agent), Some(_)) => agent_replicas(c, pool, agent).await?,
+                _ => 1,
+            };
+            Ok((EnqueueResponse { seq, duplicate: false }, next.session_of(replicas)))
         }
 
         pub(crate) async fn append_events(c: &mut Conn, id: ThreadId, req: &EventsRequest, now: i64) -> StoreResult<u64> {
@@ -1501,17 +1638,37 @@ macro_rules! sql_ops {
         }
         use $crate::store::{ApprovalFilter, HandoffFilter, StoreError, StoreResult, ThreadFilter};
 
-        /// The sessions of (pool, agent) with work: messages after their cursor, or a turn in
-        /// progress (`in_turn`, `waiting`).
-        pub(crate) async fn session_work(c: &mut ReadConn, pool: &str, agent: &str) -> StoreResult<Vec<(ThreadSummary, u64)>> {
-            let rows: Vec<ThreadRow> = sqlx::query_as(concat!(
+        /// The sessions of (pool, agent) that replica `replica` of `replicas` owns and that have
+        /// work (messages after their cursor, or a turn in progress: `in_turn`, `waiting`),
+        /// oldest first, each with its stored cursor. One range of the partial index
+        /// `threads_session_work` — the replica's own sessions with work, whatever the number of
+        /// sessions — plus the rows whose stored owner was computed for another count (none,
+        /// unless a session was opened while the count changed), whose owner is computed here.
+        pub(crate) async fn session_work(c: &mut ReadConn, pool: &str, agent: &str, replicas: u32, replica: u32) -> StoreResult<Vec<(ThreadSummary, u64)>> {
+            const WORK: &str = concat!(
                 "SELECT ", thread_columns!(), " FROM threads WHERE pool = $1 AND agent = $2 AND session IS NOT NULL \
-                 AND (inbox_seq > inbox_cursor OR status IN ('in_turn', 'waiting')) ORDER BY updated_at, thread_id"
-            ))
-            .bind(pool)
-            .bind(agent)
-            .fetch_all(&mut *c)
-            .await?;
+                 AND (inbox_seq > inbox_cursor OR status IN ('in_turn', 'waiting')) AND "
+            );
+            let own: Vec<ThreadRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{WORK}session_replicas = $3 AND session_replica = $4")))
+                .bind(pool)
+                .bind(agent)
+                .bind(i64::from(replicas))
+                .bind(i64::from(replica))
+                .fetch_all(&mut *c)
+                .await?;
+            let mut rows = own;
+            for stale in ["session_replicas < $3", "session_replicas > $3"] {
+                let found: Vec<ThreadRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!("{WORK}{stale}")))
+                    .bind(pool)
+                    .bind(agent)
+                    .bind(i64::from(replicas))
+                    .fetch_all(&mut *c)
+                    .await?;
+                rows.extend(found.into_iter().filter(|r| {
+                    r.session.as_deref().is_some_and(|key| ninetrix_proto::sessions::owner(key, replicas) == replica)
+                }));
+            }
+            rows.sort_by(|a, b| (a.updated_at, &a.thread_id).cmp(&(b.updated_at, &b.thread_id)));
             rows.into_iter()
                 .map(|r| {
                     let cursor = to_u64(r.inbox_cursor);
@@ -1532,6 +1689,7 @@ macro_rules! sql_ops {
 
         /// The requests to people of one turn of a thread, oldest first, as they stand at `now`.
         pub(crate) async fn turn_approvals(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Approval>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {APPROVAL_COLUMNS} FROM approvals a JOIN threads t ON t.thread_id = a.thread_id WHERE a.thread_id = $1 AND a.turn_seq = $2 ORDER BY a.requested_at, a.id");
             let rows: Vec<ApprovalRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())
@@ -1662,12 +1820,18 @@ macro_rules! sql_ops {
             Ok(latest::Cached { created_at, version: head, history: std::sync::Arc::new(history) })
         }
 
-        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
-            // A runner idle on a purged thread long-polls its inbox: told here, it stops.
+        /// `Purged` for a purged thread (its tombstone), so a runner that reads one learns it.
+        pub(crate) async fn not_purged(c: &mut ReadConn, id: ThreadId) -> StoreResult<()> {
             let status: Option<(String,)> = sqlx::query_as("SELECT status FROM threads WHERE thread_id = $1").bind(id.to_string()).fetch_optional(&mut *c).await?;
             if status.is_some_and(|(s,)| s == PURGED) {
                 return Err(StoreError::Purged(id));
             }
+            Ok(())
+        }
+
+        pub(crate) async fn inbox_after(c: &mut ReadConn, id: ThreadId, after: u64, limit: u32) -> StoreResult<Vec<InboxMessage>> {
+            // A runner idle on a purged thread long-polls its inbox: told here, it stops.
+            not_purged(c, id).await?;
             let rows: Vec<InboxRow> = sqlx::query_as("SELECT seq, content, dedupe_key, created_at, origin FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
                 .bind(id.to_string())
                 .bind(to_i64(after, "after")?)
@@ -1679,6 +1843,7 @@ macro_rules! sql_ops {
 
         /// The handoffs one turn of a thread made, oldest first, as they stand at `now`.
         pub(crate) async fn turn_handoffs(c: &mut ReadConn, id: ThreadId, turn_seq: u64, now: i64) -> StoreResult<Vec<Handoff>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {HANDOFF_COLUMNS} FROM handoffs WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
             let rows: Vec<HandoffRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())
@@ -1771,6 +1936,7 @@ macro_rules! sql_ops {
         }
 
         pub(crate) async fn turn_tool_calls(c: &mut ReadConn, id: ThreadId, turn_seq: u64) -> StoreResult<Vec<ToolCallRecord>> {
+            not_purged(c, id).await?;
             let sql = format!("SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key");
             let rows: Vec<ToolCallRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                 .bind(id.to_string())

@@ -305,7 +305,21 @@ impl FromRow for Enqueued {
             pool: row.get("pool")?,
             agent: row.get("agent")?,
             session: row.get("session")?,
+            session_replicas: row.get("session_replicas")?,
+            session_replica: row.get("session_replica")?,
         })
+    }
+}
+
+impl FromRow for (String, String) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?, row.get(1)?))
+    }
+}
+
+impl FromRow for (String, String, i64, i64) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
     }
 }
 

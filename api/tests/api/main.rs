@@ -4,6 +4,7 @@ mod approvals;
 mod attack;
 mod auth_matrix;
 mod bad_input;
+mod bounds;
 mod commit;
 mod conformance;
 mod console;

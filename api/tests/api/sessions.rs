@@ -307,7 +307,153 @@ async fn the_work_feed_waits_for_a_message_to_one_of_its_sessions(backend: Backe
     api.stop().await;
 }
 
+/// Fifty first opens of one key at once (five keys): one thread each, one `201`, the rest `200`
+/// — on Postgres the losers of the race used to hit the unique index and answer 500.
+async fn concurrent_first_opens_of_one_key_agree_on_one_thread(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    for round in 0..5 {
+        let key = format!("racing-{round}");
+        let answers =
+            futures_util::future::join_all((0..50).map(|_| open(&api, "bot", &key))).await;
+        let statuses: Vec<StatusCode> = answers.iter().map(|(s, _)| *s).collect();
+        assert!(
+            statuses
+                .iter()
+                .all(|s| *s == StatusCode::OK || *s == StatusCode::CREATED),
+            "{statuses:?}"
+        );
+        assert_eq!(
+            statuses
+                .iter()
+                .filter(|s| **s == StatusCode::CREATED)
+                .count(),
+            1,
+            "{statuses:?}"
+        );
+        let ids: std::collections::BTreeSet<&str> = answers
+            .iter()
+            .map(|(_, b)| b["thread_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 1, "{ids:?}");
+    }
+    let (status, listed) = api.admin(Method::GET, "/v1/sessions?agent=bot", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed.as_array().unwrap().len(), 5, "{listed}");
+    api.stop().await;
+}
+
+/// Every replica's work, as a set of keys.
+async fn shares(
+    api: &TestApi,
+    token: &str,
+    replicas: u32,
+) -> Vec<std::collections::BTreeSet<String>> {
+    let mut all = Vec::new();
+    for r in 1..=replicas {
+        all.push(
+            work(api, token, &format!("replica={r}"))
+                .await
+                .iter()
+                .map(|w| w["key"].as_str().unwrap().to_string())
+                .collect(),
+        );
+    }
+    all
+}
+
+/// What each replica should get: the keys with work it owns.
+fn expected(keys: &[String], replicas: u32) -> Vec<std::collections::BTreeSet<String>> {
+    (1..=replicas)
+        .map(|r| {
+            keys.iter()
+                .filter(|k| sessions::owner(k, replicas) == r)
+                .cloned()
+                .collect()
+        })
+        .collect()
+}
+
+/// The owners stored with the sessions follow every replica count, up and down — and rows whose
+/// stored owner is of another count (as a database from before the column has them) are still
+/// answered right, and stored at the next count recorded.
+async fn stored_owners_follow_the_replica_count(backend: Backend) {
+    let Some(api) = TestApi::start(backend).await else {
+        return;
+    };
+    let token = agent_token(&api, "bot").await;
+    let set = |n: u32| {
+        let api = &api;
+        async move {
+            let (status, _) = api
+                .admin(
+                    Method::PUT,
+                    "/v1/pools/shop/agents/bot",
+                    Some(json!({"replicas": n})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::NO_CONTENT);
+        }
+    };
+    set(3).await;
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        let (_, t) = open(&api, "bot", k).await;
+        enqueue(&api, &t["thread_id"], "hello").await;
+    }
+    for n in [3, 5, 6, 2, 2, 7, 1] {
+        set(n).await;
+        assert_eq!(
+            shares(&api, &token, n).await,
+            expected(&keys, n),
+            "{n} replicas"
+        );
+    }
+    // As a database migrated from before stored owners: every row of another count.
+    let forget = "UPDATE threads SET session_replicas = 0, session_replica = 0";
+    match backend {
+        Backend::Sqlite => {
+            let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&api.db.url)
+                .await
+                .unwrap();
+            sqlx::query(forget).execute(&mut c).await.unwrap();
+        }
+        Backend::Postgres => {
+            let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&api.db.url)
+                .await
+                .unwrap();
+            sqlx::query(forget).execute(&mut c).await.unwrap();
+        }
+    }
+    set(4).await;
+    assert_eq!(shares(&api, &token, 4).await, expected(&keys, 4));
+    let forget_some = "UPDATE threads SET session_replicas = 9 WHERE session IN ('k1', 'k2', 'k3')";
+    match backend {
+        Backend::Sqlite => {
+            let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&api.db.url)
+                .await
+                .unwrap();
+            sqlx::query(forget_some).execute(&mut c).await.unwrap();
+        }
+        Backend::Postgres => {
+            let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&api.db.url)
+                .await
+                .unwrap();
+            sqlx::query(forget_some).execute(&mut c).await.unwrap();
+        }
+    }
+    assert_eq!(
+        shares(&api, &token, 4).await,
+        expected(&keys, 4),
+        "computed when read"
+    );
+    api.stop().await;
+}
+
 both_backends!(
+    concurrent_first_opens_of_one_key_agree_on_one_thread,
+    stored_owners_follow_the_replica_count,
     a_key_opens_the_same_thread_ever_after,
     each_replica_gets_exactly_the_sessions_it_owns_with_work,
     the_work_feed_waits_for_a_message_to_one_of_its_sessions,
