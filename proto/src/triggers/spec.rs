@@ -130,12 +130,19 @@ pub struct ScheduleTrigger {
 }
 
 impl ScheduleTrigger {
-    /// The schedule's rule, validated.
+    /// The schedule's rule, validated: the one check of a schedule's rule that the agentfile
+    /// and the API's registration both make — exactly one of `cron` and `every`, a zone only
+    /// with `cron`, and the rule itself.
     pub fn spec(&self) -> Result<super::schedule::Spec, super::schedule::ScheduleError> {
+        use super::schedule::ScheduleError;
         match (&self.cron, self.every_secs) {
-            (Some(expr), _) => super::schedule::Spec::cron(expr, &self.timezone),
+            (Some(_), Some(_)) => Err(ScheduleError::TwoRules),
+            (Some(expr), None) => super::schedule::Spec::cron(expr, &self.timezone),
+            (None, Some(_)) if self.timezone != "UTC" => Err(ScheduleError::ZoneWithEvery {
+                zone: self.timezone.clone(),
+            }),
             (None, Some(secs)) => super::schedule::Spec::every(secs),
-            (None, None) => Err(super::schedule::ScheduleError::NoRule),
+            (None, None) => Err(ScheduleError::NoRule),
         }
     }
 
