@@ -435,6 +435,11 @@ pub(crate) fn unknown_trigger(pool: &str, name: &str) -> StoreError {
     StoreError::UnknownTrigger(format!("pool `{pool}` has no trigger `{name}`"))
 }
 
+/// The inbox dedupe key of a webhook delivery's message.
+pub(crate) fn delivery_key(trigger: &str, delivery_id: &str) -> String {
+    format!("webhook:{trigger}:{delivery_id}")
+}
+
 /// The most characters of a history entry's `detail` that are stored.
 pub(crate) const MAX_DETAIL_CHARS: usize = 1000;
 
@@ -838,7 +843,10 @@ macro_rules! trigger_ops {
                 delivery_id: delivery.delivery_id.clone(),
                 ..NewHistory::new(ninetrix_proto::api::TriggerSource::Webhook, ninetrix_proto::api::TriggerOutcome::Fired)
             };
-            let (h, fired) = fire_into(c, &row, &session, message, None, h, now).await?;
+            // The inbox's own dedupe key too: what older versions checked (per session), and
+            // what a reader of the inbox sees the delivery by.
+            let inbox_key = delivery.delivery_id.as_deref().map(|d| delivery_key(name, d));
+            let (h, fired) = fire_into(c, &row, &session, message, inbox_key.as_deref(), h, now).await?;
             if let (Some(thread_id), Some(inbox_seq)) = (h.thread_id.clone(), h.inbox_seq) {
                 for key in id_key.iter().chain(delivery.body_digest.iter()) {
                     q::query(
