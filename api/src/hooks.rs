@@ -32,9 +32,10 @@ use sha2::Sha256;
 #[cfg(test)]
 const DEFAULT_TOLERANCE_SECS: u64 = ninetrix_proto::triggers::spec::DEFAULT_TOLERANCE_SECS;
 
-/// The longest delivery ID accepted, in bytes: IDs are stored for deduplication. (GitHub's are
-/// GUIDs, Svix's `msg_` and 27 characters.)
-pub(crate) const MAX_DELIVERY_ID_LEN: usize = 256;
+/// The longest delivery ID accepted, in bytes: IDs are stored for deduplication and name the
+/// session of a `session: new` trigger (`trigger:<name>:<id>`, at most 200 characters with a
+/// 63-character name). GitHub's are GUIDs (36), Svix's `msg_` and 27 characters.
+pub(crate) const MAX_DELIVERY_ID_LEN: usize = 120;
 
 /// The prefix of a Standard Webhooks secret; the base64 of the key follows it.
 const STANDARD_SECRET_PREFIX: &[u8] = b"whsec_";
@@ -255,7 +256,7 @@ fn single<'h>(
 
 /// The delivery ID a request says it carries (`webhook-id`, else `X-GitHub-Delivery`), whether or
 /// not its signature is good: what a refused delivery is recorded under, so its sender's operator
-/// can find it. Only a visible-ASCII value of at most 256 characters is taken.
+/// can find it. Only a visible-ASCII value of at most 120 characters is taken.
 pub(crate) fn claimed_delivery_id(headers: &HeaderMap) -> Option<String> {
     [&STANDARD_ID, &GITHUB_DELIVERY]
         .into_iter()
@@ -268,16 +269,43 @@ pub(crate) fn claimed_delivery_id(headers: &HeaderMap) -> Option<String> {
         })
 }
 
-/// A delivery ID fit to store: trimmed, `None` when empty, refused when too long.
+/// A delivery ID fit to store and to name a session: trimmed, `None` when empty, refused when
+/// longer than [`MAX_DELIVERY_ID_LEN`] or holding anything but visible ASCII (a space, a tab).
 fn delivery_id(value: &str, spelled: &'static str) -> Result<Option<String>, HookError> {
     let id = value.trim();
     if id.len() > MAX_DELIVERY_ID_LEN {
         return Err(malformed(
             spelled,
-            "is longer than 256 characters; a delivery ID is a short unique token",
+            "is longer than 120 characters; a delivery ID is a short unique token",
+        ));
+    }
+    if !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(malformed(
+            spelled,
+            "holds a space or a control character; a delivery ID is visible ASCII only",
         ));
     }
     Ok((!id.is_empty()).then(|| id.to_owned()))
+}
+
+/// What [`verify`] would refuse whatever the body is: no signature header, one that cannot be
+/// read (or a delivery ID that cannot be used), or a secret that cannot sign. Only the headers
+/// are looked at, so a delivery refused here is refused before its body is read.
+pub(crate) fn check_headers(
+    headers: &HeaderMap,
+    secret: &[u8],
+    scheme: Option<Scheme>,
+) -> Result<(), HookError> {
+    // Every error but `BadSignature` and `Stale` comes from the headers and the secret alone:
+    // they are checked before the body is hashed. An infinite tolerance leaves `Stale` out.
+    match verify(headers, b"", secret, scheme, 0, u64::MAX) {
+        Err(
+            e @ (HookError::MissingSignature
+            | HookError::MalformedHeader(_)
+            | HookError::InvalidSecret(_)),
+        ) => Err(e),
+        Ok(_) | Err(HookError::BadSignature | HookError::Stale { .. }) => Ok(()),
+    }
 }
 
 fn verify_github(headers: &HeaderMap, body: &[u8], secret: &[u8]) -> Result<Verified, HookError> {

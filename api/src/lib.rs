@@ -5,7 +5,8 @@
 //! This crate owns the HTTP surface (`routes`), authentication (`auth`) and who may call each
 //! route (`access`), the error mapping
 //! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
-//! (`scheduler`), webhook signatures (`hooks`), trigger rules (`trigger_rules`) and the
+//! (`scheduler`), webhook signatures (`hooks`), what a webhook
+//! stranger may cost (`hook_guard`), trigger rules (`trigger_rules`) and the
 //! OpenTelemetry server spans (`telemetry`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
@@ -16,6 +17,7 @@ pub mod console_sessions;
 pub mod error;
 mod extract;
 pub mod faults;
+mod hook_guard;
 mod hooks;
 mod hub;
 mod labels;

@@ -41,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::error::ApiError;
+use crate::hook_guard::Peer;
 
 /// What one connection may cost, and how long the drain at shutdown may take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +177,7 @@ async fn serve_connection(
             // hyper calls the service once the head is complete: the request is in flight
             // until its response body is dropped (fully written, or the connection is gone).
             let busy = Busy::start(Arc::clone(&activity));
-            handle(request, router.clone(), limits.body_timeout, busy)
+            handle(request, peer, router.clone(), limits.body_timeout, busy)
         })
     };
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -223,16 +224,19 @@ async fn sleep_until(at: Option<Instant>) {
 
 /// One request, from its complete head to its response: its body gets the per-read timeout,
 /// and a request whose body stalled is answered 408 whatever the handler made of the failed
-/// read.
+/// read. The peer's address goes into the request's extensions ([`Peer`]: the webhook route
+/// caps deliveries in flight per address).
 async fn handle(
     request: hyper::Request<Incoming>,
+    peer: SocketAddr,
     router: Router,
     body_timeout: Duration,
     busy: Busy,
 ) -> Result<Response<Tracked>, Infallible> {
     let stalled = Arc::new(AtomicBool::new(false));
-    let request =
+    let mut request =
         request.map(|body| Body::new(ReadTimeout::new(body, body_timeout, Arc::clone(&stalled))));
+    request.extensions_mut().insert(Peer(peer.ip()));
     let response = match router.oneshot(request).await {
         Ok(response) => response,
         Err(never) => match never {},

@@ -8,6 +8,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::hook_guard::{DEFAULT_HOOK_BODY_TIMEOUT, DEFAULT_HOOK_REQUESTS_PER_PEER};
+
 use crate::auth::{AuthConfig, Authenticator};
 use crate::hub::Hub;
 use crate::state::App;
@@ -49,6 +51,13 @@ pub struct Config {
     /// How long in-flight requests get to finish after the shutdown signal before the
     /// connections still open are dropped.
     pub shutdown_grace: Duration,
+    /// The deadline for a whole webhook body (`POST /v1/hooks/…`), from the end of its head:
+    /// much shorter than what `body_timeout` allows a steady upload, since a webhook body is
+    /// small and its sender is a server.
+    pub hook_body_timeout: Duration,
+    /// Webhook deliveries one source address may have in flight at once; past it they are
+    /// answered `429 too_many_in_flight` at once and the connection closed.
+    pub hook_requests_per_peer: usize,
 }
 
 /// Default [`Config::header_timeout`]: a real client sends its whole head in one write, so
@@ -88,6 +97,8 @@ impl Config {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            hook_body_timeout: DEFAULT_HOOK_BODY_TIMEOUT,
+            hook_requests_per_peer: DEFAULT_HOOK_REQUESTS_PER_PEER,
         }
     }
 
@@ -99,9 +110,15 @@ impl Config {
             ("body_timeout", self.body_timeout),
             ("idle_timeout", self.idle_timeout),
             ("shutdown_grace", self.shutdown_grace),
+            ("hook_body_timeout", self.hook_body_timeout),
         ];
         if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
             return Err(ServeError::Config(format!("{name} must be more than 0")));
+        }
+        if self.hook_requests_per_peer == 0 {
+            return Err(ServeError::Config(
+                "hook_requests_per_peer must be at least 1".into(),
+            ));
         }
         if self.max_connections == 0 || self.max_connections > tokio::sync::Semaphore::MAX_PERMITS {
             return Err(ServeError::Config(format!(
@@ -175,6 +192,12 @@ impl Server {
             auth: Arc::new(Authenticator::new(config.auth.clone())),
             hub: Arc::new(Hub::default()),
             hook_limits: Arc::default(),
+            hook_peers: Arc::new(crate::hook_guard::PeerGate::new(
+                config.hook_requests_per_peer,
+            )),
+            hook_refusals: Arc::default(),
+            hook_body_timeout: config.hook_body_timeout,
+            body_limit: config.body_limit,
             max_wait: config.max_wait,
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),

@@ -10,6 +10,7 @@ use axum::extract::FromRef;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Authenticator;
+use crate::hook_guard::{PeerGate, RefusalSampler};
 use crate::hub::Hub;
 use crate::store::Store;
 use crate::trigger_rules::RateLimiter;
@@ -29,6 +30,14 @@ pub(crate) struct App {
     pub(crate) keep_alive: Duration,
     /// The webhook triggers' delivery rate limits (this process's counts).
     pub(crate) hook_limits: Arc<RateLimiter>,
+    /// Webhook deliveries in flight per source address.
+    pub(crate) hook_peers: Arc<PeerGate>,
+    /// Refusals of unproven webhook deliveries, sampled into the history.
+    pub(crate) hook_refusals: Arc<RefusalSampler>,
+    /// The deadline for a whole webhook body.
+    pub(crate) hook_body_timeout: Duration,
+    /// The largest request body (`--body-limit`): no trigger's `max_body` may be above it.
+    pub(crate) body_limit: usize,
     /// Cancelled when the server starts shutting down: long-polls and streams end early.
     pub(crate) shutdown: CancellationToken,
 }

@@ -33,7 +33,9 @@ pub(crate) fn scheme(s: SignatureScheme) -> Option<Scheme> {
 /// Checks a pool's whole registration: names and webhook paths unique and well formed, every
 /// schedule's rule and every webhook's templates and secret usable, numbers in range. The
 /// error names the trigger and says what to change.
-pub(crate) fn check_set(set: &TriggerSet) -> Result<(), String> {
+/// `body_limit` is the server's `--body-limit`: a webhook's `max_body` above it could never be
+/// delivered, so it is refused here.
+pub(crate) fn check_set(set: &TriggerSet, body_limit: usize) -> Result<(), String> {
     if set.triggers.len() > MAX_TRIGGERS {
         return Err(format!(
             "a pool has at most {MAX_TRIGGERS} triggers, not {}",
@@ -47,7 +49,7 @@ pub(crate) fn check_set(set: &TriggerSet) -> Result<(), String> {
         if !names.insert(spec.name.as_str()) {
             return Err(format!("trigger `{}` is registered twice", spec.name));
         }
-        check_one(spec, reg.secret.as_deref())
+        check_one(spec, reg.secret.as_deref(), body_limit)
             .map_err(|e| format!("trigger `{}`: {e}", spec.name))?;
         if let Some(w) = spec.webhook()
             && !paths.insert(w.path.as_str())
@@ -61,7 +63,7 @@ pub(crate) fn check_set(set: &TriggerSet) -> Result<(), String> {
     Ok(())
 }
 
-fn check_one(spec: &TriggerSpec, secret: Option<&str>) -> Result<(), String> {
+fn check_one(spec: &TriggerSpec, secret: Option<&str>, body_limit: usize) -> Result<(), String> {
     if !is_valid_name(&spec.name) {
         return Err("a name has 1 to 63 lowercase letters, digits and `-`".into());
     }
@@ -117,6 +119,14 @@ fn check_one(spec: &TriggerSpec, secret: Option<&str>) -> Result<(), String> {
             if w.max_body_bytes == 0 || w.max_body_bytes > MAX_MAX_BODY_BYTES {
                 return Err(format!("max_body must be 1 to {MAX_MAX_BODY_BYTES} bytes"));
             }
+            if w.max_body_bytes > body_limit as u64 {
+                return Err(format!(
+                    "max_body ({} bytes) is above this server's body limit of {body_limit} bytes \
+                     (`ninetrix api --body-limit`), so no such delivery could arrive: lower \
+                     `max_body`, or raise `--body-limit`",
+                    w.max_body_bytes
+                ));
+            }
         }
     }
     Ok(())
@@ -135,11 +145,23 @@ pub(crate) struct Rendered {
 /// Renders a webhook trigger's message and session key from a JSON body. The error says which
 /// template and why (a missing field, with the keys that exist there).
 pub(crate) fn render(spec: &TriggerSpec, body: &serde_json::Value) -> Result<Rendered, String> {
+    render_with(spec, body, None)
+}
+
+fn render_with(
+    spec: &TriggerSpec,
+    body: &serde_json::Value,
+    raw: Option<&serde_json::value::RawValue>,
+) -> Result<Rendered, String> {
     let TriggerKind::Webhook(w) = &spec.kind else {
         return Err("not a webhook trigger".into());
     };
+    let apply = |t: Template| match raw {
+        Some(raw) => t.render_raw(body, raw),
+        None => t.render(body),
+    };
     let message = Template::parse(&w.message)
-        .and_then(|t| t.render(body))
+        .and_then(apply)
         .map_err(|e| format!("the trigger's message template: {e}"))?;
     if message.contains('\0') {
         return Err(
@@ -151,7 +173,7 @@ pub(crate) fn render(spec: &TriggerSpec, body: &serde_json::Value) -> Result<Ren
         TriggerSession::New => None,
         TriggerSession::Key(key) => {
             let rendered = Template::parse(key)
-                .and_then(|t| t.render(body))
+                .and_then(apply)
                 .map_err(|e| format!("the trigger's session template: {e}"))?;
             sessions::check_key(&rendered)
                 .map_err(|e| format!("the session key rendered from the body: {e}"))?;
@@ -159,6 +181,17 @@ pub(crate) fn render(spec: &TriggerSpec, body: &serde_json::Value) -> Result<Ren
         }
     };
     Ok(Rendered { message, session })
+}
+
+/// Renders a webhook delivery's body, as received: JSON (an error says it is not), numbers
+/// inserted as the sender wrote them ([`Template::render_raw`]).
+pub(crate) fn render_body(spec: &TriggerSpec, body: &[u8]) -> Result<Rendered, String> {
+    let not_json = |e: serde_json::Error| {
+        format!("the body is not JSON ({e}); webhooks take `application/json` payloads")
+    };
+    let json: serde_json::Value = serde_json::from_slice(body).map_err(not_json)?;
+    let raw: &serde_json::value::RawValue = serde_json::from_slice(body).map_err(not_json)?;
+    render_with(spec, &json, Some(raw))
 }
 
 /// The reason recorded for a signature failure.
@@ -302,7 +335,7 @@ mod tests {
                 ),
             ],
         };
-        assert_eq!(check_set(&good), Ok(()));
+        assert_eq!(check_set(&good, 8 << 20), Ok(()));
         let bad = [
             (
                 vec![reg(schedule("x", "0 9 * *", "UTC"), None)],
@@ -350,7 +383,7 @@ mod tests {
             ),
         ];
         for (triggers, expected) in bad {
-            let e = check_set(&TriggerSet { triggers }).unwrap_err();
+            let e = check_set(&TriggerSet { triggers }, 8 << 20).unwrap_err();
             assert!(e.contains(expected), "{e:?} lacks {expected:?}");
             assert!(!e.contains("s3cret"));
         }

@@ -117,6 +117,10 @@ error_codes! {
     BadSignature = "bad_signature",
     /// 429: more webhook deliveries than the trigger's `rate_limit` per minute.
     RateLimited = "rate_limited",
+    /// 429: more webhook deliveries in flight from one address than the server takes at once
+    /// (`ninetrix api --hook-requests-per-peer`). The connection is closed; retry after the
+    /// deliveries in flight end.
+    TooManyInFlight = "too_many_in_flight",
     /// 422: a trigger registration that cannot be used (a bad schedule, template or secret).
     InvalidTrigger = "invalid_trigger",
     /// 422: a webhook body that does not fit the trigger's message or session template (a
@@ -1711,6 +1715,15 @@ pub enum TriggerReason {
     RateLimited,
     /// A body that is not JSON, or does not fit the message or session template.
     Template,
+    /// A `Content-Type` that is not JSON.
+    ContentType,
+    /// More deliveries in flight from the sender's address than the server takes at once.
+    PeerLimit,
+    /// The body did not arrive within the webhook body deadline.
+    BodyTimeout,
+    /// A body already delivered within the trigger's tolerance (GitHub: the same bytes under
+    /// another or no delivery id), recorded as a duplicate.
+    SameBody,
 }
 
 /// One entry of a trigger's history.
@@ -1747,6 +1760,12 @@ pub struct TriggerEvent {
     /// More, for people: the missed times a skip covers, a rejection's cause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// A refusal of a delivery that did not prove it holds the secret (unsigned, wrongly signed,
+    /// too large, not JSON, …): how many such refusals this entry stands for — itself and those
+    /// since the previous recorded one, which were counted but not written (at most one is
+    /// written per trigger per minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusals: Option<u64>,
 }
 
 /// `POST /v1/pools/{pool}/triggers/{name}/fire`: run a trigger now.

@@ -149,9 +149,16 @@ fn complete(api: &mut OpenApiDoc) {
             }
             // An internally tagged enum of structs (`TriggerKind`) is a `oneOf` whose variants
             // are each such an `allOf` (the struct and its tag): merged the same way.
+            // Its structs refuse unknown fields (serde's `deny_unknown_fields` holds in each
+            // branch, the tag aside), so each merged branch is closed too.
             if let RefOr::T(Schema::OneOf(one_of)) = schema {
                 for variant in &mut one_of.items {
-                    if let Some(merged) = merge_all_of(variant, &named) {
+                    let closed = refuses_unknown_fields(variant, &named);
+                    if let Some(mut merged) = merge_all_of(variant, &named) {
+                        if closed {
+                            merged.additional_properties =
+                                Some(Box::new(AdditionalProperties::FreeForm(false)));
+                        }
                         *variant = RefOr::T(Schema::Object(merged));
                     }
                 }
@@ -212,6 +219,24 @@ fn add_shared_errors(operation: &mut Operation) {
 
 /// The one object an `allOf` of objects (inline or named) stands for, or `None` for any other
 /// schema.
+/// Whether an `allOf` names a struct that refuses unknown fields (`additionalProperties: false`).
+fn refuses_unknown_fields(
+    schema: &RefOr<Schema>,
+    named: &std::collections::BTreeMap<String, RefOr<Schema>>,
+) -> bool {
+    let RefOr::T(Schema::AllOf(all_of)) = schema else {
+        return false;
+    };
+    all_of.items.iter().any(|part| {
+        let part = match part {
+            RefOr::Ref(r) => r.ref_location.rsplit('/').next().and_then(|n| named.get(n)),
+            inline => Some(inline),
+        };
+        matches!(part, Some(RefOr::T(Schema::Object(o)))
+            if matches!(o.additional_properties.as_deref(), Some(AdditionalProperties::FreeForm(false))))
+    })
+}
+
 fn merge_all_of(
     schema: &RefOr<Schema>,
     named: &std::collections::BTreeMap<String, RefOr<Schema>>,

@@ -3,15 +3,18 @@
 //! `POST /v1/hooks/{pool}/{path}` with no token — the signature under the trigger's secret is the
 //! authentication. Schedules fire in the API's scheduler (`crate::scheduler`).
 //!
-//! A delivery is checked in this order: the trigger exists (404), the rate (429, with
-//! `Retry-After`; first, so a flood costs no reading and no writing), the body fits `max_body`
-//! (413), the signature and timestamp (401), the body against
-//! the templates (422); then its message is put in its session once per delivery id (202, or
-//! 200 for a delivery id seen before). Every refusal but the 404 is written to the trigger's
-//! history (a burst over the rate once).
+//! A delivery is checked in this order (issue 33: a stranger without the secret must cost
+//! little): the trigger exists (404); deliveries in flight from the sender's address (429
+//! `too_many_in_flight`); a JSON `Content-Type` (415); `Content-Length` within `max_body` (413);
+//! the signature headers by themselves (401) — all before the body is read; then the body,
+//! bounded in size and in time (413, 408), and the signature over it (401). Those refusals are
+//! sampled into the history (`hook_guard::RefusalSampler`), not written one by one. Only then a
+//! rate-limit token (429, with `Retry-After`), the body against the templates (422), and the
+//! message put in its session once per delivery for the trigger (202, or 200 for a duplicate).
 
 use std::time::Instant;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -27,9 +30,12 @@ use crate::access::Admin;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit};
 use crate::faults::crash;
+use crate::hook_guard::{BodyError, Peer, media_type_ok, read_body};
+use crate::hooks::Scheme;
 use crate::state::App;
-use crate::store::Fired;
+use crate::store::{Fired, HookDelivery, body_digest_key};
 use crate::trigger_rules::{self, Admit};
+use ninetrix_proto::triggers::template::clip;
 
 /// Most history entries one page returns.
 const MAX_HISTORY_PAGE: u32 = 1000;
@@ -95,7 +101,7 @@ pub(crate) async fn put(
     ApiJson(set): ApiJson<TriggerSet>,
 ) -> Result<axum::Json<TriggersApplied>, ApiError> {
     check_path("pool", &pool)?;
-    trigger_rules::check_set(&set).map_err(invalid)?;
+    trigger_rules::check_set(&set, app.body_limit).map_err(invalid)?;
     let applied = app
         .store
         .put_triggers(pool.clone(), set, Utc::now())
@@ -220,22 +226,27 @@ pub(crate) async fn fire(
 /// A webhook delivery: signed with the trigger's secret (GitHub's `X-Hub-Signature-256`, or the
 /// Standard Webhooks `webhook-id` / `webhook-timestamp` / `webhook-signature`), its JSON body
 /// rendered into the trigger's message and session key, and the message put in that session —
-/// once per delivery id (`X-GitHub-Delivery` / `webhook-id`). No bearer token: the signature is
-/// the authentication.
+/// once per delivery id (`X-GitHub-Delivery` / `webhook-id`) for the trigger, and for GitHub
+/// once per body within the trigger's tolerance. No bearer token: the signature is the
+/// authentication. Refusals before the signature is verified are cheap: no durable write each
+/// (one per trigger per minute is recorded, with the count it stands for) and no rate-limit token.
 #[utoipa::path(post, path = "/v1/hooks/{pool}/{path}", tag = "hooks",
     params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
         ("path" = String, Path, description = "The webhook trigger's path", min_length = 1, max_length = 63, pattern = "^[a-z0-9][a-z0-9-]*$")),
-    request_body(content = Object, content_type = "application/json", description = "The sender's JSON payload, exactly as signed"),
+    request_body(content = Object, content_type = "application/json", description = "The sender's JSON payload, exactly as signed (`Content-Type: application/json` or `application/*+json`)"),
     responses((status = 202, body = HookAccepted, description = "accepted: the message is queued in the session"),
-        (status = 200, body = HookAccepted, description = "a delivery id seen before: nothing added"),
-        (status = 401, body = ErrorBody, description = "`bad_signature`: missing, wrong or (Standard Webhooks) stale signature"),
+        (status = 200, body = HookAccepted, description = "a delivery seen before (its id, or for GitHub its body within the tolerance): nothing added"),
+        (status = 401, body = ErrorBody, description = "`bad_signature`: missing, malformed, wrong or (Standard Webhooks) stale signature; a delivery id longer than 120 characters or with a space or control character"),
         (status = 404, body = ErrorBody, description = "no webhook trigger at this path"),
+        (status = 408, body = ErrorBody, description = "`request_timeout`: the whole body did not arrive within the webhook body deadline (`--hook-body-timeout`)"),
         (status = 413, body = ErrorBody, description = "`too_large`: the body is larger than the trigger's `max_body`"),
+        (status = 415, body = ErrorBody, description = "`unsupported_media_type`: a `Content-Type` that is not JSON"),
         (status = 422, body = ErrorBody, description = "`template_failed`: the body is not JSON or lacks a field the templates use"),
-        (status = 429, body = ErrorBody, description = "`rate_limited`: over the trigger's `rate_limit`; `Retry-After` says when to retry")))]
+        (status = 429, body = ErrorBody, description = "`rate_limited`: over the trigger's `rate_limit`; `too_many_in_flight`: too many deliveries in flight from this address (`--hook-requests-per-peer`); `Retry-After` says when to retry")))]
 pub(crate) async fn deliver(
     State(app): State<App>,
     ApiPath((pool, path)): ApiPath<(String, String)>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -253,7 +264,11 @@ pub(crate) async fn deliver(
             "pool `{pool}` has no webhook at `{path}`"
         )));
     };
-    let reject = |reason: TriggerReason, delivery_id: Option<String>, detail: String| {
+    let claimed = crate::hooks::claimed_delivery_id(&headers);
+    let record = |reason: TriggerReason,
+                  delivery_id: Option<String>,
+                  detail: String,
+                  refusals: Option<u64>| {
         let app = app.clone();
         let (pool, name) = (pool.clone(), name.clone());
         async move {
@@ -269,13 +284,79 @@ pub(crate) async fn deliver(
                 thread_id: None,
                 inbox_seq: None,
                 detail: Some(detail),
+                refusals,
             };
             if let Err(e) = app.store.note_trigger(pool, name, event).await {
                 tracing::warn!(error = %e, "cannot record a refused webhook delivery");
             }
         }
     };
-    let claimed = crate::hooks::claimed_delivery_id(&headers);
+    // A refusal of a delivery that has not proven it holds the secret: counted, and written to
+    // the history at most once a minute per trigger (with the count it stands for).
+    let unproven = |reason: TriggerReason, detail: String, error: ApiError, close: bool| {
+        let sampled = app.hook_refusals.refuse(&pool, &name, Instant::now());
+        let record = &record;
+        let claimed = claimed.clone();
+        async move {
+            if let Some(refusals) = sampled {
+                record(reason, claimed, detail, Some(refusals)).await;
+            }
+            let response = error.into_response();
+            Ok(if close { closing(response) } else { response })
+        }
+    };
+
+    // 1. Deliveries in flight from this address: a sender trickling bodies holds at most this many.
+    let _pass = match peer {
+        Some(Extension(Peer(ip))) => match app.hook_peers.enter(ip) {
+            Some(pass) => Some(pass),
+            None => {
+                let limit = app.hook_peers.limit();
+                let error = ApiError::Rejected {
+                    status: StatusCode::TOO_MANY_REQUESTS,
+                    code: ErrorCode::TooManyInFlight,
+                    message: format!(
+                        "this address already has {limit} webhook deliveries in flight, as many \
+                         as the server takes at once (--hook-requests-per-peer); retry when one \
+                         has been answered"
+                    ),
+                };
+                let mut response = unproven(
+                    TriggerReason::PeerLimit,
+                    format!("{limit} deliveries in flight from {ip}"),
+                    error,
+                    true,
+                )
+                .await?;
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(1));
+                return Ok(response);
+            }
+        },
+        None => None,
+    };
+    // 2. What the head shows: a JSON body, of at most `max_body`, signed.
+    if !media_type_ok(&headers) {
+        let given = headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let shown = given
+            .as_deref()
+            .map_or("no `Content-Type`".to_owned(), |v| {
+                format!("`Content-Type: {}`", clip(v, 100))
+            });
+        let error = ApiError::Rejected {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: ErrorCode::UnsupportedMediaType,
+            message: format!(
+                "a webhook delivery is JSON, sent with `Content-Type: application/json`; this one \
+                 has {shown} (for GitHub, set the webhook's content type to application/json)"
+            ),
+        };
+        return unproven(TriggerReason::ContentType, shown, error, true).await;
+    }
+    let limit = webhook.max_body_bytes;
     let too_large = |limit: u64| ApiError::Rejected {
         status: StatusCode::PAYLOAD_TOO_LARGE,
         code: ErrorCode::TooLarge,
@@ -283,19 +364,98 @@ pub(crate) async fn deliver(
             "the body is larger than this webhook's limit of {limit} bytes (`max_body`)"
         ),
     };
-    let limit = webhook.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(length) = declared.filter(|n| *n > limit) {
+        return unproven(
+            TriggerReason::TooLarge,
+            format!("Content-Length {length} > {limit}"),
+            too_large(limit),
+            true,
+        )
+        .await;
+    }
+    let scheme = trigger_rules::scheme(webhook.signature);
+    if let Err(e) = crate::hooks::check_headers(&headers, target.secret.as_bytes(), scheme) {
+        let error = ApiError::Rejected {
+            status: StatusCode::UNAUTHORIZED,
+            code: ErrorCode::BadSignature,
+            message: e.to_string(),
+        };
+        return unproven(
+            trigger_rules::signature_reason(&e),
+            e.to_string(),
+            error,
+            true,
+        )
+        .await;
+    }
+    // 3. The body, bounded in size and in time.
+    let bytes = match read_body(body, declared, limit, app.hook_body_timeout).await {
+        Ok(bytes) => bytes,
+        Err(BodyError::TooLarge(_)) => {
+            return unproven(
+                TriggerReason::TooLarge,
+                format!("more than {limit} bytes"),
+                too_large(limit),
+                true,
+            )
+            .await;
+        }
+        Err(e @ (BodyError::Timeout(_) | BodyError::Failed(_))) => {
+            let error = ApiError::Rejected {
+                status: StatusCode::REQUEST_TIMEOUT,
+                code: ErrorCode::RequestTimeout,
+                message: format!(
+                    "{e}: a webhook body must arrive whole within {} s of its head \
+                     (--hook-body-timeout); send the delivery again",
+                    app.hook_body_timeout.as_secs_f64()
+                ),
+            };
+            return unproven(TriggerReason::BodyTimeout, e.to_string(), error, true).await;
+        }
+    };
+    // 4. The signature over it.
+    let verified = match crate::hooks::verify(
+        &headers,
+        &bytes,
+        target.secret.as_bytes(),
+        scheme,
+        Utc::now().timestamp(),
+        webhook.tolerance_secs,
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            let error = ApiError::Rejected {
+                status: StatusCode::UNAUTHORIZED,
+                code: ErrorCode::BadSignature,
+                message: e.to_string(),
+            };
+            return unproven(
+                trigger_rules::signature_reason(&e),
+                e.to_string(),
+                error,
+                false,
+            )
+            .await;
+        }
+    };
+    // 5. Only now a token of the trigger's rate: junk cannot spend it.
     if let Admit::Refuse { first, retry_after } =
         app.hook_limits
             .admit(&pool, &name, webhook.rate_limit_per_minute, Instant::now())
     {
         if first {
-            reject(
+            record(
                 TriggerReason::RateLimited,
-                claimed.clone(),
+                verified.delivery_id.clone(),
                 format!(
                     "over {} deliveries a minute; later ones in this burst are refused unrecorded",
                     webhook.rate_limit_per_minute
                 ),
+                None,
             )
             .await;
         }
@@ -314,78 +474,34 @@ pub(crate) async fn deliver(
             .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         return Ok(response);
     }
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        reject(
-            TriggerReason::TooLarge,
-            claimed.clone(),
-            format!("Content-Length {} > {limit}", declared.unwrap_or(0)),
-        )
-        .await;
-        return Err(too_large(limit));
-    }
-    let bytes = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
-    {
-        Ok(b) => b,
-        Err(_) => {
-            reject(
-                TriggerReason::TooLarge,
-                claimed.clone(),
-                format!("more than {limit} bytes"),
-            )
-            .await;
-            return Err(too_large(limit));
-        }
-    };
-    let verified = match crate::hooks::verify(
-        &headers,
-        &bytes,
-        target.secret.as_bytes(),
-        trigger_rules::scheme(webhook.signature),
-        Utc::now().timestamp(),
-        webhook.tolerance_secs,
-    ) {
-        Ok(v) => v,
-        Err(e) => {
-            reject(
-                trigger_rules::signature_reason(&e),
-                claimed.clone(),
-                e.to_string(),
-            )
-            .await;
-            return Err(ApiError::Rejected {
-                status: StatusCode::UNAUTHORIZED,
-                code: ErrorCode::BadSignature,
-                message: e.to_string(),
-            });
-        }
-    };
-    let rendered = serde_json::from_slice::<serde_json::Value>(&bytes)
-        .map_err(|e| {
-            format!("the body is not JSON ({e}); webhooks take `application/json` payloads")
-        })
-        .and_then(|json| trigger_rules::render(&spec, &json));
+    let rendered = trigger_rules::render_body(&spec, &bytes);
     let rendered = match rendered {
         Ok(r) => r,
         Err(message) => {
-            reject(
+            let message = clip(&message, MAX_ECHOED_CHARS);
+            record(
                 TriggerReason::Template,
                 verified.delivery_id.clone(),
                 message.clone(),
+                None,
             )
             .await;
             return Err(template_failed(message));
         }
     };
+    let delivery = HookDelivery {
+        delivery_id: verified.delivery_id.clone(),
+        body_digest: (verified.scheme == Scheme::GitHub).then(|| body_digest_key(&bytes)),
+        digest_window_ms: i64::try_from(webhook.tolerance_secs.saturating_mul(1000))
+            .unwrap_or(i64::MAX),
+    };
+    drop(bytes);
     let (event, fired) = app
         .store
         .deliver_hook(
             pool.clone(),
             name.clone(),
-            verified.delivery_id.clone(),
+            delivery,
             rendered.message,
             rendered.session,
             crash,
@@ -406,4 +522,16 @@ pub(crate) async fn deliver(
         seq: event.inbox_seq.unwrap_or_default(),
     };
     Ok((status, axum::Json(accepted)).into_response())
+}
+
+/// The most characters of a refusal's message that echo the sender's body.
+const MAX_ECHOED_CHARS: usize = 1000;
+
+/// `response` with `Connection: close`: its request's body was not read (or not all of it), and
+/// what is left of it must not be read as the next request.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }

@@ -32,7 +32,8 @@ pub use ops::Purge;
 pub use ops::SessionOf;
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
-pub use triggers::{Fired, HookTarget};
+pub(crate) use triggers::body_digest_key;
+pub use triggers::{Fired, HookDelivery, HookTarget};
 
 /// Why a store operation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -501,16 +502,17 @@ store_ops! {
     write fn fire_now(pool: String, name: String, rendered: Option<(String, Option<String>)>) -> (TriggerEvent, Option<Fired>)
         = |c| fire_now(c, &pool, &name, rendered, now_ms());
 
-    /// Puts a verified webhook delivery's message in its session, once per delivery id.
+    /// Puts a verified webhook delivery's message in its session, once per delivery (its id, or
+    /// for GitHub its body within the tolerance) for the trigger.
     write fn deliver_hook(
         pool: String,
         name: String,
-        delivery_id: Option<String>,
+        delivery: HookDelivery,
         message: String,
         session: Option<String>,
         crash: fn(&str)
     ) -> (TriggerEvent, Option<Fired>)
-        = |c| deliver_hook(c, &pool, &name, delivery_id, &message, session, now_ms(), crash);
+        = |c| deliver_hook(c, &pool, &name, delivery, &message, session, now_ms(), crash);
 
     /// Records an entry (a refused delivery) in a trigger's history, if it still exists.
     write fn note_trigger(pool: String, name: String, event: TriggerEvent) -> ()

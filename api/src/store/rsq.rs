@@ -252,6 +252,18 @@ impl FromRow for TriggerRow {
     }
 }
 
+impl FromRow for (String, i64, String, String, i64) {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+        ))
+    }
+}
+
 impl FromRow for (i64, i64) {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
         Ok((row.get(0)?, row.get(1)?))

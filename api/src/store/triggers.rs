@@ -286,7 +286,7 @@ impl TriggerRow {
 }
 
 /// The columns every read of `trigger_history` selects.
-pub(crate) const HISTORY_COLUMNS: &str = "seq, at, source, outcome, reason, scheduled_at, delivery_id, session, thread_id, inbox_seq, detail";
+pub(crate) const HISTORY_COLUMNS: &str = "seq, at, source, outcome, reason, scheduled_at, delivery_id, session, thread_id, inbox_seq, detail, refusals";
 
 /// A row of `trigger_history`.
 #[derive(sqlx::FromRow)]
@@ -302,6 +302,7 @@ pub(crate) struct HistoryRow {
     pub(crate) thread_id: Option<String>,
     pub(crate) inbox_seq: Option<i64>,
     pub(crate) detail: Option<String>,
+    pub(crate) refusals: Option<i64>,
 }
 
 /// A stored enum's name, through its serde form.
@@ -340,6 +341,7 @@ impl HistoryRow {
                 .transpose()?,
             inbox_seq: self.inbox_seq.map(to_u64),
             detail: self.detail,
+            refusals: self.refusals.map(to_u64),
         })
     }
 }
@@ -356,6 +358,7 @@ pub(crate) struct NewHistory {
     pub(crate) thread_id: Option<String>,
     pub(crate) inbox_seq: Option<u64>,
     pub(crate) detail: Option<String>,
+    pub(crate) refusals: Option<u64>,
 }
 
 impl NewHistory {
@@ -371,6 +374,7 @@ impl NewHistory {
             thread_id: None,
             inbox_seq: None,
             detail: None,
+            refusals: None,
         }
     }
 }
@@ -431,10 +435,53 @@ pub(crate) fn unknown_trigger(pool: &str, name: &str) -> StoreError {
     StoreError::UnknownTrigger(format!("pool `{pool}` has no trigger `{name}`"))
 }
 
-/// The dedupe key of a webhook delivery's message.
+/// The inbox dedupe key of a webhook delivery's message.
 pub(crate) fn delivery_key(trigger: &str, delivery_id: &str) -> String {
     format!("webhook:{trigger}:{delivery_id}")
 }
+
+/// The most characters of a history entry's `detail` that are stored.
+pub(crate) const MAX_DETAIL_CHARS: usize = 1000;
+
+/// A history entry's `detail` as stored: U+0000 (which Postgres text cannot hold) shown as
+/// U+FFFD, and cut to [`MAX_DETAIL_CHARS`] with `…` — a refusal's detail may quote the sender.
+pub(crate) fn stored_text(detail: &str) -> String {
+    let clean = detail.replace('\0', "\u{fffd}");
+    ninetrix_proto::triggers::template::clip(&clean, MAX_DETAIL_CHARS)
+}
+
+/// What identifies a verified delivery for deduplication.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookDelivery {
+    /// The sender's delivery id (`X-GitHub-Delivery` / `webhook-id`).
+    pub delivery_id: Option<String>,
+    /// [`body_digest_key`] of the body, for senders whose delivery id is not signed (GitHub).
+    pub body_digest: Option<String>,
+    /// How long, in ms, the same body counts as a duplicate: the trigger's tolerance.
+    pub digest_window_ms: i64,
+}
+
+/// The key under which a delivery is remembered for deduplication, per trigger: its delivery id.
+pub(crate) fn delivery_id_key(delivery_id: &str) -> String {
+    format!("id:{delivery_id}")
+}
+
+/// The key under which a delivery's body is remembered (GitHub deliveries, whose delivery id is
+/// not signed): the SHA-256 of the body, in hex.
+pub(crate) fn body_digest_key(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(body);
+    let mut key = String::with_capacity(7 + 64);
+    key.push_str("sha256:");
+    for byte in digest.iter() {
+        key.push_str(&format!("{byte:02x}"));
+    }
+    key
+}
+
+/// How long a delivery id is remembered for deduplication: GitHub redelivers for 3 days, Svix
+/// retries for about 5; a week covers both.
+pub(crate) const DELIVERY_ID_KEPT_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// The dedupe key of a schedule's fire.
 pub(crate) fn schedule_key(trigger: &str, scheduled: DateTime<Utc>) -> String {
@@ -533,8 +580,8 @@ macro_rules! trigger_ops {
                 .fetch_one(&mut *c)
                 .await?;
             q::query(
-                "INSERT INTO trigger_history (pool, name, seq, at, source, outcome, reason, scheduled_at, delivery_id, session, thread_id, inbox_seq, detail) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                "INSERT INTO trigger_history (pool, name, seq, at, source, outcome, reason, scheduled_at, delivery_id, session, thread_id, inbox_seq, detail, refusals) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             )
             .bind(pool)
             .bind(name)
@@ -548,7 +595,8 @@ macro_rules! trigger_ops {
             .bind(h.session)
             .bind(h.thread_id)
             .bind(h.inbox_seq.map(|s| i64::try_from(s).unwrap_or(i64::MAX)))
-            .bind(h.detail)
+            .bind(h.detail.as_deref().map(stored_text))
+            .bind(h.refusals.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
             .execute(&mut *c)
             .await?;
             if seq % 100 == 0 {
@@ -741,20 +789,23 @@ macro_rules! trigger_ops {
                 session: h.session.clone(),
                 thread_id: h.thread_id.as_deref().map($crate::store::ops::parse_id).transpose()?,
                 inbox_seq: h.inbox_seq,
-                detail: h.detail.clone(),
+                detail: h.detail.as_deref().map(stored_text),
+                refusals: h.refusals,
             };
             let seq = add_history(c, pool, name, h, now).await?;
             Ok(ninetrix_proto::api::TriggerEvent { seq, ..event })
         }
 
         /// Delivers a verified webhook: its rendered message into session `session`, once per
-        /// delivery id. `crash` is the kill point before the commit (`hook_before_commit`).
+        /// delivery for this trigger — a delivery id seen in the last week, or (GitHub) the same
+        /// body within the trigger's tolerance, is answered as a duplicate of the first. `crash`
+        /// is the kill point before the commit (`hook_before_commit`).
         #[allow(clippy::too_many_arguments)]
         pub(crate) async fn deliver_hook(
             c: &mut Conn,
             pool: &str,
             name: &str,
-            delivery_id: Option<String>,
+            delivery: HookDelivery,
             message: &str,
             session: Option<String>,
             now: i64,
@@ -762,14 +813,63 @@ macro_rules! trigger_ops {
         ) -> StoreResult<(ninetrix_proto::api::TriggerEvent, Option<Fired>)> {
             let row = trigger_for_write(c, pool, name).await?;
             let spec = row.spec()?;
-            let instance = delivery_id.clone().unwrap_or_else(|| ninetrix_proto::ThreadId::new_v7().to_string());
+            let id_key = delivery.delivery_id.as_deref().map(delivery_id_key);
+            let seen: Vec<(String, i64, String, String, i64)> = q::query_as(
+                "SELECT key, at, session, thread_id, inbox_seq FROM trigger_deliveries WHERE pool = $1 AND name = $2 AND (key = $3 OR key = $4)",
+            )
+            .bind(pool)
+            .bind(name)
+            .bind(id_key.as_deref())
+            .bind(delivery.body_digest.as_deref())
+            .fetch_all(&mut *c)
+            .await?;
+            let by_id = seen.iter().find(|s| Some(&s.0) == id_key.as_ref() && s.1 >= now - DELIVERY_ID_KEPT_MS);
+            let by_body = seen.iter().find(|s| Some(&s.0) == delivery.body_digest.as_ref() && s.1 >= now - delivery.digest_window_ms);
+            if let Some((_, _, session, thread_id, inbox_seq)) = by_id.or(by_body) {
+                let h = NewHistory {
+                    delivery_id: delivery.delivery_id.clone(),
+                    reason: by_id.is_none().then_some(ninetrix_proto::api::TriggerReason::SameBody),
+                    session: Some(session.clone()),
+                    thread_id: Some(thread_id.clone()),
+                    inbox_seq: Some(to_u64(*inbox_seq)),
+                    ..NewHistory::new(ninetrix_proto::api::TriggerSource::Webhook, ninetrix_proto::api::TriggerOutcome::Deduplicated)
+                };
+                let event = history_event(c, pool, name, h, now).await?;
+                return Ok((event, None));
+            }
+            let instance = delivery.delivery_id.clone().unwrap_or_else(|| ninetrix_proto::ThreadId::new_v7().to_string());
             let session = fire_session(&spec, session.as_deref(), &instance);
-            let key = delivery_id.as_deref().map(|d| delivery_key(name, d));
             let h = NewHistory {
-                delivery_id,
+                delivery_id: delivery.delivery_id.clone(),
                 ..NewHistory::new(ninetrix_proto::api::TriggerSource::Webhook, ninetrix_proto::api::TriggerOutcome::Fired)
             };
-            let (h, fired) = fire_into(c, &row, &session, message, key.as_deref(), h, now).await?;
+            // The inbox's own dedupe key too: what older versions checked (per session), and
+            // what a reader of the inbox sees the delivery by.
+            let inbox_key = delivery.delivery_id.as_deref().map(|d| delivery_key(name, d));
+            let (h, fired) = fire_into(c, &row, &session, message, inbox_key.as_deref(), h, now).await?;
+            if let (Some(thread_id), Some(inbox_seq)) = (h.thread_id.clone(), h.inbox_seq) {
+                for key in id_key.iter().chain(delivery.body_digest.iter()) {
+                    q::query(
+                        "INSERT INTO trigger_deliveries (pool, name, key, at, session, thread_id, inbox_seq) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                         ON CONFLICT (pool, name, key) DO UPDATE SET at = excluded.at, session = excluded.session, thread_id = excluded.thread_id, inbox_seq = excluded.inbox_seq",
+                    )
+                    .bind(pool)
+                    .bind(name)
+                    .bind(key)
+                    .bind(now)
+                    .bind(&session)
+                    .bind(&thread_id)
+                    .bind(to_i64(inbox_seq, "seq")?)
+                    .execute(&mut *c)
+                    .await?;
+                }
+                q::query("DELETE FROM trigger_deliveries WHERE pool = $1 AND name = $2 AND at < $3")
+                    .bind(pool)
+                    .bind(name)
+                    .bind(now - DELIVERY_ID_KEPT_MS)
+                    .execute(&mut *c)
+                    .await?;
+            }
             let event = history_event(c, pool, name, h, now).await?;
             crash("hook_before_commit");
             Ok((event, fired))
@@ -796,6 +896,7 @@ macro_rules! trigger_ops {
                 thread_id: event.thread_id.map(|t| t.to_string()),
                 inbox_seq: event.inbox_seq,
                 detail: event.detail,
+                refusals: event.refusals,
             };
             add_history(c, pool, name, h, now).await?;
             Ok(())

@@ -446,3 +446,27 @@ fn every_integer_format_agrees_with_its_bounds() {
         failures.join("\n")
     );
 }
+
+/// Issue 33 item 6: trigger names and webhook paths carry the pattern the server enforces, and
+/// each branch of `TriggerKind` refuses unknown fields, as serde does.
+#[test]
+fn trigger_names_have_their_pattern_and_trigger_kinds_are_closed() {
+    let doc = serde_json::to_value(ninetrix_api::openapi()).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    let pattern = ninetrix_proto::triggers::spec::NAME_PATTERN;
+    assert_eq!(
+        schemas["TriggerSpec"]["properties"]["name"]["pattern"],
+        pattern
+    );
+    let branches = schemas["TriggerKind"]["oneOf"].as_array().unwrap();
+    assert_eq!(branches.len(), 2);
+    for branch in branches {
+        assert_eq!(branch["additionalProperties"], false, "{branch}");
+        assert!(branch["properties"]["type"].is_object(), "{branch}");
+    }
+    let webhook = branches
+        .iter()
+        .find(|b| b["properties"]["path"].is_object())
+        .unwrap();
+    assert_eq!(webhook["properties"]["path"]["pattern"], pattern);
+}

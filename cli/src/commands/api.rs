@@ -59,6 +59,14 @@ pub struct ApiArgs {
     /// are closed.
     #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_SHUTDOWN_GRACE), value_name = "SECS", value_parser = at_least_one)]
     pub shutdown_grace: u64,
+    /// Seconds a whole webhook body (`POST /v1/hooks/…`) may take to arrive after its head;
+    /// later, it is answered 408 and the connection closed.
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_HOOK_BODY_TIMEOUT), value_name = "SECS", value_parser = at_least_one)]
+    pub hook_body_timeout: u64,
+    /// Webhook deliveries one source address may have in flight at once; more are answered
+    /// 429 `too_many_in_flight` at once.
+    #[arg(long, default_value_t = ninetrix_api::server::DEFAULT_HOOK_REQUESTS_PER_PEER, value_name = "N", value_parser = max_connections)]
+    pub hook_requests_per_peer: usize,
 }
 
 /// Whole seconds of a default duration, for a flag's default.
@@ -116,6 +124,8 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     config.idle_timeout = Duration::from_secs(args.idle_timeout);
     config.max_connections = args.max_connections;
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace);
+    config.hook_body_timeout = Duration::from_secs(args.hook_body_timeout);
+    config.hook_requests_per_peer = args.hook_requests_per_peer;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -279,6 +279,7 @@ mod tests {
             thread_id: fired.then(thread),
             inbox_seq: fired.then_some(seq),
             detail: None,
+            refusals: None,
         }
     }
 

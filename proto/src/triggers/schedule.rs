@@ -115,6 +115,19 @@ pub enum ScheduleError {
     /// A schedule with neither a cron expression nor an interval.
     #[error("a schedule needs `cron: <5 fields>` or `every: <interval>`")]
     NoRule,
+    /// A schedule with both a cron expression and an interval.
+    #[error(
+        "a schedule has one rule: `cron` for times on a clock or `every` for a fixed interval,          not both"
+    )]
+    TwoRules,
+    /// An interval with a time zone other than UTC (intervals are aligned to the Unix epoch).
+    #[error(
+        "`timezone` `{zone}` does not apply to `every`: intervals are aligned to the Unix epoch;          leave the zone out (UTC) or write the schedule as `cron`"
+    )]
+    ZoneWithEvery {
+        /// The zone given.
+        zone: String,
+    },
     /// An interval that is not a number with a unit.
     #[error(
         "`{text}` is not an interval: write a whole number with `s`, `m`, `h` or `d` \

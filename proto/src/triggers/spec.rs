@@ -37,6 +37,7 @@ pub const MAX_NAME_CHARS: usize = 63;
 #[serde(deny_unknown_fields)]
 pub struct TriggerSpec {
     /// Its name, unique in the pool: lowercase letters, digits and `-`, 1 to 63 characters.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$"))]
     pub name: String,
     /// The agent whose session gets the trigger's messages: the agent the trigger is declared
     /// under, or a pool-level trigger's `target_agent` (else the file's first agent).
@@ -130,12 +131,19 @@ pub struct ScheduleTrigger {
 }
 
 impl ScheduleTrigger {
-    /// The schedule's rule, validated.
+    /// The schedule's rule, validated: the one check of a schedule's rule that the agentfile
+    /// and the API's registration both make — exactly one of `cron` and `every`, a zone only
+    /// with `cron`, and the rule itself.
     pub fn spec(&self) -> Result<super::schedule::Spec, super::schedule::ScheduleError> {
+        use super::schedule::ScheduleError;
         match (&self.cron, self.every_secs) {
-            (Some(expr), _) => super::schedule::Spec::cron(expr, &self.timezone),
+            (Some(_), Some(_)) => Err(ScheduleError::TwoRules),
+            (Some(expr), None) => super::schedule::Spec::cron(expr, &self.timezone),
+            (None, Some(_)) if self.timezone != "UTC" => Err(ScheduleError::ZoneWithEvery {
+                zone: self.timezone.clone(),
+            }),
             (None, Some(secs)) => super::schedule::Spec::every(secs),
-            (None, None) => Err(super::schedule::ScheduleError::NoRule),
+            (None, None) => Err(ScheduleError::NoRule),
         }
     }
 
@@ -171,6 +179,7 @@ pub enum SignatureScheme {
 pub struct WebhookTrigger {
     /// The last segment of its URL, `/v1/hooks/{pool}/{path}` (the trigger's name when not
     /// given): lowercase letters, digits and `-`.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[a-z0-9][a-z0-9-]{0,62}$"))]
     pub path: String,
     /// The message each delivery puts in the session: a template over the JSON body
     /// (`New issue: {{ issue.title }}`).
@@ -188,6 +197,9 @@ pub struct WebhookTrigger {
     pub max_body_bytes: u64,
 }
 
+/// The pattern the OpenAPI document gives names and paths; [`is_valid_name`] is the same rule.
+pub const NAME_PATTERN: &str = r"^[a-z0-9][a-z0-9-]{0,62}$";
+
 /// Whether `name` may name a trigger (and a webhook path): 1 to 63 of `a-z`, `0-9` and `-`,
 /// starting with a letter or digit.
 pub fn is_valid_name(name: &str) -> bool {
@@ -201,6 +213,40 @@ pub fn is_valid_name(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_trigger_kind_refuses_unknown_fields_in_either_branch() {
+        for kind in [
+            r#"{"type": "webhook", "path": "p", "message": "m", "secret": "S", "signature": "github", "tolerance_secs": 1, "rate_limit_per_minute": 1, "max_body_bytes": 1, "extra": 1}"#,
+            r#"{"type": "schedule", "every_secs": 60, "timezone": "UTC", "message": "m", "overlap": "skip", "catch_up": "last", "catch_up_window_secs": 60, "extra": 1}"#,
+        ] {
+            let err = serde_json::from_str::<super::TriggerKind>(kind).unwrap_err();
+            assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+            let known = kind.replace(r#", "extra": 1"#, "");
+            assert!(
+                serde_json::from_str::<super::TriggerKind>(&known).is_ok(),
+                "{known}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_documented_name_pattern_is_the_name_rule() {
+        // The pattern, spelled out: a first character of [a-z0-9], then up to 62 of [a-z0-9-].
+        assert_eq!(super::NAME_PATTERN, r"^[a-z0-9][a-z0-9-]{0,62}$");
+        for (name, ok) in [
+            ("a", true),
+            ("0-", true),
+            ("-a", false),
+            ("A", false),
+            ("", false),
+            (&"a".repeat(63), true),
+            (&"a".repeat(64), false),
+            ("a_b", false),
+        ] {
+            assert_eq!(super::is_valid_name(name), ok, "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

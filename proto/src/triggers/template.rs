@@ -19,6 +19,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The most bytes a rendered template may have (100 KiB): literal text and inserted values
 /// together. A template that would render longer fails with [`TemplateError::TooLong`].
@@ -144,6 +145,17 @@ pub enum TemplateError {
     },
 }
 
+/// The most characters of one key of the body that an error message repeats.
+pub const MAX_ECHOED_KEY_CHARS: usize = 200;
+
+/// `text` cut to `max` characters, with `…` in place of the rest.
+pub fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((end, _)) => format!("{}…", &text[..end]),
+    }
+}
+
 /// How a message names the part of a path that was found.
 fn name(at: &str) -> String {
     if at.is_empty() {
@@ -167,10 +179,12 @@ fn no_key_message(
     if keys.is_empty() {
         text.push_str("; it is an empty object");
     } else {
-        let listed: Vec<&str> = keys
+        // A key of the body is the sender's text: each is echoed at most MAX_ECHOED_KEY_CHARS
+        // long, so a body with megabyte keys does not come back in the message.
+        let listed: Vec<String> = keys
             .iter()
             .take(MAX_LISTED_KEYS)
-            .map(String::as_str)
+            .map(|k| clip(k, MAX_ECHOED_KEY_CHARS))
             .collect();
         text.push_str(&format!("; its keys are: {}", listed.join(", ")));
         if keys.len() > MAX_LISTED_KEYS {
@@ -270,6 +284,21 @@ impl Template {
         if !rest.is_empty() {
             parts.push(Part::Literal(rest.to_owned()));
         }
+        // Its literal text alone would be longer than any rendering may be: it could never
+        // render (the agentfile and the API's registration both parse templates here).
+        let literal: usize = parts
+            .iter()
+            .map(|p| match p {
+                Part::Literal(text) => text.len(),
+                Part::Placeholder(_) => 0,
+            })
+            .sum();
+        if literal > MAX_RENDERED_BYTES {
+            return Err(TemplateError::TooLong {
+                limit: MAX_RENDERED_BYTES,
+                path: "(literal text)".to_owned(),
+            });
+        }
         Ok(Template {
             source: text.to_owned(),
             parts,
@@ -301,6 +330,18 @@ impl Template {
     /// arrays as compact JSON. A path that is not in the body, or that holds `null`, is an
     /// error naming it; so is a result longer than [`MAX_RENDERED_BYTES`].
     pub fn render(&self, body: &Value) -> Result<String, TemplateError> {
+        self.render_inner(body, None)
+    }
+
+    /// [`Template::render`], with numbers inserted as their text in `raw` — the same body as
+    /// received — rather than as `serde_json` holds them: a number past 2^64, or with more
+    /// digits than an `f64` keeps (`12345678901234567890123`, `0.1000000000000000000001`),
+    /// comes out as the sender wrote it.
+    pub fn render_raw(&self, body: &Value, raw: &RawValue) -> Result<String, TemplateError> {
+        self.render_inner(body, Some(raw))
+    }
+
+    fn render_inner(&self, body: &Value, raw: Option<&RawValue>) -> Result<String, TemplateError> {
         let mut out = String::new();
         for part in &self.parts {
             match part {
@@ -315,7 +356,18 @@ impl Template {
                 }
                 Part::Placeholder(path) => {
                     let value = lookup(body, path)?;
-                    insert(&mut out, value, path)?;
+                    match (value, raw.and_then(|raw| raw_at(raw, path))) {
+                        (Value::Number(_), Some(text)) => {
+                            if out.len() + text.len() > MAX_RENDERED_BYTES {
+                                return Err(TemplateError::TooLong {
+                                    limit: MAX_RENDERED_BYTES,
+                                    path: path.text.clone(),
+                                });
+                            }
+                            out.push_str(text);
+                        }
+                        _ => insert(&mut out, value, path)?,
+                    }
                 }
             }
         }
@@ -415,6 +467,31 @@ fn lookup<'v>(body: &'v Value, path: &Path) -> Result<&'v Value, TemplateError> 
     Ok(current)
 }
 
+/// The text of the value at `path` in `raw` (a body as received), if it is a number.
+fn raw_at<'r>(raw: &'r RawValue, path: &Path) -> Option<&'r str> {
+    let mut current = raw;
+    for segment in path.segments() {
+        let text = current.get();
+        current = match text.trim_start().as_bytes().first()? {
+            b'{' => {
+                // The last of duplicate keys, as `serde_json::Value` keeps it.
+                let map: std::collections::HashMap<String, &'r RawValue> =
+                    serde_json::from_str(text).ok()?;
+                map.get(segment).copied()?
+            }
+            b'[' => {
+                let items: Vec<&'r RawValue> = serde_json::from_str(text).ok()?;
+                items.get(index(segment)?).copied()?
+            }
+            _ => return None,
+        };
+    }
+    let text = current.get().trim();
+    text.bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+        .then_some(text)
+}
+
 /// A segment as an array index: ASCII digits only (no sign), in range of `usize`.
 fn index(segment: &str) -> Option<usize> {
     if segment.bytes().all(|b| b.is_ascii_digit()) {
@@ -503,6 +580,54 @@ mod tests {
 
     fn render(template: &str, body: &Value) -> Result<String, TemplateError> {
         Template::parse(template)?.render(body)
+    }
+
+    #[test]
+    fn numbers_past_what_f64_keeps_render_as_the_sender_wrote_them() {
+        let text = r#"{"id": 12345678901234567890123, "n": [1, {"x": 9007199254740993.5}], "small": 42, "neg": -0.10000000000000000000001}"#;
+        let body: Value = serde_json::from_str(text).unwrap();
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        let t = |s: &str| Template::parse(s).unwrap();
+        assert_eq!(
+            t("{{ id }}/{{ n.1.x }}/{{ small }}/{{ neg }}").render_raw(&body, raw),
+            Ok("12345678901234567890123/9007199254740993.5/42/-0.10000000000000000000001".into())
+        );
+        // Without the raw text the same placeholder loses digits (what `render` does).
+        assert_ne!(
+            t("{{ id }}").render(&body).unwrap(),
+            "12345678901234567890123"
+        );
+        // Strings and objects are unchanged.
+        let text = r#"{"s": "12345678901234567890123", "o": {"a": 1}}"#;
+        let body: Value = serde_json::from_str(text).unwrap();
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            t("{{ s }} {{ o }}").render_raw(&body, raw),
+            Ok(r#"12345678901234567890123 {"a":1}"#.into())
+        );
+        // Duplicate keys: the last, as `Value` keeps it.
+        let text = r#"{"k": 1, "k": 22222222222222222222222}"#;
+        let body: Value = serde_json::from_str(text).unwrap();
+        let raw: &RawValue = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            t("{{ k }}").render_raw(&body, raw),
+            Ok("22222222222222222222222".into())
+        );
+    }
+
+    #[test]
+    fn long_keys_are_echoed_clipped() {
+        let long = "k".repeat(1_000_000);
+        let body = serde_json::json!({ long.clone(): 1 });
+        let err = render("{{ nope }}", &body).unwrap_err().to_string();
+        assert!(err.len() < 1000, "{} bytes", err.len());
+        assert!(
+            err.contains(&format!("{}…", "k".repeat(MAX_ECHOED_KEY_CHARS))),
+            "{err:.300}"
+        );
+        assert_eq!(clip("abc", 2), "ab…");
+        assert_eq!(clip("ab", 2), "ab");
+        assert_eq!(clip("éé", 1), "é…");
     }
 
     /// The shape of GitHub's `issues` event (trimmed).
@@ -848,12 +973,12 @@ mod tests {
             render("{{ s }}{{ s }}", &body).unwrap_err(),
             TemplateError::TooLong { .. }
         ));
+        // A template whose literal text alone is over the cap could never render: refused
+        // when parsed (by the agentfile and by the API's registration alike).
         let long_literal = format!("{big}!");
-        let err = Template::parse(&long_literal)
-            .unwrap()
-            .render(&json!({}))
-            .unwrap_err();
+        let err = Template::parse(&long_literal).unwrap_err();
         assert!(matches!(err, TemplateError::TooLong { .. }), "{err:?}");
+        assert!(Template::parse(&big).is_ok(), "exactly the cap is fine");
     }
 
     #[test]

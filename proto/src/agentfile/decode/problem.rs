@@ -521,6 +521,8 @@ impl Problem<'_> {
                 ScheduleError::Every { .. } => K::InvalidValue,
                 ScheduleError::Period { .. } => K::OutOfRange,
                 ScheduleError::NoRule => K::MissingKey,
+                ScheduleError::TwoRules => K::DuplicateSetting,
+                ScheduleError::ZoneWithEvery { .. } => K::MisplacedTriggerKey,
                 ScheduleError::EmptyCron
                 | ScheduleError::FieldCount { .. }
                 | ScheduleError::Field { .. }

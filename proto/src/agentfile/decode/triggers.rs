@@ -408,7 +408,7 @@ impl Cx {
         if cron.is_none() && every_secs.is_none() {
             return None;
         }
-        Some(TriggerKind::Schedule(ScheduleTrigger {
+        let schedule = ScheduleTrigger {
             cron,
             every_secs,
             timezone: zone.to_string(),
@@ -418,7 +418,14 @@ impl Cx {
             catch_up_window_secs: t
                 .catch_up_window
                 .unwrap_or(trigger_spec::DEFAULT_CATCH_UP_WINDOW_SECS),
-        }))
+        };
+        // The check the API's registration makes too (`ScheduleTrigger::spec`): what passed the
+        // located checks above passes it, and nothing the API would refuse gets through.
+        if let Err(err) = schedule.spec() {
+            self.report(&t.path, t.at, Problem::Schedule(err));
+            return None;
+        }
+        Some(TriggerKind::Schedule(schedule))
     }
 
     /// A webhook's rule and settings; `None` when any is invalid (reported).
