@@ -11,11 +11,12 @@ use ninetrix_proto::api::ThreadLabels;
 
 /// Who states labels for a thread that exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stating {
-    /// The admin's token mint: it may label a thread that has no labels at all yet (one an
-    /// enqueue made before its token was minted) — once; after that it only restates.
+pub enum Stating {
+    /// The admin — its token mint, or a claim made with the admin token (or in insecure-dev
+    /// mode, where every caller is the admin): it may label a thread that has no labels at all
+    /// yet (one an enqueue made first) — once; after that it only restates.
     Mint,
-    /// A claim (or anything else): it only restates.
+    /// A runner token's claim (or anything else): it only restates.
     Claim,
 }
 

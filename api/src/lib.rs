@@ -20,7 +20,7 @@ pub mod faults;
 mod hook_guard;
 mod hooks;
 mod hub;
-mod labels;
+pub mod labels;
 mod listener;
 mod names;
 mod routes;

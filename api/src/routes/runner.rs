@@ -58,7 +58,12 @@ pub(crate) async fn claim(
             .into());
         }
     }
-    let claim = app.store.claim(id, labels).await?;
+    let stating = if token_labels.is_some() {
+        crate::labels::Stating::Claim
+    } else {
+        crate::labels::Stating::Mint
+    };
+    let claim = app.store.claim(id, labels, stating).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
     Ok(axum::Json(claim))
 }

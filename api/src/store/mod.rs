@@ -385,8 +385,8 @@ store_ops! {
         = |c| ensure_thread(c, id, &labels, crate::labels::Stating::Mint, now_ms());
 
     /// Claims the thread: a new epoch, one more boot.
-    write fn claim(id: ThreadId, labels: ThreadLabels) -> ClaimResponse
-        = |c| claim(c, id, &labels, now_ms());
+    write fn claim(id: ThreadId, labels: ThreadLabels, stating: crate::labels::Stating) -> ClaimResponse
+        = |c| claim(c, id, &labels, stating, now_ms());
 
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated

@@ -826,8 +826,11 @@ macro_rules! sql_ops {
             Ok(settled)
         }
 
-        pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, now: i64) -> StoreResult<ClaimResponse> {
-            let stored = ensure_thread(c, id, labels, $crate::labels::Stating::Claim, now).await?;
+        /// Claims the thread. `stating` says who gives the labels: the admin's claim (or an
+        /// insecure-dev runner's, which is the admin) may label a thread that has none yet, as a
+        /// mint may; a runner token's claim only restates them.
+        pub(crate) async fn claim(c: &mut Conn, id: ThreadId, labels: &ThreadLabels, stating: $crate::labels::Stating, now: i64) -> StoreResult<ClaimResponse> {
+            let stored = ensure_thread(c, id, labels, stating, now).await?;
             if let Some(key) = &labels.session
                 && stored.session.as_deref() != Some(key.as_str())
             {

@@ -415,7 +415,11 @@ mod tests {
         let before = store.writer_stats().unwrap();
         for _ in 0..3 {
             store
-                .claim(ThreadId::new_v7(), Default::default())
+                .claim(
+                    ThreadId::new_v7(),
+                    Default::default(),
+                    crate::labels::Stating::Claim,
+                )
                 .await
                 .unwrap();
         }
