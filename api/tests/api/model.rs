@@ -45,7 +45,11 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
         for ops in cases {
             let thread = ThreadId::new_v7();
             let epoch = store
-                .claim(thread, ThreadLabels::default())
+                .claim(
+                    thread,
+                    ThreadLabels::default(),
+                    ninetrix_api::labels::Stating::Claim,
+                )
                 .await
                 .unwrap()
                 .epoch;

@@ -15,7 +15,11 @@ async fn a_thousand_turns_of_two_kilobytes_stay_under_five_megabytes() {
         .unwrap();
     let thread = ThreadId::new_v7();
     let epoch = store
-        .claim(thread, ThreadLabels::default())
+        .claim(
+            thread,
+            ThreadLabels::default(),
+            ninetrix_api::labels::Stating::Claim,
+        )
         .await
         .unwrap()
         .epoch;

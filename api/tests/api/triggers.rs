@@ -203,7 +203,11 @@ async fn runner_at(store: &Store, key: &str, cursor: u64, status: &str) {
         .unwrap()[0]
         .clone();
     let claim = store
-        .claim(thread.thread_id, Default::default())
+        .claim(
+            thread.thread_id,
+            Default::default(),
+            ninetrix_api::labels::Stating::Claim,
+        )
         .await
         .unwrap();
     let request: ninetrix_proto::api::CheckpointRequest = serde_json::from_value(json!({
