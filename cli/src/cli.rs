@@ -91,6 +91,7 @@ impl Command {
             Command::Build(a) => Some(&mut a.file),
             Command::Up(a) => Some(&mut a.file),
             Command::Down(a) => Some(&mut a.file),
+            Command::Reset(a) => Some(&mut a.file),
             Command::Invoke(a) => Some(&mut a.file),
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
@@ -116,6 +117,7 @@ impl Command {
             Command::Validate(a) => Some(&mut a.pool),
             Command::Up(a) => Some(&mut a.pool),
             Command::Down(a) => Some(&mut a.pool),
+            Command::Reset(a) => Some(&mut a.pool),
             Command::Ps(a) => Some(&mut a.pool),
             Command::Invoke(a) => Some(&mut a.pool),
             Command::Trace(a) => Some(&mut a.pool),
@@ -220,6 +222,15 @@ pub enum Command {
     Down(DownArgs),
     /// List the pools' containers with status, restarts and exit codes.
     Ps(PsArgs),
+    /// Start one conversation over: delete a replica's or a session's thread; its next turn
+    /// starts on a new thread.
+    ///
+    /// The thread's history, tool ledger, inbox and events are deleted for good (the API's
+    /// `DELETE /v1/threads/{id}`), so `reset` asks first (`--yes` skips the question; without a
+    /// terminal it is required). A replica takes its new thread from the API's replica mapping and
+    /// its container is recreated on it, as `ninetrix up` does for that replica alone; a session's
+    /// next message opens a new thread under the same key. The pool's other threads are kept.
+    Reset(crate::commands::reset::ResetArgs),
     /// Send a message to an agent's inbox and (by default) wait for its reply.
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.

@@ -397,6 +397,7 @@ fn every_command_has_a_help_page() {
         "up",
         "down",
         "ps",
+        "reset",
         "invoke",
         "trace",
         "logs",

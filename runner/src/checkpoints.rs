@@ -42,6 +42,10 @@ pub enum CheckpointError {
     /// The ledger has no entry for this key (an outcome before its intent).
     #[error("the ledger has no entry {0}")]
     NoLedgerEntry(String),
+    /// The thread was purged (410 `purged`): its conversation is deleted and its ID is never
+    /// used again, so this runner has nothing left to serve.
+    #[error("thread purged: {0}")]
+    Purged(String),
     /// The API refused the request.
     #[error("{0}")]
     Refused(ClientError),
@@ -60,6 +64,7 @@ impl From<ClientError> for CheckpointError {
             Some(ErrorCode::Fenced) => CheckpointError::Fenced(message),
             Some(ErrorCode::VersionConflict) => CheckpointError::VersionConflict(message),
             Some(ErrorCode::AlreadyCompleted) => CheckpointError::AlreadyCompleted(message),
+            Some(ErrorCode::Purged) => CheckpointError::Purged(message),
             _ => CheckpointError::Refused(e),
         }
     }

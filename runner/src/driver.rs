@@ -42,21 +42,37 @@ pub enum Exit {
     Failure(String),
     /// A batch turn that failed: 1, without a restart.
     TurnFailed,
+    /// The thread was purged (its conversation deleted; its ID is never used again): 0, so
+    /// Docker does not restart a runner that has nothing to serve. A runner that took its thread
+    /// from the API's replica mapping asks it for the replica's new thread instead.
+    Purged(String),
+    /// A configuration error (a variable, a secret, the spec), naming it: 2, which Docker
+    /// restarts but no restart fixes.
+    Config(String),
 }
 
 impl Exit {
     /// The process exit code.
     pub fn code(&self) -> u8 {
         match self {
-            Exit::Ok => 0,
+            Exit::Ok | Exit::Purged(_) => 0,
             Exit::Failure(_) | Exit::TurnFailed => 1,
+            Exit::Config(_) => 2,
         }
     }
+}
+
+/// A runner whose thread was purged stops: there is nothing left to serve, and no restart
+/// would change that (the thread's ID is never used again).
+fn purged(thread: ninetrix_proto::ThreadId, why: &str) -> Exit {
+    tracing::warn!("thread {thread} was purged ({why}); this runner stops serving it (exit 0)");
+    Exit::Purged(format!("thread {thread} was purged"))
 }
 
 /// Why the effect loop stopped early.
 enum Stop {
     Fenced(String),
+    Purged(String),
     Shutdown,
     Failure(String),
 }
@@ -65,6 +81,7 @@ impl From<CheckpointError> for Stop {
     fn from(e: CheckpointError) -> Self {
         match e {
             CheckpointError::Fenced(m) => Stop::Fenced(m),
+            CheckpointError::Purged(m) => Stop::Purged(m),
             other => Stop::Failure(other.to_string()),
         }
     }
@@ -214,6 +231,7 @@ async fn run_with<C: Checkpoints>(
     // Claim (the HTTP store retries while the API is unreachable).
     let (epoch, boot_count) = match store.claim(&labels).await {
         Ok(c) => (c.epoch, c.boot_count),
+        Err(CheckpointError::Purged(why)) => return purged(config.thread_id, &why),
         Err(e) => {
             return Exit::Failure(format!("cannot claim thread {}: {e}", config.thread_id));
         }
@@ -318,6 +336,7 @@ impl<C: Checkpoints> Runner<C> {
         // Fetch and restore (repair, resume).
         let restored = match self.store.latest().await {
             Ok(state) => state,
+            Err(CheckpointError::Purged(why)) => return purged(self.config.thread_id, &why),
             Err(e) => return Exit::Failure(format!("cannot fetch the latest checkpoint: {e}")),
         };
         if let Some(state) = &restored {
@@ -535,6 +554,7 @@ impl<C: Checkpoints> Runner<C> {
                 tracing::info!("shutting down: the last checkpoint is consistent (exit 0)");
                 Exit::Ok
             }
+            Stop::Purged(why) => purged(self.config.thread_id, &why),
             Stop::Failure(why) => {
                 // The event's log line is the one report of it.
                 self.events.emit(TraceEvent::Error(ErrorEvent {

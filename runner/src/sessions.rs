@@ -115,10 +115,10 @@ impl Service {
                     let Ok((id, exit)) = joined else { continue };
                     active.remove(&id);
                     match exit {
-                        Exit::Ok => {
+                        Exit::Ok | Exit::Purged(_) => {
                             resting.remove(&id);
                         }
-                        Exit::Failure(why) => {
+                        Exit::Failure(why) | Exit::Config(why) => {
                             let rest = resting.entry(id).or_insert(Rest { until: now, failures: 0 });
                             rest.failures += 1;
                             rest.until = Instant::now() + SESSION_REST.delay(rest.failures, crate::backoff::jitter());

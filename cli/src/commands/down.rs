@@ -167,16 +167,13 @@ async fn down_pool(
             }
         }
         let known: Vec<String> = known.into_iter().collect();
-        failures.record(format!(
-            "no pool `{pool}`: no state in {} and no container or network labelled with it \
-             (pools: {})",
-            state::pools_dir(home).display(),
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        ));
+        let gone = no_pool(pool, &state::pools_dir(home), &known);
+        if args.api {
+            // The API is what `down --api` is for: a pool that is gone already is no failure.
+            eprintln!("{gone}; nothing of it to take down");
+        } else {
+            failures.record(gone);
+        }
         return Ok(());
     }
     // The lock: an `up` of this pool in progress finishes first, and none starts meanwhile.
@@ -249,6 +246,20 @@ async fn down_pool(
         }
     }
     Ok(())
+}
+
+/// What `down` says of a pool that has no state, container or network.
+pub(crate) fn no_pool(pool: &str, pools_dir: &std::path::Path, known: &[String]) -> String {
+    format!(
+        "no pool `{pool}`: no state in {} and no container or network labelled with it (pools: \
+         {})",
+        pools_dir.display(),
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )
 }
 
 /// Removes the pool's triggers (registers an empty set with the API the pool uses, if it runs

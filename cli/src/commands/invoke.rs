@@ -121,12 +121,14 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         pool: view.name.clone(),
         agent: args.agent.clone(),
         swarm: swarm.then_some(replica),
+        up: condition::up_command(&view.name, view.state.agentfile.as_deref())
+            + if swarm { " --swarm" } else { "" },
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
     let Some(facts) = target.facts(&docker, true).await? else {
         eprintln!(
-            "{} does not exist, so nothing would answer; nothing was queued. `ninetrix up -p {}` creates it",
-            target.container, target.pool
+            "{} does not exist, so nothing would answer; nothing was queued. `{}` creates it",
+            target.container, target.up
         );
         return Ok(ExitCode::from(EXIT_UNAVAILABLE));
     };
@@ -283,8 +285,8 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
             let cond = facts.as_ref().map(Condition::of);
             let why = match &facts {
                 None => Some(format!(
-                    "{} was removed; `ninetrix up -p {}` creates it again",
-                    target.container, target.pool
+                    "{} was removed; `{}` creates it again",
+                    target.container, target.up
                 )),
                 Some(f) => f.why_no_answer_to_invoke(&target.who()),
             };
@@ -485,6 +487,8 @@ struct Target {
     agent: String,
     /// On Swarm: the slot.
     swarm: Option<u32>,
+    /// The command that starts the pool again, from anywhere.
+    up: String,
 }
 
 impl Target {
@@ -493,6 +497,7 @@ impl Target {
             pool: &self.pool,
             agent: &self.agent,
             container: &self.container,
+            up: &self.up,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod k8s;
 pub mod logs;
 pub mod mcp_bridge;
 pub mod ps;
+pub mod reset;
 pub mod run;
 pub mod runner;
 pub mod sessions;
@@ -77,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Up(args) => block_on(up::run(&args)),
         Command::Down(args) => block_on(down::run(&args)),
         Command::Ps(args) => block_on(ps::run(&args)),
+        Command::Reset(args) => block_on(reset::run(&args)),
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),

@@ -112,11 +112,128 @@ fn listed(all: bool, durable: bool, run: bool, c: &Condition) -> bool {
         )
 }
 
+/// The durable replicas a pool file records that have no container (removed by hand, say):
+/// (agent, replica, thread), so `ps` shows them as missing rather than leaving them out.
+/// `durable` says which agents are durable (batch jobs' containers come and go).
+pub(crate) fn missing(
+    state: &crate::pool::state::PoolState,
+    present: &std::collections::BTreeSet<(String, u32)>,
+    durable: impl Fn(&str) -> bool,
+) -> Vec<(String, u32, String)> {
+    let mut out = Vec::new();
+    for (agent, replicas) in &state.agents {
+        if !durable(agent) {
+            continue;
+        }
+        for (n, r) in replicas {
+            if !present.contains(&(agent.clone(), *n)) {
+                out.push((agent.clone(), *n, r.thread_id.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Which agents of a pool are durable: by its recorded agentfile when it can be read (quietly),
+/// else by the pool's containers' labels.
+fn durable_agents(
+    state: &crate::pool::state::PoolState,
+    containers: &[bollard::models::ContainerSummary],
+) -> std::collections::BTreeSet<String> {
+    if let Some(parsed) = state
+        .agentfile
+        .as_deref()
+        .and_then(|f| ninetrix_proto::agentfile::load(f).ok())
+    {
+        return parsed
+            .agentfile
+            .agents
+            .iter()
+            .filter(|a| a.execution.durability)
+            .map(|a| a.name.clone())
+            .collect();
+    }
+    containers
+        .iter()
+        .filter(|c| label(c, spec::DURABLE) == Some("true"))
+        .filter_map(|c| label(c, spec::AGENT).map(str::to_string))
+        .collect()
+}
+
 /// Runs `ninetrix ps`.
 pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let docker = crate::docker::connect().await?;
+    let home = crate::home::agentfile_home()?;
+    let containers = pool_containers(&docker, args.pool.as_deref()).await?;
+    if let Some(pool) = &args.pool
+        && containers.is_empty()
+        && !crate::pool::state::exists(&home, pool)
+    {
+        let mut known: std::collections::BTreeSet<String> =
+            crate::pool::state::pools(&home).into_iter().collect();
+        for c in pool_containers(&docker, None).await.unwrap_or_default() {
+            if let Some(p) = label(&c, spec::POOL) {
+                known.insert(p.to_string());
+            }
+        }
+        let known: Vec<String> = known.into_iter().collect();
+        eprintln!(
+            "{}",
+            crate::commands::down::no_pool(pool, &crate::pool::state::pools_dir(&home), &known)
+        );
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    }
+    let mut missing_rows = Vec::new();
+    let pools = match &args.pool {
+        Some(p) => vec![p.clone()],
+        None => crate::pool::state::pools(&home),
+    };
+    for pool in pools {
+        let Ok(state) = crate::pool::state::read(&home, &pool) else {
+            continue;
+        };
+        if state.swarm.is_some() {
+            continue;
+        }
+        let mine: Vec<bollard::models::ContainerSummary> = containers
+            .iter()
+            .filter(|c| label(c, spec::POOL) == Some(pool.as_str()))
+            .cloned()
+            .collect();
+        let present: std::collections::BTreeSet<(String, u32)> = mine
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    label(c, spec::AGENT)?.to_string(),
+                    label(c, spec::REPLICA)?.parse().ok()?,
+                ))
+            })
+            .collect();
+        let durable = durable_agents(&state, &mine);
+        let up = crate::pool::condition::up_command(&pool, state.agentfile.as_deref());
+        for (agent, replica, thread) in missing(&state, &present, |a| durable.contains(a)) {
+            missing_rows.push(Row {
+                pool: Some(pool.clone()),
+                container: spec::container_name(&pool, &agent, replica),
+                agent: Some(agent),
+                replica: Some(replica),
+                thread_id: Some(thread),
+                state: Some("missing".into()),
+                status: format!("Missing (its container was removed; `{up}` creates it again)"),
+                health: None,
+                reason: Some("its container was removed".into()),
+                answers: false,
+                restarts: 0,
+                exit_code: None,
+                oom_killed: false,
+                gave_up: false,
+                durable: true,
+                node: None,
+            });
+        }
+    }
     let mut found = Vec::new();
-    for c in pool_containers(&docker, args.pool.as_deref()).await? {
+    for c in containers {
         let id = c.id.clone().unwrap_or_default();
         let info = match docker.inspect_container(&id, None).await {
             Ok(info) => info,
@@ -155,6 +272,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
             node: None,
         });
     }
+    rows.extend(missing_rows);
     let swarm_rows = swarm_rows(&docker, args).await?;
     let on_swarm_only = args.pool.is_some() && !swarm_rows.is_empty();
     rows.sort_by(|a, b| {
@@ -307,6 +425,32 @@ async fn judge_reports(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_durable_replica_without_its_container_is_missing_and_a_batch_one_is_not() {
+        use crate::pool::state::{PoolState, ReplicaState};
+        let mut state = PoolState::default();
+        for (agent, n, t) in [("writer", 1, 1u128), ("writer", 2, 2), ("job", 1, 3)] {
+            state.agents.entry(agent.into()).or_default().insert(
+                n,
+                ReplicaState {
+                    thread_id: ninetrix_proto::ThreadId::from(uuid::Uuid::from_u128(t)),
+                    container_id: None,
+                    config_hash: None,
+                },
+            );
+        }
+        let present = [("writer".to_string(), 1u32)].into();
+        assert_eq!(
+            missing(&state, &present, |a| a == "writer"),
+            [(
+                "writer".to_string(),
+                2,
+                "00000000-0000-0000-0000-000000000002".to_string()
+            )]
+        );
+        assert!(missing(&state, &present, |_| false).is_empty());
+    }
 
     #[test]
     fn exit_codes_show_only_once_stopped_with_oom() {

@@ -160,12 +160,36 @@ fn refused(api: &Api, e: ClientError, doing: &str) -> anyhow::Error {
     api.explain(e, doing)
 }
 
-/// What an empty listing says: how triggers come to be.
-fn none_line(pool: &str) -> String {
+/// What an empty listing says: for a pool that is down (no container), that `down` removed its
+/// triggers and `up` registers them again; else how triggers come to be.
+fn none_line(pool: &str, down: bool) -> String {
+    if down {
+        return format!(
+            "no triggers in pool {pool}: the pool is down (`ninetrix down` removes its triggers, \
+             so nothing fires into it); `ninetrix up` registers the agentfile's triggers again"
+        );
+    }
     format!(
         "no triggers in pool {pool}; declare schedules and webhooks under `triggers:` in the \
          agentfile, then `ninetrix up` registers them"
     )
+}
+
+/// Whether the pool is down: Docker answers and has no container of it (a pool on Swarm, or an
+/// engine that does not answer, is not known to be down).
+async fn is_down(pool: &str) -> bool {
+    let Ok(docker) = crate::docker::connect().await else {
+        return false;
+    };
+    let home = crate::home::agentfile_home().ok();
+    if home.is_some_and(|h| {
+        crate::pool::state::read(&h, pool).is_ok_and(|state| state.swarm.is_some())
+    }) {
+        return false;
+    }
+    crate::docker::pool_containers(&docker, Some(pool))
+        .await
+        .is_ok_and(|c| c.is_empty())
 }
 
 /// `ninetrix triggers`: the pool's triggers as a table, or JSON.
@@ -181,7 +205,7 @@ async fn list(args: &TriggersArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if triggers.is_empty() {
-        eprintln!("{}", none_line(&pool));
+        eprintln!("{}", none_line(&pool, is_down(&pool).await));
         return Ok(ExitCode::SUCCESS);
     }
     crate::output::text(&crate::ui::triggers::table(&triggers, &api.url, Utc::now()));
@@ -191,7 +215,10 @@ async fn list(args: &TriggersArgs) -> anyhow::Result<ExitCode> {
 /// The error for a trigger the pool does not have: the names it does have, and the closest one.
 fn unknown_trigger(pool: &str, name: &str, known: &[String]) -> anyhow::Error {
     if known.is_empty() {
-        return anyhow::anyhow!("pool {pool} has no trigger `{name}`: {}", none_line(pool));
+        return anyhow::anyhow!(
+            "pool {pool} has no trigger `{name}`: {}",
+            none_line(pool, false)
+        );
     }
     let hint = ninetrix_proto::suggest::closest(name, known)
         .map(|c| format!("; did you mean `{c}`?"))
@@ -519,8 +546,12 @@ mod tests {
 
     #[test]
     fn an_empty_listing_says_how_to_declare_triggers() {
+        insta::assert_snapshot!(
+            "no_triggers_in_a_pool_that_is_down",
+            none_line("shop", true)
+        );
         assert_eq!(
-            none_line("shop"),
+            none_line("shop", false),
             "no triggers in pool shop; declare schedules and webhooks under `triggers:` in the \
              agentfile, then `ninetrix up` registers them"
         );

@@ -81,8 +81,23 @@ pub struct UpArgs {
     pub api_replicas: u32,
 }
 
+/// One replica that `reset` brings up on its new thread, leaving the rest of the pool as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Only {
+    /// The agent.
+    pub(crate) agent: String,
+    /// The replica.
+    pub(crate) replica: u32,
+}
+
 /// Runs `ninetrix up`.
 pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
+    run_with(args, None).await
+}
+
+/// Runs `ninetrix up`, for the whole pool or (`reset`) for one replica: then no sidecar, trigger
+/// or other container is touched.
+pub(crate) async fn run_with(args: &UpArgs, only: Option<&Only>) -> anyhow::Result<ExitCode> {
     if args.swarm {
         return crate::swarm::deploy::up(args).await;
     }
@@ -95,11 +110,17 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         secrets.insert(agent.name.clone(), spec::host_secrets(agent)?);
     }
     let mut sidecar_secrets = Vec::new();
-    for wanted in sidecar::Wanted::of(&af) {
+    for wanted in sidecar::Wanted::of(&af)
+        .into_iter()
+        .filter(|_| only.is_none())
+    {
         let values = wanted.host_secrets()?;
         sidecar_secrets.push((wanted, values));
     }
-    let triggers = registrations(&af.triggers)?;
+    let triggers = match only {
+        None => registrations(&af.triggers)?,
+        Some(_) => TriggerSet::default(),
+    };
     let docker = crate::docker::connect().await?;
     let home = crate::home::agentfile_home()?;
     let options = Options {
@@ -167,14 +188,16 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         sidecars.push((wanted, img, values));
     }
     let sidecar_count = sidecars.len();
-    Sidecars {
-        docker: &docker,
-        pool: &pool,
-        network: &network.id,
-        stop_timeout: args.timeout,
+    if only.is_none() {
+        Sidecars {
+            docker: &docker,
+            pool: &pool,
+            network: &network.id,
+            stop_timeout: args.timeout,
+        }
+        .apply(&sidecars, args.force_recreate, &progress)
+        .await?;
     }
-    .apply(&sidecars, args.force_recreate, &progress)
-    .await?;
 
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
@@ -189,8 +212,16 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     });
     // Only an external API's URL is worth recording: the local one's is read from its container.
     locked.state.api_url = api.local.is_none().then(|| api.url.clone());
+    // A purged replica thread is replaced by the replica's new one (the plan then recreates its
+    // container on it): one rule for every backend.
+    for line in renew_purged(&api, &pool, &af, &mut locked.state, only).await? {
+        eprintln!("{line}");
+    }
     let observed = observe(&docker, &pool).await?;
-    let plan = plan::plan(&desired, &observed, &locked.state, &[], options);
+    let mut plan = plan::plan(&desired, &observed, &locked.state, &[], options);
+    if let Some(only) = only {
+        plan = plan.only(&only.agent, only.replica);
+    }
     let target = Target {
         docker: &docker,
         api: &api,
@@ -218,9 +249,11 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
     // The pool's whole set of triggers, always: an agentfile whose triggers were all deleted
     // removes them. A fire before the replicas are up waits in its session's inbox.
-    let changed = api.set_triggers(&pool, &triggers).await?;
-    for (name, status) in trigger_steps(&changed) {
-        progress.step("Trigger", name, status);
+    if only.is_none() {
+        let changed = api.set_triggers(&pool, &triggers).await?;
+        for (name, status) in trigger_steps(&changed) {
+            progress.step("Trigger", name, status);
+        }
     }
     let applied = apply::apply(&target, &plan, &mut locked, &progress).await;
     locked.save()?;
@@ -239,6 +272,21 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
             "{failures} runner(s) did not become ready; `ninetrix ps -p {pool}` shows each one's state and reason, `ninetrix logs -p {pool}` their logs"
         );
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    }
+    if let Some(only) = only {
+        let thread = locked
+            .state
+            .agents
+            .get(&only.agent)
+            .and_then(|r| r.get(&only.replica))
+            .map(|r| r.thread_id.to_string())
+            .unwrap_or_default();
+        outln!(
+            "{}-{} of pool {pool} is up on thread {thread}",
+            only.agent,
+            only.replica
+        );
+        return Ok(ExitCode::SUCCESS);
     }
     if !args.json {
         let sidecars = match sidecar_count {
@@ -263,6 +311,51 @@ pub(crate) async fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replaces the purged threads of the pool's durable replicas (of `only`'s replica alone, when
+/// given) in the pool state with each replica's new thread from the API's replica mapping —
+/// which is what a Swarm or Kubernetes runner gets for a purged thread — and returns a line per
+/// replacement. The plan then recreates those containers on their new threads.
+async fn renew_purged(
+    api: &Api,
+    pool: &str,
+    af: &Agentfile,
+    state: &mut state::PoolState,
+    only: Option<&Only>,
+) -> anyhow::Result<Vec<String>> {
+    let mut lines = Vec::new();
+    for agent in af.agents.iter().filter(|a| a.execution.durability) {
+        let Some(replicas) = state.agents.get_mut(&agent.name) else {
+            continue;
+        };
+        for (n, record) in replicas.iter_mut() {
+            if only.is_some_and(|o| o.agent != agent.name || o.replica != *n)
+                || !api.is_purged(record.thread_id).await?
+            {
+                continue;
+            }
+            let new = api.replica_thread(pool, &agent.name, *n).await?;
+            lines.push(renewed_line(&agent.name, *n, record.thread_id, new));
+            record.thread_id = new;
+            record.container_id = None;
+            record.config_hash = None;
+        }
+    }
+    Ok(lines)
+}
+
+/// The line `up` prints for a replica whose purged thread it replaced.
+pub(crate) fn renewed_line(
+    agent: &str,
+    replica: u32,
+    old: ninetrix_proto::ThreadId,
+    new: ninetrix_proto::ThreadId,
+) -> String {
+    format!(
+        "{agent}-{replica}: its thread {old} was purged; it starts a new conversation on thread \
+         {new}"
+    )
 }
 
 /// The pool's triggers as `up` registers them, each webhook with its secret's value read from

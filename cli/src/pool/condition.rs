@@ -252,45 +252,73 @@ impl Condition {
             pool,
             agent,
             container,
+            up,
         } = *who;
         let logs = format!("`ninetrix logs -p {pool} --agent {agent}`");
+        let because = |reason: &Option<String>| {
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        };
         match self {
             Condition::Serving { .. } | Condition::Restarting { .. } => None,
             Condition::Unhealthy { reason } => Some(format!(
                 "{container} is unhealthy: {reason}. It keeps retrying and answers once that is \
-                 fixed; if the agentfile is wrong, fix it and run `ninetrix up -p {pool}` (details: \
-                 {logs})"
+                 fixed; if the agentfile is wrong, fix it and run `{up}` (details: {logs})"
             )),
             Condition::Paused => Some(format!(
                 "{container} is paused; `docker unpause {container}` resumes it"
             )),
+            // Exit 2: the runner refused its configuration; a restart runs into it again.
+            Condition::GaveUp {
+                exit_code: CONFIG_EXIT,
+                reason,
+                ..
+            }
+            | Condition::Exited {
+                exit_code: CONFIG_EXIT,
+                reason,
+                ..
+            } => Some(format!(
+                "{container} refused its configuration (exit {CONFIG_EXIT}){}; a restart does not \
+                 fix that: fix what it names (the agentfile, or a secret or variable of this \
+                 host), then run `{up}` (details: {logs})",
+                because(reason)
+            )),
             Condition::GaveUp {
                 restarts, reason, ..
             } => Some(format!(
-                "{container} gave up after {restarts} restarts{}; `ninetrix up -p {pool}` \
-                 starts it again (details: {logs})",
-                reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
+                "{container} gave up after {restarts} restarts{}; `{up}` starts it again \
+                 (details: {logs})",
+                because(reason)
             )),
             Condition::Exited {
                 exit_code,
                 oom,
                 reason,
             } => Some(format!(
-                "{container} is not running (exited with code {exit_code}{}{}); `ninetrix up -p \
-                 {pool}` starts it again (details: {logs})",
+                "{container} is not running (exited with code {exit_code}{}{}); `{up}` starts it \
+                 again (details: {logs})",
                 if *oom { ", OOM-killed" } else { "" },
-                reason
-                    .as_deref()
-                    .map(|r| format!(": {r}"))
-                    .unwrap_or_default()
+                because(reason)
             )),
             Condition::Created => Some(format!(
-                "{container} was created but never started; `ninetrix up -p {pool}` starts it"
+                "{container} was created but never started; `{up}` starts it"
             )),
         }
+    }
+}
+
+/// The runner's exit code for a configuration error (a variable, a secret, the spec).
+const CONFIG_EXIT: i64 = 2;
+
+/// The `up` command a hint names: one that works wherever the user stands — with `-f` and the
+/// agentfile `up` recorded for the pool (absolute), when it did.
+pub(crate) fn up_command(pool: &str, agentfile: Option<&std::path::Path>) -> String {
+    match agentfile {
+        Some(file) => format!("ninetrix up -f {} -p {pool}", file.display()),
+        None => format!("ninetrix up -p {pool}"),
     }
 }
 
@@ -303,6 +331,8 @@ pub(crate) struct Who<'a> {
     pub(crate) agent: &'a str,
     /// The container's name.
     pub(crate) container: &'a str,
+    /// The command that starts the pool again ([`up_command`]).
+    pub(crate) up: &'a str,
 }
 
 fn join(head: String, tail: Option<&str>) -> String {
@@ -441,6 +471,7 @@ mod tests {
         pool: "p",
         agent: "writer",
         container: "ninetrix-p-writer-1",
+        up: "ninetrix up -p p",
     };
 
     fn running(health: Option<Health>, output: Option<&str>) -> Facts {
@@ -655,5 +686,36 @@ mod tests {
             Some("AGENTFILE_API_URL is not set")
         );
         assert_eq!(last_error_in(" INFO fine\n"), None);
+    }
+
+    #[test]
+    fn hints_name_an_up_that_works_anywhere_and_a_configuration_error_is_not_restarted() {
+        assert_eq!(
+            up_command(
+                "shop",
+                Some(std::path::Path::new("/home/me/shop/agentfile.yaml"))
+            ),
+            "ninetrix up -f /home/me/shop/agentfile.yaml -p shop"
+        );
+        assert_eq!(up_command("shop", None), "ninetrix up -p shop");
+        let who = Who {
+            up: "ninetrix up -f /home/me/shop/agentfile.yaml -p p",
+            ..WHO
+        };
+        let crashed = Condition::of(&exited(1, MAX_RESTARTS, true));
+        let why = crashed.why_no_answer(&who).unwrap();
+        assert!(
+            why.contains("`ninetrix up -f /home/me/shop/agentfile.yaml -p p` starts it again"),
+            "{why}"
+        );
+        let mut refused = exited(2, MAX_RESTARTS, true);
+        refused.last_error =
+            Some("secret OPENAI_API_KEY is missing (runtime.api_key_secret)".into());
+        let why = Condition::of(&refused).why_no_answer(&who).unwrap();
+        insta::assert_snapshot!("hint_for_a_configuration_error", why);
+        assert!(!why.contains("starts it again"), "{why}");
+        let once = exited(2, 0, true);
+        let why = Condition::of(&once).why_no_answer(&who).unwrap();
+        assert!(why.contains("a restart does not fix that"), "{why}");
     }
 }

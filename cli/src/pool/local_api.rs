@@ -604,6 +604,31 @@ impl Api {
         Ok(minted.token)
     }
 
+    /// The thread the API's replica mapping keeps for replica `replica` of the agent (what a
+    /// Swarm or Kubernetes runner asks for): made on first use, and a new one in place of a
+    /// purged thread.
+    pub(crate) async fn replica_thread(
+        &self,
+        pool: &str,
+        agent: &str,
+        replica: u32,
+    ) -> anyhow::Result<ThreadId> {
+        self.client
+            .replica_thread(pool, agent, replica)
+            .await
+            .map(|t| t.thread_id)
+            .map_err(|e| self.explain(e, &format!("asking for the thread of {agent}-{replica}")))
+    }
+
+    /// Whether the API purged this thread (`false` also when it never had it: a mint makes it).
+    pub(crate) async fn is_purged(&self, thread: ThreadId) -> anyhow::Result<bool> {
+        match self.client.thread(thread).await {
+            Ok(_) => Ok(false),
+            Err(e) if e.code() == Some(&ninetrix_client::ErrorCode::Purged) => Ok(true),
+            Err(e) => Err(self.explain(e, &format!("reading thread {thread}"))),
+        }
+    }
+
     /// The thread of session `key` of the agent (created on first use).
     pub(crate) async fn open_session(
         &self,

@@ -45,6 +45,48 @@ pub(crate) fn load(file: &Path) -> anyhow::Result<Parsed> {
                 file.display()
             )
         }
+        Err(LoadError::Io { path, error }) if error.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!(
+                "{}",
+                missing_agentfile(&path, std::env::current_dir().ok().as_deref())
+            )
+        }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What a command that needs the agentfile says when it is not there: where it looked, and how
+/// to name it.
+pub(crate) fn missing_agentfile(path: &Path, cwd: Option<&Path>) -> String {
+    let here = match cwd {
+        Some(dir) if path.is_relative() => format!(" in {}", dir.display()),
+        _ => String::new(),
+    };
+    format!(
+        "{} does not exist{here}; pass the agentfile with -f FILE (or run the command in its \
+         directory)",
+        path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_missing_agentfile_is_named_once_with_where_it_was_looked_for() {
+        let said = super::missing_agentfile(
+            std::path::Path::new("agentfile.yaml"),
+            Some(std::path::Path::new("/home/me")),
+        );
+        assert_eq!(
+            said,
+            "agentfile.yaml does not exist in /home/me; pass the agentfile with -f FILE (or run \
+             the command in its directory)"
+        );
+        assert!(!said.contains("os error"), "{said}");
+        let absolute = super::missing_agentfile(std::path::Path::new("/srv/a.yaml"), None);
+        assert!(
+            absolute.starts_with("/srv/a.yaml does not exist;"),
+            "{absolute}"
+        );
     }
 }

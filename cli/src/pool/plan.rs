@@ -7,6 +7,9 @@
 //! - a replica with no container is created (its thread reused from the pool state if known);
 //! - a container whose configuration digest differs is recreated, naming the parts that changed,
 //!   with the same replica number and (durable agents) the same thread;
+//! - a durable replica's container that serves another thread than the pool state's is recreated
+//!   with the state's (`up` and `reset` replace a purged thread in the state: one rule for every
+//!   backend, as the API's replica mapping replaces it for Swarm and Kubernetes);
 //! - an unchanged running container is kept; an unchanged stopped durable one is started, which
 //!   re-arms its restart budget (also after it gave up); an unchanged exited batch job is not
 //!   re-run;
@@ -114,6 +117,8 @@ pub(crate) enum RecreateCause {
     Forced,
     /// It was created but never started.
     NeverStarted,
+    /// The pool state gives the replica a new thread (its old one was purged).
+    NewThread,
 }
 
 /// One Docker action of a plan.
@@ -218,6 +223,9 @@ impl fmt::Display for Op {
                     }
                     RecreateCause::Forced => write!(f, "--force-recreate"),
                     RecreateCause::NeverStarted => write!(f, "created but never started"),
+                    RecreateCause::NewThread => {
+                        write!(f, "a new thread (its old thread was purged)")
+                    }
                 }
             }
         }
@@ -288,6 +296,48 @@ impl fmt::Display for Plan {
             writeln!(f, "{note}")?;
         }
         Ok(())
+    }
+}
+
+impl Plan {
+    /// The part of the plan for one replica (what `reset` applies): its op, if any, and its
+    /// note; nothing of the pool's other containers.
+    pub(crate) fn only(self, agent: &str, replica: u32) -> Plan {
+        let ops = self
+            .ops
+            .into_iter()
+            .filter(|op| match op {
+                Op::BuildImage { .. } => false,
+                Op::Remove {
+                    agent: a,
+                    replica: r,
+                    ..
+                } => a == agent && *r == Some(replica),
+                Op::Start {
+                    agent: a,
+                    replica: r,
+                    ..
+                }
+                | Op::Create {
+                    agent: a,
+                    replica: r,
+                    ..
+                }
+                | Op::Recreate {
+                    agent: a,
+                    replica: r,
+                    ..
+                } => a == agent && *r == replica,
+            })
+            .collect();
+        let notes = self
+            .notes
+            .into_iter()
+            .filter(|n| {
+                matches!(n, Note::Keep { agent: a, replica: r, .. } if a == agent && *r == replica)
+            })
+            .collect();
+        Plan { ops, notes }
     }
 }
 
@@ -402,7 +452,16 @@ fn replica_op(
             thread: thread(want, replica, None, state),
         });
     };
-    let cause = if options.force_recreate {
+    let state_thread = state
+        .agents
+        .get(&want.agent)
+        .and_then(|r| r.get(&replica))
+        .map(|r| r.thread_id);
+    let new_thread =
+        want.durable && matches!((state_thread, c.thread), (Some(s), Some(t)) if s != t);
+    let cause = if new_thread {
+        Some(RecreateCause::NewThread)
+    } else if options.force_recreate {
         Some(RecreateCause::Forced)
     } else {
         match &c.config {

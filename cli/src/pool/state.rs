@@ -1,7 +1,7 @@
 //! Pool state (`$AGENTFILE_HOME/pools/<pool>.json`): the thread ID of every agent replica, created
 //! once and reused across `up`, `down` and recreates. Written atomically (temp file, fsync,
 //! rename), mode 0600, under an exclusive lock (`<pool>.lock`) that `up` and `down` take before
-//! they create or remove anything, so two of them never race. `api_url` matters only for an
+//! they create or remove anything, so two of them never race; `down --purge` deletes both files. `api_url` matters only for an
 //! external API (a local API's address is read from its container). A pool on Swarm records so
 //! (`swarm`). Never holds secrets.
 
@@ -107,27 +107,34 @@ pub(crate) fn lock(home: &Path, pool: &str) -> anyhow::Result<LockedState> {
     let dir = pools_dir(home);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let lock_path = dir.join(format!("{pool}.lock"));
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            eprintln!(
-                "waiting for another ninetrix command on pool {pool} to finish ({} is locked)",
-                lock_path.display()
-            );
-            lock.lock()
-                .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let lock = loop {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                eprintln!(
+                    "waiting for another ninetrix command on pool {pool} to finish ({} is locked)",
+                    lock_path.display()
+                );
+                lock.lock()
+                    .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", lock_path.display()));
+            }
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(e).with_context(|| format!("cannot lock {}", lock_path.display()));
+        // `down --purge` deletes the lock file with the pool: a lock taken on a file that is no
+        // longer at its path locks nothing, so open the path again.
+        if still_at(&lock, &lock_path) {
+            break lock;
         }
-    }
+    };
     let path = dir.join(format!("{pool}.json"));
     let state = match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
@@ -148,6 +155,15 @@ pub(crate) fn lock(home: &Path, pool: &str) -> anyhow::Result<LockedState> {
         _lock: lock,
         state,
     })
+}
+
+/// Whether the open file `f` is still the one at `path` (same device and inode).
+fn still_at(f: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (f.metadata(), std::fs::metadata(path)) {
+        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+        _ => false,
+    }
 }
 
 impl LockedState {
@@ -174,12 +190,42 @@ impl LockedState {
         Ok(())
     }
 
-    /// Deletes the state file.
+    /// Deletes the state file, then its lock file (a command waiting on the lock meanwhile
+    /// notices and opens the path again; see [`lock`]).
     pub(crate) fn delete(self) -> anyhow::Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("cannot delete {}", self.path.display())),
+        for path in [&self.path, &self.path.with_extension("lock")] {
+            match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot delete {}", path.display()));
+                }
+            }
         }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deleting_a_pool_leaves_neither_its_state_nor_its_lock_file() {
+        let home = tempfile::tempdir().unwrap();
+        let mut locked = lock(home.path(), "shop").unwrap();
+        locked.save().unwrap();
+        let dir = pools_dir(home.path());
+        assert!(dir.join("shop.json").exists() && dir.join("shop.lock").exists());
+        locked.delete().unwrap();
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // The pool can be locked again afterwards (a new lock file).
+        let again = lock(home.path(), "shop").unwrap();
+        assert!(dir.join("shop.lock").exists());
+        drop(again);
     }
 }

@@ -65,14 +65,14 @@ pub fn parse(file: &str, text: &str) -> Result<Parsed, Report> {
 /// Why an agentfile could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    /// The file could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    /// The file could not be read. The cause is in the message and not a `source` too, so a
+    /// report of the whole chain (`{:#}`) says it once.
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is larger than any agentfile should be.
     #[error(
@@ -114,9 +114,9 @@ impl LoadError {
 /// they are read.
 pub fn load(path: &Path) -> Result<Parsed, LoadError> {
     use std::io::Read as _;
-    let io = |source| LoadError::Io {
+    let io = |error| LoadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = std::fs::File::open(path).map_err(io)?;
     let size = file.metadata().map_err(io)?.len();

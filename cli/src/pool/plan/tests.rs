@@ -293,6 +293,101 @@ fn threads_are_reused_from_the_pool_state() {
 }
 
 #[test]
+fn a_replica_whose_state_names_a_new_thread_is_recreated_on_it_running_or_stopped() {
+    let c = cfg("a");
+    let mut state = PoolState::default();
+    for (agent, n) in [("writer", 1), ("writer", 2), ("job", 1)] {
+        state.agents.entry(agent.into()).or_default().insert(
+            n,
+            ReplicaState {
+                thread_id: thread(40 + u128::from(n)),
+                container_id: None,
+                config_hash: None,
+            },
+        );
+    }
+    let mut job = exited(running("job", 1, &c), 0, 0);
+    job.durable = false;
+    let p = plan(
+        &[want("writer", 2, true, &c), want("job", 1, false, &c)],
+        &[
+            running("writer", 1, &c),
+            exited(running("writer", 2, &c), 0, 0),
+            job,
+        ],
+        &state,
+        &[],
+        Options::default(),
+    );
+    assert_eq!(
+        lines(&p),
+        [
+            "recreate writer-1: a new thread (its old thread was purged)",
+            "recreate writer-2: a new thread (its old thread was purged)",
+            "keep job-1: unchanged, exited batch job (not re-run)",
+        ]
+    );
+    let threads: Vec<Thread> = p
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Recreate { thread, .. } => Some(*thread),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        threads,
+        [Thread::Reuse(thread(41)), Thread::Reuse(thread(42))]
+    );
+    // The same thread in both: kept as before.
+    state
+        .agents
+        .get_mut("writer")
+        .unwrap()
+        .get_mut(&1)
+        .unwrap()
+        .thread_id = thread(1);
+    let p = plan(
+        &[want("writer", 1, true, &c)],
+        &[running("writer", 1, &c)],
+        &state,
+        &[],
+        Options::default(),
+    );
+    assert!(p.ops.is_empty(), "{p}");
+}
+
+#[test]
+fn the_plan_of_one_replica_leaves_the_others_alone() {
+    let (old, new) = (cfg("a"), cfg("b"));
+    let p = plan(
+        &[want("writer", 2, true, &new), want("editor", 1, true, &new)],
+        &[
+            running("writer", 1, &old),
+            running("writer", 3, &new),
+            running("editor", 1, &new),
+            running("gone", 1, &new),
+        ],
+        &PoolState::default(),
+        &["img".into()],
+        Options::default(),
+    );
+    assert_eq!(
+        lines(&p.clone().only("writer", 1)),
+        ["recreate writer-1: config changed (metadata.instructions)"]
+    );
+    assert_eq!(
+        lines(&p.clone().only("writer", 2)),
+        ["create writer-2: missing"]
+    );
+    assert_eq!(
+        lines(&p.clone().only("editor", 1)),
+        ["keep editor-1: unchanged, running"]
+    );
+    assert!(p.only("writer", 9).to_string().is_empty());
+}
+
+#[test]
 fn run_containers_are_left_alone_and_duplicates_removed() {
     let c = cfg("a");
     let mut job = running("writer", 1, &c);

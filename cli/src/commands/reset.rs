@@ -1,0 +1,385 @@
+//! `ninetrix reset`: start one conversation over. It purges one thread — a replica's (`--replica
+//! N`) or a session's (`--session KEY`) — through the API's `DELETE /v1/threads/{id}`, and the next
+//! turn starts on a fresh thread: a replica gets its new thread from the API's replica mapping
+//! (the rule a Swarm or Kubernetes runner follows) and, on Docker, its container is recreated on
+//! it through `up` for that replica alone (the pool file follows); a session's next message opens
+//! a new thread under the same key. Nothing else of the pool is touched.
+//!
+//! A purge is final, so `reset` asks first on a terminal and, without one, refuses unless
+//! `--yes` is given. The decisions — which thread ([`target`]), whether to ask ([`ask`]) and what
+//! the question says ([`what`]) — are pure functions; the effects are at the edge ([`run`]).
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use ninetrix_proto::ThreadId;
+use ninetrix_proto::agentfile::Agentfile;
+
+use crate::cli::pool_name;
+use crate::commands::up::{Only, UpArgs};
+use crate::pool::resolve::PoolView;
+use crate::pool::spec::DEFAULT_STOP_SECS;
+use crate::ui::progress::Progress;
+
+/// Arguments of `ninetrix reset`.
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// The agentfile the replica's container is recreated from [default: agentfile.yaml, else
+    /// the one `up` recorded for the pool]
+    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
+    pub file: PathBuf,
+    /// The pool [default: the agentfile's, else the only pool]
+    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
+    pub pool: Option<String>,
+    /// The agent whose conversation starts over.
+    #[arg(long, value_name = "AGENT")]
+    pub agent: String,
+    /// The replica whose conversation starts over [default: 1, when the agent has one replica]
+    #[arg(long, value_name = "N", conflicts_with = "session")]
+    pub replica: Option<u32>,
+    /// The session (its key) whose conversation starts over.
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+    /// Reset without asking (needed when stdin is not a terminal).
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Seconds the replica's old container gets to exit before it is killed.
+    #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
+    pub timeout: i32,
+    /// Seconds to wait for the replica's new runner to be ready.
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub wait_timeout: u64,
+}
+
+/// Which thread a reset purges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A replica's own thread.
+    Replica(u32),
+    /// A session's thread, by its key.
+    Session(String),
+}
+
+/// Why a reset cannot be done as asked.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ResetError {
+    /// The agentfile has no such agent.
+    #[error("pool `{pool}` has no agent `{agent}` (its agents: {known})")]
+    NoAgent {
+        pool: String,
+        agent: String,
+        known: String,
+    },
+    /// A batch agent has no conversation to reset.
+    #[error(
+        "agent `{agent}` is a batch job (`execution.durability: false`): each run starts on a new \
+         thread already, so there is no conversation to reset"
+    )]
+    Batch { agent: String },
+    /// The agent runs several replicas and none was named.
+    #[error(
+        "agent `{agent}` runs {count} replicas: name the one to reset with --replica N (1 to \
+         {count}), or a session with --session KEY"
+    )]
+    WhichReplica { agent: String, count: u32 },
+    /// The agent has no such replica.
+    #[error("agent `{agent}` has no replica {replica}: it runs {count} (--replica 1 to {count})")]
+    NoReplica {
+        agent: String,
+        replica: u32,
+        count: u32,
+    },
+    /// No one was asked and `--yes` was not given.
+    #[error(
+        "`ninetrix reset` deletes {what} for good, and stdin is not a terminal to ask on: pass \
+         --yes to reset"
+    )]
+    NotConfirmed { what: String },
+}
+
+/// Which thread `--replica`/`--session` name for an agent of the agentfile: a session of any
+/// durable agent; a replica within the agent's count; neither, the only replica.
+pub(crate) fn target(
+    af: &Agentfile,
+    pool: &str,
+    agent: &str,
+    replica: Option<u32>,
+    session: Option<&str>,
+) -> Result<Target, ResetError> {
+    let Some(spec) = af.agents.iter().find(|a| a.name == agent) else {
+        let known: Vec<&str> = af.agents.iter().map(|a| a.name.as_str()).collect();
+        return Err(ResetError::NoAgent {
+            pool: pool.to_string(),
+            agent: agent.to_string(),
+            known: known.join(", "),
+        });
+    };
+    if !spec.execution.durability {
+        return Err(ResetError::Batch {
+            agent: agent.to_string(),
+        });
+    }
+    let count = spec.execution.replicas;
+    match (replica, session) {
+        (_, Some(key)) => Ok(Target::Session(key.to_string())),
+        (Some(n), None) if (1..=count).contains(&n) => Ok(Target::Replica(n)),
+        (Some(n), None) => Err(ResetError::NoReplica {
+            agent: agent.to_string(),
+            replica: n,
+            count,
+        }),
+        (None, None) if count == 1 => Ok(Target::Replica(1)),
+        (None, None) => Err(ResetError::WhichReplica {
+            agent: agent.to_string(),
+            count,
+        }),
+    }
+}
+
+/// What to do before purging.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ask {
+    /// `--yes`: go on.
+    Go,
+    /// Ask on the terminal.
+    Prompt,
+    /// No terminal to ask on and no `--yes`: refuse.
+    Refuse,
+}
+
+/// Whether to ask: `--yes` goes on; a terminal is asked; anything else is refused.
+pub(crate) fn ask(yes: bool, terminal: bool) -> Ask {
+    match (yes, terminal) {
+        (true, _) => Ask::Go,
+        (false, true) => Ask::Prompt,
+        (false, false) => Ask::Refuse,
+    }
+}
+
+/// What a reset deletes, as the question and the refusal name it.
+pub(crate) fn what(pool: &str, agent: &str, target: &Target, thread: ThreadId) -> String {
+    let whose = match target {
+        Target::Replica(n) => format!("{agent}-{n}"),
+        Target::Session(key) => format!("session `{key}` of {agent}"),
+    };
+    format!(
+        "the conversation of {whose} in pool {pool} (thread {thread}: its history, tool ledger, \
+         inbox and events)"
+    )
+}
+
+/// Whether an answer to the question is a yes.
+pub(crate) fn is_yes(answer: &str) -> bool {
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+/// The agentfile a reset reads: `-f` (or ./agentfile.yaml) if it exists, else the one `up`
+/// recorded for the pool.
+pub(crate) fn agentfile_path(given: &Path, recorded: Option<&Path>) -> Option<PathBuf> {
+    if given.exists() {
+        return Some(given.to_path_buf());
+    }
+    recorded.filter(|p| p.exists()).map(Path::to_path_buf)
+}
+
+/// Runs `ninetrix reset`.
+pub(crate) async fn run(args: &ResetArgs) -> anyhow::Result<ExitCode> {
+    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
+    let pool = view.name.clone();
+    let Some(file) = agentfile_path(&args.file, view.state.agentfile.as_deref()) else {
+        anyhow::bail!(
+            "{} does not exist{}: pass -f FILE, the agentfile of pool {pool}",
+            args.file.display(),
+            match &view.state.agentfile {
+                Some(p) => format!(" and neither does {}, which `up` recorded", p.display()),
+                None => String::new(),
+            }
+        );
+    };
+    let af = crate::pool::load(&file)?.agentfile;
+    let target = target(
+        &af,
+        &pool,
+        &args.agent,
+        args.replica,
+        args.session.as_deref(),
+    )?;
+    let thread = match &target {
+        Target::Session(key) => match view.api.find_session(&pool, &args.agent, key).await? {
+            Some(t) => t.thread_id,
+            None => anyhow::bail!(
+                "agent `{}` has no session `{key}` in pool {pool}; `ninetrix sessions -p {pool}` \
+                 lists them",
+                args.agent
+            ),
+        },
+        Target::Replica(n) => match view.state.swarm {
+            // A pool on Swarm: the API's replica mapping holds the replica's thread.
+            Some(_) => view.api.replica_thread(&pool, &args.agent, *n).await?,
+            None => view.thread(&args.agent, *n).map_err(|e| {
+                anyhow::anyhow!("{e:#}; `ninetrix up -p {pool}` starts it on a new thread")
+            })?,
+        },
+    };
+    let deleted = what(&pool, &args.agent, &target, thread);
+    match ask(args.yes, std::io::stdin().is_terminal()) {
+        Ask::Go => {}
+        Ask::Refuse => return Err(ResetError::NotConfirmed { what: deleted }.into()),
+        Ask::Prompt => {
+            eprint!("Delete {deleted} and start it over? [y/N] ");
+            let _ = std::io::stderr().flush();
+            let mut answer = String::new();
+            std::io::stdin().lock().read_line(&mut answer)?;
+            if !is_yes(&answer) {
+                eprintln!("nothing was reset");
+                return Ok(ExitCode::from(crate::EXIT_FAILURE));
+            }
+        }
+    }
+    view.api.purge(thread).await?;
+    let progress = Progress::new(false);
+    progress.step("Thread", &thread.to_string(), "Deleted");
+    match target {
+        Target::Session(key) => {
+            outln!(
+                "session `{key}` of {} starts over: its next message opens a new thread",
+                args.agent
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Target::Replica(n) if view.state.swarm.is_some() => {
+            outln!(
+                "{}-{n} starts over: its runner takes the replica's new thread from the API at \
+                 its next step",
+                args.agent
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Target::Replica(n) => {
+            // `up` of this replica alone: it meets the purged thread, takes the replica's new
+            // one from the API's mapping, records it and recreates the container on it.
+            let up = UpArgs {
+                file,
+                pool: Some(pool),
+                force_recreate: false,
+                remove_orphans: false,
+                dry_run: false,
+                timeout: args.timeout,
+                wait_timeout: args.wait_timeout,
+                json: false,
+                swarm: false,
+                image: None,
+                api_database: None,
+                api_replicas: 1,
+            };
+            let only = Only {
+                agent: args.agent.clone(),
+                replica: n,
+            };
+            crate::commands::up::run_with(&up, Some(&only)).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agentfile() -> Agentfile {
+        let yaml = "name: shop
+agents:
+  writer:
+    runtime: { provider: scripted, script: [hi] }
+    execution: { replicas: 3 }
+  solo:
+    runtime: { provider: scripted, script: [hi] }
+  job:
+    runtime: { provider: scripted, script: [hi] }
+    execution: { durability: false, task: go }
+";
+        ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+            .expect("valid")
+            .agentfile
+    }
+
+    #[test]
+    fn the_thread_to_reset_is_named_by_replica_or_session_and_the_only_replica_is_the_default() {
+        let af = agentfile();
+        let t = |agent: &str, replica, session| target(&af, "shop", agent, replica, session);
+        assert_eq!(t("writer", Some(2), None), Ok(Target::Replica(2)));
+        assert_eq!(t("solo", None, None), Ok(Target::Replica(1)));
+        assert_eq!(
+            t("writer", None, Some("customer-7")),
+            Ok(Target::Session("customer-7".into()))
+        );
+        let err = |r: Result<Target, ResetError>| r.unwrap_err().to_string();
+        assert_eq!(
+            err(t("writer", None, None)),
+            "agent `writer` runs 3 replicas: name the one to reset with --replica N (1 to 3), or \
+             a session with --session KEY"
+        );
+        assert_eq!(
+            err(t("writer", Some(4), None)),
+            "agent `writer` has no replica 4: it runs 3 (--replica 1 to 3)"
+        );
+        assert_eq!(
+            err(t("writer", Some(0), None)),
+            "agent `writer` has no replica 0: it runs 3 (--replica 1 to 3)"
+        );
+        assert_eq!(
+            err(t("editor", None, None)),
+            "pool `shop` has no agent `editor` (its agents: writer, solo, job)"
+        );
+        assert!(
+            err(t("job", None, None)).contains("is a batch job"),
+            "{}",
+            err(t("job", None, None))
+        );
+    }
+
+    #[test]
+    fn a_reset_asks_on_a_terminal_refuses_without_one_and_yes_skips_the_question() {
+        assert_eq!(ask(true, false), Ask::Go);
+        assert_eq!(ask(true, true), Ask::Go);
+        assert_eq!(ask(false, true), Ask::Prompt);
+        assert_eq!(ask(false, false), Ask::Refuse);
+        for yes in ["y", "Y\n", " yes ", "YES"] {
+            assert!(is_yes(yes), "{yes:?}");
+        }
+        for no in ["", "\n", "n", "no", "yess", "sure"] {
+            assert!(!is_yes(no), "{no:?}");
+        }
+        let thread = ThreadId::from(uuid::Uuid::from_u128(7));
+        let refused = ResetError::NotConfirmed {
+            what: what("shop", "writer", &Target::Replica(2), thread),
+        };
+        insta::assert_snapshot!("reset_refused_without_a_terminal", refused.to_string());
+        insta::assert_snapshot!(
+            "reset_question_of_a_session",
+            what(
+                "shop",
+                "writer",
+                &Target::Session("customer-7".into()),
+                thread
+            )
+        );
+    }
+
+    #[test]
+    fn the_agentfile_is_the_given_one_else_the_one_up_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorded = dir.path().join("recorded.yaml");
+        let here = dir.path().join("agentfile.yaml");
+        assert_eq!(agentfile_path(&here, Some(&recorded)), None);
+        std::fs::write(&recorded, "x").unwrap();
+        assert_eq!(
+            agentfile_path(&here, Some(&recorded)),
+            Some(recorded.clone())
+        );
+        std::fs::write(&here, "x").unwrap();
+        assert_eq!(agentfile_path(&here, Some(&recorded)), Some(here.clone()));
+        assert_eq!(agentfile_path(&here, None), Some(here));
+    }
+}
