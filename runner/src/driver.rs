@@ -628,6 +628,7 @@ impl<C: Checkpoints> Runner<C> {
                     // `turn_completed` rode on the final commit; anything emitted since is sent
                     // before more work is taken.
                     self.events.flush(Duration::from_secs(2)).await;
+                    self.health.turn_ended(ok, &reply);
                     finished = Some(Finished { reply, ok });
                 }
             }
