@@ -1135,6 +1135,10 @@ impl<C: Checkpoints> Runner<C> {
             .mcp
             .call(&server, &tool, args, key, self.tool_ctx.timeout)
             .await;
+        if !events.is_empty() {
+            // The server went down or came back: the health says so now, not at the next turn.
+            self.health.set_mcp(self.mcp.problems().await);
+        }
         for e in events {
             self.events.emit(e);
         }

@@ -455,6 +455,7 @@ impl Reply<'_> {
             | TraceEvent::UnknownTool(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)
+            | TraceEvent::McpServerUp(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::Boot(_)
             | TraceEvent::Ready(_)

@@ -185,6 +185,13 @@ impl Renderer {
                 d.server,
                 s.error(&one_line(&d.reason, w))
             ),
+            TraceEvent::McpServerUp(u) => format!(
+                "  {} {} mcp server {} · back after {:.1} s",
+                s.bold("⚡"),
+                self.rel(at),
+                u.server,
+                u.down_ms as f64 / 1000.0
+            ),
             TraceEvent::Outage(o) => format!(
                 "  {} {} · {}",
                 s.bold("⚡"),
@@ -425,6 +432,18 @@ mod tests {
                 json!({"pending_calls": ["toolu_7", "toolu_8"]}),
             ),
             ev(19, "approval_requested", 9002, json!({"id": 1})),
+            ev(
+                20,
+                "mcp_server_down",
+                9003,
+                json!({"server": "time", "reason": "cannot connect to http://mcp-time:8931/mcp"}),
+            ),
+            ev(
+                21,
+                "mcp_server_up",
+                9500,
+                json!({"server": "time", "down_ms": 12345}),
+            ),
         ];
         let mut r = Renderer::new(Style { color: false }, 100);
         let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
