@@ -461,6 +461,30 @@ mod tests {
         insta::assert_snapshot!(text);
     }
 
+    #[test]
+    fn the_mcp_tool_class_line_is_cut_only_to_a_known_width() {
+        let tools: Vec<Value> = (0..12)
+            .map(|i| json!({"name": format!("git__tool_number_{i}"), "effect": "read", "source": "annotations"}))
+            .collect();
+        let event = ev(
+            1,
+            "mcp_tools",
+            0,
+            json!({"server": "git", "tools": tools, "missing": []}),
+        );
+        let on_terminal = Renderer::new(Style { color: false }, 100)
+            .line(&event)
+            .unwrap();
+        assert!(on_terminal.ends_with('…'), "{on_terminal}");
+        let piped = Renderer::new(Style { color: false }, usize::MAX)
+            .line(&event)
+            .unwrap();
+        assert!(
+            piped.contains("git__tool_number_11") && !piped.contains('…'),
+            "{piped}"
+        );
+    }
+
     const CALLER: &str = "0193a000-0000-7000-8000-000000000001";
     const HELPER: &str = "0193a000-0000-7000-8000-000000000002";
     const LEDGER: &str = "9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b9f2c1a7b";
