@@ -226,6 +226,29 @@ fn validate_reports_every_error_with_its_place() {
 }
 
 #[test]
+fn validate_refuses_the_shell_tool_without_an_image_with_the_fix() {
+    let ws = Workspace::new();
+    ws.write(
+        "agentfile.yaml",
+        "agents:\n  ops:\n    runtime: { provider: scripted, script: [ok] }\n    tools: [file_read, shell]\n",
+    );
+    let out = ws
+        .ninetrix()
+        .arg("validate")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    insta::assert_snapshot!("validate_shell_needs_image", text(&out.stderr));
+    // With an image that has a shell, it validates.
+    ws.write(
+        "agentfile.yaml",
+        "agents:\n  ops:\n    runtime: { provider: scripted, script: [ok], image: debian:stable-slim }\n    tools: [file_read, shell]\n",
+    );
+    ws.ninetrix().arg("validate").assert().success();
+}
+
+#[test]
 fn validate_json_reports_errors_on_stdout() {
     let ws = Workspace::new();
     ws.write("agentfile.yaml", BROKEN);

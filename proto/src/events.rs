@@ -58,6 +58,9 @@ pub enum TraceEvent {
     /// An MCP server could not be reached or broke; its tools answer with an error naming it
     /// until it is back (the runner retries with backoff).
     McpServerDown(McpServerDown),
+    /// An MCP server that was down answered again (a connection attempt at a turn boundary or
+    /// before a call succeeded); its tools work again.
+    McpServerUp(McpServerUp),
     /// A checkpoint version was written.
     Checkpoint(Checkpoint),
     /// A turn ended (successfully or not) and its reply is in the history.
@@ -535,6 +538,15 @@ pub struct McpServerDown {
     pub reason: String,
 }
 
+/// `mcp_server_up`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpServerUp {
+    /// The server.
+    pub server: String,
+    /// How long it was down, in milliseconds (since it was first marked down).
+    pub down_ms: u64,
+}
+
 /// `unknown_tool`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnknownTool {
@@ -638,6 +650,7 @@ impl TraceEvent {
             TraceEvent::UnknownTool(_) => "unknown_tool",
             TraceEvent::McpTools(_) => "mcp_tools",
             TraceEvent::McpServerDown(_) => "mcp_server_down",
+            TraceEvent::McpServerUp(_) => "mcp_server_up",
             TraceEvent::Checkpoint(_) => "checkpoint",
             TraceEvent::TurnCompleted(_) => "turn_completed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
@@ -786,6 +799,11 @@ mod tests {
                 json!({"budget_usd": 0.01, "spent_usd": 0.02}),
             ),
             ("max_turns_reached", json!({"max_turns": 3})),
+            (
+                "mcp_server_down",
+                json!({"server": "time", "reason": "cannot connect to http://mcp-time:8931/mcp"}),
+            ),
+            ("mcp_server_up", json!({"server": "time", "down_ms": 12300})),
             ("error", json!({"stage": "llm", "message": "401"})),
         ];
         let at = "2026-01-01T00:00:00Z".parse().unwrap();

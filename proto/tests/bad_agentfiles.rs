@@ -243,6 +243,13 @@ fn cases() -> Vec<Case> {
             "MCP server `t` runs inside the agent's container, which has no runtime for it (no `runtime.image`)",
         ),
         case(
+            "the shell tool in an agent without an image",
+            &agent("    tools: [file_read, shell]\n"),
+            "shell_needs_image",
+            (6, 24),
+            "the `shell` tool runs /bin/sh, and the agent's container has none (no `runtime.image`: the runner's own image has no shell), so the agent could never start",
+        ),
+        case(
             "MCP server that is neither remote nor a command",
             &format!("mcp_servers:\n  t:\n    trusted: true\n{}", agent("")),
             "invalid_mcp_server",

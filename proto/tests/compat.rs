@@ -120,7 +120,7 @@ fn top_level_settings_are_defaults_that_agents_override_key_by_key() {
 #[test]
 fn tool_effects_can_be_overridden_and_all_means_every_builtin() {
     let af = parse(
-        "agents:\n  a:\n    tools: [{ name: http_request, effect: read }]\n  b:\n    tools: all\n",
+        "agents:\n  a:\n    tools: [{ name: http_request, effect: read }]\n  b:\n    tools: all\n    runtime: { image: debian }\n",
     );
     assert_eq!(af.agent("a").unwrap().tools[0].effect, Effect::Read);
     assert_eq!(

@@ -648,6 +648,7 @@ impl<C: Checkpoints> Runner<C> {
                     // `turn_completed` rode on the final commit; anything emitted since is sent
                     // before more work is taken.
                     self.events.flush(Duration::from_secs(2)).await;
+                    self.health.turn_ended(ok, &reply);
                     finished = Some(Finished { reply, ok });
                 }
             }
@@ -1154,6 +1155,10 @@ impl<C: Checkpoints> Runner<C> {
             .mcp
             .call(&server, &tool, args, key, self.tool_ctx.timeout)
             .await;
+        if !events.is_empty() {
+            // The server went down or came back: the health says so now, not at the next turn.
+            self.health.set_mcp(self.mcp.problems().await);
+        }
         for e in events {
             self.events.emit(e);
         }

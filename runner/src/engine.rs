@@ -142,6 +142,17 @@ pub fn crash_looping(status: ThreadStatus, turn_boot: u64, boot: u64, budget: u6
     (status == ThreadStatus::InTurn && turn_boot > 0 && restarts > budget).then_some(restarts)
 }
 
+/// Where a failed turn cuts the history (`None`: it keeps it all), given the turn's anchor (the
+/// history length after its input), whether the model answered in it, and how much of the
+/// history is stored. It keeps everything but an input the model never answered and that was
+/// never stored — a
+/// turn that failed before its first response leaves the conversation as it was, so a message
+/// the provider refuses (too long, a 400) cannot poison every later request. What the turn did
+/// store (its responses, the results of its calls) stays: those calls ran.
+pub fn failed_turn_cut(anchor: usize, model_answered: bool, persisted: usize) -> Option<usize> {
+    (!model_answered && anchor > 0 && persisted < anchor).then(|| anchor - 1)
+}
+
 /// Something that happened.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
@@ -832,7 +843,18 @@ impl Engine {
         self.end_turn(reply, false, unanswered)
     }
 
+    /// Ends a turn that failed. The reply goes to the caller (`turn_completed`, a handoff's
+    /// answer) and the trace, never into the history: the model must not read a failure as its
+    /// own words ([`failed_turn_cut`]). Each unanswered call gets `unanswered_text` as its
+    /// result, which keeps the history valid.
     fn end_turn(&mut self, reply: &str, ok: bool, unanswered_text: &str) -> Vec<Effect> {
+        let (anchor, last_assistant, _) = self.position();
+        if let Some(keep) = failed_turn_cut(anchor, last_assistant.is_some(), self.persisted) {
+            // The model never answered and the input was never stored: the conversation stays
+            // as it was (the message is in the trace and the inbox).
+            self.history.truncate(keep);
+            self.state.turn_start_history_len = keep as u64;
+        }
         if let Some(last) = self.history.iter().rposition(|m| m.role == Role::Assistant) {
             let answered: Vec<String> = self.history[last + 1..]
                 .iter()
@@ -853,7 +875,6 @@ impl Engine {
                     .push(history::tool_result(&id, content, is_error));
             }
         }
-        self.history.push(Message::text(Role::Assistant, reply));
         self.finish(reply.to_string(), ok)
     }
 
@@ -1764,8 +1785,12 @@ mod tests {
         );
         let plan = commits(&out).last().copied().unwrap();
         assert_eq!(plan.state.status, ThreadStatus::Idle, "the turn is over");
-        let reply = second.history().last().unwrap().text_content();
-        assert!(reply.contains("restarted 4 times"), "{reply}");
+        let Some(Effect::TurnFinished { reply, ok, .. }) = out.last() else {
+            panic!("{:?}", kinds(&out))
+        };
+        assert!(!ok && reply.contains("restarted 4 times"), "{reply}");
+        // The reply is for the caller, not the model.
+        model_never_reads(&second, "restarted 4 times");
         assert!(
             history::validate(second.history()).is_ok(),
             "every call answered: {:?}",
@@ -1888,6 +1913,83 @@ mod tests {
         );
     }
 
+    /// No assistant message of `e`'s history says `what`.
+    fn model_never_reads(e: &Engine, what: &str) {
+        for m in e.history() {
+            assert!(
+                !(m.role == Role::Assistant && m.text_content().contains(what)),
+                "the failure is in the history as the model's words: {m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_turn_whose_model_call_fails_at_once_leaves_the_conversation_as_it_was() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        e.apply(answer("hello"));
+        let before = e.history().to_vec();
+        for seq in 2..=4 {
+            let out = e.apply(message(seq));
+            assert_eq!(kinds(&out), ["event:turn_started", "call_llm"]);
+            let out = e.apply(Input::LlmFailed("HTTP 400: bad request".into()));
+            assert_eq!(kinds(&out), ["commit", "event:turn_completed", "finished"]);
+            let plan = commits(&out)[0];
+            assert!(
+                plan.append.is_empty(),
+                "nothing joins the history: {plan:?}"
+            );
+            assert_eq!(
+                (plan.state.inbox_cursor, plan.state.status),
+                (seq, ThreadStatus::Idle),
+                "the message is applied once: the cursor moves"
+            );
+            let Effect::TurnFinished { ok, reply, .. } = out.last().unwrap() else {
+                panic!()
+            };
+            assert!(
+                !ok && reply.contains("HTTP 400"),
+                "the caller hears why: {reply}"
+            );
+        }
+        assert_eq!(e.history(), before.as_slice(), "three failures, no growth");
+        // The next turn sends a valid history with only the new input added.
+        e.apply(message(5));
+        assert_eq!(e.history().len(), before.len() + 1);
+        assert!(crate::history::validate(e.history()).is_ok());
+        model_never_reads(&e, "could not be called");
+    }
+
+    #[test]
+    fn a_turn_that_fails_after_its_calls_ran_keeps_them_without_a_failure_reply() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        e.apply(llm(vec![read_call("r")], 0.0));
+        let out = e.apply(result("r"));
+        assert_eq!(kinds(&out).last().map(String::as_str), Some("call_llm"));
+        let out = e.apply(Input::LlmFailed("HTTP 400: bad request".into()));
+        let plan = commits(&out)[0];
+        assert!(
+            plan.append.iter().all(|m| m.role == Role::Tool),
+            "the read's result is stored, no reply: {plan:?}"
+        );
+        assert_eq!(e.history().last().unwrap().role, Role::Tool);
+        model_never_reads(&e, "could not be called");
+        e.apply(message(2));
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
+
+    #[test]
+    fn the_cut_of_a_failed_turn_is_only_an_unanswered_unstored_input() {
+        // Input at 4 (anchor 5), nothing stored since: cut back to 4.
+        assert_eq!(failed_turn_cut(5, false, 4), Some(4));
+        // The input rode on a commit (a repair, an earlier response): kept.
+        assert_eq!(failed_turn_cut(5, false, 5), None);
+        // The model answered: its response and the calls' results stay.
+        assert_eq!(failed_turn_cut(5, true, 4), None);
+        assert_eq!(failed_turn_cut(0, false, 0), None);
+    }
+
     #[test]
     fn max_rounds_ends_a_turn_that_never_answers() {
         let mut e = Engine::new(EngineConfig {
@@ -1909,6 +2011,7 @@ mod tests {
             out.last(),
             Some(Effect::TurnFinished { ok: false, .. })
         ));
+        model_never_reads(&e, "Stopped after");
     }
 
     #[test]

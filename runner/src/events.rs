@@ -309,6 +309,11 @@ fn log(event: &TraceEvent) {
             d.server,
             d.reason
         ),
+        TraceEvent::McpServerUp(u) => tracing::info!(
+            "MCP server `{}` is back after {:.1} s",
+            u.server,
+            u.down_ms as f64 / 1000.0
+        ),
         TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
         TraceEvent::TurnCompleted(t) if t.ok => {
             tracing::info!("turn {} completed", t.turn_seq)

@@ -28,6 +28,10 @@ pub const STALE_AFTER: Duration = Duration::from_secs(60);
 pub const SHOW_AFTER_ATTEMPTS: u32 = 3;
 /// …or once it has lasted this long (a single blip is not an outage).
 pub const SHOW_AFTER: Duration = Duration::from_secs(10);
+/// The thread is unhealthy once this many of its turns in a row failed.
+pub const FAILED_TURNS: u32 = 3;
+/// How much of a failed turn's reply the health line quotes.
+const CAUSE_CHARS: usize = 200;
 
 /// What the runner is doing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,13 +81,26 @@ pub struct HealthReport {
     /// said, not judged unhealthy.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp: BTreeMap<String, String>,
+    /// The thread's turns that failed in a row since its last turn that succeeded (while this
+    /// runner ran), with the last one's cause; `None`: the last turn succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_turns: Option<FailedTurns>,
     /// When this report was written, Unix milliseconds.
     pub written_ms: i64,
 }
 
+/// Turns of the thread that failed in a row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedTurns {
+    /// How many.
+    pub count: u32,
+    /// The last one's reply (its cause), cut to a line.
+    pub cause: String,
+}
+
 /// Judges a report at `now_ms` (Unix milliseconds): healthy or not, and the one line that says
-/// why. A dependency down or a stale report is unhealthy; anything else is healthy and names the
-/// activity.
+/// why. A dependency down, [`FAILED_TURNS`] failed turns in a row or a stale report is
+/// unhealthy; anything else is healthy and names the activity.
 pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
     let age = Duration::from_millis(u64::try_from(now_ms - report.written_ms).unwrap_or(0));
     if age > STALE_AFTER {
@@ -97,6 +114,16 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
     }
     if let Some(model) = &report.model {
         return (false, model.clone());
+    }
+    if let Some(failed) = report
+        .failed_turns
+        .as_ref()
+        .filter(|f| f.count >= FAILED_TURNS)
+    {
+        return (
+            false,
+            format!("last {} turns failed: {}", failed.count, failed.cause),
+        );
     }
     let mut line = match &report.activity {
         Activity::Starting => "starting: claiming the thread".to_string(),
@@ -117,6 +144,26 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
         line.push_str(down);
     }
     (true, line)
+}
+
+/// The run of failed turns after a turn that ended `ok` (or not, saying `reply`).
+pub fn next_failed_turns(
+    before: Option<&FailedTurns>,
+    ok: bool,
+    reply: &str,
+) -> Option<FailedTurns> {
+    if ok {
+        return None;
+    }
+    let line = reply.lines().next().unwrap_or_default().trim();
+    let cause = match line.char_indices().nth(CAUSE_CHARS) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    };
+    Some(FailedTurns {
+        count: before.map_or(0, |b| b.count).saturating_add(1),
+        cause,
+    })
 }
 
 /// Whether a dependency that has failed `attempts` times in a row for `lasting` is shown as down.
@@ -180,6 +227,7 @@ struct Trouble {
 
 struct State {
     activity: Activity,
+    failed_turns: Option<FailedTurns>,
     /// MCP servers that are down (server → line).
     mcp: BTreeMap<String, String>,
     api: Option<Trouble>,
@@ -214,6 +262,7 @@ impl Health {
         let health = Health {
             inner: Arc::new(Mutex::new(State {
                 activity: Activity::Starting,
+                failed_turns: None,
                 mcp: BTreeMap::new(),
                 api: None,
                 model: None,
@@ -288,6 +337,20 @@ impl Health {
         }
     }
 
+    /// Records how a turn of the thread ended: a success ends a run of failures; a failure
+    /// (`reply` says why) adds to it. Rewrites the report on a change.
+    pub fn turn_ended(&self, ok: bool, reply: &str) {
+        let changed = {
+            let mut s = self.lock();
+            let before = s.failed_turns.clone();
+            s.failed_turns = next_failed_turns(before.as_ref(), ok, reply);
+            s.failed_turns != before
+        };
+        if changed {
+            self.write();
+        }
+    }
+
     /// The current report (written at `now`).
     pub fn report(&self) -> HealthReport {
         let s = self.lock();
@@ -301,6 +364,7 @@ impl Health {
             api: shown(&s.api),
             model: shown(&s.model),
             mcp: s.mcp.clone(),
+            failed_turns: s.failed_turns.clone(),
             written_ms: chrono::Utc::now().timestamp_millis(),
         }
     }
@@ -410,8 +474,36 @@ mod tests {
             api: None,
             model: None,
             mcp: BTreeMap::new(),
+            failed_turns: None,
             written_ms: 1_000_000,
         }
+    }
+
+    #[test]
+    fn three_failed_turns_in_a_row_are_unhealthy_until_one_succeeds() {
+        let why = "The model could not be called: HTTP 400: context too long";
+        let mut run = None;
+        let mut r = report(Activity::Serving);
+        let now = r.written_ms + 1_000;
+        for n in 1..=3 {
+            run = next_failed_turns(run.as_ref(), false, why);
+            r.failed_turns = run.clone();
+            let (healthy, line) = judge(&r, now);
+            assert_eq!(healthy, n < 3, "after {n} failed turns: {line}");
+        }
+        assert_eq!(
+            judge(&r, now).1,
+            "last 3 turns failed: The model could not be called: HTTP 400: context too long"
+        );
+        run = next_failed_turns(run.as_ref(), false, why);
+        r.failed_turns = run.clone();
+        assert!(judge(&r, now).1.starts_with("last 4 turns failed: "));
+        r.failed_turns = next_failed_turns(run.as_ref(), true, "fine");
+        assert_eq!(judge(&r, now), (true, "serving".into()));
+        // A long cause is cut to one line of at most 200 characters.
+        let long = next_failed_turns(None, false, &format!("{}\nmore", "x".repeat(500))).unwrap();
+        assert_eq!(long.cause.chars().count(), 201);
+        assert!(long.cause.ends_with('…'));
     }
 
     #[test]

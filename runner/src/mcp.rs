@@ -18,7 +18,7 @@ use ninetrix_proto::agentfile::mcp::{
     self as spec, Annotations, EffectSource, McpServer, McpSource, McpTransport,
 };
 use ninetrix_proto::agentfile::{AgentSpec, ToolSpec};
-use ninetrix_proto::events::{McpServerDown, McpToolClass, McpTools, TraceEvent};
+use ninetrix_proto::events::{McpServerDown, McpServerUp, McpToolClass, McpTools, TraceEvent};
 
 use crate::config::SecretValue;
 use crate::llm::ToolDef;
@@ -189,7 +189,12 @@ impl Server {
         match result {
             Ok(conn) => {
                 self.conn = Some(Arc::new(conn));
-                self.down = None;
+                if let Some(down) = self.down.take() {
+                    events.push(TraceEvent::McpServerUp(McpServerUp {
+                        server: self.name.clone(),
+                        down_ms: down.since.elapsed().as_millis() as u64,
+                    }));
+                }
                 true
             }
             Err(reason) => {
@@ -202,6 +207,8 @@ impl Server {
 }
 
 struct Down {
+    /// When it was first marked down (this outage).
+    since: Instant,
     reason: String,
     next_try: Instant,
     backoff: Duration,
@@ -348,22 +355,13 @@ impl McpServers {
             }
         }
         *self.offered.lock().unwrap_or_else(|p| p.into_inner()) = all;
-        let problems = servers
-            .iter()
-            .filter_map(|s| {
-                let line = match &s.down {
-                    Some(d) => format!("MCP server `{}` unreachable: {}", s.name, d.reason),
-                    None if !s.missing.is_empty() => format!(
-                        "MCP server `{}` does not offer {} (named in the agentfile)",
-                        s.name,
-                        s.missing.join(", ")
-                    ),
-                    None => return None,
-                };
-                Some((s.name.clone(), line))
-            })
-            .collect();
-        (events, problems)
+        (events, problems(&servers))
+    }
+
+    /// The health lines of servers that are down or lack tools the agentfile names (server →
+    /// line), as they stand now.
+    pub async fn problems(&self) -> BTreeMap<String, String> {
+        problems(&self.servers.lock().await)
     }
 
     /// The MCP tools the model may call now.
@@ -448,14 +446,10 @@ impl McpServers {
                 CallError::Refused(m) => CallError::Refused(self.scrub(&m)),
                 CallError::Lost(m) => CallError::Lost(self.scrub(&m)),
             });
-        if conn.is_closed() {
+        if let Some(reason) = down_after(&result, conn.is_closed()) {
             let mut servers = self.servers.lock().await;
             if let Some(s) = servers.iter_mut().find(|s| s.name == server) {
                 s.conn = None;
-                let reason = match &result {
-                    Err(e) => e.to_string(),
-                    Ok(_) => "the connection closed".into(),
-                };
                 mark_down(s, &reason, &mut events);
             }
         }
@@ -486,6 +480,38 @@ impl McpServers {
     }
 }
 
+/// The health lines of `servers` that are down or lack tools the agentfile names.
+fn problems(servers: &[Server]) -> BTreeMap<String, String> {
+    servers
+        .iter()
+        .filter_map(|s| {
+            let line = match &s.down {
+                Some(d) => format!("MCP server `{}` unreachable: {}", s.name, d.reason),
+                None if !s.missing.is_empty() => format!(
+                    "MCP server `{}` does not offer {} (named in the agentfile)",
+                    s.name,
+                    s.missing.join(", ")
+                ),
+                None => return None,
+            };
+            Some((s.name.clone(), line))
+        })
+        .collect()
+}
+
+/// Why a call's end says its server is down, if it does: the connection closed (a stdio server
+/// died, the session ended), or the request could not reach the server (a refused connection —
+/// an HTTP server or sidecar that died after boot —, a bridge without its server process). A
+/// server's own refusal, a tool's error or a slow answer says nothing about the server.
+pub fn down_after(result: &Result<CallOutput, CallError>, closed: bool) -> Option<String> {
+    match result {
+        Err(CallError::NotSent(why)) => Some(why.clone()),
+        Err(e) if closed => Some(e.to_string()),
+        Ok(_) if closed => Some("the connection closed".into()),
+        _ => None,
+    }
+}
+
 /// Marks `s` down: the first time (or with a new reason) with an event; the next attempt after
 /// a doubling backoff.
 fn mark_down(s: &mut Server, reason: &str, events: &mut Vec<TraceEvent>) {
@@ -500,7 +526,9 @@ fn mark_down(s: &mut Server, reason: &str, events: &mut Vec<TraceEvent>) {
             reason: reason.to_string(),
         }));
     }
+    let since = s.down.as_ref().map_or_else(Instant::now, |d| d.since);
     s.down = Some(Down {
+        since,
         reason: reason.to_string(),
         next_try: Instant::now() + backoff,
         backoff,
@@ -591,6 +619,40 @@ mod tests {
             read_only,
             idempotent,
         }
+    }
+
+    #[test]
+    fn a_call_that_cannot_reach_its_server_or_loses_the_connection_marks_it_down() {
+        let ok = || {
+            Ok(CallOutput {
+                text: "fine".into(),
+                is_error: false,
+            })
+        };
+        let refused = Err(CallError::NotSent("cannot connect to http://h/mcp".into()));
+        assert_eq!(
+            down_after(&refused, false).as_deref(),
+            Some("cannot connect to http://h/mcp")
+        );
+        let lost = Err(CallError::Lost("the connection broke".into()));
+        assert_eq!(
+            down_after(&lost, true).as_deref(),
+            Some("the connection broke")
+        );
+        assert_eq!(
+            down_after(&ok(), true).as_deref(),
+            Some("the connection closed")
+        );
+        // The server answered, refused the call itself, or was slow: it is up.
+        assert_eq!(down_after(&ok(), false), None);
+        assert_eq!(
+            down_after(&Err(CallError::Refused("unknown tool".into())), false),
+            None
+        );
+        assert_eq!(
+            down_after(&Err(CallError::Lost("no answer within 30s".into())), false),
+            None
+        );
     }
 
     #[test]

@@ -536,6 +536,7 @@ impl Spans {
             | TraceEvent::Outage(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)
+            | TraceEvent::McpServerUp(_)
             | TraceEvent::ApprovalDecided(_)
             | TraceEvent::ApprovalExpired(_)
             | TraceEvent::ApprovalNotified(_)

@@ -281,8 +281,9 @@ fn a_failed_create_keeps_the_ids_of_the_containers_that_did_start() {
 #[test]
 fn crashes_restart_with_the_same_thread_until_the_budget_is_spent() {
     let pool = Pool::new("crash");
-    pool.write("agents:\n  worker:\n    runtime: { provider: scripted, script: [\"ok\"] }\n  job:\n    runtime: { provider: scripted, script: [\"done\"] }\n    tools: [shell]\n    execution: { durability: false, task: \"go\" }\n");
-    // The batch job asks for `shell` in a scratch image: it exits 2 at once and is never restarted.
+    pool.write("agents:\n  worker:\n    runtime: { provider: scripted, script: [\"ok\"] }\n  job:\n    runtime: { provider: scripted, script: [\"done\"] }\n    env: { OTEL_EXPORTER_OTLP_ENDPOINT: \"http://collector:4318\", OTEL_EXPORTER_OTLP_PROTOCOL: grpc }\n    execution: { durability: false, task: \"go\" }\n");
+    // The batch job's OpenTelemetry settings ask for a protocol the runner does not speak: it
+    // exits 2 at once and is never restarted.
     let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
     assert!(
         out.status.success(),
@@ -598,7 +599,7 @@ fn invoke_times_out_with_124_and_the_reply_still_comes() {
 #[test]
 fn run_streams_the_reply_and_returns_the_exit_code() {
     let pool = Pool::new("run");
-    pool.write("agents:\n  digest:\n    runtime: { provider: scripted, script: [\"The digest is ready.\"] }\n    execution: { durability: false, task: \"digest\" }\n  broken:\n    runtime: { provider: scripted, script: [\"never\"] }\n    tools: [shell]\n");
+    pool.write("agents:\n  digest:\n    runtime: { provider: scripted, script: [\"The digest is ready.\"] }\n    execution: { durability: false, task: \"digest\" }\n  broken:\n    runtime: { provider: scripted, script: [\"never\"] }\n    env: { OTEL_EXPORTER_OTLP_ENDPOINT: \"http://collector:4318\", OTEL_EXPORTER_OTLP_PROTOCOL: grpc }\n");
     let file = pool.file();
     let ok = pool
         .command(&["run", "-f", file.to_str().unwrap(), "--agent", "digest"])
@@ -614,7 +615,7 @@ fn run_streams_the_reply_and_returns_the_exit_code() {
         String::from_utf8_lossy(&ok.stdout),
         "The digest is ready.\n"
     );
-    // A durable agent runs once too; one that cannot start (shell in a scratch image) fails with
+    // A durable agent runs once too; one that cannot start (an OTLP protocol it cannot speak) fails with
     // the runner's exit code and is never restarted.
     let bad = pool
         .command(&[
@@ -634,7 +635,7 @@ fn run_streams_the_reply_and_returns_the_exit_code() {
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("no /bin/sh"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("OTEL_EXPORTER_OTLP_PROTOCOL is `grpc`"));
     let runs = docker(&[
         "ps",
         "-aq",

@@ -474,6 +474,109 @@ async fn a_server_down_at_boot_answers_with_an_error_naming_it_and_shows_in_heal
     );
 }
 
+/// The runner's health as `ninetrix ps` judges it: (healthy, its line).
+fn health_of(s: &Setup) -> (bool, String) {
+    let health_file = s.workspace.with_file_name(format!("health-{}", s.thread));
+    match ninetrix_runner::health::read(&health_file) {
+        Ok(report) => {
+            ninetrix_runner::health::judge(&report, chrono::Utc::now().timestamp_millis())
+        }
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+/// The thread's events of `kind`.
+async fn events_of(s: &Setup, kind: &str) -> Vec<TraceEvent> {
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    events
+        .iter()
+        .filter(|e| e.kind == kind)
+        .filter_map(|e| match e.decode() {
+            Decoded::Known(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_server_that_dies_after_boot_is_marked_down_by_the_failed_call_and_up_when_it_answers() {
+    let s = setup();
+    let (mut server, url) = s.server();
+    let spec = spec(&url, "notes__count_lines", "{ path: out.txt, text: x }");
+    let _runner = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while health_of(&s) != (true, "serving".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "the runner did not start: {:?}",
+            health_of(&s)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let result_of = |seq: u64| {
+        let s = &s;
+        async move {
+            let done = s
+                .admin
+                .wait_turn(s.thread, seq, Duration::from_secs(60))
+                .await;
+            assert!(done.ok, "{done:?}");
+            let latest = s.admin.latest(s.thread).await;
+            latest
+                .history
+                .iter()
+                .rev()
+                .flat_map(|m| &m.blocks)
+                .find_map(|b| match b {
+                    Block::ToolResult {
+                        content, is_error, ..
+                    } => Some((content.clone(), *is_error)),
+                    _ => None,
+                })
+                .unwrap()
+        }
+    };
+    let seq = s.admin.send(s.thread, "count", "k0").await;
+    let (_, is_error) = result_of(seq).await;
+    assert!(!is_error, "the server answers at first");
+
+    // The server dies after boot: the refused call marks it down, traced and in the health.
+    server.kill();
+    let seq = s.admin.send(s.thread, "count again", "k1").await;
+    let (content, is_error) = result_of(seq).await;
+    assert!(is_error && content.contains("cannot connect"), "{content}");
+    let down = events_of(&s, "mcp_server_down").await;
+    assert!(
+        matches!(&down[..], [TraceEvent::McpServerDown(d)] if d.server == "notes" && d.reason.contains("cannot connect")),
+        "one mcp_server_down: {down:?}"
+    );
+    let (healthy, line) = health_of(&s);
+    assert!(
+        healthy && line.contains("MCP server `notes` unreachable: cannot connect"),
+        "ps says the server is down (the agent still serves): {line}"
+    );
+
+    // It comes back: the next turn reaches it, says so and the health line goes.
+    server.start_again();
+    let mut n = 2;
+    loop {
+        // A turn that comes before the retry is due is answered "unreachable" and tried again.
+        let seq = s.admin.send(s.thread, "and again", &format!("k{n}")).await;
+        let (content, is_error) = result_of(seq).await;
+        if !is_error {
+            break;
+        }
+        assert!(n < 10 && content.contains("unreachable"), "{content}");
+        n += 1;
+    }
+    let up = events_of(&s, "mcp_server_up").await;
+    assert!(
+        matches!(&up[..], [TraceEvent::McpServerUp(u)] if u.server == "notes" && u.down_ms > 0),
+        "one mcp_server_up: {up:?}"
+    );
+    assert_eq!(health_of(&s), (true, "serving".to_string()));
+}
+
 /// `ninetrix mcp-bridge --listen 127.0.0.1:<port> -- <command>` as a child process; its URL.
 fn bridge_binary(command: &[&str]) -> (Child, String) {
     let port = free_port();

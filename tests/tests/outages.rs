@@ -305,6 +305,137 @@ async fn a_refused_key_ends_the_turn_with_a_reply_naming_the_secret() {
     runner.kill();
 }
 
+/// A fake OpenAI that refuses the first `refusals` requests with a 400 and answers the others
+/// with a stream saying "fine"; it keeps every request body.
+async fn refusing_then_answering_openai(
+    refusals: usize,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: axum::Json<Value>| {
+            let seen = kept.clone();
+            async move {
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push(body.0);
+                    seen.len()
+                };
+                if n <= refusals {
+                    error_response(400, "This model's maximum context length is 128000 tokens")
+                } else {
+                    stream_response(answer_stream("fine"))
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, seen)
+}
+
+/// `ninetrix health` on a runner's status file: (healthy, its line).
+fn judged(health_file: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(ninetrix_e2e::ninetrix_bin())
+        .arg("health")
+        .env("AGENTFILE_HEALTH_FILE", health_file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_turns_are_not_fed_to_the_model_and_three_in_a_row_are_unhealthy() {
+    let (dir, api, admin) = api();
+    let (model, seen) = refusing_then_answering_openai(3).await;
+    let thread = ThreadId::new_v7();
+    let ws = dir.path().join("ws");
+    let health_file = ws.with_file_name(format!("health-{thread}"));
+    let mut runner = Runner::start_with_env(
+        &api.url,
+        thread,
+        &openai_spec(&model),
+        &ws,
+        &[("FAKE_OPENAI_KEY", "sk-test")],
+    );
+    // The runner claims the thread (with its labels) before anything is sent to it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while judged(&health_file) != (true, "serving".to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "the runner did not start: {:?}",
+            judged(&health_file)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (n, text) in ["one", "two", "three"].into_iter().enumerate() {
+        let seq = admin.send(thread, text, &format!("k{n}")).await;
+        let done = admin.wait_turn(thread, seq, Duration::from_secs(30)).await;
+        assert!(!done.ok, "{done:?}");
+        assert!(
+            done.reply.contains("maximum context length"),
+            "the caller hears why: {}",
+            done.reply
+        );
+        // The health file follows the turn's end (written before the next message is taken).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (healthy, line) = judged(&health_file);
+            if healthy == (n < 2) {
+                if n == 2 {
+                    assert_eq!(
+                        line,
+                        "last 3 turns failed: The model could not be called: the model provider refused the request: HTTP 400: This model's maximum context length is 128000 tokens"
+                    );
+                }
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "after {} failed turns: {line}",
+                n + 1
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let seq = admin.send(thread, "four", "k3").await;
+    let done = admin.wait_turn(thread, seq, Duration::from_secs(30)).await;
+    assert!(done.ok && done.reply == "fine", "{done:?}");
+    // What the model was sent: the failures nowhere, the unanswered inputs not piled up.
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4);
+    let last = requests[3]["messages"].as_array().unwrap();
+    assert!(
+        !last.iter().any(|m| m["role"] == "assistant"),
+        "no failure is sent as the model's words: {last:#?}"
+    );
+    let users: Vec<&Value> = last.iter().filter(|m| m["role"] == "user").collect();
+    assert_eq!(users.len(), 1, "{last:#?}");
+    assert_eq!(users[0]["content"], "four");
+    let latest = admin.latest(thread).await;
+    assert_eq!(
+        latest.history.len(),
+        2,
+        "the thread holds the one exchange: {:?}",
+        latest.history
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !judged(&health_file).0 {
+        assert!(
+            Instant::now() < deadline,
+            "a turn that succeeds ends the run: {:?}",
+            judged(&health_file)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    runner.kill();
+}
+
 const SLEEPER: &str = r#"[
     {"text": "Waiting.", "tool_calls": [{"name": "sleep", "args": {"seconds": 6}}]},
     {"text": "Done.", "tool_calls": []}

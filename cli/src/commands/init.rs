@@ -190,7 +190,7 @@ agents:
       instructions: Keep answers short. Record anything worth remembering in notes.md.
 {runtime}    tools:
       - file_read
-      - file_write              # `write` effect: never executed twice, even across a crash
+      - file_write              # an overwrite is idempotent (safe to redo); an append a write (never twice)
     execution:
       durability: true          # false: a one-shot batch job that is never restarted
       replicas: 1               # warm pool size: one container and one thread per replica

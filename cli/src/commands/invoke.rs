@@ -354,11 +354,30 @@ impl Reply<'_> {
             outln!("{}", json!({"delta": d}));
         } else if self.streaming {
             let shown = self.streamed.delta(&d.batch);
-            if let Some(note) = shown.note {
-                eprintln!("{note}");
-            }
-            crate::output::text(&shown.out);
+            self.show(shown);
         }
+    }
+
+    /// A progress line on stderr, on a line of its own: a streamed line on stdout is ended first.
+    fn say(&mut self, line: String) {
+        if self.streaming {
+            crate::output::text(self.streamed.end_line());
+        }
+        eprintln!("{line}");
+    }
+
+    /// Prints what the streamed reply says to print: a note (stderr) after the newline that ends
+    /// the streamed line, so the two never share one.
+    fn show(&mut self, shown: crate::ui::streamed::Print) {
+        let mut out = shown.out.as_str();
+        if let Some(note) = shown.note {
+            if let Some(rest) = out.strip_prefix('\n') {
+                crate::output::text("\n");
+                out = rest;
+            }
+            eprintln!("{note}");
+        }
+        crate::output::text(out);
     }
 
     /// Shows one event; the exit code once it is the reply.
@@ -376,21 +395,24 @@ impl Reply<'_> {
                 self.in_turn = t.seq == seq;
                 self.turn_seq = self.in_turn.then_some(t.turn_seq);
             }
-            TraceEvent::LlmCall(c) if in_turn && progress => {
-                eprintln!("  model {} answered ({} ms)", c.model, c.latency_ms)
-            }
-            TraceEvent::LlmRetry(r) if in_turn && progress => eprintln!(
+            TraceEvent::LlmCall(c) if in_turn && progress => self.say(format!(
+                "  model {} answered ({} ms)",
+                c.model, c.latency_ms
+            )),
+            TraceEvent::LlmRetry(r) if in_turn && progress => self.say(format!(
                 "  model call failed ({}): {}; retrying in {} ms",
                 r.attempt_text(),
                 r.reason,
                 r.retry_in_ms
-            ),
-            TraceEvent::Outage(o) if progress => eprintln!("  {}; it answers again", o.text()),
+            )),
+            TraceEvent::Outage(o) if progress => {
+                self.say(format!("  {}; it answers again", o.text()))
+            }
             TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
-                eprintln!("  tool {} {}", t.name, t.mode.as_str())
+                self.say(format!("  tool {} {}", t.name, t.mode.as_str()))
             }
             TraceEvent::UnknownTool(u) if in_turn && progress => {
-                eprintln!("  tool {}: no such tool", u.name)
+                self.say(format!("  tool {}: no such tool", u.name))
             }
             // Said even without a terminal (on stderr): someone must act for the reply to come.
             TraceEvent::ApprovalRequested(a) if in_turn && !self.json => {
@@ -402,29 +424,30 @@ impl Reply<'_> {
                 } else {
                     ("waiting for approval", format!("ninetrix approve {}", a.id))
                 };
-                eprintln!("  {what} {} ({how}) · {} {}", a.id, a.tool, a.args);
+                self.say(format!("  {what} {} ({how}) · {} {}", a.id, a.tool, a.args));
             }
             TraceEvent::ApprovalDecided(a) if in_turn && !self.json => {
-                eprintln!("  {} {}", a.id, a.text())
+                self.say(format!("  {} {}", a.id, a.text()))
             }
-            TraceEvent::ApprovalExpired(a) if in_turn && !self.json => {
-                eprintln!("  {} expired undecided; {} did not run", a.id, a.tool)
-            }
+            TraceEvent::ApprovalExpired(a) if in_turn && !self.json => self.say(format!(
+                "  {} expired undecided; {} did not run",
+                a.id, a.tool
+            )),
             // A handoff can keep the turn waiting long: who was asked, and what came back.
             TraceEvent::HandoffSent(h) if in_turn && progress => {
-                eprintln!("  {}", handoffs::sent(self.style, &h, PREVIEW))
+                self.say(format!("  {}", handoffs::sent(self.style, &h, PREVIEW)))
             }
             TraceEvent::HandoffSettled(h) if in_turn && progress => {
-                eprintln!("  {}", handoffs::settled(self.style, &h, PREVIEW))
+                self.say(format!("  {}", handoffs::settled(self.style, &h, PREVIEW)))
             }
             TraceEvent::HandoffRefused(h) if in_turn && progress => {
-                eprintln!("  {}", handoffs::refused(self.style, &h))
+                self.say(format!("  {}", handoffs::refused(self.style, &h)))
             }
             TraceEvent::HandoffReceived(h) if in_turn && progress => {
-                eprintln!("  {}", handoffs::received(self.style, &h))
+                self.say(format!("  {}", handoffs::received(self.style, &h)))
             }
             TraceEvent::HandoffReplied(h) if in_turn && progress => {
-                eprintln!("  {}", handoffs::replied(self.style, &h))
+                self.say(format!("  {}", handoffs::replied(self.style, &h)))
             }
             TraceEvent::TurnCompleted(done) if done.seq == seq => {
                 if self.json {
@@ -434,10 +457,7 @@ impl Reply<'_> {
                     );
                 } else if self.streaming {
                     let shown = self.streamed.finish(&done.reply);
-                    if let Some(note) = shown.note {
-                        eprintln!("{note}");
-                    }
-                    crate::output::text(&shown.out);
+                    self.show(shown);
                 } else {
                     outln!("{}", done.reply);
                 }
@@ -457,6 +477,7 @@ impl Reply<'_> {
             | TraceEvent::UnknownTool(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)
+            | TraceEvent::McpServerUp(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::Boot(_)
             | TraceEvent::Ready(_)

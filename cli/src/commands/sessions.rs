@@ -48,8 +48,14 @@ pub(crate) async fn run(args: &SessionsArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
+    let replicas: BTreeMap<String, u32> = view
+        .state
+        .agents
+        .iter()
+        .map(|(agent, r)| (agent.clone(), u32::try_from(r.len()).unwrap_or(1).max(1)))
+        .collect();
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&all)?);
+        outln!("{}", json(&all, &replicas)?);
         return Ok(ExitCode::SUCCESS);
     }
     if all.is_empty() {
@@ -64,14 +70,41 @@ pub(crate) async fn run(args: &SessionsArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let replicas: BTreeMap<String, u32> = view
-        .state
-        .agents
-        .iter()
-        .map(|(agent, r)| (agent.clone(), u32::try_from(r.len()).unwrap_or(1).max(1)))
-        .collect();
     crate::output::text(&render(&all, &replicas, Utc::now()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The replica that serves session `t` with the current replica counts (`agent-N`); `None` for an
+/// agent the pool no longer runs.
+fn owner_of(t: &ThreadSummary, replicas: &BTreeMap<String, u32>) -> Option<String> {
+    let agent = t.labels.agent.as_deref()?;
+    let key = t.labels.session.as_deref().unwrap_or_default();
+    let n = replicas.get(agent)?;
+    Some(format!("{agent}-{}", sessions::owner(key, *n)))
+}
+
+/// One session in `--json`: its thread summary and the OWNER the table shows.
+#[derive(serde::Serialize)]
+struct JsonRow<'a> {
+    #[serde(flatten)]
+    thread: &'a ThreadSummary,
+    /// `agent-N`, or null for an agent the pool no longer runs.
+    owner: Option<String>,
+}
+
+/// The sessions as a JSON array: each thread summary with its `owner`.
+fn json(
+    sessions: &[ThreadSummary],
+    replicas: &BTreeMap<String, u32>,
+) -> serde_json::Result<String> {
+    let rows: Vec<JsonRow<'_>> = sessions
+        .iter()
+        .map(|thread| JsonRow {
+            thread,
+            owner: owner_of(thread, replicas),
+        })
+        .collect();
+    serde_json::to_string_pretty(&rows)
 }
 
 /// The table: AGENT, SESSION (the key), THREAD, OWNER (`agent-N`, the replica that serves it with
@@ -86,9 +119,7 @@ pub(crate) fn render(
         .map(|t| {
             let agent = t.labels.agent.clone().unwrap_or_else(|| "-".into());
             let key = t.labels.session.clone().unwrap_or_default();
-            let owner = replicas.get(&agent).map_or("-".into(), |&n| {
-                format!("{agent}-{}", sessions::owner(&key, n))
-            });
+            let owner = owner_of(t, replicas).unwrap_or_else(|| "-".into());
             [
                 agent,
                 one_line(&key),
@@ -112,15 +143,21 @@ pub(crate) fn render(
     )
 }
 
-/// A key on one line, cut at 40 characters.
+/// A key on one line, at most 40 characters: a longer one loses its middle, so keys that share a
+/// long prefix (`handoff:<caller thread>:<ledger key>`) still differ on screen.
 fn one_line(key: &str) -> String {
-    let flat: String = key.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > 40 {
-        let mut cut: String = flat.chars().take(39).collect();
-        cut.push('…');
-        cut
+    let flat: Vec<char> = key
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .collect();
+    if flat.len() > 40 {
+        let head: String = flat[..19].iter().collect();
+        let tail: String = flat[flat.len() - 20..].iter().collect();
+        format!("{head}…{tail}")
     } else {
-        flat
+        flat.into_iter().collect()
     }
 }
 
@@ -189,12 +226,47 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[2].contains("a very long key with line breaks that g…"),
+            lines[2].contains("a very long key wit… that goes on and on"),
             "{text}"
         );
         assert!(
             lines[3].contains("gone") && lines[3].contains(" -  ") && lines[3].ends_with("2h ago"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn handoff_keys_keep_what_tells_them_apart() {
+        let caller = "0193a000-0000-7000-8000-000000000001";
+        let a = format!("handoff:{caller}:9f2c1a7b{}", "0".repeat(48) + "11112222");
+        let b = format!("handoff:{caller}:9f2c1a7b{}", "0".repeat(48) + "33334444");
+        assert_ne!(one_line(&a), one_line(&b));
+        assert_eq!(one_line(&a).chars().count(), 40);
+        assert!(
+            one_line(&a).starts_with("handoff:0193a000-00"),
+            "{}",
+            one_line(&a)
+        );
+        assert!(one_line(&a).ends_with("11112222"));
+    }
+
+    #[test]
+    fn the_json_carries_the_owner_the_table_shows() {
+        let replicas = BTreeMap::from([("bot".to_string(), 3)]);
+        let rows = [
+            session("bot", "alice", ThreadStatus::Idle, 90),
+            session("gone", "bob", ThreadStatus::Idle, 90),
+        ];
+        let v: serde_json::Value = serde_json::from_str(&json(&rows, &replicas).unwrap()).unwrap();
+        assert_eq!(
+            v[0]["owner"],
+            format!("bot-{}", sessions::owner("alice", 3)).as_str()
+        );
+        assert_eq!(
+            v[0]["thread_id"],
+            rows[0].thread_id.to_string().as_str(),
+            "the summary is kept whole"
+        );
+        assert!(v[1]["owner"].is_null());
     }
 }

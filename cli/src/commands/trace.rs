@@ -105,10 +105,11 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let style = Style::stdout();
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(120);
+    let width = line_width(
+        std::io::IsTerminal::is_terminal(&std::io::stdout()),
+        std::env::var("COLUMNS").ok(),
+        terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)),
+    );
     let mut renderer = Renderer::new(style, width);
     if !args.json {
         let whose = match &info.labels.session {
@@ -156,5 +157,30 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// How wide trace lines may be: on a terminal, `COLUMNS`, else the terminal's width, else 120;
+/// piped or redirected to a file, unlimited — nothing is cut where no screen wraps it.
+fn line_width(tty: bool, columns: Option<String>, terminal: Option<usize>) -> usize {
+    if !tty {
+        return usize::MAX;
+    }
+    columns
+        .and_then(|c| c.trim().parse().ok())
+        .or(terminal)
+        .unwrap_or(120)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_cut_to_the_terminal_only_on_a_terminal() {
+        assert_eq!(line_width(false, Some("80".into()), Some(100)), usize::MAX);
+        assert_eq!(line_width(true, Some("80".into()), Some(100)), 80);
+        assert_eq!(line_width(true, None, Some(100)), 100);
+        assert_eq!(line_width(true, Some("wide".into()), None), 120);
     }
 }

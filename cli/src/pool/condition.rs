@@ -559,6 +559,7 @@ mod tests {
             ),
             model: None,
             mcp: Default::default(),
+            failed_turns: None,
             written_ms: now - 1_000,
         });
         let mut f = running(None, None);
@@ -587,6 +588,7 @@ mod tests {
             api: Some("checkpoint API unreachable".into()),
             model: Some("model unreachable".into()),
             mcp: Default::default(),
+            failed_turns: None,
             written_ms: now - 1_000,
         });
         both.health = None;
@@ -598,6 +600,7 @@ mod tests {
             api: Some("checkpoint API unreachable".into()),
             model: None,
             mcp: Default::default(),
+            failed_turns: None,
             written_ms: now - 61_000,
         });
         stale.started_ms = Some(now - 300_000);

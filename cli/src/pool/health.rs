@@ -217,6 +217,7 @@ mod tests {
             api: None,
             model: model.map(str::to_string),
             mcp: Default::default(),
+            failed_turns: None,
             written_ms,
         })
     }
@@ -287,6 +288,7 @@ mod tests {
                 api: None,
                 model: None,
                 mcp: Default::default(),
+                failed_turns: None,
                 written_ms: 7,
             })
         );

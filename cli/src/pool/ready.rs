@@ -110,6 +110,7 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::UnknownTool(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)
+            | TraceEvent::McpServerUp(_)
             | TraceEvent::Checkpoint(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::BudgetExceeded(_)

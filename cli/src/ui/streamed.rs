@@ -18,8 +18,10 @@ pub(crate) struct Print {
 #[derive(Debug, Default)]
 pub(crate) struct Streamed {
     round: RoundText,
-    /// Something of the current round is on screen (a newline ends it before anything else).
+    /// Something of the current round is on screen.
     open: bool,
+    /// The screen's line is the streamed text's (a newline ends it before anything else).
+    line_open: bool,
 }
 
 impl Streamed {
@@ -30,6 +32,7 @@ impl Streamed {
             Applied::Ignored => Print::default(),
             Applied::Appended(text) => {
                 self.open |= !text.is_empty();
+                self.line_open |= !text.is_empty();
                 Print {
                     out: text,
                     note: None,
@@ -37,7 +40,7 @@ impl Streamed {
             }
             Applied::Restarted(text) => {
                 let mut out = String::new();
-                if self.open {
+                if self.line_open {
                     out.push('\n');
                 }
                 // The same round produced again (by a restarted or newer runner) over text
@@ -50,9 +53,20 @@ impl Streamed {
                     "  (the runner restarted mid-reply; the model's answer starts over)".to_string()
                 });
                 self.open = !text.is_empty();
+                self.line_open = self.open;
                 out.push_str(&text);
                 Print { out, note }
             }
+        }
+    }
+
+    /// What to print on stdout before a progress line on stderr: a newline if the streamed text
+    /// is mid-line (else the two would share it), so the next text starts on a line of its own.
+    pub(crate) fn end_line(&mut self) -> &'static str {
+        if std::mem::take(&mut self.line_open) {
+            "\n"
+        } else {
+            ""
         }
     }
 
@@ -64,14 +78,13 @@ impl Streamed {
         if self.open && shown == reply && !self.round.gap {
             self.open = false;
             return Print {
-                out: "\n".into(),
+                out: self.end_line().into(),
                 note: None,
             };
         }
-        let mut out = String::new();
+        let mut out = self.end_line().to_string();
         let mut note = None;
         if self.open {
-            out.push('\n');
             note = Some("  (the stream missed part of the reply; here it is as stored)".into());
         }
         self.open = false;
@@ -111,6 +124,20 @@ mod tests {
         assert_eq!(s.delta(&d(1, 2, false, 0, "Found")).out, "\nFound");
         s.delta(&d(1, 2, false, 5, " it."));
         assert_eq!(s.finish("Found it.").out, "\n");
+    }
+
+    #[test]
+    fn a_progress_line_between_rounds_gets_a_line_of_its_own() {
+        let mut s = Streamed::default();
+        s.delta(&d(1, 1, false, 0, "Let me look."));
+        // `model answered`, `tool file_read executed` go to stderr: the round's line ends first.
+        assert_eq!(s.end_line(), "\n");
+        assert_eq!(s.end_line(), "", "once");
+        assert_eq!(s.delta(&d(1, 2, false, 0, "Found")).out, "Found");
+        s.delta(&d(1, 2, false, 5, " it."));
+        assert_eq!(s.end_line(), "\n");
+        // The reply was shown whole and its line is ended: nothing more.
+        assert_eq!(s.finish("Found it.").out, "");
     }
 
     #[test]

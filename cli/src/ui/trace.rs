@@ -185,6 +185,13 @@ impl Renderer {
                 d.server,
                 s.error(&one_line(&d.reason, w))
             ),
+            TraceEvent::McpServerUp(u) => format!(
+                "  {} {} mcp server {} · back after {:.1} s",
+                s.bold("⚡"),
+                self.rel(at),
+                u.server,
+                u.down_ms as f64 / 1000.0
+            ),
             TraceEvent::Outage(o) => format!(
                 "  {} {} · {}",
                 s.bold("⚡"),
@@ -425,6 +432,18 @@ mod tests {
                 json!({"pending_calls": ["toolu_7", "toolu_8"]}),
             ),
             ev(19, "approval_requested", 9002, json!({"id": 1})),
+            ev(
+                20,
+                "mcp_server_down",
+                9003,
+                json!({"server": "time", "reason": "cannot connect to http://mcp-time:8931/mcp"}),
+            ),
+            ev(
+                21,
+                "mcp_server_up",
+                9500,
+                json!({"server": "time", "down_ms": 12345}),
+            ),
         ];
         let mut r = Renderer::new(Style { color: false }, 100);
         let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
@@ -440,6 +459,30 @@ mod tests {
             assert!(!text.contains(raw), "raw event JSON ({raw}):\n{text}");
         }
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn the_mcp_tool_class_line_is_cut_only_to_a_known_width() {
+        let tools: Vec<Value> = (0..12)
+            .map(|i| json!({"name": format!("git__tool_number_{i}"), "effect": "read", "source": "annotations"}))
+            .collect();
+        let event = ev(
+            1,
+            "mcp_tools",
+            0,
+            json!({"server": "git", "tools": tools, "missing": []}),
+        );
+        let on_terminal = Renderer::new(Style { color: false }, 100)
+            .line(&event)
+            .unwrap();
+        assert!(on_terminal.ends_with('…'), "{on_terminal}");
+        let piped = Renderer::new(Style { color: false }, usize::MAX)
+            .line(&event)
+            .unwrap();
+        assert!(
+            piped.contains("git__tool_number_11") && !piped.contains('…'),
+            "{piped}"
+        );
     }
 
     const CALLER: &str = "0193a000-0000-7000-8000-000000000001";

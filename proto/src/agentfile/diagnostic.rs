@@ -111,6 +111,8 @@ diagnostic_kinds! {
     InvalidMcpServer = "invalid_mcp_server",
     /// A stdio MCP server in an agent's container that has no image to run it.
     McpNeedsImage = "mcp_needs_image",
+    /// The `shell` tool in an agent without `runtime.image`: the runner's image has no shell.
+    ShellNeedsImage = "shell_needs_image",
     /// `governance.human_approval` that gates no call (a warning).
     ApprovalGatesNothing = "approval_gates_nothing",
     /// A `collaborators` entry that is no agent of the agentfile.

@@ -74,6 +74,17 @@ impl McpTestServer {
         self.child = spawn(&self.root, &self.journal, self.port);
     }
 
+    /// SIGKILL: the server is gone (its port refuses connections) until [`Self::start_again`].
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The same server on the same port again, after [`Self::kill`].
+    pub(crate) fn start_again(&mut self) {
+        self.child = spawn(&self.root, &self.journal, self.port);
+    }
+
     /// The calls it started, as journalled.
     pub(crate) fn journal(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.journal)

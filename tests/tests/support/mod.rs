@@ -128,7 +128,10 @@ impl Runner {
                 "AGENTFILE_HEALTH_FILE",
                 workspace.with_file_name(format!("health-{health}")),
             )
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("NINETRIX_RUNNER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(std::process::Stdio::null())
             // NINETRIX_RUNNER_STDERR=1 shows the runners' own log lines when a test fails.
             .stderr(if std::env::var_os("NINETRIX_RUNNER_STDERR").is_some() {

@@ -211,6 +211,15 @@ impl Cx {
             secret_names.push(key_secret.clone());
         }
         let tools = tools?;
+        if runtime.as_ref().is_some_and(|r| r.image.is_none())
+            && let Some(i) = tools
+                .iter()
+                .position(|t| t.name == "shell" && t.mcp.is_none())
+        {
+            let loc = tool_loc(node, i).unwrap_or(key.loc);
+            self.report(&format!("{path}.tools[{i}]"), loc, Problem::ShellNeedsImage);
+            ok = false;
+        }
         let mut mcp_servers = BTreeMap::new();
         for (i, tool) in tools.iter().enumerate() {
             let Some(source) = &tool.mcp else { continue };

@@ -524,7 +524,7 @@ mod tests {
         let body: String = lines.lines().map(|l| format!("        {l}\n")).collect();
         format!(
             "mcp_servers:\n  tickets: {{ url: \"https://tickets.example.com/mcp\" }}\n\
-             agents:\n  a:\n    runtime: {{ provider: scripted, script: [hi] }}\n    \
+             agents:\n  a:\n    runtime: {{ provider: scripted, script: [hi], image: debian }}\n    \
              tools: [shell, file_read, mcp://tickets/create_ticket]\n    governance:\n      \
              human_approval:\n{body}"
         )
@@ -562,7 +562,7 @@ mcp_servers:
   time: { image: mcp/time, command: [mcp-server-time] }
 agents:
   ops:
-    runtime: { provider: scripted, script: [hi] }
+    runtime: { provider: scripted, script: [hi], image: debian }
     tools: [bash, write_file, mcp://tickets/create_ticket, mcp://time, ask_user, file_read]
     secrets: [OPS_TOKEN]
     governance:
@@ -619,7 +619,7 @@ agents:
         assert_eq!(h.timeout_secs, HumanApproval::DEFAULT_TIMEOUT_SECS);
         assert_eq!((h.notify_url, h.notify_secret), (None, None));
         // Without `human_approval`, nothing is gated.
-        let none = valid("agents:\n  a:\n    tools: [shell]\n")
+        let none = valid("agents:\n  a:\n    tools: [shell]\n    runtime: { image: debian }\n")
             .agentfile
             .agents
             .remove(0);
@@ -653,12 +653,15 @@ governance:
 agents:
   shared:
     tools: [shell]
+    runtime: { image: debian }
   own:
     tools: [shell, file_write]
+    runtime: { image: debian }
     governance:
       human_approval: { effects: [write] }
   budget_only:
     tools: [shell]
+    runtime: { image: debian }
     governance: { max_budget_per_run: 1 }
 "#;
         let af = valid(text).agentfile;
@@ -687,7 +690,7 @@ agents:
     #[test]
     fn a_shared_action_must_be_a_tool_of_every_agent_that_uses_it() {
         let text = "governance:\n  human_approval: { actions: [shell] }\nagents:\n  a:\n    \
-                    tools: [shell]\n  b:\n    tools: [file_read]\n";
+                    tools: [shell]\n    runtime: { image: debian }\n  b:\n    tools: [file_read]\n";
         let d = assert_error(
             text,
             "undeclared_tool",
@@ -1123,7 +1126,7 @@ agents:
     #[test]
     fn ask_user_is_ask_human() {
         let af = valid(
-            "agents:\n  a:\n    tools: [ask_user, builtin://file_read]\n  b:\n    tools: all\n",
+            "agents:\n  a:\n    tools: [ask_user, builtin://file_read]\n  b:\n    tools: all\n    runtime: { image: debian }\n",
         )
         .agentfile;
         let a = af.agent("a").unwrap();

@@ -242,6 +242,8 @@ pub(super) enum Problem<'a> {
     VerifierNotATool(&'a str),
     /// An agent using a stdio server in its own container without `runtime.image`.
     McpNeedsImage(&'a str),
+    /// An agent with the `shell` tool and no `runtime.image` (the runner image has no shell).
+    ShellNeedsImage,
     /// A `human_approval.actions` entry that is not one of the agent's tools: the entry as
     /// written, the agent, the closest of its tools, all of them (as an agentfile names them),
     /// and whether the `human_approval` is the shared (top-level) one.
@@ -483,6 +485,7 @@ impl Problem<'_> {
             Problem::UnknownMcpServer { .. } => K::UnknownMcpServer,
             Problem::MissingVerifyTool => K::MissingKey,
             Problem::McpNeedsImage(_) => K::McpNeedsImage,
+            Problem::ShellNeedsImage => K::ShellNeedsImage,
             Problem::ApprovalNotATool { .. } => K::UndeclaredTool,
             Problem::ApprovalGatesAskHuman(_) | Problem::DurationFormat { .. } => K::InvalidValue,
             Problem::DuplicateApprovalAction { .. } => K::DuplicateTool,
@@ -708,6 +711,10 @@ impl Problem<'_> {
                 "MCP server `{server}` runs inside the agent's container, which has no runtime \
                  for it (no `runtime.image`)"
             ),
+            Problem::ShellNeedsImage => "the `shell` tool runs /bin/sh, and the agent's container \
+                                         has none (no `runtime.image`: the runner's own image has \
+                                         no shell), so the agent could never start"
+                .into(),
             Problem::ApprovalNotATool { name, agent, .. } => format!(
                 "`{name}` in `human_approval.actions` is not one of agent `{agent}`'s tools"
             ),
@@ -1126,6 +1133,11 @@ impl Problem<'_> {
             Problem::McpNeedsImage(_) => "set `runtime.image` to an image that has the server's \
                                           runtime (e.g. python:3.12-slim), or give the server an \
                                           `image:` so it runs as a sidecar"
+                .into(),
+            Problem::ShellNeedsImage => "set `runtime.image` to an image that has /bin/sh and the \
+                                         programs the commands need (e.g. debian:stable-slim), or \
+                                         remove `shell` from `tools` (with `tools: all`, list \
+                                         the tools the agent needs instead)"
                 .into(),
             Problem::ApprovalNotATool {
                 agent,
