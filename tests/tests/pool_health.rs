@@ -98,9 +98,20 @@ fn a_dead_agent_looks_dead_and_invoke_refuses_it_at_once() {
     let out = pool.invoke("broken", "hello", &["--timeout", "120"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(69), "{said}");
-    assert!(said.contains("gave up after 3 restarts"), "{said}");
+    // It exits 2 at every boot (a configuration it refuses): the fix is not a restart but what
+    // the runner named, then the `up` that works from anywhere (with the recorded agentfile).
     assert!(
-        said.contains(&format!("ninetrix up -p {}", pool.name)),
+        said.contains("refused its configuration (exit 2)"),
+        "{said}"
+    );
+    assert!(said.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{said}");
+    assert!(said.contains("a restart does not fix that"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "ninetrix up -f {} -p {}",
+            pool.file().display(),
+            pool.name
+        )),
         "{said}"
     );
     assert!(said.contains("nothing was queued"), "{said}");

@@ -341,8 +341,29 @@ async fn a_turn_through_more_than_three_restarts_is_given_up_and_the_runner_stay
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let reply = latest.history.last().unwrap().text_content();
-    assert!(reply.contains("restarted 4 times"), "{reply}");
+    // The reply saying so goes to the caller (the turn's completion) and the trace, not into the
+    // history the model reads as its own words.
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    let given_up = events
+        .iter()
+        .find_map(|e| match e.decode() {
+            Decoded::Known(TraceEvent::TurnCompleted(t)) => Some(t),
+            _ => None,
+        })
+        .expect("the turn completed");
+    assert!(!given_up.ok);
+    assert!(
+        given_up.reply.contains("restarted 4 times"),
+        "{}",
+        given_up.reply
+    );
+    assert!(
+        latest
+            .history
+            .iter()
+            .all(|m| !m.text_content().contains("restarted 4 times")),
+        "the failure is not in the model's history"
+    );
     assert!(ninetrix_runner::history::validate(&latest.history).is_ok());
     assert_eq!(completed_turns(&s).await, vec![1], "the turn ended once");
     assert!(
