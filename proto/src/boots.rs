@@ -133,11 +133,17 @@ impl BootKind {
         // A container `up` made for a replica that had none, on a thread claimed before, is the
         // pool coming back after `down`; only a crash restart keeps the container, and that
         // needs the previous boot to tell.
-        match (host.created, before) {
-            (Some(Created::Recreate), _) => BootKind::Recreated,
-            (Some(Created::New), _) => BootKind::ResumedAfterDown,
-            (Some(Created::Other) | None, Some(_)) => BootKind::NewContainer,
-            (Some(Created::Other) | None, None) => legacy,
+        match host.created {
+            Some(Created::Recreate) => BootKind::Recreated,
+            Some(Created::New) => BootKind::ResumedAfterDown,
+            // Two known containers, and they differ.
+            Some(Created::Other) | None
+                if host.container.is_some() && before.is_some_and(|b| b.container.is_some()) =>
+            {
+                BootKind::NewContainer
+            }
+            // A plain process restarted, or nothing to compare: as an older runner's boot.
+            Some(Created::Other) | None => legacy,
         }
     }
 
@@ -261,10 +267,17 @@ mod tests {
             BootKind::Restart { restarts: 2 }
         );
         assert_eq!(BootKind::Restart { restarts: 2 }.label(), "restart 2");
-        // A container nobody said anything about (Swarm): another one, or unknown.
-        let swarm1 = boot(2, Some(host("p1", None, None)));
-        let swarm2 = boot(3, Some(host("p2", None, None)));
+        // Containers nobody said anything about (Swarm): another one, or unknown.
+        let swarm1 = boot(2, Some(host("p1", Some("t1"), None)));
+        let swarm2 = boot(3, Some(host("p2", Some("t2"), None)));
         assert_eq!(BootKind::of(Some(&swarm1), &swarm2), BootKind::NewContainer);
+        // A plain process (no container known) restarted: as before.
+        let plain1 = boot(1, Some(host("p1", None, None)));
+        let plain2 = boot(2, Some(host("p2", None, None)));
+        assert_eq!(
+            BootKind::of(Some(&plain1), &plain2),
+            BootKind::Restart { restarts: 1 }
+        );
         assert_eq!(
             BootKind::of(None, &swarm2),
             BootKind::Restart { restarts: 2 }
