@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agentfile::Effect;
 use crate::agentfile::mcp::EffectSource;
 use crate::api::{ApprovalKind, ApprovalStatus, Event, HandoffStatus, NewEvent, Usage};
+use crate::boots::BootHost;
 use crate::ids::{ApprovalId, ThreadId};
 use crate::message::Role;
 
@@ -271,13 +272,17 @@ pub struct Boot {
     pub epoch: u64,
     /// Claims of the thread so far, this one included.
     pub boot_count: u64,
-    /// Claims before this one (`boot_count - 1`): Docker restarts, recreations, `up` starts.
+    /// Claims before this one (`boot_count - 1`): Docker restarts, recreations, `up` starts,
+    /// sessions taken up again — [`crate::boots::BootKind`] tells them apart.
     pub restart_count: u64,
     /// Whether the restored history had to be repaired.
     pub repaired: bool,
     /// The version the runner restored (0: a fresh thread).
     #[serde(default)]
     pub version: u64,
+    /// Where the runner booted: its process, container and replica (`None`: an older runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<BootHost>,
 }
 
 /// `ready`.

@@ -6,6 +6,7 @@
 
 pub mod agentfile;
 pub mod api;
+pub mod boots;
 pub mod deltas;
 pub mod events;
 pub mod handoffs;

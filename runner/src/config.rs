@@ -102,6 +102,12 @@ pub struct Config {
     /// The session this runner serves, when it serves a session's thread (set by the replica for
     /// each session it takes; never from the environment).
     pub session: Option<String>,
+    /// The container (`AGENTFILE_INSTANCE`: a new ID for each container `ninetrix up` creates)
+    /// and why `up` created it (`AGENTFILE_CREATED`), recorded in the `boot` event so `trace`
+    /// tells a crash restart from a recreate or a pool back after `down`.
+    pub instance: Option<String>,
+    /// Why `ninetrix up` created this container (`AGENTFILE_CREATED`).
+    pub created: Option<ninetrix_proto::boots::Created>,
     /// Where the thread's OpenTelemetry spans go (set by `ninetrix runner` when an OTLP endpoint
     /// is configured; never from the environment here). `None`: no spans are built.
     pub telemetry: Option<crate::telemetry::Exporter>,
@@ -265,6 +271,8 @@ pub fn from_vars(
         spec,
         agent_token,
         session: None,
+        instance: get(vars, "AGENTFILE_INSTANCE").map(|v| v.trim().to_string()),
+        created: get(vars, "AGENTFILE_CREATED").map(ninetrix_proto::boots::Created::parse),
         telemetry: None,
     })
 }

@@ -62,6 +62,34 @@ impl Exit {
     }
 }
 
+/// This runner process: a random ID drawn once, when the process first boots a thread. A
+/// restarted container is a new process, so a new ID; a replica taking up one of its sessions
+/// again keeps it.
+fn process_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| uuid::Uuid::now_v7().to_string())
+}
+
+/// Where this runner boots, for its `boot` event ([`ninetrix_proto::boots::BootKind`] compares
+/// it with the thread's previous boot).
+fn boot_host(config: &Config) -> ninetrix_proto::boots::BootHost {
+    ninetrix_proto::boots::BootHost {
+        process: process_id().to_string(),
+        container: config.instance.clone(),
+        created: config.created,
+        replica: config.replica,
+    }
+}
+
+/// The `error` event of a runner failure: its log line (`ERROR runner: …`) is what `ps` shows
+/// as the container's last error, and `trace` shows it.
+fn failure_event(why: &str) -> TraceEvent {
+    TraceEvent::Error(ErrorEvent {
+        stage: ErrorStage::Runner,
+        message: why.to_string(),
+    })
+}
+
 /// A runner whose thread was purged stops: there is nothing left to serve, and no restart
 /// would change that (the thread's ID is never used again).
 fn purged(thread: ninetrix_proto::ThreadId, why: &str) -> Exit {
@@ -233,7 +261,11 @@ async fn run_with<C: Checkpoints>(
         Ok(c) => (c.epoch, c.boot_count),
         Err(CheckpointError::Purged(why)) => return purged(config.thread_id, &why),
         Err(e) => {
-            return Exit::Failure(format!("cannot claim thread {}: {e}", config.thread_id));
+            // Nothing is claimed, so no event can say it: the log line is the one report (`ps`
+            // shows it as the container's last error).
+            let why = format!("cannot claim thread {}: {e}", config.thread_id);
+            tracing::error!("{why}");
+            return Exit::Failure(why);
         }
     };
     let mut events = Events::start(store.clone(), epoch);
@@ -260,7 +292,12 @@ async fn run_with<C: Checkpoints>(
     }
     let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace) {
         Ok(mcp) => mcp,
-        Err(e) => return Exit::Failure(e.to_string()),
+        Err(e) => {
+            let why = e.to_string();
+            events.emit(failure_event(&why));
+            events.flush(Duration::from_secs(2)).await;
+            return Exit::Failure(why);
+        }
     };
     let engine = Engine::new(EngineConfig {
         thread: config.thread_id,
@@ -337,7 +374,11 @@ impl<C: Checkpoints> Runner<C> {
         let restored = match self.store.latest().await {
             Ok(state) => state,
             Err(CheckpointError::Purged(why)) => return purged(self.config.thread_id, &why),
-            Err(e) => return Exit::Failure(format!("cannot fetch the latest checkpoint: {e}")),
+            Err(e) => {
+                return self.stopped(Stop::Failure(format!(
+                    "cannot fetch the latest checkpoint: {e}"
+                )));
+            }
         };
         if let Some(state) = &restored {
             self.version = state.version;
@@ -374,17 +415,17 @@ impl<C: Checkpoints> Runner<C> {
                     let ledger = match self.store.turn_ledger(turn).await {
                         Ok(records) => records,
                         Err(e) => {
-                            return Exit::Failure(format!(
+                            return self.stopped(Stop::Failure(format!(
                                 "cannot fetch the ledger of turn {turn}: {e}"
-                            ));
+                            )));
                         }
                     };
                     let approvals = match self.store.approvals(turn, 0, Duration::ZERO).await {
                         Ok(a) => a,
                         Err(e) => {
-                            return Exit::Failure(format!(
+                            return self.stopped(Stop::Failure(format!(
                                 "cannot fetch the requests to people of turn {turn}: {e}"
-                            ));
+                            )));
                         }
                     };
                     (ledger, approvals)
@@ -423,6 +464,7 @@ impl<C: Checkpoints> Runner<C> {
             restart_count: boot_count.saturating_sub(1),
             repaired,
             version: self.version,
+            host: Some(boot_host(&self.config)),
         }));
         // Ready means claimed, restored, any repair stored: before an interrupted turn's
         // remaining steps, which may take long.
@@ -452,7 +494,9 @@ impl<C: Checkpoints> Runner<C> {
             return self.batch(resumed).await;
         }
         if self.config.api.is_none() {
-            return Exit::Failure("a durable agent needs the checkpoint API".into());
+            return self.stopped(Stop::Failure(
+                "a durable agent needs the checkpoint API".into(),
+            ));
         }
         self.health.set(Activity::Serving);
         let wait = if self.until_idle {
@@ -506,7 +550,7 @@ impl<C: Checkpoints> Runner<C> {
                     .clone()
                     .or_else(|| self.config.spec.execution.task.clone())
                 else {
-                    return Exit::Failure("a batch agent needs a task: set execution.task in the agentfile or pass a message".into());
+                    return self.stopped(Stop::Failure("a batch agent needs a task: set execution.task in the agentfile or pass a message".into()));
                 };
                 self.turn_started = Instant::now();
                 self.attempt = Some(self.new_attempt());
@@ -520,7 +564,8 @@ impl<C: Checkpoints> Runner<C> {
                 match self.execute(effects).await {
                     Ok(Some(f)) => f,
                     Ok(None) => {
-                        return Exit::Failure("the batch turn ended without a reply".into());
+                        return self
+                            .stopped(Stop::Failure("the batch turn ended without a reply".into()));
                     }
                     Err(stop) => return self.stopped(stop),
                 }
@@ -557,10 +602,7 @@ impl<C: Checkpoints> Runner<C> {
             Stop::Purged(why) => purged(self.config.thread_id, &why),
             Stop::Failure(why) => {
                 // The event's log line is the one report of it.
-                self.events.emit(TraceEvent::Error(ErrorEvent {
-                    stage: ErrorStage::Runner,
-                    message: why.clone(),
-                }));
+                self.events.emit(failure_event(&why));
                 Exit::Failure(why)
             }
         }

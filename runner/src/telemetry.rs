@@ -1078,6 +1078,7 @@ mod tests {
             restart_count: boot_count - 1,
             repaired: false,
             version: 0,
+            host: None,
         })
     }
 

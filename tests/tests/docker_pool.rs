@@ -138,6 +138,12 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
         beta_thread,
         "recreated with the same thread"
     );
+    // `trace` says so: a recreate, not a crash (`up` waited for the new runner's boot).
+    assert_eq!(
+        boot_kinds(&pool, "beta"),
+        ["first", "recreated"],
+        "beta's boots"
+    );
 
     // Replicas 2 → 1: replica 2 removed.
     pool.write(
@@ -198,6 +204,12 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
         thread,
         "thread IDs survive down/up"
     );
+    // …and `trace` tells the pool back after `down` from a crash.
+    assert_eq!(
+        boot_kinds(&pool, "alpha"),
+        ["first", "resumed_after_down"],
+        "alpha-1's boots"
+    );
     assert!(
         pool.ninetrix(&["down", "-f", file.to_str().unwrap(), "--purge", "-t", "5"])
             .status
@@ -207,6 +219,25 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
         !pool.state_file().exists(),
         "--purge deletes the pool state"
     );
+}
+
+/// What each boot of `agent`-1's thread was, as `trace --json` says (`boot_kind.kind`).
+fn boot_kinds(pool: &Pool, agent: &str) -> Vec<String> {
+    let out = pool
+        .command(&["trace", "-p", &pool.name, "--agent", agent, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "trace failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "boot")
+        .map(|e| e["boot_kind"]["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
 }
 
 #[test]
@@ -514,7 +545,7 @@ fn the_crash_story() {
     )
     .to_string();
     assert!(
-        trace.contains("boot · epoch 2 · restart 1")
+        trace.contains("boot · epoch 2 · crash restart")
             && trace.contains("repair")
             && trace.contains("replayed"),
         "{trace}"

@@ -476,3 +476,62 @@ fn a_batch_job_runs_its_task_once_and_prints_the_reply() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Done.\n");
     assert_eq!(lines(dir.path()), 1);
 }
+
+#[tokio::test]
+async fn a_runner_that_cannot_claim_its_thread_says_why_before_it_exits_one() {
+    // A refused claim used to exit 1 in silence: `ps`'s "gave up: <the last error it logged>"
+    // had nothing to show. The thread belongs to pool `one`; a runner claiming it for pool `two`
+    // is refused.
+    let s = setup();
+    let mut first = Runner::start_with_env(
+        &s.api.url,
+        s.thread,
+        &appender_spec(),
+        &s.workspace,
+        &[("AGENTFILE_POOL", "one")],
+    );
+    let seq = s.admin.send(s.thread, "message 0", "k0").await;
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(60))
+        .await;
+    first.kill();
+    let mut refused = std::process::Command::new(ninetrix_bin())
+        .arg("runner")
+        .env("AGENTFILE_API_URL", &s.api.url)
+        .env("AGENTFILE_RUNNER_TOKEN", "insecure-dev")
+        .env("AGENTFILE_THREAD_ID", s.thread.to_string())
+        .env("AGENTFILE_POOL", "two")
+        .env("AGENTFILE_AGENT_SPEC", appender_spec().to_string())
+        .env("AGENTFILE_WORKSPACE", &s.workspace)
+        .env("AGENTFILE_API_PATIENCE", "5")
+        .env(
+            "AGENTFILE_HEALTH_FILE",
+            s.workspace.with_file_name("health-refused"),
+        )
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = refused.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            refused.kill().unwrap();
+            panic!("the refused runner did not exit within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    let claim = format!("cannot claim thread {}", s.thread);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.trim_start().starts_with("ERROR") && l.contains(&claim)),
+        "no `ERROR {claim}` line:\n{stderr}"
+    );
+}

@@ -99,9 +99,15 @@ fn spec(base_url: &str, resume: &str) -> Value {
     })
 }
 
+/// A runner process "in" container `c1`, as `ninetrix up` made it: the restarted one is the same
+/// container started again (what Docker's restart policy does), so its boot is a crash restart.
 fn runner(api_url: &str, thread: ThreadId, spec: &Value, ws: &std::path::Path) -> Runner {
-    let key = [("FAKE_OPENAI_KEY", "sk-fake-not-a-real-key")];
-    Runner::start_with_env(api_url, thread, spec, ws, &key)
+    let env = [
+        ("FAKE_OPENAI_KEY", "sk-fake-not-a-real-key"),
+        ("AGENTFILE_INSTANCE", "c1"),
+        ("AGENTFILE_CREATED", "new"),
+    ];
+    Runner::start_with_env(api_url, thread, spec, ws, &env)
 }
 
 /// Runs a turn that is killed just after the write's outcome is stored, restarts the runner, and
@@ -173,13 +179,13 @@ async fn crashed_turn(resume: &str) -> String {
 async fn trace_of_a_truncated_turn_shows_retry_unknown_tool_and_replay() {
     let trace = crashed_turn("truncate").await;
     for expected in [
-        "boot · epoch 1 · restart 0",
+        "boot · epoch 1 · first",
         "model call failed (attempt 1)",
         "HTTP 500",
         "tool file_write",
         "· executed ·",
         "tool rm_rf · no such tool · the agent has: file_write, sleep",
-        "boot · epoch 2 · restart 1 · history repaired",
+        "boot · epoch 2 · crash restart · history repaired",
         "repair (truncate): cut to 1 messages, dropped 2: assistant (call_w, call_x, call_s), tool (call_w)",
         "turn 1 resumed · message 1",
         "· replayed ·",
@@ -198,7 +204,7 @@ async fn trace_of_a_truncated_turn_shows_retry_unknown_tool_and_replay() {
 async fn trace_of_a_completed_turn_shows_the_resumed_calls() {
     let trace = crashed_turn("complete").await;
     for expected in [
-        "boot · epoch 2 · restart 1",
+        "boot · epoch 2 · crash restart",
         "resume: the interrupted message keeps its answered calls; 2 still to run: call_x, call_s",
         "turn 1 resumed · message 1",
         "tool sleep",

@@ -103,6 +103,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         api_url: &api.container_url,
         network: &network.id,
         config: &config,
+        created: ninetrix_proto::boots::Created::New,
     };
     let name = replica.name();
     let body = replica.body();

@@ -14,7 +14,7 @@ use crate::pool::local_api::Api;
 use crate::pool::resolve::PoolView;
 use crate::ui::handoffs;
 use crate::ui::style::Style;
-use crate::ui::trace::Renderer;
+use crate::ui::trace::{JsonEvent, Renderer};
 
 /// Arguments of `ninetrix trace`.
 #[derive(Debug, Args)]
@@ -144,11 +144,12 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut cursor = 0;
+    let mut boots = ninetrix_proto::boots::BootKinds::default();
     loop {
         for e in api.events(thread, cursor).await? {
             cursor = e.seq;
             if args.json {
-                outln!("{}", serde_json::to_string(&e)?);
+                outln!("{}", serde_json::to_string(&JsonEvent::of(&e, &mut boots))?);
             } else if let Some(line) = renderer.line(&e) {
                 outln!("{line}");
             }

@@ -11,6 +11,7 @@ use bollard::query_parameters::CreateContainerOptionsBuilder;
 use futures_util::StreamExt as _;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
+use ninetrix_proto::boots::Created;
 
 use crate::docker::{stop_and_remove, upload_secrets};
 use crate::pool::image::Image;
@@ -333,6 +334,11 @@ async fn create_steps(
         api_url: &t.api.container_url,
         network: t.network,
         config,
+        created: if job.old.is_some() {
+            Created::Recreate
+        } else {
+            Created::New
+        },
     };
     let cname = replica.name();
     let created = t

@@ -12,6 +12,7 @@ use bollard::models::{
 };
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
+use ninetrix_proto::boots::Created;
 use sha2::{Digest, Sha256};
 
 /// Label: the pool a container belongs to (how every command finds a pool's containers).
@@ -395,6 +396,9 @@ pub(crate) struct Replica<'a> {
     pub(crate) network: &'a str,
     /// Its configuration digest (labels).
     pub(crate) config: &'a Config,
+    /// Why this container is created (`AGENTFILE_CREATED`, in the runner's `boot` events:
+    /// `trace` tells a recreate from a pool back after `down` by it).
+    pub(crate) created: Created,
 }
 
 impl Replica<'_> {
@@ -448,6 +452,10 @@ impl Replica<'_> {
                 serde_json::to_string(s).unwrap_or_default()
             ),
             "AGENTFILE_WORKSPACE=/workspace".to_string(),
+            // A new ID for each container (Docker restarting it keeps its environment), so a
+            // crash restart is told from a new container; not part of the digest.
+            format!("AGENTFILE_INSTANCE={}", uuid::Uuid::now_v7()),
+            format!("AGENTFILE_CREATED={}", self.created.as_str()),
         ];
         // Before the agent's own `env:`, which wins over the host's.
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
@@ -687,6 +695,7 @@ mod tests {
             api_url: "http://api",
             network: "n",
             config: &base,
+            created: Created::New,
         }
         .body_with(&t.env);
         let env = body.env.unwrap();
@@ -705,6 +714,44 @@ mod tests {
     }
 
     #[test]
+    fn each_container_says_which_one_it_is_and_why_up_created_it() {
+        let spec = agent("    runtime: { provider: scripted, script: [\"hi\"] }\n");
+        let config = Config::default();
+        let thread = ThreadId::new_v7();
+        let env = |created| {
+            Replica {
+                pool: "p",
+                spec: &spec,
+                slot: Slot::Replica(1),
+                thread,
+                image: "img",
+                api_url: "http://api",
+                network: "n",
+                config: &config,
+                created,
+            }
+            .body_with(&BTreeMap::new())
+            .env
+            .unwrap()
+        };
+        let var = |env: &[String], name: &str| {
+            env.iter()
+                .find_map(|e| e.strip_prefix(&format!("{name}=")).map(str::to_string))
+        };
+        let (new, recreated) = (env(Created::New), env(Created::Recreate));
+        assert_eq!(var(&new, "AGENTFILE_CREATED").as_deref(), Some("new"));
+        assert_eq!(
+            var(&recreated, "AGENTFILE_CREATED").as_deref(),
+            Some("recreate")
+        );
+        let (a, b) = (
+            var(&new, "AGENTFILE_INSTANCE").unwrap(),
+            var(&recreated, "AGENTFILE_INSTANCE").unwrap(),
+        );
+        assert_ne!(a, b, "every container is a new instance");
+    }
+
+    #[test]
     fn a_run_container_is_named_labelled_and_mounted_as_a_run() {
         let spec = agent("    runtime: { provider: scripted, script: [\"hi\"] }\n");
         let config = Config::default();
@@ -718,6 +765,7 @@ mod tests {
             api_url: "http://api",
             network: "0123456789ab",
             config: &config,
+            created: Created::New,
         };
         let run = replica(Slot::Run).body();
         let labels = run.labels.clone().unwrap();

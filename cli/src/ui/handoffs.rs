@@ -19,7 +19,8 @@ use ninetrix_proto::handoffs::chain_text;
 use serde::Serialize;
 
 use crate::ui::style::Style;
-use crate::ui::trace::{Renderer, one_line};
+use crate::ui::trace::{JsonEvent, Renderer, one_line};
+use ninetrix_proto::boots::BootKinds;
 
 /// How many handoffs deep `trace --follow-handoffs` follows.
 pub(crate) const MAX_FOLLOW_DEPTH: usize = 16;
@@ -340,7 +341,7 @@ pub(crate) fn tree_lines(
 struct ThreadEvent<'a> {
     thread_id: ThreadId,
     #[serde(flatten)]
-    event: &'a Event,
+    event: JsonEvent<'a>,
 }
 
 /// The events of every thread of the tree as JSON lines (each event's JSON with its
@@ -349,11 +350,12 @@ struct ThreadEvent<'a> {
 pub(crate) fn json_lines(threads: &Threads, root: ThreadId) -> serde_json::Result<Vec<String>> {
     let mut out = Vec::new();
     let mut failed = None;
+    let mut boots: std::collections::HashMap<ThreadId, BootKinds> = Default::default();
     walk(threads, root, &mut |step| {
         if let Step::Event { thread, event, .. } = step {
             match serde_json::to_string(&ThreadEvent {
                 thread_id: thread,
-                event,
+                event: JsonEvent::of(event, boots.entry(thread).or_default()),
             }) {
                 Ok(line) => out.push(line),
                 Err(e) => failed = Some(e),

@@ -1,9 +1,13 @@
 //! The trace tree: one line per stored event (so `trace --follow` can stream), every event kind
-//! matched by name with no catch-all; a kind this build does not know is one plain line.
+//! matched by name with no catch-all; a kind this build does not know is one plain line. Each
+//! boot says what that claim of the thread was ([`BootKind`], from the boot before it): the
+//! first, a crash restart, a recreate, resumed after `down`, a session moved or taken up again.
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{ApprovalKind, ApprovalStatus, Event};
+use ninetrix_proto::boots::{BootKind, BootKinds};
 use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
+use serde::Serialize;
 
 use crate::ui::handoffs;
 use crate::ui::style::Style;
@@ -27,6 +31,28 @@ pub(crate) struct Renderer {
     pub(crate) width: usize,
     /// The last checkpoint version seen (shown on the turn's last line).
     pub(crate) version: Option<u64>,
+    /// The thread's boots so far (each boot is named from the one before).
+    boots: BootKinds,
+}
+
+/// An event as `trace --json` prints it: its stored JSON and, for a boot, what it was.
+#[derive(Serialize)]
+pub(crate) struct JsonEvent<'a> {
+    #[serde(flatten)]
+    pub(crate) event: &'a Event,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) boot_kind: Option<BootKind>,
+}
+
+impl<'a> JsonEvent<'a> {
+    /// `event` of the thread whose boots so far `boots` has seen.
+    pub(crate) fn of(event: &'a Event, boots: &mut BootKinds) -> JsonEvent<'a> {
+        let boot_kind = match event.decode() {
+            Decoded::Known(TraceEvent::Boot(b)) => Some(boots.next(&b)),
+            _ => None,
+        };
+        JsonEvent { event, boot_kind }
+    }
 }
 
 impl Renderer {
@@ -37,6 +63,7 @@ impl Renderer {
             turn_start: None,
             width,
             version: None,
+            boots: BootKinds::default(),
         }
     }
 
@@ -82,17 +109,23 @@ impl Renderer {
             }
         };
         let out = match event {
-            TraceEvent::Boot(b) => format!(
-                "{} boot · epoch {} · restart {}{}",
-                s.bold("●"),
-                b.epoch,
-                b.restart_count,
-                if b.repaired {
-                    " · history repaired"
-                } else {
-                    ""
-                }
-            ),
+            TraceEvent::Boot(b) => {
+                let kind = self.boots.next(&b);
+                let label = match kind {
+                    BootKind::CrashRestart => s.error(&kind.label()),
+                    _ => kind.label(),
+                };
+                format!(
+                    "{} boot · epoch {} · {label}{}",
+                    s.bold("●"),
+                    b.epoch,
+                    if b.repaired {
+                        " · history repaired"
+                    } else {
+                        ""
+                    }
+                )
+            }
             TraceEvent::Ready(_) => return None,
             TraceEvent::Repair(r) => {
                 let what: Vec<String> = r
@@ -338,6 +371,78 @@ mod tests {
     fn tool(name: &str, mode: &str, ok: bool) -> Value {
         json!({"name": name, "args": "{\"path\":\"story.txt\"}", "effect": "write", "mode": mode,
                "duration_ms": 4, "ok": ok, "key": "k", "result": "appended 5 bytes"})
+    }
+
+    /// A boot of the thread's `n`th claim, by `process` in `container` of `replica`, which `up`
+    /// created for `created`.
+    fn boot(
+        seq: u64,
+        n: u64,
+        process: &str,
+        container: &str,
+        created: &str,
+        replica: u32,
+    ) -> Event {
+        ev(
+            seq,
+            "boot",
+            i64::try_from(seq).unwrap() * 1000,
+            json!({"epoch": n, "boot_count": n, "restart_count": n - 1, "repaired": false,
+                   "host": {"process": process, "container": container, "created": created,
+                            "replica": replica}}),
+        )
+    }
+
+    #[test]
+    fn each_boot_says_what_it_was() {
+        let events = [
+            boot(1, 1, "p1", "c1", "new", 1),
+            // Docker restarted the same container.
+            boot(2, 2, "p2", "c1", "new", 1),
+            // `up` after a config change.
+            boot(3, 3, "p3", "c2", "recreate", 1),
+            // `down`, then `up`.
+            boot(4, 4, "p4", "c3", "new", 1),
+            // A session: taken up again by the same runner, then by replica 2.
+            boot(5, 5, "p4", "c3", "new", 1),
+            boot(6, 6, "p9", "c9", "new", 2),
+            // An older runner's boot says only its count.
+            ev(
+                7,
+                "boot",
+                7000,
+                json!({"epoch": 7, "boot_count": 7, "restart_count": 6, "repaired": true}),
+            ),
+        ];
+        let mut r = Renderer::new(Style { color: false }, 100);
+        let text = events
+            .iter()
+            .filter_map(|e| r.line(e))
+            .collect::<Vec<_>>()
+            .join("\n");
+        insta::assert_snapshot!(text);
+        // `--json` carries the same kinds.
+        let mut boots = BootKinds::default();
+        let kinds: Vec<Value> = events
+            .iter()
+            .map(|e| {
+                let line = serde_json::to_value(JsonEvent::of(e, &mut boots)).unwrap();
+                assert_eq!(line["data"], e.data, "the stored event is unchanged");
+                line["boot_kind"].clone()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                json!({"kind": "first"}),
+                json!({"kind": "crash_restart"}),
+                json!({"kind": "recreated"}),
+                json!({"kind": "resumed_after_down"}),
+                json!({"kind": "taken_up"}),
+                json!({"kind": "moved", "from": 1, "to": 2}),
+                json!({"kind": "restart", "restarts": 6}),
+            ]
+        );
     }
 
     #[test]
