@@ -12,7 +12,16 @@ use std::path::PathBuf;
 /// sources it was built from (cargo's dep-info beside it) is refused, naming the command that
 /// rebuilds it: `cargo nextest run -p ninetrix-e2e` builds only this crate, and would otherwise
 /// test whatever `ninetrix` was built last.
+///
+/// The check runs once per test process: a source edited while a test runs does not make the
+/// test's later calls (its cleanup in `Drop` among them) panic halfway — a panic in a destructor
+/// aborts the process and leaves the test's Docker objects behind.
 pub fn ninetrix_bin() -> PathBuf {
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED.get_or_init(checked_bin).clone()
+}
+
+fn checked_bin() -> PathBuf {
     if let Some(path) = std::env::var_os("NINETRIX_BIN") {
         return PathBuf::from(path);
     }
