@@ -321,12 +321,15 @@ pub(crate) async fn publish_deltas(
             ),
         });
     }
-    // A purged thread's runner is told so (410), like on its other routes.
-    app.store.thread(id).await?;
+    // Handed to the watchers first, as the batch arrives: a look at the store before it would
+    // let the runner's next commit (sent meanwhile) reach watchers ahead of its text. A purged
+    // thread has no watchers (its stream ended), so nothing of it is shown.
     app.hub.publish_delta(Delta {
         thread_id: id,
         batch,
         at: chrono::Utc::now(),
     });
+    // A purged thread's runner is told so (410), like on its other routes.
+    app.store.thread(id).await?;
     Ok(StatusCode::ACCEPTED)
 }
