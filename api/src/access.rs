@@ -46,9 +46,8 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        let id = thread_param(parts, state).await?;
-        caller.require_thread(id)?;
+        let LabelledThreadCaller { id, .. } =
+            LabelledThreadCaller::from_request_parts(parts, state).await?;
         Ok(ThreadCaller(id))
     }
 }

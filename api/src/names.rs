@@ -10,7 +10,11 @@ use ninetrix_proto::api::ErrorCode;
 use crate::error::ApiError;
 
 /// The rule, for messages.
-pub(crate) const RULE: &str = "lower-case letters, digits, `-` and `_`, starting with a letter or digit, at most 48 characters, as in the agentfile";
+pub(crate) fn rule() -> String {
+    format!(
+        "lower-case letters, digits, `-` and `_`, starting with a letter or digit, at most {MAX_NAME_LEN} characters, as in the agentfile"
+    )
+}
 
 /// A short, printable rendering of a refused value for a message: at most 64 characters, with
 /// unsafe characters escaped (a refused name is echoed, never replayed as it was).
@@ -34,11 +38,14 @@ pub(crate) fn shown(value: &str) -> String {
 
 /// Checks a pool or agent name given in a body; the message names `what`.
 pub(crate) fn check(what: &str, name: &str) -> Result<(), String> {
-    debug_assert_eq!(MAX_NAME_LEN, 48, "RULE states the length");
     if is_valid_name(name) {
         Ok(())
     } else {
-        Err(format!("{what} {:?} is not a name: {RULE}", shown(name)))
+        Err(format!(
+            "{what} {:?} is not a name: {}",
+            shown(name),
+            rule()
+        ))
     }
 }
 

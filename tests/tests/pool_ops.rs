@@ -8,9 +8,9 @@ mod support;
 use std::process::Output;
 use std::time::Duration;
 
-use ninetrix_client::{Client, ThreadQuery, Token};
+use ninetrix_client::ThreadQuery;
 use ninetrix_proto::api::ThreadSummary;
-use support::docker::{Pool, docker, text, wait_for};
+use support::docker::{Pool, api_port, docker, text, wait_for};
 
 /// Everything Docker holds that is labelled with (or named after) the pool: containers,
 /// networks, volumes.
@@ -38,25 +38,10 @@ fn leftovers(pool: &Pool) -> Vec<String> {
     left
 }
 
-/// The API container's published host port (`127.0.0.1:PORT` → PORT).
-fn api_port(container: &str) -> Option<u16> {
-    docker(&["port", container, "8080/tcp"])
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(':').next())
-        .and_then(|p| p.trim().parse().ok())
-}
-
 /// Every thread the pool's local API records for the pool (`GET /v1/threads?pool=`, paged),
 /// read with the admin token from `$AGENTFILE_HOME/api/admin-token`.
 fn api_threads(pool: &Pool, api_container: &str) -> Vec<ThreadSummary> {
-    let port = api_port(api_container).expect("the API container publishes its port");
-    let token = std::fs::read_to_string(pool.home().join("api").join("admin-token")).unwrap();
-    let client = Client::new(
-        ninetrix_client::http_client(),
-        &format!("http://127.0.0.1:{port}"),
-        Some(Token::new(token.trim().to_string())),
-    );
+    let client = pool.admin_client(api_container);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

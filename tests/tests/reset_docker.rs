@@ -9,9 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use ninetrix_client::{Client, ErrorCode, Token};
+use ninetrix_client::{Client, ErrorCode};
 use ninetrix_proto::ThreadId;
-use support::docker::{Pool, docker, inspect, text, wait_for};
+use support::docker::{Pool, inspect, text, wait_for};
 
 fn agentfile(replicas: u32) -> String {
     format!(
@@ -27,19 +27,7 @@ fn agentfile(replicas: u32) -> String {
 
 /// The admin client of the pool's local API.
 fn admin(pool: &Pool) -> Client {
-    let api = format!("ninetrix-api-{}", pool.name);
-    let port: u16 = docker(&["port", &api, "8080/tcp"])
-        .lines()
-        .next()
-        .and_then(|l| l.rsplit(':').next())
-        .and_then(|p| p.trim().parse().ok())
-        .expect("the API container publishes its port");
-    let token = std::fs::read_to_string(pool.home().join("api").join("admin-token")).unwrap();
-    Client::new(
-        ninetrix_client::http_client(),
-        &format!("http://127.0.0.1:{port}"),
-        Some(Token::new(token.trim().to_string())),
-    )
+    pool.admin_client(&format!("ninetrix-api-{}", pool.name))
 }
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {

@@ -42,12 +42,7 @@ pub(crate) async fn claim(
     // A runner's claim is checked against its token before the store checks it against the
     // thread: both say the same, and neither changes.
     if let Some(token) = &token_labels {
-        crate::labels::restates(token, &labels).map_err(|changed| StoreError::LabelsFixed {
-            thread: id,
-            field: changed.field,
-            stored: changed.stored,
-            asked: changed.asked,
-        })?;
+        crate::labels::restates(token, &labels).map_err(|changed| changed.refused(id))?;
         if let Some(key) = &labels.session
             && token.session.as_deref() != Some(key.as_str())
         {

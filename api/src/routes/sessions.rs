@@ -206,7 +206,7 @@ pub(crate) async fn set_replicas(
     if request.collaborators.len() > 64 || !request.collaborators.iter().all(named) {
         return Err(unprocessable(format!(
             "collaborators must be at most 64 agent names ({})",
-            crate::names::RULE
+            crate::names::rule()
         )));
     }
     app.store

@@ -56,12 +56,9 @@ fn template_failed(message: String) -> ApiError {
     }
 }
 
-/// A pool name (the agentfile's rule), or a trigger name or webhook path (the trigger rule:
-/// `a-z`, `0-9`, `-`, at most 63), from the path after percent-decoding (400 `invalid_path`).
-fn check_path(what: &str, name: &str) -> Result<(), ApiError> {
-    if what == "pool" {
-        return crate::names::check_path(what, name);
-    }
+/// A trigger name or webhook path from the path, after percent-decoding (the trigger rule:
+/// `a-z`, `0-9`, `-`, at most 63; 400 `invalid_path`). Pool names are `names::check_path`'s.
+fn check_trigger_path(what: &str, name: &str) -> Result<(), ApiError> {
     if ninetrix_proto::triggers::spec::is_valid_name(name) {
         Ok(())
     } else {
@@ -72,6 +69,15 @@ fn check_path(what: &str, name: &str) -> Result<(), ApiError> {
                 crate::names::shown(name)
             ),
         })
+    }
+}
+
+/// The 401 `bad_signature` for a delivery whose signature headers or signature fail.
+fn bad_signature(e: &impl std::fmt::Display) -> ApiError {
+    ApiError::Rejected {
+        status: StatusCode::UNAUTHORIZED,
+        code: ErrorCode::BadSignature,
+        message: e.to_string(),
     }
 }
 
@@ -100,7 +106,7 @@ pub(crate) async fn put(
     ApiPath(pool): ApiPath<String>,
     ApiJson(set): ApiJson<TriggerSet>,
 ) -> Result<axum::Json<TriggersApplied>, ApiError> {
-    check_path("pool", &pool)?;
+    crate::names::check_path("pool", &pool)?;
     trigger_rules::check_set(&set, app.body_limit).map_err(invalid)?;
     let applied = app
         .store
@@ -166,8 +172,8 @@ pub(crate) async fn history(
     ApiPath((pool, name)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<axum::Json<Vec<TriggerEvent>>, ApiError> {
-    check_path("pool", &pool)?;
-    check_path("trigger", &name)?;
+    crate::names::check_path("pool", &pool)?;
+    check_trigger_path("trigger", &name)?;
     let limit = page_limit(q.limit, 100, MAX_HISTORY_PAGE)?;
     match app
         .store
@@ -200,8 +206,8 @@ pub(crate) async fn fire(
     ApiPath((pool, name)): ApiPath<(String, String)>,
     ApiJson(request): ApiJson<FireRequest>,
 ) -> Result<(StatusCode, axum::Json<TriggerEvent>), ApiError> {
-    check_path("pool", &pool)?;
-    check_path("trigger", &name)?;
+    crate::names::check_path("pool", &pool)?;
+    check_trigger_path("trigger", &name)?;
     let found = app
         .store
         .list_triggers(Some(pool.clone()), Some(name.clone()))
@@ -250,8 +256,8 @@ pub(crate) async fn deliver(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    check_path("pool", &pool)?;
-    check_path("path", &path)?;
+    crate::names::check_path("pool", &pool)?;
+    check_trigger_path("path", &path)?;
     let target = app
         .store
         .hook_target(pool.clone(), path.clone())
@@ -379,15 +385,10 @@ pub(crate) async fn deliver(
     }
     let scheme = trigger_rules::scheme(webhook.signature);
     if let Err(e) = crate::hooks::check_headers(&headers, target.secret.as_bytes(), scheme) {
-        let error = ApiError::Rejected {
-            status: StatusCode::UNAUTHORIZED,
-            code: ErrorCode::BadSignature,
-            message: e.to_string(),
-        };
         return unproven(
             trigger_rules::signature_reason(&e),
             e.to_string(),
-            error,
+            bad_signature(&e),
             true,
         )
         .await;
@@ -428,15 +429,10 @@ pub(crate) async fn deliver(
     ) {
         Ok(v) => v,
         Err(e) => {
-            let error = ApiError::Rejected {
-                status: StatusCode::UNAUTHORIZED,
-                code: ErrorCode::BadSignature,
-                message: e.to_string(),
-            };
             return unproven(
                 trigger_rules::signature_reason(&e),
                 e.to_string(),
-                error,
+                bad_signature(&e),
                 false,
             )
             .await;

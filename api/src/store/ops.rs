@@ -808,12 +808,7 @@ macro_rules! sql_ops {
                 return Err(StoreError::Purged(id));
             }
             let stored = super::labels(row.pool, row.agent, row.replica, row.session);
-            let settled = $crate::labels::settle(&stored, labels, stating).map_err(|changed| StoreError::LabelsFixed {
-                thread: id,
-                field: changed.field,
-                stored: changed.stored,
-                asked: changed.asked,
-            })?;
+            let settled = $crate::labels::settle(&stored, labels, stating).map_err(|changed| changed.refused(id))?;
             if settled != stored {
                 q::query("UPDATE threads SET pool = $2, agent = $3, replica = $4 WHERE thread_id = $1")
                     .bind(id.to_string())

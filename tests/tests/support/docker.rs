@@ -90,6 +90,18 @@ impl Pool {
         self.dir.path().join("home")
     }
 
+    /// The admin client of the pool's local API (`api_container`, its published port), with the
+    /// admin token from `$AGENTFILE_HOME/api/admin-token`.
+    pub(crate) fn admin_client(&self, api_container: &str) -> ninetrix_client::Client {
+        let port = api_port(api_container).expect("the API container publishes its port");
+        let token = std::fs::read_to_string(self.home().join("api").join("admin-token")).unwrap();
+        ninetrix_client::Client::new(
+            ninetrix_client::http_client(),
+            &format!("http://127.0.0.1:{port}"),
+            Some(ninetrix_client::Token::new(token.trim().to_string())),
+        )
+    }
+
     pub(crate) fn file(&self) -> PathBuf {
         self.dir.path().join("agentfile.yaml")
     }
@@ -369,4 +381,13 @@ pub(crate) fn lines_journal(container: &str) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .map(|v| v["tool"].as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// The API container's published host port (`127.0.0.1:PORT` → PORT).
+pub(crate) fn api_port(container: &str) -> Option<u16> {
+    docker(&["port", container, "8080/tcp"])
+        .lines()
+        .next()
+        .and_then(|l| l.rsplit(':').next())
+        .and_then(|p| p.trim().parse().ok())
 }
