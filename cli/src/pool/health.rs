@@ -133,60 +133,97 @@ pub(crate) fn started_ms(info: &bollard::models::ContainerInspectResponse) -> Op
         .filter(|&ms| ms > 0)
 }
 
-/// Every report in the pool's health directory, by container name, read through the running
-/// container `through` (one archive request). Errors if the request fails.
-pub(crate) async fn read_pool(
-    docker: &Docker,
-    through: &str,
-) -> anyhow::Result<HashMap<String, Seen>> {
-    let tar = download(docker, through, MOUNT).await?;
+/// How many times a report is read before a broken one counts. Docker's archive takes a file's
+/// size and then opens it, so a read that meets the runner's rename (a new report of another
+/// length) comes back cut — a torn read, which reading again fixes (CI saw one in 844 tests).
+const READS: usize = 4;
+
+/// What an archive of reports held, by file name, and whether a read again may do better: an
+/// entry that is not valid JSON, or a tar cut short, is torn.
+fn reports_in(tar: &[u8]) -> (HashMap<String, Seen>, bool) {
     let mut out = HashMap::new();
-    let mut archive = tar::Archive::new(tar.as_slice());
-    for entry in archive.entries()? {
-        let mut entry = entry?;
+    let mut archive = tar::Archive::new(tar);
+    let entries = match archive.entries() {
+        Ok(e) => e,
+        Err(_) => return (out, true),
+    };
+    for entry in entries {
+        let Ok(mut entry) = entry else {
+            return (out, true);
+        };
         if entry.header().entry_type() != tar::EntryType::Regular {
             continue;
         }
         let Some(name) = entry
-            .path()?
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map(str::to_string)
+            .path()
+            .ok()
+            .and_then(|p| p.file_name().and_then(|n| n.to_str()).map(str::to_string))
         else {
             continue;
         };
+        // The runner's report being written (renamed over the report when complete).
+        if name.ends_with(".tmp") {
+            continue;
+        }
         let mut bytes = Vec::new();
-        entry.by_ref().take(64 * 1024).read_to_end(&mut bytes)?;
+        if let Err(e) = entry.by_ref().take(64 * 1024).read_to_end(&mut bytes) {
+            out.insert(
+                name,
+                Seen::Unreadable(format!("cannot read the health report: {e}")),
+            );
+            return (out, true);
+        }
         out.insert(name, Seen::parse(&bytes));
     }
-    Ok(out)
+    let torn = out.values().any(|s| matches!(s, Seen::Unreadable(_)));
+    (out, torn)
 }
 
-/// One container's report, read from the container itself.
-pub(crate) async fn read_one(docker: &Docker, container: &str, name: &str) -> Seen {
-    let tar = match download(docker, container, &file_of(name)).await {
-        Ok(t) => t,
-        Err(e)
-            if e.downcast_ref::<bollard::errors::Error>()
-                .is_some_and(crate::docker::is_not_found) =>
-        {
-            return Seen::Missing;
+/// Every report in the pool's health directory, by container name, read through the running
+/// container `through` (one archive request, again after a torn read). Errors if the request
+/// fails.
+pub(crate) async fn read_pool(
+    docker: &Docker,
+    through: &str,
+) -> anyhow::Result<HashMap<String, Seen>> {
+    let mut read = HashMap::new();
+    for _ in 0..READS {
+        let tar = download(docker, through, MOUNT).await?;
+        let torn;
+        (read, torn) = reports_in(&tar);
+        if !torn {
+            break;
         }
-        Err(e) => return Seen::Unreadable(format!("cannot read the health report: {e:#}")),
-    };
-    let mut archive = tar::Archive::new(tar.as_slice());
-    let first = archive.entries().ok().and_then(|mut e| e.next());
-    match first {
-        Some(Ok(mut entry)) => {
-            let mut bytes = Vec::new();
-            match entry.by_ref().take(64 * 1024).read_to_end(&mut bytes) {
-                Ok(_) => Seen::parse(&bytes),
-                Err(e) => Seen::Unreadable(format!("cannot read the health report: {e}")),
-            }
-        }
-        Some(Err(e)) => Seen::Unreadable(format!("cannot read the health report: {e}")),
-        None => Seen::Missing,
     }
+    Ok(read)
+}
+
+/// One container's report, read from the container itself (again after a torn read).
+pub(crate) async fn read_one(docker: &Docker, container: &str, name: &str) -> Seen {
+    let mut seen = Seen::Missing;
+    for _ in 0..READS {
+        let tar = match download(docker, container, &file_of(name)).await {
+            Ok(t) => t,
+            Err(e)
+                if e.downcast_ref::<bollard::errors::Error>()
+                    .is_some_and(crate::docker::is_not_found) =>
+            {
+                return Seen::Missing;
+            }
+            Err(e) => return Seen::Unreadable(format!("cannot read the health report: {e:#}")),
+        };
+        let (mut read, torn) = reports_in(&tar);
+        // The archive of one file holds that file, under its own name.
+        seen = read.remove(name).unwrap_or(if torn {
+            Seen::Unreadable("cannot read the health report: the archive was cut short".into())
+        } else {
+            Seen::Missing
+        });
+        if !torn {
+            break;
+        }
+    }
+    seen
 }
 
 /// `GET /containers/{id}/archive?path=…`: the tar, bounded.
@@ -271,6 +308,40 @@ mod tests {
         );
         assert_eq!(health, Health::Unhealthy);
         assert!(line.contains("not valid"), "{line}");
+    }
+
+    /// A tar of the given files, as Docker's archive route sends it.
+    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, bytes) in files {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(bytes.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, *bytes).unwrap();
+        }
+        b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_report_cut_by_the_runners_rename_is_a_torn_read() {
+        let whole: &[u8] = br#"{"activity":{"state":"serving"},"written_ms":7}"#;
+        let (read, torn) = reports_in(&tar_of(&[("a", whole), ("b", whole), ("b.tmp", b"{")]));
+        assert!(!torn);
+        assert_eq!(read.len(), 2, "a report being written is not read");
+        assert!(matches!(read["a"], Seen::Report(_)));
+        assert!(matches!(read["b"], Seen::Report(_)));
+        // The old report's length with the new report's bytes: cut JSON.
+        let (read, torn) = reports_in(&tar_of(&[("a", whole), ("b", &whole[..30])]));
+        assert!(torn);
+        assert!(matches!(read["b"], Seen::Unreadable(_)));
+        // A tar cut short (Docker ends the stream when a file shrank under it).
+        let tar = tar_of(&[("a", whole)]);
+        let (_, torn) = reports_in(&tar[..600]);
+        assert!(torn);
+        // Nothing there is not torn: the runner has not reported yet.
+        let (read, torn) = reports_in(&tar_of(&[]));
+        assert!(!torn && read.is_empty());
     }
 
     #[test]
