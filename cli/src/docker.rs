@@ -398,7 +398,7 @@ pub(crate) async fn upload_secrets(
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     if let Some(token) = token {
-        files.push(("AGENTFILE_RUNNER_TOKEN", token));
+        files.push((ninetrix_runner::launch::var::RUNNER_TOKEN, token));
     }
     docker
         .upload_to_container(

@@ -9,6 +9,8 @@ use std::time::Duration;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
 
+use crate::launch::{Instance, Launch, Replica, var};
+
 /// A configuration error: exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -164,9 +166,9 @@ fn seconds(
 /// `AGENTFILE_API_PATIENCE`: how long the runner waits out an unreachable API before exiting 1
 /// (`None`, the default: for as long as it takes).
 pub fn api_patience(vars: &HashMap<String, String>) -> Result<Option<Duration>, ConfigError> {
-    match get(vars, "AGENTFILE_API_PATIENCE") {
+    match get(vars, var::API_PATIENCE) {
         None => Ok(None),
-        Some(_) => seconds(vars, "AGENTFILE_API_PATIENCE", 0).map(Some),
+        Some(_) => seconds(vars, var::API_PATIENCE, 0).map(Some),
     }
 }
 
@@ -175,57 +177,39 @@ pub fn from_vars(
     vars: &HashMap<String, String>,
     secrets_dir: &Path,
 ) -> Result<Config, ConfigError> {
-    let spec_json =
-        get(vars, "AGENTFILE_AGENT_SPEC").ok_or(ConfigError::Missing("AGENTFILE_AGENT_SPEC"))?;
-    let spec: AgentSpec = serde_json::from_str(spec_json).map_err(|e| ConfigError::Invalid {
-        name: "AGENTFILE_AGENT_SPEC",
+    let launch = Launch::from_vars(vars)?;
+    let spec_json = launch.spec.ok_or(ConfigError::Missing(var::AGENT_SPEC))?;
+    let spec: AgentSpec = serde_json::from_str(&spec_json).map_err(|e| ConfigError::Invalid {
+        name: var::AGENT_SPEC,
         why: format!("not a resolved agent spec: {e}"),
     })?;
-    let thread_id: ThreadId = get(vars, "AGENTFILE_THREAD_ID")
-        .ok_or(ConfigError::Missing("AGENTFILE_THREAD_ID"))?
-        .trim()
-        .parse()
-        .map_err(|e: ninetrix_proto::ParseIdError| ConfigError::Invalid {
-            name: "AGENTFILE_THREAD_ID",
-            why: e.to_string(),
-        })?;
+    let thread_id = launch.thread.ok_or(ConfigError::Missing(var::THREAD_ID))?;
     // The tokens come from the environment or, as `ninetrix up` provides them, secret files.
-    let token = secret_var(vars, secrets_dir, "AGENTFILE_RUNNER_TOKEN");
-    let agent_token = secret_var(vars, secrets_dir, "AGENTFILE_AGENT_TOKEN").map(SecretValue);
-    let api = match (get(vars, "AGENTFILE_API_URL"), token) {
-        (Some(url), Some(token)) => {
-            let url = url.trim().trim_end_matches('/').to_string();
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(ConfigError::Invalid {
-                    name: "AGENTFILE_API_URL",
-                    why: format!("`{url}` is not an http(s) URL"),
-                });
-            }
-            Some(ApiAccess {
-                url,
-                token: SecretValue(token.trim().to_string()),
-            })
-        }
-        (Some(_), None) => return Err(ConfigError::Missing("AGENTFILE_RUNNER_TOKEN")),
+    let token = secret_var(vars, secrets_dir, var::RUNNER_TOKEN);
+    let agent_token = secret_var(vars, secrets_dir, var::AGENT_TOKEN).map(SecretValue);
+    let api = match (launch.api_url, token) {
+        (Some(url), Some(token)) => Some(ApiAccess {
+            url,
+            token: SecretValue(token.trim().to_string()),
+        }),
+        (Some(_), None) => return Err(ConfigError::Missing(var::RUNNER_TOKEN)),
         (None, _) if spec.execution.durability => {
-            return Err(ConfigError::Missing("AGENTFILE_API_URL"));
+            return Err(ConfigError::Missing(var::API_URL));
         }
         (None, _) => None,
     };
-    if let Some(agent) = get(vars, "AGENTFILE_AGENT")
-        && agent != spec.name
+    if let Some(agent) = &launch.agent
+        && *agent != spec.name
     {
         return Err(ConfigError::Invalid {
-            name: "AGENTFILE_AGENT",
+            name: var::AGENT,
             why: format!("`{agent}` does not match the spec's agent `{}`", spec.name),
         });
     }
-    let replica = match get(vars, "AGENTFILE_REPLICA") {
-        None => None,
-        Some(r) => Some(r.trim().parse::<u32>().map_err(|_| ConfigError::Invalid {
-            name: "AGENTFILE_REPLICA",
-            why: format!("`{r}` is not a replica number"),
-        })?),
+    let replica = match launch.replica {
+        Some(Replica::Number(n)) => Some(n),
+        // Only a backend writes these; what the runner reads is a number.
+        Some(Replica::SwarmSlot | Replica::PodOrdinal) | None => None,
     };
     let mut secrets = HashMap::new();
     for name in &spec.secrets {
@@ -251,28 +235,40 @@ pub fn from_vars(
     Ok(Config {
         thread_id,
         api,
-        pool: get(vars, "AGENTFILE_POOL").map(str::to_string),
+        pool: launch.pool,
         replica,
-        workspace: PathBuf::from(get(vars, "AGENTFILE_WORKSPACE").unwrap_or("/workspace")),
-        task: get(vars, "AGENTFILE_TASK").map(str::to_string),
-        stream_idle_timeout: seconds(vars, "AGENTFILE_STREAM_IDLE_TIMEOUT", 120)?,
+        workspace: PathBuf::from(
+            launch
+                .workspace
+                .as_deref()
+                .unwrap_or(crate::launch::WORKSPACE),
+        ),
+        task: get(vars, var::TASK).map(str::to_string),
+        stream_idle_timeout: seconds(vars, var::STREAM_IDLE_TIMEOUT, 120)?,
         api_patience: api_patience(vars)?,
-        turn_restarts: match get(vars, "AGENTFILE_TURN_RESTARTS") {
+        turn_restarts: match get(vars, var::TURN_RESTARTS) {
             None => crate::engine::TURN_RESTARTS,
             Some(v) => v.trim().parse().map_err(|_| ConfigError::Invalid {
-                name: "AGENTFILE_TURN_RESTARTS",
+                name: var::TURN_RESTARTS,
                 why: format!("`{v}` is not a whole number of restarts"),
             })?,
         },
         health_file: PathBuf::from(
-            get(vars, "AGENTFILE_HEALTH_FILE").unwrap_or(crate::health::DEFAULT_PATH),
+            launch
+                .health_file
+                .as_deref()
+                .unwrap_or(crate::health::DEFAULT_PATH),
         ),
         secrets,
         spec,
         agent_token,
         session: None,
-        instance: get(vars, "AGENTFILE_INSTANCE").map(|v| v.trim().to_string()),
-        created: get(vars, "AGENTFILE_CREATED").map(ninetrix_proto::boots::Created::parse),
+        // Read back from the environment, an instance is always an ID.
+        instance: launch.instance.and_then(|i| match i {
+            Instance::Id(id) => Some(id),
+            Instance::PodUid => None,
+        }),
+        created: launch.created,
         telemetry: None,
     })
 }

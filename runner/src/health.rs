@@ -189,7 +189,7 @@ pub enum ReadError {
 
 /// The status file's path: `AGENTFILE_HEALTH_FILE` if set, else [`DEFAULT_PATH`].
 pub fn path_from_env() -> PathBuf {
-    std::env::var_os("AGENTFILE_HEALTH_FILE")
+    std::env::var_os(crate::launch::var::HEALTH_FILE)
         .filter(|v| !v.is_empty())
         .map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from)
 }

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod events;
 pub mod health;
 pub mod history;
+pub mod launch;
 pub mod ledger;
 pub mod llm;
 pub mod mcp;

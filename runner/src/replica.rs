@@ -14,12 +14,8 @@ use ninetrix_proto::api::ReplicaThread;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff;
-use crate::config::{ConfigError, SecretValue, get, secret_var};
-
-/// A variable, trimmed (see [`get`]).
-fn value<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
-    get(vars, name).map(str::trim)
-}
+use crate::config::{ConfigError, SecretValue, secret_var};
+use crate::launch::{Launch, Replica, SWARM_SLOT, var};
 
 /// What the runner asks the API for when no thread is given.
 #[derive(Clone, Debug)]
@@ -69,54 +65,54 @@ pub fn lookup(
     vars: &HashMap<String, String>,
     secrets_dir: &Path,
 ) -> Result<Option<Lookup>, ConfigError> {
-    if value(vars, "AGENTFILE_THREAD_ID").is_some() {
+    if crate::config::get(vars, var::THREAD_ID).is_some() {
         return Ok(None);
     }
-    let replica = match (value(vars, "AGENTFILE_REPLICA"), value(vars, "AGENTFILE_POD_NAME")) {
-        (Some(replica), _) => replica
-            .parse::<u32>()
-            .ok()
-            .filter(|r| *r >= 1)
-            .ok_or_else(|| ConfigError::Invalid {
-                name: "AGENTFILE_REPLICA",
-                why: format!(
-                    "`{replica}` is not a replica number (1 or more; Swarm's {{{{.Task.Slot}}}})"
-                ),
-            })?,
-        (None, Some(pod)) => replica_of_pod(pod).ok_or_else(|| ConfigError::Invalid {
-            name: "AGENTFILE_POD_NAME",
-            why: format!(
-                "`{pod}` does not end in a StatefulSet ordinal (`<name>-<n>`); set AGENTFILE_REPLICA instead"
-            ),
-        })?,
-        (None, None) => return Ok(None),
+    let launch = Launch::from_vars(vars)?;
+    let replica = match launch.replica {
+        Some(Replica::Number(n)) if n >= 1 => n,
+        Some(Replica::Number(n)) => {
+            return Err(ConfigError::Invalid {
+                name: var::REPLICA,
+                why: format!("`{n}` is not a replica number (1 or more; Swarm's {SWARM_SLOT})"),
+            });
+        }
+        // Only a backend writes these; what the runner reads is a number.
+        Some(Replica::SwarmSlot | Replica::PodOrdinal) | None => return Ok(None),
     };
-    let need = |name: &'static str| {
-        value(vars, name).ok_or(ConfigError::Invalid {
+    let need = |name: &'static str, value: Option<String>| {
+        value.ok_or(ConfigError::Invalid {
             name,
-            why: "it must be set when AGENTFILE_THREAD_ID is not: the runner then asks the API for replica AGENTFILE_REPLICA's thread".into(),
+            why: format!(
+                "it must be set when {} is not: the runner then asks the API for replica {}'s thread",
+                var::THREAD_ID,
+                var::REPLICA
+            ),
         })
     };
-    let url = need("AGENTFILE_API_URL")?.trim_end_matches('/').to_string();
-    let pool = need("AGENTFILE_POOL")?.to_string();
-    let agent = match value(vars, "AGENTFILE_AGENT") {
-        Some(agent) => agent.to_string(),
+    let url = need(var::API_URL, launch.api_url)?;
+    let pool = need(var::POOL, launch.pool)?;
+    let agent = match launch.agent {
+        Some(agent) => agent,
         None => {
-            let spec = need("AGENTFILE_AGENT_SPEC")?;
-            serde_json::from_str::<serde_json::Value>(spec)
+            let spec = need(var::AGENT_SPEC, launch.spec)?;
+            serde_json::from_str::<serde_json::Value>(&spec)
                 .ok()
                 .and_then(|v| v["name"].as_str().map(str::to_string))
                 .ok_or(ConfigError::Invalid {
-                    name: "AGENTFILE_AGENT_SPEC",
+                    name: var::AGENT_SPEC,
                     why: "not a resolved agent spec (no `name`)".into(),
                 })?
         }
     };
-    let token = secret_var(vars, secrets_dir, "AGENTFILE_AGENT_TOKEN")
-        .ok_or(ConfigError::Invalid {
-            name: "AGENTFILE_AGENT_TOKEN",
-            why: "the agent token (environment or /run/secrets/AGENTFILE_AGENT_TOKEN) is needed to ask the API for replica AGENTFILE_REPLICA's thread".into(),
-        })?;
+    let token = secret_var(vars, secrets_dir, var::AGENT_TOKEN).ok_or(ConfigError::Invalid {
+        name: var::AGENT_TOKEN,
+        why: format!(
+            "the agent token (environment or /run/secrets/{0}) is needed to ask the API for replica {1}'s thread",
+            var::AGENT_TOKEN,
+            var::REPLICA
+        ),
+    })?;
     Ok(Some(Lookup {
         url,
         pool,
@@ -128,13 +124,7 @@ pub fn lookup(
 
 /// The replica of a StatefulSet pod: its ordinal (the number after the last `-` of its name,
 /// from 0) plus one.
-pub fn replica_of_pod(name: &str) -> Option<u32> {
-    let (_, ordinal) = name.rsplit_once('-')?;
-    if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    ordinal.parse::<u32>().ok()?.checked_add(1)
-}
+pub use crate::launch::replica_of_pod;
 
 /// Asks the API for the replica's thread, retrying transient failures with the API backoff until
 /// it answers, `patience` (from the first failure) runs out, or `shutdown`.

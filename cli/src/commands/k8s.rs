@@ -84,6 +84,7 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             .clone()
             .unwrap_or_else(RenderOptions::default_image),
         storage: args.storage.clone(),
+        telemetry: crate::pool::spec::Telemetry::from_host(),
     };
     check_names(&parsed.agentfile, &pool)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;

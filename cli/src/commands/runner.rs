@@ -6,6 +6,8 @@
 
 use std::process::ExitCode;
 
+use ninetrix_runner::launch::var;
+
 /// Short lines for container logs: Docker adds the time; the level and the message suffice.
 fn init_runner_logging() {
     init_logging("info");
@@ -58,9 +60,9 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
                     {
                         Ok(thread) => {
                             tracing::info!(thread_id = %thread.thread_id, replica = thread.replica, created = thread.created, "serving replica {}'s thread", thread.replica);
-                            vars.insert("AGENTFILE_THREAD_ID".into(), thread.thread_id.to_string());
-                            vars.insert("AGENTFILE_RUNNER_TOKEN".into(), thread.token);
-                            vars.insert("AGENTFILE_REPLICA".into(), thread.replica.to_string());
+                            vars.insert(var::THREAD_ID.into(), thread.thread_id.to_string());
+                            vars.insert(var::RUNNER_TOKEN.into(), thread.token);
+                            vars.insert(var::REPLICA.into(), thread.replica.to_string());
                         }
                         Err(ninetrix_runner::replica::ReplicaError::Stopped) => return 0,
                         Err(e) => {
@@ -144,18 +146,16 @@ fn purged_next(
     let ninetrix_runner::Exit::Purged(what) = exit else {
         return AfterPurge::NotPurged;
     };
-    let replica = vars.get("AGENTFILE_REPLICA");
+    let replica = vars.get(var::REPLICA);
     if looked_up && !stopping {
         return AfterPurge::TakeNew(format!(
             "{what}: asking the checkpoint API for replica {}'s new thread",
             replica.map_or("?", String::as_str)
         ));
     }
-    let (Some(pool), Some(agent), Some(replica)) = (
-        vars.get("AGENTFILE_POOL"),
-        vars.get("AGENTFILE_AGENT"),
-        replica,
-    ) else {
+    let (Some(pool), Some(agent), Some(replica)) =
+        (vars.get(var::POOL), vars.get(var::AGENT), replica)
+    else {
         return AfterPurge::Stop(format!(
             "{what}: its conversation is deleted and its ID is never used again; start the \
              runner with a new AGENTFILE_THREAD_ID"

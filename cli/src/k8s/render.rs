@@ -20,6 +20,9 @@
 use serde_json::{Value, json};
 
 use ninetrix_proto::agentfile::{AgentSpec, Agentfile};
+use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
+
+use crate::pool::spec::Telemetry;
 
 /// Label: `app.kubernetes.io/name`.
 const NAME: &str = "app.kubernetes.io/name";
@@ -47,6 +50,10 @@ pub(crate) struct RenderOptions {
     pub(crate) image: String,
     /// The size of each durable replica's workspace PVC (`1Gi`).
     pub(crate) storage: String,
+    /// The OpenTelemetry variables of the host: the non-secret ones are rendered into every
+    /// runner's environment, the header variables (secrets) by name only, as keys of the pool's
+    /// telemetry Secret ([`telemetry_secret`]).
+    pub(crate) telemetry: Telemetry,
 }
 
 impl RenderOptions {
@@ -71,6 +78,12 @@ pub(crate) fn agent_secret(pool: &str, agent: &str) -> String {
 /// agent's sessions.
 pub(crate) fn agent_token_secret(pool: &str, agent: &str) -> String {
     dns(&format!("{pool}-{agent}-agent"))
+}
+
+/// The pool's Secret of the host's OpenTelemetry header variables (keys: their names):
+/// `<pool>-telemetry`, projected into every runner's `/run/secrets` when the host sets any.
+pub(crate) fn telemetry_secret(pool: &str) -> String {
+    dns(&format!("{pool}-telemetry"))
 }
 
 /// The API's Secret: `<pool>-api` (keys `api-secret`, `admin-token`, `database-url`).
@@ -124,7 +137,7 @@ pub(crate) fn check_names(af: &Agentfile, pool: &str) -> Result<(), String> {
 
 /// The key of the agent token in its Secret, and the file the runner reads under
 /// `/run/secrets`.
-const AGENT_TOKEN: &str = "AGENTFILE_AGENT_TOKEN";
+const AGENT_TOKEN: &str = launch::var::AGENT_TOKEN;
 
 fn labels(pool: &str, agent: Option<&str>, component: &str) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
@@ -252,28 +265,53 @@ fn api(pool: &str, opts: &RenderOptions) -> Vec<Value> {
     vec![deployment, service]
 }
 
+/// What the runner is told (the launch contract). A durable agent's pod learns its replica
+/// from its name (`AGENTFILE_POD_NAME`, `<set>-<ordinal>`: ordinal + 1); a batch Job's pod name
+/// has no ordinal, so it is told replica 1. The pod's UID is its instance: a container restarted
+/// in its pod keeps it, so `trace` tells a crash restart from a new pod. The health report goes
+/// where `ninetrix health` in the pod reads it.
+fn launch(spec: &AgentSpec, pool: &str) -> Launch {
+    Launch {
+        api_url: Some(format!("http://{API_NAME}:{API_PORT}")),
+        thread: None,
+        pool: Some(pool.to_string()),
+        agent: Some(spec.name.clone()),
+        replica: Some(if spec.execution.durability {
+            LaunchReplica::PodOrdinal
+        } else {
+            LaunchReplica::Number(1)
+        }),
+        spec: Some(serde_json::to_string(spec).unwrap_or_default()),
+        workspace: Some(launch::WORKSPACE.to_string()),
+        instance: Some(Instance::PodUid),
+        created: None,
+        health_file: Some(ninetrix_runner::health::DEFAULT_PATH.to_string()),
+    }
+}
+
 /// The runner container: the variables `up` gives (pool/spec.rs) except the thread, which the
 /// runner asks the API for by replica; the secrets as files under `/run/secrets`. A durable
 /// agent's pod learns its replica from its name (`AGENTFILE_POD_NAME`, `<set>-<ordinal>`:
 /// ordinal + 1); a batch Job's pod name has no ordinal, so it is told replica 1.
 fn container(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
-    let replica = if spec.execution.durability {
-        // Not AGENTFILE_REPLICA: it would take precedence over the pod name.
-        json!({
-            "name": "AGENTFILE_POD_NAME",
-            "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } },
+    let mut env: Vec<Value> = launch(spec, pool)
+        .to_vars()
+        .into_iter()
+        .map(|v| match v.value {
+            launch::Value::Text(value) => json!({ "name": v.name, "value": value }),
+            launch::Value::PodField(path) => json!({
+                "name": v.name,
+                "valueFrom": { "fieldRef": { "fieldPath": path } },
+            }),
         })
-    } else {
-        json!({ "name": "AGENTFILE_REPLICA", "value": "1" })
-    };
-    let mut env = vec![
-        json!({ "name": "AGENTFILE_API_URL", "value": format!("http://{API_NAME}:{API_PORT}") }),
-        json!({ "name": "AGENTFILE_POOL", "value": pool }),
-        json!({ "name": "AGENTFILE_AGENT", "value": spec.name }),
-        replica,
-        json!({ "name": "AGENTFILE_AGENT_SPEC", "value": serde_json::to_string(spec).unwrap_or_default() }),
-        json!({ "name": "AGENTFILE_WORKSPACE", "value": "/workspace" }),
-    ];
+        .collect();
+    // The host's non-secret OpenTelemetry variables, before the agent's own `env:` (which wins).
+    env.extend(
+        opts.telemetry
+            .env
+            .iter()
+            .map(|(k, v)| json!({ "name": k, "value": v })),
+    );
     env.extend(
         spec.env
             .iter()
@@ -305,10 +343,16 @@ fn container(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     c
 }
 
-/// The projected `/run/secrets` volume: the agent's Secret (if it has secrets) and its
-/// agent-token Secret.
-fn secrets_volume(spec: &AgentSpec, pool: &str) -> Value {
+/// The projected `/run/secrets` volume: the agent's Secret (if it has secrets), the pool's
+/// telemetry Secret (if the host sets header variables) and its agent-token Secret.
+fn secrets_volume(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     let mut sources = Vec::new();
+    if !opts.telemetry.secrets.is_empty() {
+        sources.push(json!({ "secret": {
+            "name": telemetry_secret(pool),
+            "items": opts.telemetry.secrets.keys().map(|s| json!({ "key": s, "path": s })).collect::<Vec<_>>(),
+        }}));
+    }
     if !spec.secrets.is_empty() {
         sources.push(json!({ "secret": {
             "name": agent_secret(pool, &spec.name),
@@ -342,7 +386,7 @@ fn stateful_set(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
                     "restartPolicy": "Always",
                     "terminationGracePeriodSeconds": crate::pool::spec::STOP_TIMEOUT,
                     "containers": [container(spec, pool, opts)],
-                    "volumes": [secrets_volume(spec, pool)],
+                    "volumes": [secrets_volume(spec, pool, opts)],
                 },
             },
             "volumeClaimTemplates": [{
@@ -379,7 +423,7 @@ fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
                     "containers": [container(spec, pool, opts)],
                     "volumes": [
                         { "name": "workspace", "emptyDir": {} },
-                        secrets_volume(spec, pool),
+                        secrets_volume(spec, pool, opts),
                     ],
                 },
             },
@@ -419,6 +463,19 @@ pub(crate) fn secret_commands(af: &Agentfile, pool: &str, opts: &RenderOptions) 
         "kubectl{ns} create secret generic {} --from-literal=api-secret=… --from-literal=admin-token=… --from-literal=database-url=postgres://…",
         api_secret(pool)
     )];
+    if !opts.telemetry.secrets.is_empty() {
+        let keys: Vec<String> = opts
+            .telemetry
+            .secrets
+            .keys()
+            .map(|s| format!("--from-literal={s}=\"${s}\""))
+            .collect();
+        out.push(format!(
+            "kubectl{ns} create secret generic {} {}",
+            telemetry_secret(pool),
+            keys.join(" ")
+        ));
+    }
     for spec in &af.agents {
         if !spec.secrets.is_empty() {
             let keys: Vec<String> = spec
@@ -464,6 +521,7 @@ mod tests {
             namespace: Some("agents".into()),
             image: "registry.example/ninetrix:1".into(),
             storage: "2Gi".into(),
+            telemetry: Telemetry::default(),
         }
     }
 
@@ -524,6 +582,97 @@ agents:
             .find(|e| e["name"] == name)
             .cloned()
             .unwrap_or_else(|| panic!("no {name} in {c}"))
+    }
+
+    /// The environment a pod's runner sees, from a rendered container.
+    fn pod_env(c: &Value, pod: &str, uid: &str) -> std::collections::HashMap<String, String> {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                    Some("metadata.name") => pod.to_string(),
+                    Some("metadata.uid") => uid.to_string(),
+                    Some(other) => panic!("unknown field {other}"),
+                    None => e["value"].as_str().unwrap().to_string(),
+                };
+                (e["name"].as_str().unwrap().to_string(), value)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_runner_reads_back_what_kubernetes_launches_it_with() {
+        let af = small();
+        for spec in &af.agents {
+            let c = container(spec, "tiny", &opts());
+            let env = pod_env(&c, "tiny-keeper-1", "uid-7");
+            let read = Launch::from_vars(&env).unwrap();
+            let wanted = Launch {
+                replica: Some(LaunchReplica::Number(if spec.execution.durability {
+                    2
+                } else {
+                    1
+                })),
+                instance: Some(Instance::Id("uid-7".into())),
+                ..launch(spec, "tiny")
+            };
+            assert_eq!(read, wanted, "{}", spec.name);
+            assert_eq!(read.health_file.as_deref(), Some("/run/ninetrix/health"));
+            // And the runner asks the API for that replica's thread with the agent token.
+            let mut env = env;
+            env.insert(AGENT_TOKEN.into(), "nxs1.t".into());
+            let lookup = ninetrix_runner::replica::lookup(&env, std::path::Path::new("/none"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (lookup.pool.as_str(), lookup.agent.as_str()),
+                ("tiny", spec.name.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn the_hosts_telemetry_reaches_the_runners_headers_by_secret_only() {
+        let telemetry = Telemetry::from_vars([
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT".to_string(),
+                "http://collector:4318".to_string(),
+            ),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS".to_string(),
+                "x-key=hunter2".to_string(),
+            ),
+        ]);
+        let opts = RenderOptions {
+            telemetry,
+            ..opts()
+        };
+        let af = small();
+        let objects = render(&af, "tiny", &opts);
+        let text = to_documents(&objects);
+        assert!(
+            !text.contains("hunter2"),
+            "a header value is never rendered"
+        );
+        let c = container(&af.agents[0], "tiny", &opts);
+        let env = pod_env(&c, "tiny-keeper-0", "u");
+        assert_eq!(env["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://collector:4318");
+        assert!(!env.contains_key("OTEL_EXPORTER_OTLP_HEADERS"));
+        let volume = secrets_volume(&af.agents[0], "tiny", &opts);
+        assert_eq!(
+            volume["projected"]["sources"][0]["secret"],
+            json!({
+                "name": "tiny-telemetry",
+                "items": [{ "key": "OTEL_EXPORTER_OTLP_HEADERS", "path": "OTEL_EXPORTER_OTLP_HEADERS" }],
+            })
+        );
+        let commands = secret_commands(&af, "tiny", &opts);
+        assert!(
+            commands.contains(&"kubectl -n agents create secret generic tiny-telemetry --from-literal=OTEL_EXPORTER_OTLP_HEADERS=\"$OTEL_EXPORTER_OTLP_HEADERS\"".to_string()),
+            "{commands:?}"
+        );
     }
 
     #[test]

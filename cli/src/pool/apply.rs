@@ -361,7 +361,10 @@ async fn create_steps(
     if job.spec.execution.durability {
         // With it the replica also serves the agent's sessions it owns.
         let agent_token = t.api.agent_token(t.pool, agent).await?;
-        secrets.insert("AGENTFILE_AGENT_TOKEN".to_string(), agent_token);
+        secrets.insert(
+            ninetrix_runner::launch::var::AGENT_TOKEN.to_string(),
+            agent_token,
+        );
     }
     upload_secrets(t.docker, &created.id, &secrets, Some(&token))
         .await

@@ -13,6 +13,7 @@ use bollard::models::{
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::boots::Created;
+use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 use sha2::{Digest, Sha256};
 
 /// Label: the pool a container belongs to (how every command finds a pool's containers).
@@ -410,6 +411,25 @@ impl Replica<'_> {
         }
     }
 
+    /// What the runner is told (the launch contract): its thread, given (one host knows it),
+    /// a new instance ID for each container (Docker restarting it keeps its environment, so a
+    /// crash restart is told from a new container; not part of the digest), and its health file
+    /// in the pool's health volume.
+    fn launch(&self, replica: u32, name: &str) -> Launch {
+        Launch {
+            api_url: Some(self.api_url.to_string()),
+            thread: Some(self.thread),
+            pool: Some(self.pool.to_string()),
+            agent: Some(self.spec.name.clone()),
+            replica: Some(LaunchReplica::Number(replica)),
+            spec: Some(serde_json::to_string(self.spec).unwrap_or_default()),
+            workspace: Some(launch::WORKSPACE.to_string()),
+            instance: Some(Instance::Id(uuid::Uuid::now_v7().to_string())),
+            created: Some(self.created),
+            health_file: Some(crate::pool::health::file_of(name)),
+        }
+    }
+
     /// The create body, with the OpenTelemetry variables of the host environment.
     pub(crate) fn body(&self) -> ContainerCreateBody {
         self.body_with(&Telemetry::from_host().env)
@@ -441,22 +461,8 @@ impl Replica<'_> {
         if self.slot == Slot::Run {
             labels.insert(RUN.into(), "true".into());
         }
-        let mut env = vec![
-            format!("AGENTFILE_API_URL={}", self.api_url),
-            format!("AGENTFILE_THREAD_ID={}", self.thread),
-            format!("AGENTFILE_POOL={}", self.pool),
-            format!("AGENTFILE_AGENT={}", s.name),
-            format!("AGENTFILE_REPLICA={replica_env}"),
-            format!(
-                "AGENTFILE_AGENT_SPEC={}",
-                serde_json::to_string(s).unwrap_or_default()
-            ),
-            "AGENTFILE_WORKSPACE=/workspace".to_string(),
-            // A new ID for each container (Docker restarting it keeps its environment), so a
-            // crash restart is told from a new container; not part of the digest.
-            format!("AGENTFILE_INSTANCE={}", uuid::Uuid::now_v7()),
-            format!("AGENTFILE_CREATED={}", self.created.as_str()),
-        ];
+        let name = self.name();
+        let mut env = self.launch(replica_env, &name).to_lines();
         // Before the agent's own `env:`, which wins over the host's.
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
@@ -471,11 +477,6 @@ impl Replica<'_> {
                 maximum_retry_count: None,
             }
         };
-        let name = self.name();
-        env.push(format!(
-            "AGENTFILE_HEALTH_FILE={}",
-            crate::pool::health::file_of(&name)
-        ));
         // Every container of the pool reports its health into the pool's health volume, which
         // `ps` reads in one request (pool/health.rs); no Docker healthcheck runs.
         let health = Mount {
@@ -749,6 +750,46 @@ mod tests {
             var(&recreated, "AGENTFILE_INSTANCE").unwrap(),
         );
         assert_ne!(a, b, "every container is a new instance");
+    }
+
+    #[test]
+    fn the_runner_reads_back_what_one_host_launches_it_with() {
+        let spec = agent("    runtime: { provider: scripted, script: [\"hi\"] }\n");
+        let config = Config::default();
+        let thread = ThreadId::new_v7();
+        for (slot, number) in [(Slot::Replica(2), 2), (Slot::Run, 0)] {
+            let replica = Replica {
+                pool: "p",
+                spec: &spec,
+                slot,
+                thread,
+                image: "img",
+                api_url: "http://api:8080",
+                network: "n",
+                config: &config,
+                created: Created::Recreate,
+            };
+            let env =
+                launch::platform::from_lines(&replica.body_with(&BTreeMap::new()).env.unwrap());
+            let read = Launch::from_vars(&env).unwrap();
+            let Some(Instance::Id(instance)) = read.instance.clone() else {
+                panic!("no instance: {read:?}");
+            };
+            let wanted = Launch {
+                instance: Some(Instance::Id(instance)),
+                ..replica.launch(number, &replica.name())
+            };
+            assert_eq!(read, wanted);
+            // And the runner's whole configuration accepts it.
+            let mut env = env;
+            env.insert(launch::var::RUNNER_TOKEN.into(), "nxr2.t".into());
+            let runner =
+                ninetrix_runner::config::from_vars(&env, std::path::Path::new("/nonexistent"))
+                    .unwrap();
+            assert_eq!(runner.thread_id, thread);
+            assert_eq!(runner.replica, Some(number));
+            assert_eq!(runner.spec.name, "a");
+        }
     }
 
     #[test]

@@ -20,6 +20,8 @@ use hmac::{KeyInit as _, Mac as _};
 use ninetrix_proto::agentfile::AgentSpec;
 use sha2::{Digest as _, Sha256};
 
+use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
+
 use crate::pool::spec::{AGENT, DURABLE, MAX_RESTARTS, STOP_TIMEOUT, VERSION};
 
 /// Label on every Swarm object of a pool (services, their tasks' containers, secrets, volumes,
@@ -409,7 +411,7 @@ pub(crate) fn agent_secrets(
             key,
             pool,
             Some(agent),
-            "AGENTFILE_AGENT_TOKEN",
+            launch::var::AGENT_TOKEN,
             token,
         ));
     }
@@ -433,6 +435,27 @@ pub(crate) struct AgentService<'a> {
 }
 
 impl AgentService<'_> {
+    /// What the runner is told (the launch contract). A durable agent's task slot is its
+    /// replica: the runner asks the API for that replica's thread. A job's tasks have no slot,
+    /// so no replica's thread: a batch run records nothing in the API (its answer is in its
+    /// logs) and keeps one stable thread ID for its memory. Swarm starts a new task (a new
+    /// container) for every restart, so there is no instance to tell a crash restart by.
+    fn launch(&self) -> Launch {
+        let durable = self.spec.execution.durability;
+        Launch {
+            api_url: durable.then(|| format!("http://{API_ALIAS}:{API_PORT}")),
+            thread: (!durable).then(|| batch_thread(self.pool, &self.spec.name).into()),
+            pool: Some(self.pool.to_string()),
+            agent: Some(self.spec.name.clone()),
+            replica: durable.then_some(LaunchReplica::SwarmSlot),
+            spec: Some(serde_json::to_string(self.spec).unwrap_or_default()),
+            workspace: Some(launch::WORKSPACE.to_string()),
+            instance: None,
+            created: None,
+            health_file: Some(crate::pool::health::file_of(HEALTH_NAME)),
+        }
+    }
+
     /// The service: replicated (`replicas`, restart `on-failure` with `max_attempts: 3`, each
     /// retry a new task in the same slot) for a durable agent, a `replicated-job` of `replicas`
     /// completions (never restarted) for a batch agent. Updates stop a task before starting its
@@ -440,31 +463,7 @@ impl AgentService<'_> {
     pub(crate) fn spec(&self) -> ServiceSpec {
         let s = self.spec;
         let durable = s.execution.durability;
-        let mut env = vec![
-            format!("AGENTFILE_POOL={}", self.pool),
-            format!("AGENTFILE_AGENT={}", s.name),
-            format!(
-                "AGENTFILE_AGENT_SPEC={}",
-                serde_json::to_string(s).unwrap_or_default()
-            ),
-            "AGENTFILE_WORKSPACE=/workspace".to_string(),
-            format!(
-                "AGENTFILE_HEALTH_FILE={}",
-                crate::pool::health::file_of(HEALTH_NAME)
-            ),
-        ];
-        if durable {
-            // The task's slot is its replica: the runner asks the API for that replica's thread.
-            env.push(format!("AGENTFILE_API_URL=http://{API_ALIAS}:{API_PORT}"));
-            env.push("AGENTFILE_REPLICA={{.Task.Slot}}".to_string());
-        } else {
-            // A job's tasks have no slot, so no replica's thread: a batch run records nothing in
-            // the API (its answer is in its logs) and keeps one stable thread ID for its memory.
-            env.push(format!(
-                "AGENTFILE_THREAD_ID={}",
-                batch_thread(self.pool, &s.name)
-            ));
-        }
+        let mut env = self.launch().to_lines();
         env.extend(self.telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
         let mut container_labels = labels(self.pool, "runner");
@@ -888,6 +887,45 @@ mod tests {
                 .condition,
             Some(TaskSpecRestartPolicyConditionEnum::NONE)
         );
+    }
+
+    #[test]
+    fn the_runner_reads_back_what_swarm_launches_it_with() {
+        use ninetrix_runner::launch::platform::{Filled, environment};
+        let af = agentfile(FILE);
+        for (agent, slot) in [(&af.agents[0], Some(2)), (&af.agents[1], None)] {
+            let service = AgentService {
+                pool: "shop",
+                spec: agent,
+                image: "img",
+                network: "net",
+                secrets: &[],
+                telemetry_env: &BTreeMap::new(),
+            };
+            let launch = service.launch();
+            assert_eq!(
+                env_of(&service.spec())[..launch.to_lines().len()],
+                launch.to_lines(),
+                "the service's environment starts with the launch contract"
+            );
+            // Swarm fills in the task's slot; the runner reads the rest back as written.
+            let env = environment(
+                &launch.to_vars(),
+                &Filled {
+                    slot,
+                    ..Filled::default()
+                },
+            );
+            let read = Launch::from_vars(&env).unwrap();
+            assert_eq!(read.replica, slot.map(LaunchReplica::Number));
+            assert_eq!(
+                Launch {
+                    replica: launch.replica.clone().map(|_| LaunchReplica::Number(2)),
+                    ..launch
+                },
+                read
+            );
+        }
     }
 
     #[test]
