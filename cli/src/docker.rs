@@ -60,8 +60,7 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
-/// Label on ninetrix's networks and API container: what the object is for (`network`, `api`).
-pub(crate) const ROLE: &str = "dev.ninetrix.role";
+pub(crate) use crate::labels::ROLE;
 
 /// A pool network as Docker lists it, reduced to what the duplicate choice needs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,6 +10,7 @@ pub mod commands;
 mod docker;
 mod home;
 mod k8s;
+mod labels;
 mod pool;
 mod swarm;
 mod ui;

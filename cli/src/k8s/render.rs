@@ -24,12 +24,9 @@ use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 
 use crate::pool::spec::Telemetry;
 
-/// Label: `app.kubernetes.io/name`.
-const NAME: &str = "app.kubernetes.io/name";
-/// Label: `app.kubernetes.io/part-of` (the pool).
-const PART_OF: &str = "app.kubernetes.io/part-of";
-/// Label: `app.kubernetes.io/component` (`api` or `runner`).
-const COMPONENT: &str = "app.kubernetes.io/component";
+use crate::labels::k8s::COMPONENT;
+use crate::labels::k8s::NAME;
+use crate::labels::k8s::PART_OF;
 /// The API's Service and Deployment name.
 pub(crate) const API_NAME: &str = "ninetrix-api";
 /// The API's port.
@@ -38,8 +35,7 @@ const API_PORT: u16 = 8080;
 const SECRETS_DIR: &str = "/run/secrets";
 /// Where the API's secrets are mounted.
 const API_SECRETS_DIR: &str = "/run/secrets/api";
-/// The annotation that documents the restart behaviour on every runner pod.
-const RESTARTS: &str = "ninetrix.dev/restarts";
+use crate::labels::k8s::RESTARTS;
 
 /// What the manifests depend on besides the agentfile.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -41,8 +41,7 @@ use crate::pool::image::Image;
 const PORT: u16 = 8080;
 /// The default host port of the local API (the default home's).
 pub(crate) const DEFAULT_HOST_PORT: u16 = 8787;
-/// Label: the absolute `$AGENTFILE_HOME` a local API container belongs to.
-pub(crate) const HOME: &str = "dev.ninetrix.home";
+pub(crate) use crate::labels::HOME;
 /// The local API's Docker healthcheck: the image has no shell, so the binary answers it.
 const HEALTH_TEST: [&str; 5] = [
     "CMD",
@@ -124,8 +123,7 @@ pub(crate) enum LocalAction {
     },
 }
 
-/// Label: the digest of the `OTEL_*` settings the local API was created with (empty: none).
-pub(crate) const TELEMETRY: &str = "dev.ninetrix.telemetry";
+pub(crate) use crate::labels::TELEMETRY;
 
 /// What Docker has under the local API's name: its home label, image ID and telemetry label.
 pub(crate) type Found<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
@@ -856,8 +854,8 @@ fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> Cont
         (crate::docker::ROLE.to_string(), "api".to_string()),
         (HOME.to_string(), home_key.to_string()),
         (
-            "dev.ninetrix.version".to_string(),
-            env!("CARGO_PKG_VERSION").to_string(),
+            crate::labels::VERSION.to_string(),
+            crate::labels::VERSION_VALUE.to_string(),
         ),
     ]
     .into();

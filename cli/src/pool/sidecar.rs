@@ -26,8 +26,7 @@ use crate::pool::image::Image;
 use crate::pool::spec::{AGENT, DURABLE, HASH, MissingSecret, POOL, VERSION, host_values};
 use crate::ui::progress::Progress;
 
-/// Label: the MCP server a sidecar serves (set only on sidecars).
-pub(crate) const MCP_SERVER: &str = "dev.ninetrix.mcp-server";
+pub(crate) use crate::labels::MCP_SERVER;
 
 /// `ninetrix-<pool>-mcp-<server>`.
 pub(crate) fn container_name(pool: &str, server: &str) -> String {
@@ -141,7 +140,7 @@ impl Wanted {
             (MCP_SERVER, self.server.clone()),
             (DURABLE, "true".to_string()),
             (HASH, digest.to_string()),
-            (VERSION, env!("CARGO_PKG_VERSION").to_string()),
+            (VERSION, crate::labels::VERSION_VALUE.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

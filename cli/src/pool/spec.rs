@@ -16,24 +16,15 @@ use ninetrix_proto::boots::Created;
 use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 use sha2::{Digest, Sha256};
 
-/// Label: the pool a container belongs to (how every command finds a pool's containers).
-pub(crate) const POOL: &str = "dev.ninetrix.pool";
-/// Label: the agent a container runs.
-pub(crate) const AGENT: &str = "dev.ninetrix.agent";
-/// Label: the replica number, or `run` for a `ninetrix run` container.
-pub(crate) const REPLICA: &str = "dev.ninetrix.replica";
-/// Label: the thread the container's runner works on.
-pub(crate) const THREAD: &str = "dev.ninetrix.thread-id";
-/// Label: the whole configuration digest ([`Config::hash`]).
-pub(crate) const HASH: &str = "dev.ninetrix.config-hash";
-/// Label: the configuration digest by part, as JSON, so `up` can say *what* changed.
-pub(crate) const PARTS: &str = "dev.ninetrix.config-parts";
-/// Label: whether the agent is durable (restarted on failure) or a batch job.
-pub(crate) const DURABLE: &str = "dev.ninetrix.durable";
-/// Label: the ninetrix version that created the container.
-pub(crate) const VERSION: &str = "dev.ninetrix.version";
-/// Label: set on `ninetrix run`'s one-shot containers.
-pub(crate) const RUN: &str = "dev.ninetrix.run";
+pub(crate) use crate::labels::AGENT;
+pub(crate) use crate::labels::DURABLE;
+pub(crate) use crate::labels::HASH;
+pub(crate) use crate::labels::PARTS;
+pub(crate) use crate::labels::POOL;
+pub(crate) use crate::labels::REPLICA;
+pub(crate) use crate::labels::RUN;
+pub(crate) use crate::labels::THREAD;
+pub(crate) use crate::labels::VERSION;
 
 /// How many policy restarts a durable agent gets before it "gave up".
 pub(crate) const MAX_RESTARTS: i64 = 3;
@@ -453,7 +444,7 @@ impl Replica<'_> {
             (HASH, self.config.hash()),
             (PARTS, self.config.to_label()),
             (DURABLE, s.execution.durability.to_string()),
-            (VERSION, env!("CARGO_PKG_VERSION").to_string()),
+            (VERSION, crate::labels::VERSION_VALUE.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -24,15 +24,9 @@ use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
 
 use crate::pool::spec::{AGENT, DURABLE, MAX_RESTARTS, STOP_TIMEOUT, VERSION};
 
-/// Label on every Swarm object of a pool (services, their tasks' containers, secrets, volumes,
-/// the network): the pool. Not the one-host pool label, so the one-host commands never mistake a
-/// task's container for one of theirs.
-pub(crate) const POOL: &str = "dev.ninetrix.swarm.pool";
-/// Label on every Swarm object of a pool: which part it is (`api`, `runner`, `mcp` (a sidecar
-/// MCP server), `secret`, `network`).
-pub(crate) const COMPONENT: &str = "dev.ninetrix.component";
-/// Label on a secret: the name the runner reads it by (`/run/secrets/<NAME>`).
-pub(crate) const SECRET: &str = "dev.ninetrix.secret";
+pub(crate) use crate::labels::COMPONENT;
+pub(crate) use crate::labels::SECRET;
+pub(crate) use crate::labels::SWARM_POOL as POOL;
 /// The API's port inside its containers.
 pub(crate) const API_PORT: u16 = 8080;
 /// The name the API answers to on the pool's network (as on one host).
@@ -172,7 +166,10 @@ pub(crate) fn labels(pool: &str, component: &str) -> HashMap<String, String> {
     [
         (POOL.to_string(), pool.to_string()),
         (COMPONENT.to_string(), component.to_string()),
-        (VERSION.to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        (
+            VERSION.to_string(),
+            crate::labels::VERSION_VALUE.to_string(),
+        ),
     ]
     .into()
 }
