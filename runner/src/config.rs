@@ -32,6 +32,9 @@ pub enum ConfigError {
         "secret {0} was found neither in /run/secrets/{0} nor in the environment; provide it on the host (`ninetrix up` mounts it)"
     )]
     MissingSecret(String),
+    /// A launch variable has a bad value.
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
     /// The agentfile asks for a tool this image cannot run.
     #[error("{0}")]
     Unsupported(String),

@@ -15,7 +15,22 @@ use std::collections::HashMap;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::boots::Created;
 
-use crate::config::ConfigError;
+/// A launch variable with a value the runner cannot use (the configuration's error, exit 2).
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{name} is invalid: {why}")]
+pub struct LaunchError {
+    /// The variable.
+    pub name: &'static str,
+    /// Why.
+    pub why: String,
+}
+
+/// The variable `name`, if set to something other than blanks.
+fn get<'a>(vars: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    vars.get(name)
+        .map(String::as_str)
+        .filter(|v| !v.trim().is_empty())
+}
 
 /// The variables' names.
 pub mod var {
@@ -200,15 +215,15 @@ impl Launch {
 
     /// Reads the contract from a runner's environment, as the platform filled it in: a Swarm
     /// slot and a pod's ordinal arrive as [`Replica::Number`], a pod's UID as [`Instance::Id`].
-    /// A blank variable counts as unset; a malformed one is a [`ConfigError`] naming it.
-    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Launch, ConfigError> {
-        let get = |name: &str| crate::config::get(vars, name).map(str::trim);
-        let api_url = match get(var::API_URL) {
+    /// A blank variable counts as unset; a malformed one is a [`LaunchError`] naming it.
+    pub fn from_vars(vars: &HashMap<String, String>) -> Result<Launch, LaunchError> {
+        let trimmed = |name: &str| get(vars, name).map(str::trim);
+        let api_url = match trimmed(var::API_URL) {
             None => None,
             Some(url) => {
                 let url = url.trim_end_matches('/').to_string();
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(ConfigError::Invalid {
+                    return Err(LaunchError {
                         name: var::API_URL,
                         why: format!("`{url}` is not an http(s) URL"),
                     });
@@ -216,19 +231,19 @@ impl Launch {
                 Some(url)
             }
         };
-        let thread =
-            match get(var::THREAD_ID) {
-                None => None,
-                Some(t) => Some(t.parse().map_err(|e: ninetrix_proto::ParseIdError| {
-                    ConfigError::Invalid {
+        let thread = match trimmed(var::THREAD_ID) {
+            None => None,
+            Some(t) => Some(
+                t.parse()
+                    .map_err(|e: ninetrix_proto::ParseIdError| LaunchError {
                         name: var::THREAD_ID,
                         why: e.to_string(),
-                    }
-                })?),
-            };
-        let replica = match (get(var::REPLICA), get(var::POD_NAME)) {
+                    })?,
+            ),
+        };
+        let replica = match (trimmed(var::REPLICA), trimmed(var::POD_NAME)) {
             (Some(r), _) => Some(Replica::Number(r.parse::<u32>().map_err(|_| {
-                ConfigError::Invalid {
+                LaunchError {
                     name: var::REPLICA,
                     why: format!(
                         "`{r}` is not a replica number (1 or more; 0 for a run; Swarm's {SWARM_SLOT})"
@@ -236,7 +251,7 @@ impl Launch {
                 }
             })?)),
             (None, Some(pod)) => Some(Replica::Number(replica_of_pod(pod).ok_or_else(|| {
-                ConfigError::Invalid {
+                LaunchError {
                     name: var::POD_NAME,
                     why: format!(
                         "`{pod}` does not end in a StatefulSet ordinal (`<name>-<n>`); set {} instead",
@@ -246,7 +261,7 @@ impl Launch {
             })?)),
             (None, None) => None,
         };
-        let owned = |name: &str| get(name).map(str::to_string);
+        let owned = |name: &str| trimmed(name).map(str::to_string);
         Ok(Launch {
             api_url,
             thread,
@@ -254,13 +269,18 @@ impl Launch {
             agent: owned(var::AGENT),
             replica,
             // The spec as set (it is JSON; only its parser trims).
-            spec: crate::config::get(vars, var::AGENT_SPEC).map(str::to_string),
+            spec: get_raw(vars, var::AGENT_SPEC),
             workspace: owned(var::WORKSPACE),
             instance: owned(var::INSTANCE).map(Instance::Id),
-            created: get(var::CREATED).map(Created::parse),
+            created: trimmed(var::CREATED).map(Created::parse),
             health_file: owned(var::HEALTH_FILE),
         })
     }
+}
+
+/// A variable as set (the spec is JSON; only its parser trims), unless blank.
+fn get_raw(vars: &HashMap<String, String>, name: &str) -> Option<String> {
+    get(vars, name).map(str::to_string)
 }
 
 /// The replica of a StatefulSet pod: its ordinal (the number after the last `-` of its name,

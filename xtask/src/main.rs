@@ -1,5 +1,6 @@
-//! The project's test command: `cargo xtask test [NEXTEST ARGS…]` (the alias is in
-//! `.cargo/config.toml`; docs/testing.md explains the tiers).
+//! The project's tasks (the alias is in `.cargo/config.toml`): `cargo xtask layout [--check]`
+//! measures the code's shape (see `layout`); `cargo xtask test [NEXTEST ARGS…]` is the test
+//! command (docs/testing.md explains the tiers).
 //!
 //! It runs `cargo nextest run --workspace` with the arguments given (a profile, a filter, `-p`),
 //! then says what the run did not test and what it left behind:
@@ -17,6 +18,7 @@
 //! Exit status: nextest's when it failed, 1 when the run left something behind, else 0.
 
 mod docker;
+mod layout;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -26,12 +28,16 @@ use std::time::SystemTime;
 use ninetrix_testkit::{SKIP_LOG_VAR, SkipRecord};
 
 const USAGE: &str = "usage: cargo xtask test [NEXTEST ARGS…]
+       cargo xtask layout [--check]
 
 Runs the whole test suite (`cargo nextest run --workspace …`), then lists the tests skipped for a
 missing prerequisite and anything the run left on the Docker Engine.
 
 Profiles (--profile NAME, or NEXTEST_PROFILE): default, fast (no Docker), docker, ci.
-Every other argument is nextest's (`cargo nextest run --help`). See docs/testing.md.";
+Every other argument is nextest's (`cargo nextest run --help`). See docs/testing.md.
+
+`layout` prints the largest files, the long functions and the module cycles; with --check it
+fails when a file is over 1,200 lines or modules form a cycle (docs/architecture.md).";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +47,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some("test") => test(&args[1..]),
+        Some("layout") => layout::run(&workspace_root(), &args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS
