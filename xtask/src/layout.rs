@@ -126,10 +126,13 @@ pub(crate) fn measure(root: &Path) -> Result<Layout, String> {
 impl Layout {
     /// Files over [`MAX_FILE_LINES`], tables aside.
     fn oversized(&self) -> Vec<&FileFacts> {
-        self.files
+        let mut over: Vec<&FileFacts> = self
+            .files
             .iter()
             .filter(|f| f.lines > MAX_FILE_LINES && !TABLES.iter().any(|t| f.path.ends_with(t)))
-            .collect()
+            .collect();
+        over.sort_by(|a, b| b.lines.cmp(&a.lines).then(a.path.cmp(&b.path)));
+        over
     }
 
     /// The report, as text.
