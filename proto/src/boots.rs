@@ -11,8 +11,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::events::Boot;
-
 /// Where a runner booted (the `host` of a `boot` event).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BootHost {
@@ -66,6 +64,26 @@ impl Created {
             _ => Created::Other,
         }
     }
+}
+
+/// The `boot` event: one claim of a thread (in `events`' catalogue as `boot`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Boot {
+    /// The epoch this runner claimed.
+    pub epoch: u64,
+    /// Claims of the thread so far, this one included.
+    pub boot_count: u64,
+    /// Claims before this one (`boot_count - 1`): Docker restarts, recreations, `up` starts,
+    /// sessions taken up again — [`BootKind`] tells them apart.
+    pub restart_count: u64,
+    /// Whether the restored history had to be repaired.
+    pub repaired: bool,
+    /// The version the runner restored (0: a fresh thread).
+    #[serde(default)]
+    pub version: u64,
+    /// Where the runner booted: its process, container and replica (`None`: an older runner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<BootHost>,
 }
 
 /// What a claim of a thread was, told from the boot before it (`ninetrix trace`'s boot lines,

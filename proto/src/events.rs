@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agentfile::Effect;
 use crate::agentfile::mcp::EffectSource;
 use crate::api::{ApprovalKind, ApprovalStatus, Event, HandoffStatus, NewEvent, Usage};
-use crate::boots::BootHost;
+pub use crate::boots::Boot;
 use crate::ids::{ApprovalId, ThreadId};
 use crate::message::Role;
 
@@ -263,26 +263,6 @@ pub struct HandoffReplied {
     pub ok: bool,
     /// What the turn spent (US dollars), its own collaborators included.
     pub cost_usd: f64,
-}
-
-/// `boot`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Boot {
-    /// The epoch this runner claimed.
-    pub epoch: u64,
-    /// Claims of the thread so far, this one included.
-    pub boot_count: u64,
-    /// Claims before this one (`boot_count - 1`): Docker restarts, recreations, `up` starts,
-    /// sessions taken up again — [`crate::boots::BootKind`] tells them apart.
-    pub restart_count: u64,
-    /// Whether the restored history had to be repaired.
-    pub repaired: bool,
-    /// The version the runner restored (0: a fresh thread).
-    #[serde(default)]
-    pub version: u64,
-    /// Where the runner booted: its process, container and replica (`None`: an older runner).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<BootHost>,
 }
 
 /// `ready`.
