@@ -30,6 +30,8 @@ use crate::tools::{self, ToolContext};
 
 mod boot;
 mod commit;
+#[cfg(test)]
+mod harness;
 mod tool_calls;
 mod waits;
 
