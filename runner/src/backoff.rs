@@ -151,15 +151,22 @@ mod tests {
         assert!(gives_up(s(19), s(2), Some(s(20))));
     }
 
-    /// A call failing `failures` times (transiently, or for good when `fatal`), then answering.
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicU32;
+
+    /// A failure: (whether it is transient, the call's number).
+    type Failure = (bool, u32);
+
+    /// A call failing `failures` times (transiently, or for good when `fatal`), then answering
+    /// with its number; and the count of calls.
     fn flaky(
         failures: u32,
         fatal: bool,
     ) -> (
-        std::sync::Arc<std::sync::atomic::AtomicU32>,
-        impl Fn() -> std::future::Ready<Result<u32, (bool, u32)>>,
+        Arc<AtomicU32>,
+        impl Fn() -> std::future::Ready<Result<u32, Failure>>,
     ) {
-        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let calls = Arc::new(AtomicU32::new(0));
         let counter = calls.clone();
         let call = move || {
             let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
