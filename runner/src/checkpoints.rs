@@ -5,14 +5,14 @@
 //! through the same claim, checkpoint and ledger logic.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ninetrix_proto::events::Dependency;
-use tokio::time::Instant;
 
-use crate::backoff;
+use crate::backoff::{self, GaveUp};
 use crate::health::Health;
 use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
@@ -188,50 +188,44 @@ impl HttpCheckpoints {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, ClientError>>,
     {
-        // The outage starts at the first failure, not when the call was sent: a long-poll
-        // that waited 30 s and then lost its connection has been failing for no time at all.
-        let mut outage: Option<Instant> = None;
-        let mut failures = 0;
-        loop {
-            match call().await {
-                Ok(v) => {
-                    self.health.answered(Dependency::Api);
-                    return Ok(v);
-                }
-                Err(e) if e.is_transient() => {
-                    failures += 1;
-                    let delay = backoff::API.delay(failures, backoff::jitter());
-                    let reason = api_failure_text(&e);
-                    let since = *outage.get_or_insert_with(Instant::now);
-                    if gives_up(since.elapsed(), delay, self.patience) {
-                        let patience = self.patience.unwrap_or_default();
-                        return Err(CheckpointError::Unreachable(format!(
-                            "{e} (gave up after {} s: AGENTFILE_API_PATIENCE)",
-                            patience.as_secs()
-                        )));
-                    }
-                    self.health.failed(
-                        Dependency::Api,
-                        &reason,
-                        format!("checkpoint API unreachable: {reason} ({})", self.url),
-                    );
-                    tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "checkpoint API call failed; retrying");
-                    tokio::time::sleep(delay).await;
-                }
-                Err(e) => {
-                    // It answered, if with a refusal: the API itself is up.
-                    self.health.answered(Dependency::Api);
-                    return Err(e.into());
-                }
+        let on_retry = |e: &ClientError, delay: Duration| {
+            let reason = api_failure_text(e);
+            self.health.failed(
+                Dependency::Api,
+                &reason,
+                format!("checkpoint API unreachable: {reason} ({})", self.url),
+            );
+            tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "checkpoint API call failed; retrying");
+        };
+        let answer = backoff::patiently(
+            backoff::API,
+            self.patience,
+            std::future::pending::<Infallible>(),
+            ClientError::is_transient,
+            on_retry,
+            call,
+        )
+        .await;
+        match answer {
+            Ok(v) => {
+                self.health.answered(Dependency::Api);
+                Ok(v)
             }
+            Err(GaveUp::Patience(e)) => {
+                let patience = self.patience.unwrap_or_default();
+                Err(CheckpointError::Unreachable(format!(
+                    "{e} (gave up after {} s: AGENTFILE_API_PATIENCE)",
+                    patience.as_secs()
+                )))
+            }
+            Err(GaveUp::Failed(e)) => {
+                // It answered, if with a refusal: the API itself is up.
+                self.health.answered(Dependency::Api);
+                Err(e.into())
+            }
+            Err(GaveUp::Stopped(never)) => match never {},
         }
     }
-}
-
-/// Whether a call failing for `outage` so far, with the next try `delay` away, gives up: only
-/// with a patience, and only when the next try would come after it has run out.
-fn gives_up(outage: Duration, delay: Duration, patience: Option<Duration>) -> bool {
-    patience.is_some_and(|patience| outage + delay > patience)
 }
 
 impl HttpCheckpoints {
@@ -678,18 +672,6 @@ mod tests {
             "more than one version since"
         );
         assert!(!stored_by_this_epoch(&request, 7, 3), "nothing stored");
-    }
-
-    #[test]
-    fn patience_is_counted_from_the_first_failure() {
-        let s = Duration::from_secs;
-        assert!(!gives_up(s(3600), s(30), None), "no patience: never");
-        assert!(!gives_up(s(0), s(1), Some(s(20))));
-        assert!(
-            !gives_up(s(19), s(1), Some(s(20))),
-            "the last try still fits"
-        );
-        assert!(gives_up(s(19), s(2), Some(s(20))));
     }
 
     /// A long-poll that waited longer than the patience and then lost its connection (the API

@@ -110,6 +110,12 @@ impl Events {
     }
 }
 
+impl crate::health::OutageSink for Events {
+    fn emit(&self, event: TraceEvent) {
+        Events::emit(self, event);
+    }
+}
+
 /// The events not stored yet.
 struct Pending {
     queue: VecDeque<NewEvent>,

@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 use ninetrix_proto::events::{Dependency, Outage, TraceEvent};
 use serde::{Deserialize, Serialize};
 
-use crate::events::Events;
-
 /// Where the report goes unless `AGENTFILE_HEALTH_FILE` says otherwise.
 pub const DEFAULT_PATH: &str = "/run/ninetrix/health";
 /// How often the report is rewritten even when nothing changed.
@@ -233,13 +231,21 @@ struct State {
     api: Option<Trouble>,
     model: Option<Trouble>,
     /// Where the runner's events go, once the thread is claimed.
-    events: Option<Events>,
+    events: Option<Arc<dyn OutageSink>>,
     /// Outages that ended before there was an event sink (while claiming).
     pending: Vec<Outage>,
     /// The status file; `None`: not written (tests of the pure parts).
     path: Option<PathBuf>,
     /// A failed write was already logged.
     warned: bool,
+}
+
+/// Where health sends its `outage` events once the thread is claimed: the runner's event sender
+/// (`events::Events` implements it). A trait here, so that health — which the checkpoint store
+/// reports to — does not depend on the events module, which sends through that store.
+pub trait OutageSink: Send + Sync {
+    /// Sends one event (never blocks).
+    fn emit(&self, event: TraceEvent);
 }
 
 /// The runner's shared health handle. Cloning shares it.
@@ -295,7 +301,8 @@ impl Health {
     }
 
     /// Sends outage events to `events` from now on (and those that ended before).
-    pub fn attach(&self, events: Events) {
+    pub fn attach(&self, events: impl OutageSink + 'static) {
+        let events: Arc<dyn OutageSink> = Arc::new(events);
         let pending = {
             let mut s = self.lock();
             s.events = Some(events.clone());

@@ -5,7 +5,8 @@
 //! calls (`llm`) and tool calls (builtin `tools`, and the agent's `mcp` servers) recorded in the
 //! ledger, checkpointed after every step.
 //! The decisions live in the pure `engine`, `history` and `ledger` modules; `driver` does the I/O
-//! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one).
+//! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one);
+//! `process` runs the driver on the runner's own thread and, beside it, the `sessions` it serves.
 
 pub mod backoff;
 pub mod checkpoints;
@@ -21,10 +22,12 @@ pub mod ledger;
 pub mod llm;
 pub mod mcp;
 pub mod notify;
+pub mod process;
 pub mod replica;
 pub mod sessions;
 pub mod telemetry;
 pub mod tools;
 
 pub use config::{Config, ConfigError};
-pub use driver::{Exit, run};
+pub use driver::Exit;
+pub use process::run;

@@ -13,7 +13,7 @@ use ninetrix_client::{Client, ClientError, Token};
 use ninetrix_proto::api::ReplicaThread;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff;
+use crate::backoff::{self, GaveUp};
 use crate::config::{ConfigError, SecretValue, secret_var};
 use crate::launch::{Launch, Replica, SWARM_SLOT, var};
 
@@ -139,37 +139,28 @@ pub async fn resolve(
         &lookup.url,
         Some(Token::new(lookup.token.expose())),
     );
-    let mut outage: Option<tokio::time::Instant> = None;
-    let mut failures = 0;
-    loop {
-        match client
-            .replica_thread(&lookup.pool, &lookup.agent, lookup.replica)
-            .await
-        {
-            Ok(thread) => return Ok(thread),
-            Err(e) if e.is_transient() => {
-                failures += 1;
-                let delay = backoff::API.delay(failures, backoff::jitter());
-                let since = *outage.get_or_insert_with(tokio::time::Instant::now);
-                if patience.is_some_and(|p| since.elapsed() + delay > p) {
-                    return Err(ReplicaError::Unreachable(e));
-                }
-                tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "cannot ask the checkpoint API for this replica's thread yet; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = shutdown.cancelled() => return Err(ReplicaError::Stopped),
-                }
-            }
-            Err(source) => {
-                return Err(ReplicaError::Refused {
-                    pool: lookup.pool.clone(),
-                    agent: lookup.agent.clone(),
-                    replica: lookup.replica,
-                    source,
-                });
-            }
-        }
-    }
+    let on_retry = |e: &ClientError, delay: Duration| {
+        tracing::warn!(reason = %e, retry_in_ms = delay.as_millis() as u64, "cannot ask the checkpoint API for this replica's thread yet; retrying");
+    };
+    let answer = backoff::patiently(
+        backoff::API,
+        patience,
+        shutdown.cancelled(),
+        ClientError::is_transient,
+        on_retry,
+        || client.replica_thread(&lookup.pool, &lookup.agent, lookup.replica),
+    )
+    .await;
+    answer.map_err(|gave_up| match gave_up {
+        GaveUp::Patience(e) => ReplicaError::Unreachable(e),
+        GaveUp::Stopped(()) => ReplicaError::Stopped,
+        GaveUp::Failed(source) => ReplicaError::Refused {
+            pool: lookup.pool.clone(),
+            agent: lookup.agent.clone(),
+            replica: lookup.replica,
+            source,
+        },
+    })
 }
 
 #[cfg(test)]

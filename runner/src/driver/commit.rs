@@ -1,0 +1,141 @@
+//! Commits: one durable step with the events queued before it and those true once it is stored,
+//! the requests to people it makes (ID, masked arguments, hash), and the ledger check after it.
+
+use ninetrix_proto::ApprovalId;
+use ninetrix_proto::api::{ApprovalKind, CommitRequest, NewApproval, ThreadStatus, ToolCallStatus};
+use ninetrix_proto::events::{self as ev, TraceEvent};
+use sha2::{Digest, Sha256};
+
+use crate::checkpoints::Checkpoints;
+use crate::engine::{ApprovalAsk, CommitPlan};
+use crate::tools;
+
+use super::{Runner, Stop};
+
+impl<C: Checkpoints> Runner<C> {
+    /// Commits one durable step, and checks that the ledger recorded each intent as this
+    /// runner's: the engine sends only intents for keys it believes new, so any other record
+    /// means its view of the ledger is stale — a restart reloads it.
+    ///
+    /// The trace events queued so far, a `checkpoint` event for the version this commit makes
+    /// (versions are chained, so it is the parent's + 1), and `riding` (events true once the commit
+    /// is stored) are stored in the same transaction. If the commit fails, they are queued again
+    /// (all but the `checkpoint`, which did not happen).
+    pub(super) async fn commit(
+        &mut self,
+        plan: CommitPlan,
+        riding: Vec<TraceEvent>,
+    ) -> Result<(), Stop> {
+        let queued = self.events.take().await;
+        let checkpoint = TraceEvent::Checkpoint(ev::Checkpoint {
+            version: self.version + 1,
+            history_len: plan.truncate_to.unwrap_or(self.history_len) + plan.append.len() as u64,
+        });
+        let now = chrono::Utc::now();
+        let approvals: Vec<NewApproval> = plan.approvals.iter().map(|a| self.request(a)).collect();
+        let requested: Vec<TraceEvent> = approvals
+            .iter()
+            .map(|a| {
+                TraceEvent::ApprovalRequested(ev::ApprovalRequested {
+                    id: a.id,
+                    kind: a.kind,
+                    tool: a.tool.clone(),
+                    args: match a.kind {
+                        ApprovalKind::Question => {
+                            crate::engine::preview(&question_of(&a.args), 200)
+                        }
+                        ApprovalKind::Approval => self.args_preview(&a.args),
+                    },
+                    timeout_secs: a.timeout_secs,
+                })
+            })
+            .collect();
+        let riding: Vec<TraceEvent> = requested.into_iter().chain(riding).collect();
+        let mut events = queued.clone();
+        events.extend(
+            std::iter::once(&checkpoint)
+                .chain(&riding)
+                .map(|e| e.to_new_event(now)),
+        );
+        let mut state = plan.state;
+        state.attempt = if matches!(state.status, ThreadStatus::InTurn | ThreadStatus::Waiting) {
+            self.attempt.clone()
+        } else {
+            None
+        };
+        let req = CommitRequest {
+            epoch: self.epoch,
+            parent_version: self.version,
+            truncate_to: plan.truncate_to,
+            append: plan.append,
+            state,
+            intents: plan.intents,
+            outcomes: plan.outcomes,
+            events,
+            approvals,
+            handoff_reply: plan.handoff_reply,
+        };
+        let done = match self.store.commit(&req).await {
+            Ok(done) => {
+                self.events.settle(Vec::new()).await;
+                for e in std::iter::once(&checkpoint).chain(&riding) {
+                    self.events.log_only(e);
+                }
+                done
+            }
+            Err(e) => {
+                self.events.settle(queued).await;
+                for e in riding {
+                    self.events.emit(e);
+                }
+                return Err(e.into());
+            }
+        };
+        self.version = done.version;
+        self.history_len = done.history_len;
+        if let Some(stale) = done.records.iter().find(|r| {
+            r.intent_epoch != self.epoch
+                || (r.status != ToolCallStatus::Intent && r.completed_epoch != Some(self.epoch))
+        }) {
+            return Err(Stop::Failure(format!(
+                "the ledger already held call {} ({}, recorded by epoch {}): this runner's view \
+                 of the turn is stale",
+                stale.key, stale.tool, stale.intent_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    /// The stored form of a request to a person: a new ID, the arguments masked for people, and
+    /// the hash of the arguments as the model gave them.
+    pub(super) fn request(&self, ask: &ApprovalAsk) -> NewApproval {
+        let secrets: Vec<&str> = self.config.secrets.values().map(|s| s.expose()).collect();
+        let digest = Sha256::digest(crate::ledger::canonical_json(&ask.args).as_bytes());
+        NewApproval {
+            id: ApprovalId::new_v7(),
+            key: ask.key.clone(),
+            call_id: ask.call_id.clone(),
+            turn_seq: ask.turn_seq,
+            kind: ask.kind,
+            tool: ask.tool.clone(),
+            args: tools::masked_args(&ask.args, &secrets),
+            args_hash: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            timeout_secs: ask.timeout_secs,
+        }
+    }
+
+    /// The event with what only the driver knows filled in (a finished turn's duration).
+    pub(super) fn stamped(&self, mut e: TraceEvent) -> TraceEvent {
+        if let TraceEvent::TurnCompleted(done) = &mut e {
+            done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
+        }
+        e
+    }
+}
+
+/// The question of an `ask_human` call.
+fn question_of(args: &serde_json::Value) -> String {
+    args.get("question")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| args.to_string(), str::to_string)
+}
