@@ -10,9 +10,11 @@
 //! [`spec`] builds the objects (pure); [`deploy`] makes them so; [`observe`] reads tasks for
 //! `ps` and `invoke`; [`logs`] reads the tasks' logs; [`remove`] takes a pool down.
 
+pub(crate) mod apply;
 pub(crate) mod deploy;
 pub(crate) mod logs;
 pub(crate) mod observe;
+pub(crate) mod plan;
 pub(crate) mod remove;
 pub(crate) mod spec;
 
