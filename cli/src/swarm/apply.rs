@@ -28,8 +28,8 @@ use crate::pool::local_api::{Api, secret_file};
 use crate::pool::sidecar::Wanted;
 use crate::pool::spec::Telemetry;
 use crate::pool::state::{LockedState, ReplicaState, SwarmPool};
-use crate::swarm::deploy::{api_port, pool_filter};
 use crate::swarm::plan::{Desired, Observed, Op, Plan, Role};
+use crate::swarm::pool_filter;
 use crate::swarm::spec::{
     self as sw, AgentService, ApiStore, COMPONENT, Secret, SidecarService, api_service,
 };
@@ -412,6 +412,21 @@ impl Deploy<'_> {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// The port the pool's API publishes: `NINETRIX_SWARM_API_PORT`, else a free one on this host
+/// (kept in the pool state from then on).
+fn api_port() -> anyhow::Result<u16> {
+    if let Ok(p) = std::env::var("NINETRIX_SWARM_API_PORT")
+        && !p.is_empty()
+    {
+        return p
+            .parse()
+            .with_context(|| format!("NINETRIX_SWARM_API_PORT `{p}` is not a port number"));
+    }
+    let listener = std::net::TcpListener::bind("0.0.0.0:0")
+        .context("cannot find a free port for the pool's API")?;
+    Ok(listener.local_addr()?.port())
 }
 
 /// The pool's attachable overlay network, created; its ID.

@@ -9,10 +9,10 @@
 //! before its replacement starts), the pool state, secrets no service uses any more, and a wait
 //! until every durable agent's tasks run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use bollard::Docker;
 use bollard::models::{ServiceSpec, ServiceSpecMode};
 use bollard::query_parameters::{
@@ -25,15 +25,9 @@ use crate::pool::image;
 use crate::pool::state;
 use crate::swarm::apply::Deploy;
 use crate::swarm::plan::{self, Component, Desired, Mode, Observed, Role, Service, Wanted};
-use crate::swarm::spec::{self as sw, ApiStore, COMPONENT, POOL, api_store};
+use crate::swarm::pool_filter;
+use crate::swarm::spec::{self as sw, ApiStore, COMPONENT, api_store};
 use crate::ui::progress::Progress;
-
-/// Filters on the pool's label (and more).
-pub(crate) fn pool_filter(pool: &str, more: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
-    let mut labels = vec![format!("{POOL}={pool}")];
-    labels.extend(more.iter().map(|(k, v)| format!("{k}={v}")));
-    [("label".to_string(), labels)].into()
-}
 
 /// Runs `ninetrix up --swarm`.
 pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
@@ -268,19 +262,4 @@ async fn pinned_node(docker: &Docker, service: &str) -> Option<String> {
         .constraints?
         .iter()
         .find_map(|c| c.strip_prefix("node.id==").map(str::to_string))
-}
-
-/// The port the pool's API publishes: `NINETRIX_SWARM_API_PORT`, else a free one on this host
-/// (kept in the pool state from then on).
-pub(crate) fn api_port() -> anyhow::Result<u16> {
-    if let Ok(p) = std::env::var("NINETRIX_SWARM_API_PORT")
-        && !p.is_empty()
-    {
-        return p
-            .parse()
-            .with_context(|| format!("NINETRIX_SWARM_API_PORT `{p}` is not a port number"));
-    }
-    let listener = std::net::TcpListener::bind("0.0.0.0:0")
-        .context("cannot find a free port for the pool's API")?;
-    Ok(listener.local_addr()?.port())
 }

@@ -21,6 +21,16 @@ pub(crate) mod spec;
 use anyhow::bail;
 use bollard::Docker;
 use bollard::models::LocalNodeState;
+use std::collections::HashMap;
+
+use spec::POOL;
+
+/// Filters on the pool's label (and more).
+pub(crate) fn pool_filter(pool: &str, more: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+    let mut labels = vec![format!("{POOL}={pool}")];
+    labels.extend(more.iter().map(|(k, v)| format!("{k}={v}")));
+    [("label".to_string(), labels)].into()
+}
 
 /// This engine's place in a swarm: its node ID, if it is a manager of an active swarm.
 pub(crate) async fn manager_node(docker: &Docker) -> anyhow::Result<String> {
@@ -48,7 +58,7 @@ pub(crate) async fn manager_node(docker: &Docker) -> anyhow::Result<String> {
 pub(crate) async fn has_services(docker: &Docker, pool: &str) -> bool {
     docker
         .list_services(Some(bollard::query_parameters::ListServicesOptions {
-            filters: Some([("label".to_string(), vec![format!("{}={pool}", spec::POOL)])].into()),
+            filters: Some(pool_filter(pool, &[])),
             ..Default::default()
         }))
         .await
