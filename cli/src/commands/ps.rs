@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 
+use crate::backend::Backend;
 use crate::cli::pool_name;
 use crate::docker::{label, name, pool_containers};
 use crate::pool::condition::{self, Condition, Health};
@@ -179,7 +180,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         let known: Vec<String> = known.into_iter().collect();
         eprintln!(
             "{}",
-            crate::commands::down::no_pool(pool, &crate::pool::state::pools_dir(&home), &known)
+            crate::pool::down::no_pool(pool, &crate::pool::state::pools_dir(&home), &known)
         );
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }
@@ -192,7 +193,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         let Ok(state) = crate::pool::state::read(&home, &pool) else {
             continue;
         };
-        if state.swarm.is_some() {
+        if Backend::of(&state) == Backend::Swarm {
             continue;
         }
         let mine: Vec<bollard::models::ContainerSummary> = containers
@@ -325,7 +326,7 @@ async fn swarm_rows(docker: &bollard::Docker, args: &PsArgs) -> anyhow::Result<V
     let mut rows = Vec::new();
     for pool in pools {
         let state = crate::pool::state::read(&home, &pool)?;
-        if state.swarm.is_none() {
+        if Backend::of(&state) != Backend::Swarm {
             continue;
         }
         let slots = match crate::swarm::observe::slots(docker, &pool, None).await {

@@ -9,9 +9,9 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use ninetrix_proto::ThreadId;
 
+use crate::backend::view::PoolView;
 use crate::cli::pool_name;
 use crate::pool::local_api::Api;
-use crate::pool::resolve::PoolView;
 use crate::ui::handoffs;
 use crate::ui::style::Style;
 use crate::ui::trace::{JsonEvent, Renderer};

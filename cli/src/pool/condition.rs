@@ -372,6 +372,22 @@ pub(crate) fn last_error_in(logs: &str) -> Option<String> {
     })
 }
 
+/// A container's facts by name (with its runner's health report when `with_health`); `None` if
+/// it does not exist.
+pub(crate) async fn of_container(
+    docker: &bollard::Docker,
+    container: &str,
+    with_health: bool,
+) -> anyhow::Result<Option<Facts>> {
+    use anyhow::Context as _;
+    match docker.inspect_container(container, None).await {
+        Ok(info) if with_health => Ok(Some(inspect_with_health(docker, &info).await?)),
+        Ok(info) => Ok(Some(inspect(docker, &info).await?)),
+        Err(e) if crate::docker::is_not_found(&e) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect {container}")),
+    }
+}
+
 /// The facts of a container from `docker inspect` (and, when it is stopped with a failure, its
 /// last log lines).
 pub(crate) async fn inspect(

@@ -22,7 +22,7 @@ use bollard::query_parameters::{
 use ninetrix_proto::agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 
-use crate::commands::up::UpArgs;
+use crate::deploy::UpSettings;
 use crate::pool::image::{self, Binary};
 use crate::pool::local_api::{Api, secret_file};
 use crate::pool::sidecar::Wanted;
@@ -40,7 +40,7 @@ pub(crate) struct Deploy<'a> {
     /// The engine (a swarm manager).
     pub(crate) docker: &'a Docker,
     /// `up`'s switches.
-    pub(crate) args: &'a UpArgs,
+    pub(crate) args: &'a UpSettings,
     /// The agentfile.
     pub(crate) af: &'a Agentfile,
     /// The pool.
@@ -234,7 +234,7 @@ impl Deploy<'_> {
             .await?;
         }
         let changed = api.set_triggers(pool, self.triggers).await?;
-        for (name, status) in crate::commands::up::trigger_steps(&changed) {
+        for (name, status) in crate::deploy::triggers::trigger_steps(&changed) {
             self.progress.step("Trigger", name, status);
         }
         made.api = Some((port, key, api));

@@ -20,7 +20,7 @@ use bollard::query_parameters::{
 };
 use ninetrix_proto::agentfile::Agentfile;
 
-use crate::commands::up::UpArgs;
+use crate::deploy::UpSettings;
 use crate::pool::image;
 use crate::pool::state;
 use crate::swarm::apply::Deploy;
@@ -30,7 +30,7 @@ use crate::swarm::spec::{self as sw, ApiStore, COMPONENT, api_store};
 use crate::ui::progress::Progress;
 
 /// Runs `ninetrix up --swarm`.
-pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn up(args: &UpSettings) -> anyhow::Result<ExitCode> {
     let parsed = crate::pool::load(&args.file)?;
     let af = parsed.agentfile;
     let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
@@ -47,7 +47,7 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     if let Some(clash) = sw::name_clash(&af, &pool) {
         bail!("{clash}");
     }
-    let triggers = crate::commands::up::registrations(&af.triggers)?;
+    let triggers = crate::deploy::triggers::registrations(&af.triggers)?;
     let docker = crate::docker::connect().await?;
     let node = super::manager_node(&docker).await?;
     // SQLite stays on the node its file is on: the one the API service is pinned to already.

@@ -15,7 +15,8 @@ use bollard::query_parameters::{
 };
 use ninetrix_proto::api::TriggerSet;
 
-use crate::commands::down::{DownArgs, Failures};
+use crate::deploy::DownSettings;
+use crate::deploy::failures::Failures;
 use crate::pool::state::LockedState;
 use crate::swarm::pool_filter;
 use crate::swarm::spec::{self as sw, COMPONENT, POOL};
@@ -28,7 +29,7 @@ pub(crate) async fn down(
     home: &std::path::Path,
     pool: &str,
     locked: LockedState,
-    args: &DownArgs,
+    args: &DownSettings,
     progress: &Progress,
     failures: &mut Failures,
 ) {
