@@ -199,7 +199,7 @@ impl Backend {
     pub(crate) async fn is_down(self, docker: &Docker, pool: &str) -> bool {
         match self {
             Backend::Swarm => false,
-            Backend::Host => crate::docker::pool_containers(docker, Some(pool))
+            Backend::Host => crate::pool::engine::pool_containers(docker, Some(pool))
                 .await
                 .is_ok_and(|c| c.is_empty()),
         }

@@ -13,8 +13,9 @@ use serde::Serialize;
 
 use crate::backend::Backend;
 use crate::cli::pool_name;
-use crate::docker::{label, name, pool_containers};
+use crate::docker::{label, name};
 use crate::pool::condition::{self, Condition, Health};
+use crate::pool::engine::pool_containers;
 use crate::pool::health;
 use crate::pool::spec;
 

@@ -1,12 +1,10 @@
-//! What the backends (one host in [`crate::pool`], Docker Swarm in [`crate::swarm`]) share and
-//! the commands hand them: `up`'s and `down`'s settings as plain values (the clap arguments stay
-//! with their commands), the trigger registrations, the failures a `down` collects, and the log
-//! lines of `logs`. Depends on no command and no backend-choosing code, so both the commands and
-//! the backends can use it.
+//! What the backends (one host in `pool/`, Docker Swarm in `swarm/`) share and the commands hand
+//! them: `up`'s and `down`'s settings as plain values (the clap arguments stay with their
+//! commands), the failures a `down` collects, and the log lines of `logs`. It depends on no
+//! other module of the crate, so the commands, the backend seam and both backends can use it.
 
 pub(crate) mod failures;
 pub(crate) mod logs;
-pub(crate) mod triggers;
 
 use std::path::PathBuf;
 

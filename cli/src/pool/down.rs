@@ -22,7 +22,8 @@ use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::DownSettings;
 use crate::deploy::failures::Failures;
-use crate::docker::{is_not_found, label, name, pool_containers, pool_networks, short_id};
+use crate::docker::{is_not_found, label, name, short_id};
+use crate::pool::engine::{pool_containers, pool_networks};
 use crate::pool::image;
 use crate::pool::local_api::{Api, data_volume, local_name};
 use crate::pool::spec;

@@ -15,7 +15,8 @@ use futures_util::StreamExt as _;
 use crate::deploy::logs::{
     COLORS, Line, LogsSettings, Reassembler, Target, marker, print_line, read,
 };
-use crate::docker::{label, pool_containers};
+use crate::docker::label;
+use crate::pool::engine::pool_containers;
 use crate::pool::spec;
 
 /// Prints (and with `follow`, follows) the logs of the pool's containers.

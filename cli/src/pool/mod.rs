@@ -9,6 +9,7 @@
 pub(crate) mod apply;
 pub(crate) mod condition;
 pub(crate) mod down;
+pub(crate) mod engine;
 pub(crate) mod health;
 pub(crate) mod image;
 pub(crate) mod local_api;
@@ -20,6 +21,7 @@ pub(crate) mod resolve;
 pub(crate) mod sidecar;
 pub(crate) mod spec;
 pub(crate) mod state;
+pub(crate) mod triggers;
 pub(crate) mod up;
 
 use std::path::Path;

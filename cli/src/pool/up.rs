@@ -17,7 +17,6 @@ use ninetrix_proto::agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 use ninetrix_proto::triggers::TriggerSpec;
 
-use crate::deploy::triggers::{registrations, trigger_changes, trigger_steps};
 use crate::deploy::{Only, UpSettings};
 use crate::pool::apply::{self, Target};
 use crate::pool::image::{self, Image};
@@ -27,6 +26,7 @@ use crate::pool::plan::{self, Desired, Options};
 use crate::pool::sidecar::{self, Sidecars};
 use crate::pool::spec::{self, Config};
 use crate::pool::state;
+use crate::pool::triggers::{registrations, trigger_changes, trigger_steps};
 use crate::ui::progress::Progress;
 
 /// Runs `ninetrix up` on one host, for the whole pool or (`reset`) for one replica: then no
@@ -107,7 +107,7 @@ pub(crate) async fn up(
     }
     let api = Api::ensure(&docker, &home, &runner_image).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
-    let network = crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?;
+    let network = crate::pool::engine::ensure_network(&docker, &pool, api.local.as_deref()).await?;
     for repair in &network.repairs {
         progress.step("Network", &network.name, repair);
     }

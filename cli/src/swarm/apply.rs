@@ -234,7 +234,7 @@ impl Deploy<'_> {
             .await?;
         }
         let changed = api.set_triggers(pool, self.triggers).await?;
-        for (name, status) in crate::deploy::triggers::trigger_steps(&changed) {
+        for (name, status) in crate::pool::triggers::trigger_steps(&changed) {
             self.progress.step("Trigger", name, status);
         }
         made.api = Some((port, key, api));

@@ -47,7 +47,7 @@ pub(crate) async fn up(args: &UpSettings) -> anyhow::Result<ExitCode> {
     if let Some(clash) = sw::name_clash(&af, &pool) {
         bail!("{clash}");
     }
-    let triggers = crate::deploy::triggers::registrations(&af.triggers)?;
+    let triggers = crate::pool::triggers::registrations(&af.triggers)?;
     let docker = crate::docker::connect().await?;
     let node = super::manager_node(&docker).await?;
     // SQLite stays on the node its file is on: the one the API service is pinned to already.

@@ -1,6 +1,6 @@
-//! The pool's triggers as every backend registers them with its API: the registration set (each
-//! webhook's secret read from the host), the progress lines of a registration, and `up
-//! --dry-run`'s lines of what a registration would change.
+//! The pool's triggers as both backends (one host, and Swarm through this module) register them
+//! with their API: the registration set (each webhook's secret read from the host), the progress
+//! lines of a registration, and `up --dry-run`'s lines of what a registration would change.
 
 use ninetrix_proto::api::{Trigger, TriggerRegistration, TriggerSet, TriggersApplied};
 use ninetrix_proto::triggers::TriggerSpec;
