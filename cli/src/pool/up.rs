@@ -91,20 +91,7 @@ pub(crate) async fn up(
     }
     let progress = Progress::new(args.json);
     let binary = image::this_binary()?;
-    let (runner_image, built) = image::runner_image(&docker, &binary).await?;
-    progress.step(
-        "Image",
-        &runner_image.tag,
-        if built { "Built" } else { "Up to date" },
-    );
-    let mut images: HashMap<String, Image> = HashMap::new();
-    for agent in &af.agents {
-        let img = match &agent.runtime.image {
-            Some(base) => image::agent_image(&docker, base, &binary).await?,
-            None => runner_image.clone(),
-        };
-        images.insert(agent.name.clone(), img);
-    }
+    let (runner_image, images) = build_images(&docker, &af, &binary, &progress).await?;
     let api = Api::ensure(&docker, &home, &runner_image).await?;
     progress.step("API", api.local.as_deref().unwrap_or(&api.url), "Ready");
     let network = crate::pool::engine::ensure_network(&docker, &pool, api.local.as_deref()).await?;
@@ -138,16 +125,7 @@ pub(crate) async fn up(
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
     });
-    locked.state.agentfile = std::path::absolute(&args.file).ok();
-    locked.state.agentfile_hash = std::fs::read(&args.file).ok().map(|b| {
-        use sha2::Digest as _;
-        sha2::Sha256::digest(b)
-            .iter()
-            .map(|x| format!("{x:02x}"))
-            .collect()
-    });
-    // Only an external API's URL is worth recording: the local one's is read from its container.
-    locked.state.api_url = api.local.is_none().then(|| api.url.clone());
+    record(&mut locked.state, &args.file, &api);
     // A purged replica thread is replaced by the replica's new one (the plan then recreates its
     // container on it): one rule for every backend.
     for line in renew_purged(&api, &pool, &af, &mut locked.state, only).await? {
@@ -172,25 +150,9 @@ pub(crate) async fn up(
         secrets: &secrets,
         stop_timeout: args.timeout,
     };
-    // The replica counts first: sessions move to (or away from) replicas as the count says, and
-    // a replica that is about to go hands its sessions over at its next write (it is fenced).
-    for agent in af.agents.iter().filter(|a| a.execution.durability) {
-        api.set_replicas(
-            &pool,
-            &agent.name,
-            agent.execution.replicas,
-            &agent.collaborators,
-        )
-        .await?;
-    }
-    // The pool's whole set of triggers, always: an agentfile whose triggers were all deleted
-    // removes them. A fire before the replicas are up waits in its session's inbox.
-    if only.is_none() {
-        let changed = api.set_triggers(&pool, &triggers).await?;
-        for (name, status) in trigger_steps(&changed) {
-            progress.step("Trigger", name, status);
-        }
-    }
+    // The pool's whole set of triggers, always (none for `reset`'s one replica).
+    let triggers = only.is_none().then_some(&triggers);
+    register(&api, &pool, &af, triggers, &progress).await?;
     let applied = apply::apply(&target, &plan, &mut locked, &progress).await;
     locked.save()?;
     let started = applied?;
@@ -225,28 +187,103 @@ pub(crate) async fn up(
         return Ok(ExitCode::SUCCESS);
     }
     if !args.json {
-        let sidecars = match sidecar_count {
-            0 => String::new(),
-            1 => " and 1 MCP sidecar".to_string(),
-            n => format!(" and {n} MCP sidecars"),
-        };
-        outln!(
-            "pool {pool} is up: {} container(s){sidecars}; `ninetrix ps -p {pool}` lists them",
-            af.agents.iter().map(|a| a.execution.replicas).sum::<u32>()
-        );
-        let token_at = match &api.local {
-            Some(_) => format!(
-                "the one in {}",
-                home.join("api").join("admin-token").display()
-            ),
-            None => "AGENTFILE_ADMIN_TOKEN's".to_string(),
-        };
-        outln!(
-            "console: {}/console (sign in with the admin token: {token_at})",
-            api.url.trim_end_matches('/')
-        );
+        say_up(&pool, &af, sidecar_count, &api, &home);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runner image (built if this binary has not been built into one yet) and each agent's
+/// image (its `runtime.image` plus the binary, else the runner image).
+async fn build_images(
+    docker: &Docker,
+    af: &Agentfile,
+    binary: &image::Binary,
+    progress: &Progress,
+) -> anyhow::Result<(Image, HashMap<String, Image>)> {
+    let (runner_image, built) = image::runner_image(docker, binary).await?;
+    progress.step(
+        "Image",
+        &runner_image.tag,
+        if built { "Built" } else { "Up to date" },
+    );
+    let mut images: HashMap<String, Image> = HashMap::new();
+    for agent in &af.agents {
+        let img = match &agent.runtime.image {
+            Some(base) => image::agent_image(docker, base, binary).await?,
+            None => runner_image.clone(),
+        };
+        images.insert(agent.name.clone(), img);
+    }
+    Ok((runner_image, images))
+}
+
+/// What the pool state records of this `up`: the agentfile (its path and digest) and an
+/// external API's URL.
+fn record(state: &mut state::PoolState, file: &std::path::Path, api: &Api) {
+    state.agentfile = std::path::absolute(file).ok();
+    state.agentfile_hash = std::fs::read(file).ok().map(|b| {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    });
+    // Only an external API's URL is worth recording: the local one's is read from its container.
+    state.api_url = api.local.is_none().then(|| api.url.clone());
+}
+
+/// Tells the API the replica counts, then (unless `None`) the pool's triggers.
+async fn register(
+    api: &Api,
+    pool: &str,
+    af: &Agentfile,
+    triggers: Option<&TriggerSet>,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    // The replica counts first: sessions move to (or away from) replicas as the count says, and
+    // a replica that is about to go hands its sessions over at its next write (it is fenced).
+    for agent in af.agents.iter().filter(|a| a.execution.durability) {
+        api.set_replicas(
+            pool,
+            &agent.name,
+            agent.execution.replicas,
+            &agent.collaborators,
+        )
+        .await?;
+    }
+    // The pool's whole set of triggers: an agentfile whose triggers were all deleted removes
+    // them. A fire before the replicas are up waits in its session's inbox.
+    if let Some(triggers) = triggers {
+        let changed = api.set_triggers(pool, triggers).await?;
+        for (name, status) in trigger_steps(&changed) {
+            progress.step("Trigger", name, status);
+        }
+    }
+    Ok(())
+}
+
+/// The closing lines of a whole pool's `up`: what is up, and where the console is.
+fn say_up(pool: &str, af: &Agentfile, sidecar_count: usize, api: &Api, home: &std::path::Path) {
+    let sidecars = match sidecar_count {
+        0 => String::new(),
+        1 => " and 1 MCP sidecar".to_string(),
+        n => format!(" and {n} MCP sidecars"),
+    };
+    outln!(
+        "pool {pool} is up: {} container(s){sidecars}; `ninetrix ps -p {pool}` lists them",
+        af.agents.iter().map(|a| a.execution.replicas).sum::<u32>()
+    );
+    let token_at = match &api.local {
+        Some(_) => format!(
+            "the one in {}",
+            home.join("api").join("admin-token").display()
+        ),
+        None => "AGENTFILE_ADMIN_TOKEN's".to_string(),
+    };
+    outln!(
+        "console: {}/console (sign in with the admin token: {token_at})",
+        api.url.trim_end_matches('/')
+    );
 }
 
 /// Replaces the purged threads of the pool's durable replicas (of `only`'s replica alone, when
