@@ -41,22 +41,11 @@ pub(crate) async fn up(
     let af = parsed.agentfile;
     let pool = crate::pool::resolve::pool_of(&af, args.pool.as_deref(), &args.file)?;
     // Secrets first: nothing starts if one is missing.
-    let mut secrets = BTreeMap::new();
-    for agent in &af.agents {
-        secrets.insert(agent.name.clone(), spec::host_secrets(agent)?);
-    }
-    let mut sidecar_secrets = Vec::new();
-    for wanted in sidecar::Wanted::of(&af)
-        .into_iter()
-        .filter(|_| only.is_none())
-    {
-        let values = wanted.host_secrets()?;
-        sidecar_secrets.push((wanted, values));
-    }
-    let triggers = match only {
-        None => registrations(&af.triggers)?,
-        Some(_) => TriggerSet::default(),
-    };
+    let HostValues {
+        secrets,
+        sidecar_secrets,
+        triggers,
+    } = HostValues::read(&af, only)?;
     let docker = crate::docker::connect().await?;
     let home = crate::home::agentfile_home()?;
     let options = Options {
@@ -190,6 +179,43 @@ pub(crate) async fn up(
         say_up(&pool, &af, sidecar_count, &api, &home);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `up` reads from the host before it changes anything (a missing secret fails it first).
+struct HostValues {
+    /// Each agent's secret values, by agent.
+    secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// Each sidecar MCP server with its secret values (none for `reset`'s one replica).
+    sidecar_secrets: Vec<(sidecar::Wanted, BTreeMap<String, String>)>,
+    /// The triggers to register (none for `reset`'s one replica).
+    triggers: TriggerSet,
+}
+
+impl HostValues {
+    /// Reads them.
+    fn read(af: &Agentfile, only: Option<&Only>) -> anyhow::Result<HostValues> {
+        let mut secrets = BTreeMap::new();
+        for agent in &af.agents {
+            secrets.insert(agent.name.clone(), spec::host_secrets(agent)?);
+        }
+        let mut sidecar_secrets = Vec::new();
+        for wanted in sidecar::Wanted::of(af)
+            .into_iter()
+            .filter(|_| only.is_none())
+        {
+            let values = wanted.host_secrets()?;
+            sidecar_secrets.push((wanted, values));
+        }
+        let triggers = match only {
+            None => registrations(&af.triggers)?,
+            Some(_) => TriggerSet::default(),
+        };
+        Ok(HostValues {
+            secrets,
+            sidecar_secrets,
+            triggers,
+        })
+    }
 }
 
 /// The runner image (built if this binary has not been built into one yet) and each agent's
