@@ -64,20 +64,7 @@ pub(crate) async fn up(
         )
         .await;
     }
-    // The pool lock first: a second `up` (or a `down`) of this pool waits here, then finds what
-    // the first made, so nothing — image, API, network, container — is created twice.
-    let mut locked = state::lock(&home, &pool)?;
-    if locked.state.swarm.is_some() {
-        if on_swarm(&docker, &pool).await {
-            anyhow::bail!(
-                "pool `{pool}` runs on Docker Swarm; `ninetrix up --swarm` updates it (or `ninetrix down -p {pool}` takes it off the swarm first)"
-            );
-        }
-        // It ran on Swarm once and was taken down: its threads are in that API's data, not in
-        // this host's API, so it starts afresh here.
-        locked.state.swarm = None;
-        locked.state.agents.clear();
-    }
+    let mut locked = lock(&docker, &home, &pool, on_swarm).await?;
     let progress = Progress::new(args.json);
     let binary = image::this_binary()?;
     let (runner_image, images) = build_images(&docker, &af, &binary, &progress).await?;
@@ -179,6 +166,30 @@ pub(crate) async fn up(
         say_up(&pool, &af, sidecar_count, &api, &home);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pool lock first: a second `up` (or a `down`) of this pool waits here, then finds what
+/// the first made, so nothing — image, API, network, container — is created twice. A pool whose
+/// state says Swarm is refused while `on_swarm` finds its services there.
+async fn lock(
+    docker: &Docker,
+    home: &std::path::Path,
+    pool: &str,
+    on_swarm: impl AsyncFnOnce(&Docker, &str) -> bool,
+) -> anyhow::Result<state::LockedState> {
+    let mut locked = state::lock(home, pool)?;
+    if locked.state.swarm.is_some() {
+        if on_swarm(docker, pool).await {
+            anyhow::bail!(
+                "pool `{pool}` runs on Docker Swarm; `ninetrix up --swarm` updates it (or `ninetrix down -p {pool}` takes it off the swarm first)"
+            );
+        }
+        // It ran on Swarm once and was taken down: its threads are in that API's data, not in
+        // this host's API, so it starts afresh here.
+        locked.state.swarm = None;
+        locked.state.agents.clear();
+    }
+    Ok(locked)
 }
 
 /// What `up` reads from the host before it changes anything (a missing secret fails it first).
