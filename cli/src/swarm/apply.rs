@@ -99,7 +99,7 @@ impl Deploy<'_> {
                 Op::Create { service } | Op::Update { service, .. } => match &service.role {
                     Role::Api => {
                         progress.step("Network", &sw::network_name(pool), "Ready");
-                        self.api(service, &mut secrets, &mut made).await?;
+                        self.api(&mut secrets, &mut made).await?;
                     }
                     Role::Sidecar(server) => {
                         self.sidecar(server, service, &mut secrets, &mut made)
@@ -167,12 +167,7 @@ impl Deploy<'_> {
 
     /// The API: its secrets, its service, its port (kept across `up`s), waited for; then what
     /// it must know before the runners ask it: replica counts (sessions), triggers.
-    async fn api(
-        &mut self,
-        _service: &Desired,
-        secrets: &mut PoolSecrets,
-        made: &mut Made,
-    ) -> anyhow::Result<()> {
+    async fn api(&mut self, secrets: &mut PoolSecrets, made: &mut Made) -> anyhow::Result<()> {
         let (docker, pool, args, home) = (self.docker, self.pool, self.args, self.home);
         let network = made.network.clone().context("the network is made first")?;
         let api_secret = secret_file(&home.join("api").join("secret"))?;

@@ -7,8 +7,10 @@
 //! on any node keeps its thread; two copies of one slot are fenced by the claim's epoch. Secrets
 //! are Swarm secrets, never environment or labels.
 //!
-//! [`spec`] builds the objects (pure); [`deploy`] makes them so; [`observe`] reads tasks for
-//! `ps` and `invoke`; [`logs`] reads the tasks' logs; [`remove`] takes a pool down.
+//! [`spec`] builds the objects (pure); [`deploy`] observes the swarm and states what the
+//! agentfile wants, [`plan`] decides (pure: the ops and their causes, which `up --swarm
+//! --dry-run` prints) and [`apply`] makes them so; [`observe`] reads tasks for `ps` and
+//! `invoke`; [`logs`] reads the tasks' logs; [`remove`] takes a pool down.
 
 pub(crate) mod apply;
 pub(crate) mod deploy;
