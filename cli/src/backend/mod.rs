@@ -216,8 +216,7 @@ pub(crate) async fn down(
     progress: &Progress,
     failures: &mut Failures,
 ) -> anyhow::Result<()> {
-    let Some((containers, _)) =
-        crate::pool::down::found(docker, home, pool, settings, failures).await?
+    let Some(containers) = crate::pool::down::found(docker, home, pool, settings, failures).await?
     else {
         return Ok(());
     };

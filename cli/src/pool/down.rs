@@ -59,7 +59,7 @@ pub(crate) fn pool_volumes(
         .collect()
 }
 
-/// The pool's containers and networks on this engine, if the pool exists at all (a pool file,
+/// The pool's containers on this engine, if the pool exists at all (a pool file,
 /// a container or a network); else `None`, with the reason in `failures` unless `--api` was
 /// given (`down --api` of a pool that is gone already is no failure).
 pub(crate) async fn found(
@@ -68,7 +68,7 @@ pub(crate) async fn found(
     pool: &str,
     settings: &DownSettings,
     failures: &mut Failures,
-) -> anyhow::Result<Option<(Vec<ContainerSummary>, Vec<crate::docker::NetworkCandidate>)>> {
+) -> anyhow::Result<Option<Vec<ContainerSummary>>> {
     let containers = pool_containers(docker, Some(pool)).await?;
     let networks = pool_networks(docker, pool).await?;
     if !state::exists(home, pool) && containers.is_empty() && networks.is_empty() {
@@ -88,7 +88,7 @@ pub(crate) async fn found(
         }
         return Ok(None);
     }
-    Ok(Some((containers, networks)))
+    Ok(Some(containers))
 }
 
 /// A pool on one host, locked for `down`, with the containers [`found`] found.
