@@ -5,8 +5,10 @@
 
 #[macro_use]
 mod output;
+mod backend;
 pub mod cli;
 pub mod commands;
+mod deploy;
 mod docker;
 mod home;
 mod k8s;

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_client::{ClientError, Watched};
@@ -18,10 +17,10 @@ use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{ThreadId, sessions};
 use serde_json::json;
 
+use crate::backend::Backend;
+use crate::backend::view::PoolView;
 use crate::cli::pool_name;
 use crate::pool::condition::{self, Condition, Facts, Who};
-use crate::pool::resolve::PoolView;
-use crate::pool::spec;
 use crate::ui::handoffs;
 use crate::ui::streamed::Streamed;
 use crate::ui::style::Style;
@@ -108,21 +107,14 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let docker = crate::docker::connect().await?;
-    let swarm = view.state.swarm.is_some();
+    let backend = view.backend();
     let target = Target {
-        container: if swarm {
-            format!(
-                "{}.{replica}",
-                crate::swarm::spec::service_name(&view.name, &args.agent)
-            )
-        } else {
-            spec::container_name(&view.name, &args.agent, replica)
-        },
+        container: backend.replica_name(&view.name, &args.agent, replica),
         pool: view.name.clone(),
         agent: args.agent.clone(),
-        swarm: swarm.then_some(replica),
-        up: condition::up_command(&view.name, view.state.agentfile.as_deref())
-            + if swarm { " --swarm" } else { "" },
+        replica,
+        backend,
+        up: backend.up_command(&view.name, view.state.agentfile.as_deref()),
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
     let Some(facts) = target.facts(&docker, true).await? else {
@@ -506,8 +498,10 @@ struct Target {
     container: String,
     pool: String,
     agent: String,
-    /// On Swarm: the slot.
-    swarm: Option<u32>,
+    /// The replica (on Swarm: the slot).
+    replica: u32,
+    /// Where the pool runs.
+    backend: Backend,
     /// The command that starts the pool again, from anywhere.
     up: String,
 }
@@ -529,22 +523,9 @@ impl Target {
         docker: &bollard::Docker,
         with_health: bool,
     ) -> anyhow::Result<Option<Facts>> {
-        if let Some(slot) = self.swarm {
-            // Swarm's view of the slot; the health is the task's healthcheck.
-            return Ok(
-                crate::swarm::observe::slot(docker, &self.pool, &self.agent, slot)
-                    .await?
-                    .map(|view| view.facts()),
-            );
-        }
-        match docker.inspect_container(&self.container, None).await {
-            Ok(info) if with_health => {
-                Ok(Some(condition::inspect_with_health(docker, &info).await?))
-            }
-            Ok(info) => Ok(Some(condition::inspect(docker, &info).await?)),
-            Err(e) if crate::docker::is_not_found(&e) => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot inspect {}", self.container)),
-        }
+        self.backend
+            .replica_facts(docker, &self.pool, &self.agent, self.replica, with_health)
+            .await
     }
 }
 

@@ -11,10 +11,15 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 
+use bollard::models::TaskState;
+
+use crate::backend::Backend;
 use crate::cli::pool_name;
-use crate::docker::{label, name, pool_containers};
-use crate::pool::condition::{self, Condition, Health};
+use crate::docker::{label, name};
+use crate::pool::condition::{self, Condition};
+use crate::pool::engine::pool_containers;
 use crate::pool::health;
+use crate::pool::health::Health;
 use crate::pool::spec;
 
 /// Arguments of `ninetrix ps`.
@@ -179,7 +184,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         let known: Vec<String> = known.into_iter().collect();
         eprintln!(
             "{}",
-            crate::commands::down::no_pool(pool, &crate::pool::state::pools_dir(&home), &known)
+            crate::pool::down::no_pool(pool, &crate::pool::state::pools_dir(&home), &known)
         );
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }
@@ -192,7 +197,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         let Ok(state) = crate::pool::state::read(&home, &pool) else {
             continue;
         };
-        if state.swarm.is_some() {
+        if Backend::of(&state) == Backend::Swarm {
             continue;
         }
         let mine: Vec<bollard::models::ContainerSummary> = containers
@@ -259,7 +264,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
             replica: label(&c, spec::REPLICA).and_then(|r| r.parse().ok()),
             container: name(&c),
             thread_id: owned(spec::THREAD),
-            state: Some(facts.state.clone()).filter(|s| !s.is_empty()),
+            state: facts.state.map(|s| s.to_string()).filter(|s| !s.is_empty()),
             status: cond.status(c.status.as_deref().unwrap_or_default()),
             health: cond.health(),
             reason: cond.reason(),
@@ -325,7 +330,7 @@ async fn swarm_rows(docker: &bollard::Docker, args: &PsArgs) -> anyhow::Result<V
     let mut rows = Vec::new();
     for pool in pools {
         let state = crate::pool::state::read(&home, &pool)?;
-        if state.swarm.is_none() {
+        if Backend::of(&state) != Backend::Swarm {
             continue;
         }
         let slots = match crate::swarm::observe::slots(docker, &pool, None).await {
@@ -338,11 +343,13 @@ async fn swarm_rows(docker: &bollard::Docker, args: &PsArgs) -> anyhow::Result<V
         for view in slots {
             let facts = view.facts();
             let cond = Condition::of(&facts);
-            let finished_job = !view.durable && view.state == "complete";
+            let finished_job = !view.durable && view.state == Some(TaskState::COMPLETE);
             if finished_job && !args.all {
                 continue;
             }
-            let status = match (&cond, &view.state[..], &view.error) {
+            // Swarm's word for the state, as `docker service ps` prints it.
+            let word = view.state.map_or_else(String::new, |s| s.to_string());
+            let status = match (&cond, &word[..], &view.error) {
                 (_, "running", _) => cond.status("Up"),
                 (Condition::GaveUp { .. }, state, _) => cond.status(state),
                 (_, state, Some(err)) => format!("{state}: {err}"),
@@ -358,7 +365,7 @@ async fn swarm_rows(docker: &bollard::Docker, args: &PsArgs) -> anyhow::Result<V
                     .get(&view.agent)
                     .and_then(|r| r.get(&view.slot))
                     .map(|r| r.thread_id.to_string()),
-                state: Some(view.state.clone()),
+                state: Some(word.clone()),
                 status,
                 health: cond.health(),
                 reason: cond.reason(),

@@ -17,9 +17,9 @@ use clap::Args;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::Agentfile;
 
+use crate::backend::view::PoolView;
 use crate::cli::pool_name;
-use crate::commands::up::{Only, UpArgs};
-use crate::pool::resolve::PoolView;
+use crate::deploy::Only;
 use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::ui::progress::Progress;
 
@@ -215,13 +215,12 @@ pub(crate) async fn run(args: &ResetArgs) -> anyhow::Result<ExitCode> {
                 args.agent
             ),
         },
-        Target::Replica(n) => match view.state.swarm {
-            // A pool on Swarm: the API's replica mapping holds the replica's thread.
-            Some(_) => view.api.replica_thread(&pool, &args.agent, *n).await?,
-            None => view.thread(&args.agent, *n).map_err(|e| {
-                anyhow::anyhow!("{e:#}; `ninetrix up -p {pool}` starts it on a new thread")
-            })?,
-        },
+        // On Swarm the API's replica mapping holds the replica's thread.
+        Target::Replica(n) => {
+            view.backend()
+                .replica_thread(&view, &args.agent, *n)
+                .await?
+        }
     };
     let deleted = what(&pool, &args.agent, &target, thread);
     match ask(args.yes, std::io::stdin().is_terminal()) {
@@ -249,36 +248,14 @@ pub(crate) async fn run(args: &ResetArgs) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Target::Replica(n) if view.state.swarm.is_some() => {
-            outln!(
-                "{}-{n} starts over: its runner takes the replica's new thread from the API at \
-                 its next step",
-                args.agent
-            );
-            Ok(ExitCode::SUCCESS)
-        }
         Target::Replica(n) => {
-            // `up` of this replica alone: it meets the purged thread, takes the replica's new
-            // one from the API's mapping, records it and recreates the container on it.
-            let up = UpArgs {
-                file,
-                pool: Some(pool),
-                force_recreate: false,
-                remove_orphans: false,
-                dry_run: false,
-                timeout: args.timeout,
-                wait_timeout: args.wait_timeout,
-                json: false,
-                swarm: false,
-                image: None,
-                api_database: None,
-                api_replicas: 1,
-            };
             let only = Only {
                 agent: args.agent.clone(),
                 replica: n,
             };
-            crate::commands::up::run_with(&up, Some(&only)).await
+            view.backend()
+                .restart_replica(&file, &pool, &only, args.timeout, args.wait_timeout)
+                .await
         }
     }
 }

@@ -84,7 +84,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     // a run adds no replica to the pool state.
     let network = {
         let _locked = crate::pool::state::lock(&home, &pool)?;
-        crate::docker::ensure_network(&docker, &pool, api.local.as_deref()).await?
+        crate::pool::engine::ensure_network(&docker, &pool, api.local.as_deref()).await?
     };
     for repair in &network.repairs {
         eprintln!("network {}: {repair}", network.name);
@@ -114,7 +114,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .with_context(|| format!("cannot create {name}"))?;
-    crate::docker::upload_secrets(&docker, &created.id, &secrets, Some(&token))
+    crate::pool::engine::upload_secrets(&docker, &created.id, &secrets, Some(&token))
         .await
         .context("cannot upload the run's secrets")?;
     // Make sure the workspace exists in a container without volumes.

@@ -12,8 +12,8 @@ use clap::Args;
 use ninetrix_proto::api::ThreadSummary;
 use ninetrix_proto::sessions;
 
+use crate::backend::view::PoolView;
 use crate::cli::pool_name;
-use crate::pool::resolve::PoolView;
 
 /// Arguments of `ninetrix sessions`.
 #[derive(Debug, Args)]

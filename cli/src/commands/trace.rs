@@ -9,10 +9,10 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use ninetrix_proto::ThreadId;
 
+use crate::backend::view::PoolView;
 use crate::cli::pool_name;
 use crate::pool::local_api::Api;
-use crate::pool::resolve::PoolView;
-use crate::ui::handoffs;
+use crate::ui::handoff_tree;
 use crate::ui::style::Style;
 use crate::ui::trace::{JsonEvent, Renderer};
 
@@ -132,11 +132,11 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
     }
     if args.follow_handoffs {
         let root_events = api.events(thread, 0).await?;
-        let threads = handoffs::collect(thread, root_events, |t| api.events(t, 0)).await;
+        let threads = handoff_tree::collect(thread, root_events, |t| api.events(t, 0)).await;
         let lines = if args.json {
-            handoffs::json_lines(&threads, thread)?
+            handoff_tree::json_lines(&threads, thread)?
         } else {
-            handoffs::tree_lines(&threads, thread, style, width)
+            handoff_tree::tree_lines(&threads, thread, style, width)
         };
         for line in lines {
             outln!("{line}");

@@ -181,15 +181,12 @@ async fn is_down(pool: &str) -> bool {
     let Ok(docker) = crate::docker::connect().await else {
         return false;
     };
-    let home = crate::home::agentfile_home().ok();
-    if home.is_some_and(|h| {
-        crate::pool::state::read(&h, pool).is_ok_and(|state| state.swarm.is_some())
-    }) {
-        return false;
-    }
-    crate::docker::pool_containers(&docker, Some(pool))
-        .await
-        .is_ok_and(|c| c.is_empty())
+    // A pool whose state cannot be read is taken as on this host, as before.
+    let backend = crate::home::agentfile_home()
+        .ok()
+        .and_then(|h| crate::backend::Backend::read(&h, pool).ok())
+        .unwrap_or(crate::backend::Backend::Host);
+    backend.is_down(&docker, pool).await
 }
 
 /// `ninetrix triggers`: the pool's triggers as a table, or JSON.

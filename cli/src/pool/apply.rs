@@ -13,7 +13,8 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::boots::Created;
 
-use crate::docker::{stop_and_remove, upload_secrets};
+use crate::docker::stop_and_remove;
+use crate::pool::engine::upload_secrets;
 use crate::pool::image::Image;
 use crate::pool::local_api::Api;
 use crate::pool::plan::{Note, Op, Plan, RemoveCause, Thread};

@@ -11,28 +11,17 @@ use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, Health
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt as _;
 
-use crate::pool::health;
+use crate::pool::health::{self, Health};
 use crate::pool::spec::{DURABLE, Liveness, MAX_RESTARTS};
-
-/// A runner's health: the verdict on its report (or a Docker healthcheck's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Health {
-    /// Not checked yet (the start period).
-    Starting,
-    /// The last check passed.
-    Healthy,
-    /// The last check failed.
-    Unhealthy,
-}
 
 /// What [`Condition::of`] needs to know about a container.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Facts {
     /// Running, restarting, restart count, last exit code.
     pub(crate) liveness: Liveness,
-    /// Docker's state word (`created`, `running`, `paused`, `exited`, `dead`, …).
-    pub(crate) state: String,
+    /// Docker's state (`created`, `running`, `paused`, `exited`, `dead`, …), parsed once; on
+    /// Swarm the nearest of them for a slot's task. `None` if Docker did not say.
+    pub(crate) state: Option<ContainerStateStatusEnum>,
     /// The container is durable (restarted on failure) rather than a batch job.
     pub(crate) durable: bool,
     /// The kernel killed it for memory.
@@ -135,7 +124,7 @@ impl Condition {
     /// Decides the condition from the facts.
     pub(crate) fn of(f: &Facts) -> Condition {
         let live = f.liveness;
-        if f.state == "paused" {
+        if f.state == Some(ContainerStateStatusEnum::PAUSED) {
             return Condition::Paused;
         }
         if live.running {
@@ -159,7 +148,7 @@ impl Condition {
                 restarts: live.restarts,
             };
         }
-        if f.state == "created" {
+        if f.state == Some(ContainerStateStatusEnum::CREATED) {
             return Condition::Created;
         }
         let exit_code = live.exit_code.unwrap_or(-1);
@@ -372,6 +361,22 @@ pub(crate) fn last_error_in(logs: &str) -> Option<String> {
     })
 }
 
+/// A container's facts by name (with its runner's health report when `with_health`); `None` if
+/// it does not exist.
+pub(crate) async fn of_container(
+    docker: &bollard::Docker,
+    container: &str,
+    with_health: bool,
+) -> anyhow::Result<Option<Facts>> {
+    use anyhow::Context as _;
+    match docker.inspect_container(container, None).await {
+        Ok(info) if with_health => Ok(Some(inspect_with_health(docker, &info).await?)),
+        Ok(info) => Ok(Some(inspect(docker, &info).await?)),
+        Err(e) if crate::docker::is_not_found(&e) => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect {container}")),
+    }
+}
+
 /// The facts of a container from `docker inspect` (and, when it is stopped with a failure, its
 /// last log lines).
 pub(crate) async fn inspect(
@@ -406,10 +411,7 @@ pub(crate) async fn inspect(
     };
     Ok(Facts {
         liveness,
-        state: st
-            .status
-            .unwrap_or(ContainerStateStatusEnum::EMPTY)
-            .to_string(),
+        state: st.status,
         durable,
         oom_killed: st.oom_killed.unwrap_or(false),
         health,
@@ -480,7 +482,7 @@ mod tests {
                 running: true,
                 ..Liveness::default()
             },
-            state: "running".into(),
+            state: Some(ContainerStateStatusEnum::RUNNING),
             durable: true,
             health,
             health_output: output.map(str::to_string),
@@ -495,7 +497,7 @@ mod tests {
                 exit_code: Some(code),
                 ..Liveness::default()
             },
-            state: "exited".into(),
+            state: Some(ContainerStateStatusEnum::EXITED),
             durable,
             last_error: Some("cannot claim thread 0193: the checkpoint API is unreachable".into()),
             ..Facts::default()
@@ -665,14 +667,14 @@ mod tests {
     fn restarting_paused_and_created_containers() {
         let mut f = exited(1, 1, true);
         f.liveness.restarting = true;
-        f.state = "restarting".into();
+        f.state = Some(ContainerStateStatusEnum::RESTARTING);
         let c = Condition::of(&f);
         assert_eq!(c, Condition::Restarting { restarts: 1 });
         assert!(c.answers());
         f.liveness.restarting = false;
-        f.state = "created".into();
+        f.state = Some(ContainerStateStatusEnum::CREATED);
         assert_eq!(Condition::of(&f), Condition::Created);
-        f.state = "paused".into();
+        f.state = Some(ContainerStateStatusEnum::PAUSED);
         assert_eq!(Condition::of(&f), Condition::Paused);
         assert_eq!(restarts_left(1), 2);
     }

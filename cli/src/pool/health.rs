@@ -20,7 +20,17 @@ use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use futures_util::StreamExt as _;
 use ninetrix_runner::health::{HealthReport, judge};
 
-use crate::pool::condition::Health;
+/// A runner's health: the verdict on its report (or a Docker healthcheck's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Health {
+    /// Not checked yet (the start period).
+    Starting,
+    /// The last check passed.
+    Healthy,
+    /// The last check failed.
+    Unhealthy,
+}
 
 /// Where every container of a pool mounts the pool's health volume.
 pub(crate) const MOUNT: &str = "/run/ninetrix/pool";

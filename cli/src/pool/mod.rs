@@ -8,9 +8,12 @@
 
 pub(crate) mod apply;
 pub(crate) mod condition;
+pub(crate) mod down;
+pub(crate) mod engine;
 pub(crate) mod health;
 pub(crate) mod image;
 pub(crate) mod local_api;
+pub(crate) mod logs;
 pub(crate) mod observed;
 pub(crate) mod plan;
 pub(crate) mod ready;
@@ -18,6 +21,8 @@ pub(crate) mod resolve;
 pub(crate) mod sidecar;
 pub(crate) mod spec;
 pub(crate) mod state;
+pub(crate) mod triggers;
+pub(crate) mod up;
 
 use std::path::Path;
 

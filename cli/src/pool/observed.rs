@@ -4,7 +4,8 @@
 use bollard::Docker;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 
-use crate::docker::{label, pool_containers};
+use crate::docker::label;
+use crate::pool::engine::pool_containers;
 use crate::pool::plan::Observed;
 use crate::pool::spec::{self, Config, Liveness, Slot};
 

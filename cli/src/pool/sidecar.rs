@@ -21,7 +21,8 @@ use ninetrix_proto::agentfile::Agentfile;
 use ninetrix_proto::agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
-use crate::docker::{label, pool_containers, stop_and_remove, upload_secrets};
+use crate::docker::{label, stop_and_remove};
+use crate::pool::engine::{pool_containers, upload_secrets};
 use crate::pool::image::Image;
 use crate::pool::spec::{AGENT, DURABLE, HASH, MissingSecret, POOL, VERSION, host_values};
 use crate::ui::progress::Progress;

@@ -13,8 +13,8 @@ use bollard::models::{Task, TaskState};
 use bollard::query_parameters::ListTasksOptions;
 use futures_util::StreamExt as _;
 
-use crate::commands::logs::{
-    COLORS, Line, LogsArgs, Reassembler, Target, marker, options, print_line,
+use crate::deploy::logs::{
+    COLORS, Line, LogsSettings, Reassembler, Target, marker, options, print_line,
 };
 
 /// A task of one of the pool's agent services.
@@ -87,7 +87,11 @@ async fn read(
 }
 
 /// Runs `ninetrix logs` on a Swarm pool.
-pub(crate) async fn run(docker: &Docker, pool: &str, args: &LogsArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(
+    docker: &Docker,
+    pool: &str,
+    args: &LogsSettings,
+) -> anyhow::Result<ExitCode> {
     let tasks = pool_tasks(docker, pool, args.agent.as_deref()).await?;
     if tasks.is_empty() {
         bail!(

@@ -7,18 +7,32 @@
 //! on any node keeps its thread; two copies of one slot are fenced by the claim's epoch. Secrets
 //! are Swarm secrets, never environment or labels.
 //!
-//! [`spec`] builds the objects (pure); [`deploy`] makes them so; [`observe`] reads tasks for
-//! `ps` and `invoke`; [`logs`] reads the tasks' logs; [`remove`] takes a pool down.
+//! [`spec`] builds the objects (pure); [`deploy`] observes the swarm and states what the
+//! agentfile wants, [`plan`] decides (pure: the ops and their causes, which `up --swarm
+//! --dry-run` prints) and [`apply`] makes them so; [`observe`] reads tasks for `ps` and
+//! `invoke`; [`logs`] reads the tasks' logs; [`remove`] takes a pool down.
 
+pub(crate) mod apply;
 pub(crate) mod deploy;
 pub(crate) mod logs;
 pub(crate) mod observe;
+pub(crate) mod plan;
 pub(crate) mod remove;
 pub(crate) mod spec;
 
 use anyhow::bail;
 use bollard::Docker;
 use bollard::models::LocalNodeState;
+use std::collections::HashMap;
+
+use spec::POOL;
+
+/// Filters on the pool's label (and more).
+pub(crate) fn pool_filter(pool: &str, more: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
+    let mut labels = vec![format!("{POOL}={pool}")];
+    labels.extend(more.iter().map(|(k, v)| format!("{k}={v}")));
+    [("label".to_string(), labels)].into()
+}
 
 /// This engine's place in a swarm: its node ID, if it is a manager of an active swarm.
 pub(crate) async fn manager_node(docker: &Docker) -> anyhow::Result<String> {
@@ -46,7 +60,7 @@ pub(crate) async fn manager_node(docker: &Docker) -> anyhow::Result<String> {
 pub(crate) async fn has_services(docker: &Docker, pool: &str) -> bool {
     docker
         .list_services(Some(bollard::query_parameters::ListServicesOptions {
-            filters: Some([("label".to_string(), vec![format!("{}={pool}", spec::POOL)])].into()),
+            filters: Some(pool_filter(pool, &[])),
             ..Default::default()
         }))
         .await

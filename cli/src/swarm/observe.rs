@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use bollard::Docker;
-use bollard::models::{Task, TaskState};
+use bollard::models::{ContainerStateStatusEnum, Task, TaskState};
 use bollard::query_parameters::{ListNodesOptions, ListServicesOptions, ListTasksOptions};
 
 use crate::pool::condition::Facts;
@@ -28,8 +28,8 @@ pub(crate) struct SlotView {
     pub(crate) durable: bool,
     /// The node of the newest task (its hostname, else its ID).
     pub(crate) node: Option<String>,
-    /// The newest task's state (`running`, `failed`, `starting`, …).
-    pub(crate) state: String,
+    /// The newest task's state (`running`, `failed`, `starting`, …), if Swarm said.
+    pub(crate) state: Option<TaskState>,
     /// Whether Swarm wants it running.
     pub(crate) desired_running: bool,
     /// Whether the slot is within the service's replicas (Swarm keeps such a slot filled: a
@@ -69,25 +69,27 @@ impl SlotView {
     /// replacement task on its way after a failure), restarts, exit code, and the health its
     /// runner's report gives (a task on this node).
     pub(crate) fn facts_at(&self, now_ms: i64) -> Facts {
-        let running = self.state == "running";
+        let running = self.state == Some(TaskState::RUNNING);
         let on_its_way = self.desired_running
             && !running
             && matches!(
-                self.state.as_str(),
-                "new"
-                    | "allocated"
-                    | "pending"
-                    | "assigned"
-                    | "accepted"
-                    | "preparing"
-                    | "ready"
-                    | "starting"
+                self.state,
+                Some(
+                    TaskState::NEW
+                        | TaskState::ALLOCATED
+                        | TaskState::PENDING
+                        | TaskState::ASSIGNED
+                        | TaskState::ACCEPTED
+                        | TaskState::PREPARING
+                        | TaskState::READY
+                        | TaskState::STARTING
+                )
             );
         // A durable slot whose task just failed gets a new one while its budget lasts (Swarm's
         // `on-failure`, `max_attempts: 3`): it is restarting, not dead.
         // So is a slot whose task Swarm shut down (an update) while the slot is still wanted.
-        let failed = matches!(self.state.as_str(), "failed" | "rejected");
-        let shut_down = self.state == "shutdown" && self.wanted;
+        let failed = matches!(self.state, Some(TaskState::FAILED | TaskState::REJECTED));
+        let shut_down = self.state == Some(TaskState::SHUTDOWN) && self.wanted;
         let replacing = (self.always_restarted && !running && self.wanted)
             || (self.durable && ((failed && self.restarts < MAX_RESTARTS) || shut_down));
         let on_its_way = on_its_way || replacing;
@@ -99,13 +101,13 @@ impl SlotView {
                 restarts: self.restarts,
                 exit_code: self.exit_code.or(running.then_some(0)),
             },
-            state: if on_its_way {
-                "restarting".into()
+            state: Some(if on_its_way {
+                ContainerStateStatusEnum::RESTARTING
             } else if running {
-                "running".into()
+                ContainerStateStatusEnum::RUNNING
             } else {
-                "exited".into()
-            },
+                ContainerStateStatusEnum::EXITED
+            }),
             durable: self.durable,
             oom_killed: false,
             health: None,
@@ -171,7 +173,7 @@ pub(crate) fn slot_view(
             .node_id
             .as_ref()
             .map(|id| nodes.get(id).cloned().unwrap_or_else(|| id.clone())),
-        state: state_of(newest).map(|s| s.to_string()).unwrap_or_default(),
+        state: state_of(newest),
         wanted: true,
         // A replacement waits out the restart delay with desired state `ready`.
         desired_running: matches!(
@@ -323,7 +325,7 @@ pub(crate) async fn slots(
                 view.always_restarted = sidecar;
                 // A runner's task on this node: its report, read from its container.
                 if !sidecar
-                    && view.state == "running"
+                    && view.state == Some(TaskState::RUNNING)
                     && let Some(id) = &view.container_id
                     && docker.inspect_container(id, None).await.is_ok()
                 {
@@ -387,7 +389,7 @@ mod tests {
             task(1, TaskState::FAILED, TaskState::SHUTDOWN, Some(137)),
             task(2, TaskState::RUNNING, TaskState::RUNNING, None),
         ]);
-        assert_eq!((v.restarts, v.state.as_str()), (1, "running"));
+        assert_eq!((v.restarts, v.state), (1, Some(TaskState::RUNNING)));
         assert_eq!(v.node.as_deref(), Some("host-a"));
         assert_eq!(v.task_name(), "ninetrix-p-writer.2");
         assert!(v.facts().liveness.running);
@@ -404,7 +406,7 @@ mod tests {
             "Swarm restarts it whatever its exit"
         );
         assert!(!facts.liveness.gave_up(true));
-        assert_eq!(facts.state, "restarting");
+        assert_eq!(facts.state, Some(ContainerStateStatusEnum::RESTARTING));
     }
 
     #[test]
@@ -437,7 +439,7 @@ mod tests {
         ]);
         let facts = v.facts();
         assert!(facts.liveness.restarting && !facts.liveness.running);
-        assert_eq!(facts.state, "restarting");
+        assert_eq!(facts.state, Some(ContainerStateStatusEnum::RESTARTING));
     }
 
     #[test]

@@ -15,18 +15,12 @@ use bollard::query_parameters::{
 };
 use ninetrix_proto::api::TriggerSet;
 
-use crate::commands::down::{DownArgs, Failures};
+use crate::deploy::DownSettings;
+use crate::deploy::failures::Failures;
 use crate::pool::state::LockedState;
+use crate::swarm::pool_filter;
 use crate::swarm::spec::{self as sw, COMPONENT, POOL};
 use crate::ui::progress::Progress;
-
-fn filter(pool: &str, component: Option<&str>) -> std::collections::HashMap<String, Vec<String>> {
-    let mut labels = vec![format!("{POOL}={pool}")];
-    if let Some(c) = component {
-        labels.push(format!("{COMPONENT}={c}"));
-    }
-    [("label".to_string(), labels)].into()
-}
 
 /// Takes the Swarm pool down (see the module's doc): `--purge` as on one host; `-t` bounds the
 /// wait for each service's tasks to stop.
@@ -35,7 +29,7 @@ pub(crate) async fn down(
     home: &std::path::Path,
     pool: &str,
     locked: LockedState,
-    args: &DownArgs,
+    args: &DownSettings,
     progress: &Progress,
     failures: &mut Failures,
 ) {
@@ -72,7 +66,7 @@ pub(crate) async fn down(
     // Secrets and the network, once nothing uses them.
     match docker
         .list_secrets(Some(ListSecretsOptions {
-            filters: Some(filter(pool, Some("secret"))),
+            filters: Some(pool_filter(pool, &[(COMPONENT, "secret")])),
         }))
         .await
     {
@@ -142,7 +136,7 @@ async fn remove_services(
 ) {
     let services = match docker
         .list_services(Some(ListServicesOptions {
-            filters: Some(filter(pool, Some(component))),
+            filters: Some(pool_filter(pool, &[(COMPONENT, component)])),
             ..ListServicesOptions::default()
         }))
         .await
@@ -170,7 +164,7 @@ async fn remove_services(
         docker.list_containers(Some(
             ListContainersOptionsBuilder::default()
                 .all(all)
-                .filters(&filter(pool, Some(component)))
+                .filters(&pool_filter(pool, &[(COMPONENT, component)]))
                 .build(),
         ))
     };
@@ -242,7 +236,7 @@ async fn purge_threads(
 async fn remove_volumes(docker: &Docker, pool: &str, progress: &Progress, failures: &mut Failures) {
     let volumes = match docker
         .list_volumes(Some(ListVolumesOptions {
-            filters: Some(filter(pool, None)),
+            filters: Some(pool_filter(pool, &[])),
         }))
         .await
     {

@@ -10,17 +10,8 @@ use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
 use serde::Serialize;
 
 use crate::ui::handoffs;
+use crate::ui::one_line;
 use crate::ui::style::Style;
-
-/// Text on one line, cut to `max` characters.
-pub(crate) fn one_line(s: &str, max: usize) -> String {
-    let flat = s.replace('\n', " ⏎ ");
-    let mut out: String = flat.chars().take(max).collect();
-    if flat.chars().count() > max {
-        out.push('…');
-    }
-    out
-}
 
 /// Renders events into trace lines.
 pub(crate) struct Renderer {

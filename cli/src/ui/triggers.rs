@@ -164,11 +164,11 @@ pub(crate) fn history(events: &[TriggerEvent]) -> String {
                 what_for(e),
                 e.session
                     .as_deref()
-                    .map_or("-".into(), |k| crate::ui::trace::one_line(k, 80)),
+                    .map_or("-".into(), |k| crate::ui::one_line(k, 80)),
                 e.inbox_seq.map_or("-".into(), |s| format!("#{s}")),
                 e.detail
                     .as_deref()
-                    .map_or("-".into(), |d| crate::ui::trace::one_line(d, 80)),
+                    .map_or("-".into(), |d| crate::ui::one_line(d, 80)),
             ]
         })
         .collect();
