@@ -27,6 +27,7 @@ use subtle::ConstantTimeEq;
 
 use crate::console_sessions::ConsoleSessions;
 use crate::error::ApiError;
+pub use crate::secret::Secret;
 
 const RUNNER_PREFIX: &str = "nxr2";
 const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v2\0";
@@ -72,28 +73,6 @@ struct ApproverClaims {
     n: String,
     /// Expiry, Unix seconds.
     e: i64,
-}
-
-/// A secret value that never prints.
-#[derive(Clone)]
-pub struct Secret(Vec<u8>);
-
-impl Secret {
-    /// Wraps secret bytes.
-    pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
-        Self(bytes.into())
-    }
-
-    /// The bytes.
-    pub fn expose(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
 }
 
 /// How requests are authenticated.

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
-use crate::auth::Secret;
+use crate::secret::Secret;
 
 /// How long a console sign-in lasts.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);

@@ -25,6 +25,7 @@ mod listener;
 mod names;
 mod routes;
 pub mod scheduler;
+mod secret;
 pub mod server;
 mod state;
 pub mod store;

@@ -142,6 +142,18 @@ impl From<sqlx::migrate::MigrateError> for StoreError {
     }
 }
 
+impl crate::labels::LabelChanged {
+    /// The store's refusal of this change on `thread` (409 `labels_fixed`).
+    pub(crate) fn refused(self, thread: ThreadId) -> StoreError {
+        StoreError::LabelsFixed {
+            thread,
+            field: self.field,
+            stored: self.stored,
+            asked: self.asked,
+        }
+    }
+}
+
 /// Shorthand for store results.
 pub type StoreResult<T> = Result<T, StoreError>;
 
