@@ -1,30 +1,20 @@
 //! Requests to people: stored by a commit, decided once by a person (or expired), each decision
 //! an `approval_decided` event of its thread; the checks on a decision, and the listings.
 
-use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    Approval, ApprovalKind, ApprovalStatus, DecisionRequest, ErrorCode, NewApproval, NewEvent,
+    Verdict,
+};
+use ninetrix_proto::events::{ApprovalDecided, TraceEvent};
+use ninetrix_proto::{ApprovalId, ThreadId};
+
+use crate::store::checks::{MAX_KEY_LEN, check_key};
+use crate::store::codec::{corrupt, encode, labels, parse_id, time, to_i64, to_u64};
+use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as, rsq};
+use crate::store::{ApprovalFilter, StoreError, StoreResult};
 
 use super::events::insert_events;
-use super::threads::SELECT_THREAD;
-use super::threads::ThreadRow;
-use super::threads::not_purged;
-use crate::store::ApprovalFilter;
-use crate::store::checks::MAX_KEY_LEN;
-use crate::store::checks::check_key;
-use crate::store::codec::{corrupt, encode, labels, parse_id, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as};
-use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::ApprovalId;
-use ninetrix_proto::api::Approval;
-use ninetrix_proto::api::ApprovalKind;
-use ninetrix_proto::api::ApprovalStatus;
-use ninetrix_proto::api::DecisionRequest;
-use ninetrix_proto::api::ErrorCode;
-use ninetrix_proto::api::NewApproval;
-use ninetrix_proto::api::NewEvent;
-use ninetrix_proto::api::Verdict;
-use ninetrix_proto::events::ApprovalDecided;
-use ninetrix_proto::events::TraceEvent;
+use super::threads::{SELECT_THREAD, ThreadRow, not_purged};
 
 /// A row of `approvals` joined with its thread's labels.
 #[derive(sqlx::FromRow)]

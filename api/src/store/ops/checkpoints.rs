@@ -3,32 +3,19 @@
 //! from the stored JSON (with the cached history of `latest`).
 
 use ninetrix_proto::ThreadId;
-
-use super::threads::SELECT_THREAD;
-use super::threads::ThreadRow;
-use super::threads::fenced_thread;
-use super::threads::live;
-use crate::store::checks::OpenCalls;
-use crate::store::checks::check_count;
-use crate::store::checks::check_messages;
-use crate::store::checks::check_results;
-use crate::store::checks::needs_tail;
-use crate::store::codec::decode_messages;
-use crate::store::codec::decode_state;
-use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{Conn, query, query_as};
-use crate::store::latest;
-use crate::store::latest::LatestCache;
-use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::CheckpointCreated;
-use ninetrix_proto::api::CheckpointRequest;
-use ninetrix_proto::api::CheckpointState;
-use ninetrix_proto::api::CommitRequest;
-use ninetrix_proto::api::ErrorCode;
-use ninetrix_proto::api::VersionDetail;
-use ninetrix_proto::api::VersionSummary;
+use ninetrix_proto::api::{
+    CheckpointCreated, CheckpointRequest, CheckpointState, CommitRequest, ErrorCode, VersionDetail,
+    VersionSummary,
+};
 use ninetrix_proto::message::Message;
+
+use crate::store::checks::{OpenCalls, check_count, check_messages, check_results, needs_tail};
+use crate::store::codec::{corrupt, decode_messages, decode_state, encode, time, to_i64, to_u64};
+use crate::store::conn::{Conn, query, query_as, rsq};
+use crate::store::latest::LatestCache;
+use crate::store::{StoreError, StoreResult, latest};
+
+use super::threads::{SELECT_THREAD, ThreadRow, fenced_thread, live};
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct VersionRow {

@@ -2,28 +2,18 @@
 //! to people, events and a handoff's reply — checked first, then written in one transaction.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{CommitRequest, CommitResponse, ErrorCode};
 
-use super::approvals::check_approvals;
-use super::approvals::insert_approval;
-use super::checkpoints::VersionWrite;
-use super::checkpoints::append_version;
-use super::events::insert_events;
-use super::handoffs::record_handoff_reply;
-use super::ledger::IntentWrite;
-use super::ledger::insert_intent;
-use super::ledger::record_outcome;
-use super::ledger::tool_call_row;
-use super::threads::fenced_thread;
-use crate::store::checks::check_args;
-use crate::store::checks::check_count;
-use crate::store::checks::check_events;
-use crate::store::checks::check_key;
-use crate::store::checks::check_messages;
+use crate::store::checks::{check_args, check_count, check_events, check_key, check_messages};
 use crate::store::conn::Conn;
 use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::CommitRequest;
-use ninetrix_proto::api::CommitResponse;
-use ninetrix_proto::api::ErrorCode;
+
+use super::approvals::{check_approvals, insert_approval};
+use super::checkpoints::{VersionWrite, append_version};
+use super::events::insert_events;
+use super::handoffs::record_handoff_reply;
+use super::ledger::{IntentWrite, insert_intent, record_outcome, tool_call_row};
+use super::threads::fenced_thread;
 
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.

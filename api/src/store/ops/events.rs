@@ -2,16 +2,14 @@
 //! read after a seq.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{Event, EventsRequest, NewEvent};
 
-use super::threads::fenced_thread;
 use crate::store::StoreResult;
 use crate::store::checks::check_events;
 use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{Conn, query, query_as};
-use ninetrix_proto::api::Event;
-use ninetrix_proto::api::EventsRequest;
-use ninetrix_proto::api::NewEvent;
+use crate::store::conn::{Conn, query, query_as, rsq};
+
+use super::threads::fenced_thread;
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct EventRow {

@@ -2,26 +2,19 @@
 //! commit records, and the listings; the checks on a request and where a handoff stands.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    ErrorCode, Handoff, HandoffOrigin, HandoffReply, HandoffRequest, HandoffStatus, ThreadLabels,
+};
+
+use crate::store::checks::MAX_KEY_LEN;
+use crate::store::codec::{corrupt, encode, parse_id, time, to_i64, to_u64};
+use crate::store::conn::{AssertSqlSafe, Conn, query, query_as, rsq};
+use crate::store::{HandoffFilter, StoreError, StoreResult};
 
 use super::approvals::MAX_APPROVAL_SECS;
 use super::inbox::insert_inbox;
 use super::sessions::open_session;
-use super::threads::PURGED;
-use super::threads::fenced_thread;
-use super::threads::not_purged;
-use crate::store::HandoffFilter;
-use crate::store::checks::MAX_KEY_LEN;
-use crate::store::codec::{corrupt, encode, parse_id, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{AssertSqlSafe, Conn, query, query_as};
-use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::ErrorCode;
-use ninetrix_proto::api::Handoff;
-use ninetrix_proto::api::HandoffOrigin;
-use ninetrix_proto::api::HandoffReply;
-use ninetrix_proto::api::HandoffRequest;
-use ninetrix_proto::api::HandoffStatus;
-use ninetrix_proto::api::ThreadLabels;
+use super::threads::{PURGED, fenced_thread, not_purged};
 
 /// A row of `handoffs`.
 #[derive(sqlx::FromRow)]

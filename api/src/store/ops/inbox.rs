@@ -2,20 +2,17 @@
 //! message wakes when the thread is a session's; and reading them after a seq.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{
+    EnqueueRequest, EnqueueResponse, HandoffOrigin, InboxMessage, ThreadLabels,
+};
 
-use super::sessions::agent_replicas;
-use super::threads::ensure_thread;
-use super::threads::not_purged;
 use crate::store::checks::check_key;
 use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{Conn, query, query_as};
+use crate::store::conn::{Conn, query, query_as, rsq};
 use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::EnqueueRequest;
-use ninetrix_proto::api::EnqueueResponse;
-use ninetrix_proto::api::HandoffOrigin;
-use ninetrix_proto::api::InboxMessage;
-use ninetrix_proto::api::ThreadLabels;
+
+use super::sessions::agent_replicas;
+use super::threads::{ensure_thread, not_purged};
 
 /// What an enqueue's update returns: the new inbox seq, the labels that say whether the thread
 /// is a session's, and its stored owner.

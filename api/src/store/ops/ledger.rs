@@ -2,20 +2,15 @@
 //! outcome stands), keyed per thread; and reading them back.
 
 use ninetrix_proto::ThreadId;
-
-use super::threads::fenced_thread;
-use super::threads::not_purged;
-use crate::store::checks::check_args;
-use crate::store::checks::check_key;
-use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{AssertSqlSafe, Conn, query, query_as};
-use crate::store::{StoreError, StoreResult};
 use ninetrix_proto::agentfile::Effect;
-use ninetrix_proto::api::ToolCallCompletion;
-use ninetrix_proto::api::ToolCallIntent;
-use ninetrix_proto::api::ToolCallRecord;
-use ninetrix_proto::api::ToolCallStatus;
+use ninetrix_proto::api::{ToolCallCompletion, ToolCallIntent, ToolCallRecord, ToolCallStatus};
+
+use crate::store::checks::{check_args, check_key};
+use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
+use crate::store::conn::{AssertSqlSafe, Conn, query, query_as, rsq};
+use crate::store::{StoreError, StoreResult};
+
+use super::threads::{fenced_thread, not_purged};
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ToolCallRow {

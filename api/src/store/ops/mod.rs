@@ -7,8 +7,9 @@
 //!
 //! Who calls whom: `threads` is the base (the fencing read every runner write starts with);
 //! `sessions`, `events`, `checkpoints` and `ledger` build on it; `inbox` on `sessions`;
-//! `approvals` on `events`; `handoffs` on `sessions` and `inbox`; `triggers` on `sessions` and
-//! `inbox`; `commit` on all of the writes a runner's step makes.
+//! `approvals` on `events`; `handoffs` on `sessions` and `inbox` (and the longest wait
+//! `approvals` allows); `triggers` on `sessions` and `inbox`; `commit` on all of the writes a
+//! runner's step makes.
 
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {

@@ -3,14 +3,13 @@
 //! owners it moves), and the sessions with work for one replica.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::ThreadSummary;
 
-use super::threads::PURGED;
-use super::threads::SELECT_THREAD;
-use super::threads::ThreadRow;
 use crate::store::codec::{encode, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as};
 use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::ThreadSummary;
+
+use super::threads::{PURGED, SELECT_THREAD, ThreadRow};
 
 /// The thread of session `key` of (pool, agent): created on first use (a new UUID v7,
 /// labelled with the three), the same ever after. `true` when created now.

@@ -3,16 +3,11 @@
 //! write starts with; listing; and the purge that leaves a tombstone.
 
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::{ClaimResponse, ThreadLabels, ThreadStatus, ThreadSummary};
 
-use crate::store::ThreadFilter;
 use crate::store::codec::{corrupt, labels, parse_id, time, to_u64};
-use crate::store::conn::rsq;
-use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as};
-use crate::store::{StoreError, StoreResult};
-use ninetrix_proto::api::ClaimResponse;
-use ninetrix_proto::api::ThreadLabels;
-use ninetrix_proto::api::ThreadStatus;
-use ninetrix_proto::api::ThreadSummary;
+use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as, rsq};
+use crate::store::{StoreError, StoreResult, ThreadFilter};
 
 /// The status of a purged thread's row (see [`purged!`]).
 pub(crate) const PURGED: &str = purged!();

@@ -5,7 +5,12 @@
 
 use crate::store::codec::{corrupt, encode, parse_id, time, to_i64, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, query, query_as};
-use crate::store::triggers::*;
+use crate::store::triggers::{
+    DELIVERY_ID_KEPT_MS, Fired, HISTORY_COLUMNS, HISTORY_KEPT, HistoryRow, HookDelivery,
+    HookTarget, MAX_TRIGGERS_PER_TICK, NewHistory, Step, TRIGGER_COLUMNS, TickInput, TriggerRow,
+    delivery_id_key, delivery_key, digest, enum_name, fire_running, fire_session, first_fire,
+    instant_text, ms, plan_tick, rule_changed, schedule_key, sorted, stored_text, unknown_trigger,
+};
 use crate::store::{StoreError, StoreResult};
 
 use super::inbox::insert_inbox;
