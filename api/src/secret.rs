@@ -1,5 +1,5 @@
-//! A secret value (the server's signing secret, the admin token, a console session's token) that
-//! never prints: its `Debug` is redacted.
+//! A secret value (a token, a signing key) that never prints: what the API's authentication and
+//! the console's sessions hold.
 
 /// A secret value that never prints.
 #[derive(Clone)]
