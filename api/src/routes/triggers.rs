@@ -332,20 +332,11 @@ pub(crate) async fn deliver(
             .rate_limited(first, retry_after, per_minute, delivery_id)
             .await);
     }
-    let rendered = trigger_rules::render_body(&spec, &bytes);
-    let rendered = match rendered {
+    let rendered = match trigger_rules::render_body(&spec, &bytes) {
         Ok(r) => r,
         Err(message) => {
-            let message = clip(&message, MAX_ECHOED_CHARS);
-            refusals
-                .record(
-                    TriggerReason::Template,
-                    verified.delivery_id.clone(),
-                    message.clone(),
-                    None,
-                )
-                .await;
-            return Err(template_failed(message));
+            let delivery_id = verified.delivery_id.clone();
+            return Err(refusals.template_failed(message, delivery_id).await);
         }
     };
     let delivery = HookDelivery {
@@ -480,6 +471,15 @@ impl Refusals<'_> {
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(1));
         response
+    }
+
+    /// The refusal of a verified body the templates cannot render: recorded, and answered with
+    /// what failed (clipped: it may echo the body).
+    async fn template_failed(&self, message: String, delivery_id: Option<String>) -> ApiError {
+        let message = clip(&message, MAX_ECHOED_CHARS);
+        self.record(TriggerReason::Template, delivery_id, message.clone(), None)
+            .await;
+        template_failed(message)
     }
 
     /// The refusal of a verified delivery over the trigger's rate: the first of a burst is
