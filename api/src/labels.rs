@@ -56,18 +56,6 @@ pub(crate) struct LabelChanged {
     pub asked: String,
 }
 
-impl LabelChanged {
-    /// The store's refusal of this change on `thread` (409 `labels_fixed`).
-    pub(crate) fn refused(self, thread: ninetrix_proto::ThreadId) -> crate::store::StoreError {
-        crate::store::StoreError::LabelsFixed {
-            thread,
-            field: self.field,
-            stored: self.stored,
-            asked: self.asked,
-        }
-    }
-}
-
 /// Whether `asked` restates `stored`: every label `asked` gives must equal the thread's. A label
 /// left out says nothing. A session thread's replica is computed from its key, never stored, so a
 /// replica given for one is not compared. (The session key is checked on its own: another key is

@@ -24,6 +24,7 @@ use ninetrix_proto::api::{
     ErrorBody, ErrorCode, FireRequest, HookAccepted, Trigger, TriggerEvent, TriggerOutcome,
     TriggerReason, TriggerSet, TriggerSource, TriggersApplied,
 };
+use ninetrix_proto::triggers::WebhookTrigger;
 use serde::Deserialize;
 
 use crate::access::Admin;
@@ -270,152 +271,34 @@ pub(crate) async fn deliver(
             "pool `{pool}` has no webhook at `{path}`"
         )));
     };
-    let claimed = crate::hooks::claimed_delivery_id(&headers);
-    let record = |reason: TriggerReason,
-                  delivery_id: Option<String>,
-                  detail: String,
-                  refusals: Option<u64>| {
-        let app = app.clone();
-        let (pool, name) = (pool.clone(), name.clone());
-        async move {
-            let event = TriggerEvent {
-                seq: 0,
-                at: Utc::now(),
-                source: TriggerSource::Webhook,
-                outcome: TriggerOutcome::Rejected,
-                reason: Some(reason),
-                scheduled_at: None,
-                delivery_id,
-                session: None,
-                thread_id: None,
-                inbox_seq: None,
-                detail: Some(detail),
-                refusals,
-            };
-            if let Err(e) = app.store.note_trigger(pool, name, event).await {
-                tracing::warn!(error = %e, "cannot record a refused webhook delivery");
-            }
-        }
-    };
-    // A refusal of a delivery that has not proven it holds the secret: counted, and written to
-    // the history at most once a minute per trigger (with the count it stands for).
-    let unproven = |reason: TriggerReason, detail: String, error: ApiError, close: bool| {
-        let sampled = app.hook_refusals.refuse(&pool, &name, Instant::now());
-        let record = &record;
-        let claimed = claimed.clone();
-        async move {
-            if let Some(refusals) = sampled {
-                record(reason, claimed, detail, Some(refusals)).await;
-            }
-            let response = error.into_response();
-            Ok(if close { closing(response) } else { response })
-        }
+    let refusals = Refusals {
+        app: &app,
+        pool: &pool,
+        name: &name,
+        claimed: crate::hooks::claimed_delivery_id(&headers),
     };
 
     // 1. Deliveries in flight from this address: a sender trickling bodies holds at most this many.
     let _pass = match peer {
         Some(Extension(Peer(ip))) => match app.hook_peers.enter(ip) {
             Some(pass) => Some(pass),
-            None => {
-                let limit = app.hook_peers.limit();
-                let error = ApiError::Rejected {
-                    status: StatusCode::TOO_MANY_REQUESTS,
-                    code: ErrorCode::TooManyInFlight,
-                    message: format!(
-                        "this address already has {limit} webhook deliveries in flight, as many \
-                         as the server takes at once (--hook-requests-per-peer); retry when one \
-                         has been answered"
-                    ),
-                };
-                let mut response = unproven(
-                    TriggerReason::PeerLimit,
-                    format!("{limit} deliveries in flight from {ip}"),
-                    error,
-                    true,
-                )
-                .await?;
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from(1));
-                return Ok(response);
-            }
+            None => return Ok(refusals.too_many_in_flight(ip).await),
         },
         None => None,
     };
     // 2. What the head shows: a JSON body, of at most `max_body`, signed.
-    if !media_type_ok(&headers) {
-        let given = headers
-            .get(header::CONTENT_TYPE)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        let shown = given
-            .as_deref()
-            .map_or("no `Content-Type`".to_owned(), |v| {
-                format!("`Content-Type: {}`", clip(v, 100))
-            });
-        let error = ApiError::Rejected {
-            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            code: ErrorCode::UnsupportedMediaType,
-            message: format!(
-                "a webhook delivery is JSON, sent with `Content-Type: application/json`; this one \
-                 has {shown} (for GitHub, set the webhook's content type to application/json)"
-            ),
-        };
-        return unproven(TriggerReason::ContentType, shown, error, true).await;
-    }
-    let limit = webhook.max_body_bytes;
-    let too_large = |limit: u64| ApiError::Rejected {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        code: ErrorCode::TooLarge,
-        message: format!(
-            "the body is larger than this webhook's limit of {limit} bytes (`max_body`)"
-        ),
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if let Some(length) = declared.filter(|n| *n > limit) {
-        return unproven(
-            TriggerReason::TooLarge,
-            format!("Content-Length {length} > {limit}"),
-            too_large(limit),
-            true,
-        )
-        .await;
-    }
     let scheme = trigger_rules::scheme(webhook.signature);
-    if let Err(e) = crate::hooks::check_headers(&headers, target.secret.as_bytes(), scheme) {
-        return unproven(
-            trigger_rules::signature_reason(&e),
-            e.to_string(),
-            bad_signature(&e),
-            true,
-        )
-        .await;
-    }
+    let declared = match check_head(&headers, &webhook, target.secret.as_bytes(), scheme) {
+        Ok(declared) => declared,
+        Err(refusal) => return Ok(refusals.unproven(refusal).await),
+    };
     // 3. The body, bounded in size and in time.
+    let limit = webhook.max_body_bytes;
     let bytes = match read_body(body, declared, limit, app.hook_body_timeout).await {
         Ok(bytes) => bytes,
-        Err(BodyError::TooLarge(_)) => {
-            return unproven(
-                TriggerReason::TooLarge,
-                format!("more than {limit} bytes"),
-                too_large(limit),
-                true,
-            )
-            .await;
-        }
-        Err(e @ (BodyError::Timeout(_) | BodyError::Failed(_))) => {
-            let error = ApiError::Rejected {
-                status: StatusCode::REQUEST_TIMEOUT,
-                code: ErrorCode::RequestTimeout,
-                message: format!(
-                    "{e}: a webhook body must arrive whole within {} s of its head \
-                     (--hook-body-timeout); send the delivery again",
-                    app.hook_body_timeout.as_secs_f64()
-                ),
-            };
-            return unproven(TriggerReason::BodyTimeout, e.to_string(), error, true).await;
+        Err(e) => {
+            let refusal = body_refusal(e, limit, app.hook_body_timeout);
+            return Ok(refusals.unproven(refusal).await);
         }
     };
     // 4. The signature over it.
@@ -429,13 +312,13 @@ pub(crate) async fn deliver(
     ) {
         Ok(v) => v,
         Err(e) => {
-            return unproven(
-                trigger_rules::signature_reason(&e),
-                e.to_string(),
-                bad_signature(&e),
-                false,
-            )
-            .await;
+            let refusal = Refusal {
+                reason: trigger_rules::signature_reason(&e),
+                detail: e.to_string(),
+                error: bad_signature(&e),
+                close: false,
+            };
+            return Ok(refusals.unproven(refusal).await);
         }
     };
     // 5. Only now a token of the trigger's rate: junk cannot spend it.
@@ -443,46 +326,17 @@ pub(crate) async fn deliver(
         app.hook_limits
             .admit(&pool, &name, webhook.rate_limit_per_minute, Instant::now())
     {
-        if first {
-            record(
-                TriggerReason::RateLimited,
-                verified.delivery_id.clone(),
-                format!(
-                    "over {} deliveries a minute; later ones in this burst are refused unrecorded",
-                    webhook.rate_limit_per_minute
-                ),
-                None,
-            )
-            .await;
-        }
-        let secs = retry_after.as_secs().max(1);
-        let mut response = ApiError::Rejected {
-            status: StatusCode::TOO_MANY_REQUESTS,
-            code: ErrorCode::RateLimited,
-            message: format!(
-                "this webhook takes {} deliveries a minute (`rate_limit`); retry in {secs} s",
-                webhook.rate_limit_per_minute
-            ),
-        }
-        .into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return Ok(response);
+        let per_minute = webhook.rate_limit_per_minute;
+        let delivery_id = verified.delivery_id.clone();
+        return Ok(refusals
+            .rate_limited(first, retry_after, per_minute, delivery_id)
+            .await);
     }
-    let rendered = trigger_rules::render_body(&spec, &bytes);
-    let rendered = match rendered {
+    let rendered = match trigger_rules::render_body(&spec, &bytes) {
         Ok(r) => r,
         Err(message) => {
-            let message = clip(&message, MAX_ECHOED_CHARS);
-            record(
-                TriggerReason::Template,
-                verified.delivery_id.clone(),
-                message.clone(),
-                None,
-            )
-            .await;
-            return Err(template_failed(message));
+            let delivery_id = verified.delivery_id.clone();
+            return Err(refusals.template_failed(message, delivery_id).await);
         }
     };
     let delivery = HookDelivery {
@@ -518,6 +372,246 @@ pub(crate) async fn deliver(
         seq: event.inbox_seq.unwrap_or_default(),
     };
     Ok((status, axum::Json(accepted)).into_response())
+}
+
+/// A refusal of a delivery before its signature is verified over its body.
+struct Refusal {
+    /// Why, as the history records it.
+    reason: TriggerReason,
+    /// More for the history.
+    detail: String,
+    /// What the sender is answered.
+    error: ApiError,
+    /// Whether the connection closes after the answer (the body was not read whole).
+    close: bool,
+}
+
+/// How one delivery's refusals are answered and recorded in its trigger's history.
+struct Refusals<'a> {
+    app: &'a App,
+    pool: &'a str,
+    name: &'a str,
+    /// The delivery id the headers claim (not yet proven).
+    claimed: Option<String>,
+}
+
+impl Refusals<'_> {
+    /// Records a refused delivery in the trigger's history (a failure to is logged).
+    async fn record(
+        &self,
+        reason: TriggerReason,
+        delivery_id: Option<String>,
+        detail: String,
+        refusals: Option<u64>,
+    ) {
+        let event = TriggerEvent {
+            seq: 0,
+            at: Utc::now(),
+            source: TriggerSource::Webhook,
+            outcome: TriggerOutcome::Rejected,
+            reason: Some(reason),
+            scheduled_at: None,
+            delivery_id,
+            session: None,
+            thread_id: None,
+            inbox_seq: None,
+            detail: Some(detail),
+            refusals,
+        };
+        let (pool, name) = (self.pool.to_string(), self.name.to_string());
+        if let Err(e) = self.app.store.note_trigger(pool, name, event).await {
+            tracing::warn!(error = %e, "cannot record a refused webhook delivery");
+        }
+    }
+
+    /// A refusal of a delivery that has not proven it holds the secret: counted, and written to
+    /// the history at most once a minute per trigger (with the count it stands for).
+    async fn unproven(&self, refusal: Refusal) -> Response {
+        let sampled = self
+            .app
+            .hook_refusals
+            .refuse(self.pool, self.name, Instant::now());
+        if let Some(refusals) = sampled {
+            self.record(
+                refusal.reason,
+                self.claimed.clone(),
+                refusal.detail,
+                Some(refusals),
+            )
+            .await;
+        }
+        let response = refusal.error.into_response();
+        if refusal.close {
+            closing(response)
+        } else {
+            response
+        }
+    }
+
+    /// The refusal of a delivery from an address that has as many in flight as it may.
+    async fn too_many_in_flight(&self, ip: std::net::IpAddr) -> Response {
+        let limit = self.app.hook_peers.limit();
+        let error = ApiError::Rejected {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: ErrorCode::TooManyInFlight,
+            message: format!(
+                "this address already has {limit} webhook deliveries in flight, as many \
+                 as the server takes at once (--hook-requests-per-peer); retry when one \
+                 has been answered"
+            ),
+        };
+        let refusal = Refusal {
+            reason: TriggerReason::PeerLimit,
+            detail: format!("{limit} deliveries in flight from {ip}"),
+            error,
+            close: true,
+        };
+        let mut response = self.unproven(refusal).await;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(1));
+        response
+    }
+
+    /// The refusal of a verified body the templates cannot render: recorded, and answered with
+    /// what failed (clipped: it may echo the body).
+    async fn template_failed(&self, message: String, delivery_id: Option<String>) -> ApiError {
+        let message = clip(&message, MAX_ECHOED_CHARS);
+        self.record(TriggerReason::Template, delivery_id, message.clone(), None)
+            .await;
+        template_failed(message)
+    }
+
+    /// The refusal of a verified delivery over the trigger's rate: the first of a burst is
+    /// recorded.
+    async fn rate_limited(
+        &self,
+        first: bool,
+        retry_after: std::time::Duration,
+        per_minute: u32,
+        delivery_id: Option<String>,
+    ) -> Response {
+        if first {
+            self.record(
+                TriggerReason::RateLimited,
+                delivery_id,
+                format!(
+                    "over {per_minute} deliveries a minute; later ones in this burst are refused unrecorded"
+                ),
+                None,
+            )
+            .await;
+        }
+        let secs = retry_after.as_secs().max(1);
+        let mut response = ApiError::Rejected {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            code: ErrorCode::RateLimited,
+            message: format!(
+                "this webhook takes {per_minute} deliveries a minute (`rate_limit`); retry in {secs} s"
+            ),
+        }
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        response
+    }
+}
+
+/// The refusal of a body that is larger than `limit` bytes.
+fn too_large(limit: u64) -> ApiError {
+    ApiError::Rejected {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        code: ErrorCode::TooLarge,
+        message: format!(
+            "the body is larger than this webhook's limit of {limit} bytes (`max_body`)"
+        ),
+    }
+}
+
+/// What the head of a delivery shows, checked before its body is read: a JSON `Content-Type`, a
+/// `Content-Length` (returned, when declared) within `max_body`, and the signature headers.
+fn check_head(
+    headers: &HeaderMap,
+    webhook: &WebhookTrigger,
+    secret: &[u8],
+    scheme: Option<Scheme>,
+) -> Result<Option<u64>, Refusal> {
+    if !media_type_ok(headers) {
+        let given = headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let shown = given
+            .as_deref()
+            .map_or("no `Content-Type`".to_owned(), |v| {
+                format!("`Content-Type: {}`", clip(v, 100))
+            });
+        let error = ApiError::Rejected {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            code: ErrorCode::UnsupportedMediaType,
+            message: format!(
+                "a webhook delivery is JSON, sent with `Content-Type: application/json`; this one \
+                 has {shown} (for GitHub, set the webhook's content type to application/json)"
+            ),
+        };
+        return Err(Refusal {
+            reason: TriggerReason::ContentType,
+            detail: shown,
+            error,
+            close: true,
+        });
+    }
+    let limit = webhook.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(length) = declared.filter(|n| *n > limit) {
+        return Err(Refusal {
+            reason: TriggerReason::TooLarge,
+            detail: format!("Content-Length {length} > {limit}"),
+            error: too_large(limit),
+            close: true,
+        });
+    }
+    if let Err(e) = crate::hooks::check_headers(headers, secret, scheme) {
+        return Err(Refusal {
+            reason: trigger_rules::signature_reason(&e),
+            detail: e.to_string(),
+            error: bad_signature(&e),
+            close: true,
+        });
+    }
+    Ok(declared)
+}
+
+/// The refusal of a body that was not read: larger than `limit`, or not whole within `timeout`.
+fn body_refusal(e: BodyError, limit: u64, timeout: std::time::Duration) -> Refusal {
+    match e {
+        BodyError::TooLarge(_) => Refusal {
+            reason: TriggerReason::TooLarge,
+            detail: format!("more than {limit} bytes"),
+            error: too_large(limit),
+            close: true,
+        },
+        e @ (BodyError::Timeout(_) | BodyError::Failed(_)) => {
+            let error = ApiError::Rejected {
+                status: StatusCode::REQUEST_TIMEOUT,
+                code: ErrorCode::RequestTimeout,
+                message: format!(
+                    "{e}: a webhook body must arrive whole within {} s of its head \
+                     (--hook-body-timeout); send the delivery again",
+                    timeout.as_secs_f64()
+                ),
+            };
+            Refusal {
+                reason: TriggerReason::BodyTimeout,
+                detail: e.to_string(),
+                error,
+                close: true,
+            }
+        }
+    }
 }
 
 /// The most characters of a refusal's message that echo the sender's body.

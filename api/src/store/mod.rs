@@ -1,16 +1,17 @@
 //! Storage for the checkpoint API: one [`Store`] over SQLite or Postgres, chosen by URL scheme.
 //!
-//! Both backends run the same queries (`ops.rs`, expanded once per backend) on the same schema
-//! (one migration folder each). What differs is how a write transaction runs: SQLite has one
+//! Both backends run the same queries (`ops/`, one generic function per operation, called with
+//! the backend's connection through `conn`) on the same schema (one migration folder each). What differs is how a write transaction runs: SQLite has one
 //! writer task that group-commits concurrent writes (`sqlite.rs`); Postgres runs each write in
 //! its own transaction, serialised per thread by a row lock (`postgres.rs`). A write is
 //! acknowledged only after its transaction has committed durably.
 
 pub(crate) mod checks;
+mod codec;
+mod conn;
 mod latest;
 mod ops;
 mod postgres;
-mod rsq;
 mod sqlite;
 mod triggers;
 
@@ -138,6 +139,18 @@ impl From<rusqlite::Error> for StoreError {
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         StoreError::Database(format!("migration failed: {e}").into())
+    }
+}
+
+impl crate::labels::LabelChanged {
+    /// The store's refusal of this change on `thread` (409 `labels_fixed`).
+    pub(crate) fn refused(self, thread: ThreadId) -> StoreError {
+        StoreError::LabelsFixed {
+            thread,
+            field: self.field,
+            stored: self.stored,
+            asked: self.asked,
+        }
     }
 }
 
@@ -291,15 +304,15 @@ impl Store {
         match self {
             Store::Sqlite(s) => {
                 let mut conn = s.reader().await?;
-                let mut tx = ops::sqlite::snapshot(&mut conn).await?;
-                let json = ops::sqlite::latest_json(&mut tx, id, s.latest_cache()).await;
+                let mut tx = sqlite::snapshot(&mut conn).await?;
+                let json = ops::latest_json(&mut *tx, id, s.latest_cache()).await;
                 tx.commit().await?;
                 json
             }
             Store::Postgres(s) => {
                 let mut conn = s.reader().await?;
-                let mut tx = ops::postgres::snapshot(&mut conn).await?;
-                let json = ops::postgres::latest_json(&mut tx, id, s.latest_cache()).await;
+                let mut tx = postgres::snapshot(&mut conn).await?;
+                let json = ops::latest_json(&mut *tx, id, s.latest_cache()).await;
                 tx.commit().await?;
                 json
             }
@@ -329,8 +342,8 @@ impl Store {
     }
 }
 
-/// Declares each store operation once: its doc, its signature, and the query it runs (from
-/// `ops.rs`, expanded for both backends). `write` runs it as one durable transaction (SQLite's
+/// Declares each store operation once: its doc, its signature, and the operation it runs (from
+/// `ops`, called with each backend's connection). `write` runs it as one durable transaction (SQLite's
 /// group commit, Postgres' own transaction); `read` on a pooled connection.
 macro_rules! store_ops {
     ($(
@@ -352,27 +365,24 @@ macro_rules! store_ops {
     };
     // SQLite's writes run on the writer thread's rusqlite connection; their futures never wait.
     (@sqlite write $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
-        $s.write(move |$c| {
-            ops::rsq_run(ops::sqlite_writer::$op($($call)*))
-        })
-        .await
+        $s.write(move |$c| conn::rsq::run(ops::$op($($call)*))).await
     };
     (@sqlite read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
-        store_ops!(@read $s, $c, ops::sqlite, $op($($call)*))
+        store_ops!(@read $s, $c, sqlite, $op($($call)*))
     };
     (@postgres write $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
-        $s.write(move |$c| Box::pin(async move { ops::postgres::$op($($call)*).await })).await
+        $s.write(move |$c| Box::pin(async move { ops::$op($($call)*).await })).await
     };
     (@postgres read $s:ident, $c:ident, $op:ident($($call:tt)*)) => {
-        store_ops!(@read $s, $c, ops::postgres, $op($($call)*))
+        store_ops!(@read $s, $c, postgres, $op($($call)*))
     };
     // A read runs in one read transaction: the rows it assembles are one snapshot, whatever
     // commits meanwhile.
-    (@read $s:ident, $c:ident, $ops:path, $op:ident($($call:tt)*)) => {{
+    (@read $s:ident, $c:ident, $backend:ident, $op:ident($($call:tt)*)) => {{
         let mut conn = $s.reader().await?;
-        let mut tx = { use $ops as backend; backend::snapshot(&mut conn).await? };
+        let mut tx = $backend::snapshot(&mut conn).await?;
         let $c = &mut *tx;
-        let read = { use $ops as backend; backend::$op($($call)*).await };
+        let read = ops::$op($($call)*).await;
         tx.commit().await?;
         read
     }};

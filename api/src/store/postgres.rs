@@ -64,3 +64,12 @@ impl PostgresStore {
         self.pool.close().await;
     }
 }
+
+/// Starts a read transaction: every statement in it reads one snapshot (`REPEATABLE READ`), so
+/// what a read assembles from several rows (a thread row, its state, its messages) is never torn
+/// by a commit between them.
+pub(crate) async fn snapshot(
+    c: &mut PgConnection,
+) -> StoreResult<sqlx::Transaction<'_, sqlx::Postgres>> {
+    Ok(sqlx::Connection::begin_with(c, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY").await?)
+}

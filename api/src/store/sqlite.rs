@@ -400,6 +400,15 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>, counters: &Counters
     }
 }
 
+/// Starts a read transaction on a reader: every statement in it reads one snapshot (SQLite's
+/// deferred transaction in WAL mode), so what a read assembles from several rows (a thread row,
+/// its state, its messages) is never torn by a commit between them.
+pub(crate) async fn snapshot(
+    c: &mut SqliteConnection,
+) -> StoreResult<sqlx::Transaction<'_, sqlx::Sqlite>> {
+    Ok(c.begin_with("BEGIN").await?)
+}
+
 #[cfg(test)]
 mod tests {
     use ninetrix_proto::ThreadId;

@@ -1,0 +1,55 @@
+//! The store's operations, one module per resource, each an ordinary async function generic over
+//! the connection it runs on ([`Conn`](super::conn::Conn)): Postgres for everything, SQLite's
+//! readers for reads, and SQLite's writer thread for writes. Placeholders are `$n` (SQLite
+//! accepts them too), integers are BIGINT, JSON is text and times are Unix milliseconds, so the
+//! same text runs on both; a read that starts a write appends [`Conn::LOCK`](super::conn::Conn)
+//! (`FOR UPDATE` on Postgres).
+//!
+//! Who calls whom: `threads` is the base (the fencing read every runner write starts with);
+//! `sessions`, `events`, `checkpoints` and `ledger` build on it; `inbox` on `sessions`;
+//! `approvals` on `events`; `handoffs` on `sessions` and `inbox` (and the longest wait
+//! `approvals` allows); `triggers` on `sessions` and `inbox`; `commit` on all of the writes a
+//! runner's step makes.
+
+/// The columns every read of `threads` selects, as a literal (for `concat!`).
+macro_rules! thread_columns {
+    () => {
+        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at"
+    };
+}
+
+/// The status of a purged thread's row, as a literal (for `concat!`): the tombstone that keeps
+/// its ID from being used again.
+macro_rules! purged {
+    () => {
+        "purged"
+    };
+}
+
+mod approvals;
+mod checkpoints;
+mod commit;
+mod events;
+mod handoffs;
+mod inbox;
+mod ledger;
+mod sessions;
+mod threads;
+mod triggers;
+
+pub use approvals::Decided;
+pub(crate) use approvals::{approval, decide, list_approvals, turn_approvals};
+pub(crate) use checkpoints::{append_checkpoint, latest_json, version, versions};
+pub(crate) use commit::commit;
+pub(crate) use events::{append_events, events_after};
+pub(crate) use handoffs::{list_handoffs, open_handoff, turn_handoffs};
+pub use inbox::SessionOf;
+pub(crate) use inbox::{enqueue, inbox_after};
+pub(crate) use ledger::{complete_tool_call, record_intent, tool_calls, turn_tool_calls};
+pub(crate) use sessions::{open_session, replica_thread, replicas, session_work, set_replicas};
+pub use threads::Purge;
+pub(crate) use threads::{claim, ensure_thread, list_threads, purge, thread};
+pub(crate) use triggers::{
+    deliver_hook, fire_due, fire_now, hook_target, list_triggers, note_trigger, put_triggers,
+    trigger_history, triggers_due,
+};
