@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::AgentSpec;
 
 /// A configuration error: exit code 2.
 #[derive(Debug, thiserror::Error)]

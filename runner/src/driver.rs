@@ -31,7 +31,7 @@ use crate::notify::{Commands, Notification, Notifier};
 use crate::telemetry::{Observed, ThreadInfo, ThreadSpans};
 use crate::tools::{self, ToolContext, ToolOutput};
 use ninetrix_mcp::client::CallError;
-use ninetrix_proto::agentfile::Effect as EffectClass;
+use ninetrix_proto::effects::Effect as EffectClass;
 
 /// How the runner ended, as an exit code (docs/design.md §6.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1237,7 +1237,7 @@ fn handoff_answer(h: &Handoff) -> (String, bool) {
             format!(
                 "Not done: `{}` did not reply within {} (transfer_timeout; session {}, thread {}). It may be down, crash-looping or still working: its later reply will not reach this call. Try again later, or do the work another way.",
                 h.agent,
-                ninetrix_proto::agentfile::units::format_duration(waited),
+                ninetrix_agentfile::units::format_duration(waited),
                 h.session,
                 h.target_thread_id
             ),

@@ -36,8 +36,8 @@
 
 use std::collections::HashMap;
 
-use ninetrix_proto::agentfile::tools::ASK_HUMAN;
-use ninetrix_proto::agentfile::{
+use ninetrix_agentfile::tools::ASK_HUMAN;
+use ninetrix_agentfile::{
     Effect as EffectClass, HandoffTarget, HumanApproval, ResumeMode, ToolSpec, tools,
 };
 use ninetrix_proto::api::{
@@ -1403,8 +1403,8 @@ fn intent_of(call: &PlannedCall) -> CommitIntent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ninetrix_proto::agentfile::Effect as Class;
     use ninetrix_proto::api::ToolCallStatus;
+    use ninetrix_proto::effects::Effect as Class;
     use serde_json::json;
 
     fn config() -> EngineConfig {
@@ -2710,9 +2710,7 @@ mod tests {
         let cfg = EngineConfig {
             approval: Some(HumanApproval {
                 enabled: true,
-                actions: vec![ninetrix_proto::agentfile::ApprovalAction::Tool(
-                    "ask_b".into(),
-                )],
+                actions: vec![ninetrix_agentfile::ApprovalAction::Tool("ask_b".into())],
                 effects: Vec::new(),
                 timeout_secs: 3600,
                 notify_url: None,

@@ -1037,8 +1037,8 @@ impl ThreadSpans {
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone as _;
-    use ninetrix_proto::agentfile::Effect;
     use ninetrix_proto::api::{HandoffStatus, Usage};
+    use ninetrix_proto::effects::Effect;
     use ninetrix_proto::events as ev;
     use ninetrix_proto::message::Role;
 

@@ -4,13 +4,13 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
     Approval, ApprovalKind, ApprovalStatus, CheckpointRequest, CheckpointState, CommitRequest,
     DecisionRequest, ErrorCode, Event, Handoff, HandoffRequest, HandoffStatus, InboxMessage,
     NewApproval, NewEvent, ThreadLabels, ThreadStatus, ThreadSummary, ToolCallRecord,
     ToolCallStatus, Verdict, VersionSummary,
 };
+use ninetrix_proto::effects::Effect;
 use ninetrix_proto::events::{ApprovalDecided, TraceEvent};
 use ninetrix_proto::message::Message;
 

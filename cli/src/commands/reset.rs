@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Agentfile;
 
 use crate::cli::pool_name;
 use crate::commands::up::{Only, UpArgs};
@@ -299,7 +299,7 @@ agents:
     runtime: { provider: scripted, script: [hi] }
     execution: { durability: false, task: go }
 ";
-        ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+        ninetrix_agentfile::parse("agentfile.yaml", yaml)
             .expect("valid")
             .agentfile
     }

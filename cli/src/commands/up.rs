@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use clap::Args;
-use ninetrix_proto::agentfile::Agentfile;
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::api::{Trigger, TriggerRegistration, TriggerSet, TriggersApplied};
 use ninetrix_proto::triggers::TriggerSpec;
 

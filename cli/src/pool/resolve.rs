@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Agentfile;
 
 use crate::pool::local_api::Api;
 use crate::pool::state::PoolState;

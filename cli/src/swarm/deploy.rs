@@ -309,7 +309,7 @@ pub(crate) async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
 /// `up --swarm --dry-run`: what would be created or updated.
 async fn dry_run(
     docker: &Docker,
-    af: &ninetrix_proto::agentfile::Agentfile,
+    af: &ninetrix_agentfile::Agentfile,
     pool: &str,
     store: &ApiStore,
 ) -> anyhow::Result<ExitCode> {
@@ -610,7 +610,7 @@ async fn remove_other_sidecars(
 async fn orphans(
     docker: &Docker,
     pool: &str,
-    af: &ninetrix_proto::agentfile::Agentfile,
+    af: &ninetrix_agentfile::Agentfile,
     remove: bool,
     progress: &Progress,
 ) -> anyhow::Result<()> {

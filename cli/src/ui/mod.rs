@@ -9,4 +9,4 @@ pub(crate) mod table;
 pub(crate) mod trace;
 pub(crate) mod triggers;
 
-pub(crate) use ninetrix_proto::agentfile::units::format_duration as exact_duration;
+pub(crate) use ninetrix_agentfile::units::format_duration as exact_duration;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::int;
 use super::*;
-use crate::agentfile::Effect;
+use crate::effects::Effect;
 use crate::message::Message;
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::int;
-use crate::agentfile::Effect;
+use crate::effects::Effect;
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 

@@ -429,8 +429,10 @@ impl DurationField {
                 HumanApproval::MIN_TIMEOUT_SECS..=HumanApproval::MAX_TIMEOUT_SECS
             }
             DurationField::TransferTimeout => 1..=defaults::MAX_TRANSFER_TIMEOUT_SECS,
-            DurationField::CatchUpWindow => 1..=crate::triggers::spec::MAX_CATCH_UP_WINDOW_SECS,
-            DurationField::Tolerance => 1..=crate::triggers::spec::MAX_TOLERANCE_SECS,
+            DurationField::CatchUpWindow => {
+                1..=ninetrix_proto::triggers::spec::MAX_CATCH_UP_WINDOW_SECS
+            }
+            DurationField::Tolerance => 1..=ninetrix_proto::triggers::spec::MAX_TOLERANCE_SECS,
         }
     }
 
@@ -513,7 +515,7 @@ fn leaf(path: &str) -> &str {
 /// The candidate closest to `word`, if one is close enough to be a likely typo (the candidate
 /// itself, with its own lifetime: keys and tool names are `'static`).
 fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let best = crate::suggest::closest(word, candidates)?;
+    let best = ninetrix_proto::suggest::closest(word, candidates)?;
     candidates.iter().copied().find(|c| *c == best)
 }
 
@@ -621,7 +623,7 @@ mod tests {
         let (template, section_path) = placement(what).expect("placed");
         // A list holding a list is no key's valid value.
         let text = template.replace("KEY", key).replace("VALUE", "[[1]]");
-        let root = crate::agentfile::yaml::parse(&text).expect("the sample is YAML");
+        let root = crate::yaml::parse(&text).expect("the sample is YAML");
         let (_, diags) = decode(&root);
         let key_path = join(section_path, key);
         diags.iter().any(|d| {

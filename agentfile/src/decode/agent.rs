@@ -5,7 +5,7 @@ use super::collaborators::{CollaboratorsIn, Roster};
 use super::runtime::RuntimeIn;
 use super::triggers::{Target, TriggersIn};
 use super::*;
-use crate::agentfile::mcp::McpTransport;
+use crate::mcp::McpTransport;
 
 impl Cx {
     pub(super) fn agentfile(&mut self, root: &Node) -> Option<Agentfile> {
