@@ -1,6 +1,6 @@
 //! Quantities: memory sizes such as `512Mi`, `1Gi`, `2g` parsed to bytes, and durations such as
 //! `30s`, `15m`, `24h`, `7d` parsed to seconds: the one duration rule of ninetrix (the agentfile's
-//! timeouts, a schedule's `every:`, and the CLI's `--expires` and `--since`/`--until`).
+//! timeouts, a schedule's `every:`, and the CLI's `approvals token --ttl` and `logs --since`).
 
 use ninetrix_proto::triggers::schedule::{ScheduleError, Spec};
 
