@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::MAX_LIST_ITEMS;
+
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 

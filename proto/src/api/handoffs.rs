@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(feature = "openapi")]
 use super::AgentName;
+#[cfg(doc)]
+use super::CommitRequest;
 use super::int;
 use crate::ids::ThreadId;
 #[cfg(feature = "openapi")]
