@@ -13,6 +13,7 @@
 //! uses them.
 
 mod decode;
+pub mod defaults;
 mod diagnostic;
 pub mod mcp;
 pub mod names;
@@ -24,7 +25,6 @@ pub mod yaml;
 
 use std::path::{Path, PathBuf};
 
-pub use decode::defaults;
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
     AgentSpec, Agentfile, ApprovalAction, Effect, Execution, Governance, HandoffTarget,

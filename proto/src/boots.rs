@@ -11,62 +11,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::events::{BootHost, Created};
+
 use crate::events::Boot;
-
-/// Where a runner booted (the `host` of a `boot` event).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BootHost {
-    /// The runner process: a random ID drawn when it started. A replica taking up one of its
-    /// sessions again keeps it; a restarted container draws a new one.
-    pub process: String,
-    /// The container (`AGENTFILE_INSTANCE`): a new ID for each container `ninetrix up` creates,
-    /// kept when Docker restarts the same container. `None` where nothing sets it (Swarm,
-    /// Kubernetes, a plain process).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
-    /// Why `ninetrix up` created the container (`AGENTFILE_CREATED`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created: Option<Created>,
-    /// The replica serving the thread (for a session: the replica that took it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica: Option<u32>,
-}
-
-/// Why `ninetrix up` created a container (`AGENTFILE_CREATED`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Created {
-    /// There was no container for the replica: the pool's first `up`, an `up` after `down`, or
-    /// after the container was removed.
-    New,
-    /// It replaced the replica's container (its configuration changed, `--force-recreate`,
-    /// `reset`, a purged thread).
-    Recreate,
-    /// A cause this build does not know (a newer `ninetrix up`).
-    #[serde(other)]
-    Other,
-}
-
-impl Created {
-    /// The `AGENTFILE_CREATED` value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Created::New => "new",
-            Created::Recreate => "recreate",
-            Created::Other => "other",
-        }
-    }
-
-    /// Reads an `AGENTFILE_CREATED` value; one this build does not know is [`Created::Other`]
-    /// (a label, never a reason to refuse to boot).
-    pub fn parse(value: &str) -> Created {
-        match value.trim() {
-            "new" => Created::New,
-            "recreate" => Created::Recreate,
-            _ => Created::Other,
-        }
-    }
-}
 
 /// What a claim of a thread was, told from the boot before it (`ninetrix trace`'s boot lines,
 /// and `boot_kind` in `trace --json`).

@@ -8,7 +8,7 @@ use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
 use ninetrix_proto::handoffs;
 use ninetrix_proto::sessions::KeyError;
 use ninetrix_proto::triggers::schedule::ScheduleError;
-use ninetrix_proto::triggers::spec::{MAX_MAX_BODY_BYTES, MAX_NAME_CHARS};
+use ninetrix_proto::triggers::spec::{MAX_MAX_BODY_BYTES, MAX_NAME_CHARS, MAX_TRIGGERS};
 use ninetrix_proto::triggers::template::TemplateError;
 
 /// Help for a missing or empty `runtime.model`.
@@ -885,10 +885,7 @@ impl Problem<'_> {
             Problem::MaxBodyRange(found) => {
                 format!("`max_body` must be from 1 byte to 25 MiB, found {found}")
             }
-            Problem::TooManyTriggers => format!(
-                "the pool has more than {} triggers",
-                super::triggers::MAX_TRIGGERS
-            ),
+            Problem::TooManyTriggers => format!("the pool has more than {} triggers", MAX_TRIGGERS),
             Problem::DuplicateTrigger { name, first_line } => {
                 format!("trigger name `{name}` is already used (line {first_line})")
             }
