@@ -4,7 +4,7 @@
 //! free text that names a person (an approver) holds no character that garbles what is shown
 //! beside it (`ninetrix_proto::text`).
 
-use ninetrix_proto::agentfile::names::{MAX_NAME_LEN, is_valid_name};
+use ninetrix_agentfile::names::{MAX_NAME_LEN, is_valid_name};
 use ninetrix_proto::api::ErrorCode;
 
 use crate::error::ApiError;

@@ -273,13 +273,13 @@ pub enum Command {
 
 /// Clap's check of a `-p/--pool` value.
 pub(crate) fn pool_name(value: &str) -> Result<String, String> {
-    if ninetrix_proto::agentfile::names::is_valid_name(value) {
+    if ninetrix_agentfile::names::is_valid_name(value) {
         Ok(value.to_string())
     } else {
         Err(format!(
             "pool names use lower-case letters, digits, `-` and `_`, start with a letter or digit, \
              and have at most {} characters",
-            ninetrix_proto::agentfile::names::MAX_NAME_LEN
+            ninetrix_agentfile::names::MAX_NAME_LEN
         ))
     }
 }

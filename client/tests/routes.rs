@@ -157,7 +157,7 @@ async fn every_route_answers_its_typed_method() {
         turn_seq: 1,
         tool: "file_write".into(),
         args: serde_json::json!({"path": "a"}),
-        effect: ninetrix_proto::agentfile::Effect::Write,
+        effect: ninetrix_proto::effects::Effect::Write,
     };
     let record = runner.record_intent(thread, &intent).await.unwrap();
     assert_eq!(record.status, ToolCallStatus::Intent);
@@ -191,7 +191,7 @@ async fn every_route_answers_its_typed_method() {
                     turn_seq: 1,
                     tool: "file_write".into(),
                     args: serde_json::json!({"path": "b"}),
-                    effect: ninetrix_proto::agentfile::Effect::Write,
+                    effect: ninetrix_proto::effects::Effect::Write,
                 }],
                 outcomes: vec![CommitOutcome {
                     key: "key-1".into(),

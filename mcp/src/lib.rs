@@ -9,7 +9,7 @@
 pub mod bridge;
 pub mod client;
 
-pub use ninetrix_proto::agentfile::mcp::IDEMPOTENCY_META_KEY;
+pub use ninetrix_proto::effects::IDEMPOTENCY_META_KEY;
 
 /// The key, in a bridge error's `data`, that says what is known about a call that failed:
 /// `unknown` (the server may have acted) or `not_run` (it did not).

@@ -13,10 +13,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::agentfile::Effect;
-use crate::agentfile::mcp::EffectSource;
 use crate::api::{ApprovalKind, ApprovalStatus, Event, HandoffStatus, NewEvent, Usage};
 pub use crate::boots::Boot;
+use crate::effects::Effect;
+use crate::effects::EffectSource;
 use crate::ids::{ApprovalId, ThreadId};
 use crate::message::Role;
 

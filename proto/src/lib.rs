@@ -1,13 +1,18 @@
 //! Shared types of ninetrix, used by the CLI, the checkpoint API and the runner.
 //!
-//! This crate owns the agentfile (its schema, parsing and validation), the provider-neutral
-//! message model, the ID newtypes, the checkpoint API's wire types and the runner's trace events. It must stay free of I/O runtimes: no tokio, axum or sqlx,
-//! so every other crate can depend on it cheaply.
+//! This crate owns what crosses HTTP or the trace: the provider-neutral message model, the ID
+//! newtypes, the checkpoint API's wire types (`api`, one module per resource), tool-call effect
+//! classes, the runner's trace events and streamed deltas, and the protocol rules both sides of a
+//! route must agree on — session keys and their placement, handoff keys, and triggers (the
+//! registered spec, its schedules and templates). The agentfile language (parsing, validation,
+//! the resolved spec) is `ninetrix-agentfile`, which depends on this crate, never the reverse.
+//! It must stay free of I/O runtimes: no tokio, axum or sqlx, so every other crate can depend on
+//! it cheaply.
 
-pub mod agentfile;
 pub mod api;
 pub mod boots;
 pub mod deltas;
+pub mod effects;
 pub mod events;
 pub mod handoffs;
 pub mod ids;

@@ -621,8 +621,8 @@ impl Checkpoints for MemoryCheckpoints {
 #[cfg(test)]
 mod tests {
     use ninetrix_proto::Role;
-    use ninetrix_proto::agentfile::Effect;
     use ninetrix_proto::api::{CommitIntent, CommitOutcome};
+    use ninetrix_proto::effects::Effect;
 
     use super::*;
 

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::AgentSpec;
 
 use crate::launch::{Instance, Launch, Replica, var};
 

@@ -6,7 +6,7 @@
 //! history left by a crash into a valid one: it never invents a result, it keeps the turn's
 //! input, and repairing twice changes nothing.
 
-use ninetrix_proto::agentfile::ResumeMode;
+use ninetrix_agentfile::ResumeMode;
 use ninetrix_proto::{Block, Message, Role};
 
 /// A broken rule, with the index of the offending message.

@@ -6,8 +6,8 @@
 //! only performs it.
 
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{ToolCallRecord, ToolCallStatus};
+use ninetrix_proto::effects::Effect;
 use ninetrix_proto::events::ToolMode;
 use sha2::{Digest, Sha256};
 

@@ -13,11 +13,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, StdioServer, ToolInfo};
-use ninetrix_proto::agentfile::mcp::{
+use ninetrix_agentfile::mcp::{
     self as spec, Annotations, EffectSource, McpServer, McpSource, McpTransport,
 };
-use ninetrix_proto::agentfile::{AgentSpec, ToolSpec};
+use ninetrix_agentfile::{AgentSpec, ToolSpec};
+use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, StdioServer, ToolInfo};
 use ninetrix_proto::events::{McpServerDown, McpServerUp, McpToolClass, McpTools, TraceEvent};
 
 use crate::config::SecretValue;
@@ -54,7 +54,7 @@ pub fn classify(
     entry: &ToolSpec,
     server: &McpServer,
     info: Option<&ToolInfo>,
-) -> (ninetrix_proto::agentfile::Effect, EffectSource) {
+) -> (ninetrix_proto::effects::Effect, EffectSource) {
     let pinned = entry.effect_pinned.then_some(entry.effect);
     let annotations = info.map_or_else(Annotations::default, |i| Annotations {
         read_only: i.read_only,
@@ -598,7 +598,7 @@ fn endpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ninetrix_proto::agentfile::{self, Effect};
+    use ninetrix_agentfile::{self as agentfile, Effect};
 
     fn agent(yaml_tools: &str, servers: &str) -> AgentSpec {
         let text = format!(

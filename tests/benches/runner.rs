@@ -12,10 +12,10 @@ use futures_util::StreamExt as _;
 use ninetrix_client::Client;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
     CheckpointState, CommitIntent, CommitOutcome, CommitRequest, EnqueueRequest, ThreadStatus,
 };
+use ninetrix_proto::effects::Effect;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};

@@ -661,7 +661,7 @@ agents:
         .iter()
         .filter(|e| {
             matches!(e.decode(), Decoded::Known(TraceEvent::ToolCall(t))
-                if t.effect == ninetrix_proto::agentfile::Effect::Read)
+                if t.effect == ninetrix_proto::effects::Effect::Read)
         })
         .count();
     let kinds: Vec<String> = events.iter().map(|e| format!("{:?}", e.decode())).collect();

@@ -202,7 +202,7 @@ pub(crate) async fn set_replicas(
             request.replicas
         )));
     }
-    let named = |c: &String| ninetrix_proto::agentfile::names::is_valid_name(c);
+    let named = |c: &String| ninetrix_agentfile::names::is_valid_name(c);
     if request.collaborators.len() > 64 || !request.collaborators.iter().all(named) {
         return Err(unprocessable(format!(
             "collaborators must be at most 64 agent names ({})",

@@ -2,11 +2,11 @@
 //! inbox cursor in the state) is written whole or not at all.
 
 use ninetrix_client::{Client, ClientError, ErrorCode, Token};
-use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{
     CheckpointState, CommitIntent, CommitOutcome, CommitRequest, EventsRequest, NewEvent,
     ThreadStatus, ToolCallStatus,
 };
+use ninetrix_proto::effects::Effect;
 use ninetrix_proto::{Message, Role, ThreadId};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};

@@ -133,28 +133,14 @@ const MIN_TTL: u64 = 60;
 /// Longest approver token lifetime the API accepts (a year), in seconds.
 const MAX_TTL: u64 = 365 * 86_400;
 
-/// `--ttl`: `30d`, `12h`, `90m`, `45s` or plain seconds, within what the API accepts.
+/// `--ttl`: `30d`, `12h`, `90m`, `45s` or plain seconds, within what the API accepts. The
+/// agentfile's duration rule ([`ninetrix_agentfile::units::parse_duration`]), read as `--ttl`
+/// always was: trimmed and case-insensitive (`12H`), and a duration past 64 bits of seconds is
+/// not a duration.
 pub(crate) fn parse_ttl(value: &str) -> Result<u64, String> {
     let bad = || format!("`{value}` is not a duration: use e.g. 30d, 12h, 90m, or seconds");
-    let v = value.trim().to_ascii_lowercase();
-    let (digits, unit) = match v.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], c),
-        _ => (v.as_str(), 's'),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let scale = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3_600,
-        'd' => 86_400,
-        _ => return Err(bad()),
-    };
-    let secs = digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
+    let secs = ninetrix_agentfile::units::parse_duration(&value.trim().to_ascii_lowercase())
+        .filter(|&secs| secs != u64::MAX)
         .ok_or_else(bad)?;
     if !(MIN_TTL..=MAX_TTL).contains(&secs) {
         return Err(format!(

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
-use ninetrix_proto::agentfile::{self, names};
+use ninetrix_agentfile::{self as agentfile, names};
 
 use crate::cli::pool_name;
 use crate::ui::style::Style;

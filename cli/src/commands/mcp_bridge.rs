@@ -39,7 +39,7 @@ pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
     super::runner::init_logging("info,rmcp=warn");
     let mut env = Vec::new();
     for name in &args.secrets {
-        if !ninetrix_proto::agentfile::names::is_valid_secret_name(name) {
+        if !ninetrix_agentfile::names::is_valid_secret_name(name) {
             eprintln!("error: `{name}` is not a secret name (upper-case letters, digits and `_`)");
             return Ok(ExitCode::from(crate::EXIT_USAGE));
         }

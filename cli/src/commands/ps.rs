@@ -148,7 +148,7 @@ fn durable_agents(
     if let Some(parsed) = state
         .agentfile
         .as_deref()
-        .and_then(|f| ninetrix_proto::agentfile::load(f).ok())
+        .and_then(|f| ninetrix_agentfile::load(f).ok())
     {
         return parsed
             .agentfile

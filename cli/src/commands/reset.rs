@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Agentfile;
 
 use crate::backend::view::PoolView;
 use crate::cli::pool_name;
@@ -276,7 +276,7 @@ agents:
     runtime: { provider: scripted, script: [hi] }
     execution: { durability: false, task: go }
 ";
-        ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+        ninetrix_agentfile::parse("agentfile.yaml", yaml)
             .expect("valid")
             .agentfile
     }

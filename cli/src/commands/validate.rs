@@ -5,10 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use ninetrix_proto::agentfile::mcp::McpTransport;
-use ninetrix_proto::agentfile::{
-    self, AgentSpec, ApprovalAction, DiagnosticKind, HumanApproval, LoadError, Parsed, Provider,
-    Report, Severity, units,
+use ninetrix_agentfile::mcp::McpTransport;
+use ninetrix_agentfile::{
+    self as agentfile, AgentSpec, ApprovalAction, DiagnosticKind, HumanApproval, LoadError, Parsed,
+    Provider, Report, Severity, units,
 };
 use ninetrix_proto::triggers::schedule::{CatchUp, Overlap};
 use ninetrix_proto::triggers::{SignatureScheme, TriggerKind, TriggerSession, TriggerSpec};

@@ -115,24 +115,24 @@ fn parse(stream: &'static str, raw: &[u8]) -> Option<Line> {
     })
 }
 
-/// `--since`: RFC 3339, or relative (`45s`, `10m`, `2h`, `1d`). A duration that reaches before
-/// any representable time is an error naming the flag, never an overflow.
+/// `--since`: RFC 3339, or relative (`45s`, `10m`, `2h`, `1d`: the agentfile's duration rule,
+/// [`ninetrix_agentfile::units::parse_duration`]). A duration that reaches before any
+/// representable time is an error naming the flag, never an overflow.
 pub(crate) fn parse_since(s: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: i64 = n.parse().with_context(|| {
-        format!("--since `{s}`: use RFC 3339 (2026-01-01T10:00:00Z) or a duration like 10m")
-    })?;
-    let per_unit = match unit {
-        "s" | "" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => bail!("--since `{s}`: the unit must be s, m, h or d"),
+    let Some(secs) = ninetrix_agentfile::units::parse_duration(s) else {
+        // Not a duration: with no number first, say what to write (the cause names the missing
+        // number); after a number, the unit is what is wrong.
+        let (number, _) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+        number.parse::<i64>().with_context(|| {
+            format!("--since `{s}`: use RFC 3339 (2026-01-01T10:00:00Z) or a duration like 10m")
+        })?;
+        bail!("--since `{s}`: the unit must be s, m, h or d");
     };
-    n.checked_mul(per_unit)
+    i64::try_from(secs)
+        .ok()
         .and_then(chrono::Duration::try_seconds)
         .and_then(|d| now.checked_sub_signed(d))
         .with_context(|| {

@@ -19,7 +19,7 @@
 
 use serde_json::{Value, json};
 
-use ninetrix_proto::agentfile::{AgentSpec, Agentfile};
+use ninetrix_agentfile::{AgentSpec, Agentfile};
 use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 
 use crate::pool::spec::Telemetry;
@@ -524,7 +524,7 @@ mod tests {
     fn example() -> Agentfile {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../agentfile.example.yaml");
         let text = std::fs::read_to_string(path).unwrap();
-        ninetrix_proto::agentfile::parse("agentfile.example.yaml", &text)
+        ninetrix_agentfile::parse("agentfile.example.yaml", &text)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile
     }
@@ -546,7 +546,7 @@ agents:
 ";
 
     fn small() -> Agentfile {
-        ninetrix_proto::agentfile::parse("agentfile.yaml", SMALL)
+        ninetrix_agentfile::parse("agentfile.yaml", SMALL)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile
     }
@@ -735,7 +735,7 @@ agents:
         }
         // A replica count other than 2 is the agentfile's too.
         let one = SMALL.replace("replicas: 2", "replicas: 5");
-        let af = ninetrix_proto::agentfile::parse("agentfile.yaml", &one)
+        let af = ninetrix_agentfile::parse("agentfile.yaml", &one)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile;
         let objects = render(&af, "tiny", &opts());
@@ -813,7 +813,7 @@ agents:
         // process already has: Cargo sets CARGO_MANIFEST_DIR. Its value must not be rendered.
         let value = std::env::var("CARGO_MANIFEST_DIR").unwrap();
         let with_env = SMALL.replace("K8S_RENDER_TEST_SECRET", "CARGO_MANIFEST_DIR");
-        let af = ninetrix_proto::agentfile::parse("agentfile.yaml", &with_env)
+        let af = ninetrix_agentfile::parse("agentfile.yaml", &with_env)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile;
         let rendered = to_documents(&render(&af, "tiny", &opts()));
@@ -1006,7 +1006,7 @@ agents:
              w:\n    runtime: {{ provider: anthropic, model: m }}\n  \
              batch_:\n    runtime: {{ provider: anthropic, model: m }}\n    execution: {{ durability: false }}\n"
         );
-        let af = ninetrix_proto::agentfile::parse("long.yaml", &text)
+        let af = ninetrix_agentfile::parse("long.yaml", &text)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile;
         check_names(&af, &pool).unwrap();
@@ -1045,7 +1045,7 @@ agents:
                     triggers:\n  - name: nightly\n    type: schedule\n    cron: \"0 3 * * *\"\n    \
                     message: go\nagents:\n  a:\n    runtime: { provider: anthropic, model: m }\n    \
                     tools: [\"mcp://files\", \"mcp://remote\"]\n";
-        let af = ninetrix_proto::agentfile::parse("extras.yaml", text)
+        let af = ninetrix_agentfile::parse("extras.yaml", text)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile;
         let warnings = not_rendered(&af);
@@ -1064,7 +1064,7 @@ agents:
     fn agents_that_would_share_a_name_are_refused() {
         let text = "name: p\nagents:\n  a_b:\n    runtime: { provider: anthropic, model: m }\n  \
                     a-b:\n    runtime: { provider: anthropic, model: m }\n";
-        let af = ninetrix_proto::agentfile::parse("twins.yaml", text)
+        let af = ninetrix_agentfile::parse("twins.yaml", text)
             .unwrap_or_else(|r| panic!("{}", r.render(false)))
             .agentfile;
         let err = check_names(&af, "p").unwrap_err();

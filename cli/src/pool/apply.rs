@@ -9,8 +9,8 @@ use anyhow::Context as _;
 use bollard::Docker;
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use futures_util::StreamExt as _;
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::boots::Created;
 
 use crate::docker::stop_and_remove;

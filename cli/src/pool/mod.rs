@@ -26,7 +26,7 @@ pub(crate) mod up;
 
 use std::path::Path;
 
-use ninetrix_proto::agentfile::{self, LoadError, Parsed};
+use ninetrix_agentfile::{self as agentfile, LoadError, Parsed};
 
 /// Loads and validates the agentfile, printing its warnings, or its report on failure.
 pub(crate) fn load(file: &Path) -> anyhow::Result<Parsed> {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use ninetrix_proto::agentfile::Agentfile;
+use ninetrix_agentfile::Agentfile;
 
 /// The pool of a loaded agentfile: `-p`, else its `name:`, else its directory's name.
 pub(crate) fn pool_of(af: &Agentfile, flag: Option<&str>, file: &Path) -> anyhow::Result<String> {

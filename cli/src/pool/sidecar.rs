@@ -17,8 +17,8 @@ use bollard::models::{
     RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::CreateContainerOptionsBuilder;
-use ninetrix_proto::agentfile::Agentfile;
-use ninetrix_proto::agentfile::mcp::{self, McpTransport};
+use ninetrix_agentfile::Agentfile;
+use ninetrix_agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
 use crate::docker::{label, stop_and_remove};

@@ -10,8 +10,8 @@ use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
 };
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::boots::Created;
 use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 use sha2::{Digest, Sha256};
@@ -537,7 +537,7 @@ mod tests {
 
     fn agent(yaml_agent: &str) -> AgentSpec {
         let text = format!("name: p\nagents:\n  a:\n{yaml_agent}");
-        ninetrix_proto::agentfile::parse("agentfile.yaml", &text)
+        ninetrix_agentfile::parse("agentfile.yaml", &text)
             .unwrap()
             .agentfile
             .agents

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bollard::Docker;
-use ninetrix_proto::agentfile::Agentfile;
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 use ninetrix_proto::triggers::TriggerSpec;
 

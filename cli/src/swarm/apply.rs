@@ -19,7 +19,7 @@ use bollard::query_parameters::{
     InspectServiceOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions,
     UpdateServiceOptions,
 };
-use ninetrix_proto::agentfile::Agentfile;
+use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::UpSettings;

@@ -18,7 +18,7 @@ use bollard::models::{ServiceSpec, ServiceSpecMode};
 use bollard::query_parameters::{
     InspectServiceOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions,
 };
-use ninetrix_proto::agentfile::Agentfile;
+use ninetrix_agentfile::Agentfile;
 
 use crate::deploy::UpSettings;
 use crate::pool::image;

@@ -17,7 +17,7 @@ use bollard::models::{
     TaskSpecRestartPolicyConditionEnum,
 };
 use hmac::{KeyInit as _, Mac as _};
-use ninetrix_proto::agentfile::AgentSpec;
+use ninetrix_agentfile::AgentSpec;
 use sha2::{Digest as _, Sha256};
 
 use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
@@ -586,7 +586,7 @@ impl SidecarService<'_> {
     /// The service (see the type's documentation).
     pub(crate) fn spec(&self) -> ServiceSpec {
         use crate::pool::sidecar::{MCP_SERVER, agent_label};
-        use ninetrix_proto::agentfile::mcp;
+        use ninetrix_agentfile::mcp;
         let w = self.wanted;
         let mut container_labels = labels(self.pool, "mcp");
         container_labels.insert(AGENT.into(), agent_label(&w.server));
@@ -653,7 +653,7 @@ impl SidecarService<'_> {
 
 /// An agent whose service would have a sidecar's name (agent `mcp-lines` beside the sidecar of
 /// server `lines`: both `ninetrix-<pool>-mcp-lines`), said as the error `up --swarm` gives.
-pub(crate) fn name_clash(af: &ninetrix_proto::agentfile::Agentfile, pool: &str) -> Option<String> {
+pub(crate) fn name_clash(af: &ninetrix_agentfile::Agentfile, pool: &str) -> Option<String> {
     let sidecars = crate::pool::sidecar::Wanted::of(af);
     af.agents.iter().find_map(|agent| {
         let name = service_name(pool, &agent.name);
@@ -688,8 +688,8 @@ pub(crate) fn sidecar_secrets(
 mod tests {
     use super::*;
 
-    fn agentfile(yaml: &str) -> ninetrix_proto::agentfile::Agentfile {
-        ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+    fn agentfile(yaml: &str) -> ninetrix_agentfile::Agentfile {
+        ninetrix_agentfile::parse("agentfile.yaml", yaml)
             .unwrap()
             .agentfile
     }

@@ -10,7 +10,7 @@ pub(crate) mod table;
 pub(crate) mod trace;
 pub(crate) mod triggers;
 
-pub(crate) use ninetrix_proto::agentfile::units::format_duration as exact_duration;
+pub(crate) use ninetrix_agentfile::units::format_duration as exact_duration;
 
 /// Text on one line, cut to `max` characters.
 pub(crate) fn one_line(s: &str, max: usize) -> String {

@@ -489,18 +489,6 @@ pub fn dedupe_key(trigger: &str, scheduled: DateTime<Utc>) -> String {
     )
 }
 
-/// Parses an interval: a whole number with `s`, `m`, `h` or `d` (`30s`, `10m`, `2h`, `1d`) or
-/// plain seconds (`45`), from 1 second to 366 days. Returns seconds.
-pub fn parse_every(text: &str) -> Result<u64, ScheduleError> {
-    let secs = crate::agentfile::units::parse_duration(text.trim()).ok_or_else(|| {
-        ScheduleError::Every {
-            text: text.to_owned(),
-        }
-    })?;
-    check_period(secs)?;
-    Ok(secs)
-}
-
 fn check_period(secs: u64) -> Result<(), ScheduleError> {
     if (MIN_PERIOD_SECS..=MAX_PERIOD_SECS).contains(&secs) {
         Ok(())
@@ -1211,33 +1199,6 @@ mod tests {
     }
 
     #[test]
-    fn parse_every_units() {
-        assert_eq!(parse_every("30s"), Ok(30));
-        assert_eq!(parse_every("10m"), Ok(600));
-        assert_eq!(parse_every("2h"), Ok(7200));
-        assert_eq!(parse_every("1d"), Ok(86_400));
-        assert_eq!(parse_every(" 45 "), Ok(45));
-        assert_eq!(parse_every("366d"), Ok(MAX_PERIOD_SECS));
-        for bad in ["", "m", "10x", "1.5h", "-5s", "10 m", "10M", "1h30m"] {
-            assert_eq!(
-                parse_every(bad),
-                Err(ScheduleError::Every {
-                    text: bad.to_owned()
-                }),
-                "{bad}"
-            );
-        }
-        assert_eq!(
-            parse_every("367d"),
-            Err(ScheduleError::Period { secs: 367 * 86_400 })
-        );
-        assert_eq!(
-            parse_every("99999999999999999999d"),
-            Err(ScheduleError::Period { secs: u64::MAX })
-        );
-    }
-
-    #[test]
     fn errors_say_what_is_wrong() {
         let message = |expr: &str| Spec::cron(expr, "UTC").unwrap_err().to_string();
 
@@ -1309,7 +1270,6 @@ mod tests {
                 .contains("use an IANA name")
         );
 
-        assert_eq!(parse_every("0s"), Err(ScheduleError::Period { secs: 0 }));
         assert_eq!(
             Spec::every(0).unwrap_err().to_string(),
             "an interval must be at least 1 second"

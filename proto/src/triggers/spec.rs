@@ -1,5 +1,5 @@
 //! A trigger as the agentfile resolves it and as `up` registers it with the API: what starts a
-//! turn without a person typing. One type serves the resolved agentfile ([`crate::agentfile::Agentfile::triggers`]),
+//! turn without a person typing. One type serves the resolved agentfile (`Agentfile::triggers` in `ninetrix-agentfile`),
 //! the registration `up` sends (`PUT /v1/pools/{pool}/triggers`) and the listing the API
 //! answers, so the three never drift. It holds the *name* of a webhook's secret, never its value
 //! (the registration carries the value beside it, in [`crate::api::TriggerRegistration`]).

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::AgentSpec;
 use ninetrix_proto::api::{
     Approval, ClaimResponse, CommitRequest, CommitResponse, Handoff, HandoffRequest, InboxMessage,
     NewEvent, ThreadLabels, ThreadState, ThreadStatus, ToolCallRecord,
@@ -247,7 +247,7 @@ impl Checkpoints for TestStore {
 /// The agent `a` of an agentfile with `body` under it (its runtime, tools, execution).
 pub(super) fn agent(body: &str) -> AgentSpec {
     let text = format!("agents:\n  a:\n{body}");
-    ninetrix_proto::agentfile::parse("t.yaml", &text)
+    ninetrix_agentfile::parse("t.yaml", &text)
         .unwrap_or_else(|r| panic!("{r:?}"))
         .agentfile
         .agents

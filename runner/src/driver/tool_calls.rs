@@ -12,7 +12,7 @@ use crate::history;
 use crate::ledger::Decision;
 use crate::tools::{self, ToolOutput};
 use ninetrix_mcp::client::CallError;
-use ninetrix_proto::agentfile::Effect as EffectClass;
+use ninetrix_proto::effects::Effect as EffectClass;
 
 use super::{Runner, Stop};
 

@@ -262,7 +262,7 @@ fn handoff_answer(h: &Handoff) -> (String, bool) {
             format!(
                 "Not done: `{}` did not reply within {} (transfer_timeout; session {}, thread {}). It may be down, crash-looping or still working: its later reply will not reach this call. Try again later, or do the work another way.",
                 h.agent,
-                ninetrix_proto::agentfile::units::format_duration(waited),
+                ninetrix_agentfile::units::format_duration(waited),
                 h.session,
                 h.target_thread_id
             ),

@@ -2,7 +2,7 @@
 //! `governance.human_approval` gates), which are still pending, what a decision answers instead
 //! of running the call, and the expiries to trace.
 
-use ninetrix_proto::agentfile::tools::ASK_HUMAN;
+use ninetrix_agentfile::tools::ASK_HUMAN;
 use ninetrix_proto::api::{Approval, ApprovalKind, ApprovalStatus, ThreadStatus};
 use ninetrix_proto::events::{ApprovalExpired, TraceEvent};
 

@@ -158,9 +158,9 @@ impl Engine {
 mod tests {
     use super::super::testkit::*;
     use super::super::*;
-    use ninetrix_proto::agentfile::Effect as Class;
     use ninetrix_proto::api::ApprovalStatus;
     use ninetrix_proto::api::ToolCallStatus;
+    use ninetrix_proto::effects::Effect as Class;
     use serde_json::json;
 
     // --- Handoffs (issue 16) ---
@@ -459,9 +459,7 @@ mod tests {
         let cfg = EngineConfig {
             approval: Some(HumanApproval {
                 enabled: true,
-                actions: vec![ninetrix_proto::agentfile::ApprovalAction::Tool(
-                    "ask_b".into(),
-                )],
+                actions: vec![ninetrix_agentfile::ApprovalAction::Tool("ask_b".into())],
                 effects: Vec::new(),
                 timeout_secs: 3600,
                 notify_url: None,

@@ -48,7 +48,7 @@
 
 use std::collections::HashMap;
 
-use ninetrix_proto::agentfile::{
+use ninetrix_agentfile::{
     Effect as EffectClass, HandoffTarget, HumanApproval, ResumeMode, ToolSpec, tools,
 };
 use ninetrix_proto::api::{

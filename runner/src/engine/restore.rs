@@ -2,8 +2,8 @@
 //! by its requests to people or its handoffs), a crash-looping turn given up, and an interrupted
 //! turn resumed on the same code path as a fresh one.
 
+use ninetrix_agentfile::ResumeMode;
 use ninetrix_proto::Role;
-use ninetrix_proto::agentfile::ResumeMode;
 use ninetrix_proto::api::ThreadStatus;
 use ninetrix_proto::events::{Repair as RepairEvent, Resume, TraceEvent, TurnResumed};
 

@@ -1,8 +1,8 @@
 //! What the engine's tests share: a config, inputs, and readers of effects and history.
 
 use super::*;
-use ninetrix_proto::agentfile::Effect as Class;
 use ninetrix_proto::api::{ApprovalStatus, ToolCallStatus};
+use ninetrix_proto::effects::Effect as Class;
 use serde_json::json;
 
 pub(super) fn config() -> EngineConfig {

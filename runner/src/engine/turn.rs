@@ -2,8 +2,8 @@
 //! the collaborators' answers), the decision of its next step from the history (`advance`), and
 //! its end (a final answer, or a stop with every unanswered call answered).
 
-use ninetrix_proto::agentfile::Effect as EffectClass;
 use ninetrix_proto::api::{CommitOutcome, HandoffOrigin, HandoffReply, ThreadStatus, Usage};
+use ninetrix_proto::effects::Effect as EffectClass;
 use ninetrix_proto::events::{
     BudgetExceeded, HandoffReceived, HandoffReplied, LlmCall, MaxTurnsReached, TraceEvent,
     TurnCompleted, TurnStarted, UnknownTool,
@@ -393,7 +393,7 @@ impl Engine {
 mod tests {
     use super::super::testkit::*;
     use super::super::*;
-    use ninetrix_proto::agentfile::Effect as Class;
+    use ninetrix_proto::effects::Effect as Class;
     use serde_json::json;
 
     #[test]

@@ -14,9 +14,9 @@ mod scripted;
 
 use std::time::{Duration, Instant};
 
+use ninetrix_agentfile::{AgentSpec, Provider};
 use ninetrix_client::sse;
 use ninetrix_proto::Message;
-use ninetrix_proto::agentfile::{AgentSpec, Provider};
 use ninetrix_proto::events::{Dependency, LlmRetry};
 use tokio_util::sync::CancellationToken;
 
@@ -544,7 +544,7 @@ mod tests {
 
     fn agent(runtime: &str, governance: &str) -> AgentSpec {
         let text = format!("agents:\n  a:\n    runtime: {runtime}\n{governance}");
-        ninetrix_proto::agentfile::parse("t.yaml", &text)
+        ninetrix_agentfile::parse("t.yaml", &text)
             .unwrap_or_else(|r| panic!("{r:?}"))
             .agentfile
             .agents

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ninetrix_proto::agentfile::AgentSpec;
+use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 

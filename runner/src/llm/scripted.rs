@@ -2,7 +2,7 @@
 //! `k mod len` of the agentfile's script, where `k` is the number of assistant messages already in
 //! the history, so a turn re-run after a crash gets the same responses.
 
-use ninetrix_proto::agentfile::ScriptStep;
+use ninetrix_agentfile::ScriptStep;
 use ninetrix_proto::{Block, Message, Role};
 
 use super::{LlmError, LlmRequest, RawTurn};

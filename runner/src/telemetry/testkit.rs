@@ -2,8 +2,8 @@
 //! readers of its records.
 
 pub(super) use chrono::TimeZone as _;
-pub(super) use ninetrix_proto::agentfile::Effect;
 pub(super) use ninetrix_proto::api::{HandoffStatus, Usage};
+pub(super) use ninetrix_proto::effects::Effect;
 pub(super) use ninetrix_proto::events::{self as ev, ToolMode};
 pub(super) use ninetrix_proto::message::Role;
 

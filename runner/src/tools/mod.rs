@@ -9,7 +9,7 @@ mod shell;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ninetrix_proto::agentfile::{HandoffTarget, ToolSpec};
+use ninetrix_agentfile::{HandoffTarget, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::llm::ToolDef;
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn every_builtin_has_a_definition() {
-        for b in ninetrix_proto::agentfile::tools::BUILTINS {
+        for b in ninetrix_agentfile::tools::BUILTINS {
             assert!(definition(b.name).is_some(), "{}", b.name);
         }
     }

@@ -120,7 +120,7 @@ impl Drop for McpTestServer {
 
 /// The resolved spec of the first agent of an agentfile, as the runner gets it.
 pub(crate) fn spec_of(yaml: &str) -> Value {
-    let parsed = ninetrix_proto::agentfile::parse("agentfile.yaml", yaml)
+    let parsed = ninetrix_agentfile::parse("agentfile.yaml", yaml)
         .unwrap_or_else(|r| panic!("the test agentfile is valid: {r:?}"));
     serde_json::to_value(&parsed.agentfile.agents[0]).unwrap()
 }

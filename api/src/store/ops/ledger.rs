@@ -2,8 +2,8 @@
 //! outcome stands), keyed per thread; and reading them back.
 
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::agentfile::Effect;
 use ninetrix_proto::api::{ToolCallCompletion, ToolCallIntent, ToolCallRecord, ToolCallStatus};
+use ninetrix_proto::effects::Effect;
 
 use crate::store::checks::{check_args, check_key};
 use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};

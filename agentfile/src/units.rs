@@ -1,5 +1,8 @@
 //! Quantities: memory sizes such as `512Mi`, `1Gi`, `2g` parsed to bytes, and durations such as
-//! `30s`, `15m`, `24h`, `7d` parsed to seconds.
+//! `30s`, `15m`, `24h`, `7d` parsed to seconds: the one duration rule of ninetrix (the agentfile's
+//! timeouts, a schedule's `every:`, and the CLI's `approvals token --ttl` and `logs --since`).
+
+use ninetrix_proto::triggers::schedule::{ScheduleError, Spec};
 
 /// Docker refuses memory limits below 6 MiB.
 pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
@@ -89,9 +92,21 @@ pub fn parse_duration(text: &str) -> Option<u64> {
     Some(value.saturating_mul(multiplier))
 }
 
+/// Parses a schedule's interval (`every:`): a whole number with `s`, `m`, `h` or `d` (`30s`,
+/// `10m`, `2h`, `1d`) or plain seconds (`45`), from 1 second to 366 days. Returns seconds. The
+/// same rule as [`parse_duration`] (after trimming), then the schedule's range.
+pub fn parse_every(text: &str) -> Result<u64, ScheduleError> {
+    let secs = parse_duration(text.trim()).ok_or_else(|| ScheduleError::Every {
+        text: text.to_owned(),
+    })?;
+    Spec::every(secs)?;
+    Ok(secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ninetrix_proto::triggers::schedule::MAX_PERIOD_SECS;
 
     #[test]
     fn parses_docker_and_kubernetes_spellings() {
@@ -154,5 +169,33 @@ mod tests {
         ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn parse_every_units() {
+        assert_eq!(parse_every("30s"), Ok(30));
+        assert_eq!(parse_every("10m"), Ok(600));
+        assert_eq!(parse_every("2h"), Ok(7200));
+        assert_eq!(parse_every("1d"), Ok(86_400));
+        assert_eq!(parse_every(" 45 "), Ok(45));
+        assert_eq!(parse_every("366d"), Ok(MAX_PERIOD_SECS));
+        for bad in ["", "m", "10x", "1.5h", "-5s", "10 m", "10M", "1h30m"] {
+            assert_eq!(
+                parse_every(bad),
+                Err(ScheduleError::Every {
+                    text: bad.to_owned()
+                }),
+                "{bad}"
+            );
+        }
+        assert_eq!(parse_every("0s"), Err(ScheduleError::Period { secs: 0 }));
+        assert_eq!(
+            parse_every("367d"),
+            Err(ScheduleError::Period { secs: 367 * 86_400 })
+        );
+        assert_eq!(
+            parse_every("99999999999999999999d"),
+            Err(ScheduleError::Period { secs: u64::MAX })
+        );
     }
 }

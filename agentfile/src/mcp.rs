@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use ninetrix_proto::effects::{EffectSource, IDEMPOTENCY_META_KEY};
+
 use super::tools::Effect;
 
 /// The separator between a server's name and its tool's name in the name the model sees
@@ -21,10 +23,6 @@ pub const MAX_MODEL_NAME: usize = 64;
 
 /// The port `ninetrix mcp-bridge` listens on inside a sidecar container.
 pub const SIDECAR_PORT: u16 = 8931;
-
-/// The `_meta` key of a `tools/call` request that carries the ledger key, so a server that
-/// honours it can deduplicate a call it already performed.
-pub const IDEMPOTENCY_META_KEY: &str = "dev.ninetrix/idempotency-key";
 
 /// One MCP server the pool's agents may use (`mcp_servers.<name>`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -233,33 +231,6 @@ pub struct Annotations {
     pub read_only: Option<bool>,
     /// `idempotentHint`.
     pub idempotent: Option<bool>,
-}
-
-/// Where a tool's effect class came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum EffectSource {
-    /// The agent's tool entry (`effect:`).
-    Agentfile,
-    /// The server's entry in `mcp_servers` (`effect:`).
-    Server,
-    /// A trusted server's annotations (`readOnlyHint`, `idempotentHint`).
-    Annotations,
-    /// Nothing said otherwise: an MCP tool is a `write`.
-    Default,
-}
-
-impl EffectSource {
-    /// How `validate` and `trace` say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EffectSource::Agentfile => "agentfile",
-            EffectSource::Server => "mcp_servers",
-            EffectSource::Annotations => "annotations",
-            EffectSource::Default => "default",
-        }
-    }
 }
 
 /// An MCP tool's effect class: the tool entry's `effect:` first, then the server's, then — only

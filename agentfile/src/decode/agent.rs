@@ -5,7 +5,7 @@ use super::collaborators::{CollaboratorsIn, Roster};
 use super::runtime::RuntimeIn;
 use super::triggers::{Target, TriggersIn};
 use super::*;
-use crate::agentfile::mcp::McpTransport;
+use crate::mcp::McpTransport;
 
 impl Cx {
     pub(super) fn agentfile(&mut self, root: &Node) -> Option<Agentfile> {
@@ -220,30 +220,10 @@ impl Cx {
             self.report(&format!("{path}.tools[{i}]"), loc, Problem::ShellNeedsImage);
             ok = false;
         }
-        let mut mcp_servers = BTreeMap::new();
-        for (i, tool) in tools.iter().enumerate() {
-            let Some(source) = &tool.mcp else { continue };
-            let Some(server) = self.mcp.get(&source.server).cloned() else {
-                continue;
-            };
-            if matches!(server.transport, McpTransport::Stdio { .. })
-                && runtime.as_ref().is_some_and(|r| r.image.is_none())
-            {
-                let loc = tool_loc(node, i).unwrap_or(key.loc);
-                self.report(
-                    &format!("{path}.tools[{i}]"),
-                    loc,
-                    Problem::McpNeedsImage(&source.server),
-                );
-                ok = false;
-            }
-            for secret in server.transport.agent_secrets() {
-                if !secret_names.contains(&secret) {
-                    secret_names.push(secret);
-                }
-            }
-            mcp_servers.insert(source.server.clone(), server);
-        }
+        let no_image = runtime.as_ref().is_some_and(|r| r.image.is_none());
+        let (mcp_servers, mcp_ok) =
+            self.agent_mcp_servers(&path, key, node, &tools, no_image, &mut secret_names);
+        ok &= mcp_ok;
         let mut human_approval = None;
         if let Some((_, Some(approval))) = &governance {
             human_approval = self.resolve_approval(approval, &key.name, &tools);
@@ -280,6 +260,44 @@ impl Cx {
             mcp_servers,
             collaborators: collaborator_names,
         })
+    }
+
+    /// The MCP servers agent `key`'s tools use (at `path`, written at `node`), with the secrets
+    /// their transports need added to `secret_names`; `false` when a stdio server has no image to
+    /// run in (`no_image`: the agent's runtime sets none).
+    fn agent_mcp_servers(
+        &mut self,
+        path: &str,
+        key: &Key,
+        node: &Node,
+        tools: &[ToolSpec],
+        no_image: bool,
+        secret_names: &mut Vec<String>,
+    ) -> (BTreeMap<String, McpServer>, bool) {
+        let mut ok = true;
+        let mut mcp_servers = BTreeMap::new();
+        for (i, tool) in tools.iter().enumerate() {
+            let Some(source) = &tool.mcp else { continue };
+            let Some(server) = self.mcp.get(&source.server).cloned() else {
+                continue;
+            };
+            if matches!(server.transport, McpTransport::Stdio { .. }) && no_image {
+                let loc = tool_loc(node, i).unwrap_or(key.loc);
+                self.report(
+                    &format!("{path}.tools[{i}]"),
+                    loc,
+                    Problem::McpNeedsImage(&source.server),
+                );
+                ok = false;
+            }
+            for secret in server.transport.agent_secrets() {
+                if !secret_names.contains(&secret) {
+                    secret_names.push(secret);
+                }
+            }
+            mcp_servers.insert(source.server.clone(), server);
+        }
+        (mcp_servers, ok)
     }
 
     pub(super) fn metadata(&mut self, node: &Node, path: &str) -> Option<Metadata> {

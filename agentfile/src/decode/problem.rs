@@ -5,11 +5,11 @@
 use super::names;
 use super::providers;
 use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
-use crate::handoffs;
-use crate::sessions::KeyError;
-use crate::triggers::schedule::ScheduleError;
-use crate::triggers::spec::{MAX_MAX_BODY_BYTES, MAX_NAME_CHARS};
-use crate::triggers::template::TemplateError;
+use ninetrix_proto::handoffs;
+use ninetrix_proto::sessions::KeyError;
+use ninetrix_proto::triggers::schedule::ScheduleError;
+use ninetrix_proto::triggers::spec::{MAX_MAX_BODY_BYTES, MAX_NAME_CHARS, MAX_TRIGGERS};
+use ninetrix_proto::triggers::template::TemplateError;
 
 /// Help for a missing or empty `runtime.model`.
 const MODEL_HELP: &str = "name the model, e.g. `model: claude-sonnet-4-6` or `model: gpt-4o-mini`";
@@ -321,7 +321,7 @@ pub(super) enum Problem<'a> {
         found: &'a str,
         closest: Option<&'a str>,
     },
-    /// A trigger name or webhook path breaking the rules of [`crate::triggers::spec::is_valid_name`].
+    /// A trigger name or webhook path breaking the rules of [`ninetrix_proto::triggers::spec::is_valid_name`].
     InvalidTriggerName { name: &'a str, what: NameOf },
     /// `target_agent` on a trigger declared under agent `agent`.
     TargetUnderAgent { agent: &'a str },
@@ -885,10 +885,7 @@ impl Problem<'_> {
             Problem::MaxBodyRange(found) => {
                 format!("`max_body` must be from 1 byte to 25 MiB, found {found}")
             }
-            Problem::TooManyTriggers => format!(
-                "the pool has more than {} triggers",
-                super::triggers::MAX_TRIGGERS
-            ),
+            Problem::TooManyTriggers => format!("the pool has more than {} triggers", MAX_TRIGGERS),
             Problem::DuplicateTrigger { name, first_line } => {
                 format!("trigger name `{name}` is already used (line {first_line})")
             }
@@ -1503,7 +1500,7 @@ fn trigger_name_example(name: &str) -> Option<String> {
         })
         .collect();
     let fixed = fixed.trim_start_matches('-').to_string();
-    (fixed != name && crate::triggers::spec::is_valid_name(&fixed)).then_some(fixed)
+    (fixed != name && ninetrix_proto::triggers::spec::is_valid_name(&fixed)).then_some(fixed)
 }
 
 impl NameOf {

@@ -1,6 +1,6 @@
 //! A table of broken agentfiles: each must fail with its message at its exact line and column.
 
-use ninetrix_proto::agentfile::{self, Diagnostic, Severity};
+use ninetrix_agentfile::{self as agentfile, Diagnostic, Severity};
 
 /// One broken file and the first error it must produce.
 struct Case {

@@ -11,8 +11,8 @@
 
 use super::mcp::split_mcp;
 use super::*;
-use crate::agentfile::mcp;
-use crate::agentfile::schema::{ApprovalAction, HumanApproval};
+use crate::mcp;
+use crate::schema::{ApprovalAction, HumanApproval};
 
 /// `human_approval:` as written, decoded as far as it can be without the agent's tools.
 #[derive(Clone, Debug)]
@@ -456,7 +456,7 @@ fn check_notify_url(url: &str) -> UrlCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agentfile::{self, Diagnostic, Parsed, Report};
+    use crate::{Diagnostic, Parsed, Report};
 
     #[test]
     fn notify_urls() {
@@ -505,7 +505,7 @@ mod tests {
     }
 
     fn parse(text: &str) -> Result<Parsed, Report> {
-        agentfile::parse("agentfile.yaml", text)
+        crate::parse("agentfile.yaml", text)
     }
 
     fn valid(text: &str) -> Parsed {

@@ -19,6 +19,7 @@ mod testing;
 mod tool_list;
 mod triggers;
 
+use super::defaults;
 use super::diagnostic::{Diagnostic, DiagnosticKind, Severity};
 use super::mcp::McpServer;
 use super::names;
@@ -32,35 +33,6 @@ use super::units;
 use super::yaml::{Key, Kind, Loc, Node};
 use approval::ApprovalIn;
 use problem::{KeyHint, Problem, ToolGap};
-
-/// Defaults shared with the public Ninetrix where the concept is the same.
-pub mod defaults {
-    /// `runtime.provider` when absent (as in Ninetrix).
-    pub const PROVIDER: &str = "anthropic";
-    /// `runtime.model` for Anthropic when absent (as in Ninetrix).
-    pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
-    /// `runtime.temperature`.
-    pub const TEMPERATURE: f64 = 0.2;
-    /// `runtime.max_tokens`.
-    pub const MAX_TOKENS: u32 = 8192;
-    /// `runtime.tool_timeout` in seconds.
-    pub const TOOL_TIMEOUT_SECS: u32 = 30;
-    /// `execution.max_turns`.
-    pub const MAX_TURNS: u32 = 20;
-    /// Most replicas of one agent. A pool's containers share one Linux bridge, which takes at
-    /// most 1,024 ports (one per container, the local API's included); issue 12 measured 500.
-    pub const MAX_REPLICAS: u32 = 1000;
-    /// `execution.max_concurrent_sessions`: sessions one replica serves at once.
-    pub const MAX_CONCURRENT_SESSIONS: u32 = 16;
-    /// `execution.max_delegation_depth`: handoffs in one chain.
-    pub const MAX_DELEGATION_DEPTH: u32 = 4;
-    /// The largest `execution.max_delegation_depth`.
-    pub const MAX_DELEGATION_DEPTH_LIMIT: u32 = 32;
-    /// `transfer_timeout` in seconds (as in Ninetrix).
-    pub const TRANSFER_TIMEOUT_SECS: u64 = 300;
-    /// The longest `transfer_timeout`: 7 days.
-    pub const MAX_TRANSFER_TIMEOUT_SECS: u64 = 7 * 86_400;
-}
 
 /// Decodes one key's value into its section's state `S`. `None` marks the section invalid; the
 /// handler has already reported why.
@@ -429,8 +401,10 @@ impl DurationField {
                 HumanApproval::MIN_TIMEOUT_SECS..=HumanApproval::MAX_TIMEOUT_SECS
             }
             DurationField::TransferTimeout => 1..=defaults::MAX_TRANSFER_TIMEOUT_SECS,
-            DurationField::CatchUpWindow => 1..=crate::triggers::spec::MAX_CATCH_UP_WINDOW_SECS,
-            DurationField::Tolerance => 1..=crate::triggers::spec::MAX_TOLERANCE_SECS,
+            DurationField::CatchUpWindow => {
+                1..=ninetrix_proto::triggers::spec::MAX_CATCH_UP_WINDOW_SECS
+            }
+            DurationField::Tolerance => 1..=ninetrix_proto::triggers::spec::MAX_TOLERANCE_SECS,
         }
     }
 
@@ -513,7 +487,7 @@ fn leaf(path: &str) -> &str {
 /// The candidate closest to `word`, if one is close enough to be a likely typo (the candidate
 /// itself, with its own lifetime: keys and tool names are `'static`).
 fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let best = crate::suggest::closest(word, candidates)?;
+    let best = ninetrix_proto::suggest::closest(word, candidates)?;
     candidates.iter().copied().find(|c| *c == best)
 }
 
@@ -621,7 +595,7 @@ mod tests {
         let (template, section_path) = placement(what).expect("placed");
         // A list holding a list is no key's valid value.
         let text = template.replace("KEY", key).replace("VALUE", "[[1]]");
-        let root = crate::agentfile::yaml::parse(&text).expect("the sample is YAML");
+        let root = crate::yaml::parse(&text).expect("the sample is YAML");
         let (_, diags) = decode(&root);
         let key_path = join(section_path, key);
         diags.iter().any(|d| {

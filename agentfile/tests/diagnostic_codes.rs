@@ -1,6 +1,6 @@
 //! Diagnostic codes are a stable interface (`ninetrix validate --json`): each is documented.
 
-use ninetrix_proto::agentfile::DiagnosticKind;
+use ninetrix_agentfile::DiagnosticKind;
 
 #[test]
 fn the_docs_list_every_diagnostic_code() {

@@ -17,7 +17,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-use ninetrix_proto::agentfile::{self, Agentfile};
+use ninetrix_agentfile::{self as agentfile, Agentfile};
 
 /// A small, seeded generator (xorshift64*): the same seed, the same cases.
 struct Rng(u64);

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ninetrix_proto::agentfile::{self, Effect, Provider, ResumeMode};
+use ninetrix_agentfile::{self as agentfile, Effect, Provider, ResumeMode};
 
 #[test]
 fn the_example_validates_with_no_warnings() {

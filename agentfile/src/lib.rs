@@ -1,12 +1,19 @@
-//! The agentfile (docs/design.md §4): a YAML file naming a pool's agents, their models, tools, replicas
-//! and durability.
+//! The agentfile language (docs/design.md §4, docs/agentfile.md): a YAML file naming a pool's
+//! agents, their models, tools, replicas, durability and triggers — what it says and what it
+//! means.
 //!
 //! [`parse`] turns text into a validated, resolved [`Agentfile`] or a [`Report`] of every problem
 //! with its file, line and column; [`load`] does the same for a file on disk, refusing oversized
 //! files before reading them. Key names follow the public Ninetrix agentfile where the concept is
-//! the same.
+//! the same. The rules of names, units, builtin tools, providers and MCP servers live here too.
+//!
+//! The wire types the resolved spec shares with the API and the trace — effect classes,
+//! triggers, session and handoff keys — belong to `ninetrix-proto`, which this crate depends on
+//! (never the reverse); [`Effect`] and the MCP effect source are re-exported where the agentfile
+//! uses them.
 
 mod decode;
+pub mod defaults;
 mod diagnostic;
 pub mod mcp;
 pub mod names;
@@ -18,7 +25,6 @@ pub mod yaml;
 
 use std::path::{Path, PathBuf};
 
-pub use decode::defaults;
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
     AgentSpec, Agentfile, ApprovalAction, Effect, Execution, Governance, HandoffTarget,

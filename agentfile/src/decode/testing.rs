@@ -1,10 +1,10 @@
 //! What the decode tests share: parse a file and read its one error or warning.
 
 use super::Severity;
-use crate::agentfile::{self, Diagnostic, Parsed, Report};
+use crate::{Diagnostic, Parsed, Report};
 
 pub(super) fn parse(text: &str) -> Result<Parsed, Report> {
-    agentfile::parse("agentfile.yaml", text)
+    crate::parse("agentfile.yaml", text)
 }
 
 /// The parsed file, which must validate.

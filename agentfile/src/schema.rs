@@ -29,7 +29,7 @@ pub struct Agentfile {
     /// Every trigger of the pool: the top-level `triggers:` and each agent's, in file order
     /// (top level first), names unique.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub triggers: Vec<crate::triggers::TriggerSpec>,
+    pub triggers: Vec<ninetrix_proto::triggers::TriggerSpec>,
 }
 
 impl Agentfile {
@@ -247,7 +247,7 @@ impl ToolSpec {
     /// pinned: a handoff is never silently repeated).
     pub fn handoff(agent: &str, about: Option<String>) -> Self {
         Self {
-            name: crate::handoffs::tool_name(agent),
+            name: ninetrix_proto::handoffs::tool_name(agent),
             effect: Effect::Write,
             effect_pinned: true,
             mcp: None,
@@ -429,7 +429,7 @@ impl ApprovalAction {
             ApprovalAction::Tool(name) => name == tool,
             ApprovalAction::Server(server) => tool
                 .strip_prefix(server.as_str())
-                .is_some_and(|rest| rest.starts_with(crate::agentfile::mcp::NAME_SEPARATOR)),
+                .is_some_and(|rest| rest.starts_with(crate::mcp::NAME_SEPARATOR)),
         }
     }
 }

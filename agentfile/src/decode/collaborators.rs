@@ -13,7 +13,7 @@
 
 use super::problem::CollaboratorGap;
 use super::*;
-use crate::handoffs;
+use ninetrix_proto::handoffs;
 
 /// The longest `about` a handoff tool gets, in characters (longer descriptions are cut).
 const MAX_ABOUT_CHARS: usize = 300;
@@ -290,7 +290,7 @@ impl Cx {
 mod tests {
     use super::super::testing::{assert_error, errors, errors_at, valid};
     use super::*;
-    use crate::agentfile::schema::{ApprovalAction, HandoffTarget};
+    use crate::schema::{ApprovalAction, HandoffTarget};
 
     const SCRIPTED: &str = "runtime: { provider: scripted, script: [hi] }";
 

@@ -2,8 +2,8 @@
 //! carries the servers it uses, their secrets, its tool entries with pinned effects, and
 //! verifiers resolved to the names the model sees.
 
-use ninetrix_proto::agentfile::mcp::{McpTransport, VerifyArgs};
-use ninetrix_proto::agentfile::{self, Effect};
+use ninetrix_agentfile::mcp::{McpTransport, VerifyArgs};
+use ninetrix_agentfile::{self as agentfile, Effect};
 use serde_json::json;
 
 const FILE: &str = r#"

@@ -3,41 +3,7 @@
 //! The effect class decides what happens when a crash leaves a call without a recorded outcome:
 //! `read` and `idempotent` tools run again, `write` tools are never silently re-run.
 
-use serde::{Deserialize, Serialize};
-
-/// Whether a tool may be re-run after a crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Effect {
-    /// Only reads: safe to re-run.
-    Read,
-    /// Mutates, but running it twice has the effect of running it once.
-    Idempotent,
-    /// Mutates; a second run would repeat the side effect. The default for mutating tools.
-    Write,
-}
-
-impl Effect {
-    /// The name used in agentfiles.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effect::Read => "read",
-            Effect::Idempotent => "idempotent",
-            Effect::Write => "write",
-        }
-    }
-
-    /// Parses an agentfile name.
-    pub fn parse(name: &str) -> Option<Effect> {
-        match name {
-            "read" => Some(Effect::Read),
-            "idempotent" => Some(Effect::Idempotent),
-            "write" => Some(Effect::Write),
-            _ => None,
-        }
-    }
-}
+pub use ninetrix_proto::effects::Effect;
 
 /// The effect class of one call of a tool: the agentfile's pinned class if it set one, else the
 /// builtin's rule for these arguments (`file_write` in append mode and `http_request` with a

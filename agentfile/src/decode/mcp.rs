@@ -2,7 +2,7 @@
 
 use super::problem::Shape;
 use super::*;
-use crate::agentfile::mcp::{self, McpServer, McpSource, McpTransport, Verify, VerifyArgs};
+use crate::mcp::{self, McpServer, McpSource, McpTransport, Verify, VerifyArgs};
 
 /// One `mcp_servers.<name>` entry as written.
 #[derive(Default)]

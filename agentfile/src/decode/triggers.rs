@@ -14,14 +14,14 @@
 
 use super::problem::{NameOf, Unused};
 use super::*;
-use crate::sessions;
-use crate::triggers::schedule::{self, CatchUp, Overlap, ScheduleError, Spec};
-use crate::triggers::spec::{
+use ninetrix_proto::sessions;
+use ninetrix_proto::triggers::schedule::{self, CatchUp, Overlap, ScheduleError, Spec};
+use ninetrix_proto::triggers::spec::{
     self as trigger_spec, DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE_LIMIT_PER_MINUTE,
     DEFAULT_TOLERANCE_SECS, MAX_MAX_BODY_BYTES, MAX_RATE_LIMIT_PER_MINUTE,
 };
-use crate::triggers::template::Template;
-use crate::triggers::{
+use ninetrix_proto::triggers::template::Template;
+use ninetrix_proto::triggers::{
     ScheduleTrigger, SignatureScheme, TriggerKind, TriggerSession, TriggerSpec, WebhookTrigger,
 };
 
@@ -692,7 +692,7 @@ pub(super) const TRIGGER: Section<TriggerIn> = Section {
                     return None;
                 }
             };
-            match schedule::parse_every(&text) {
+            match units::parse_every(&text) {
                 Ok(secs) => {
                     t.every = Some(secs);
                     Some(())

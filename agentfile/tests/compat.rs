@@ -1,7 +1,7 @@
 //! Files written for the public Ninetrix load, with its key names mapped onto ninetrix's, and
 //! settings resolve with their defaults.
 
-use ninetrix_proto::agentfile::{self, Agentfile, Effect, Provider};
+use ninetrix_agentfile::{self as agentfile, Agentfile, Effect, Provider};
 
 fn parse(yaml: &str) -> Agentfile {
     match agentfile::parse("agentfile.yaml", yaml) {

@@ -1,0 +1,28 @@
+//! Defaults shared with the public Ninetrix where the concept is the same: what the resolved
+//! spec holds when the agentfile leaves a key out, and the limits the decoder checks them against.
+
+/// `runtime.provider` when absent (as in Ninetrix).
+pub const PROVIDER: &str = "anthropic";
+/// `runtime.model` for Anthropic when absent (as in Ninetrix).
+pub const ANTHROPIC_MODEL: &str = "claude-sonnet-4-6";
+/// `runtime.temperature`.
+pub const TEMPERATURE: f64 = 0.2;
+/// `runtime.max_tokens`.
+pub const MAX_TOKENS: u32 = 8192;
+/// `runtime.tool_timeout` in seconds.
+pub const TOOL_TIMEOUT_SECS: u32 = 30;
+/// `execution.max_turns`.
+pub const MAX_TURNS: u32 = 20;
+/// Most replicas of one agent. A pool's containers share one Linux bridge, which takes at
+/// most 1,024 ports (one per container, the local API's included); issue 12 measured 500.
+pub const MAX_REPLICAS: u32 = 1000;
+/// `execution.max_concurrent_sessions`: sessions one replica serves at once.
+pub const MAX_CONCURRENT_SESSIONS: u32 = 16;
+/// `execution.max_delegation_depth`: handoffs in one chain.
+pub const MAX_DELEGATION_DEPTH: u32 = 4;
+/// The largest `execution.max_delegation_depth`.
+pub const MAX_DELEGATION_DEPTH_LIMIT: u32 = 32;
+/// `transfer_timeout` in seconds (as in Ninetrix).
+pub const TRANSFER_TIMEOUT_SECS: u64 = 300;
+/// The longest `transfer_timeout`: 7 days.
+pub const MAX_TRANSFER_TIMEOUT_SECS: u64 = 7 * 86_400;
