@@ -57,8 +57,6 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
-pub(crate) use crate::labels::ROLE;
-
 /// A pool network as Docker lists it, reduced to what the duplicate choice needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NetworkCandidate {

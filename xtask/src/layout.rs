@@ -625,6 +625,17 @@ mod tests {
         assert_eq!(cycles[0].1, ["p", "q"]);
     }
 
+    /// The rules hold for the workspace itself: `cargo xtask test` fails when a change breaks them.
+    #[test]
+    fn the_workspace_keeps_the_layout_rules() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let layout = measure(&root).unwrap();
+        let report = layout.report();
+        assert!(layout.files.len() > 100, "{report}");
+        assert!(layout.oversized().is_empty(), "{report}");
+        assert!(layout.cycles.is_empty(), "{report}");
+    }
+
     #[test]
     fn lines_and_functions_leave_tests_out() {
         let text = "fn long() {\n    let a = 1;\n    let b = 2;\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn t() {}\n}\n";

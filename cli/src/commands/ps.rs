@@ -160,8 +160,8 @@ fn durable_agents(
     }
     containers
         .iter()
-        .filter(|c| label(c, spec::DURABLE) == Some("true"))
-        .filter_map(|c| label(c, spec::AGENT).map(str::to_string))
+        .filter(|c| label(c, crate::labels::DURABLE) == Some("true"))
+        .filter_map(|c| label(c, crate::labels::AGENT).map(str::to_string))
         .collect()
 }
 
@@ -177,7 +177,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         let mut known: std::collections::BTreeSet<String> =
             crate::pool::state::pools(&home).into_iter().collect();
         for c in pool_containers(&docker, None).await.unwrap_or_default() {
-            if let Some(p) = label(&c, spec::POOL) {
+            if let Some(p) = label(&c, crate::labels::POOL) {
                 known.insert(p.to_string());
             }
         }
@@ -202,15 +202,15 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         }
         let mine: Vec<bollard::models::ContainerSummary> = containers
             .iter()
-            .filter(|c| label(c, spec::POOL) == Some(pool.as_str()))
+            .filter(|c| label(c, crate::labels::POOL) == Some(pool.as_str()))
             .cloned()
             .collect();
         let present: std::collections::BTreeSet<(String, u32)> = mine
             .iter()
             .filter_map(|c| {
                 Some((
-                    label(c, spec::AGENT)?.to_string(),
-                    label(c, spec::REPLICA)?.parse().ok()?,
+                    label(c, crate::labels::AGENT)?.to_string(),
+                    label(c, crate::labels::REPLICA)?.parse().ok()?,
                 ))
             })
             .collect();
@@ -253,17 +253,17 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for (c, facts) in found {
         let cond = Condition::of(&facts);
-        let run = label(&c, spec::RUN) == Some("true");
+        let run = label(&c, crate::labels::RUN) == Some("true");
         if !listed(args.all, facts.durable, run, &cond) {
             continue;
         }
         let owned = |key| label(&c, key).map(str::to_string);
         rows.push(Row {
-            pool: owned(spec::POOL),
-            agent: owned(spec::AGENT),
-            replica: label(&c, spec::REPLICA).and_then(|r| r.parse().ok()),
+            pool: owned(crate::labels::POOL),
+            agent: owned(crate::labels::AGENT),
+            replica: label(&c, crate::labels::REPLICA).and_then(|r| r.parse().ok()),
             container: name(&c),
-            thread_id: owned(spec::THREAD),
+            thread_id: owned(crate::labels::THREAD),
             state: facts.state.map(|s| s.to_string()).filter(|s| !s.is_empty()),
             status: cond.status(c.status.as_deref().unwrap_or_default()),
             health: cond.health(),
@@ -395,14 +395,16 @@ async fn judge_reports(
     let mut pools: Vec<String> = found
         .iter()
         .filter(|(_, f)| f.wants_report())
-        .filter_map(|(c, _)| label(c, spec::POOL).map(str::to_string))
+        .filter_map(|(c, _)| label(c, crate::labels::POOL).map(str::to_string))
         .collect();
     pools.sort();
     pools.dedup();
     for pool in pools {
         let through: Vec<String> = found
             .iter()
-            .filter(|(c, f)| f.wants_report() && label(c, spec::POOL) == Some(pool.as_str()))
+            .filter(|(c, f)| {
+                f.wants_report() && label(c, crate::labels::POOL) == Some(pool.as_str())
+            })
             .filter_map(|(c, _)| c.id.clone())
             .take(HEALTH_READ_TRIES)
             .collect();
@@ -416,7 +418,7 @@ async fn judge_reports(
         let now = chrono::Utc::now().timestamp_millis();
         for (c, facts) in found
             .iter_mut()
-            .filter(|(c, _)| label(c, spec::POOL) == Some(pool.as_str()))
+            .filter(|(c, _)| label(c, crate::labels::POOL) == Some(pool.as_str()))
         {
             let seen = match &reports {
                 Ok(r) => r.get(&name(c)).cloned().unwrap_or(health::Seen::Missing),

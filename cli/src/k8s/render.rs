@@ -140,9 +140,9 @@ fn labels(pool: &str, agent: Option<&str>, component: &str) -> serde_json::Map<S
     m.insert(NAME.into(), json!("ninetrix"));
     m.insert(PART_OF.into(), json!(pool));
     m.insert(COMPONENT.into(), json!(component));
-    m.insert(crate::pool::spec::POOL.into(), json!(pool));
+    m.insert(crate::labels::POOL.into(), json!(pool));
     if let Some(agent) = agent {
-        m.insert(crate::pool::spec::AGENT.into(), json!(agent));
+        m.insert(crate::labels::AGENT.into(), json!(agent));
     }
     m
 }
@@ -404,7 +404,7 @@ See docs/kubernetes.md.";
 /// A batch agent's Job: one pod, never retried, replica 1 (a batch agent has at most one).
 fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     let mut l = labels(pool, Some(&spec.name), "runner");
-    l.insert(crate::pool::spec::REPLICA.into(), json!("1"));
+    l.insert(crate::labels::REPLICA.into(), json!("1"));
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",

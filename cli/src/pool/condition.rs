@@ -11,8 +11,9 @@ use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, Health
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt as _;
 
+use crate::labels::DURABLE;
 use crate::pool::health::{self, Health};
-use crate::pool::spec::{DURABLE, Liveness, MAX_RESTARTS};
+use crate::pool::spec::{Liveness, MAX_RESTARTS};
 
 /// What [`Condition::of`] needs to know about a container.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

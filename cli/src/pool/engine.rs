@@ -11,9 +11,8 @@ use bollard::query_parameters::{
     ListContainersOptionsBuilder, ListNetworksOptions, UploadToContainerOptionsBuilder,
 };
 
-use crate::docker::{
-    NetworkCandidate, ROLE, choose_network, is_not_found, remove_network, short_id,
-};
+use crate::docker::{NetworkCandidate, choose_network, is_not_found, remove_network, short_id};
+use crate::labels::ROLE;
 
 /// The pool's network, found by label: its ID and name, plus what was repaired on the way.
 #[derive(Clone, Debug)]
@@ -39,7 +38,7 @@ pub(crate) async fn pool_networks(
 ) -> anyhow::Result<Vec<NetworkCandidate>> {
     let filters: HashMap<String, Vec<String>> = [(
         "label".to_string(),
-        vec![format!("{}={pool}", crate::pool::spec::POOL)],
+        vec![format!("{}={pool}", crate::labels::POOL)],
     )]
     .into();
     let listed = docker
@@ -136,7 +135,7 @@ pub(crate) async fn ensure_network(
     }
     let name = crate::pool::spec::network_name(pool);
     let labels: HashMap<String, String> = [
-        (crate::pool::spec::POOL.to_string(), pool.to_string()),
+        (crate::labels::POOL.to_string(), pool.to_string()),
         (ROLE.to_string(), "network".to_string()),
     ]
     .into();
@@ -188,8 +187,8 @@ pub(crate) async fn pool_containers(
     pool: Option<&str>,
 ) -> anyhow::Result<Vec<ContainerSummary>> {
     let label = match pool {
-        Some(p) => format!("{}={p}", crate::pool::spec::POOL),
-        None => crate::pool::spec::POOL.to_string(),
+        Some(p) => format!("{}={p}", crate::labels::POOL),
+        None => crate::labels::POOL.to_string(),
     };
     let filters: HashMap<&str, Vec<String>> = [("label", vec![label])].into_iter().collect();
     let options = ListContainersOptionsBuilder::default()

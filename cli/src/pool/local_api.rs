@@ -35,13 +35,13 @@ use ninetrix_proto::api::{
 use sha2::Digest as _;
 
 use crate::docker::is_not_found;
+use crate::labels::{HOME, TELEMETRY};
 use crate::pool::image::Image;
 
 /// The API port inside containers.
 const PORT: u16 = 8080;
 /// The default host port of the local API (the default home's).
 pub(crate) const DEFAULT_HOST_PORT: u16 = 8787;
-pub(crate) use crate::labels::HOME;
 /// The local API's Docker healthcheck: the image has no shell, so the binary answers it.
 const HEALTH_TEST: [&str; 5] = [
     "CMD",
@@ -122,8 +122,6 @@ pub(crate) enum LocalAction {
         other_home: String,
     },
 }
-
-pub(crate) use crate::labels::TELEMETRY;
 
 /// What Docker has under the local API's name: its home label, image ID and telemetry label.
 pub(crate) type Found<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>);
@@ -851,7 +849,7 @@ fn local_host_port(home: &Path) -> anyhow::Result<u16> {
 /// answers (`ninetrix health`).
 fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> ContainerCreateBody {
     let labels: HashMap<String, String> = [
-        (crate::docker::ROLE.to_string(), "api".to_string()),
+        (crate::labels::ROLE.to_string(), "api".to_string()),
         (HOME.to_string(), home_key.to_string()),
         (
             crate::labels::VERSION.to_string(),

@@ -7,14 +7,16 @@ use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use crate::docker::label;
 use crate::pool::engine::pool_containers;
 use crate::pool::plan::Observed;
-use crate::pool::spec::{self, Config, Liveness, Slot};
+use crate::pool::spec::{Config, Liveness, Slot};
 
 /// The slot a container's labels name.
 pub(crate) fn slot(c: &ContainerSummary) -> Option<Slot> {
-    if label(c, spec::RUN) == Some("true") || label(c, spec::REPLICA) == Some("run") {
+    if label(c, crate::labels::RUN) == Some("true")
+        || label(c, crate::labels::REPLICA) == Some("run")
+    {
         return Some(Slot::Run);
     }
-    label(c, spec::REPLICA)
+    label(c, crate::labels::REPLICA)
         .and_then(|r| r.parse().ok())
         .map(Slot::Replica)
 }
@@ -49,11 +51,13 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<O
             }
         };
         out.push(Observed {
-            agent: label(&c, spec::AGENT).unwrap_or_default().to_string(),
+            agent: label(&c, crate::labels::AGENT)
+                .unwrap_or_default()
+                .to_string(),
             slot: slot(&c),
-            thread: label(&c, spec::THREAD).and_then(|t| t.parse().ok()),
-            config: label(&c, spec::PARTS).and_then(Config::from_label),
-            durable: label(&c, spec::DURABLE) == Some("true"),
+            thread: label(&c, crate::labels::THREAD).and_then(|t| t.parse().ok()),
+            config: label(&c, crate::labels::PARTS).and_then(Config::from_label),
+            durable: label(&c, crate::labels::DURABLE) == Some("true"),
             never_started: c.state == Some(ContainerSummaryStateEnum::CREATED),
             liveness,
             id,

@@ -22,12 +22,12 @@ use ninetrix_agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
 use crate::docker::{label, stop_and_remove};
+use crate::labels::MCP_SERVER;
+use crate::labels::{AGENT, DURABLE, HASH, POOL, VERSION};
 use crate::pool::engine::{pool_containers, upload_secrets};
 use crate::pool::image::Image;
-use crate::pool::spec::{AGENT, DURABLE, HASH, MissingSecret, POOL, VERSION, host_values};
+use crate::pool::spec::{MissingSecret, host_values};
 use crate::ui::progress::Progress;
-
-pub(crate) use crate::labels::MCP_SERVER;
 
 /// `ninetrix-<pool>-mcp-<server>`.
 pub(crate) fn container_name(pool: &str, server: &str) -> String {

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::labels::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -15,16 +16,6 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::boots::Created;
 use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 use sha2::{Digest, Sha256};
-
-pub(crate) use crate::labels::AGENT;
-pub(crate) use crate::labels::DURABLE;
-pub(crate) use crate::labels::HASH;
-pub(crate) use crate::labels::PARTS;
-pub(crate) use crate::labels::POOL;
-pub(crate) use crate::labels::REPLICA;
-pub(crate) use crate::labels::RUN;
-pub(crate) use crate::labels::THREAD;
-pub(crate) use crate::labels::VERSION;
 
 /// How many policy restarts a durable agent gets before it "gave up".
 pub(crate) const MAX_RESTARTS: i64 = 3;

@@ -23,6 +23,7 @@ use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::UpSettings;
+use crate::labels::COMPONENT;
 use crate::pool::image::{self, Binary};
 use crate::pool::local_api::{Api, secret_file};
 use crate::pool::sidecar::Wanted;
@@ -30,9 +31,7 @@ use crate::pool::spec::Telemetry;
 use crate::pool::state::{LockedState, ReplicaState, SwarmPool};
 use crate::swarm::plan::{Desired, Observed, Op, Plan, Role};
 use crate::swarm::pool_filter;
-use crate::swarm::spec::{
-    self as sw, AgentService, ApiStore, COMPONENT, Secret, SidecarService, api_service,
-};
+use crate::swarm::spec::{self as sw, AgentService, ApiStore, Secret, SidecarService, api_service};
 use crate::ui::progress::Progress;
 
 /// Everything `up --swarm` checked and read before planning, and the pool lock.
@@ -563,8 +562,7 @@ fn same_spec(current: &ServiceSpec, wanted: &ServiceSpec) -> bool {
             (
                 (c.image, c.args, listed(c.env)),
                 // A sidecar's configuration digest (a rebuilt image under the same tag).
-                c.labels
-                    .and_then(|l| l.get(crate::pool::spec::HASH).cloned()),
+                c.labels.and_then(|l| l.get(crate::labels::HASH).cloned()),
                 c.secrets
                     .map(|s| {
                         s.into_iter()

@@ -21,12 +21,13 @@ use bollard::query_parameters::{
 use ninetrix_agentfile::Agentfile;
 
 use crate::deploy::UpSettings;
+use crate::labels::COMPONENT;
 use crate::pool::image;
 use crate::pool::state;
 use crate::swarm::apply::Deploy;
 use crate::swarm::plan::{self, Component, Desired, Mode, Observed, Role, Service, Wanted};
 use crate::swarm::pool_filter;
-use crate::swarm::spec::{self as sw, ApiStore, COMPONENT, api_store};
+use crate::swarm::spec::{self as sw, ApiStore, api_store};
 use crate::ui::progress::Progress;
 
 /// Runs `ninetrix up --swarm`.
@@ -184,7 +185,7 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Obser
             Service {
                 id: s.id.unwrap_or_default(),
                 component: Component::parse(label(COMPONENT).as_deref()),
-                agent: label(crate::pool::spec::AGENT).unwrap_or_default(),
+                agent: label(crate::labels::AGENT).unwrap_or_default(),
                 image: container.image,
                 mode: mode_of(&spec),
                 secrets: container

@@ -25,11 +25,11 @@ use bollard::Docker;
 use bollard::models::LocalNodeState;
 use std::collections::HashMap;
 
-use spec::POOL;
+use crate::labels::SWARM_POOL;
 
 /// Filters on the pool's label (and more).
 pub(crate) fn pool_filter(pool: &str, more: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
-    let mut labels = vec![format!("{POOL}={pool}")];
+    let mut labels = vec![format!("{SWARM_POOL}={pool}")];
     labels.extend(more.iter().map(|(k, v)| format!("{k}={v}")));
     [("label".to_string(), labels)].into()
 }

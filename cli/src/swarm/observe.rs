@@ -10,10 +10,13 @@ use bollard::Docker;
 use bollard::models::{ContainerStateStatusEnum, Task, TaskState};
 use bollard::query_parameters::{ListNodesOptions, ListServicesOptions, ListTasksOptions};
 
+use crate::labels::COMPONENT;
+use crate::labels::SWARM_POOL;
+use crate::labels::{AGENT, DURABLE};
 use crate::pool::condition::Facts;
 use crate::pool::health::{self, Seen};
-use crate::pool::spec::{AGENT, DURABLE, Liveness, MAX_RESTARTS};
-use crate::swarm::spec::{COMPONENT, HEALTH_NAME, POOL};
+use crate::pool::spec::{Liveness, MAX_RESTARTS};
+use crate::swarm::spec::HEALTH_NAME;
 
 /// One replica slot of an agent's service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -231,7 +234,7 @@ pub(crate) async fn agent_services(
     pool: &str,
     agent: Option<&str>,
 ) -> anyhow::Result<Vec<AgentServiceView>> {
-    let mut labels = vec![format!("{POOL}={pool}")];
+    let mut labels = vec![format!("{SWARM_POOL}={pool}")];
     if let Some(agent) = agent {
         labels.push(format!("{AGENT}={agent}"));
     }

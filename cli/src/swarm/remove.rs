@@ -17,9 +17,11 @@ use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::DownSettings;
 use crate::deploy::failures::Failures;
+use crate::labels::COMPONENT;
+use crate::labels::SWARM_POOL;
 use crate::pool::state::LockedState;
 use crate::swarm::pool_filter;
-use crate::swarm::spec::{self as sw, COMPONENT, POOL};
+use crate::swarm::spec::{self as sw};
 use crate::ui::progress::Progress;
 
 /// Takes the Swarm pool down (see the module's doc): `--purge` as on one host; `-t` bounds the
@@ -264,7 +266,7 @@ async fn remove_volumes(docker: &Docker, pool: &str, progress: &Progress, failur
         .map_or(1, |n| n.len());
     if nodes > 1 {
         eprintln!(
-            "note: volumes of pool {pool} on the swarm's other nodes stay; remove them there (`docker volume ls --filter label={POOL}={pool}`)"
+            "note: volumes of pool {pool} on the swarm's other nodes stay; remove them there (`docker volume ls --filter label={SWARM_POOL}={pool}`)"
         );
     }
 }

@@ -22,11 +22,9 @@ use sha2::{Digest as _, Sha256};
 
 use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
 
-use crate::pool::spec::{AGENT, DURABLE, MAX_RESTARTS, STOP_TIMEOUT, VERSION};
+use crate::labels::{AGENT, COMPONENT, DURABLE, SECRET, SWARM_POOL, VERSION};
+use crate::pool::spec::{MAX_RESTARTS, STOP_TIMEOUT};
 
-pub(crate) use crate::labels::COMPONENT;
-pub(crate) use crate::labels::SECRET;
-pub(crate) use crate::labels::SWARM_POOL as POOL;
 /// The API's port inside its containers.
 pub(crate) const API_PORT: u16 = 8080;
 /// The name the API answers to on the pool's network (as on one host).
@@ -164,7 +162,7 @@ impl Secret {
 /// The labels every object of the pool has.
 pub(crate) fn labels(pool: &str, component: &str) -> HashMap<String, String> {
     [
-        (POOL.to_string(), pool.to_string()),
+        (SWARM_POOL.to_string(), pool.to_string()),
         (COMPONENT.to_string(), component.to_string()),
         (
             VERSION.to_string(),
@@ -585,13 +583,14 @@ pub(crate) fn sidecar_service_name(pool: &str, server: &str) -> String {
 impl SidecarService<'_> {
     /// The service (see the type's documentation).
     pub(crate) fn spec(&self) -> ServiceSpec {
-        use crate::pool::sidecar::{MCP_SERVER, agent_label};
+        use crate::labels::MCP_SERVER;
+        use crate::pool::sidecar::agent_label;
         use ninetrix_agentfile::mcp;
         let w = self.wanted;
         let mut container_labels = labels(self.pool, "mcp");
         container_labels.insert(AGENT.into(), agent_label(&w.server));
         container_labels.insert(MCP_SERVER.into(), w.server.clone());
-        container_labels.insert(crate::pool::spec::HASH.into(), self.digest.to_string());
+        container_labels.insert(crate::labels::HASH.into(), self.digest.to_string());
         let mut service_labels = container_labels.clone();
         service_labels.insert(DURABLE.into(), "true".into());
         ServiceSpec {
