@@ -1,7 +1,7 @@
 //! Where a pool runs, as the one seam the commands use: [`Backend::Host`] (one Docker Engine,
 //! [`crate::pool`]) or [`Backend::Swarm`] (Docker Swarm, [`crate::swarm`]), chosen by `up
 //! --swarm` and recorded in the pool state. Each operation a command needs — `up` (plan and
-//! apply), `down`, `logs`, a replica's name, facts and thread, the pool's API, restarting a reset
+//! apply), `down`, `ps`'s rows, `logs`, a replica's name, facts and thread, the pool's API, restarting a reset
 //! replica, whether the pool is down — is one method here that hands the work to its backend, so
 //! no command branches on the pool state's `swarm`, and neither backend knows the commands.
 
@@ -19,6 +19,7 @@ use crate::deploy::{DownSettings, Only, UpSettings};
 use crate::pool::condition::Facts;
 use crate::pool::local_api::Api;
 use crate::pool::state::{self, PoolState};
+use crate::pool::status::{Row, StatusSettings};
 use crate::ui::progress::Progress;
 use view::PoolView;
 
@@ -64,6 +65,20 @@ impl Backend {
                 };
                 crate::pool::up::up(settings, only, on_swarm).await
             }
+        }
+    }
+
+    /// `ninetrix ps`: the rows of this backend's pools (`settings.pool`'s, or all of this home's
+    /// that run here).
+    pub(crate) async fn rows(
+        self,
+        docker: &Docker,
+        home: &Path,
+        settings: &StatusSettings,
+    ) -> anyhow::Result<Vec<Row>> {
+        match self {
+            Backend::Swarm => crate::swarm::status::rows(docker, home, settings).await,
+            Backend::Host => crate::pool::status::rows(docker, home, settings).await,
         }
     }
 

@@ -21,6 +21,7 @@ pub(crate) mod resolve;
 pub(crate) mod sidecar;
 pub(crate) mod spec;
 pub(crate) mod state;
+pub(crate) mod status;
 pub(crate) mod triggers;
 pub(crate) mod up;
 

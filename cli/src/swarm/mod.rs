@@ -19,6 +19,7 @@ pub(crate) mod observe;
 pub(crate) mod plan;
 pub(crate) mod remove;
 pub(crate) mod spec;
+pub(crate) mod status;
 
 use anyhow::bail;
 use bollard::Docker;
