@@ -226,89 +226,135 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         streamed: Streamed::default(),
         style: Style::stderr(),
     };
-    let mut cursor = 0;
-    let mut checked = Instant::now();
-    let mut health_checked = Instant::now();
-    let mut restarts_seen = facts.liveness.restarts;
-    // The reply arrives on the thread's event stream (SSE) as soon as it is stored; a dropped
-    // stream is opened again after the last event seen (no gap, no repeat).
-    let mut stream = None;
-    loop {
-        if stream.is_none() {
-            stream = Some(Box::pin(
-                retry_blips(|| view.api.watch(thread, cursor)).await?,
-            ));
-        }
-        let Some(events) = stream.as_mut() else {
-            continue;
-        };
-        let wake = tokio::time::Instant::from_std((checked + RECHECK).min(deadline));
-        tokio::select! {
-            next = events.next() => match next {
-                Some(Ok(Watched::Event(e))) => {
-                    cursor = e.seq;
-                    if let Some(code) = reply.see(&e) {
-                        return Ok(code);
-                    }
-                    continue;
-                }
-                Some(Ok(Watched::Delta(d))) => {
-                    reply.delta(&d);
-                    continue;
-                }
-                Some(Err(e)) if e.is_transient() => stream = None,
-                Some(Err(e)) => {
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("reading the events of thread {thread}")));
-                }
-                // The server ended the stream (a restart): open it again.
-                None => stream = None,
-            },
-            () = tokio::time::sleep_until(wake) => {}
-        }
-        // While waiting: a target that can no longer answer is reported at once.
-        if checked.elapsed() >= RECHECK || Instant::now() >= deadline {
-            checked = Instant::now();
-            let with_health = health_checked.elapsed() >= HEALTH_RECHECK;
-            if with_health {
-                health_checked = Instant::now();
+    let waiting = Waiting {
+        view: &view,
+        docker: &docker,
+        target: &target,
+        seq,
+        deadline,
+        timeout: args.timeout,
+        addressed: &addressed,
+        rerun: &rerun,
+    };
+    waiting.follow(&mut reply, facts.liveness.restarts).await
+}
+
+/// What `invoke` needs while it follows the thread for the reply: the pool, the target it
+/// re-checks, and what to tell the user when it stops before the reply.
+struct Waiting<'a> {
+    view: &'a PoolView,
+    docker: &'a bollard::Docker,
+    target: &'a Target,
+    /// The queued message.
+    seq: u64,
+    deadline: Instant,
+    /// `--timeout`, in seconds.
+    timeout: u64,
+    /// `--session K` or `--replica N`, as the user would write it.
+    addressed: &'a str,
+    /// How to wait again without queueing the message twice.
+    rerun: &'a str,
+}
+
+impl Waiting<'_> {
+    /// Follows the thread's events until the reply to the message (its exit code), re-checking
+    /// the target meanwhile: the reply arrives on the thread's event stream (SSE) as soon as it
+    /// is stored; a dropped stream is opened again after the last event seen (no gap, no
+    /// repeat). A target that can no longer answer, or the deadline, ends the wait with the
+    /// message left queued.
+    async fn follow(
+        &self,
+        reply: &mut Reply<'_>,
+        mut restarts_seen: i64,
+    ) -> anyhow::Result<ExitCode> {
+        let mut cursor = 0;
+        let mut checked = Instant::now();
+        let mut health_checked = Instant::now();
+        // The reply arrives on the thread's event stream (SSE) as soon as it is stored; a dropped
+        // stream is opened again after the last event seen (no gap, no repeat).
+        let mut stream = None;
+        loop {
+            if stream.is_none() {
+                stream = Some(Box::pin(
+                    retry_blips(|| self.view.api.watch(reply.thread, cursor)).await?,
+                ));
             }
-            let facts = target.facts(&docker, with_health).await?;
-            let cond = facts.as_ref().map(Condition::of);
-            let why = match &facts {
-                None => Some(format!(
-                    "{} was removed; `{}` creates it again",
-                    target.container, target.up
-                )),
-                Some(f) => f.why_no_answer_to_invoke(&target.who()),
+            let Some(events) = stream.as_mut() else {
+                continue;
             };
-            if let Some(why) = why {
-                eprintln!("message {seq} stays queued: {why}; {rerun}");
-                return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+            let wake = tokio::time::Instant::from_std((checked + RECHECK).min(self.deadline));
+            tokio::select! {
+                next = events.next() => match next {
+                    Some(Ok(Watched::Event(e))) => {
+                        cursor = e.seq;
+                        if let Some(code) = reply.see(&e) {
+                            return Ok(code);
+                        }
+                        continue;
+                    }
+                    Some(Ok(Watched::Delta(d))) => {
+                        reply.delta(&d);
+                        continue;
+                    }
+                    Some(Err(e)) if e.is_transient() => stream = None,
+                    Some(Err(e)) => {
+                        return Err(anyhow::Error::new(e)
+                            .context(format!("reading the events of thread {}", reply.thread)));
+                    }
+                    // The server ended the stream (a restart): open it again.
+                    None => stream = None,
+                },
+                () = tokio::time::sleep_until(wake) => {}
             }
-            if let Some(Condition::Restarting { restarts }) = cond
-                && restarts > restarts_seen
-            {
-                restarts_seen = restarts;
-                if progress {
-                    eprintln!(
-                        "  {} crashed and is restarting ({} restart(s) left); the turn resumes",
-                        target.container,
-                        condition::restarts_left(restarts)
-                    );
+            // While waiting: a target that can no longer answer is reported at once.
+            if checked.elapsed() >= RECHECK || Instant::now() >= self.deadline {
+                checked = Instant::now();
+                let with_health = health_checked.elapsed() >= HEALTH_RECHECK;
+                if with_health {
+                    health_checked = Instant::now();
+                }
+                let facts = self.target.facts(self.docker, with_health).await?;
+                let cond = facts.as_ref().map(Condition::of);
+                let why = match &facts {
+                    None => Some(format!(
+                        "{} was removed; `{}` creates it again",
+                        self.target.container, self.target.up
+                    )),
+                    Some(f) => f.why_no_answer_to_invoke(&self.target.who()),
+                };
+                if let Some(why) = why {
+                    eprintln!("message {} stays queued: {why}; {}", self.seq, self.rerun);
+                    return Ok(ExitCode::from(EXIT_UNAVAILABLE));
+                }
+                if let Some(Condition::Restarting { restarts }) = cond
+                    && restarts > restarts_seen
+                {
+                    restarts_seen = restarts;
+                    if reply.progress {
+                        eprintln!(
+                            "  {} crashed and is restarting ({} restart(s) left); the turn resumes",
+                            self.target.container,
+                            condition::restarts_left(restarts)
+                        );
+                    }
                 }
             }
-        }
-        if Instant::now() >= deadline {
-            eprintln!(
-                "no reply within {}s; message {seq} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} {addressed} -f`; {rerun})",
-                args.timeout, target.pool, args.agent
-            );
-            return Ok(ExitCode::from(EXIT_TIMEOUT));
-        }
-        if stream.is_none() {
-            // A dropped stream: a breath before opening it again.
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            if Instant::now() >= self.deadline {
+                eprintln!(
+                    "no reply within {}s; message {} stays queued and will still be answered (follow it with `ninetrix trace -p {} --agent {} {} -f`; {})",
+                    self.timeout,
+                    self.seq,
+                    self.target.pool,
+                    self.target.agent,
+                    self.addressed,
+                    self.rerun
+                );
+                return Ok(ExitCode::from(EXIT_TIMEOUT));
+            }
+            if stream.is_none() {
+                // A dropped stream: a breath before opening it again.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
     }
 }
