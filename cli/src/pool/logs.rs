@@ -109,84 +109,92 @@ pub(crate) async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     // Follow each container across restarts.
-    let tasks = targets.iter().enumerate().map(|(i, t)| {
-        let docker = &docker;
-        let mut seen = last[i];
-        async move {
-            loop {
-                let since = seen.map(|s| s.timestamp() as i32);
-                let opts = LogsOptionsBuilder::default()
-                    .stdout(true)
-                    .stderr(true)
-                    .timestamps(true)
-                    .follow(true)
-                    .tail(if seen.is_some() { "all" } else { "0" });
-                let opts = match since {
-                    Some(s) => opts.since(s),
-                    None => opts,
-                };
-                let mut stream = docker.logs(&t.id, Some(opts.build()));
-                let mut r = Reassembler::default();
-                while let Some(Ok(frame)) = stream.next().await {
-                    let lines = match frame {
-                        LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                            r.push("stdout", &message)
-                        }
-                        LogOutput::StdErr { message } => r.push("stderr", &message),
-                        _ => Vec::new(),
-                    };
-                    for l in lines {
-                        if seen.is_some_and(|s| l.time <= s) {
-                            continue;
-                        }
-                        seen = Some(l.time);
-                        print_line(t, width, &l, args);
-                    }
-                }
-                let Ok(info) = docker.inspect_container(&t.id, None).await else {
-                    return;
-                };
-                let live = spec::Liveness::of(&info);
-                let code = live.exit_code.unwrap_or(0);
-                let restarts = live.restarts;
-                if live.restarting || live.running {
-                    marker(
-                        t,
-                        width,
-                        &format!("exited with code {code} (restarting)"),
-                        args,
-                    );
-                    // Wait for the restarted process, then re-attach after the last line seen.
-                    for _ in 0..600 {
-                        let running = docker
-                            .inspect_container(&t.id, None)
-                            .await
-                            .ok()
-                            .and_then(|i| i.state)
-                            .is_some_and(|s| {
-                                s.running.unwrap_or(false) && !s.restarting.unwrap_or(false)
-                            });
-                        if running {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                    continue;
-                }
-                if live.gave_up(t.durable) {
-                    marker(
-                        t,
-                        width,
-                        &format!("exited with code {code}; gave up after {restarts} restarts"),
-                        args,
-                    );
-                } else {
-                    marker(t, width, &format!("exited with code {code}"), args);
-                }
-                return;
-            }
-        }
-    });
+    let tasks = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| follow(&docker, t, last[i], width, args));
     futures_util::future::join_all(tasks).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Follows one container's log across its restarts, from after `seen` (the last line printed),
+/// until it exits for good: a restart is marked and the log re-attached after the last line
+/// seen; a final exit is marked with its code (and "gave up" when the restart budget is spent).
+async fn follow(
+    docker: &Docker,
+    t: &Target,
+    mut seen: Option<DateTime<Utc>>,
+    width: usize,
+    args: &LogsSettings,
+) {
+    loop {
+        let since = seen.map(|s| s.timestamp() as i32);
+        let opts = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .timestamps(true)
+            .follow(true)
+            .tail(if seen.is_some() { "all" } else { "0" });
+        let opts = match since {
+            Some(s) => opts.since(s),
+            None => opts,
+        };
+        let mut stream = docker.logs(&t.id, Some(opts.build()));
+        let mut r = Reassembler::default();
+        while let Some(Ok(frame)) = stream.next().await {
+            let lines = match frame {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    r.push("stdout", &message)
+                }
+                LogOutput::StdErr { message } => r.push("stderr", &message),
+                _ => Vec::new(),
+            };
+            for l in lines {
+                if seen.is_some_and(|s| l.time <= s) {
+                    continue;
+                }
+                seen = Some(l.time);
+                print_line(t, width, &l, args);
+            }
+        }
+        let Ok(info) = docker.inspect_container(&t.id, None).await else {
+            return;
+        };
+        let live = spec::Liveness::of(&info);
+        let code = live.exit_code.unwrap_or(0);
+        let restarts = live.restarts;
+        if live.restarting || live.running {
+            marker(
+                t,
+                width,
+                &format!("exited with code {code} (restarting)"),
+                args,
+            );
+            // Wait for the restarted process, then re-attach after the last line seen.
+            for _ in 0..600 {
+                let running = docker
+                    .inspect_container(&t.id, None)
+                    .await
+                    .ok()
+                    .and_then(|i| i.state)
+                    .is_some_and(|s| s.running.unwrap_or(false) && !s.restarting.unwrap_or(false));
+                if running {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            continue;
+        }
+        if live.gave_up(t.durable) {
+            marker(
+                t,
+                width,
+                &format!("exited with code {code}; gave up after {restarts} restarts"),
+                args,
+            );
+        } else {
+            marker(t, width, &format!("exited with code {code}"), args);
+        }
+        return;
+    }
 }
