@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-/// Builds the shared HTTP client (connect timeout 10 s; per-request timeouts are the caller's).
-pub fn http_client() -> reqwest::Client {
+/// The one builder of every ninetrix HTTP client: the bundled web PKI roots merged with the
+/// system store, DNS through hickory, connect timeout 10 s. A caller adds its own settings (the
+/// OpenTelemetry exporter its request timeout).
+pub fn builder() -> reqwest::ClientBuilder {
     let roots = webpki_root_certs::TLS_SERVER_ROOT_CERTS
         .iter()
         .filter_map(|der| reqwest::Certificate::from_der(der).ok());
@@ -13,6 +15,11 @@ pub fn http_client() -> reqwest::Client {
         .tls_certs_merge(roots)
         .hickory_dns(true)
         .connect_timeout(Duration::from_secs(10))
+}
+
+/// Builds the shared HTTP client (per-request timeouts are the caller's).
+pub fn http_client() -> reqwest::Client {
+    builder()
         .build()
         .or_else(|_| {
             reqwest::Client::builder()

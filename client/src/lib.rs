@@ -12,7 +12,7 @@
 
 mod admin;
 mod error;
-mod http;
+pub mod http;
 mod runner;
 pub mod sse;
 mod triggers;

@@ -717,17 +717,13 @@ pub fn span_exporter(
     Ok(builder.build()?)
 }
 
-/// The exporter's HTTP client: TLS verified against the bundled web PKI roots. The exporter's
-/// default client reads the platform's certificate store, which a `FROM scratch` image does not
-/// have (it fails to build there); this one works anywhere.
+/// The exporter's HTTP client: the one every ninetrix process uses
+/// ([`ninetrix_client::http::builder`]: bundled web PKI roots, so it works in a `FROM scratch`
+/// image whose platform store the exporter's default client would fail on; DNS through hickory),
+/// with the OTLP default request timeout: an export that takes longer is given up (its spans
+/// dropped).
 pub fn http_client() -> reqwest::Client {
-    let roots = webpki_root_certs::TLS_SERVER_ROOT_CERTS
-        .iter()
-        .filter_map(|der| reqwest::Certificate::from_der(der).ok());
-    reqwest::Client::builder()
-        .tls_certs_merge(roots)
-        .connect_timeout(std::time::Duration::from_secs(10))
-        // An export that takes longer is given up (its spans dropped): the OTLP default.
+    ninetrix_client::http::builder()
         .timeout(std::time::Duration::from_secs(10))
         .build()
         .unwrap_or_default()
