@@ -118,6 +118,66 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
         if agents == 1 { "" } else { "s" },
         if replicas == 1 { "" } else { "s" },
     );
+    out.push_str(&agents_table(af, style));
+    out.push('\n');
+    if !af.mcp_servers.is_empty() {
+        let _ = writeln!(out, "MCP servers:");
+        let width = af.mcp_servers.keys().map(String::len).max().unwrap_or(0);
+        for (name, server) in &af.mcp_servers {
+            let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
+        }
+    }
+    let gates: Vec<_> = af
+        .agents
+        .iter()
+        .filter_map(|a| Some((&a.name, a.governance.human_approval.as_ref()?)))
+        .collect();
+    let width = gates.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let gated: Vec<String> = gates
+        .iter()
+        .map(|(name, h)| format!("  {name:<width$}  {}", style.dim(&approval_summary(h))))
+        .collect();
+    if !gated.is_empty() {
+        let _ = writeln!(out, "human approval:");
+        for line in gated {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    let callers: Vec<&AgentSpec> = af
+        .agents
+        .iter()
+        .filter(|a| !a.collaborators.is_empty())
+        .collect();
+    let width = callers.iter().map(|a| a.name.len()).max().unwrap_or(0);
+    let delegating: Vec<String> = callers
+        .iter()
+        .map(|a| {
+            let name = &a.name;
+            format!("  {name:<width$}  {}", style.dim(&collaborators_summary(a)))
+        })
+        .collect();
+    if !delegating.is_empty() {
+        let _ = writeln!(out, "collaborators:");
+        for line in delegating {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if !af.triggers.is_empty() {
+        let _ = writeln!(out, "triggers:");
+        out.push_str(&triggers_summary(
+            &af.triggers,
+            pool_name.as_deref().unwrap_or("<pool>"),
+            style,
+        ));
+    }
+    out.push_str(&secrets_needed(af, style));
+    out
+}
+
+/// The agents as a table: model, replicas, how each runs, resources and tools (with their
+/// effects and verifiers).
+fn agents_table(af: &agentfile::Agentfile, style: Style) -> String {
+    let mut out = String::new();
     let header = [
         "AGENT",
         "MODEL",
@@ -208,57 +268,13 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     for row in rows {
         let _ = writeln!(out, "  {}", line(row.to_vec()));
     }
-    out.push('\n');
-    if !af.mcp_servers.is_empty() {
-        let _ = writeln!(out, "MCP servers:");
-        let width = af.mcp_servers.keys().map(String::len).max().unwrap_or(0);
-        for (name, server) in &af.mcp_servers {
-            let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
-        }
-    }
-    let gates: Vec<_> = af
-        .agents
-        .iter()
-        .filter_map(|a| Some((&a.name, a.governance.human_approval.as_ref()?)))
-        .collect();
-    let width = gates.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    let gated: Vec<String> = gates
-        .iter()
-        .map(|(name, h)| format!("  {name:<width$}  {}", style.dim(&approval_summary(h))))
-        .collect();
-    if !gated.is_empty() {
-        let _ = writeln!(out, "human approval:");
-        for line in gated {
-            let _ = writeln!(out, "{line}");
-        }
-    }
-    let callers: Vec<&AgentSpec> = af
-        .agents
-        .iter()
-        .filter(|a| !a.collaborators.is_empty())
-        .collect();
-    let width = callers.iter().map(|a| a.name.len()).max().unwrap_or(0);
-    let delegating: Vec<String> = callers
-        .iter()
-        .map(|a| {
-            let name = &a.name;
-            format!("  {name:<width$}  {}", style.dim(&collaborators_summary(a)))
-        })
-        .collect();
-    if !delegating.is_empty() {
-        let _ = writeln!(out, "collaborators:");
-        for line in delegating {
-            let _ = writeln!(out, "{line}");
-        }
-    }
-    if !af.triggers.is_empty() {
-        let _ = writeln!(out, "triggers:");
-        out.push_str(&triggers_summary(
-            &af.triggers,
-            pool_name.as_deref().unwrap_or("<pool>"),
-            style,
-        ));
-    }
+    out
+}
+
+/// Which secrets the agentfile needs and who uses each (agents, webhooks, MCP servers), marking
+/// those this environment does not set (`up` would refuse to start).
+fn secrets_needed(af: &agentfile::Agentfile, style: Style) -> String {
+    let mut out = String::new();
     let mut needed: Vec<(String, Vec<String>)> = Vec::new();
     let mut need = |secret: &str, user: String| match needed.iter_mut().find(|(s, _)| s == secret) {
         Some((_, users)) => users.push(user),
