@@ -5,7 +5,8 @@
 //! workspace, and tokio's paused clock (`start_paused`), so the driver's waits (inbox polls,
 //! event batching, flushes) cost no real time. A crash is the driver's task aborted while its
 //! commit is held; the next driver boots on the same store, as a restarted container would.
-//! Tests wait for state with deadlines (a commit counter, the task's end), never with sleeps.
+//! Tests wait for state with deadlines (a commit counter, the task's end), never with sleeps;
+//! the one `sleep` lets 120 s of paused time pass to show that nothing more happens.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
