@@ -64,8 +64,25 @@ async fn a_watcher_sees_the_reply_stream_and_a_resumed_round_start_over() {
         .expect("the runner sent its final answer");
     first.kill();
     let _second = Runner::start(&s.api.url, s.thread, &spec, &s.workspace);
-    let (deltas, reply) = watch_turn(&mut stream).await;
+    let (mut deltas, reply) = watch_turn(&mut stream).await;
     assert_eq!(reply, "All done, the line is in log.txt.");
+    // Deltas are sent beside the commits, not before them (nothing waits on a watcher), so the
+    // resumed round's last batch may arrive just after the turn's completion: read on for it.
+    let first_epoch = deltas[0].batch.epoch;
+    let resumed_seen = |deltas: &[Delta]| {
+        deltas
+            .iter()
+            .any(|d| d.batch.round == 2 && d.batch.epoch > first_epoch)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !resumed_seen(&deltas) {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(Watched::Delta(d)))) => deltas.push(d),
+            Ok(Some(Ok(Watched::Event(_)))) => {}
+            Ok(other) => panic!("the stream ended before the resumed round streamed: {other:?}"),
+            Err(_) => break,
+        }
+    }
 
     // Round 1 ("Appending."), streamed once by epoch 1.
     let round1: String = deltas
@@ -76,7 +93,6 @@ async fn a_watcher_sees_the_reply_stream_and_a_resumed_round_start_over() {
     assert_eq!(round1, "Appending.");
     // Round 2 streamed again from its start by epoch 2, marked resumed. (Epoch 1 streamed it
     // too, but its last batch races the kill: deltas are best effort, so that is not asserted.)
-    let first_epoch = deltas[0].batch.epoch;
     let resumed: Vec<&Delta> = deltas
         .iter()
         .filter(|d| d.batch.round == 2 && d.batch.epoch > first_epoch)
