@@ -12,7 +12,7 @@ mod deploy;
 mod docker;
 mod home;
 mod k8s;
-mod labels;
+mod objects;
 mod pool;
 mod swarm;
 mod ui;

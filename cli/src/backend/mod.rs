@@ -113,9 +113,9 @@ impl Backend {
         match self {
             Backend::Swarm => format!(
                 "{}.{replica}",
-                crate::swarm::spec::service_name(pool, agent)
+                crate::objects::swarm::service_name(pool, agent)
             ),
-            Backend::Host => crate::pool::spec::container_name(pool, agent, replica),
+            Backend::Host => crate::objects::container_name(pool, agent, replica),
         }
     }
 
@@ -143,7 +143,7 @@ impl Backend {
                 .await?
                 .map(|view| view.facts())),
             Backend::Host => {
-                let container = crate::pool::spec::container_name(pool, agent, replica);
+                let container = crate::objects::container_name(pool, agent, replica);
                 crate::pool::condition::of_container(docker, &container, with_health).await
             }
         }

@@ -22,11 +22,12 @@ use serde_json::{Value, json};
 use ninetrix_agentfile::{AgentSpec, Agentfile};
 use ninetrix_runner::launch::{self, Instance, Launch, Replica as LaunchReplica};
 
+use crate::objects::k8s::{agent_secret, agent_token_secret, api_secret, dns, telemetry_secret};
 use crate::pool::spec::Telemetry;
 
-use crate::labels::k8s::COMPONENT;
-use crate::labels::k8s::NAME;
-use crate::labels::k8s::PART_OF;
+use crate::objects::k8s::COMPONENT;
+use crate::objects::k8s::NAME;
+use crate::objects::k8s::PART_OF;
 /// The API's Service and Deployment name.
 pub(crate) const API_NAME: &str = "ninetrix-api";
 /// The API's port.
@@ -35,7 +36,7 @@ const API_PORT: u16 = 8080;
 const SECRETS_DIR: &str = "/run/secrets";
 /// Where the API's secrets are mounted.
 const API_SECRETS_DIR: &str = "/run/secrets/api";
-use crate::labels::k8s::RESTARTS;
+use crate::objects::k8s::RESTARTS;
 
 /// What the manifests depend on besides the agentfile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,34 +58,6 @@ impl RenderOptions {
     pub(crate) fn default_image() -> String {
         format!("ninetrix/runner:{}", env!("CARGO_PKG_VERSION"))
     }
-}
-
-/// A Kubernetes object name from a ninetrix name (`_` is not allowed in DNS-1123 names).
-pub(crate) fn dns(name: &str) -> String {
-    name.replace('_', "-")
-}
-
-/// The per-agent Secret of model keys and other `secrets:`: `<pool>-<agent>-secrets`.
-pub(crate) fn agent_secret(pool: &str, agent: &str) -> String {
-    dns(&format!("{pool}-{agent}-secrets"))
-}
-
-/// The per-agent Secret of the agent token (key `AGENTFILE_AGENT_TOKEN`):
-/// `<pool>-<agent>-agent`. With it each replica asks the API for its thread and serves the
-/// agent's sessions.
-pub(crate) fn agent_token_secret(pool: &str, agent: &str) -> String {
-    dns(&format!("{pool}-{agent}-agent"))
-}
-
-/// The pool's Secret of the host's OpenTelemetry header variables (keys: their names):
-/// `<pool>-telemetry`, projected into every runner's `/run/secrets` when the host sets any.
-pub(crate) fn telemetry_secret(pool: &str) -> String {
-    dns(&format!("{pool}-telemetry"))
-}
-
-/// The API's Secret: `<pool>-api` (keys `api-secret`, `admin-token`, `database-url`).
-pub(crate) fn api_secret(pool: &str) -> String {
-    dns(&format!("{pool}-api"))
 }
 
 /// Longest name of an agent's StatefulSet, headless Service and Job. A StatefulSet's pods carry
@@ -140,9 +113,9 @@ fn labels(pool: &str, agent: Option<&str>, component: &str) -> serde_json::Map<S
     m.insert(NAME.into(), json!("ninetrix"));
     m.insert(PART_OF.into(), json!(pool));
     m.insert(COMPONENT.into(), json!(component));
-    m.insert(crate::labels::POOL.into(), json!(pool));
+    m.insert(crate::objects::POOL.into(), json!(pool));
     if let Some(agent) = agent {
-        m.insert(crate::labels::AGENT.into(), json!(agent));
+        m.insert(crate::objects::AGENT.into(), json!(agent));
     }
     m
 }
@@ -404,7 +377,7 @@ See docs/kubernetes.md.";
 /// A batch agent's Job: one pod, never retried, replica 1 (a batch agent has at most one).
 fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     let mut l = labels(pool, Some(&spec.name), "runner");
-    l.insert(crate::labels::REPLICA.into(), json!("1"));
+    l.insert(crate::objects::REPLICA.into(), json!("1"));
     json!({
         "apiVersion": "batch/v1",
         "kind": "Job",

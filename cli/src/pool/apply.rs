@@ -18,7 +18,7 @@ use crate::pool::engine::upload_secrets;
 use crate::pool::image::Image;
 use crate::pool::local_api::Api;
 use crate::pool::plan::{Note, Op, Plan, RemoveCause, Thread};
-use crate::pool::spec::{self, Config, Replica, Slot};
+use crate::pool::spec::{Config, Replica, Slot};
 use crate::pool::state::{LockedState, ReplicaState};
 use crate::ui::progress::Progress;
 
@@ -96,8 +96,10 @@ pub(crate) async fn apply(
                 cause,
             } => {
                 stop_and_remove(t.docker, id, t.stop_timeout).await?;
-                let shown = replica
-                    .map_or_else(|| name.clone(), |n| spec::container_name(t.pool, agent, n));
+                let shown = replica.map_or_else(
+                    || name.clone(),
+                    |n| crate::objects::container_name(t.pool, agent, n),
+                );
                 match cause {
                     RemoveCause::Orphan => {
                         locked.state.agents.remove(agent);
@@ -121,7 +123,7 @@ pub(crate) async fn apply(
                 thread,
                 ..
             } => {
-                let name = spec::container_name(t.pool, agent, *replica);
+                let name = crate::objects::container_name(t.pool, agent, *replica);
                 let thread = thread.context("a pool container has no thread label")?;
                 let baseline = t.api.event_seq(thread).await?;
                 t.docker
@@ -211,7 +213,7 @@ fn note_progress(t: &Target<'_>, note: &Note, locked: &mut LockedState, progress
             running,
             ..
         } => {
-            let name = spec::container_name(t.pool, agent, *replica);
+            let name = crate::objects::container_name(t.pool, agent, *replica);
             let status = if *running {
                 "Running"
             } else {
@@ -293,7 +295,7 @@ fn jobs<'a>(
 }
 
 fn name(t: &Target<'_>, job: &Job<'_>) -> String {
-    spec::container_name(t.pool, &job.spec.name, job.replica)
+    crate::objects::container_name(t.pool, &job.spec.name, job.replica)
 }
 
 /// Creates one replica container: remove the old one, mint the runner token, create, upload the

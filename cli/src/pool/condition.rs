@@ -11,7 +11,7 @@ use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum, Health
 use bollard::query_parameters::LogsOptionsBuilder;
 use futures_util::StreamExt as _;
 
-use crate::labels::DURABLE;
+use crate::objects::DURABLE;
 use crate::pool::health::{self, Health};
 use crate::pool::spec::{Liveness, MAX_RESTARTS};
 

@@ -73,7 +73,7 @@ pub(crate) async fn found(
     if !state::exists(home, pool) && containers.is_empty() && networks.is_empty() {
         let mut known: BTreeSet<String> = state::pools(home).into_iter().collect();
         for c in pool_containers(docker, None).await.unwrap_or_default() {
-            if let Some(p) = label(&c, crate::labels::POOL) {
+            if let Some(p) = label(&c, crate::objects::POOL) {
                 known.insert(p.to_string());
             }
         }
@@ -307,12 +307,12 @@ async fn remove_volumes(
     };
     let volumes: Vec<(String, Option<String>)> = listed
         .into_iter()
-        .map(|v| (v.name, v.labels.get(crate::labels::POOL).cloned()))
+        .map(|v| (v.name, v.labels.get(crate::objects::POOL).cloned()))
         .collect();
     let mut known: BTreeSet<String> = state::pools(home).into_iter().collect();
     known.extend(volumes.iter().filter_map(|(_, p)| p.clone()));
     for c in pool_containers(docker, None).await.unwrap_or_default() {
-        if let Some(p) = label(&c, crate::labels::POOL) {
+        if let Some(p) = label(&c, crate::objects::POOL) {
             known.insert(p.to_string());
         }
     }

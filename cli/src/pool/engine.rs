@@ -12,7 +12,7 @@ use bollard::query_parameters::{
 };
 
 use crate::docker::{NetworkCandidate, choose_network, is_not_found, remove_network, short_id};
-use crate::labels::ROLE;
+use crate::objects::ROLE;
 
 /// The pool's network, found by label: its ID and name, plus what was repaired on the way.
 #[derive(Clone, Debug)]
@@ -38,7 +38,7 @@ pub(crate) async fn pool_networks(
 ) -> anyhow::Result<Vec<NetworkCandidate>> {
     let filters: HashMap<String, Vec<String>> = [(
         "label".to_string(),
-        vec![format!("{}={pool}", crate::labels::POOL)],
+        vec![format!("{}={pool}", crate::objects::POOL)],
     )]
     .into();
     let listed = docker
@@ -133,9 +133,9 @@ pub(crate) async fn ensure_network(
             repairs,
         });
     }
-    let name = crate::pool::spec::network_name(pool);
+    let name = crate::objects::network_name(pool);
     let labels: HashMap<String, String> = [
-        (crate::labels::POOL.to_string(), pool.to_string()),
+        (crate::objects::POOL.to_string(), pool.to_string()),
         (ROLE.to_string(), "network".to_string()),
     ]
     .into();
@@ -187,8 +187,8 @@ pub(crate) async fn pool_containers(
     pool: Option<&str>,
 ) -> anyhow::Result<Vec<ContainerSummary>> {
     let label = match pool {
-        Some(p) => format!("{}={p}", crate::labels::POOL),
-        None => crate::labels::POOL.to_string(),
+        Some(p) => format!("{}={p}", crate::objects::POOL),
+        None => crate::objects::POOL.to_string(),
     };
     let filters: HashMap<&str, Vec<String>> = [("label", vec![label])].into_iter().collect();
     let options = ListContainersOptionsBuilder::default()

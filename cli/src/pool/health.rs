@@ -46,11 +46,6 @@ const START_SLACK_MS: i64 = 2_000;
 /// Largest health archive read (a report is ~100 bytes, a tar entry 1 KiB: thousands of agents).
 const MAX_ARCHIVE: usize = 16 * 1024 * 1024;
 
-/// `ninetrix-<pool>-health`: the pool's health volume.
-pub(crate) fn volume_name(pool: &str) -> String {
-    format!("ninetrix-{pool}-health")
-}
-
 /// A container's report file inside the container (its `AGENTFILE_HEALTH_FILE`).
 pub(crate) fn file_of(container: &str) -> String {
     format!("{MOUNT}/{container}")
@@ -356,7 +351,7 @@ mod tests {
 
     #[test]
     fn names_follow_the_pool_and_the_container() {
-        assert_eq!(volume_name("p"), "ninetrix-p-health");
+        assert_eq!(crate::objects::health_volume_name("p"), "ninetrix-p-health");
         assert_eq!(
             file_of("ninetrix-p-a-1"),
             "/run/ninetrix/pool/ninetrix-p-a-1"

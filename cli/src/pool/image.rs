@@ -79,7 +79,7 @@ async fn build(
     dockerfile: &str,
     binary: &Binary,
 ) -> anyhow::Result<String> {
-    let labels: HashMap<&str, &str> = [(crate::labels::VERSION, crate::labels::VERSION_VALUE)]
+    let labels: HashMap<&str, &str> = [(crate::objects::VERSION, crate::objects::VERSION_VALUE)]
         .into_iter()
         .collect();
     let options = BuildImageOptionsBuilder::default()

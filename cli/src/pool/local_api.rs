@@ -32,10 +32,10 @@ use ninetrix_proto::api::{
     EnqueueRequest, EnqueueResponse, Event, RunnerTokenRequest, ThreadSummary, Trigger, TriggerSet,
     TriggersApplied,
 };
-use sha2::Digest as _;
 
 use crate::docker::is_not_found;
-use crate::labels::{HOME, TELEMETRY};
+use crate::objects::api_container_name;
+use crate::objects::{HOME, TELEMETRY};
 use crate::pool::image::Image;
 
 /// The API port inside containers.
@@ -82,23 +82,12 @@ fn is_default_home(home: &Path) -> bool {
         .is_some_and(|h| home_key(&PathBuf::from(h).join(".agentfile")) == home_key(home))
 }
 
-/// The local API container's name for a home, without the override: `ninetrix-api` for the
-/// default home, `ninetrix-api-<8 hex of sha256(absolute home)>` for any other.
-pub(crate) fn derived_name(home_key: &str, default_home: bool) -> String {
-    if default_home {
-        return "ninetrix-api".into();
-    }
-    let digest = sha2::Sha256::digest(home_key.as_bytes());
-    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
-    format!("ninetrix-api-{hex}")
-}
-
-/// The local API container's name: `NINETRIX_API_CONTAINER`, else [`derived_name`].
+/// The local API container's name: `NINETRIX_API_CONTAINER`, else [`crate::objects::api_container_name`].
 pub(crate) fn local_name(home: &Path) -> String {
     std::env::var("NINETRIX_API_CONTAINER")
         .ok()
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| derived_name(&home_key(home), is_default_home(home)))
+        .unwrap_or_else(|| api_container_name(&home_key(home), is_default_home(home)))
 }
 
 /// The local API's data volume: `<container name>-data`.
@@ -849,11 +838,11 @@ fn local_host_port(home: &Path) -> anyhow::Result<u16> {
 /// answers (`ninetrix health`).
 fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> ContainerCreateBody {
     let labels: HashMap<String, String> = [
-        (crate::labels::ROLE.to_string(), "api".to_string()),
+        (crate::objects::ROLE.to_string(), "api".to_string()),
         (HOME.to_string(), home_key.to_string()),
         (
-            crate::labels::VERSION.to_string(),
-            crate::labels::VERSION_VALUE.to_string(),
+            crate::objects::VERSION.to_string(),
+            crate::objects::VERSION_VALUE.to_string(),
         ),
     ]
     .into();
@@ -949,12 +938,16 @@ mod tests {
 
     #[test]
     fn the_default_home_gets_the_plain_name_and_others_a_name_of_their_own() {
-        assert_eq!(derived_name("/root/.agentfile", true), "ninetrix-api");
-        let a = derived_name("/tmp/a/home", false);
-        let b = derived_name("/tmp/b/home", false);
+        assert_eq!(api_container_name("/root/.agentfile", true), "ninetrix-api");
+        let a = api_container_name("/tmp/a/home", false);
+        let b = api_container_name("/tmp/b/home", false);
         assert!(a.starts_with("ninetrix-api-") && a.len() == "ninetrix-api-".len() + 8);
         assert_ne!(a, b);
-        assert_eq!(a, derived_name("/tmp/a/home", false), "stable for one home");
+        assert_eq!(
+            a,
+            api_container_name("/tmp/a/home", false),
+            "stable for one home"
+        );
         assert_eq!(home_key(Path::new("/tmp/a/home/")), "/tmp/a/home");
     }
 

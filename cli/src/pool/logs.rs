@@ -30,7 +30,7 @@ pub(crate) async fn run(
     containers.retain(|c| {
         args.agent
             .as_deref()
-            .is_none_or(|a| label(c, crate::labels::AGENT) == Some(a))
+            .is_none_or(|a| label(c, crate::objects::AGENT) == Some(a))
     });
     if containers.is_empty() {
         bail!(
@@ -43,8 +43,8 @@ pub(crate) async fn run(
     }
     containers.sort_by_key(|c| {
         (
-            label(c, crate::labels::AGENT).unwrap_or("").to_string(),
-            label(c, crate::labels::REPLICA).and_then(|r| r.parse::<u32>().ok()),
+            label(c, crate::objects::AGENT).unwrap_or("").to_string(),
+            label(c, crate::objects::REPLICA).and_then(|r| r.parse::<u32>().ok()),
         )
     });
     let color = args.colored();
@@ -52,8 +52,8 @@ pub(crate) async fn run(
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let agent = label(c, crate::labels::AGENT).unwrap_or("?").to_string();
-            let replica = label(c, crate::labels::REPLICA).unwrap_or("?").to_string();
+            let agent = label(c, crate::objects::AGENT).unwrap_or("?").to_string();
+            let replica = label(c, crate::objects::REPLICA).unwrap_or("?").to_string();
             // An MCP sidecar has no replica: it is `mcp:<server>`.
             let prefix = if crate::pool::sidecar::is_sidecar(c) {
                 agent.clone()
@@ -65,7 +65,7 @@ pub(crate) async fn run(
                 prefix,
                 agent,
                 replica,
-                durable: label(c, crate::labels::DURABLE) == Some("true"),
+                durable: label(c, crate::objects::DURABLE) == Some("true"),
                 color: color.then_some(COLORS[i % COLORS.len()]),
             }
         })

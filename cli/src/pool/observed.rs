@@ -11,12 +11,12 @@ use crate::pool::spec::{Config, Liveness, Slot};
 
 /// The slot a container's labels name.
 pub(crate) fn slot(c: &ContainerSummary) -> Option<Slot> {
-    if label(c, crate::labels::RUN) == Some("true")
-        || label(c, crate::labels::REPLICA) == Some("run")
+    if label(c, crate::objects::RUN) == Some("true")
+        || label(c, crate::objects::REPLICA) == Some("run")
     {
         return Some(Slot::Run);
     }
-    label(c, crate::labels::REPLICA)
+    label(c, crate::objects::REPLICA)
         .and_then(|r| r.parse().ok())
         .map(Slot::Replica)
 }
@@ -51,13 +51,13 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<O
             }
         };
         out.push(Observed {
-            agent: label(&c, crate::labels::AGENT)
+            agent: label(&c, crate::objects::AGENT)
                 .unwrap_or_default()
                 .to_string(),
             slot: slot(&c),
-            thread: label(&c, crate::labels::THREAD).and_then(|t| t.parse().ok()),
-            config: label(&c, crate::labels::PARTS).and_then(Config::from_label),
-            durable: label(&c, crate::labels::DURABLE) == Some("true"),
+            thread: label(&c, crate::objects::THREAD).and_then(|t| t.parse().ok()),
+            config: label(&c, crate::objects::PARTS).and_then(Config::from_label),
+            durable: label(&c, crate::objects::DURABLE) == Some("true"),
             never_started: c.state == Some(ContainerSummaryStateEnum::CREATED),
             liveness,
             id,

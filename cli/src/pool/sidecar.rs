@@ -22,17 +22,13 @@ use ninetrix_agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
 use crate::docker::{label, stop_and_remove};
-use crate::labels::MCP_SERVER;
-use crate::labels::{AGENT, DURABLE, HASH, POOL, VERSION};
+use crate::objects::MCP_SERVER;
+use crate::objects::sidecar_container_name;
+use crate::objects::{AGENT, DURABLE, HASH, POOL, VERSION};
 use crate::pool::engine::{pool_containers, upload_secrets};
 use crate::pool::image::Image;
 use crate::pool::spec::{MissingSecret, host_values};
 use crate::ui::progress::Progress;
-
-/// `ninetrix-<pool>-mcp-<server>`.
-pub(crate) fn container_name(pool: &str, server: &str) -> String {
-    format!("ninetrix-{pool}-mcp-{server}")
-}
 
 /// What `ps` and `logs` show as a sidecar's agent: `mcp:<server>` (no agent name has a colon).
 pub(crate) fn agent_label(server: &str) -> String {
@@ -141,7 +137,7 @@ impl Wanted {
             (MCP_SERVER, self.server.clone()),
             (DURABLE, "true".to_string()),
             (HASH, digest.to_string()),
-            (VERSION, crate::labels::VERSION_VALUE.to_string()),
+            (VERSION, crate::objects::VERSION_VALUE.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -357,7 +353,7 @@ impl Sidecars<'_> {
             .collect();
         let seen = observe(self.docker, self.pool).await?;
         for action in plan(&digests, &seen, force) {
-            let name = container_name(self.pool, action.server());
+            let name = sidecar_container_name(self.pool, action.server());
             match &action {
                 Action::Keep(_) => progress.step("Sidecar", &name, "Running"),
                 Action::Start { id, .. } => {
@@ -400,7 +396,7 @@ impl Sidecars<'_> {
         digest: &str,
         secrets: &BTreeMap<String, String>,
     ) -> anyhow::Result<()> {
-        let name = container_name(self.pool, &w.server);
+        let name = sidecar_container_name(self.pool, &w.server);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = self
             .docker

@@ -6,7 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::labels::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
+use crate::objects::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
+use crate::objects::{container_name, run_container_name, volume_name};
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -25,34 +26,6 @@ pub(crate) const STOP_TIMEOUT: i64 = DEFAULT_STOP_SECS as i64;
 /// Seconds a stopping container gets to checkpoint and exit before SIGKILL: the default of
 /// `-t/--timeout` on `up`, `down` and `run`.
 pub(crate) const DEFAULT_STOP_SECS: i32 = 30;
-
-/// `ninetrix-<pool>-<agent>-<n>`.
-pub(crate) fn container_name(pool: &str, agent: &str, replica: u32) -> String {
-    format!("ninetrix-{pool}-{agent}-{replica}")
-}
-
-/// `ninetrix-<pool>-<agent>-<n>-workspace`: a replica's workspace volume.
-pub(crate) fn volume_name(pool: &str, agent: &str, replica: u32) -> String {
-    format!("{}-workspace", container_name(pool, agent, replica))
-}
-
-/// `ninetrix-<pool>-<agent>-run-<6 hex of the thread>`: a `ninetrix run` container.
-pub(crate) fn run_container_name(pool: &str, agent: &str, thread: ThreadId) -> String {
-    let suffix: String = thread
-        .as_uuid()
-        .simple()
-        .to_string()
-        .chars()
-        .rev()
-        .take(6)
-        .collect();
-    format!("ninetrix-{pool}-{agent}-run-{suffix}")
-}
-
-/// `ninetrix-<pool>`.
-pub(crate) fn network_name(pool: &str) -> String {
-    format!("ninetrix-{pool}")
-}
 
 /// What Docker says about a container's process, as far as the restart rules care.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -435,7 +408,7 @@ impl Replica<'_> {
             (HASH, self.config.hash()),
             (PARTS, self.config.to_label()),
             (DURABLE, s.execution.durability.to_string()),
-            (VERSION, crate::labels::VERSION_VALUE.to_string()),
+            (VERSION, crate::objects::VERSION_VALUE.to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -463,7 +436,7 @@ impl Replica<'_> {
         // `ps` reads in one request (pool/health.rs); no Docker healthcheck runs.
         let health = Mount {
             target: Some(crate::pool::health::MOUNT.into()),
-            source: Some(crate::pool::health::volume_name(self.pool)),
+            source: Some(crate::objects::health_volume_name(self.pool)),
             typ: Some(MountType::VOLUME),
             volume_options: Some(MountVolumeOptions {
                 labels: Some([(POOL.to_string(), self.pool.to_string())].into()),

@@ -149,8 +149,8 @@ fn durable_agents(
     }
     containers
         .iter()
-        .filter(|c| label(c, crate::labels::DURABLE) == Some("true"))
-        .filter_map(|c| label(c, crate::labels::AGENT).map(str::to_string))
+        .filter(|c| label(c, crate::objects::DURABLE) == Some("true"))
+        .filter_map(|c| label(c, crate::objects::AGENT).map(str::to_string))
         .collect()
 }
 
@@ -168,7 +168,7 @@ pub(crate) async fn unknown_pool(
     let mut known: std::collections::BTreeSet<String> =
         crate::pool::state::pools(home).into_iter().collect();
     for c in pool_containers(docker, None).await.unwrap_or_default() {
-        if let Some(p) = label(&c, crate::labels::POOL) {
+        if let Some(p) = label(&c, crate::objects::POOL) {
             known.insert(p.to_string());
         }
     }
@@ -203,15 +203,15 @@ pub(crate) async fn rows(
         }
         let mine: Vec<bollard::models::ContainerSummary> = containers
             .iter()
-            .filter(|c| label(c, crate::labels::POOL) == Some(pool.as_str()))
+            .filter(|c| label(c, crate::objects::POOL) == Some(pool.as_str()))
             .cloned()
             .collect();
         let present: std::collections::BTreeSet<(String, u32)> = mine
             .iter()
             .filter_map(|c| {
                 Some((
-                    label(c, crate::labels::AGENT)?.to_string(),
-                    label(c, crate::labels::REPLICA)?.parse().ok()?,
+                    label(c, crate::objects::AGENT)?.to_string(),
+                    label(c, crate::objects::REPLICA)?.parse().ok()?,
                 ))
             })
             .collect();
@@ -220,7 +220,7 @@ pub(crate) async fn rows(
         for (agent, replica, thread) in missing(&state, &present, |a| durable.contains(a)) {
             missing_rows.push(Row {
                 pool: Some(pool.clone()),
-                container: crate::pool::spec::container_name(&pool, &agent, replica),
+                container: crate::objects::container_name(&pool, &agent, replica),
                 agent: Some(agent),
                 replica: Some(replica),
                 thread_id: Some(thread),
@@ -254,17 +254,17 @@ pub(crate) async fn rows(
     let mut rows = Vec::new();
     for (c, facts) in found {
         let cond = Condition::of(&facts);
-        let run = label(&c, crate::labels::RUN) == Some("true");
+        let run = label(&c, crate::objects::RUN) == Some("true");
         if !listed(settings.all, facts.durable, run, &cond) {
             continue;
         }
         let owned = |key| label(&c, key).map(str::to_string);
         rows.push(Row {
-            pool: owned(crate::labels::POOL),
-            agent: owned(crate::labels::AGENT),
-            replica: label(&c, crate::labels::REPLICA).and_then(|r| r.parse().ok()),
+            pool: owned(crate::objects::POOL),
+            agent: owned(crate::objects::AGENT),
+            replica: label(&c, crate::objects::REPLICA).and_then(|r| r.parse().ok()),
             container: name(&c),
-            thread_id: owned(crate::labels::THREAD),
+            thread_id: owned(crate::objects::THREAD),
             state: facts.state.map(|s| s.to_string()).filter(|s| !s.is_empty()),
             status: cond.status(c.status.as_deref().unwrap_or_default()),
             health: cond.health(),
@@ -295,7 +295,7 @@ async fn judge_reports(
     let mut pools: Vec<String> = found
         .iter()
         .filter(|(_, f)| f.wants_report())
-        .filter_map(|(c, _)| label(c, crate::labels::POOL).map(str::to_string))
+        .filter_map(|(c, _)| label(c, crate::objects::POOL).map(str::to_string))
         .collect();
     pools.sort();
     pools.dedup();
@@ -303,7 +303,7 @@ async fn judge_reports(
         let through: Vec<String> = found
             .iter()
             .filter(|(c, f)| {
-                f.wants_report() && label(c, crate::labels::POOL) == Some(pool.as_str())
+                f.wants_report() && label(c, crate::objects::POOL) == Some(pool.as_str())
             })
             .filter_map(|(c, _)| c.id.clone())
             .take(HEALTH_READ_TRIES)
@@ -318,7 +318,7 @@ async fn judge_reports(
         let now = chrono::Utc::now().timestamp_millis();
         for (c, facts) in found
             .iter_mut()
-            .filter(|(c, _)| label(c, crate::labels::POOL) == Some(pool.as_str()))
+            .filter(|(c, _)| label(c, crate::objects::POOL) == Some(pool.as_str()))
         {
             let seen = match &reports {
                 Ok(r) => r.get(&name(c)).cloned().unwrap_or(health::Seen::Missing),

@@ -23,7 +23,7 @@ use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::UpSettings;
-use crate::labels::COMPONENT;
+use crate::objects::COMPONENT;
 use crate::pool::image::{self, Binary};
 use crate::pool::local_api::{Api, secret_file};
 use crate::pool::sidecar::Wanted;
@@ -97,7 +97,11 @@ impl Deploy<'_> {
                 }
                 Op::Create { service } | Op::Update { service, .. } => match &service.role {
                     Role::Api => {
-                        progress.step("Network", &sw::network_name(pool), "Ready");
+                        progress.step(
+                            "Network",
+                            &crate::objects::swarm::network_name(pool),
+                            "Ready",
+                        );
                         self.api(&mut secrets, &mut made).await?;
                     }
                     Role::Sidecar(server) => {
@@ -196,8 +200,11 @@ impl Deploy<'_> {
             &telemetry.env,
         );
         let status = upsert(docker, api_spec, args.force_recreate).await?;
-        self.progress
-            .step("API", &sw::api_service_name(pool), status);
+        self.progress.step(
+            "API",
+            &crate::objects::swarm::api_service_name(pool),
+            status,
+        );
         let swarm_state = SwarmPool {
             api_port: port,
             database: match self.store {
@@ -214,8 +221,8 @@ impl Deploy<'_> {
             .with_context(|| {
                 format!(
                     "the pool's API service {} did not answer on port {port}; `docker service ps {}` shows why",
-                    sw::api_service_name(pool),
-                    sw::api_service_name(pool)
+                    crate::objects::swarm::api_service_name(pool),
+                    crate::objects::swarm::api_service_name(pool)
                 )
             })?;
         for agent in self.af.agents.iter().filter(|a| a.execution.durability) {
@@ -562,7 +569,7 @@ fn same_spec(current: &ServiceSpec, wanted: &ServiceSpec) -> bool {
             (
                 (c.image, c.args, listed(c.env)),
                 // A sidecar's configuration digest (a rebuilt image under the same tag).
-                c.labels.and_then(|l| l.get(crate::labels::HASH).cloned()),
+                c.labels.and_then(|l| l.get(crate::objects::HASH).cloned()),
                 c.secrets
                     .map(|s| {
                         s.into_iter()

@@ -21,7 +21,7 @@ use bollard::query_parameters::{
 use ninetrix_agentfile::Agentfile;
 
 use crate::deploy::UpSettings;
-use crate::labels::COMPONENT;
+use crate::objects::COMPONENT;
 use crate::pool::image;
 use crate::pool::state;
 use crate::swarm::apply::Deploy;
@@ -52,7 +52,7 @@ pub(crate) async fn up(args: &UpSettings) -> anyhow::Result<ExitCode> {
     let docker = crate::docker::connect().await?;
     let node = super::manager_node(&docker).await?;
     // SQLite stays on the node its file is on: the one the API service is pinned to already.
-    let pinned = pinned_node(&docker, &sw::api_service_name(&pool)).await;
+    let pinned = pinned_node(&docker, &crate::objects::swarm::api_service_name(&pool)).await;
     let store = api_store(
         args.api_database.as_deref(),
         args.api_replicas,
@@ -125,7 +125,7 @@ pub(crate) fn wanted(
         (None, None) => unreachable!("the binary is hashed unless --image is given"),
     };
     let mut services = vec![Desired {
-        name: sw::api_service_name(pool),
+        name: crate::objects::swarm::api_service_name(pool),
         role: Role::Api,
         image: runner(),
         mode: Mode::Replicated(match store {
@@ -135,7 +135,7 @@ pub(crate) fn wanted(
     }];
     for wanted in crate::pool::sidecar::Wanted::of(af) {
         services.push(Desired {
-            name: sw::sidecar_service_name(pool, &wanted.server),
+            name: crate::objects::swarm::sidecar_service_name(pool, &wanted.server),
             image: binary.map_or_else(String::new, |b| image::agent_tag(&wanted.base, b)),
             role: Role::Sidecar(wanted.server),
             mode: Mode::Replicated(1),
@@ -148,7 +148,7 @@ pub(crate) fn wanted(
         };
         let n = agent.execution.replicas;
         services.push(Desired {
-            name: sw::service_name(pool, &agent.name),
+            name: crate::objects::swarm::service_name(pool, &agent.name),
             role: Role::Agent(agent.name.clone()),
             image,
             mode: if agent.execution.durability {
@@ -159,7 +159,7 @@ pub(crate) fn wanted(
         });
     }
     Wanted {
-        network: sw::network_name(pool),
+        network: crate::objects::swarm::network_name(pool),
         services,
     }
 }
@@ -185,7 +185,7 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Obser
             Service {
                 id: s.id.unwrap_or_default(),
                 component: Component::parse(label(COMPONENT).as_deref()),
-                agent: label(crate::labels::AGENT).unwrap_or_default(),
+                agent: label(crate::objects::AGENT).unwrap_or_default(),
                 image: container.image,
                 mode: mode_of(&spec),
                 secrets: container
@@ -232,7 +232,7 @@ fn mode_of(spec: &ServiceSpec) -> Option<Mode> {
 /// The pool's overlay network's ID, if it exists (found by name); a network of that name that
 /// is not an overlay is refused.
 async fn network(docker: &Docker, pool: &str) -> anyhow::Result<Option<String>> {
-    let name = sw::network_name(pool);
+    let name = crate::objects::swarm::network_name(pool);
     let found = docker
         .list_networks(Some(ListNetworksOptions {
             filters: Some([("name".to_string(), vec![name.clone()])].into()),

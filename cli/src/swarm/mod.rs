@@ -26,7 +26,7 @@ use bollard::Docker;
 use bollard::models::LocalNodeState;
 use std::collections::HashMap;
 
-use crate::labels::SWARM_POOL;
+use crate::objects::SWARM_POOL;
 
 /// Filters on the pool's label (and more).
 pub(crate) fn pool_filter(pool: &str, more: &[(&str, &str)]) -> HashMap<String, Vec<String>> {
@@ -87,6 +87,6 @@ pub(crate) fn api_of(
         format!("http://127.0.0.1:{}", swarm.api_port),
         admin.trim().to_string(),
         &admin_path,
-        &spec::api_service_name(pool),
+        &crate::objects::swarm::api_service_name(pool),
     ))
 }

@@ -10,9 +10,9 @@ use bollard::Docker;
 use bollard::models::{ContainerStateStatusEnum, Task, TaskState};
 use bollard::query_parameters::{ListNodesOptions, ListServicesOptions, ListTasksOptions};
 
-use crate::labels::COMPONENT;
-use crate::labels::SWARM_POOL;
-use crate::labels::{AGENT, DURABLE};
+use crate::objects::COMPONENT;
+use crate::objects::SWARM_POOL;
+use crate::objects::{AGENT, DURABLE};
 use crate::pool::condition::Facts;
 use crate::pool::health::{self, Seen};
 use crate::pool::spec::{Liveness, MAX_RESTARTS};

@@ -17,11 +17,10 @@ use ninetrix_proto::api::TriggerSet;
 
 use crate::deploy::DownSettings;
 use crate::deploy::failures::Failures;
-use crate::labels::COMPONENT;
-use crate::labels::SWARM_POOL;
+use crate::objects::COMPONENT;
+use crate::objects::SWARM_POOL;
 use crate::pool::state::LockedState;
 use crate::swarm::pool_filter;
-use crate::swarm::spec::{self as sw};
 use crate::ui::progress::Progress;
 
 /// Takes the Swarm pool down (see the module's doc): `--purge` as on one host; `-t` bounds the
@@ -87,7 +86,7 @@ pub(crate) async fn down(
         }
         Err(e) => failures.record(format!("secrets of pool {pool}: {e}")),
     }
-    let network = sw::network_name(pool);
+    let network = crate::objects::swarm::network_name(pool);
     if let Ok(found) = docker
         .list_networks(Some(ListNetworksOptions {
             filters: Some([("name".to_string(), vec![network.clone()])].into()),

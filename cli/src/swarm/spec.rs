@@ -22,7 +22,10 @@ use sha2::{Digest as _, Sha256};
 
 use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
 
-use crate::labels::{AGENT, COMPONENT, DURABLE, SECRET, SWARM_POOL, VERSION};
+use crate::objects::swarm::{
+    api_service_name, api_volume_name, service_name, sidecar_service_name, workspace_template,
+};
+use crate::objects::{AGENT, COMPONENT, DURABLE, SECRET, SWARM_POOL, VERSION};
 use crate::pool::spec::{MAX_RESTARTS, STOP_TIMEOUT};
 
 /// The API's port inside its containers.
@@ -36,33 +39,6 @@ pub(crate) const API_ALIAS: &str = "ninetrix-api";
 pub(crate) const HEALTH_NAME: &str = "health";
 /// A second in nanoseconds (Swarm's durations).
 const SECOND_NS: i64 = 1_000_000_000;
-
-/// `ninetrix-<pool>-<agent>`: an agent's service.
-pub(crate) fn service_name(pool: &str, agent: &str) -> String {
-    format!("ninetrix-{pool}-{agent}")
-}
-
-/// `ninetrix-<pool>-api`: the pool's checkpoint API service.
-pub(crate) fn api_service_name(pool: &str) -> String {
-    format!("ninetrix-{pool}-api")
-}
-
-/// `ninetrix-<pool>-api-data`: the SQLite API's volume (on the node it is pinned to).
-pub(crate) fn api_volume_name(pool: &str) -> String {
-    format!("ninetrix-{pool}-api-data")
-}
-
-/// `ninetrix-<pool>-swarm`: the pool's overlay network (attachable).
-pub(crate) fn network_name(pool: &str) -> String {
-    format!("ninetrix-{pool}-swarm")
-}
-
-/// The workspace volume of each task: `ninetrix-<pool>-<agent>-<slot>-workspace`, the slot
-/// filled in by Swarm, so a task replaced on the same node finds its files (as on one host:
-/// [`crate::pool::spec::volume_name`]).
-pub(crate) fn workspace_template(pool: &str, agent: &str) -> String {
-    format!("ninetrix-{pool}-{agent}-{{{{.Task.Slot}}}}-workspace")
-}
 
 /// The thread ID a batch agent's job tasks run with (nothing is stored under it): a UUID
 /// (version 8) from pool and agent, so the job's spec stays the same across `up`s.
@@ -166,7 +142,7 @@ pub(crate) fn labels(pool: &str, component: &str) -> HashMap<String, String> {
         (COMPONENT.to_string(), component.to_string()),
         (
             VERSION.to_string(),
-            crate::labels::VERSION_VALUE.to_string(),
+            crate::objects::VERSION_VALUE.to_string(),
         ),
     ]
     .into()
@@ -575,22 +551,17 @@ pub(crate) struct SidecarService<'a> {
     pub(crate) secrets: &'a [(Secret, String)],
 }
 
-/// `ninetrix-<pool>-mcp-<server>`, as the sidecar's container is named on one host.
-pub(crate) fn sidecar_service_name(pool: &str, server: &str) -> String {
-    crate::pool::sidecar::container_name(pool, server)
-}
-
 impl SidecarService<'_> {
     /// The service (see the type's documentation).
     pub(crate) fn spec(&self) -> ServiceSpec {
-        use crate::labels::MCP_SERVER;
+        use crate::objects::MCP_SERVER;
         use crate::pool::sidecar::agent_label;
         use ninetrix_agentfile::mcp;
         let w = self.wanted;
         let mut container_labels = labels(self.pool, "mcp");
         container_labels.insert(AGENT.into(), agent_label(&w.server));
         container_labels.insert(MCP_SERVER.into(), w.server.clone());
-        container_labels.insert(crate::labels::HASH.into(), self.digest.to_string());
+        container_labels.insert(crate::objects::HASH.into(), self.digest.to_string());
         let mut service_labels = container_labels.clone();
         service_labels.insert(DURABLE.into(), "true".into());
         ServiceSpec {
