@@ -47,8 +47,9 @@ struct FileFacts {
 #[derive(Debug, Default)]
 pub(crate) struct Layout {
     files: Vec<FileFacts>,
-    /// Per crate directory: (parent module, cycle members, one sample edge per member).
-    cycles: Vec<(String, String, Vec<String>, Vec<String>)>,
+    /// Each cycle: its parent module (named with its crate), its members, one sample reference
+    /// per member.
+    cycles: Vec<(String, Vec<String>, Vec<String>)>,
 }
 
 /// `cargo xtask layout`.
@@ -114,7 +115,7 @@ pub(crate) fn measure(root: &Path) -> Result<Layout, String> {
             } else {
                 format!("{name}::{}", parent.join("::"))
             };
-            layout.cycles.push((name.clone(), parent, members, edges));
+            layout.cycles.push((parent, members, edges));
         }
         layout.files.extend(modules.into_values());
     }
@@ -173,7 +174,7 @@ impl Layout {
             out += &format!("  {n:>6}  {at}\n");
         }
         out += &format!("module cycles: {}\n", self.cycles.len());
-        for (_, parent, members, edges) in &self.cycles {
+        for (parent, members, edges) in &self.cycles {
             out += &format!("  in {parent}: {}\n", members.join(" ↔ "));
             for e in edges {
                 out += &format!("      {e}\n");

@@ -161,8 +161,10 @@ pub(crate) async fn unknown_pool(
     home: &Path,
     pool: &str,
 ) -> anyhow::Result<Option<String>> {
-    let containers = pool_containers(docker, Some(pool)).await?;
-    if !containers.is_empty() || crate::pool::state::exists(home, pool) {
+    // The pool file first: no Docker request for a pool this home knows.
+    if crate::pool::state::exists(home, pool)
+        || !pool_containers(docker, Some(pool)).await?.is_empty()
+    {
         return Ok(None);
     }
     let mut known: std::collections::BTreeSet<String> =

@@ -16,7 +16,7 @@ use ninetrix_proto::events::{ErrorEvent, ErrorStage, TraceEvent};
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
-use crate::config::Config;
+use crate::config::{ApiAccess, Config};
 use crate::deltas;
 use crate::engine::{Effect, Engine, Input};
 use crate::events::Events;
@@ -158,19 +158,7 @@ pub async fn run_thread(
 ) -> Exit {
     match config.api.clone() {
         Some(access) => {
-            let client = Client::new(
-                http.clone(),
-                &access.url,
-                Some(Token::new(access.token.expose())),
-            );
-            let store = HttpCheckpoints::new(
-                client,
-                &access.url,
-                config.thread_id,
-                config.api_patience,
-                health.clone(),
-            )
-            .with_tracing(config.telemetry.as_ref().map(|t| t.sampler()));
+            let store = api_store(&access, &config, &http, &health);
             run_with(store, config, http, health, shutdown, false).await
         }
         None => {
@@ -193,20 +181,30 @@ pub async fn run_session(
         return Exit::Failure("a session needs the checkpoint API".into());
     };
     let health = Health::new(None);
+    let store = api_store(&access, &config, &http, &health);
+    run_with(store, config, http, health, shutdown, true).await
+}
+
+/// The thread's store in the checkpoint API, with the runner's token, patience and tracing.
+fn api_store(
+    access: &ApiAccess,
+    config: &Config,
+    http: &reqwest::Client,
+    health: &Health,
+) -> HttpCheckpoints {
     let client = Client::new(
         http.clone(),
         &access.url,
         Some(Token::new(access.token.expose())),
     );
-    let store = HttpCheckpoints::new(
+    HttpCheckpoints::new(
         client,
         &access.url,
         config.thread_id,
         config.api_patience,
         health.clone(),
     )
-    .with_tracing(config.telemetry.as_ref().map(|t| t.sampler()));
-    run_with(store, config, http, health, shutdown, true).await
+    .with_tracing(config.telemetry.as_ref().map(|t| t.sampler()))
 }
 
 impl<C: Checkpoints> Runner<C> {
