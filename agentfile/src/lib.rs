@@ -12,6 +12,7 @@
 //! (never the reverse); [`Effect`] and the MCP effect source are re-exported where the agentfile
 //! uses them.
 
+pub mod context;
 mod decode;
 pub mod defaults;
 mod diagnostic;

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::context::ContextPolicy;
 use super::mcp::{McpServer, McpSource, Verify};
 use super::names;
 pub use super::providers::Provider;
@@ -158,6 +159,9 @@ pub struct Runtime {
     pub resources: Resources,
     /// The responses of the `scripted` provider, in order.
     pub script: Vec<ScriptStep>,
+    /// How a long history is kept inside the model's context window (`runtime.context`).
+    #[serde(default)]
+    pub context: ContextPolicy,
 }
 
 /// Container limits.

@@ -71,6 +71,7 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
             usage: Default::default(),
             handoff: None,
             attempt: None,
+            context: None,
         },
     }
 }

@@ -72,6 +72,7 @@ fn state(turn_seq: u64, status: ThreadStatus) -> CheckpointState {
         usage: Default::default(),
         handoff: None,
         attempt: None,
+        context: None,
     }
 }
 

@@ -64,6 +64,12 @@ pub enum TraceEvent {
     McpServerUp(McpServerUp),
     /// A checkpoint version was written.
     Checkpoint(Checkpoint),
+    /// The history was compacted: the model sees a summary (or stubs) instead of older turns
+    /// (stored with the commit that records the compaction).
+    Compacted(Compacted),
+    /// A compaction was due but could not make the input smaller (nothing before the turns it
+    /// keeps, or the summary could not be written); what happened instead.
+    CompactionSkipped(CompactionSkipped),
     /// A turn ended (successfully or not) and its reply is in the history.
     TurnCompleted(TurnCompleted),
     /// The turn spent more than `governance.max_budget_per_run`; it was stopped.
@@ -552,6 +558,47 @@ pub struct Checkpoint {
     pub history_len: u64,
 }
 
+/// `compacted`: what [`crate::context::Compaction`] the commit it rides on stores, without the
+/// summary (which is in the history: `ninetrix trace --summaries`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Compacted {
+    /// How.
+    pub strategy: crate::context::Strategy,
+    /// Why.
+    pub reason: crate::context::CompactionReason,
+    /// The history positions it covers (`from..to`).
+    pub from: u64,
+    /// See `from`.
+    pub to: u64,
+    /// The first and last stored turn it covers.
+    pub turns: [u64; 2],
+    /// The estimated input of the next round before it, in tokens.
+    pub tokens_before: u64,
+    /// The estimated input of the next round after it, in tokens.
+    pub tokens_after: u64,
+    /// Tool results replaced by a stub.
+    #[serde(default)]
+    pub cleared: u64,
+    /// The model that wrote the summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What writing the summary cost (US dollars; counted in the turn's spending).
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// The summary's length in characters.
+    #[serde(default)]
+    pub summary_chars: u64,
+}
+
+/// `compaction_skipped`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionSkipped {
+    /// Why it was due.
+    pub reason: crate::context::CompactionReason,
+    /// Why nothing (or only stubs) came of it, for people.
+    pub why: String,
+}
+
 /// `turn_completed`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnCompleted {
@@ -637,6 +684,8 @@ impl TraceEvent {
             TraceEvent::McpServerDown(_) => "mcp_server_down",
             TraceEvent::McpServerUp(_) => "mcp_server_up",
             TraceEvent::Checkpoint(_) => "checkpoint",
+            TraceEvent::Compacted(_) => "compacted",
+            TraceEvent::CompactionSkipped(_) => "compaction_skipped",
             TraceEvent::TurnCompleted(_) => "turn_completed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
             TraceEvent::MaxTurnsReached(_) => "max_turns_reached",

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod boots;
+pub mod context;
 pub mod deltas;
 pub mod effects;
 pub mod events;

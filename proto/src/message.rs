@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::context::Compaction;
+
 use crate::ids::MessageId;
 
 /// Who wrote a message.
@@ -74,6 +76,9 @@ pub enum Block {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// A compaction of the history before it (alone in a `system` message): the model sees
+    /// its summary instead of the messages it covers. Never sent to a provider as it is.
+    Compaction(Compaction),
 }
 
 /// One message of a thread's history.
@@ -127,6 +132,15 @@ impl Message {
             Block::ToolCall { id, .. } => Some(id.as_str()),
             _ => None,
         })
+    }
+
+    /// The compaction this message records, if it is one (a `system` message holding a
+    /// [`Block::Compaction`]).
+    pub fn compaction(&self) -> Option<&Compaction> {
+        match (self.role, self.blocks.as_slice()) {
+            (Role::System, [Block::Compaction(c)]) => Some(c),
+            _ => None,
+        }
     }
 
     /// The call IDs this message answers with tool results, in order.
@@ -189,5 +203,20 @@ mod tests {
         let err = serde_json::from_value::<Block>(json!({"type": "text", "text": "x", "extra": 1}))
             .unwrap_err();
         assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+    }
+
+    #[test]
+    fn a_compaction_block_is_tagged_and_strict() {
+        let c = json!({"type": "compaction", "strategy": "clear_tool_results",
+            "reason": "overflow", "from": 0, "to": 4, "turns": [1, 2], "tokens_before": 10,
+            "tokens_after": 5, "cleared": 2, "at_version": 7});
+        let block: Block = serde_json::from_value(c.clone()).unwrap();
+        let msg = Message::new(Role::System, vec![block]);
+        assert_eq!(msg.compaction().map(|c| c.to), Some(4));
+        assert_eq!(serde_json::to_value(&msg.blocks[0]).unwrap(), c);
+        let mut bad = c;
+        bad["extra"] = 1.into();
+        assert!(serde_json::from_value::<Block>(bad).is_err());
+        assert!(Message::text(Role::System, "x").compaction().is_none());
     }
 }

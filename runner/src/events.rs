@@ -321,6 +321,18 @@ fn log(event: &TraceEvent) {
             u.down_ms as f64 / 1000.0
         ),
         TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
+        TraceEvent::Compacted(c) => tracing::info!(
+            "compacted turns {}–{} by {} ({}): {} → {} tokens",
+            c.turns[0],
+            c.turns[1],
+            c.strategy.as_str(),
+            c.reason.as_str(),
+            c.tokens_before,
+            c.tokens_after
+        ),
+        TraceEvent::CompactionSkipped(c) => {
+            tracing::warn!("compaction due ({}) not made: {}", c.reason.as_str(), c.why)
+        }
         TraceEvent::TurnCompleted(t) if t.ok => {
             tracing::info!("turn {} completed", t.turn_seq)
         }

@@ -11,6 +11,7 @@
 pub mod backoff;
 pub mod checkpoints;
 pub mod config;
+pub mod context;
 pub mod deltas;
 pub mod driver;
 pub mod engine;

@@ -213,6 +213,7 @@ fn request<'a>(h: &'a [Message], t: &'a [ToolDef]) -> LlmRequest<'a> {
         system: Some("You are a tester."),
         history: h,
         tools: t,
+        purpose: ninetrix_runner::llm::Purpose::Round { hidden_rounds: 0 },
     }
 }
 

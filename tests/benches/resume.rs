@@ -77,6 +77,7 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
                 usage: Default::default(),
                 handoff: None,
                 attempt: None,
+                context: None,
             },
             intents: Vec::new(),
             outcomes: Vec::new(),

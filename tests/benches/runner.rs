@@ -50,6 +50,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         usage: Default::default(),
         handoff: None,
         attempt: None,
+        context: None,
     };
     let call = Message::new(
         Role::Assistant,

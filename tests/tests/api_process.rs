@@ -23,6 +23,7 @@ fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
             usage: Default::default(),
             handoff: None,
             attempt: None,
+            context: None,
         },
     }
 }

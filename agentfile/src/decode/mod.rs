@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 mod agent;
 mod approval;
 mod collaborators;
+mod context;
 mod mcp;
 mod problem;
 mod runtime;
@@ -106,6 +107,8 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &agent::METADATA,
     &runtime::RUNTIME,
     &runtime::RESOURCES,
+    &context::CONTEXT,
+    &context::KEEP,
     &runtime::SCRIPT_STEP,
     &runtime::TOOL_CALL,
     &settings::EXECUTION,
@@ -548,6 +551,14 @@ mod tests {
                 "agents:\n  a:\n    runtime:\n      resources:\n        KEY: VALUE\n",
                 "agents.a.runtime.resources",
             ),
+            "context" => (
+                "agents:\n  a:\n    runtime:\n      context:\n        KEY: VALUE\n",
+                "agents.a.runtime.context",
+            ),
+            "keep_recent" => (
+                "agents:\n  a:\n    runtime:\n      context:\n        keep_recent:\n          KEY: VALUE\n",
+                "agents.a.runtime.context.keep_recent",
+            ),
             "a script step" => (
                 "agents:\n  a:\n    runtime:\n      provider: scripted\n      script:\n        - KEY: VALUE\n",
                 "agents.a.runtime.script[0]",
@@ -640,6 +651,7 @@ mod tests {
             include_str!("agent.rs"),
             include_str!("approval.rs"),
             include_str!("collaborators.rs"),
+            include_str!("context.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),

@@ -2,6 +2,7 @@
 //! [`DiagnosticKind`] (and so its wire code), its severity, its message and its help. The
 //! decoding code says *which* problem it found and where; this module says how it reads.
 
+use super::context::ContextProblem;
 use super::names;
 use super::providers;
 use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
@@ -127,6 +128,8 @@ pub(super) enum Problem<'a> {
     SecretAlsoInEnv(&'a str),
     /// `temperature` outside 0–2.
     Temperature(f64),
+    /// A problem with `runtime.context` (its own module says how it reads).
+    Context(ContextProblem<'a>),
     /// `cpu` not positive (or absurdly large).
     Cpu(f64),
     /// A memory size below Docker's minimum.
@@ -429,6 +432,7 @@ impl Problem<'_> {
         use DiagnosticKind as K;
         match self {
             Problem::EmptyFile => K::EmptyFile,
+            Problem::Context(c) => c.kind(),
             Problem::NotAMapping(_) => K::NotAMapping,
             Problem::NoAgentsKey
             | Problem::MissingModel { .. }
@@ -569,6 +573,7 @@ impl Problem<'_> {
     pub(super) fn message(&self) -> String {
         match self {
             Problem::EmptyFile => "the agentfile is empty".into(),
+            Problem::Context(c) => c.message(),
             Problem::NotAMapping(found) => {
                 format!("the agentfile must be a mapping of keys, found {found}")
             }
@@ -923,6 +928,7 @@ impl Problem<'_> {
     pub(super) fn help(&self) -> Option<String> {
         let starter = "`ninetrix init` writes a starter";
         Some(match self {
+            Problem::Context(c) => c.help(),
             Problem::EmptyFile => {
                 format!("an agentfile needs at least `agents:` with one agent; {starter}")
             }

@@ -1,7 +1,9 @@
 //! `runtime`: provider resolution, model, sampling, container resources, and the `scripted`
 //! provider's script (checked against the agent's tools).
 
+use super::context::ContextIn;
 use super::*;
+use crate::context::{MAX_WINDOW, MIN_WINDOW};
 
 /// `runtime:` as written, after each key's own checks and before provider resolution.
 pub(super) struct RuntimeIn {
@@ -23,6 +25,10 @@ pub(super) struct RuntimeIn {
     script: Option<(Vec<ScriptStep>, Loc, Node)>,
     /// Ninetrix's `runtime.max_turns`, which belongs to execution.
     max_turns: Option<(u32, Loc)>,
+    /// `runtime.context`, and where its key is.
+    context: Option<(ContextIn, Loc)>,
+    /// The public Ninetrix's `runtime.history_window_tokens`, and where its value is.
+    history_window_tokens: Option<(u32, Loc)>,
     /// Every key decoded without error.
     ok: bool,
 }
@@ -44,6 +50,8 @@ impl RuntimeIn {
             base_image: None,
             script: None,
             max_turns: None,
+            context: None,
+            history_window_tokens: None,
             ok: true,
         }
     }
@@ -111,8 +119,17 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
             r.max_turns = Some((cx.integer(f.value, &f.path, 1, 1000)?, f.value.loc));
             Some(())
         }),
+        ("context", |cx, r, f| {
+            r.context = Some((cx.context_in(f.value, &f.path)?, f.key.loc));
+            Some(())
+        }),
+        ("history_window_tokens", |cx, r, f| {
+            let w = cx.integer(f.value, &f.path, MIN_WINDOW, MAX_WINDOW)?;
+            r.history_window_tokens = Some((w, f.value.loc));
+            Some(())
+        }),
     ],
-    unsupported: &["history_window_tokens"],
+    unsupported: &[],
 };
 
 /// `runtime.resources:` as written.
@@ -267,6 +284,7 @@ impl Cx {
         });
         let model = self.model(provider, &r, &name, &path)?;
         let script = self.script_steps(provider, r.script, &name, r.at, &path, tools)?;
+        let context = self.context_policy(&model, r.context, r.history_window_tokens, &path)?;
         if !r.ok {
             return None;
         }
@@ -283,6 +301,7 @@ impl Cx {
                 image: r.image,
                 resources: r.resources,
                 script,
+                context,
             },
             r.max_turns,
         ))

@@ -132,10 +132,11 @@ pub(crate) fn check_messages(append: &[Message]) -> StoreResult<()> {
                 Block::Text { .. } => m.role != Role::Tool,
                 Block::ToolCall { .. } | Block::Thinking { .. } => m.role == Role::Assistant,
                 Block::ToolResult { .. } => m.role == Role::Tool,
+                Block::Compaction(_) => m.role == Role::System && m.blocks.len() == 1,
             };
             if !allowed {
                 return Err(bad_history(format!(
-                    "`append[{i}].blocks[{j}]` is a `{kind}` block in a `{}` message: tool calls and thinking come from the assistant, tool results only in `tool` messages, which carry nothing else",
+                    "`append[{i}].blocks[{j}]` is a `{kind}` block in a `{}` message: tool calls and thinking come from the assistant, tool results only in `tool` messages, which carry nothing else, and a compaction alone in a `system` message",
                     m.role.as_str()
                 )));
             }
@@ -158,6 +159,7 @@ fn block_kind(b: &Block) -> &'static str {
         Block::ToolCall { .. } => "tool_call",
         Block::ToolResult { .. } => "tool_result",
         Block::Thinking { .. } => "thinking",
+        Block::Compaction(_) => "compaction",
     }
 }
 

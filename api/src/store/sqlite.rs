@@ -514,6 +514,7 @@ mod tests {
             usage: Default::default(),
             handoff: None,
             attempt: None,
+            context: None,
         })
         .unwrap();
         let old = Connection::open(&path).unwrap();

@@ -52,6 +52,7 @@ fn state(turn_seq: u64, turn_start: u64, cursor: u64) -> CheckpointState {
         usage: Default::default(),
         handoff: None,
         attempt: None,
+        context: None,
     }
 }
 

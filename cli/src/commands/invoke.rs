@@ -509,6 +509,8 @@ impl Reply<'_> {
             // without a terminal.
             TraceEvent::LlmCall(_)
             | TraceEvent::LlmRetry(_)
+            | TraceEvent::Compacted(_)
+            | TraceEvent::CompactionSkipped(_)
             | TraceEvent::Outage(_)
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)

@@ -104,6 +104,8 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::TurnResumed(_)
             | TraceEvent::LlmCall(_)
             | TraceEvent::LlmRetry(_)
+            | TraceEvent::Compacted(_)
+            | TraceEvent::CompactionSkipped(_)
             | TraceEvent::Outage(_)
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)

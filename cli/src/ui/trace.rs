@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{ApprovalKind, ApprovalStatus, Event};
 use ninetrix_proto::boots::{BootKind, BootKinds};
-use ninetrix_proto::events::{Decoded, ToolCall, ToolMode, TraceEvent};
+use ninetrix_proto::context::{Strategy, tokens_short};
+use ninetrix_proto::events::{Compacted, Decoded, ToolCall, ToolMode, TraceEvent};
 use serde::Serialize;
 
 use crate::ui::handoffs;
@@ -226,6 +227,25 @@ impl Renderer {
                 self.version = Some(c.version);
                 return None;
             }
+            TraceEvent::Compacted(c) => format!(
+                "  {} {} compacted turns {}–{} ({} → {} tokens) · {}{}",
+                s.bold("⇣"),
+                self.rel(at),
+                c.turns[0],
+                c.turns[1],
+                tokens_short(c.tokens_before),
+                tokens_short(c.tokens_after),
+                compaction_how(&c),
+                self.version
+                    .map_or(String::new(), |v| format!(" · checkpoint v{v}"))
+            ),
+            TraceEvent::CompactionSkipped(c) => format!(
+                "  {} {} compaction due ({}) not made: {}",
+                s.bold("⇣"),
+                self.rel(at),
+                c.reason.as_str(),
+                one_line(&c.why, w)
+            ),
             TraceEvent::TurnCompleted(t) => {
                 let line = format!(
                     "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",
@@ -338,6 +358,23 @@ impl Renderer {
             ),
         };
         Some(out)
+    }
+}
+
+/// How a compaction was made, for its trace line: `summarized by MODEL` or `N tool results
+/// cleared`, and why when it was not the threshold.
+fn compaction_how(c: &Compacted) -> String {
+    let how = match c.strategy {
+        Strategy::ClearToolResults => format!("{} tool results cleared", c.cleared),
+        _ => format!(
+            "summarized by {} ({} chars)",
+            c.model.as_deref().unwrap_or("the model"),
+            c.summary_chars
+        ),
+    };
+    match c.reason {
+        ninetrix_proto::context::CompactionReason::Threshold => how,
+        other => format!("{how} · {}", other.as_str()),
     }
 }
 

@@ -105,6 +105,11 @@ pub struct CheckpointState {
     /// links its own to it. `None` between turns, and in states written by older runners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<TurnAttempt>,
+    /// How full the model's context is (the last round's input against the window), and how
+    /// many compactions the thread has had. `None` before the first model round, and in states
+    /// written by older runners.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::context::ContextUse>,
 }
 
 /// One runner's attempt at a turn: the epoch that worked on it and when it took the turn up.

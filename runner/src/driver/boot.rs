@@ -119,6 +119,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         agent: spec.name.clone(),
         max_delegation_depth: spec.execution.max_delegation_depth,
         transfer_timeout_secs: spec.execution.transfer_timeout_secs,
+        context: spec.runtime.context.clone(),
     });
     let notifier = spec.governance.human_approval.as_ref().and_then(|h| {
         let url = h.notify_url.clone()?;
@@ -127,6 +128,7 @@ pub(super) async fn run_with<C: Checkpoints>(
     });
     let mut runner = Runner {
         llm: Llm::new(&config, http.clone(), health.clone()),
+        summarizer: summarizer(&config, &http, &health),
         health,
         tool_defs: tools::definitions(&spec.tools),
         mcp,
@@ -152,6 +154,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         boot_count,
         config,
     };
+    runner.measure_overhead();
     let exit = runner.main(boot_count).await;
     runner.mcp.close().await;
     runner.events.flush(Duration::from_secs(2)).await;
@@ -302,4 +305,16 @@ fn split_at_resume(mut effects: Vec<Effect>) -> (Vec<Effect>, Vec<Effect>) {
         .unwrap_or(effects.len());
     let resume = effects.split_off(at);
     (effects, resume)
+}
+
+/// The model that writes compactions' summaries, when `runtime.context.model` names another
+/// than the agent's (same provider, endpoint and key).
+fn summarizer(config: &Config, http: &reqwest::Client, health: &Health) -> Option<Llm> {
+    let model = config.spec.runtime.context.model.as_ref()?;
+    if *model == config.spec.runtime.model {
+        return None;
+    }
+    let mut config = config.clone();
+    config.spec.runtime.model = model.clone();
+    Some(Llm::new(&config, http.clone(), health.clone()))
 }

@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::checkpoints::{CheckpointError, Checkpoints, HttpCheckpoints, MemoryCheckpoints};
 use crate::config::{ApiAccess, Config};
+use crate::context;
 use crate::deltas;
 use crate::engine::{Effect, Engine, Input};
 use crate::events::Events;
 use crate::health::{Activity, Health};
 use crate::history;
-use crate::llm::{Llm, LlmError, LlmRequest, ToolDef};
+use crate::llm::{Llm, LlmError, LlmRequest, Purpose, ToolDef};
 use crate::mcp::McpServers;
 use crate::notify::Notifier;
 use crate::telemetry::Observed;
@@ -114,6 +115,9 @@ struct Runner<C: Checkpoints> {
     store: C,
     engine: Engine,
     llm: Llm,
+    /// The model that writes compactions' summaries when `runtime.context.model` names another
+    /// than the agent's.
+    summarizer: Option<Llm>,
     /// What the model is told it may call: the builtins, then the MCP tools offered now.
     tool_defs: Vec<ToolDef>,
     tool_ctx: ToolContext,
@@ -363,45 +367,14 @@ impl<C: Checkpoints> Runner<C> {
                     if self.shutdown.is_cancelled() {
                         return Err(Stop::Shutdown);
                     }
-                    if let Err(v) = history::validate(self.engine.history()) {
-                        return Err(Stop::Failure(format!(
-                            "refusing to send an invalid history to the model: {v}"
-                        )));
+                    let input = self.call_llm().await?;
+                    queue.extend(self.engine.apply(input));
+                }
+                Effect::Compact { plan, input } => {
+                    if self.shutdown.is_cancelled() {
+                        return Err(Stop::Shutdown);
                     }
-                    // The answer's text goes to the thread's watchers as it streams.
-                    let (text, pieces) = tokio::sync::mpsc::unbounded_channel();
-                    let turn_seq = self.engine.state().turn_seq;
-                    let round = deltas::Round {
-                        epoch: self.epoch,
-                        turn_seq,
-                        round: self.round(),
-                        resumed: self.resumed_turn == Some(turn_seq),
-                    };
-                    let publisher =
-                        tokio::spawn(deltas::publish(self.store.clone(), round, pieces));
-                    let req = LlmRequest {
-                        system: self.system.as_deref(),
-                        history: self.engine.history(),
-                        tools: &self.tool_defs,
-                        stream: Some(&text),
-                    };
-                    let events = &self.events;
-                    let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
-                    let answer = self.llm.complete(&req, &self.shutdown, on_retry).await;
-                    // The call is over: the publisher sends what is left and ends (not awaited:
-                    // watchers never hold up a turn).
-                    drop(text);
-                    drop(publisher);
-                    let input = match answer {
-                        Ok(turn) => Input::Llm(turn),
-                        Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
-                        Err(LlmError::Fatal(why)) => Input::LlmFailed(why),
-                        // Only with an attempt limit (none by default): a restart would not help,
-                        // so the turn ends with the reason.
-                        Err(e @ LlmError::Transient { .. }) => {
-                            Input::LlmFailed(format!("the model kept failing: {e}"))
-                        }
-                    };
+                    let input = self.compact(plan, input).await?;
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::RunTool(call) => {
@@ -430,6 +403,107 @@ impl<C: Checkpoints> Runner<C> {
             }
         }
         Ok(finished)
+    }
+
+    /// One model round of the current turn: the model's view of the history (the latest
+    /// compaction's summary and what follows it) sent, its answer streamed to watchers.
+    async fn call_llm(&mut self) -> Result<Input, Stop> {
+        let history = self.engine.history();
+        let folded = context::fold(history);
+        let view = context::view(history, &folded);
+        if let Err(v) = history::validate(&view) {
+            return Err(Stop::Failure(format!(
+                "refusing to send an invalid history to the model: {v}"
+            )));
+        }
+        // The answer's text goes to the thread's watchers as it streams.
+        let (text, pieces) = tokio::sync::mpsc::unbounded_channel();
+        let turn_seq = self.engine.state().turn_seq;
+        let round = deltas::Round {
+            epoch: self.epoch,
+            turn_seq,
+            round: self.round(),
+            resumed: self.resumed_turn == Some(turn_seq),
+        };
+        let publisher = tokio::spawn(deltas::publish(self.store.clone(), round, pieces));
+        let req = LlmRequest {
+            system: self.system.as_deref(),
+            history: &view,
+            tools: &self.tool_defs,
+            stream: Some(&text),
+            purpose: Purpose::Round {
+                hidden_rounds: folded.hidden_rounds,
+            },
+        };
+        let events = &self.events;
+        let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
+        let answer = self.llm.complete(&req, &self.shutdown, on_retry).await;
+        // The call is over: the publisher sends what is left and ends (not awaited: watchers
+        // never hold up a turn).
+        drop(text);
+        drop(publisher);
+        Ok(match answer {
+            Ok(turn) => Input::Llm(turn),
+            Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
+            Err(LlmError::Fatal(why)) => Input::LlmFailed(why),
+            Err(LlmError::ContextTooLong(why)) => Input::ContextTooLong(why),
+            // Only with an attempt limit (none by default): a restart would not help, so the
+            // turn ends with the reason.
+            Err(e @ LlmError::Transient { .. }) => {
+                Input::LlmFailed(format!("the model kept failing: {e}"))
+            }
+        })
+    }
+
+    /// Carries out a compaction the engine planned: writes the summary (a model call with
+    /// `input`, by `runtime.context.model` or the agent's model) when it asks for one. Nothing
+    /// is stored here: the engine's commit after it is the compaction.
+    async fn compact(
+        &mut self,
+        plan: context::Plan,
+        input: Option<Vec<ninetrix_proto::Message>>,
+    ) -> Result<Input, Stop> {
+        let summary = match input {
+            None => None,
+            Some(input) => {
+                tracing::info!(
+                    "compacting turns {}–{} ({} tokens): writing the summary",
+                    plan.turns[0],
+                    plan.turns[1],
+                    plan.tokens_before
+                );
+                let req = LlmRequest {
+                    system: Some(context::SUMMARY_SYSTEM),
+                    history: &input,
+                    tools: &[],
+                    stream: None,
+                    purpose: Purpose::Summary,
+                };
+                let events = &self.events;
+                let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
+                let llm = self.summarizer.as_ref().unwrap_or(&self.llm);
+                Some(match llm.complete(&req, &self.shutdown, on_retry).await {
+                    Ok(turn) => {
+                        let text = turn.message.text_content();
+                        if text.trim().is_empty() {
+                            Err("the model answered with no text".to_string())
+                        } else {
+                            Ok(crate::engine::Summary {
+                                text,
+                                model: turn.model,
+                                usage: turn.usage,
+                            })
+                        }
+                    }
+                    Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
+                    Err(e) => Err(e.to_string()),
+                })
+            }
+        };
+        Ok(Input::Compacted(crate::engine::Compacted {
+            at_version: self.version,
+            summary,
+        }))
     }
 
     /// A tool call's arguments as traced: secret-looking keys and the agent's secret values

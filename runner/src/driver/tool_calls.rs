@@ -42,6 +42,19 @@ impl<C: Checkpoints> Runner<C> {
         let mut specs: Vec<_> = offered.into_iter().map(|o| o.spec).collect();
         specs.extend(spec.tools.iter().cloned());
         self.engine.set_tools(specs);
+        self.measure_overhead();
+    }
+
+    /// Tells the engine what every round sends besides the history — the system prompt and
+    /// the tool definitions — in estimated tokens (a token per four characters).
+    pub(super) fn measure_overhead(&mut self) {
+        let tools: usize = self
+            .tool_defs
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + crate::context::json_len(&t.parameters))
+            .sum();
+        let system = self.system.as_ref().map_or(0, String::len);
+        self.engine.set_overhead(((tools + system) / 4) as u64);
     }
 
     /// Performs one tool call as the engine decided it through the ledger — replay a recorded

@@ -44,7 +44,9 @@
 //! - `turn` — a turn's inputs (message, model response, tool result, collaborators' answers),
 //!   the decision of its next step (`advance`), and its end;
 //! - `approvals` — requests to people: which calls ask, what a decision answers;
-//! - `delegation` — handoffs to collaborators: the chain, the batch, the answers.
+//! - `delegation` — handoffs to collaborators: the chain, the batch, the answers;
+//! - `compaction` — the context window: when a round compacts first, the compaction's commit,
+//!   and a round the provider refused as too long.
 
 use std::collections::HashMap;
 
@@ -58,9 +60,12 @@ use ninetrix_proto::api::{
 use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
+use crate::context;
 use crate::ledger::{self, Decision, Entry};
+use ninetrix_agentfile::context::ContextPolicy;
 
 mod approvals;
+mod compaction;
 mod delegation;
 mod restore;
 #[cfg(test)]
@@ -94,6 +99,8 @@ pub struct EngineConfig {
     pub max_delegation_depth: u32,
     /// Seconds a call to a collaborator waits for the reply (`transfer_timeout`).
     pub transfer_timeout_secs: u64,
+    /// How the history is kept inside the model's context window (`runtime.context`).
+    pub context: ContextPolicy,
 }
 
 /// Tokens and cost of one model call.
@@ -185,6 +192,10 @@ pub enum Input {
     LlmFailed(String),
     /// The current turn's requests to people as they stand now (after a wait).
     Approvals(Vec<Approval>),
+    /// The provider refused the round's input as longer than the model's context window.
+    ContextTooLong(String),
+    /// An [`Effect::Compact`] was carried out.
+    Compacted(Compacted),
     /// The answers to the calls of an [`Effect::Delegate`] (every one of them).
     Delegated(Vec<Delegated>),
     /// A tool call finished (executed, replayed from the ledger, or refused).
@@ -196,6 +207,26 @@ pub enum Input {
         /// Whether it is an error.
         is_error: bool,
     },
+}
+
+/// What an [`Effect::Compact`] came to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compacted {
+    /// The thread's version when it was carried out.
+    pub at_version: u64,
+    /// The summary, or why it could not be written (`None`: none was asked for).
+    pub summary: Option<Result<Summary, String>>,
+}
+
+/// A summary the summarising model wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    /// Its text.
+    pub text: String,
+    /// The model that wrote it.
+    pub model: String,
+    /// What it cost (counted in the turn's spending).
+    pub usage: CallUsage,
 }
 
 /// A tool call to perform, with the ledger's decision for it.
@@ -321,6 +352,15 @@ pub enum Effect {
         /// The calls, in the response's order.
         calls: Vec<Delegation>,
     },
+    /// Compact the history before the next round: write the summary (when the plan is
+    /// `summarize`: call the summarising model with `input`), then answer with
+    /// [`Input::Compacted`]. Nothing is stored until the engine's commit after it.
+    Compact {
+        /// What to compact.
+        plan: context::Plan,
+        /// The summarising call's input (`None`: no model call, as for `clear_tool_results`).
+        input: Option<Vec<Message>>,
+    },
     /// Emit a trace event.
     Event(TraceEvent),
     /// The turn is over.
@@ -362,6 +402,15 @@ pub struct Engine {
     /// Answers of delegated calls not yet in the history (by call ID): a batch runs at its
     /// first call, the others take their answers when their turn in the response comes.
     delegated: HashMap<String, (String, bool)>,
+    /// Estimated tokens of what every round sends besides the history: the system prompt and
+    /// the tool definitions (the driver's estimate).
+    overhead: u64,
+    /// The current round was refused as too long and compacted: a second refusal ends the turn.
+    overflowed: bool,
+    /// The compaction the driver is carrying out.
+    compacting: Option<context::Plan>,
+    /// The turn in which a due compaction that could not be made was last reported.
+    skip_said: u64,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -408,6 +457,10 @@ impl Engine {
             asks: Vec::new(),
             delegating: Vec::new(),
             delegated: HashMap::new(),
+            overhead: 0,
+            overflowed: false,
+            compacting: None,
+            skip_said: 0,
         }
     }
 
@@ -443,6 +496,8 @@ impl Engine {
                 self.learn(approvals);
                 self.advance()
             }
+            Input::ContextTooLong(why) => self.on_overflow(&why),
+            Input::Compacted(done) => self.on_compacted(done),
             // The failed turn's reply carries the cause (said once: no separate error event).
             Input::LlmFailed(why) => self.stop_turn(
                 &format!("The model could not be called: {why}"),

@@ -22,6 +22,7 @@ pub(super) fn config() -> EngineConfig {
         agent: "a".into(),
         max_delegation_depth: 4,
         transfer_timeout_secs: 300,
+        context: Default::default(),
     }
 }
 
@@ -92,6 +93,7 @@ pub(super) fn kinds(effects: &[Effect]) -> Vec<String> {
             Effect::TurnFinished { .. } => "finished".into(),
             Effect::AwaitApprovals { keys, .. } => format!("await:{}", keys.len()),
             Effect::Delegate { calls, .. } => format!("delegate:{}", calls.len()),
+            Effect::Compact { plan, .. } => format!("compact:{}", plan.strategy.as_str()),
         })
         .collect()
 }

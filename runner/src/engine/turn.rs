@@ -28,6 +28,7 @@ impl Engine {
     ) -> Vec<Effect> {
         self.state.turn_seq += 1;
         self.state.usage = Usage::default();
+        self.overflowed = false;
         self.ledger.clear();
         self.requests.clear();
         self.delegated.clear();
@@ -56,6 +57,7 @@ impl Engine {
     }
 
     pub(super) fn on_llm(&mut self, turn: LlmTurn) -> Vec<Effect> {
+        self.record_use(turn.usage.input_tokens);
         self.state.usage.input_tokens += turn.usage.input_tokens;
         self.state.usage.output_tokens += turn.usage.output_tokens;
         self.state.usage.cost_usd += turn.usage.cost_usd;
@@ -262,7 +264,7 @@ impl Engine {
         loop {
             let (anchor, last_assistant, rounds) = self.position();
             let Some(a) = last_assistant else {
-                out.push(Effect::CallLlm);
+                out.extend(self.next_round());
                 return out;
             };
             let (calls, answered) = self.calls_of(a);
@@ -383,7 +385,7 @@ impl Engine {
                 out.extend(self.stop_turn(&reply, false, "max_turns"));
                 return out;
             }
-            out.push(Effect::CallLlm);
+            out.extend(self.next_round());
             return out;
         }
     }

@@ -48,6 +48,21 @@ pub struct LlmRequest<'a> {
     /// Where the answer's text goes as it streams (for watchers; the answer itself is the
     /// returned turn).
     pub stream: Option<&'a TextSink>,
+    /// What the call is for.
+    pub purpose: Purpose,
+}
+
+/// What a model call is for (only the offline `scripted` provider answers differently).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// A round of a turn; `hidden_rounds` assistant messages of the thread are compacted out of
+    /// the history sent.
+    Round {
+        /// Assistant messages before the view.
+        hidden_rounds: usize,
+    },
+    /// Writing a compaction's summary.
+    Summary,
 }
 
 /// The answer's text as the model streams it. Each attempt of a call starts with `Start` (a
@@ -88,6 +103,11 @@ pub enum LlmError {
     /// Not worth retrying: a bad request, bad credentials, a refused model.
     #[error("{0}")]
     Fatal(String),
+    /// The provider refused the input as longer than the model's context window (OpenAI's
+    /// `context_length_exceeded`, Anthropic's "prompt is too long", an OpenAI-compatible
+    /// server's equivalent): compacting the history may make it fit.
+    #[error("{0}")]
+    ContextTooLong(String),
     /// Shutdown cancelled the call.
     #[error("cancelled")]
     Cancelled,
@@ -365,6 +385,11 @@ pub(crate) fn status_error(
             retry_after,
         };
     }
+    if context_overflow(code, body) {
+        return LlmError::ContextTooLong(format!(
+            "the input is longer than the model's context window: {said}"
+        ));
+    }
     let unknown_model = code == 404 || error_code(body).as_deref() == Some("model_not_found");
     LlmError::Fatal(match code {
         401 | 403 => match &endpoint.key_secret {
@@ -391,6 +416,35 @@ pub(crate) fn status_error(
         }
         _ => format!("the model provider refused the request: {said}"),
     })
+}
+
+/// Whether an error answer says the input does not fit the model's context window: OpenAI's
+/// code `context_length_exceeded`; Anthropic's 400 "prompt is too long: N tokens > M maximum"
+/// (or a 413 `request_too_large`); vLLM's and other OpenAI-compatible servers' "maximum context
+/// length is N tokens"; llama.cpp's "exceeds the available context size".
+pub fn context_overflow(status: u16, body: &str) -> bool {
+    if !matches!(status, 400 | 413) {
+        return false;
+    }
+    let code = error_code(body);
+    if matches!(
+        code.as_deref(),
+        Some("context_length_exceeded" | "request_too_large")
+    ) {
+        return true;
+    }
+    let text = error_text(body).to_ascii_lowercase();
+    [
+        "prompt is too long",
+        "maximum context length",
+        "context length exceeded",
+        "exceeds the available context size",
+        "exceeds the context window",
+        "context window",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
 }
 
 /// `error.code` (OpenAI) or `error.type` (Anthropic) of an error body.
@@ -570,5 +624,54 @@ mod tests {
         assert_eq!(unpriced_budget(&no_budget), None);
         let scripted = agent("{ provider: scripted, script: [hi] }", budget);
         assert_eq!(unpriced_budget(&scripted), None);
+    }
+
+    #[test]
+    fn providers_answers_to_an_input_too_long_are_recognised() {
+        // OpenAI Chat Completions.
+        let openai = r#"{"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#;
+        assert!(context_overflow(400, openai));
+        // Anthropic Messages.
+        let anthropic = r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 208533 tokens > 200000 maximum"}}"#;
+        assert!(context_overflow(400, anthropic));
+        assert!(context_overflow(
+            413,
+            r#"{"type": "error", "error": {"type": "request_too_large", "message": "Request exceeds the maximum allowed number of bytes."}}"#
+        ));
+        // vLLM and llama.cpp's OpenAI-compatible servers.
+        assert!(context_overflow(
+            400,
+            r#"{"object": "error", "message": "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.", "type": "BadRequestError", "code": 400}"#
+        ));
+        assert!(context_overflow(
+            400,
+            r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#
+        ));
+        // Other refusals are not.
+        assert!(!context_overflow(
+            400,
+            r#"{"error": {"message": "Invalid value for 'temperature'", "code": "invalid_value"}}"#
+        ));
+        assert!(
+            !context_overflow(429, openai),
+            "only a refusal of the request"
+        );
+        let endpoint = Endpoint {
+            base: "http://x".into(),
+            from_spec: true,
+            provider: "openai",
+            key_secret: None,
+            model: "m".into(),
+        };
+        let e = status_error(
+            reqwest::StatusCode::BAD_REQUEST,
+            &reqwest::header::HeaderMap::new(),
+            openai,
+            &endpoint,
+        );
+        assert!(
+            matches!(&e, LlmError::ContextTooLong(m) if m.contains("128000 tokens")),
+            "{e:?}"
+        );
     }
 }

@@ -1,11 +1,13 @@
 //! The `scripted` provider: a deterministic offline model. It answers a call with step
 //! `k mod len` of the agentfile's script, where `k` is the number of assistant messages already in
-//! the history, so a turn re-run after a crash gets the same responses.
+//! the history (those compacted out of the view included), so a turn re-run after a crash gets
+//! the same responses. A compaction's summary it writes from the inputs it is given.
 
 use ninetrix_agentfile::ScriptStep;
 use ninetrix_proto::{Block, Message, Role};
 
-use super::{LlmError, LlmRequest, RawTurn};
+use super::{LlmError, LlmRequest, Purpose, RawTurn};
+use crate::context::json_len;
 
 pub(crate) struct Scripted {
     script: Vec<ScriptStep>,
@@ -22,11 +24,16 @@ impl Scripted {
                 "the scripted provider has an empty script".into(),
             ));
         }
-        let k = req
-            .history
-            .iter()
-            .filter(|m| m.role == Role::Assistant)
-            .count();
+        let hidden = match req.purpose {
+            Purpose::Summary => return Ok(summary(req)),
+            Purpose::Round { hidden_rounds } => hidden_rounds,
+        };
+        let k = hidden
+            + req
+                .history
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
         let step = &self.script[k % self.script.len()];
         let mut blocks = Vec::new();
         if let Some(text) = &step.text {
@@ -60,19 +67,27 @@ impl Scripted {
     }
 }
 
-/// The length of `value`'s JSON, counted as it is written (nothing is kept: a long history is
-/// not copied into a string on every model round).
-fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+/// A summary for a compaction, written without a model: how many messages it covers and the
+/// start of each input in them (the last 20), so it is the same on every boot.
+fn summary(req: &LlmRequest<'_>) -> RawTurn {
+    let inputs: Vec<String> = req
+        .history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .map(|m| crate::engine::preview(&m.text_content(), 60))
+        .collect();
+    let shown = &inputs[inputs.len().saturating_sub(21)..inputs.len().saturating_sub(1)];
+    let text = format!(
+        "Scripted summary of {} messages. The user asked: {}.",
+        req.history.len().saturating_sub(1),
+        shown.join("; ")
+    );
+    let chars_in: usize = req.history.iter().map(|m| json_len(&m.blocks)).sum();
+    RawTurn {
+        input_tokens: (chars_in / 4) as u64,
+        output_tokens: (text.len() / 4) as u64,
+        message: Message::text(Role::Assistant, text),
+        stop_reason: "end_turn".into(),
+        model: "scripted".into(),
     }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value).map_or(0, |()| count.0)
 }

@@ -189,6 +189,8 @@ impl Spans {
             // Nothing of a turn's shape: logged and stored, not spans.
             TraceEvent::Ready(_)
             | TraceEvent::Resume(_)
+            | TraceEvent::Compacted(_)
+            | TraceEvent::CompactionSkipped(_)
             | TraceEvent::Outage(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)

@@ -1,0 +1,214 @@
+//! The context window in a turn: before each model round, whether the input would pass the
+//! policy's threshold and what to compact first ([`Engine::next_round`]); the compaction's
+//! commit once the summary is written ([`Engine::on_compacted`]); and a round the provider
+//! refused as too long — compacted and retried once ([`Engine::on_overflow`]).
+//!
+//! A compaction is one commit: the record (a `system` message holding the
+//! [`ninetrix_proto::context::Compaction`]) appended with whatever the turn had not stored yet,
+//! and the `compacted` event riding on it. A crash before that commit leaves the history as it
+//! was — the restarted runner decides again from it, and writes the summary again; a crash
+//! after it finds the record and never summarises those turns twice (docs/durability.md, "Where
+//! a turn writes").
+
+use ninetrix_proto::context::{CompactionReason, ContextUse, Strategy};
+use ninetrix_proto::events::{Compacted as CompactedEvent, CompactionSkipped, TraceEvent};
+
+use super::{Compacted, Effect, Engine, event, in_turn};
+use crate::context::{self, Plan};
+
+impl Engine {
+    /// Sets the estimate of what every round sends besides the history (the system prompt and
+    /// the tool definitions), in tokens.
+    pub fn set_overhead(&mut self, tokens: u64) {
+        self.overhead = tokens;
+    }
+
+    /// Where a compaction may reach: the current turn's input, or the end between turns.
+    fn limit(&self) -> usize {
+        if in_turn(self.state.status) {
+            (self.state.turn_start_history_len as usize)
+                .saturating_sub(1)
+                .min(self.history.len())
+        } else {
+            self.history.len()
+        }
+    }
+
+    /// The estimated input of the next round, in tokens.
+    fn input_estimate(&self) -> u64 {
+        let f = context::fold(&self.history);
+        context::input_estimate(
+            &self.history,
+            &f,
+            self.state.context.as_ref(),
+            self.overhead,
+        )
+    }
+
+    /// The next model round: a compaction first when the input would pass the threshold and
+    /// something can be compacted, else the call.
+    pub(super) fn next_round(&mut self) -> Vec<Effect> {
+        let input = self.input_estimate();
+        let policy = &self.cfg.context;
+        if !context::due(policy, input) {
+            return vec![Effect::CallLlm];
+        }
+        let reason = CompactionReason::Threshold;
+        match context::plan(
+            &self.history,
+            policy,
+            self.limit(),
+            reason,
+            input,
+            policy.keep_recent,
+        ) {
+            Ok(plan) => self.compact(plan),
+            Err(skip) => {
+                // Said once per turn: the rounds after it go on (a refusal compacts harder).
+                let mut out = Vec::new();
+                if self.skip_said != self.state.turn_seq {
+                    self.skip_said = self.state.turn_seq;
+                    out.push(event(TraceEvent::CompactionSkipped(CompactionSkipped {
+                        reason,
+                        why: skip.to_string(),
+                    })));
+                }
+                out.push(Effect::CallLlm);
+                out
+            }
+        }
+    }
+
+    /// Asks the driver to carry out `plan`.
+    fn compact(&mut self, plan: Plan) -> Vec<Effect> {
+        let input = (plan.strategy == Strategy::Summarize)
+            .then(|| context::summary_input(&self.history, &plan));
+        self.compacting = Some(plan.clone());
+        vec![Effect::Compact { plan, input }]
+    }
+
+    /// The record of a carried-out compaction joins the history in one commit (with the
+    /// `compacted` event), then the round is called.
+    pub(super) fn on_compacted(&mut self, done: Compacted) -> Vec<Effect> {
+        let Some(mut plan) = self.compacting.take() else {
+            return vec![Effect::CallLlm];
+        };
+        let mut out = Vec::new();
+        let mut summary = None;
+        let mut cost = 0.0;
+        match done.summary {
+            Some(Ok(s)) => {
+                self.state.usage.input_tokens += s.usage.input_tokens;
+                self.state.usage.output_tokens += s.usage.output_tokens;
+                self.state.usage.cost_usd += s.usage.cost_usd;
+                cost = s.usage.cost_usd;
+                summary = Some((s.text, s.model));
+            }
+            Some(Err(why)) => {
+                // No summary: clear the same turns' tool results instead, if any are left.
+                let f = context::fold(&self.history);
+                let fallback = context::clearable(&self.history, &f, plan.to) > 0;
+                out.push(event(TraceEvent::CompactionSkipped(CompactionSkipped {
+                    reason: plan.reason,
+                    why: format!(
+                        "the summary could not be written ({why}){}",
+                        if fallback {
+                            "; their tool results were cleared instead"
+                        } else {
+                            ""
+                        }
+                    ),
+                })));
+                if !fallback {
+                    out.push(Effect::CallLlm);
+                    return out;
+                }
+                plan.strategy = Strategy::ClearToolResults;
+            }
+            None if plan.strategy == Strategy::Summarize => {
+                out.push(Effect::CallLlm);
+                return out;
+            }
+            None => {}
+        }
+        let record = context::record(
+            &self.history,
+            &plan,
+            summary,
+            self.overhead,
+            done.at_version,
+        );
+        let compacted = CompactedEvent {
+            strategy: record.strategy,
+            reason: record.reason,
+            from: record.from,
+            to: record.to,
+            turns: record.turns,
+            tokens_before: record.tokens_before,
+            tokens_after: record.tokens_after,
+            cleared: record.cleared,
+            model: record.model.clone(),
+            cost_usd: cost,
+            summary_chars: record
+                .summary
+                .as_ref()
+                .map_or(0, |s| s.chars().count() as u64),
+        };
+        let tokens_after = record.tokens_after;
+        self.history.push(context::message(record));
+        let compactions = context::fold(&self.history).count;
+        self.state.context = Some(ContextUse {
+            input_tokens: tokens_after,
+            history_len: self.history.len() as u64,
+            window: self.cfg.context.window.map(u64::from),
+            compactions,
+        });
+        out.push(self.commit());
+        out.push(event(TraceEvent::Compacted(compacted)));
+        if let Some(stop) = self.over_budget() {
+            out.extend(stop);
+            return out;
+        }
+        out.push(Effect::CallLlm);
+        out
+    }
+
+    /// The provider refused the round's input as too long: compact as far as the current turn
+    /// and call again — once; a second refusal ends the turn saying what to set.
+    pub(super) fn on_overflow(&mut self, why: &str) -> Vec<Effect> {
+        let help = "set runtime.context.window to the model's real window so ninetrix compacts \
+                    earlier, keep fewer recent turns (runtime.context.keep_recent), or use a \
+                    model with a larger window";
+        if self.overflowed {
+            let reply = format!(
+                "The conversation does not fit the model's context window even after \
+                 compacting it ({why}): {help}."
+            );
+            return self.stop_turn(&reply, false, "context_too_long");
+        }
+        self.overflowed = true;
+        let input = self.input_estimate();
+        match context::plan_overflow(&self.history, &self.cfg.context, self.limit(), input) {
+            Ok(plan) => self.compact(plan),
+            Err(skip) => {
+                let reply = format!(
+                    "The model refused the input as longer than its context window ({why}), \
+                     and it cannot be compacted further ({skip}): {help}."
+                );
+                self.stop_turn(&reply, false, "context_too_long")
+            }
+        }
+    }
+
+    /// A round's input as the provider counted it: the context use for the next estimate.
+    pub(super) fn record_use(&mut self, input_tokens: u64) {
+        self.overflowed = false;
+        let compactions = self.state.context.as_ref().map_or(0, |c| c.compactions);
+        self.state.context = Some(ContextUse {
+            input_tokens,
+            history_len: self.history.len() as u64,
+            window: self.cfg.context.window.map(u64::from),
+            compactions,
+        });
+    }
+}
