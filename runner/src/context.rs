@@ -397,9 +397,17 @@ pub fn record(
         cleared,
         at_version,
     };
-    let mut after = history.to_vec();
-    after.push(message(c.clone()));
-    c.tokens_after = overhead + estimate(&view(&after, &fold(&after)));
+    // The view once `c` is stored: from its `to` (a summary) or with its results stubbed.
+    let mut after = f;
+    match c.strategy {
+        Strategy::ClearToolResults => after.cleared_before = after.cleared_before.max(plan.to),
+        _ => {
+            after.summary = Some(&c);
+            after.start = plan.to;
+        }
+    }
+    let tokens_after = overhead + estimate(&render(history, &after, after.start, history.len()));
+    c.tokens_after = tokens_after;
     c
 }
 

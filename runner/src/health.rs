@@ -83,6 +83,10 @@ pub struct HealthReport {
     /// runner ran), with the last one's cause; `None`: the last turn succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_turns: Option<FailedTurns>,
+    /// How full the thread's context is (its last model round's input against the window):
+    /// `ps --json` shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ninetrix_proto::context::ContextUse>,
     /// When this report was written, Unix milliseconds.
     pub written_ms: i64,
 }
@@ -226,6 +230,7 @@ struct Trouble {
 struct State {
     activity: Activity,
     failed_turns: Option<FailedTurns>,
+    context: Option<ninetrix_proto::context::ContextUse>,
     /// MCP servers that are down (server → line).
     mcp: BTreeMap<String, String>,
     api: Option<Trouble>,
@@ -269,6 +274,7 @@ impl Health {
             inner: Arc::new(Mutex::new(State {
                 activity: Activity::Starting,
                 failed_turns: None,
+                context: None,
                 mcp: BTreeMap::new(),
                 api: None,
                 model: None,
@@ -344,6 +350,19 @@ impl Health {
         }
     }
 
+    /// Sets the thread's context use; rewrites the report on a change.
+    pub fn set_context(&self, context: Option<ninetrix_proto::context::ContextUse>) {
+        let changed = {
+            let mut s = self.lock();
+            let changed = s.context != context;
+            s.context = context;
+            changed
+        };
+        if changed {
+            self.write();
+        }
+    }
+
     /// Records how a turn of the thread ended: a success ends a run of failures; a failure
     /// (`reply` says why) adds to it. Rewrites the report on a change.
     pub fn turn_ended(&self, ok: bool, reply: &str) {
@@ -372,6 +391,7 @@ impl Health {
             model: shown(&s.model),
             mcp: s.mcp.clone(),
             failed_turns: s.failed_turns.clone(),
+            context: s.context.clone(),
             written_ms: chrono::Utc::now().timestamp_millis(),
         }
     }
@@ -482,6 +502,7 @@ mod tests {
             model: None,
             mcp: BTreeMap::new(),
             failed_turns: None,
+            context: None,
             written_ms: 1_000_000,
         }
     }

@@ -127,6 +127,20 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&server.describe()));
         }
     }
+    // Every durable agent's context policy: what keeps a long thread inside its window.
+    let durable: Vec<&AgentSpec> = af
+        .agents
+        .iter()
+        .filter(|a| a.execution.durability)
+        .collect();
+    if !durable.is_empty() {
+        let _ = writeln!(out, "context:");
+        let width = durable.iter().map(|a| a.name.len()).max().unwrap_or(0);
+        for a in durable {
+            let policy = a.runtime.context.describe();
+            let _ = writeln!(out, "  {:<width$}  {}", a.name, style.dim(&policy));
+        }
+    }
     let gates: Vec<_> = af
         .agents
         .iter()

@@ -38,6 +38,8 @@ pub(crate) struct Facts {
     /// The runner's report says only that it cannot reach the checkpoint API: its words (see
     /// [`health::api_complaint`]).
     pub(crate) api_complaint: Option<String>,
+    /// How full the thread's context is, from the runner's report.
+    pub(crate) context: Option<ninetrix_proto::context::ContextUse>,
 }
 
 impl Facts {
@@ -58,6 +60,9 @@ impl Facts {
         self.health = Some(verdict);
         self.health_output = Some(line);
         self.api_complaint = health::api_complaint(seen, self.started_ms, now_ms);
+        if let health::Seen::Report(r) = seen {
+            self.context = r.context.clone();
+        }
     }
 
     /// For `invoke`, which has just reached the checkpoint API itself: why a message would not be
@@ -420,6 +425,7 @@ pub(crate) async fn inspect(
         last_error,
         started_ms: health::started_ms(info),
         api_complaint: None,
+        context: None,
     })
 }
 
@@ -556,6 +562,7 @@ mod tests {
         use ninetrix_runner::health::{Activity, HealthReport};
         let now = 1_000_000;
         let sick = health::Seen::Report(HealthReport {
+            context: None,
             activity: Activity::Serving,
             api: Some(
                 "checkpoint API unreachable: connection refused (http://ninetrix-api:8080)".into(),
@@ -587,6 +594,7 @@ mod tests {
         // A model that is down too, or a stale report, is still a refusal.
         let mut both = f.clone();
         let both_down = health::Seen::Report(HealthReport {
+            context: None,
             activity: Activity::Serving,
             api: Some("checkpoint API unreachable".into()),
             model: Some("model unreachable".into()),
@@ -599,6 +607,7 @@ mod tests {
         assert!(both.why_no_answer_to_invoke(&WHO).is_some());
         let mut stale = f.clone();
         let old = health::Seen::Report(HealthReport {
+            context: None,
             activity: Activity::Serving,
             api: Some("checkpoint API unreachable".into()),
             model: None,

@@ -255,6 +255,7 @@ mod tests {
 
     fn report(written_ms: i64, model: Option<&str>) -> Seen {
         Seen::Report(HealthReport {
+            context: None,
             activity: Activity::Working { seq: 4 },
             api: None,
             model: model.map(str::to_string),
@@ -360,6 +361,7 @@ mod tests {
         assert_eq!(
             Seen::parse(br#"{"activity":{"state":"serving"},"written_ms":7}"#),
             Seen::Report(HealthReport {
+                context: None,
                 activity: Activity::Serving,
                 api: None,
                 model: None,

@@ -51,6 +51,32 @@ pub(crate) struct Row {
     /// The Swarm node of the task (a pool on Swarm only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) node: Option<String>,
+    /// How full the thread's context is: the last model round's input tokens, the window and
+    /// their ratio, and the compactions so far (from the runner's report; `None` before its
+    /// first round).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) context: Option<ContextShown>,
+}
+
+/// A thread's context use as `ps --json` shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ContextShown {
+    pub(crate) input_tokens: u64,
+    pub(crate) window: Option<u64>,
+    /// `input_tokens / window`, when the window is known.
+    pub(crate) used: Option<f64>,
+    pub(crate) compactions: u64,
+}
+
+impl From<&ninetrix_proto::context::ContextUse> for ContextShown {
+    fn from(c: &ninetrix_proto::context::ContextUse) -> Self {
+        ContextShown {
+            input_tokens: c.input_tokens,
+            window: c.window,
+            used: c.fraction().map(|f| (f * 1000.0).round() / 1000.0),
+            compactions: c.compactions,
+        }
+    }
 }
 
 impl Row {
@@ -237,6 +263,7 @@ pub(crate) async fn rows(
                 gave_up: false,
                 durable: true,
                 node: None,
+                context: None,
             });
         }
     }
@@ -278,6 +305,7 @@ pub(crate) async fn rows(
             gave_up: matches!(cond, Condition::GaveUp { .. }),
             durable: facts.durable,
             node: None,
+            context: facts.context.as_ref().map(ContextShown::from),
         });
     }
     rows.extend(missing_rows);
@@ -382,6 +410,7 @@ mod tests {
             gave_up: false,
             durable: true,
             node: None,
+            context: None,
         };
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");

@@ -118,6 +118,7 @@ impl SlotView {
             last_error: self.error.clone().filter(|_| !running),
             started_ms: self.since_ms,
             api_complaint: None,
+            context: None,
         };
         if let Some(seen) = &self.report
             && facts.wants_report()

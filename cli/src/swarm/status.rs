@@ -68,6 +68,10 @@ pub(crate) async fn rows(
                 gave_up: matches!(cond, Condition::GaveUp { .. }),
                 durable: view.durable,
                 node: view.node.clone(),
+                context: facts
+                    .context
+                    .as_ref()
+                    .map(crate::pool::status::ContextShown::from),
             });
         }
     }

@@ -212,3 +212,230 @@ impl Engine {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use ninetrix_agentfile::context::{ContextPolicy, KeepRecent};
+    use ninetrix_proto::context::{CompactionReason, Strategy};
+
+    /// A window of 2,000 tokens, compacting at half, keeping the last turn.
+    fn small_window(strategy: Strategy) -> EngineConfig {
+        EngineConfig {
+            context: ContextPolicy {
+                window: Some(2_000),
+                window_source: None,
+                compact_at: 0.5,
+                keep_recent: KeepRecent::Turns(1),
+                strategy,
+                model: None,
+            },
+            budget: None,
+            ..config()
+        }
+    }
+
+    /// An answer whose round sent `input` tokens.
+    fn answer_after(input: u64) -> Input {
+        Input::Llm(LlmTurn {
+            message: Message::text(Role::Assistant, "a".repeat(400)),
+            usage: CallUsage {
+                input_tokens: input,
+                output_tokens: 100,
+                cost_usd: 0.0,
+            },
+            model: "m".into(),
+            stop_reason: "end_turn".into(),
+            latency_ms: 1,
+        })
+    }
+
+    fn summary(text: &str) -> Input {
+        Input::Compacted(Compacted {
+            at_version: 9,
+            summary: Some(Ok(Summary {
+                text: text.into(),
+                model: "m".into(),
+                usage: CallUsage {
+                    input_tokens: 700,
+                    output_tokens: 50,
+                    cost_usd: 0.001,
+                },
+            })),
+        })
+    }
+
+    /// Turns until one compacts first; the effects of the message that started it.
+    fn until_due(e: &mut Engine) -> Vec<Effect> {
+        for seq in 1..20 {
+            let out = e.apply(message(seq));
+            if matches!(out.last(), Some(Effect::Compact { .. })) {
+                return out;
+            }
+            assert_eq!(kinds(&out).last().unwrap(), "call_llm");
+            e.apply(answer_after(300 * seq));
+        }
+        panic!("never compacted");
+    }
+
+    #[test]
+    fn a_round_past_the_threshold_is_summarized_first_in_one_commit() {
+        let mut e = Engine::new(small_window(Strategy::Summarize));
+        let out = until_due(&mut e);
+        let Some(Effect::Compact { plan, input }) = out.last() else {
+            unreachable!()
+        };
+        assert_eq!(plan.reason, CompactionReason::Threshold);
+        let input = input.as_ref().expect("a summary is asked for");
+        assert!(input.iter().all(|m| m.compaction().is_none()));
+        let stored = e.history().len();
+        let out = e.apply(summary("they said go"));
+        assert_eq!(kinds(&out), ["commit", "event:compacted", "call_llm"]);
+        let plan = commits(&out)[0];
+        let record = plan.append.last().unwrap().compaction().unwrap();
+        assert_eq!(
+            (record.summary.as_deref(), record.at_version),
+            (Some("they said go"), 9)
+        );
+        assert!(record.tokens_after < record.tokens_before);
+        assert_eq!(
+            plan.append[0].role,
+            Role::User,
+            "the turn's input rides on the compaction's commit"
+        );
+        assert_eq!(e.history().len(), stored + 1, "nothing is removed");
+        assert!(e.state().usage.cost_usd > 0.0, "the summary is spent");
+        // The next round sees the summary and the kept turns only.
+        let f = crate::context::fold(e.history());
+        let view = crate::context::view(e.history(), &f);
+        assert!(view[0].text_content().contains("they said go"));
+        assert!(view.len() < e.history().len() / 2, "{}", view.len());
+        let out = e.apply(answer_after(500));
+        assert!(kinds(&out).contains(&"finished".to_string()));
+        assert_eq!(
+            e.state().context.as_ref().map(|c| c.compactions),
+            Some(1),
+            "the count survives the round"
+        );
+    }
+
+    #[test]
+    fn a_crash_before_the_commit_plans_the_same_compaction_and_after_it_none() {
+        let mut e = Engine::new(small_window(Strategy::Summarize));
+        let out = until_due(&mut e);
+        let Some(Effect::Compact { plan, .. }) = out.last().cloned() else {
+            unreachable!()
+        };
+        // Before: what was stored is the last finished turn; the input is in the inbox again.
+        let before = stored(&e);
+        let seq = before.state.inbox_cursor + 1;
+        let mut second = second_boot(small_window(Strategy::Summarize));
+        let restored_history: Vec<Message> = before.history[..before.history.len() - 1].to_vec();
+        second.apply(Input::Restored(Some(Restored {
+            history: restored_history,
+            state: CheckpointState {
+                status: ThreadStatus::Idle,
+                inbox_cursor: seq - 1,
+                ..before.state.clone()
+            },
+            ..before
+        })));
+        let again = second.apply(message(seq));
+        let Some(Effect::Compact {
+            plan: replanned, ..
+        }) = again.last()
+        else {
+            panic!("{:?}", kinds(&again))
+        };
+        assert_eq!(
+            (replanned.from, replanned.to, replanned.turns),
+            (plan.from, plan.to, plan.turns)
+        );
+        // After: the record is stored; a restarted runner goes straight to the round.
+        let out = e.apply(summary("s"));
+        assert!(kinds(&out).contains(&"commit".to_string()));
+        let mut third = Engine::new(EngineConfig {
+            epoch: 3,
+            ..small_window(Strategy::Summarize)
+        });
+        let out = third.apply(Input::Restored(Some(stored(&e))));
+        assert_eq!(kinds(&out).last().map(String::as_str), Some("call_llm"));
+    }
+
+    #[test]
+    fn a_context_too_long_answer_compacts_and_retries_once() {
+        let mut e = Engine::new(EngineConfig {
+            context: ContextPolicy::default(),
+            ..small_window(Strategy::Summarize)
+        });
+        for seq in 1..4 {
+            e.apply(message(seq));
+            e.apply(answer_after(100));
+        }
+        let out = e.apply(message(4));
+        assert_eq!(
+            kinds(&out).last().unwrap(),
+            "call_llm",
+            "no window: no threshold"
+        );
+        let out = e.apply(Input::ContextTooLong("prompt is too long".into()));
+        let Some(Effect::Compact { plan, .. }) = out.last() else {
+            panic!("{:?}", kinds(&out))
+        };
+        assert_eq!(
+            (plan.reason, plan.to),
+            (CompactionReason::Overflow, 6),
+            "every turn before the current one"
+        );
+        let out = e.apply(summary("short"));
+        assert_eq!(kinds(&out).last().unwrap(), "call_llm");
+        let out = e.apply(Input::ContextTooLong("prompt is too long".into()));
+        let Some(Effect::TurnFinished { ok, reply, .. }) = out.last() else {
+            panic!("{:?}", kinds(&out))
+        };
+        assert!(!ok && reply.contains("runtime.context.window"), "{reply}");
+        assert!(crate::history::validate(e.history()).is_ok());
+        model_never_reads(&e, "context window");
+    }
+
+    #[test]
+    fn a_summary_that_cannot_be_written_clears_tool_results_instead() {
+        let mut e = Engine::new(small_window(Strategy::Summarize));
+        e.apply(message(1));
+        e.apply(llm(vec![read_call("r1")], 0.0));
+        e.apply(result("r1"));
+        e.apply(answer_after(600));
+        e.apply(message(2));
+        e.apply(answer_after(900));
+        let out = e.apply(message(3));
+        assert!(
+            matches!(out.last(), Some(Effect::Compact { .. })),
+            "{:?}",
+            kinds(&out)
+        );
+        let out = e.apply(Input::Compacted(Compacted {
+            at_version: 4,
+            summary: Some(Err("HTTP 500".into())),
+        }));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:compaction_skipped",
+                "commit",
+                "event:compacted",
+                "call_llm"
+            ]
+        );
+        let record = commits(&out)[0]
+            .append
+            .last()
+            .unwrap()
+            .compaction()
+            .unwrap();
+        assert_eq!(
+            (record.strategy, record.cleared),
+            (Strategy::ClearToolResults, 1)
+        );
+    }
+}
