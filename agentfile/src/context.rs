@@ -117,30 +117,28 @@ impl ContextPolicy {
     pub fn describe(&self) -> String {
         let how = match self.strategy {
             Strategy::Summarize => format!(
-                "summarize (by {})",
+                "summarize by {}",
                 self.model.as_deref().unwrap_or("the agent's model")
             ),
             other => other.as_str().to_string(),
         };
-        match (self.window, self.threshold()) {
+        let when = match (self.window, self.threshold()) {
             (Some(window), Some(at)) => {
                 let source = match self.window_source {
-                    Some(WindowSource::ModelTable) => " (the model's)",
-                    Some(WindowSource::Shorthand) => " (history_window_tokens)",
+                    Some(WindowSource::ModelTable) => ", the model's",
+                    Some(WindowSource::Shorthand) => ", history_window_tokens",
                     _ => "",
                 };
                 format!(
-                    "window {window} tokens{source}; compacts at {:.0}% ({at} tokens) by {how}, keeping {}",
-                    self.compact_at * 100.0,
-                    self.keep_recent
+                    "compacts past {:.0}% of {window} tokens ({at}{source})",
+                    self.compact_at * 100.0
                 )
             }
-            _ => format!(
-                "window unknown (set runtime.context.window); compacts only when the provider \
-                 answers that the input is too long, by {how}, keeping {}",
-                self.keep_recent
-            ),
-        }
+            _ => "window unknown (set runtime.context.window): compacts when the model refuses \
+                  the input as too long"
+                .to_string(),
+        };
+        format!("{when} · {how} · keeps {}", self.keep_recent)
     }
 }
 
@@ -186,7 +184,10 @@ mod tests {
     fn the_threshold_is_the_share_of_the_window() {
         let p = ContextPolicy::default_for("gpt-4o");
         assert_eq!(p.threshold(), Some(102_400));
-        assert!(p.describe().contains("102400 tokens"), "{}", p.describe());
+        assert_eq!(
+            p.describe(),
+            "compacts past 80% of 128000 tokens (102400, the model's) · summarize by the agent's model · keeps the last 2 turns"
+        );
         let unknown = ContextPolicy::default_for("llama3");
         assert_eq!(unknown.threshold(), None);
         assert!(unknown.describe().contains("set runtime.context.window"));

@@ -92,6 +92,7 @@ impl Command {
             Command::Up(a) => Some(&mut a.file),
             Command::Down(a) => Some(&mut a.file),
             Command::Reset(a) => Some(&mut a.file),
+            Command::Compact(a) => Some(&mut a.file),
             Command::Invoke(a) => Some(&mut a.file),
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
@@ -118,6 +119,7 @@ impl Command {
             Command::Up(a) => Some(&mut a.pool),
             Command::Down(a) => Some(&mut a.pool),
             Command::Reset(a) => Some(&mut a.pool),
+            Command::Compact(a) => Some(&mut a.pool),
             Command::Ps(a) => Some(&mut a.pool),
             Command::Invoke(a) => Some(&mut a.pool),
             Command::Trace(a) => Some(&mut a.pool),
@@ -231,6 +233,14 @@ pub enum Command {
     /// its container is recreated on it, as `ninetrix up` does for that replica alone; a session's
     /// next message opens a new thread under the same key. The pool's other threads are kept.
     Reset(crate::commands::reset::ResetArgs),
+    /// Compact a replica's or a session's conversation now, as its agent's `runtime.context`
+    /// says.
+    ///
+    /// The request is queued in the thread's inbox and carried out by its runner between turns,
+    /// once: the turns before the kept ones are summarized (or their tool results cleared) in
+    /// what the model sees; the stored history keeps every message. Waits for the runner's
+    /// answer unless `--no-wait`.
+    Compact(crate::commands::compact::CompactArgs),
     /// Send a message to an agent's inbox and (by default) wait for its reply.
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.

@@ -421,6 +421,7 @@ fn every_command_has_a_help_page() {
         "down",
         "ps",
         "reset",
+        "compact",
         "invoke",
         "trace",
         "logs",

@@ -111,6 +111,7 @@ async fn every_route_answers_its_typed_method() {
             &EnqueueRequest {
                 content: "hello".into(),
                 dedupe_key: Some("k1".into()),
+                control: None,
             },
         )
         .await
@@ -122,6 +123,7 @@ async fn every_route_answers_its_typed_method() {
             &EnqueueRequest {
                 content: "hello".into(),
                 dedupe_key: Some("k1".into()),
+                control: None,
             },
         )
         .await

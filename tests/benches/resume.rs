@@ -109,6 +109,7 @@ async fn crashes(
         let message = EnqueueRequest {
             content: format!("turn {i}"),
             dedupe_key: None,
+            control: None,
         };
         client.enqueue(thread, &message).await.unwrap();
         // Wait until the sleep is running (the append was executed and its events flushed).

@@ -175,6 +175,7 @@ fn main() {
             let message = EnqueueRequest {
                 content: format!("turn {i}"),
                 dedupe_key: None,
+                control: None,
             };
             client.enqueue(thread, &message).await.unwrap();
             while let Some(e) = stream.next().await {

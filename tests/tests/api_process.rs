@@ -194,6 +194,7 @@ async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
             &ninetrix_proto::api::EnqueueRequest {
                 content: "hi".into(),
                 dedupe_key: None,
+                control: None,
             },
         )
         .await

@@ -422,3 +422,75 @@ async fn sigkill_just_before_the_compaction_is_stored() {
 async fn sigkill_just_after_the_compaction_is_stored() {
     killed_while_compacting("after").await;
 }
+
+/// `ninetrix compact`'s request (an inbox instruction): carried out between turns, once, with
+/// the inbox cursor moved in the compaction's commit; a second request with nothing new to
+/// compact says so, and the next turn sees the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_compaction_runs_between_turns_once() {
+    let s = setup();
+    let seen = Arc::new(Seen::default());
+    let url = limited_openai(seen.clone(), Arc::new(tokio::sync::Notify::new())).await;
+    let mut spec = spec(&url);
+    // A window the conversation never nears: only the request compacts.
+    spec["runtime"]["context"]["window"] = json!(1_000_000);
+    let ws = workspace(&s, "thread");
+    let _runner = runner(&s, s.thread, &spec, &ws);
+    for i in 0..4 {
+        let seq = s
+            .admin
+            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
+            .await;
+        s.admin
+            .wait_done(s.thread, seq, Duration::from_secs(30))
+            .await;
+    }
+    let compact = |key: &'static str| {
+        let admin = s.admin.clone();
+        async move {
+            let request = ninetrix_proto::api::EnqueueRequest {
+                content: "ninetrix compact".into(),
+                dedupe_key: Some(key.into()),
+                control: Some(ninetrix_proto::api::Control::Compact),
+            };
+            admin.client.enqueue(s.thread, &request).await.unwrap().seq
+        }
+    };
+    let seq = compact("c1").await;
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(30))
+        .await;
+    let latest = s.admin.latest(s.thread).await;
+    let records: Vec<_> = latest
+        .history
+        .iter()
+        .filter_map(|m| m.compaction())
+        .collect();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].reason, records[0].turns),
+        (ninetrix_proto::context::CompactionReason::Requested, [1, 2]),
+        "the turns before the two kept ones"
+    );
+    assert_eq!(latest.state.inbox_cursor, seq, "the cursor moved with it");
+    assert_eq!(seen.summaries.load(Ordering::SeqCst), 1);
+    let again = compact("c2").await;
+    s.admin
+        .wait_done(s.thread, again, Duration::from_secs(30))
+        .await;
+    let (_, compactions) = story(&s, s.thread).await;
+    assert_eq!(compactions, 1, "nothing new to compact");
+    let events = s.admin.client.events_after(s.thread, 0).await.unwrap();
+    assert!(events.iter().any(|e| matches!(
+        e.decode(),
+        Decoded::Known(TraceEvent::CompactionSkipped(k)) if k.why.contains("nothing to compact")
+    )));
+    // The next turn is answered with the summary in view.
+    let seq = s.admin.send(s.thread, "after", "after").await;
+    s.admin
+        .wait_done(s.thread, seq, Duration::from_secs(30))
+        .await;
+    let (turns, _) = story(&s, s.thread).await;
+    assert_eq!(turns.len(), 5, "two requests are no turns");
+    assert!(turns.iter().all(|(ok, _)| *ok));
+}

@@ -263,6 +263,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
             &EnqueueRequest {
                 content: "write it down".into(),
                 dedupe_key: Some("m1".into()),
+                control: None,
             },
         )
         .await
@@ -289,6 +290,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
             &EnqueueRequest {
                 content: "file the report".into(),
                 dedupe_key: Some("g1".into()),
+                control: None,
             },
         )
         .await

@@ -152,6 +152,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let request = EnqueueRequest {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
+        control: None,
     };
     let queued = match retry_blips(|| view.api.enqueue(thread, &request)).await {
         Ok(q) => q,

@@ -53,7 +53,7 @@ pub struct ResetArgs {
     pub wait_timeout: u64,
 }
 
-/// Which thread a reset purges.
+/// Which conversation a command names (`reset`, `compact`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
     /// A replica's own thread.
@@ -62,7 +62,7 @@ pub(crate) enum Target {
     Session(String),
 }
 
-/// Why a reset cannot be done as asked.
+/// Why the conversation a command names (`reset`, `compact`) cannot be found.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ResetError {
     /// The agentfile has no such agent.
@@ -72,16 +72,16 @@ pub(crate) enum ResetError {
         agent: String,
         known: String,
     },
-    /// A batch agent has no conversation to reset.
+    /// A batch agent has no lasting conversation.
     #[error(
         "agent `{agent}` is a batch job (`execution.durability: false`): each run starts on a new \
-         thread already, so there is no conversation to reset"
+         thread, so it has no lasting conversation"
     )]
     Batch { agent: String },
     /// The agent runs several replicas and none was named.
     #[error(
-        "agent `{agent}` runs {count} replicas: name the one to reset with --replica N (1 to \
-         {count}), or a session with --session KEY"
+        "agent `{agent}` runs {count} replicas: name one with --replica N (1 to {count}), or a \
+         session with --session KEY"
     )]
     WhichReplica { agent: String, count: u32 },
     /// The agent has no such replica.
@@ -294,8 +294,8 @@ agents:
         let err = |r: Result<Target, ResetError>| r.unwrap_err().to_string();
         assert_eq!(
             err(t("writer", None, None)),
-            "agent `writer` runs 3 replicas: name the one to reset with --replica N (1 to 3), or \
-             a session with --session KEY"
+            "agent `writer` runs 3 replicas: name one with --replica N (1 to 3), or a session \
+             with --session KEY"
         );
         assert_eq!(
             err(t("writer", Some(4), None)),

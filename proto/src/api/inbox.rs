@@ -19,6 +19,37 @@ pub struct EnqueueRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
     pub dedupe_key: Option<String>,
+    /// An instruction to the runner instead of work for the model (`content` is then a note
+    /// for people, and may be empty): it is carried out between turns, in inbox order, once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
+}
+
+/// An instruction to a thread's runner, queued in its inbox like a message and carried out
+/// between turns, once (the inbox cursor moves in the same commit as its effect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// Compact the history now, as the agent's `runtime.context` says (`ninetrix compact`).
+    Compact,
+}
+
+impl Control {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Control::Compact => "compact",
+        }
+    }
+
+    /// The control of a wire name.
+    pub fn parse(s: &str) -> Option<Control> {
+        match s {
+            "compact" => Some(Control::Compact),
+            _ => None,
+        }
+    }
 }
 
 /// The answer to an enqueue.
@@ -46,4 +77,7 @@ pub struct InboxMessage {
     /// For a task another agent handed over: who, and the chain it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffOrigin>,
+    /// An instruction to the runner instead of work for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<Control>,
 }

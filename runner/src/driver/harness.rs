@@ -79,6 +79,7 @@ impl TestStore {
             dedupe_key: None,
             created_at: chrono::Utc::now(),
             handoff: None,
+            control: None,
         });
         drop(inbox);
         self.shared.arrived.notify_waiters();

@@ -271,15 +271,24 @@ impl<C: Checkpoints> Runner<C> {
             if self.shutdown.is_cancelled() {
                 return self.stopped(Stop::Shutdown);
             }
-            self.turn_started = Instant::now();
-            self.attempt = Some(self.new_attempt());
             self.health.set(Activity::Working { seq: message.seq });
-            self.refresh_tools().await;
-            let effects = self.engine.apply(Input::Message {
-                seq: message.seq,
-                content: message.content,
-                handoff: message.handoff,
-            });
+            let effects = match message.control {
+                // An instruction, not a turn: carried out between turns.
+                Some(control) => self.engine.apply(Input::Control {
+                    seq: message.seq,
+                    control,
+                }),
+                None => {
+                    self.turn_started = Instant::now();
+                    self.attempt = Some(self.new_attempt());
+                    self.refresh_tools().await;
+                    self.engine.apply(Input::Message {
+                        seq: message.seq,
+                        content: message.content,
+                        handoff: message.handoff,
+                    })
+                }
+            };
             if let Err(stop) = self.execute(effects).await {
                 return self.stopped(stop);
             }

@@ -10,6 +10,7 @@
 //! after it finds the record and never summarises those turns twice (docs/durability.md, "Where
 //! a turn writes").
 
+use ninetrix_proto::api::Control;
 use ninetrix_proto::context::{CompactionReason, ContextUse, Strategy};
 use ninetrix_proto::events::{Compacted as CompactedEvent, CompactionSkipped, TraceEvent};
 
@@ -88,10 +89,10 @@ impl Engine {
     }
 
     /// The record of a carried-out compaction joins the history in one commit (with the
-    /// `compacted` event), then the round is called.
+    /// `compacted` event); then, in a turn, the round is called.
     pub(super) fn on_compacted(&mut self, done: Compacted) -> Vec<Effect> {
         let Some(mut plan) = self.compacting.take() else {
-            return vec![Effect::CallLlm];
+            return self.compacted_then(Vec::new(), false);
         };
         let mut out = Vec::new();
         let mut summary = None;
@@ -120,14 +121,12 @@ impl Engine {
                     ),
                 })));
                 if !fallback {
-                    out.push(Effect::CallLlm);
-                    return out;
+                    return self.compacted_then(out, false);
                 }
                 plan.strategy = Strategy::ClearToolResults;
             }
             None if plan.strategy == Strategy::Summarize => {
-                out.push(Effect::CallLlm);
-                return out;
+                return self.compacted_then(out, false);
             }
             None => {}
         }
@@ -165,12 +164,49 @@ impl Engine {
         });
         out.push(self.commit());
         out.push(event(TraceEvent::Compacted(compacted)));
-        if let Some(stop) = self.over_budget() {
+        if in_turn(self.state.status)
+            && let Some(stop) = self.over_budget()
+        {
             out.extend(stop);
             return out;
         }
-        out.push(Effect::CallLlm);
+        self.compacted_then(out, true)
+    }
+
+    /// What follows a compaction (made or not, `committed` or not): in a turn, its round;
+    /// between turns (`ninetrix compact`), the commit that moves the inbox cursor past the
+    /// request, if the compaction's did not.
+    fn compacted_then(&mut self, mut out: Vec<Effect>, committed: bool) -> Vec<Effect> {
+        if in_turn(self.state.status) {
+            out.push(Effect::CallLlm);
+        } else if !committed {
+            out.insert(0, self.commit());
+        }
         out
+    }
+
+    /// An instruction taken from the inbox between turns (`seq`): carried out, and the cursor
+    /// moved past it in the same commit.
+    pub(super) fn on_control(&mut self, seq: u64, control: Control) -> Vec<Effect> {
+        self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
+        match control {
+            Control::Compact => {
+                let input = self.input_estimate();
+                let policy = &self.cfg.context;
+                let reason = CompactionReason::Requested;
+                let keep = policy.keep_recent;
+                match context::plan(&self.history, policy, self.limit(), reason, input, keep) {
+                    Ok(plan) => self.compact(plan),
+                    Err(skip) => vec![
+                        self.commit(),
+                        event(TraceEvent::CompactionSkipped(CompactionSkipped {
+                            reason,
+                            why: skip.to_string(),
+                        })),
+                    ],
+                }
+            }
+        }
     }
 
     /// The provider refused the round's input as too long: compact as far as the current turn

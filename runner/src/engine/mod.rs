@@ -194,6 +194,13 @@ pub enum Input {
     Approvals(Vec<Approval>),
     /// The provider refused the round's input as longer than the model's context window.
     ContextTooLong(String),
+    /// An instruction from the inbox, taken between turns.
+    Control {
+        /// Its inbox seq.
+        seq: u64,
+        /// What to do.
+        control: ninetrix_proto::api::Control,
+    },
     /// An [`Effect::Compact`] was carried out.
     Compacted(Compacted),
     /// The answers to the calls of an [`Effect::Delegate`] (every one of them).
@@ -497,6 +504,7 @@ impl Engine {
                 self.advance()
             }
             Input::ContextTooLong(why) => self.on_overflow(&why),
+            Input::Control { seq, control } => self.on_control(seq, control),
             Input::Compacted(done) => self.on_compacted(done),
             // The failed turn's reply carries the cause (said once: no separate error event).
             Input::LlmFailed(why) => self.stop_turn(

@@ -188,6 +188,7 @@ impl Admin {
         let request = EnqueueRequest {
             content: content.to_string(),
             dedupe_key: Some(key.to_string()),
+            control: None,
         };
         self.client.enqueue(thread, &request).await.unwrap().seq
     }

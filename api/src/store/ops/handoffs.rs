@@ -311,6 +311,7 @@ pub(crate) async fn open_handoff<C: Conn>(
         &content,
         Some(&origin.delivery_key),
         Some(&origin),
+        None,
         now,
     )
     .await?;

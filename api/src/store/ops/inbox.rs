@@ -3,7 +3,7 @@
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    EnqueueRequest, EnqueueResponse, HandoffOrigin, InboxMessage, ThreadLabels,
+    Control, EnqueueRequest, EnqueueResponse, HandoffOrigin, InboxMessage, ThreadLabels,
 };
 
 use crate::store::checks::check_key;
@@ -75,6 +75,7 @@ pub(crate) struct InboxRow {
     pub(crate) dedupe_key: Option<String>,
     pub(crate) created_at: i64,
     pub(crate) origin: Option<String>,
+    pub(crate) control: Option<String>,
 }
 
 impl rsq::FromRow for InboxRow {
@@ -85,6 +86,7 @@ impl rsq::FromRow for InboxRow {
             dedupe_key: row.get("dedupe_key")?,
             created_at: row.get("created_at")?,
             origin: row.get("origin")?,
+            control: row.get("control")?,
         })
     }
 }
@@ -101,6 +103,10 @@ impl InboxRow {
                 .map(|o| {
                     serde_json::from_str(&o).map_err(|e| corrupt("inbox origin", &e.to_string()))
                 })
+                .transpose()?,
+            control: self
+                .control
+                .map(|c| Control::parse(&c).ok_or_else(|| corrupt("inbox control", &c)))
                 .transpose()?,
         })
     }
@@ -126,14 +132,18 @@ pub(crate) async fn enqueue<C: Conn>(
     )
     .await?;
     if let Some(key) = &req.dedupe_key {
-        let stored: Option<(i64, String)> =
-            query_as("SELECT seq, content FROM inbox WHERE thread_id = $1 AND dedupe_key = $2")
-                .bind(id.to_string())
-                .bind(key)
-                .fetch_optional(&mut *c)
-                .await?;
+        let stored: Option<(i64, String, Option<String>)> = query_as(
+            "SELECT seq, content, control FROM inbox WHERE thread_id = $1 AND dedupe_key = $2",
+        )
+        .bind(id.to_string())
+        .bind(key)
+        .fetch_optional(&mut *c)
+        .await?;
         match stored {
-            Some((seq, content)) if content == req.content => {
+            Some((seq, content, control))
+                if content == req.content
+                    && control.as_deref() == req.control.map(Control::as_str) =>
+            {
                 return Ok((
                     EnqueueResponse {
                         seq: to_u64(seq),
@@ -142,7 +152,7 @@ pub(crate) async fn enqueue<C: Conn>(
                     None,
                 ));
             }
-            Some((seq, _)) => {
+            Some((seq, _, _)) => {
                 return Err(StoreError::KeyReused(format!(
                     "dedupe_key {key:?} is stored with other content (message {seq}); the stored message is unchanged: send new content under a new key"
                 )));
@@ -150,7 +160,9 @@ pub(crate) async fn enqueue<C: Conn>(
             None => {}
         }
     }
-    insert_inbox(c, id, &req.content, req.dedupe_key.as_deref(), None, now).await
+    let origin = None;
+    let (content, key) = (&req.content, req.dedupe_key.as_deref());
+    insert_inbox(c, id, content, key, origin, req.control, now).await
 }
 
 /// Adds a message after the thread's last (the caller checked its dedupe key is new);
@@ -161,6 +173,7 @@ pub(super) async fn insert_inbox<C: Conn>(
     content: &str,
     dedupe_key: Option<&str>,
     origin: Option<&HandoffOrigin>,
+    control: Option<Control>,
     now: i64,
 ) -> StoreResult<(EnqueueResponse, Option<SessionOf>)> {
     let next: Enqueued = query_as("UPDATE threads SET inbox_seq = inbox_seq + 1, updated_at = $2 WHERE thread_id = $1 RETURNING inbox_seq, pool, agent, session, session_replicas, session_replica")
@@ -168,13 +181,14 @@ pub(super) async fn insert_inbox<C: Conn>(
         .bind(now)
         .fetch_one(&mut *c)
         .await?;
-    query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at, origin) VALUES ($1, $2, $3, $4, $5, $6)")
+    query("INSERT INTO inbox (thread_id, seq, content, dedupe_key, created_at, origin, control) VALUES ($1, $2, $3, $4, $5, $6, $7)")
         .bind(id.to_string())
         .bind(next.inbox_seq)
         .bind(content)
         .bind(dedupe_key)
         .bind(now)
         .bind(origin.map(encode).transpose()?)
+        .bind(control.map(Control::as_str))
         .execute(&mut *c)
         .await?;
     let seq = to_u64(next.inbox_seq);
@@ -199,7 +213,7 @@ pub(crate) async fn inbox_after<C: Conn>(
 ) -> StoreResult<Vec<InboxMessage>> {
     // A runner idle on a purged thread long-polls its inbox: told here, it stops.
     not_purged(c, id).await?;
-    let rows: Vec<InboxRow> = query_as("SELECT seq, content, dedupe_key, created_at, origin FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+    let rows: Vec<InboxRow> = query_as("SELECT seq, content, dedupe_key, created_at, origin, control FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
         .bind(id.to_string())
         .bind(to_i64(after, "after")?)
         .bind(i64::from(limit))

@@ -195,7 +195,7 @@ async fn fire_into<C: Conn>(
             return Ok((h, None));
         }
     }
-    let (enqueued, _) = insert_inbox(c, id, message, dedupe, None, now).await?;
+    let (enqueued, _) = insert_inbox(c, id, message, dedupe, None, None, now).await?;
     query("UPDATE triggers SET last_thread_id = $3, last_inbox_seq = $4 WHERE pool = $1 AND name = $2")
         .bind(&row.pool)
         .bind(&row.name)
