@@ -58,6 +58,10 @@ pub struct TraceArgs {
     /// The events as JSON lines.
     #[arg(long)]
     pub json: bool,
+    /// Also print each compaction's summary: what the model sees instead of the turns it
+    /// covers (the original messages stay in the store).
+    #[arg(long, conflicts_with_all = ["follow", "json"])]
+    pub summaries: bool,
 }
 
 /// Runs `ninetrix trace`. With `--thread-id` only the API is needed: the pool's if one can be
@@ -155,10 +159,56 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if !args.follow {
+            if !args.json && info.version > 0 {
+                let latest = api
+                    .client()
+                    .version(thread, info.version)
+                    .await
+                    .map_err(|e| {
+                        anyhow::anyhow!("reading thread {thread}'s latest version: {e}")
+                    })?;
+                for line in context_lines(&latest, args.summaries) {
+                    outln!("{line}");
+                }
+            }
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The thread's context use at its latest version (the last round's input against the window,
+/// and its compactions) and, with `summaries`, each compaction's summary.
+fn context_lines(latest: &ninetrix_proto::api::VersionDetail, summaries: bool) -> Vec<String> {
+    use ninetrix_proto::context::tokens_short;
+    let mut out = Vec::new();
+    if let Some(c) = &latest.summary.state.context {
+        let window = match (c.window, c.fraction()) {
+            (Some(w), Some(f)) => format!(" of {} ({:.0}%)", tokens_short(w), f * 100.0),
+            _ => " (window unknown)".to_string(),
+        };
+        out.push(format!(
+            "context: {} tokens{window} · {} compaction(s)",
+            tokens_short(c.input_tokens),
+            c.compactions
+        ));
+    }
+    if summaries {
+        for c in latest.history.iter().filter_map(|m| m.compaction()) {
+            out.push(format!(
+                "⇣ turns {}–{} ({}, {}):",
+                c.turns[0],
+                c.turns[1],
+                c.strategy.as_str(),
+                c.reason.as_str()
+            ));
+            match &c.summary {
+                Some(text) => out.extend(text.lines().map(|l| format!("    {l}"))),
+                None => out.push(format!("    {} tool results cleared", c.cleared)),
+            }
+        }
+    }
+    out
 }
 
 /// How wide trace lines may be: on a terminal, `COLUMNS`, else the terminal's width, else 120;
@@ -183,5 +233,59 @@ mod tests {
         assert_eq!(line_width(true, Some("80".into()), Some(100)), 80);
         assert_eq!(line_width(true, None, Some(100)), 100);
         assert_eq!(line_width(true, Some("wide".into()), None), 120);
+    }
+
+    #[test]
+    fn the_context_line_and_the_summaries_come_from_the_latest_version() {
+        use ninetrix_proto::api::{CheckpointState, VersionDetail, VersionSummary};
+        use ninetrix_proto::context::{Compaction, CompactionReason, ContextUse, Strategy};
+        use ninetrix_proto::{Block, Message, Role};
+        let record = Compaction {
+            strategy: Strategy::Summarize,
+            reason: CompactionReason::Threshold,
+            from: 0,
+            to: 8,
+            turns: [1, 2],
+            summary: Some("They asked twice.\nBoth answered.".into()),
+            native: None,
+            model: Some("m".into()),
+            tokens_before: 5_000,
+            tokens_after: 900,
+            cleared: 0,
+            at_version: 3,
+        };
+        let latest = VersionDetail {
+            summary: VersionSummary {
+                version: 4,
+                parent_version: 3,
+                epoch: 1,
+                truncate_to: None,
+                appended: 1,
+                history_len: 9,
+                state: CheckpointState {
+                    context: Some(ContextUse {
+                        input_tokens: 4_300,
+                        history_len: 9,
+                        window: Some(6_000),
+                        compactions: 1,
+                    }),
+                    ..CheckpointState::default()
+                },
+                created_at: chrono::Utc::now(),
+            },
+            history: vec![Message::new(Role::System, vec![Block::Compaction(record)])],
+        };
+        assert_eq!(
+            context_lines(&latest, false),
+            ["context: 4k tokens of 6k (72%) · 1 compaction(s)"]
+        );
+        assert_eq!(
+            context_lines(&latest, true)[1..],
+            [
+                "⇣ turns 1–2 (summarize, threshold):",
+                "    They asked twice.",
+                "    Both answered."
+            ]
+        );
     }
 }

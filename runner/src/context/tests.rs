@@ -237,3 +237,80 @@ fn the_estimate_follows_the_providers_count_and_adds_what_is_new() {
         8_000
     ));
 }
+
+mod properties {
+    use super::*;
+    use ninetrix_proto::context::Strategy;
+    use proptest::prelude::{
+        Strategy as Generate, any, prop, prop_assert, prop_assert_eq, proptest,
+    };
+
+    /// Turns of 0–3 rounds of 0–3 read calls each, ending with an answer.
+    fn turns() -> impl Generate<Value = Vec<Vec<usize>>> {
+        proptest::collection::vec(proptest::collection::vec(0usize..4, 0..4), 1..12)
+    }
+
+    fn build(turns: &[Vec<usize>]) -> Vec<Message> {
+        let mut h = Vec::new();
+        let mut n = 0;
+        for (t, rounds) in turns.iter().enumerate() {
+            h.push(user(&format!("input {t}")));
+            for calls in rounds {
+                let ids: Vec<String> = (0..*calls)
+                    .map(|_| {
+                        n += 1;
+                        format!("c{n}")
+                    })
+                    .collect();
+                h.push(Message::new(
+                    Role::Assistant,
+                    ids.iter()
+                        .map(|id| Block::ToolCall {
+                            id: id.clone(),
+                            name: "file_read".into(),
+                            args: json!({}),
+                        })
+                        .collect::<Vec<_>>()
+                        .into_iter()
+                        .chain(std::iter::once(Block::Text { text: "r".into() }))
+                        .collect(),
+                ));
+                for id in &ids {
+                    h.push(result(id, 100));
+                }
+            }
+            h.push(answer(&format!("answer {t}")));
+        }
+        h
+    }
+
+    proptest! {
+        /// Whatever compactions are made, wherever they reach and whatever they keep, the
+        /// model's view is a valid history that ends as the stored one does and keeps the
+        /// current input.
+        #[test]
+        fn every_view_is_valid_and_keeps_the_current_input(
+            shape in turns(),
+            steps in proptest::collection::vec((any::<bool>(), 0u32..4, any::<prop::sample::Index>()), 1..6),
+        ) {
+            let mut h = build(&shape);
+            for (clear, keep, at) in steps {
+                let starts: Vec<usize> = (0..h.len()).filter(|&i| h[i].role == Role::User).collect();
+                let limit = starts[at.index(starts.len())];
+                let strategy = if clear { Strategy::ClearToolResults } else { Strategy::Summarize };
+                let pol = policy(strategy, KeepRecent::Turns(keep));
+                if let Ok(p) = plan(&h, &pol, limit, CompactionReason::Threshold, 1, KeepRecent::Turns(keep)) {
+                    prop_assert!(p.to <= limit && p.to > p.from);
+                    let summary = (!clear).then(|| ("S".to_string(), "m".to_string()));
+                    let c = record(&h, &p, summary, 0, 1);
+                    h.push(message(c));
+                }
+                let v = view(&h, &fold(&h));
+                prop_assert!(crate::history::validate(&v).is_ok(), "{:?}", crate::history::validate(&v));
+                let last_input = h.iter().rev().find(|m| m.role == Role::User).unwrap();
+                prop_assert!(v.iter().any(|m| m.id == last_input.id));
+                prop_assert_eq!(v.last().map(|m| m.id), h.iter().rev().find(|m| m.compaction().is_none()).map(|m| m.id));
+            }
+        }
+    }
+}

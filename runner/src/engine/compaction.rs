@@ -154,7 +154,24 @@ impl Engine {
                 .map_or(0, |s| s.chars().count() as u64),
         };
         let tokens_after = record.tokens_after;
-        self.history.push(context::message(record));
+        // At a turn's start, before its input is stored, the record goes before the input:
+        // outside the turn, so a repair that cuts the turn back to its input keeps it.
+        let anchor = self.state.turn_start_history_len as usize;
+        let input_unstored = in_turn(self.state.status)
+            && anchor >= 1
+            && self.persisted < anchor
+            && anchor == self.history.len()
+            && self.history[anchor - 1].role == ninetrix_proto::Role::User;
+        if input_unstored {
+            let mut record = record;
+            if record.to as usize >= anchor - 1 {
+                record.to += 1;
+            }
+            self.history.insert(anchor - 1, context::message(record));
+            self.state.turn_start_history_len += 1;
+        } else {
+            self.history.push(context::message(record));
+        }
         let compactions = context::fold(&self.history).count;
         self.state.context = Some(ContextUse {
             input_tokens: tokens_after,
@@ -254,6 +271,7 @@ mod tests {
     use super::super::testkit::*;
     use super::super::*;
     use ninetrix_agentfile::context::{ContextPolicy, KeepRecent};
+    use ninetrix_proto::api::{ApprovalStatus, ToolCallStatus};
     use ninetrix_proto::context::{CompactionReason, Strategy};
 
     /// A window of 2,000 tokens, compacting at half, keeping the last turn.
@@ -329,16 +347,22 @@ mod tests {
         let out = e.apply(summary("they said go"));
         assert_eq!(kinds(&out), ["commit", "event:compacted", "call_llm"]);
         let plan = commits(&out)[0];
-        let record = plan.append.last().unwrap().compaction().unwrap();
+        let record = plan.append.iter().find_map(Message::compaction).unwrap();
         assert_eq!(
             (record.summary.as_deref(), record.at_version),
             (Some("they said go"), 9)
         );
         assert!(record.tokens_after < record.tokens_before);
+        let roles: Vec<Role> = plan.append.iter().map(|m| m.role).collect();
         assert_eq!(
-            plan.append[0].role,
-            Role::User,
-            "the turn's input rides on the compaction's commit"
+            roles,
+            [Role::System, Role::User],
+            "the record goes before the turn's input, which rides on its commit"
+        );
+        assert_eq!(
+            e.state().turn_start_history_len as usize,
+            e.history().len(),
+            "the turn starts after its input, the record before it"
         );
         assert_eq!(e.history().len(), stored + 1, "nothing is removed");
         assert!(e.state().usage.cost_usd > 0.0, "the summary is spent");
@@ -465,13 +489,162 @@ mod tests {
         );
         let record = commits(&out)[0]
             .append
-            .last()
-            .unwrap()
-            .compaction()
+            .iter()
+            .find_map(Message::compaction)
             .unwrap();
         assert_eq!(
             (record.strategy, record.cleared),
             (Strategy::ClearToolResults, 1)
         );
+    }
+
+    /// A compacted thread (one summary stored) whose next turn is in progress after it.
+    fn compacted(cfg: EngineConfig) -> Engine {
+        let mut e = Engine::new(cfg);
+        until_due(&mut e);
+        let out = e.apply(summary("earlier turns"));
+        assert_eq!(kinds(&out).last().map(String::as_str), Some("call_llm"));
+        assert_eq!(crate::context::fold(e.history()).count, 1);
+        e
+    }
+
+    #[test]
+    fn approvals_wait_and_resume_on_a_compacted_thread() {
+        let cfg = EngineConfig {
+            approval: gated().approval,
+            tools: gated().tools,
+            ..small_window(Strategy::Summarize)
+        };
+        let mut first = compacted(cfg.clone());
+        let out = first.apply(llm(vec![append_call("w")], 0.0));
+        let asks = ask_of(&out);
+        assert_eq!(asks.len(), 1, "{:?}", kinds(&out));
+        let mut restored = stored(&first);
+        restored.approvals = vec![settled(&asks[0], ApprovalStatus::Pending)];
+        let mut second = second_boot(cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored.clone())));
+        assert_eq!(
+            kinds(&out),
+            ["event:resume", "event:turn_resumed", "await:1"],
+            "the request survives: the compaction never covers the turn in progress"
+        );
+        restored.approvals = vec![settled(&asks[0], ApprovalStatus::Approved)];
+        let mut third = Engine::new(EngineConfig { epoch: 3, ..cfg });
+        let out = third.apply(Input::Restored(Some(restored)));
+        let write = run_of(&out);
+        assert_eq!(write.name, "file_write");
+        third.apply(result(&write.call_id));
+        assert!(crate::history::validate(third.history()).is_ok());
+    }
+
+    #[test]
+    fn a_crash_mid_turn_on_a_compacted_thread_is_repaired_back_to_its_input() {
+        let cfg = small_window(Strategy::Summarize);
+        let mut first = compacted(cfg.clone());
+        let out = first.apply(llm(vec![append_call("w")], 0.0));
+        let write = run_of(&out);
+        // Crash after the write's intent, before its outcome: the turn is cut back to its input
+        // and re-run; the summary before it stays.
+        let mut restored = stored(&first);
+        restored.ledger = vec![record(&write, ToolCallStatus::Intent, 1)];
+        let mut second = second_boot(cfg);
+        let out = second.apply(Input::Restored(Some(restored)));
+        assert!(
+            kinds(&out).contains(&"event:repair".to_string()),
+            "{:?}",
+            kinds(&out)
+        );
+        assert_eq!(
+            crate::context::fold(second.history()).count,
+            1,
+            "the compaction is before the turn's input: kept"
+        );
+        let view = crate::context::view(second.history(), &crate::context::fold(second.history()));
+        assert!(crate::history::validate(&view).is_ok());
+        assert!(view[0].text_content().contains("earlier turns"));
+    }
+
+    #[test]
+    fn a_compaction_mid_turn_that_a_repair_cuts_is_planned_again() {
+        let cfg = small_window(Strategy::Summarize);
+        let mut e = Engine::new(cfg.clone());
+        // Turns that each add a read's result; the compaction comes due between two rounds of
+        // a turn.
+        let mut seq = 0;
+        let plan = loop {
+            seq += 1;
+            let out = e.apply(message(seq));
+            if let Some(Effect::Compact { plan, .. }) = out.last() {
+                break plan.clone();
+            }
+            let out = e.apply(Input::Llm(LlmTurn {
+                usage: CallUsage {
+                    input_tokens: 250 * seq,
+                    ..Default::default()
+                },
+                ..match llm(vec![append_call(&format!("w{seq}"))], 0.0) {
+                    Input::Llm(t) => t,
+                    _ => unreachable!(),
+                }
+            }));
+            let write = run_of(&out);
+            let out = e.apply(result(&write.call_id));
+            if let Some(Effect::Compact { plan, .. }) = out.last() {
+                // Mid-turn: stored with the write's outcome; a crash after it cuts nothing.
+                assert!(plan.to < e.state().turn_start_history_len as usize);
+                break plan.clone();
+            }
+            e.apply(answer_after(250 * seq));
+        };
+        assert!(plan.to > plan.from);
+        let out = e.apply(summary("s"));
+        assert!(kinds(&out).contains(&"commit".to_string()));
+        assert!(
+            crate::history::validate(&crate::context::view(
+                e.history(),
+                &crate::context::fold(e.history())
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_requested_compaction_between_turns_moves_the_cursor_in_its_commit() {
+        let mut e = Engine::new(EngineConfig {
+            context: ContextPolicy {
+                window: None,
+                ..small_window(Strategy::Summarize).context
+            },
+            ..small_window(Strategy::Summarize)
+        });
+        for seq in 1..=4 {
+            e.apply(message(seq));
+            e.apply(answer_after(100));
+        }
+        let out = e.apply(Input::Control {
+            seq: 5,
+            control: ninetrix_proto::api::Control::Compact,
+        });
+        let Some(Effect::Compact { plan, .. }) = out.last() else {
+            panic!("{:?}", kinds(&out))
+        };
+        assert_eq!(
+            (plan.reason, plan.turns),
+            (CompactionReason::Requested, [1, 3])
+        );
+        let out = e.apply(summary("s"));
+        assert_eq!(
+            kinds(&out),
+            ["commit", "event:compacted"],
+            "no round between turns"
+        );
+        assert_eq!(commits(&out)[0].state.inbox_cursor, 5);
+        assert!(e.idle());
+        let out = e.apply(Input::Control {
+            seq: 6,
+            control: ninetrix_proto::api::Control::Compact,
+        });
+        assert_eq!(kinds(&out), ["commit", "event:compaction_skipped"]);
+        assert_eq!(commits(&out)[0].state.inbox_cursor, 6);
     }
 }
