@@ -14,6 +14,10 @@
 //! and the API all die at random, and the checks add that each of its turns delegated once, to a
 //! session of its own that did the task once, and got the reply as the call's outcome.
 //!
+//! The second appender's thread compacts its history every few turns (a small
+//! `runtime.context.window`): its compactions are SIGKILLed like any commit, and the checks add
+//! that no two of them cover the same turns.
+//!
 //! Triggers live through the API kills too: a schedule firing every second into a session and a
 //! signed webhook delivered once per fault (sometimes redelivered with the same id); the checks
 //! add that every scheduled second from the first fire to the last landed exactly once — none
@@ -47,6 +51,15 @@ use ninetrix_proto::api::{
 use ninetrix_proto::{Role, ThreadId};
 use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
+
+/// The appender with a window small enough that its thread compacts every few turns (the
+/// scripted model counts a token per four characters of what it is sent).
+fn compacting_spec() -> serde_json::Value {
+    let mut spec = appender_spec();
+    spec["runtime"]["context"] = serde_json::json!({"window": 1000, "window_source": "agentfile",
+        "compact_at": 0.5, "keep_recent": {"turns": 1}, "strategy": "summarize", "model": null});
+    spec
+}
 
 struct Slot {
     spec: serde_json::Value,
@@ -217,7 +230,20 @@ async fn chaos() {
             env: vec![NO_TURN_BUDGET],
         }
     };
-    let mut slots: Vec<Slot> = (0..2).map(|i| slot(i, appender_spec())).collect();
+    // The second appender's thread compacts every few turns (a small window): its compactions
+    // live through the kills too.
+    let mut slots: Vec<Slot> = (0..2)
+        .map(|i| {
+            slot(
+                i,
+                if i == 1 {
+                    compacting_spec()
+                } else {
+                    appender_spec()
+                },
+            )
+        })
+        .collect();
     slots.push(Slot {
         gated: true,
         ..slot(2, gated_spec())
@@ -529,11 +555,12 @@ async fn chaos() {
     }
     let fires = triggers.check(&url, &deliveries, seed).await;
     let mut totals = (0usize, 0usize, 0usize, 0usize);
+    let mut compactions = 0;
     for slot in &slots {
-        check(&admin, slot, seed, &mut totals).await;
+        compactions += check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries and {purged} threads purged mid-turn; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions and {purged} threads purged mid-turn; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -554,10 +581,16 @@ async fn chaos() {
     drop(session_replicas);
 }
 
-async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize, usize, usize)) {
+/// Checks one slot's thread; returns its compactions.
+async fn check(
+    admin: &Admin,
+    slot: &Slot,
+    seed: u64,
+    totals: &mut (usize, usize, usize, usize),
+) -> usize {
     let t = slot.thread;
     if slot.sent.is_empty() {
-        return;
+        return 0;
     }
     let latest = admin.latest(t).await;
     let h = &latest.history;
@@ -584,10 +617,32 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
         .collect();
     for (k, start) in inputs.iter().enumerate() {
         let end = inputs.get(k + 1).copied().unwrap_or(h.len());
-        let last = &h[end - 1];
+        // A compaction record made at the next turn's start stands between the two.
+        let Some(last) = h[*start..end]
+            .iter()
+            .rev()
+            .find(|m| m.compaction().is_none())
+        else {
+            unreachable!("the input itself is no record")
+        };
         assert!(
             last.role == Role::Assistant && last.tool_call_ids().next().is_none(),
             "seed {seed}: thread {t}: turn at {start} never completed"
+        );
+    }
+    // Compactions never cover turns twice: each starts where the one before ended.
+    let records: Vec<_> = h.iter().filter_map(|m| m.compaction()).collect();
+    for pair in records.windows(2) {
+        assert_eq!(
+            pair[1].from, pair[0].to,
+            "seed {seed}: thread {t}: compactions overlap: {pair:?}"
+        );
+    }
+    if slot.spec["runtime"].get("context").is_some() && slot.sent.len() >= 20 {
+        assert!(
+            !records.is_empty(),
+            "seed {seed}: thread {t}: {} turns never compacted",
+            slot.sent.len()
         );
     }
     // One linear chain of versions; epochs never go back (no stale write accepted).
@@ -626,7 +681,7 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
     if slot.delegator {
         check_handoffs(admin, slot, seed, &ledger, totals).await;
         totals.0 += slot.sent.len();
-        return;
+        return records.len();
     }
     let written = lines(&slot.workspace);
     assert!(
@@ -645,6 +700,7 @@ async fn check(admin: &Admin, slot: &Slot, seed: u64, totals: &mut (usize, usize
     totals.0 += slot.sent.len();
     totals.2 += ok;
     totals.3 += unknown;
+    records.len()
 }
 
 /// A gated slot: one request per turn (whatever the crashes), each decided once (one
