@@ -1,7 +1,9 @@
 //! Crash → resume: SIGKILL of a runner in the middle of a turn (during a tool call), restarted at
 //! once (as a process, so Docker's back-off is not included), until its first model request
-//! after boot — over 30 crashes, on a thread of 10 turns and on one of 1,000 turns (2 KB each:
-//! `latest` must not make a long thread slow to resume). Also the time to `boot` (claimed).
+//! after boot — over 30 crashes, on a thread of 10 turns, one of 1,000 turns (2 KB each:
+//! `latest` must not make a long thread slow to resume) and one of 2,000 turns compacted every
+//! 10 turns (a summary of 1.5 KB each: what a long-lived thread looks like). Also the time to
+//! `boot` (claimed), and the cost of a compaction's commit and the bytes it stores.
 //!
 //! Run: `cargo build --release -p ninetrix-cli && cargo bench -p ninetrix-e2e --bench resume`
 
@@ -52,26 +54,71 @@ fn start(api: &str, thread: ThreadId, ws: &std::path::Path) -> std::process::Chi
         .unwrap()
 }
 
+/// Bytes of each seeded compaction's summary.
+const SUMMARY_BYTES: usize = 1_500;
+
+/// A compaction record covering `from..to` (turns `first..=last`) with a summary of
+/// [`SUMMARY_BYTES`].
+fn compaction(from: u64, to: u64, first: u64, last: u64) -> Message {
+    Message::new(
+        Role::System,
+        vec![ninetrix_proto::Block::Compaction(
+            ninetrix_proto::context::Compaction {
+                strategy: ninetrix_proto::context::Strategy::Summarize,
+                reason: ninetrix_proto::context::CompactionReason::Threshold,
+                from,
+                to,
+                turns: [first, last],
+                summary: Some("s".repeat(SUMMARY_BYTES)),
+                native: None,
+                model: Some("scripted".into()),
+                tokens_before: 100_000,
+                tokens_after: 5_000,
+                cleared: 0,
+                at_version: 0,
+            },
+        )],
+    )
+}
+
 /// Gives `thread` `turns` finished turns of history (one commit each), as an earlier runner would
-/// have left them.
-async fn seed(client: &Client, thread: ThreadId, turns: u64) {
+/// have left them; with `compact_every`, a compaction record before every that many turns'
+/// input, covering all but the last two turns. Returns each compaction commit's time in ms.
+async fn seed(
+    client: &Client,
+    thread: ThreadId,
+    turns: u64,
+    compact_every: Option<u64>,
+) -> Vec<f64> {
     let epoch = client
         .claim(thread, &Default::default())
         .await
         .unwrap()
         .epoch;
+    let (mut len, mut covered, mut starts) = (0u64, 0u64, Vec::new());
+    let mut timings = Vec::new();
     for t in 1..=turns {
+        let mut append = Vec::new();
+        let compacting = compact_every.is_some_and(|n| t > 2 && t % n == 0);
+        if compacting {
+            // Everything before the last two turns.
+            let to: u64 = starts[starts.len() - 2];
+            append.push(compaction(covered, to, 1, t - 3));
+            covered = to;
+            len += 1;
+        }
+        starts.push(len);
+        append.push(Message::text(Role::User, format!("question {t}")));
+        append.push(Message::text(Role::Assistant, "a".repeat(ANSWER_BYTES)));
+        len += 2;
         let request = CommitRequest {
             epoch,
             parent_version: t - 1,
             truncate_to: None,
-            append: vec![
-                Message::text(Role::User, format!("question {t}")),
-                Message::text(Role::Assistant, "a".repeat(ANSWER_BYTES)),
-            ],
+            append,
             state: CheckpointState {
                 turn_seq: t,
-                turn_start_history_len: 2 * t - 1,
+                turn_start_history_len: len - 1,
                 status: ThreadStatus::Idle,
                 inbox_cursor: 0,
                 usage: Default::default(),
@@ -85,8 +132,13 @@ async fn seed(client: &Client, thread: ThreadId, turns: u64) {
             approvals: Vec::new(),
             handoff_reply: None,
         };
+        let started = Instant::now();
         client.commit(thread, &request).await.unwrap();
+        if compacting {
+            timings.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
     }
+    timings
 }
 
 /// Times from the kill to `boot` and to the first model request of the resumed turn, in ms.
@@ -94,10 +146,11 @@ async fn crashes(
     api: &str,
     client: &Client,
     history: u64,
+    compact_every: Option<u64>,
     ws: &std::path::Path,
 ) -> (Vec<f64>, Vec<f64>) {
     let thread = ThreadId::new_v7();
-    seed(client, thread, history).await;
+    seed(client, thread, history, compact_every).await;
     let mut seen = 0u64;
     let events = |after: u64| {
         let client = client.clone();
@@ -191,8 +244,13 @@ fn main() {
         println!("| SIGKILL mid-tool → (process restarted at once) | history | p50 ms | p95 ms |");
         println!("|---|---:|---:|---:|");
         let mut medians = Vec::new();
-        for history in [10, 1_000] {
-            let (mut to_boot, mut to_model) = crashes(&api.url, &client, history, &ws).await;
+        for (history, compact_every) in [(10, None), (1_000, None), (2_000, Some(10))] {
+            let (mut to_boot, mut to_model) =
+                crashes(&api.url, &client, history, compact_every, &ws).await;
+            let history = match compact_every {
+                Some(n) => format!("{history} (compacted every {n})"),
+                None => history.to_string(),
+            };
             println!(
                 "| runner claimed its thread (`boot`) | {history} turns | {:.1} | {:.1} |",
                 p(&mut to_boot, 0.5),
@@ -207,8 +265,28 @@ fn main() {
         }
         println!(
             "\n{CRASHES} crashes per thread; times from the kill (host clock) to the runner's own event time. \
-             1,000 turns / 10 turns, first model request p50: {:.2}×",
-            medians[1] / medians[0]
+             First model request p50, 1,000 turns / 10 turns: {:.2}×; 2,000 compacted / 10: {:.2}×",
+            medians[1] / medians[0],
+            medians[2] / medians[0]
+        );
+        // A compaction's commit: on a thread of 2,000 turns, one record of a 1.5 KB summary
+        // with the next turn; the record as the API stores it (its message JSON).
+        let thread = ThreadId::new_v7();
+        let mut timings = seed(&client, thread, 2_000, Some(10)).await;
+        let plain = ThreadId::new_v7();
+        let started = Instant::now();
+        seed(&client, plain, 200, None).await;
+        let turn_ms = started.elapsed().as_secs_f64() * 1000.0 / 200.0;
+        let record = serde_json::to_string(&compaction(0, 100, 1, 50)).unwrap().len();
+        println!(
+            "\n| compaction commit (record + the next turn) | p50 ms | p95 ms | a plain turn commit, mean ms | bytes stored per compaction (the record's JSON) |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        println!(
+            "| on a 2,000-turn thread, {} compactions | {:.2} | {:.2} | {turn_ms:.2} | {record} |",
+            timings.len(),
+            p(&mut timings, 0.5),
+            p(&mut timings, 0.95),
         );
     });
 }

@@ -447,6 +447,13 @@ impl Reply<'_> {
             TraceEvent::Outage(o) if progress => {
                 self.say(format!("  {}; it answers again", o.text()))
             }
+            TraceEvent::Compacted(c) if in_turn && progress => self.say(format!(
+                "  compacted turns {}–{} first ({} → {} tokens)",
+                c.turns[0],
+                c.turns[1],
+                ninetrix_proto::context::tokens_short(c.tokens_before),
+                ninetrix_proto::context::tokens_short(c.tokens_after)
+            )),
             TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) if in_turn && progress => {
                 self.say(format!("  tool {} {}", t.name, t.mode.as_str()))
             }
