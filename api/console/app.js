@@ -370,13 +370,11 @@ async function triggerView(pool, name) {
 
 // ---- memory ----
 
-// The query that names one memory file (its pool, agent, scope and session, and its path).
+// The query that names one memory file (its pool and agent, its session for a session's memory,
+// and its path).
 function memoryQuery(f) {
   const q = new URLSearchParams({ pool: f.pool, agent: f.agent, path: f.path });
-  if (f.scope === "session") {
-    q.set("scope", "session");
-    q.set("session", f.session);
-  }
+  if (f.scope === "session") q.set("session", f.session);
   return q.toString();
 }
 

@@ -31,7 +31,6 @@ impl MemoryOf {
             ("path", path.to_string()),
         ];
         if let Some(key) = &self.session {
-            q.push(("scope", MemoryScope::Session.as_str().to_string()));
             q.push(("session", key.clone()));
         }
         q

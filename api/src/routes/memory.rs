@@ -10,8 +10,9 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::api::{
-    ErrorBody, ErrorCode, MemoriesDeleted, MemoryCommand, MemoryFile, MemoryFileContent,
-    MemoryOpRequest, MemoryOpResult, MemoryScope, MemoryWrite, memory_path,
+    ErrorBody, ErrorCode, MEMORY_ROOT, MemoriesDeleted, MemoryCommand, MemoryFile,
+    MemoryFileContent, MemoryFilePath, MemoryOpRequest, MemoryOpResult, MemoryScope, MemoryWrite,
+    check_op_key, memory_path,
 };
 use serde::Deserialize;
 
@@ -35,7 +36,7 @@ const MAX_MEMORIES_PAGE: u32 = 1000;
     request_body = MemoryOpRequest,
     responses((status = 200, body = MemoryOpResult, description = "the command's result (`is_error`: it failed and changed nothing)"),
         (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `key_reused`: the `op_key` was used for another command"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: a malformed command; `invalid_key`: an empty or too long `op_key`; `unlabelled_thread`: the thread has no pool and agent"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: a malformed command; `invalid_key`: an `op_key` that is not 1 to 64 characters without control characters or `:`; `unlabelled_thread`: the thread has no pool and agent"),
         (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
@@ -44,6 +45,11 @@ pub(crate) async fn op(
     State(app): State<App>,
     ApiJson(request): ApiJson<MemoryOpRequest>,
 ) -> Result<axum::Json<MemoryOpResult>, ApiError> {
+    check_op_key(&request.op_key).map_err(|message| ApiError::Rejected {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code: ErrorCode::InvalidKey,
+        message,
+    })?;
     let result = if request.op.reads_only() {
         app.store.memory_view(id, request).await?
     } else {
@@ -62,14 +68,22 @@ pub(crate) async fn op(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MemoriesQuery {
-    /// The pool.
+    /// The pool (a name as in the agentfile).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     pool: String,
-    /// Only this agent's.
+    /// Only this agent's (a name as in the agentfile).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     agent: Option<String>,
     /// Only this scope's (`agent` or `session`).
     #[param(value_type = Option<MemoryScope>)]
     scope: Option<MemoryScope>,
-    /// Only this session's (scope `session`; a thread that is not a session's: its ID).
+    /// Only this session's (scope `session`; a thread that is not a session's: its ID): 1 to
+    /// 200 characters, none of them a control, bidirectional-control or line-separator character.
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+    )]
     session: Option<String>,
     /// At most this many: 1 to 1000 (1000 when left out).
     #[param(minimum = 1, maximum = 1000)]
@@ -77,6 +91,14 @@ pub(crate) struct MemoriesQuery {
     /// Skip this many (0 to 2^32−1).
     #[param(value_type = Option<u64>, maximum = 4294967295_i64)]
     offset: Option<u32>,
+}
+
+/// A session key in the query (400 `invalid_query`): the rule of `POST /v1/sessions`.
+fn check_session(key: &str) -> Result<(), ApiError> {
+    ninetrix_proto::sessions::check_key(key).map_err(|e| ApiError::BadRequest {
+        code: ErrorCode::InvalidQuery,
+        message: format!("`session`: {e}"),
+    })
 }
 
 /// A pool or agent name in the query (400 `invalid_query`).
@@ -103,6 +125,9 @@ pub(crate) async fn list(
     if let Some(agent) = &q.agent {
         check_name("agent", agent)?;
     }
+    if let Some(key) = &q.session {
+        check_session(key)?;
+    }
     let filter = MemoryFilter {
         pool: q.pool,
         agent: q.agent,
@@ -119,16 +144,22 @@ pub(crate) async fn list(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MemoryFileQuery {
-    /// The pool.
+    /// The pool (a name as in the agentfile).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     pool: String,
-    /// The agent.
+    /// The agent (a name as in the agentfile).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     agent: String,
-    /// Whose memory: `agent` (the default) or `session`.
-    #[param(value_type = Option<MemoryScope>)]
-    scope: Option<MemoryScope>,
-    /// For scope `session`: the session key (a thread that is not a session's: its ID).
+    /// A session's memory (scope `session`): its key — for a thread that is not a session's, its
+    /// ID. Left out: the agent's own memory (scope `agent`).
+    #[param(
+        min_length = 1,
+        max_length = 200,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+    )]
     session: Option<String>,
-    /// The file (a directory, for a deletion): `/memories/…`.
+    /// The file (a directory, for a deletion) under `/memories`: `/memories/NAME/…`.
+    #[param(value_type = MemoryFilePath, inline)]
     path: String,
 }
 
@@ -137,26 +168,25 @@ impl MemoryFileQuery {
     fn target(self) -> Result<(MemorySpace, String), ApiError> {
         check_name("pool", &self.pool)?;
         check_name("agent", &self.agent)?;
-        let bad = |message: String| ApiError::BadRequest {
+        let (scope, session) = match self.session {
+            Some(key) => {
+                check_session(&key)?;
+                (MemoryScope::Session, key)
+            }
+            None => (MemoryScope::Agent, String::new()),
+        };
+        let path = memory_path(&self.path).map_err(|e| ApiError::BadRequest {
             code: ErrorCode::InvalidQuery,
-            message,
-        };
-        let scope = self.scope.unwrap_or_default();
-        let session = match (scope, self.session) {
-            (MemoryScope::Agent, None) => String::new(),
-            (MemoryScope::Session, Some(key)) if !key.is_empty() => key,
-            (MemoryScope::Agent, Some(_)) => {
-                return Err(bad(
-                    "`session` names a session's memory: give it with `scope=session`".into(),
-                ));
-            }
-            (MemoryScope::Session, _) => {
-                return Err(bad(
-                    "`scope=session` needs `session`: the session key (for a thread that is not a session's, its ID)".into(),
-                ));
-            }
-        };
-        let path = memory_path(&self.path).map_err(|e| bad(e.0))?;
+            message: e.0,
+        })?;
+        if path == MEMORY_ROOT {
+            return Err(ApiError::BadRequest {
+                code: ErrorCode::InvalidQuery,
+                message: format!(
+                    "`path` {MEMORY_ROOT} is the memory directory itself: name a file or directory under it (`DELETE /v1/memories` deletes whole memories)"
+                ),
+            });
+        }
         Ok((
             MemorySpace {
                 pool: self.pool,
@@ -206,7 +236,7 @@ fn refused(refusal: Refusal, text: String, space: &MemorySpace) -> ApiError {
 #[utoipa::path(get, path = "/v1/memories/file", tag = "admin", operation_id = "memory_file", params(MemoryFileQuery),
     responses((status = 200, body = MemoryFileContent, description = "the file"),
         (status = 404, body = ErrorBody, description = "`not_found`: no such file in that memory"),
-        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, scope, session or path; `invalid_text`: a value with U+0000"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, session or path; `invalid_text`: a value with U+0000"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn get_file(
@@ -230,7 +260,7 @@ pub(crate) async fn get_file(
     responses((status = 200, body = MemoryFile, description = "written"),
         (status = 409, body = ErrorBody, description = "`memory_conflict`: the path is a directory, or a file is where a directory of it would be"),
         (status = 422, body = ErrorBody, description = "`memory_limit`: the file over 100 KiB, or the memory over 1 MiB or 1,000 files; `invalid_body`: a malformed body"),
-        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, scope, session or path (`/memories` itself is a directory); `invalid_text`: a value with U+0000"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, session or path (`/memories` itself is a directory); `invalid_text`: a value with U+0000"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn put_file(
@@ -261,7 +291,7 @@ pub(crate) async fn put_file(
 #[utoipa::path(delete, path = "/v1/memories/file", tag = "admin", operation_id = "delete_memory_file", params(MemoryFileQuery),
     responses((status = 200, body = MemoriesDeleted, description = "deleted"),
         (status = 404, body = ErrorBody, description = "`not_found`: nothing at that path in that memory"),
-        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, scope, session or path (`/memories` itself is not deleted: `DELETE /v1/memories` is); `invalid_text`: a value with U+0000"),
+        (status = 400, body = ErrorBody, description = "`invalid_query`: a missing or malformed name, session or path (`/memories` itself is not deleted: `DELETE /v1/memories` is); `invalid_text`: a value with U+0000"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn delete_file(
@@ -287,9 +317,11 @@ pub(crate) async fn delete_file(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PurgeMemoriesQuery {
-    /// The pool.
+    /// The pool (a name as in the agentfile).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     pool: String,
     /// Only this agent's (every scope and session of it).
+    #[param(min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$")]
     agent: Option<String>,
 }
 

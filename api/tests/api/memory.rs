@@ -447,14 +447,51 @@ async fn people_list_read_edit_delete_and_purge(backend: Backend) {
     let (status, body) = api
         .admin(
             Method::GET,
-            "/v1/memories/file?pool=p&agent=a&scope=session&path=/memories/x",
+            "/v1/memories/file?pool=p&agent=a&path=/memories",
             None,
         )
         .await;
     assert_eq!(
         status,
         StatusCode::BAD_REQUEST,
-        "scope=session needs a session: {body}"
+        "the memory directory itself: {body}"
+    );
+    let (status, body) = api
+        .admin(
+            Method::GET,
+            "/v1/memories/file?pool=p&agent=a&session=&path=/memories/x",
+            None,
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "an empty session key: {body}"
+    );
+    // A session's file: `session` names it.
+    let (status, body) = api
+        .admin(
+            Method::PUT,
+            "/v1/memories/file?pool=p&agent=a&session=k&path=/memories/s.md",
+            Some(json!({"content": "mine"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["scope"], &body["session"]),
+        (StatusCode::OK, &json!("session"), &json!("k")),
+        "{body}"
+    );
+    let (status, body) = api
+        .admin(
+            Method::POST,
+            format!("/v1/runners/threads/{}/memory", ThreadId::new_v7()),
+            Some(json!({"epoch": 1, "op_key": "a:b", "op": view("/memories")})),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("invalid_key")),
+        "{body}"
     );
     let (status, gone) = api
         .admin(
@@ -489,7 +526,7 @@ async fn people_list_read_edit_delete_and_purge(backend: Backend) {
     let (status, purged) = api.admin(Method::DELETE, "/v1/memories?pool=p", None).await;
     assert_eq!(
         (status, &purged["files"]),
-        (StatusCode::OK, &json!(2)),
+        (StatusCode::OK, &json!(3)),
         "{purged}"
     );
     let (_, left) = api.admin(Method::GET, "/v1/memories?pool=p", None).await;

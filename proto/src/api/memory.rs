@@ -18,10 +18,61 @@ pub const MAX_MEMORY_FILE_BYTES: u64 = 100 * 1024;
 pub const MAX_MEMORY_BYTES: u64 = 1024 * 1024;
 /// Most files one memory holds.
 pub const MAX_MEMORY_FILES: u64 = 1000;
-/// Most bytes of a memory path.
-pub const MAX_MEMORY_PATH_BYTES: usize = 512;
-/// Most bytes of one name (a segment between slashes) of a memory path.
-pub const MAX_MEMORY_NAME_BYTES: usize = 255;
+/// Most characters of a memory path.
+pub const MAX_MEMORY_PATH_CHARS: usize = 512;
+/// Most characters of one name (a segment between slashes) of a memory path.
+pub const MAX_MEMORY_NAME_CHARS: usize = 255;
+/// Most characters of an op key (a ledger key is 64 hex digits).
+pub const MAX_OP_KEY_CHARS: usize = 64;
+
+/// [`memory_path`]'s rule as a JSON Schema pattern, for a path below `/memories` (a file or a
+/// directory under it, not `/memories` itself): names of 1 to 255 characters other than `/` and
+/// the characters of [`crate::text::is_unsafe_char`], none of them `.` or `..`; one trailing
+/// slash allowed. (At most [`MAX_MEMORY_PATH_CHARS`] in all is the schema's `maxLength`.)
+pub const MEMORY_FILE_PATH_PATTERN: &str = concat!(
+    "^/memories(?:/(?:",
+    "[^./\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]",
+    "[^/\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]{0,254}",
+    "|\\.[^./\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]",
+    "[^/\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]{0,253}",
+    "|\\.\\.[^/\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]{1,253}",
+    "))+/?$"
+);
+
+/// A memory file's path in a query (its schema only): [`MEMORY_FILE_PATH_PATTERN`], at most
+/// [`MAX_MEMORY_PATH_CHARS`] characters.
+#[cfg(feature = "openapi")]
+pub struct MemoryFilePath;
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for MemoryFilePath {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .min_length(Some(11))
+            .max_length(Some(MAX_MEMORY_PATH_CHARS))
+            .pattern(Some(MEMORY_FILE_PATH_PATTERN))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl ToSchema for MemoryFilePath {}
+
+/// Whether `key` can be an op key: 1 to [`MAX_OP_KEY_CHARS`] characters, no control character
+/// and no `:` (as a ledger key); the message says what is wrong.
+pub fn check_op_key(key: &str) -> Result<(), String> {
+    let n = key.chars().count();
+    if n == 0 || n > MAX_OP_KEY_CHARS {
+        return Err(format!(
+            "`op_key` must have 1 to {MAX_OP_KEY_CHARS} characters (it has {n}): the call's ledger key"
+        ));
+    }
+    if key.chars().any(|c| c.is_control() || c == ':') {
+        return Err("`op_key` must not hold control characters or `:`".into());
+    }
+    Ok(())
+}
 
 /// Whose memory: the agent's (shared by every session and replica) or one session's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -67,8 +118,11 @@ pub enum MemoryCommand {
         path: String,
         /// `[first, last]` line, 1-based; `last` -1 reads to the end.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[cfg_attr(feature = "openapi", schema(min_items = 2, max_items = 2))]
-        view_range: Option<Vec<i64>>,
+        #[cfg_attr(
+            feature = "openapi",
+            schema(value_type = Option<Vec<i64>>, min_items = 2, max_items = 2)
+        )]
+        view_range: Option<[i64; 2]>,
     },
     /// Creates the file, or overwrites it.
     Create {
@@ -230,7 +284,8 @@ pub struct MemoryPathError(pub String);
 
 /// The canonical form of a memory path: `/memories` or `/memories/<name>/…`, without a trailing
 /// slash; or why not (the message names the path and says what a path must be). Empty names
-/// (`//`), `.` and `..`, control characters and names or paths that are too long are refused.
+/// (`//`), `.` and `..`, control characters and names or paths that are too long are refused;
+/// one trailing slash is dropped.
 pub fn memory_path(raw: &str) -> Result<String, MemoryPathError> {
     let refuse = |why: &str| {
         MemoryPathError(format!(
@@ -244,9 +299,15 @@ pub fn memory_path(raw: &str) -> Result<String, MemoryPathError> {
             u32::from(c)
         )));
     }
-    let trimmed = match raw.trim_end_matches('/') {
-        "" if raw.starts_with('/') => "/",
-        t => t,
+    let n = raw.chars().count();
+    if n > MAX_MEMORY_PATH_CHARS {
+        return Err(refuse(&format!(
+            "is {n} characters long (at most {MAX_MEMORY_PATH_CHARS})"
+        )));
+    }
+    let trimmed = match raw.strip_suffix('/') {
+        Some("") | None => raw,
+        Some(t) => t,
     };
     let Some(rest) = trimmed.strip_prefix(MEMORY_ROOT) else {
         return Err(refuse("is not under /memories"));
@@ -261,20 +322,14 @@ pub fn memory_path(raw: &str) -> Result<String, MemoryPathError> {
         match name {
             "" => return Err(refuse("has an empty name (`//`)")),
             "." | ".." => return Err(refuse("has `.` or `..` in it")),
-            n if n.len() > MAX_MEMORY_NAME_BYTES => {
+            n if n.chars().count() > MAX_MEMORY_NAME_CHARS => {
                 return Err(refuse(&format!(
-                    "has a name of {} bytes (at most {MAX_MEMORY_NAME_BYTES})",
-                    n.len()
+                    "has a name of {} characters (at most {MAX_MEMORY_NAME_CHARS})",
+                    n.chars().count()
                 )));
             }
             _ => {}
         }
-    }
-    if trimmed.len() > MAX_MEMORY_PATH_BYTES {
-        return Err(refuse(&format!(
-            "is {} bytes long (at most {MAX_MEMORY_PATH_BYTES})",
-            trimmed.len()
-        )));
     }
     Ok(trimmed.to_string())
 }
@@ -307,10 +362,23 @@ mod tests {
             assert!(e.contains(why), "{bad:?}: {e}");
             assert!(e.contains(&format!("{bad:?}")), "names the path: {e}");
         }
-        let long = format!("/memories/{}", "a".repeat(256));
-        assert!(memory_path(&long).unwrap_err().0.contains("256 bytes"));
+        let long = format!("/memories/{}", "é".repeat(256));
+        assert!(memory_path(&long).unwrap_err().0.contains("256 characters"));
+        assert!(memory_path(&format!("/memories/{}", "é".repeat(255))).is_ok());
         let deep = format!("/memories/{}", ["abcdefgh"; 60].join("/"));
-        assert!(memory_path(&deep).unwrap_err().0.contains("bytes long"));
+        assert!(
+            memory_path(&deep)
+                .unwrap_err()
+                .0
+                .contains("characters long")
+        );
+        assert!(
+            memory_path("/memories//").is_err(),
+            "one trailing slash only"
+        );
+        assert_eq!(check_op_key(&"a".repeat(64)), Ok(()));
+        assert!(check_op_key(&"a".repeat(65)).is_err());
+        assert!(check_op_key("a:b").is_err() && check_op_key("").is_err());
     }
 
     #[test]

@@ -8,12 +8,11 @@
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     ErrorCode, MemoryCommand, MemoryFile, MemoryFileContent, MemoryOpRequest, MemoryOpResult,
-    MemoryScope,
+    MemoryScope, check_op_key,
 };
 use sha2::{Digest, Sha256};
 
 use crate::memory_rules::{self, Change, Files, Outcome};
-use crate::store::checks::check_key;
 use crate::store::codec::{corrupt, time, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, Query, QueryAs, Record, for_write, query, query_as};
 use crate::store::{StoreError, StoreResult};
@@ -229,7 +228,10 @@ pub(crate) async fn memory_op<C: Conn>(
     request: &MemoryOpRequest,
     now: i64,
 ) -> StoreResult<MemoryOpResult> {
-    check_key("op_key", &request.op_key)?;
+    check_op_key(&request.op_key).map_err(|message| StoreError::Invalid {
+        code: ErrorCode::InvalidKey,
+        message,
+    })?;
     let row = fenced_thread(c, id, request.epoch).await?;
     let space = MemorySpace::of_thread(id, row.pool, row.agent, row.session, request.scope)?;
     let digest = digest(request.scope, &request.op);
