@@ -221,6 +221,10 @@ pub struct ToolSpec {
     /// `write`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<HandoffTarget>,
+    /// For `memory`: whose memory its calls use — the agent's (shared by every session and
+    /// replica; the default) or the session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ninetrix_proto::api::MemoryScope>,
 }
 
 /// The collaborator behind an `ask_<agent>` tool.
@@ -244,6 +248,7 @@ impl ToolSpec {
             mcp: None,
             verify: None,
             handoff: None,
+            scope: None,
         }
     }
 
@@ -260,6 +265,7 @@ impl ToolSpec {
                 agent: agent.to_string(),
                 about,
             }),
+            scope: None,
         }
     }
 

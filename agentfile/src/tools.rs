@@ -7,7 +7,8 @@ pub use ninetrix_proto::effects::Effect;
 
 /// The effect class of one call of a tool: the agentfile's pinned class if it set one, else the
 /// builtin's rule for these arguments (`file_write` in append mode and `http_request` with a
-/// method other than GET/HEAD are `write`).
+/// method other than GET/HEAD are `write`; `memory`'s `view` is `read`, its other commands
+/// `idempotent`: the API applies each once per ledger key, so repeating one is harmless).
 pub fn call_effect(tool: &str, default: Effect, pinned: bool, args: &serde_json::Value) -> Effect {
     if pinned {
         return default;
@@ -16,6 +17,7 @@ pub fn call_effect(tool: &str, default: Effect, pinned: bool, args: &serde_json:
         "file_write" if args.get("mode").and_then(|m| m.as_str()) == Some("append") => {
             Effect::Write
         }
+        MEMORY if args.get("command").and_then(|c| c.as_str()) == Some("view") => Effect::Read,
         "http_request" => {
             let method = args.get("method").and_then(|m| m.as_str()).unwrap_or("GET");
             if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") {
@@ -33,6 +35,7 @@ pub fn effect_label(tool: &str, effect: Effect, pinned: bool) -> String {
     match (tool, pinned) {
         ("file_write", false) => "idempotent; append: write".to_string(),
         ("http_request", false) => "GET/HEAD: read; others: write".to_string(),
+        (MEMORY, false) => "view: read; others: idempotent".to_string(),
         _ => effect.as_str().to_string(),
     }
 }
@@ -80,6 +83,11 @@ pub const BUILTINS: &[Builtin] = &[
         effect: Effect::Write,
         summary: "run a command with /bin/sh (only in images that have one)",
     },
+    Builtin {
+        name: MEMORY,
+        effect: Effect::Idempotent,
+        summary: "files under /memories that outlive the conversation, kept by the checkpoint API (view, create, str_replace, insert, delete, rename)",
+    },
     // No side effect: the runner never executes it. It stores the question, and the person's
     // answer becomes the call's result.
     Builtin {
@@ -92,6 +100,10 @@ pub const BUILTINS: &[Builtin] = &[
 /// The builtin that asks a person a question; its calls always wait for an answer, so
 /// `human_approval` never gates them.
 pub const ASK_HUMAN: &str = "ask_human";
+
+/// The builtin memory tool (Anthropic's memory tool's commands over files under `/memories`,
+/// stored in the checkpoint API per agent or per session).
+pub const MEMORY: &str = "memory";
 
 /// Looks up a builtin by name.
 pub fn builtin(name: &str) -> Option<&'static Builtin> {
@@ -109,7 +121,6 @@ pub const NINETRIX_ALIASES: &[(&str, &[&str])] = &[
 
 /// Ninetrix builtins that ninetrix does not have yet.
 pub const NINETRIX_UNSUPPORTED: &[&str] = &[
-    "memory",
     "scheduler",
     "web_search",
     "web_browse",

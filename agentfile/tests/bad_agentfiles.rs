@@ -344,6 +344,20 @@ fn cases() -> Vec<Case> {
             "the base image is given twice",
         ),
         case(
+            "unknown memory scope",
+            &agent("    tools:\n      - { name: memory, scope: team }\n"),
+            "invalid_value",
+            (7, 32),
+            "unknown memory scope `team`",
+        ),
+        case(
+            "scope on a tool other than memory",
+            &agent("    tools:\n      - { name: file_read, scope: agent }\n"),
+            "invalid_value",
+            (7, 35),
+            "`scope` only applies to the `memory` tool, not `file_read`",
+        ),
+        case(
             "unknown resume mode",
             &agent("    execution:\n      resume: replay\n"),
             "invalid_value",

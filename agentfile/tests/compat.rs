@@ -139,3 +139,37 @@ fn the_resolved_spec_round_trips_through_json() {
         assert_eq!(&back, agent);
     }
 }
+
+#[test]
+fn the_memory_builtin_maps_onto_ours_with_its_scope() {
+    let af = parse(
+        r#"
+agents:
+  shared:
+    runtime: { provider: scripted, script: [{ text: hi }] }
+    tools: [builtin://memory]
+  own:
+    runtime: { provider: scripted, script: [{ text: hi }] }
+    tools:
+      - { name: memory, scope: session }
+"#,
+    );
+    let shared = &af.agent("shared").unwrap().tools[0];
+    assert_eq!(
+        (shared.name.as_str(), shared.effect, shared.scope),
+        ("memory", Effect::Idempotent, None),
+        "scope `agent` by default"
+    );
+    let own = &af.agent("own").unwrap().tools[0];
+    assert_eq!(own.scope, Some(ninetrix_proto::api::MemoryScope::Session));
+    let view = serde_json::json!({"command": "view", "path": "/memories"});
+    let edit = serde_json::json!({"command": "str_replace", "path": "/memories/a", "old_str": "x", "new_str": "y"});
+    assert_eq!(
+        agentfile::tools::call_effect("memory", own.effect, false, &view),
+        Effect::Read
+    );
+    assert_eq!(
+        agentfile::tools::call_effect("memory", own.effect, false, &edit),
+        Effect::Idempotent
+    );
+}

@@ -1,4 +1,5 @@
-// The ninetrix web console: threads and their crash lineage, the approvals inbox, triggers. It
+// The ninetrix web console: threads and their crash lineage, the approvals inbox, triggers, the
+// agents' memories. It
 // calls the same API routes as the CLI; the sign-in is an HttpOnly cookie the page never sees,
 // and every request that changes something carries the X-Ninetrix-Console header (CSRF). No
 // framework, no build step: text goes into the page with textContent only, never as HTML.
@@ -367,6 +368,79 @@ async function triggerView(pool, name) {
   }
 }
 
+// ---- memory ----
+
+// The query that names one memory file (its pool and agent, its session for a session's memory,
+// and its path).
+function memoryQuery(f) {
+  const q = new URLSearchParams({ pool: f.pool, agent: f.agent, path: f.path });
+  if (f.scope === "session") q.set("session", f.session);
+  return q.toString();
+}
+
+// Every pool's memory files (the pools are those with threads), each opening in an editor.
+async function memoryView() {
+  const view = el("section", {}, el("h1", {}, "Memory"));
+  const editor = el("div", { id: "memory-editor" });
+  show(view);
+  try {
+    const threads = await api("GET", "/v1/threads?limit=1000");
+    const pools = [...new Set(threads.map((t) => t.pool).filter(Boolean))].sort();
+    let any = false;
+    for (const pool of pools) {
+      const files = await api("GET", `/v1/memories?pool=${encodeURIComponent(pool)}`);
+      if (!files.length) continue;
+      any = true;
+      view.append(el("h2", {}, pool), el("table", {},
+        el("tr", {}, ...["agent", "scope", "session", "path", "size", "updated"].map((h) => el("th", {}, h))),
+        ...files.map((f) => el("tr", { class: "link", "data-memory": f.path, onclick: () => openMemory(f, editor) },
+          el("td", {}, f.agent), el("td", {}, f.scope), el("td", {}, f.session || "-"),
+          el("td", { class: "mono" }, f.path), el("td", {}, `${f.size} B`), el("td", { class: "dim" }, ago(f.updated_at))))));
+    }
+    if (!any) view.append(el("p", { class: "dim" }, "No memories yet: agents with the `memory` tool write them."));
+    view.append(editor);
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// One memory file in an editor: Save overwrites it, Delete removes it.
+async function openMemory(f, editor) {
+  const q = memoryQuery(f);
+  const note = el("p", { class: "error", role: "alert" });
+  editor.replaceChildren(note);
+  try {
+    const file = await api("GET", `/v1/memories/file?${q}`);
+    const text = el("textarea", { class: "memory", rows: "18", "aria-label": "content" });
+    text.value = file.content;
+    const save = async () => {
+      note.textContent = "";
+      try {
+        await api("PUT", `/v1/memories/file?${q}`, { content: text.value });
+        await memoryView();
+      } catch (e) {
+        note.textContent = e.message;
+      }
+    };
+    const remove = async () => {
+      if (!window.confirm(`Delete ${f.path} from ${f.agent}'s memory?`)) return;
+      note.textContent = "";
+      try {
+        await api("DELETE", `/v1/memories/file?${q}`);
+        await memoryView();
+      } catch (e) {
+        note.textContent = e.message;
+      }
+    };
+    const whose = f.scope === "session" ? `session ${f.session} of ${f.agent}` : `agent ${f.agent}`;
+    editor.replaceChildren(el("h3", {}, el("span", { class: "mono" }, f.path), " ", el("span", { class: "dim" }, `${f.pool} · ${whose}`)),
+      text, el("p", {}, el("button", { onclick: save, "data-action": "save" }, "Save"), " ",
+        el("button", { onclick: remove, "data-action": "delete" }, "Delete")), note);
+  } catch (e) {
+    note.textContent = e.message;
+  }
+}
+
 // ---- routing ----
 
 function route() {
@@ -378,6 +452,7 @@ function route() {
   else if (parts[0] === "approvals") approvalsView();
   else if (parts[0] === "triggers" && parts[2]) triggerView(parts[1], parts[2]);
   else if (parts[0] === "triggers") triggersView();
+  else if (parts[0] === "memory") memoryView();
 }
 
 window.addEventListener("hashchange", route);

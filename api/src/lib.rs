@@ -22,6 +22,7 @@ mod hooks;
 mod hub;
 pub mod labels;
 mod listener;
+pub mod memory_rules;
 mod names;
 mod routes;
 pub mod scheduler;

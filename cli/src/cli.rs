@@ -99,6 +99,7 @@ impl Command {
             Command::Run(a) => Some(&mut a.file),
             Command::Approvals(a) => Some(&mut a.file),
             Command::Sessions(a) => Some(&mut a.file),
+            Command::Memory(a) => Some(&mut a.file),
             Command::Triggers(a) => Some(&mut a.file),
             Command::Api(_)
             | Command::K8s(_)
@@ -127,6 +128,7 @@ impl Command {
             Command::Run(a) => Some(&mut a.pool),
             Command::Approvals(a) => Some(&mut a.pool),
             Command::Sessions(a) => Some(&mut a.pool),
+            Command::Memory(a) => Some(&mut a.pool),
             Command::Triggers(a) => Some(&mut a.pool),
             Command::Init(_)
             | Command::Api(_)
@@ -247,6 +249,13 @@ pub enum Command {
     Trace(TraceArgs),
     /// List a pool's sessions: key, thread, owning replica, status, last activity.
     Sessions(crate::commands::sessions::SessionsArgs),
+    /// List, print or delete a pool's agent memories (the `memory` tool's files).
+    ///
+    /// An agent with the `memory` tool keeps files under `/memories` in the checkpoint API: its
+    /// own memory, shared by every session and replica (scope `agent`), or one per session (scope
+    /// `session`; a replica's own thread keeps its under its thread ID). They outlive
+    /// conversations; `ninetrix down --purge` deletes them.
+    Memory(crate::commands::memory::MemoryArgs),
     /// List a pool's schedules and webhooks; fire one now or show its history.
     ///
     /// `ninetrix up` registers the agentfile's `triggers:` with the checkpoint API, which fires

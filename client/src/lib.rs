@@ -13,6 +13,7 @@
 mod admin;
 mod error;
 pub mod http;
+mod memory;
 mod runner;
 pub mod sse;
 mod triggers;
@@ -28,6 +29,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use admin::{ApprovalQuery, ThreadQuery, Watched};
+pub use memory::{MemoryOf, MemoryQuery};
 
 /// A bearer token (the admin token or a runner token). Its `Debug` never shows the value.
 #[derive(Clone, PartialEq, Eq)]

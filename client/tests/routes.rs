@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use ninetrix_api::{AuthConfig, Config, Secret, Server};
-use ninetrix_client::{Client, ClientError, ErrorCode, ThreadQuery, Token, http_client};
+use ninetrix_client::{
+    Client, ClientError, ErrorCode, MemoryOf, MemoryQuery, ThreadQuery, Token, http_client,
+};
 use ninetrix_proto::api::{
     CheckpointRequest, CheckpointState, ClaimRequest, CommitIntent, CommitOutcome, CommitRequest,
-    EnqueueRequest, EventsRequest, HandoffRequest, HandoffStatus, RunnerTokenRequest, ThreadStatus,
-    ToolCallCompletion, ToolCallIntent, ToolCallStatus,
+    EnqueueRequest, EventsRequest, HandoffRequest, HandoffStatus, MemoryCommand, MemoryOpRequest,
+    MemoryScope, RunnerTokenRequest, ThreadStatus, ToolCallCompletion, ToolCallIntent,
+    ToolCallStatus,
 };
 use ninetrix_proto::events::{Decoded, Ready, TraceEvent};
 use ninetrix_proto::{Message, Role, ThreadId};
@@ -324,6 +327,73 @@ async fn every_route_answers_its_typed_method() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::NotCollaborator));
+
+    // Memory: a runner's command once per op key, then the admin's listing, read, edit,
+    // deletion and purge.
+    let create = MemoryOpRequest {
+        epoch: claim.epoch,
+        scope: MemoryScope::Agent,
+        op_key: "mem-1".into(),
+        op: MemoryCommand::Create {
+            path: "/memories/notes.md".into(),
+            file_text: "hello\n".into(),
+        },
+    };
+    let done = runner.memory_op(thread, &create).await.unwrap();
+    assert_eq!(
+        (done.is_error, done.replayed),
+        (false, false),
+        "{}",
+        done.content
+    );
+    assert!(runner.memory_op(thread, &create).await.unwrap().replayed);
+    let memory = MemoryOf {
+        pool: "p".into(),
+        agent: "a".into(),
+        session: None,
+    };
+    let listed = admin
+        .list_memories(&MemoryQuery {
+            pool: "p".into(),
+            ..MemoryQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(),
+        ["/memories/notes.md"]
+    );
+    let file = admin
+        .memory_file(&memory, "/memories/notes.md")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(file.content, "hello\n");
+    let written = admin
+        .put_memory_file(&memory, "/memories/other.md", "x")
+        .await
+        .unwrap();
+    assert_eq!(written.size, 1);
+    assert_eq!(
+        admin
+            .delete_memory_file(&memory, "/memories/other.md")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        admin
+            .memory_file(&memory, "/memories/other.md")
+            .await
+            .unwrap(),
+        None
+    );
+    let limit = admin
+        .put_memory_file(&memory, "/memories/big", &"x".repeat(200 * 1024))
+        .await
+        .unwrap_err();
+    assert_eq!(limit.code(), Some(&ErrorCode::MemoryLimit), "{limit}");
+    assert_eq!(admin.purge_memories("p", None).await.unwrap(), 1);
 
     // Purge: the thread is gone for good (410 `purged`), a second purge says there is nothing
     // left.

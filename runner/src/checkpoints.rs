@@ -19,8 +19,8 @@ use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest,
-    Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadLabels, ThreadState, ToolCallRecord,
-    ToolCallStatus,
+    Handoff, HandoffRequest, InboxMessage, MemoryOpRequest, MemoryOpResult, NewEvent, ThreadLabels,
+    ThreadState, ToolCallRecord, ToolCallStatus,
 };
 
 /// Why a checkpoint store call failed.
@@ -125,6 +125,16 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         epoch: u64,
         events: Vec<NewEvent>,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send;
+    /// Runs one command of the `memory` tool on the thread's agent's (or session's) memory, once
+    /// per `op_key`: the same key again answers the first result. A store without an API has no
+    /// memory.
+    fn memory(
+        &self,
+        request: &MemoryOpRequest,
+    ) -> impl Future<Output = Result<MemoryOpResult, CheckpointError>> + Send {
+        let _ = request;
+        std::future::ready(Err(CheckpointError::NoApi(NO_API_MEMORY.into())))
+    }
     /// Hands streamed reply text to the thread's watchers: one attempt, never retried (deltas are
     /// not stored). A store without watchers takes nothing.
     fn deltas(
@@ -397,6 +407,13 @@ impl Checkpoints for HttpCheckpoints {
             .await
     }
 
+    /// Retried like every other call: the API applies a command once per `op_key`, so a retry
+    /// whose first attempt was applied (its answer lost) gets that attempt's result.
+    async fn memory(&self, request: &MemoryOpRequest) -> Result<MemoryOpResult, CheckpointError> {
+        self.retrying(|| self.client.memory_op(self.thread, request))
+            .await
+    }
+
     async fn deltas(
         &self,
         batch: &ninetrix_proto::deltas::DeltaBatch,
@@ -421,6 +438,8 @@ impl Checkpoints for HttpCheckpoints {
 }
 
 /// Why a thread kept in memory cannot hand work over.
+const NO_API_MEMORY: &str = "the memory tool needs the checkpoint API, which keeps the memory beyond this process; this runner has none (a batch job run without AGENTFILE_API_URL)";
+
 const NO_API_HANDOFFS: &str = "handing a task to a collaborator needs the checkpoint API (collaborators work in their own sessions there)";
 
 /// A thread kept in this process only: the same rules as the API (epochs fence, versions chain,

@@ -120,6 +120,7 @@ pub fn offered(
                 }),
                 handoff: None,
                 verify: entry.verify.clone(),
+                scope: None,
             },
             source,
         });

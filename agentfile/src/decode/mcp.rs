@@ -339,6 +339,7 @@ impl Cx {
             }),
             verify: None,
             handoff: None,
+            scope: None,
         })
     }
 

@@ -234,6 +234,10 @@ pub(super) enum Problem<'a> {
     },
     /// `allow` on a one-tool entry.
     AllowOnOneTool(&'a str),
+    /// A memory scope that is neither `agent` nor `session`.
+    UnknownMemoryScope(&'a str),
+    /// `scope` on a tool other than `memory`.
+    ScopeNotMemory(&'a str),
     /// `verify` without `tool`.
     MissingVerifyTool,
     /// A verifier that is not one of the agent's tools.
@@ -476,7 +480,10 @@ impl Problem<'_> {
             Problem::ReservedEnv(_) => K::ReservedEnv,
             Problem::DuplicateSecret(_) => K::DuplicateSecret,
             Problem::SecretValuesListed(_) | Problem::SecretValueNotName => K::SecretValue,
-            Problem::UnknownResumeMode(_) | Problem::UnknownEffect(_) => K::InvalidValue,
+            Problem::UnknownResumeMode(_)
+            | Problem::UnknownEffect(_)
+            | Problem::UnknownMemoryScope(_)
+            | Problem::ScopeNotMemory(_) => K::InvalidValue,
             Problem::DuplicateTool(_) => K::DuplicateTool,
             Problem::UnsupportedTool { .. } => K::UnsupportedTool,
             Problem::UnknownTool { .. } | Problem::VerifierNotATool(_) => K::UnknownTool,
@@ -704,6 +711,10 @@ impl Problem<'_> {
             Problem::UnknownMcpServer { server, .. } => format!("unknown MCP server `{server}`"),
             Problem::AllowOnOneTool(name) => {
                 format!("`allow` only applies to a whole server, and `{name}` names one tool")
+            }
+            Problem::UnknownMemoryScope(scope) => format!("unknown memory scope `{scope}`"),
+            Problem::ScopeNotMemory(name) => {
+                format!("`scope` only applies to the `memory` tool, not `{name}`")
             }
             Problem::MissingVerifyTool => "`verify` needs `tool`".into(),
             Problem::UndeclaredVerifier { name, .. } => {
@@ -1060,6 +1071,15 @@ impl Problem<'_> {
             Problem::BudgetNotPositive(_) => "give a budget in US dollars, e.g. \
                                               `max_budget_per_run: 1.00`, or remove it for no \
                                               limit"
+                .into(),
+            Problem::UnknownMemoryScope(_) => {
+                "`agent` (the default) shares the memory among every \
+                                               session and replica of the agent; `session` keeps \
+                                               one per session"
+                    .into()
+            }
+            Problem::ScopeNotMemory(_) => "remove `scope`, or set it on `{ name: memory, scope: \
+                                           session }`"
                 .into(),
             Problem::UnknownEffect(_) => "effects are `read` (safe to re-run), `idempotent` \
                                           (re-running is harmless) and `write` (never re-run \

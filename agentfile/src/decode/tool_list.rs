@@ -1,5 +1,7 @@
-//! `tools`: builtin names, Ninetrix aliases, `mcp://` entries, effect overrides, verifiers, and
-//! the tool sources that are not supported yet.
+//! `tools`: builtin names, Ninetrix aliases, `mcp://` entries, effect overrides, verifiers, the
+//! memory tool's `scope`, and the tool sources that are not supported yet.
+
+use ninetrix_proto::api::MemoryScope;
 
 use super::mcp::{VERIFY, VerifyIn};
 use super::*;
@@ -51,6 +53,11 @@ impl Cx {
                 }
             };
             let specs = if name.starts_with("mcp://") {
+                if let Some((_, at)) = tool.scope.take() {
+                    self.report(&join(&p, "scope"), at, Problem::ScopeNotMemory(&name));
+                    ok = false;
+                    continue;
+                }
                 let allow = std::mem::take(&mut tool.allow);
                 match self.mcp_tool(&name, name_loc, &p, tool.effect, allow) {
                     Some(spec) => vec![spec],
@@ -69,11 +76,20 @@ impl Cx {
                     ok = false;
                     continue;
                 };
+                let scope = tool.scope.take();
+                if let Some((_, at)) = &scope
+                    && !resolved.iter().all(|b| b.name == tools::MEMORY)
+                {
+                    self.report(&join(&p, "scope"), *at, Problem::ScopeNotMemory(&name));
+                    ok = false;
+                    continue;
+                }
                 resolved
                     .into_iter()
                     .map(|b| ToolSpec {
                         effect: tool.effect.unwrap_or(b.effect),
                         effect_pinned: tool.effect.is_some(),
+                        scope: scope.map(|(s, _)| s),
                         ..ToolSpec::builtin(b)
                     })
                     .collect()
@@ -157,6 +173,8 @@ pub(super) struct ToolIn {
     allow: Vec<String>,
     /// The verifier of a write, and where `verify:` is.
     verify: Option<(VerifyIn, Loc)>,
+    /// For `memory`: whose memory (`scope:`), and where the value is.
+    scope: Option<(MemoryScope, Loc)>,
 }
 
 /// `allow:` (and Ninetrix's `actions:`): which of an MCP server's tools.
@@ -183,6 +201,15 @@ pub(super) const TOOL: Section<ToolIn> = Section {
             Some(())
         }),
         ("actions", allow),
+        ("scope", |cx, tool, f| {
+            let text = cx.string(f.value, &f.path)?;
+            let Some(scope) = MemoryScope::parse(&text) else {
+                cx.report(&f.path, f.value.loc, Problem::UnknownMemoryScope(&text));
+                return None;
+            };
+            tool.scope = Some((scope, f.value.loc));
+            Some(())
+        }),
         ("verify", |cx, tool, f| {
             let mut v = VerifyIn::default();
             if !cx.dispatch(f.value, &f.path, &VERIFY, &mut v)? {

@@ -5,6 +5,7 @@ mod admin;
 mod approvals;
 mod handoffs;
 mod health;
+mod memory;
 mod runner;
 mod sessions;
 mod triggers;
@@ -91,6 +92,13 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(sessions::replica_thread))
         .routes(routes!(handoffs::open, handoffs::turn))
         .routes(routes!(handoffs::list))
+        .routes(routes!(memory::op))
+        .routes(routes!(memory::list, memory::purge))
+        .routes(routes!(
+            memory::get_file,
+            memory::put_file,
+            memory::delete_file
+        ))
         .routes(routes!(triggers::put))
         .routes(routes!(triggers::list))
         .routes(routes!(triggers::history))
@@ -134,11 +142,14 @@ fn complete(api: &mut OpenApiDoc) {
     if let Some(components) = api.components.as_mut() {
         // A message block is an internally tagged enum that refuses unknown fields; utoipa does
         // not carry `deny_unknown_fields` into the variants of such an enum, so state it here.
-        if let Some(RefOr::T(Schema::OneOf(block))) = components.schemas.get_mut("Block") {
-            for variant in &mut block.items {
-                if let RefOr::T(Schema::Object(variant)) = variant {
-                    variant.additional_properties =
-                        Some(Box::new(AdditionalProperties::FreeForm(false)));
+        // A memory command is one too.
+        for name in ["Block", "MemoryCommand"] {
+            if let Some(RefOr::T(Schema::OneOf(tagged))) = components.schemas.get_mut(name) {
+                for variant in &mut tagged.items {
+                    if let RefOr::T(Schema::Object(variant)) = variant {
+                        variant.additional_properties =
+                            Some(Box::new(AdditionalProperties::FreeForm(false)));
+                    }
                 }
             }
         }

@@ -22,7 +22,8 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
     CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
-    EventsRequest, Handoff, HandoffRequest, InboxMessage, ThreadLabels, ThreadState, ThreadStatus,
+    EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryCommand, MemoryFile,
+    MemoryFileContent, MemoryOpRequest, MemoryOpResult, ThreadLabels, ThreadState, ThreadStatus,
     ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
     TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
 };
@@ -31,6 +32,7 @@ use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
 pub use ops::Purge;
 pub use ops::SessionOf;
+pub use ops::{MemoryFilter, MemorySpace};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 pub(crate) use triggers::body_digest_key;
@@ -563,6 +565,31 @@ store_ops! {
     /// Handoffs matching the filter, oldest first, as they stand now.
     read fn list_handoffs(filter: HandoffFilter) -> Vec<Handoff>
         = |c| list_handoffs(c, &filter, now_ms());
+
+    /// Runs a runner's memory command that changes its memory, once per op key (see
+    /// `ops::memory_op`).
+    write fn memory_op(id: ThreadId, request: MemoryOpRequest) -> MemoryOpResult
+        = |c| memory_op(c, id, &request, now_ms());
+
+    /// Runs a runner's memory `view`.
+    read fn memory_view(id: ThreadId, request: MemoryOpRequest) -> MemoryOpResult
+        = |c| memory_view(c, id, &request);
+
+    /// Runs the admin's command (an edit or a deletion) on a memory; a refusal changes nothing.
+    write fn edit_memory(space: MemorySpace, command: MemoryCommand) -> crate::memory_rules::Outcome
+        = |c| edit_memory(c, &space, &command, now_ms());
+
+    /// Memory files matching the filter.
+    read fn list_memories(filter: MemoryFilter) -> Vec<MemoryFile>
+        = |c| list_memories(c, &filter);
+
+    /// One memory file with its content.
+    read fn memory_file(space: MemorySpace, path: String) -> Option<MemoryFileContent>
+        = |c| memory_file(c, &space, &path);
+
+    /// Deletes every memory of a pool (or of one of its agents); returns how many files.
+    write fn purge_memories(pool: String, agent: Option<String>) -> u64
+        = |c| purge_memories(c, &pool, agent.as_deref());
 
     /// The ledger records of one turn of a thread (what a resuming runner decides its calls by).
     read fn turn_tool_calls(id: ThreadId, turn_seq: u64) -> Vec<ToolCallRecord>

@@ -159,6 +159,51 @@ fn routes() -> Vec<Route> {
             },
         },
         Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/memory",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: |e| {
+                Some(json!({"epoch": e, "op_key": "m1",
+                    "op": {"command": "create", "path": "/memories/new.md", "file_text": "x"}}))
+            },
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/memories?pool=p",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/memories?pool=p",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/memories/file?pool=p&agent=a&path=/memories/m.md",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::PUT,
+            path: "/v1/memories/file?pool=p&agent=a&path=/memories/m.md",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: |_| Some(json!({"content": "edited"})),
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/memories/file?pool=p&agent=a&path=/memories/m.md",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::GET,
             path: "/v1/handoffs",
             access: Admin,
@@ -447,6 +492,15 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
         )
         .await;
     assert!(status.is_success(), "{body}");
+    // A memory file of agent `a` for the memory routes to read, edit and delete.
+    let (status, body) = api
+        .admin(
+            Method::PUT,
+            "/v1/memories/file?pool=p&agent=a&path=/memories/m.md",
+            Some(json!({"content": "remembered"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread).await;
     let epoch = api.claim(thread, &token).await;

@@ -13,6 +13,7 @@ pub mod invoke;
 pub mod k8s;
 pub mod logs;
 pub mod mcp_bridge;
+pub mod memory;
 pub mod ps;
 pub mod reset;
 pub mod run;
@@ -84,6 +85,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),
+        Command::Memory(args) => block_on(memory::run(&args)),
         Command::Triggers(args) => block_on(triggers::run(&args)),
         Command::Logs(args) => block_on(logs::run(&args)),
         Command::Run(args) => block_on(run::run(&args)),

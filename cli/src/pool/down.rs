@@ -220,7 +220,8 @@ fn triggers_kept(pool: &str, e: &anyhow::Error) -> String {
 
 /// Deletes every thread the API records for the pool (all replicas, `ninetrix run` jobs, past
 /// batch containers), page by page until the listing is empty, then the pool file's own
-/// threads (older APIs may not have their labels). Whether every thread is gone.
+/// threads (older APIs may not have their labels), then the pool's memories (`DELETE
+/// /v1/memories?pool=`, one transaction). Whether every thread and the memories are gone.
 async fn purge_threads(
     docker: &Docker,
     home: &std::path::Path,
@@ -287,7 +288,17 @@ async fn purge_threads(
         }
     }
     progress.step("Threads", pool, &format!("Deleted ({purged})"));
-    failed.is_empty()
+    let memories = match api.purge_memories(pool).await {
+        Ok(n) => {
+            progress.step("Memories", pool, &format!("Deleted ({n} files)"));
+            true
+        }
+        Err(e) => {
+            failures.record(format!("memories of pool {pool}: {e:#}"));
+            false
+        }
+    };
+    failed.is_empty() && memories
 }
 
 /// Removes the pool's workspace volumes (see [`pool_volumes`]).

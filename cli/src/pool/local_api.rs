@@ -793,6 +793,17 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("listing the threads of pool {pool}")))
     }
 
+    /// Deletes every memory of the pool (the `memory` tool's files, every agent, scope and
+    /// session) in one transaction; how many files. An API from before memories (no such route)
+    /// has none to delete.
+    pub(crate) async fn purge_memories(&self, pool: &str) -> anyhow::Result<u64> {
+        match self.client.purge_memories(pool, None).await {
+            Ok(n) => Ok(n),
+            Err(e) if lacks_trigger_routes(&e) => Ok(0),
+            Err(e) => Err(self.explain(e, &format!("deleting the memories of pool {pool}"))),
+        }
+    }
+
     /// Deletes a thread's data (a thread the API does not have is already gone).
     pub(crate) async fn purge(&self, thread: ThreadId) -> anyhow::Result<()> {
         self.client

@@ -201,7 +201,8 @@ async fn remove_services(
     }
 }
 
-/// Deletes every thread the pool's API records for the pool. Whether all are gone.
+/// Deletes every thread the pool's API records for the pool, then its memories. Whether all are
+/// gone.
 async fn purge_threads(
     api: &crate::pool::local_api::Api,
     pool: &str,
@@ -229,7 +230,16 @@ async fn purge_threads(
         }
     }
     progress.step("Threads", &format!("{purged} of pool {pool}"), "Deleted");
-    true
+    match api.purge_memories(pool).await {
+        Ok(n) => {
+            progress.step("Memories", &format!("{n} files of pool {pool}"), "Deleted");
+            true
+        }
+        Err(e) => {
+            failures.record(format!("memories of pool {pool}: {e:#}"));
+            false
+        }
+    }
 }
 
 /// Removes this node's volumes of the pool (workspaces, the SQLite API's data). Volumes on other

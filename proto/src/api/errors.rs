@@ -138,6 +138,15 @@ error_codes! {
     /// `intents`, `outcomes` or `approvals`: [`MAX_LIST_ITEMS`] each). The message names the
     /// field and the limit: send the rest in further requests.
     TooMany = "too_many",
+    /// 422: a memory write past the memory's limits (a file over 100 KiB, more than 1 MiB or
+    /// 1,000 files in one agent's or session's memory). The message names the limit.
+    MemoryLimit = "memory_limit",
+    /// 409: an edit of a memory file whose path is a directory, or that a file stands in the way
+    /// of (`/memories/a` is a file, so `/memories/a/b` cannot be written).
+    MemoryConflict = "memory_conflict",
+    /// 422: a route that needs the thread's pool and agent (its memory) on a thread that has
+    /// none (one made by an enqueue alone, or minted without them).
+    UnlabelledThread = "unlabelled_thread",
     /// 408: the request body stalled: no bytes arrived for longer than the server's body
     /// timeout (`ninetrix api --body-timeout`). The connection is closed; send the request again.
     RequestTimeout = "request_timeout",

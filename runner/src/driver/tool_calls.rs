@@ -1,12 +1,15 @@
 //! Tool execution: the MCP servers' tools read at a turn boundary, and each call as the ledger
 //! decided it — replayed, answered as outcome unknown (with its verifier's evidence), or run
-//! (builtin or MCP, with a grace period on SIGTERM).
+//! (builtin, MCP, or `memory` through the checkpoint API; with a grace period on SIGTERM).
 
 use std::time::{Duration, Instant};
 
 use ninetrix_proto::events::{self as ev, TraceEvent};
 
-use crate::checkpoints::Checkpoints;
+use ninetrix_agentfile::tools::MEMORY;
+use ninetrix_proto::api::MemoryOpRequest;
+
+use crate::checkpoints::{CheckpointError, Checkpoints};
 use crate::engine::{Input, PlannedCall};
 use crate::history;
 use crate::ledger::Decision;
@@ -177,14 +180,17 @@ impl<C: Checkpoints> Runner<C> {
         }
     }
 
-    /// Calls a tool by the model's name: an MCP tool on its server (with its ledger key), else a
-    /// builtin.
+    /// Calls a tool by the model's name: an MCP tool on its server (with its ledger key), `memory`
+    /// through the checkpoint API (with its ledger key), else a builtin.
     pub(super) async fn call_tool(
         &self,
         name: &str,
         args: &serde_json::Value,
         key: &str,
     ) -> Executed {
+        if name == MEMORY && self.mcp.routes(name).is_none() {
+            return self.memory(args, key).await;
+        }
         let Some((server, tool)) = self.mcp.routes(name) else {
             return Executed::Answered(tools::run(name, args, &self.tool_ctx).await);
         };
@@ -212,6 +218,39 @@ impl<C: Checkpoints> Runner<C> {
             Err(CallError::NotSent(why)) => Executed::NotSent(why),
             Err(CallError::Refused(why)) => Executed::Answered(ToolOutput::error(why)),
             Err(CallError::Lost(why)) => Executed::Lost(why),
+        }
+    }
+}
+
+impl<C: Checkpoints> Runner<C> {
+    /// Runs a `memory` call in the checkpoint API: on the memory of the scope the agentfile gave
+    /// the tool, fenced by this runner's epoch, applied once per ledger key `key` — so the same
+    /// call run again after a crash (its outcome not stored) answers what it did the first time.
+    async fn memory(&self, args: &serde_json::Value, key: &str) -> Executed {
+        let op = match tools::memory::command(args) {
+            Ok(op) => op,
+            Err(out) => return Executed::Answered(out),
+        };
+        let scope = self
+            .config
+            .spec
+            .tools
+            .iter()
+            .find(|t| t.name == MEMORY)
+            .and_then(|t| t.scope)
+            .unwrap_or_default();
+        let request = MemoryOpRequest {
+            epoch: self.epoch,
+            scope,
+            op_key: key.to_string(),
+            op,
+        };
+        match self.store.memory(&request).await {
+            Ok(result) => Executed::Answered(tools::memory::answer(result)),
+            Err(CheckpointError::Unreachable(why)) => {
+                Executed::Lost(format!("the checkpoint API did not answer: {why}"))
+            }
+            Err(e) => Executed::Answered(ToolOutput::error(format!("Error: memory: {e}"))),
         }
     }
 }

@@ -1,9 +1,11 @@
-//! Builtin tools (docs/design.md §10): file tools confined to the workspace, `http_request`, `shell`.
+//! Builtin tools (docs/design.md §10): file tools confined to the workspace, `http_request`, `shell`,
+//! and the definition of `memory` (whose commands the driver runs through the checkpoint API).
 //! A tool's failure is a result the model sees (`is_error`), never a crash of the runner. Every
 //! call runs under the agent's `tool_timeout`.
 
 mod fs;
 mod http;
+pub(crate) mod memory;
 mod shell;
 
 use std::path::PathBuf;
@@ -150,6 +152,7 @@ fn definition(name: &str) -> Option<ToolDef> {
             "Run a command with /bin/sh -c in the workspace; returns the exit code and output (at most 64 KiB).",
             json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         ),
+        "memory" => (memory::DESCRIPTION, memory::parameters()),
         _ => return None,
     };
     Some(ToolDef {
@@ -175,6 +178,8 @@ pub async fn run(name: &str, args: &Value, ctx: &ToolContext) -> ToolOutput {
             "shell" => shell::run(ctx, args).await,
             // Its result is the person's answer, taken from the request the engine stored.
             "ask_human" => ToolOutput::error("ask_human is answered by a person, not run"),
+            // Run by the driver through the checkpoint API, with the call's ledger key.
+            "memory" => ToolOutput::error("the memory tool needs the checkpoint API"),
             "sleep" => match args.get("seconds").and_then(Value::as_f64) {
                 Some(s) if s.is_finite() && s >= 0.0 => {
                     tokio::time::sleep(Duration::from_secs_f64(s.min(ctx.timeout.as_secs_f64())))

@@ -116,6 +116,7 @@ tuple_from_row!(A 0, B 1);
 tuple_from_row!(A 0, B 1, C 2);
 tuple_from_row!(A 0, B 1, C 2, D 3);
 tuple_from_row!(A 0, B 1, C 2, D 3, E 4);
+tuple_from_row!(A 0, B 1, C 2, D 3, E 4, F 5);
 
 /// Runs a future that never waits (every future of this module, and the store's write operations
 /// built only from them) to completion on this thread. One that did wait is an error, not a hang.

@@ -7,7 +7,7 @@
 //!
 //! Who calls whom: `threads` is the base (the fencing read every runner write starts with);
 //! `sessions`, `events`, `checkpoints` and `ledger` build on it; `inbox` on `sessions`;
-//! `approvals` on `events`; `handoffs` on `sessions` and `inbox` (and the longest wait
+//! `approvals` on `events`; `memory` on `threads`; `handoffs` on `sessions` and `inbox` (and the longest wait
 //! `approvals` allows); `triggers` on `sessions` and `inbox`; `commit` on all of the writes a
 //! runner's step makes.
 
@@ -33,6 +33,7 @@ mod events;
 mod handoffs;
 mod inbox;
 mod ledger;
+mod memory;
 mod sessions;
 mod threads;
 mod triggers;
@@ -46,6 +47,10 @@ pub(crate) use handoffs::{list_handoffs, open_handoff, turn_handoffs};
 pub use inbox::SessionOf;
 pub(crate) use inbox::{enqueue, inbox_after};
 pub(crate) use ledger::{complete_tool_call, record_intent, tool_calls, turn_tool_calls};
+pub use memory::{MemoryFilter, MemorySpace};
+pub(crate) use memory::{
+    edit_memory, list_memories, memory_file, memory_op, memory_view, purge_memories,
+};
 pub(crate) use sessions::{open_session, replica_thread, replicas, session_work, set_replicas};
 pub use threads::Purge;
 pub(crate) use threads::{claim, ensure_thread, list_threads, purge, thread};

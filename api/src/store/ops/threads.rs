@@ -218,6 +218,7 @@ pub(crate) async fn purge<C: Conn>(
         "handoffs",
         "inbox",
         "events",
+        "memory_ops",
     ] {
         let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
         query(AssertSqlSafe(sql))
