@@ -157,6 +157,21 @@ async function poolsView() {
 
 // ---- threads ----
 
+// How full a thread's model context is: a gauge of the last round's input against the window,
+// with the compactions so far (from the thread's `context`; nothing before its first round).
+function contextGauge(c) {
+  if (!c) return el("span", { class: "dim" }, "-");
+  const k = (n) => (n >= 1000 ? `${Math.round(n / 1000)}k` : String(n));
+  const compactions = c.compactions ? ` · ${c.compactions} compaction${c.compactions === 1 ? "" : "s"}` : "";
+  if (!c.window) {
+    return el("span", { class: "context", title: "window unknown" }, `${k(c.input_tokens)} tokens${compactions}`);
+  }
+  const used = c.input_tokens / c.window;
+  return el("span", { class: "context", title: `${c.input_tokens} of ${c.window} tokens` },
+    el("meter", { min: "0", max: "1", low: "0.6", high: "0.8", optimum: "0", value: String(Math.min(used, 1)) }),
+    ` ${Math.round(used * 100)}% of ${k(c.window)}${compactions}`);
+}
+
 async function threadsView() {
   const view = el("section", {}, el("h1", {}, "Threads"));
   show(view);
@@ -170,10 +185,11 @@ async function threadsView() {
         el("td", {}, t.status),
         el("td", {}, String(t.epoch)),
         el("td", { class: t.boot_count > 1 ? "warn" : "" }, String(t.boot_count)),
+        el("td", {}, contextGauge(t.context)),
         el("td", { class: "dim" }, ago(t.updated_at)),
         el("td", { class: "mono dim" }, t.thread_id)));
     view.append(el("table", {},
-      el("tr", {}, ...["pool", "agent", "conversation", "status", "epoch", "boots", "updated", "thread"].map((h) => el("th", {}, h))),
+      el("tr", {}, ...["pool", "agent", "conversation", "status", "epoch", "boots", "context", "updated", "thread"].map((h) => el("th", {}, h))),
       ...rows));
     if (!threads.length) view.append(el("p", { class: "dim" }, "No threads yet: `ninetrix up` starts a pool."));
   } catch (e) {
@@ -208,6 +224,12 @@ function timelineItem(e) {
     case "turn_resumed": return el("li", { class: "turn" }, `turn ${d.turn_seq} resumed`);
     case "llm_call": return el("li", {}, `model ${d.model} answered in ${d.latency_ms} ms · ${d.input_tokens} in / ${d.output_tokens} out`);
     case "llm_retry": return el("li", { class: "warn" }, `model call failed (${d.reason}); retry in ${d.retry_in_ms} ms`);
+    case "compacted": {
+      const how = d.strategy === "clear_tool_results" ? `${d.cleared} tool results cleared` : `summarized by ${d.model || "the model"}`;
+      const k = (n) => (n >= 1000 ? `${Math.round(n / 1000)}k` : String(n));
+      return el("li", { class: "compacted" }, `⇣ compacted turns ${d.turns[0]}–${d.turns[1]} (${k(d.tokens_before)} → ${k(d.tokens_after)} tokens) · ${how}${d.reason === "threshold" ? "" : ` · ${d.reason}`}`);
+    }
+    case "compaction_skipped": return el("li", { class: "warn" }, `compaction due (${d.reason}) not made: ${d.why}`);
     case "tool_call":
     case "tool_replayed": {
       const mode = e.type === "tool_replayed" ? "replayed" : d.mode;
@@ -247,7 +269,8 @@ async function threadView(id) {
   show(view);
   try {
     const t = await api("GET", `/v1/threads/${encodeURIComponent(id)}`);
-    status.textContent = `${t.pool || "-"} / ${t.agent || "-"} · ${t.session ? `session ${t.session}` : `replica ${t.replica || "-"}`} · ${t.status} · epoch ${t.epoch} · ${t.boot_count} boot(s)`;
+    status.textContent = `${t.pool || "-"} / ${t.agent || "-"} · ${t.session ? `session ${t.session}` : `replica ${t.replica || "-"}`} · ${t.status} · epoch ${t.epoch} · ${t.boot_count} boot(s) · context `;
+    status.append(contextGauge(t.context));
     const events = [];
     let after = 0;
     for (;;) {
@@ -266,7 +289,7 @@ async function threadView(id) {
       events.push(e);
       renderTimeline(list, events);
     };
-    for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "tool_call",
+    for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "compacted", "compaction_skipped", "tool_call",
       "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "turn_completed", "error"]) {
       live.addEventListener(kind, onEvent);
     }

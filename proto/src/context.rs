@@ -110,14 +110,24 @@ pub struct Compaction {
 pub struct ContextUse {
     /// Input tokens of the last model round (as the provider reported them), or the estimate
     /// after a compaction.
+    #[serde(deserialize_with = "crate::api::int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub input_tokens: u64,
     /// The history length that input covered: messages after it are counted by estimate.
+    #[serde(deserialize_with = "crate::api::int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub history_len: u64,
     /// The model's context window, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::api::int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub window: Option<u64>,
     /// Compactions so far.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::api::int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub compactions: u64,
 }
 

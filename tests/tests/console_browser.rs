@@ -346,6 +346,14 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
             &format!("!!document.querySelector('[data-thread=\"{crashed_id}\"]')"),
             Duration::from_secs(20),
         );
+        // Its model context: the last round's input (the scripted model has no window).
+        let context = b.eval(&format!(
+            "document.querySelector('[data-thread=\"{crashed_id}\"] .context').textContent"
+        ));
+        assert!(
+            context.as_str().is_some_and(|c| c.ends_with(" tokens")),
+            "the context gauge: {context}"
+        );
         // The cookie is HttpOnly: the page's script cannot read it.
         assert_eq!(b.eval("document.cookie"), json!(""));
         b.eval(&format!("location.hash = '#/threads/{crashed_id}'; true"));

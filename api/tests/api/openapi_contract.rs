@@ -41,7 +41,9 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   `invalid_history` tests check the rules themselves);
 /// - likewise a trigger registration must name a valid cron rule, time zone and templates
 ///   (`invalid_trigger`), which its schema cannot state: `PUT /v1/pools/{pool}/triggers` may
-///   answer a schema-valid body 422 too (the trigger tests check those rules).
+///   answer a schema-valid body 422 too (the trigger tests check those rules); and a memory
+///   command needs a thread with a pool and an agent and must keep the memory within its limits
+///   (`unlabelled_thread`, `memory_limit`): `POST …/memory` too (the memory tests check those).
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n\
     [checks.negative_data_rejection]\n\
@@ -49,7 +51,7 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit)|PUT /v1/pools/[^/]+/triggers)$'\n\
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory)|PUT /v1/pools/[^/]+/triggers)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the

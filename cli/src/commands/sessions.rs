@@ -199,6 +199,7 @@ mod tests {
             event_seq: 3,
             created_at: now,
             updated_at: now - chrono::Duration::seconds(idle_secs),
+            context: None,
         }
     }
 

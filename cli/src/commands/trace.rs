@@ -159,15 +159,14 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             }
         }
         if !args.follow {
-            if !args.json && info.version > 0 {
-                let latest = api
-                    .client()
-                    .version(thread, info.version)
-                    .await
-                    .map_err(|e| {
-                        anyhow::anyhow!("reading thread {thread}'s latest version: {e}")
-                    })?;
-                for line in context_lines(&latest, args.summaries) {
+            if !args.json {
+                let latest = match args.summaries && info.version > 0 {
+                    true => Some(api.client().version(thread, info.version).await.map_err(
+                        |e| anyhow::anyhow!("reading thread {thread}'s latest version: {e}"),
+                    )?),
+                    false => None,
+                };
+                for line in context_lines(info.context.as_ref(), latest.as_ref()) {
                     outln!("{line}");
                 }
             }
@@ -178,11 +177,14 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The thread's context use at its latest version (the last round's input against the window,
-/// and its compactions) and, with `summaries`, each compaction's summary.
-fn context_lines(latest: &ninetrix_proto::api::VersionDetail, summaries: bool) -> Vec<String> {
+/// and its compactions) and, given the latest version (`--summaries`), each compaction's summary.
+fn context_lines(
+    context: Option<&ninetrix_proto::context::ContextUse>,
+    latest: Option<&ninetrix_proto::api::VersionDetail>,
+) -> Vec<String> {
     use ninetrix_proto::context::tokens_short;
     let mut out = Vec::new();
-    if let Some(c) = &latest.summary.state.context {
+    if let Some(c) = context {
         let window = match (c.window, c.fraction()) {
             (Some(w), Some(f)) => format!(" of {} ({:.0}%)", tokens_short(w), f * 100.0),
             _ => " (window unknown)".to_string(),
@@ -193,19 +195,20 @@ fn context_lines(latest: &ninetrix_proto::api::VersionDetail, summaries: bool) -
             c.compactions
         ));
     }
-    if summaries {
-        for c in latest.history.iter().filter_map(|m| m.compaction()) {
-            out.push(format!(
-                "⇣ turns {}–{} ({}, {}):",
-                c.turns[0],
-                c.turns[1],
-                c.strategy.as_str(),
-                c.reason.as_str()
-            ));
-            match &c.summary {
-                Some(text) => out.extend(text.lines().map(|l| format!("    {l}"))),
-                None => out.push(format!("    {} tool results cleared", c.cleared)),
-            }
+    for c in latest
+        .into_iter()
+        .flat_map(|l| l.history.iter().filter_map(|m| m.compaction()))
+    {
+        out.push(format!(
+            "⇣ turns {}–{} ({}, {}):",
+            c.turns[0],
+            c.turns[1],
+            c.strategy.as_str(),
+            c.reason.as_str()
+        ));
+        match &c.summary {
+            Some(text) => out.extend(text.lines().map(|l| format!("    {l}"))),
+            None => out.push(format!("    {} tool results cleared", c.cleared)),
         }
     }
     out
@@ -275,12 +278,13 @@ mod tests {
             },
             history: vec![Message::new(Role::System, vec![Block::Compaction(record)])],
         };
+        let context = latest.summary.state.context.clone();
         assert_eq!(
-            context_lines(&latest, false),
+            context_lines(context.as_ref(), None),
             ["context: 4k tokens of 6k (72%) · 1 compaction(s)"]
         );
         assert_eq!(
-            context_lines(&latest, true)[1..],
+            context_lines(context.as_ref(), Some(&latest))[1..],
             [
                 "⇣ turns 1–2 (summarize, threshold):",
                 "    They asked twice.",

@@ -263,6 +263,10 @@ pub struct ThreadSummary {
     pub created_at: DateTime<Utc>,
     /// When it last changed.
     pub updated_at: DateTime<Utc>,
+    /// How full the model's context was at the latest version (its `state.context`): the last
+    /// round's input tokens, the window, the compactions so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::context::ContextUse>,
 }
 
 /// One version in a thread's chain.

@@ -214,13 +214,14 @@ pub(super) async fn append_version<C: Conn>(
     .bind(now)
     .execute(&mut *c)
     .await?;
-    query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5, inbox_cursor = $6 WHERE thread_id = $1")
+    query("UPDATE threads SET version = $2, history_len = $3, status = $4, updated_at = $5, inbox_cursor = $6, context = $7 WHERE thread_id = $1")
         .bind(id.to_string())
         .bind(version_i)
         .bind(to_i64(len, "history_len")?)
         .bind(req.state.status.as_str())
         .bind(now)
         .bind(to_i64(req.state.inbox_cursor, "inbox_cursor")?)
+        .bind(req.state.context.as_ref().map(encode).transpose()?)
         .execute(&mut *c)
         .await?;
     Ok(CheckpointCreated {

@@ -14,7 +14,7 @@
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {
     () => {
-        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at"
+        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at, context"
     };
 }
 

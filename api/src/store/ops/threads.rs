@@ -50,6 +50,8 @@ pub(crate) struct ThreadRow {
     pub(crate) event_seq: i64,
     pub(crate) created_at: i64,
     pub(crate) updated_at: i64,
+    /// The latest version's context use, as JSON.
+    pub(crate) context: Option<String>,
 }
 
 impl rsq::FromRow for ThreadRow {
@@ -70,6 +72,7 @@ impl rsq::FromRow for ThreadRow {
             event_seq: row.get("event_seq")?,
             created_at: row.get("created_at")?,
             updated_at: row.get("updated_at")?,
+            context: row.get("context")?,
         })
     }
 }
@@ -89,6 +92,12 @@ impl ThreadRow {
             event_seq: to_u64(self.event_seq),
             created_at: time(self.created_at),
             updated_at: time(self.updated_at),
+            context: self
+                .context
+                .map(|c| {
+                    serde_json::from_str(&c).map_err(|e| corrupt("thread context", &e.to_string()))
+                })
+                .transpose()?,
         })
     }
 }
@@ -228,7 +237,7 @@ pub(crate) async fn purge<C: Conn>(
     }
     query(concat!(
         "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
-        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, updated_at = $2 WHERE thread_id = $1"
+        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, updated_at = $2 WHERE thread_id = $1"
     ))
     .bind(id.to_string())
     .bind(now)
