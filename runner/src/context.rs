@@ -81,12 +81,12 @@ pub fn summary_text(c: &Compaction) -> String {
     )
 }
 
-/// The stub a cleared tool result is seen as.
-pub fn stub(tool: &str, bytes: usize) -> String {
+/// The stub a cleared tool result of stored turn `turn` is seen as.
+pub fn stub(tool: &str, bytes: usize, turn: u64) -> String {
     format!(
         "[The result of this `{tool}` call ({bytes} bytes) was cleared from the context to save \
-         space; it is kept in the thread's store (`ninetrix trace`). Call the tool again if you \
-         need it.]"
+         space; it is kept in the thread's store (`ninetrix trace`, turn {turn}). Call the tool \
+         again if you need it.]"
     )
 }
 
@@ -108,7 +108,19 @@ fn tool_names(history: &[Message]) -> HashMap<&str, &str> {
 fn render(history: &[Message], f: &Folded<'_>, from: usize, to: usize) -> Vec<Message> {
     let names = tool_names(&history[from..to]);
     let mut out: Vec<Message> = Vec::with_capacity(to - from + 1);
+    // The stored turn of each message, counted only where a stub needs it.
+    let mut turn = (f.cleared_before > from).then(|| {
+        history[..from]
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .count() as u64
+    });
     for (i, m) in history.iter().enumerate().take(to).skip(from) {
+        if m.role == Role::User
+            && let Some(t) = &mut turn
+        {
+            *t += 1;
+        }
         if m.compaction().is_some() {
             continue;
         }
@@ -120,7 +132,7 @@ fn render(history: &[Message], f: &Folded<'_>, from: usize, to: usize) -> Vec<Me
                 } = b
                 {
                     let tool = names.get(call_id.as_str()).copied().unwrap_or("tool");
-                    *content = stub(tool, content.len());
+                    *content = stub(tool, content.len(), turn.unwrap_or(0));
                 }
             }
             out.push(m);

@@ -238,3 +238,54 @@ fn a_replica_whose_thread_is_purged_stops_without_a_restart_loop_and_up_renews_i
     let again = pool.up(&[]);
     assert!(!again.contains("was purged"), "{again}");
 }
+
+/// `ninetrix compact` on real Docker (issue 36): the replica's runner compacts its older turns
+/// between turns, once; `trace --summaries` shows the summary, `ps --json` the context use, and
+/// a second request has nothing to compact. The next turn is answered as before.
+#[test]
+fn compact_summarizes_a_replicas_older_turns_on_request() {
+    let pool = Pool::new("compact");
+    pool.write(&agentfile(1));
+    pool.up(&[]);
+    for _ in 0..4 {
+        answered(&pool, &[]);
+    }
+    let compact = || pool.ninetrix(&["compact", "-p", &pool.name, "--agent", "bot"]);
+    let out = compact();
+    assert!(out.status.success(), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        said.starts_with("bot-1: compacted turns 1–2 (") && said.contains("summarized by scripted"),
+        "{said}"
+    );
+    let again = compact();
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("bot-1: nothing compacted"),
+        "{}",
+        text(&again)
+    );
+    let trace = pool.ninetrix(&["trace", "-p", &pool.name, "--agent", "bot", "--summaries"]);
+    let trace = text(&trace);
+    assert!(
+        trace.contains("⇣ compacted turns 1–2")
+            && trace.contains("⇣ turns 1–2 (summarize, requested):"),
+        "{trace}"
+    );
+    assert!(trace.contains("· 1 compaction(s)"), "{trace}");
+    answered(&pool, &[]);
+    // The runner's health report carries the context use after the turn's commit.
+    let mut last = serde_json::Value::Null;
+    wait_for(
+        "ps --json to show the compaction",
+        Duration::from_secs(30),
+        || {
+            let ps = pool.ninetrix(&["ps", "-p", &pool.name, "--json"]);
+            last = serde_json::from_slice(&ps.stdout).unwrap_or_default();
+            last[0]["context"]["compactions"].as_u64() == Some(1)
+        },
+    );
+    assert!(
+        last[0]["context"]["input_tokens"].as_u64() > Some(0),
+        "{last}"
+    );
+}

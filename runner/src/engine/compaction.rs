@@ -647,4 +647,45 @@ mod tests {
         assert_eq!(kinds(&out), ["commit", "event:compaction_skipped"]);
         assert_eq!(commits(&out)[0].state.inbox_cursor, 6);
     }
+
+    #[test]
+    fn a_handoff_on_a_compacted_thread_is_made_and_answered_once() {
+        let cfg = EngineConfig {
+            tools: vec![
+                ToolSpec::builtin(tools::builtin("file_read").unwrap()),
+                ToolSpec::handoff("b", None),
+            ],
+            ..small_window(Strategy::Summarize)
+        };
+        let mut e = compacted(cfg.clone());
+        let ask = Block::ToolCall {
+            id: "h1".into(),
+            name: "ask_b".into(),
+            args: serde_json::json!({"task": "look it up"}),
+        };
+        let out = e.apply(llm(vec![ask], 0.0));
+        let Some(Effect::Delegate { calls, .. }) = out.last() else {
+            panic!("{:?}", kinds(&out))
+        };
+        assert_eq!(calls.len(), 1);
+        // A restart while it waits hands the same call over again (the ledger keeps it once).
+        let mut restored = stored(&e);
+        restored.ledger = vec![record(&calls[0].call, ToolCallStatus::Intent, 1)];
+        let mut second = second_boot(cfg);
+        let again = second.apply(Input::Restored(Some(restored)));
+        let Some(Effect::Delegate { calls: again, .. }) = again.last() else {
+            panic!("{:?}", kinds(&again))
+        };
+        assert_eq!(again[0].call.key, calls[0].call.key, "the same handoff");
+        let out = second.apply(Input::Delegated(vec![Delegated {
+            call_id: again[0].call.call_id.clone(),
+            content: "found it".into(),
+            is_error: false,
+            cost_usd: 0.0,
+        }]));
+        assert_eq!(kinds(&out).last().map(String::as_str), Some("call_llm"));
+        let view = crate::context::view(second.history(), &crate::context::fold(second.history()));
+        assert!(crate::history::validate(&view).is_ok());
+        assert!(view[0].text_content().contains("earlier turns"));
+    }
 }
