@@ -245,17 +245,22 @@ fn a_replica_whose_thread_is_purged_stops_without_a_restart_loop_and_up_renews_i
 #[test]
 fn compact_summarizes_a_replicas_older_turns_on_request() {
     let pool = Pool::new("compact");
-    pool.write(&agentfile(1));
+    // Answers long enough that a summary of four of them is shorter.
+    pool.write(&format!(
+        "agents:\n  bot:\n    runtime:\n      provider: scripted\n      script: [\"{}\"]\n",
+        "A long answer. ".repeat(40).trim_end()
+    ));
     pool.up(&[]);
-    for _ in 0..4 {
-        answered(&pool, &[]);
+    for _ in 0..6 {
+        let out = pool.invoke("bot", "hi", &["--timeout", "60"]);
+        assert!(out.status.success(), "{}", text(&out));
     }
     let compact = || pool.ninetrix(&["compact", "-p", &pool.name, "--agent", "bot"]);
     let out = compact();
     assert!(out.status.success(), "{}", text(&out));
     let said = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
-        said.starts_with("bot-1: compacted turns 1–2 (") && said.contains("summarized by scripted"),
+        said.starts_with("bot-1: compacted turns 1–4 (") && said.contains("summarized by scripted"),
         "{said}"
     );
     let again = compact();
@@ -267,12 +272,13 @@ fn compact_summarizes_a_replicas_older_turns_on_request() {
     let trace = pool.ninetrix(&["trace", "-p", &pool.name, "--agent", "bot", "--summaries"]);
     let trace = text(&trace);
     assert!(
-        trace.contains("⇣ compacted turns 1–2")
-            && trace.contains("⇣ turns 1–2 (summarize, requested):"),
+        trace.contains("compacted turns 1–4 (")
+            && trace.contains("⇣ turns 1–4 (summarize, requested):"),
         "{trace}"
     );
     assert!(trace.contains("· 1 compaction(s)"), "{trace}");
-    answered(&pool, &[]);
+    let out = pool.invoke("bot", "and now?", &["--timeout", "60"]);
+    assert!(out.status.success(), "{}", text(&out));
     // The runner's health report carries the context use after the turn's commit.
     let mut last = serde_json::Value::Null;
     wait_for(

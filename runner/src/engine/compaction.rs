@@ -137,6 +137,20 @@ impl Engine {
             self.overhead,
             done.at_version,
         );
+        // A compaction that would not make the input smaller (a summary longer than the few
+        // turns it covers) is not stored: said, and the round goes on as it was.
+        let now = self.overhead
+            + context::estimate(&context::view(&self.history, &context::fold(&self.history)));
+        if record.tokens_after >= now {
+            out.push(event(TraceEvent::CompactionSkipped(CompactionSkipped {
+                reason: record.reason,
+                why: format!(
+                    "it would not make the input smaller ({} tokens now, {} after)",
+                    now, record.tokens_after
+                ),
+            })));
+            return self.compacted_then(out, false);
+        }
         let compacted = CompactedEvent {
             strategy: record.strategy,
             reason: record.reason,
@@ -464,7 +478,11 @@ mod tests {
         let mut e = Engine::new(small_window(Strategy::Summarize));
         e.apply(message(1));
         e.apply(llm(vec![read_call("r1")], 0.0));
-        e.apply(result("r1"));
+        e.apply(Input::Tool {
+            call_id: "r1".into(),
+            content: "a long file\n".repeat(200),
+            is_error: false,
+        });
         e.apply(answer_after(600));
         e.apply(message(2));
         e.apply(answer_after(900));
@@ -687,5 +705,29 @@ mod tests {
         let view = crate::context::view(second.history(), &crate::context::fold(second.history()));
         assert!(crate::history::validate(&view).is_ok());
         assert!(view[0].text_content().contains("earlier turns"));
+    }
+
+    #[test]
+    fn a_summary_longer_than_what_it_covers_is_not_stored() {
+        let mut e = Engine::new(small_window(Strategy::Summarize));
+        for seq in 1..=3 {
+            e.apply(message(seq));
+            e.apply(answer("hi"));
+        }
+        e.apply(Input::Control {
+            seq: 4,
+            control: ninetrix_proto::api::Control::Compact,
+        });
+        let out = e.apply(summary(
+            &"a summary far longer than one short turn ".repeat(20),
+        ));
+        assert_eq!(kinds(&out), ["commit", "event:compaction_skipped"]);
+        assert!(commits(&out)[0].append.is_empty(), "no record stored");
+        assert_eq!(
+            commits(&out)[0].state.inbox_cursor,
+            4,
+            "the request is done"
+        );
+        assert_eq!(crate::context::fold(e.history()).count, 0);
     }
 }
