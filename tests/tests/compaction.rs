@@ -40,6 +40,9 @@ struct Seen {
     summaries: AtomicU64,
     /// Summary requests held (the kill-point test holds them).
     hold_summaries: std::sync::atomic::AtomicBool,
+    /// Requests that carried a message the model refused ("poison") other than as the input
+    /// being refused.
+    poison_resent: AtomicU64,
 }
 
 /// A fake OpenAI with a hard context limit of [`WINDOW`] tokens.
@@ -88,6 +91,19 @@ async fn answer(seen: &Seen, held: &tokio::sync::Notify, body: &str) -> axum::re
         .concat()
     };
     let content = last["content"].as_str().unwrap_or_default();
+    if body.contains("poison") && !content.contains("poison") {
+        seen.poison_resent.fetch_add(1, Ordering::SeqCst);
+    }
+    if content.contains("poison") && !content.contains("Summarize the conversation above") {
+        return axum::response::Response::builder()
+            .status(400)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(
+                json!({"error": {"message": "Invalid content.", "type": "invalid_request_error"}})
+                    .to_string(),
+            ))
+            .unwrap();
+    }
     if content.contains("Summarize the conversation above") {
         if seen.hold_summaries.load(Ordering::SeqCst) {
             held.notify_one();
@@ -493,4 +509,54 @@ async fn a_requested_compaction_runs_between_turns_once() {
     let (turns, _) = story(&s, s.thread).await;
     assert_eq!(turns.len(), 5, "two requests are no turns");
     assert!(turns.iter().all(|(ok, _)| *ok));
+}
+
+/// An input the model refuses, on a turn that compacted first (which stored the input with the
+/// compaction): the turn fails, and no later request carries the refused input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_input_after_its_turns_compaction_is_never_sent_again() {
+    let s = setup();
+    let seen = Arc::new(Seen::default());
+    let url = limited_openai(seen.clone(), Arc::new(tokio::sync::Notify::new())).await;
+    let spec = spec(&url);
+    let ws = workspace(&s, "thread");
+    let _runner = runner(&s, s.thread, &spec, &ws);
+    for i in 0..4 {
+        let seq = s
+            .admin
+            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
+            .await;
+        s.admin
+            .wait_done(s.thread, seq, Duration::from_secs(30))
+            .await;
+    }
+    let before = seen.summaries.load(Ordering::SeqCst);
+    let seq = s.admin.send(s.thread, "poison", "poison").await;
+    let done = s
+        .admin
+        .wait_turn(s.thread, seq, Duration::from_secs(30))
+        .await;
+    assert!(!done.ok, "{done:?}");
+    assert!(
+        seen.summaries.load(Ordering::SeqCst) > before,
+        "the turn compacted before the refusal (else this test tests nothing)"
+    );
+    for i in 4..7 {
+        let seq = s
+            .admin
+            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
+            .await;
+        let done = s
+            .admin
+            .wait_turn(s.thread, seq, Duration::from_secs(30))
+            .await;
+        assert!(done.ok, "{done:?}");
+    }
+    assert_eq!(
+        seen.poison_resent.load(Ordering::SeqCst),
+        0,
+        "the refused input was sent with a later turn"
+    );
+    let latest = s.admin.latest(s.thread).await;
+    assert!(ninetrix_runner::history::validate(&latest.history).is_ok());
 }

@@ -730,4 +730,34 @@ mod tests {
         );
         assert_eq!(crate::context::fold(e.history()).count, 0);
     }
+
+    #[test]
+    fn an_input_refused_after_its_turns_compaction_is_not_kept_for_later_turns() {
+        let mut e = Engine::new(small_window(Strategy::Summarize));
+        until_due(&mut e);
+        let out = e.apply(summary("earlier turns"));
+        let stored = commits(&out)[0].append.len();
+        assert_eq!(stored, 2, "the record and the input");
+        let out = e.apply(Input::LlmFailed("HTTP 400: bad request".into()));
+        let plan = commits(&out)[0];
+        let kept = e.history().len();
+        assert_eq!(
+            plan.truncate_to,
+            Some(kept as u64),
+            "the stored input is cut again"
+        );
+        assert!(
+            e.history()[kept - 1].compaction().is_some(),
+            "the record stays"
+        );
+        let view = crate::context::view(e.history(), &crate::context::fold(e.history()));
+        assert!(crate::history::validate(&view).is_ok());
+        assert_eq!(
+            view.last().map(|m| m.role),
+            Some(Role::Assistant),
+            "the refused input is not sent again: the view ends with the last answer"
+        );
+        e.apply(message(99));
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
 }

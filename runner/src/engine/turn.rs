@@ -193,6 +193,18 @@ impl Engine {
             // as it was (the message is in the trace and the inbox).
             self.history.truncate(keep);
             self.state.turn_start_history_len = keep as u64;
+        } else if last_assistant.is_none()
+            && anchor >= 2
+            && self.persisted >= anchor
+            && self.history[anchor - 2].compaction().is_some()
+        {
+            // The input rode on the commit of a compaction made before it, and the model never
+            // answered it: cut it again (the compaction stays), so an input the provider refuses
+            // is not sent with every later turn either.
+            let keep = anchor - 1;
+            self.history.truncate(keep);
+            self.truncate = Some(self.truncate.map_or(keep, |t| t.min(keep)));
+            self.state.turn_start_history_len = keep as u64;
         }
         if let Some(last) = self.history.iter().rposition(|m| m.role == Role::Assistant) {
             let answered: Vec<String> = self.history[last + 1..]
