@@ -2,65 +2,16 @@
 //! against a real checkpoint API (in this process, SQLite in a temp dir) named by
 //! `AGENTFILE_API_URL`: no Docker is needed, and none is started.
 
-use assert_cmd::Command;
-use ninetrix_api::{AuthConfig, Config, Secret, Server};
-use ninetrix_client::{ApprovalQuery, Client, Token};
+use ninetrix_client::ApprovalQuery;
 use ninetrix_proto::api::{ClaimRequest, CommitRequest, RunnerTokenRequest};
 use ninetrix_proto::{ApprovalId, ThreadId};
 use serde_json::json;
 
-const ADMIN: &str = "cli-test-admin-token-0123456789";
+mod support;
 
-/// A running API and the runtime serving it (the binary's runs block this thread).
-struct TestApi {
-    url: String,
-    runtime: tokio::runtime::Runtime,
-    home: tempfile::TempDir,
-    _db: tempfile::TempDir,
-}
+use support::{ADMIN, TestApi};
 
 impl TestApi {
-    fn start() -> TestApi {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let db = tempfile::tempdir().unwrap();
-        let mut config = Config::new(
-            format!("sqlite://{}", db.path().join("api.db").display()),
-            AuthConfig::Tokens {
-                secret: Secret::new(b"cli-test-secret-for-runner-tokens".to_vec()),
-                admin_token: Secret::new(ADMIN.as_bytes().to_vec()),
-            },
-        );
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let server = runtime
-            .block_on(Server::bind(config))
-            .expect("server starts");
-        let url = format!("http://{}", server.local_addr().unwrap());
-        runtime.spawn(async move {
-            server
-                .run(std::future::pending::<()>())
-                .await
-                .expect("server runs");
-        });
-        TestApi {
-            url,
-            runtime,
-            home: tempfile::tempdir().unwrap(),
-            _db: db,
-        }
-    }
-
-    fn client(&self, token: &str) -> Client {
-        Client::new(
-            ninetrix_client::http_client(),
-            &self.url,
-            Some(Token::new(token)),
-        )
-    }
-
     /// A thread of `support`/`writer-1` whose first commit stores one request per `(kind, tool,
     /// args)`; their IDs.
     fn waiting(&self, requests: &[(&str, &str, serde_json::Value)]) -> Vec<ApprovalId> {
@@ -108,19 +59,6 @@ impl TestApi {
             runner.commit(thread, &commit).await.unwrap();
         });
         ids
-    }
-
-    fn ninetrix(&self) -> Command {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("ninetrix"));
-        cmd.current_dir(self.home.path())
-            .env("AGENTFILE_HOME", self.home.path())
-            .env("AGENTFILE_API_URL", &self.url)
-            .env("AGENTFILE_ADMIN_TOKEN", ADMIN)
-            .env("USER", "tester")
-            .env("COLUMNS", "200")
-            .env("NO_COLOR", "1")
-            .env_remove("CLICOLOR_FORCE");
-        cmd
     }
 }
 

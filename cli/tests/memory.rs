@@ -1,61 +1,16 @@
 //! `ninetrix memory ls|cat|rm`, the real binary against a real checkpoint API (in this process,
 //! SQLite in a temp dir) named by `AGENTFILE_API_URL`: no Docker is needed, and none is started.
 
-use assert_cmd::Command;
-use ninetrix_api::{AuthConfig, Config, Secret, Server};
-use ninetrix_client::{Client, MemoryOf, Token};
+use ninetrix_client::MemoryOf;
 
-const ADMIN: &str = "cli-memory-admin-token-0123456789";
+mod support;
 
-/// A running API and the runtime serving it (the binary's runs block this thread).
-struct TestApi {
-    url: String,
-    runtime: tokio::runtime::Runtime,
-    home: tempfile::TempDir,
-    _db: tempfile::TempDir,
-}
+use support::{ADMIN, TestApi};
 
 impl TestApi {
-    fn start() -> TestApi {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let db = tempfile::tempdir().unwrap();
-        let mut config = Config::new(
-            format!("sqlite://{}", db.path().join("api.db").display()),
-            AuthConfig::Tokens {
-                secret: Secret::new(b"cli-memory-secret-for-runner-tokens".to_vec()),
-                admin_token: Secret::new(ADMIN.as_bytes().to_vec()),
-            },
-        );
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let server = runtime
-            .block_on(Server::bind(config))
-            .expect("server starts");
-        let url = format!("http://{}", server.local_addr().unwrap());
-        runtime.spawn(async move {
-            server
-                .run(std::future::pending::<()>())
-                .await
-                .expect("server runs");
-        });
-        TestApi {
-            url,
-            runtime,
-            home: tempfile::tempdir().unwrap(),
-            _db: db,
-        }
-    }
-
     /// Writes a memory file of pool `shop` as the admin.
     fn put(&self, agent: &str, session: Option<&str>, path: &str, content: &str) {
-        let client = Client::new(
-            ninetrix_client::http_client(),
-            &self.url,
-            Some(Token::new(ADMIN)),
-        );
+        let client = self.client(ADMIN);
         let memory = MemoryOf {
             pool: "shop".into(),
             agent: agent.into(),
@@ -66,18 +21,9 @@ impl TestApi {
             .unwrap();
     }
 
-    fn ninetrix(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(assert_cmd::cargo::cargo_bin!("ninetrix"))
-            .current_dir(self.home.path())
-            .env("AGENTFILE_HOME", self.home.path())
-            .env("AGENTFILE_API_URL", &self.url)
-            .env("AGENTFILE_ADMIN_TOKEN", ADMIN)
-            .env("COLUMNS", "200")
-            .env("NO_COLOR", "1")
-            .env_remove("CLICOLOR_FORCE")
-            .args(args)
-            .output()
-            .unwrap();
+    /// Runs `ninetrix ARGS`: its exit code, stdout and stderr.
+    fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.ninetrix().args(args).output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8(out.stdout).unwrap(),
@@ -94,7 +40,7 @@ fn memories_are_listed_printed_and_removed() {
     api.put("bot", Some("alice"), "/memories/prefs.md", "tea");
     api.put("other", None, "/memories/x.md", "x");
 
-    let (code, out, err) = api.ninetrix(&["memory", "-p", "shop", "ls", "--agent", "bot"]);
+    let (code, out, err) = api.run(&["memory", "-p", "shop", "ls", "--agent", "bot"]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].starts_with("AGENT  SCOPE"), "{out}");
@@ -105,17 +51,15 @@ fn memories_are_listed_printed_and_removed() {
     );
     assert!(!out.contains("/memories/x.md"), "only bot's: {out}");
 
-    let (code, out, _) =
-        api.ninetrix(&["memory", "ls", "-p", "shop", "--session", "alice", "--json"]);
+    let (code, out, _) = api.run(&["memory", "ls", "-p", "shop", "--session", "alice", "--json"]);
     assert_eq!(code, 0);
     let files: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(files.as_array().unwrap().len(), 1, "{out}");
     assert_eq!(files[0]["path"], "/memories/prefs.md");
 
-    let (code, out, err) =
-        api.ninetrix(&["memory", "-p", "shop", "cat", "notes.md", "--agent", "bot"]);
+    let (code, out, err) = api.run(&["memory", "-p", "shop", "cat", "notes.md", "--agent", "bot"]);
     assert_eq!((code, out.as_str()), (0, "remember the milk\n"), "{err}");
-    let (code, out, _) = api.ninetrix(&[
+    let (code, out, _) = api.run(&[
         "memory",
         "-p",
         "shop",
@@ -127,14 +71,13 @@ fn memories_are_listed_printed_and_removed() {
         "alice",
     ]);
     assert_eq!((code, out.as_str()), (0, "tea"));
-    let (code, _, err) =
-        api.ninetrix(&["memory", "-p", "shop", "cat", "nope.md", "--agent", "bot"]);
+    let (code, _, err) = api.run(&["memory", "-p", "shop", "cat", "nope.md", "--agent", "bot"]);
     assert_eq!(code, 1);
     assert!(
         err.contains("no memory file /memories/nope.md") && err.contains("ninetrix memory ls"),
         "{err}"
     );
-    let (code, _, err) = api.ninetrix(&[
+    let (code, _, err) = api.run(&[
         "memory",
         "-p",
         "shop",
@@ -145,16 +88,15 @@ fn memories_are_listed_printed_and_removed() {
     ]);
     assert_eq!(code, 1);
     assert!(err.contains("not under /memories"), "{err}");
-    let (code, _, err) = api.ninetrix(&["memory", "-p", "shop", "cat", "notes.md"]);
+    let (code, _, err) = api.run(&["memory", "-p", "shop", "cat", "notes.md"]);
     assert_eq!(code, 2, "clap names the missing --agent");
     assert!(err.contains("--agent"), "{err}");
 
-    let (code, _, err) =
-        api.ninetrix(&["memory", "-p", "shop", "rm", "d", "nope", "--agent", "bot"]);
+    let (code, _, err) = api.run(&["memory", "-p", "shop", "rm", "d", "nope", "--agent", "bot"]);
     assert_eq!(code, 1, "one path was not there: {err}");
     assert!(err.contains("Deleted /memories/d (1 file)"), "{err}");
     assert!(err.contains("nothing at /memories/nope"), "{err}");
-    let (_, out, _) = api.ninetrix(&["memory", "-p", "shop", "ls", "--agent", "bot"]);
+    let (_, out, _) = api.run(&["memory", "-p", "shop", "ls", "--agent", "bot"]);
     assert!(
         !out.contains("/memories/d/a.md") && out.contains("/memories/notes.md"),
         "{out}"

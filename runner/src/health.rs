@@ -350,17 +350,11 @@ impl Health {
         }
     }
 
-    /// Sets the thread's context use; rewrites the report on a change.
+    /// Sets the thread's context use. It changes every model round, so it does not rewrite the
+    /// report by itself: it rides on the next write (the turn's end, the next activity, or the
+    /// heartbeat).
     pub fn set_context(&self, context: Option<ninetrix_proto::context::ContextUse>) {
-        let changed = {
-            let mut s = self.lock();
-            let changed = s.context != context;
-            s.context = context;
-            changed
-        };
-        if changed {
-            self.write();
-        }
+        self.lock().context = context;
     }
 
     /// Records how a turn of the thread ended: a success ends a run of failures; a failure

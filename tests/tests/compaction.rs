@@ -215,6 +215,28 @@ async fn check_thread(s: &Setup, thread: ThreadId, sent: usize, what: &str) -> u
     compactions
 }
 
+/// Queues `question i` for every `i` of `range` in the thread's inbox; the last one's seq.
+async fn queue(s: &Setup, range: std::ops::Range<usize>) -> u64 {
+    let mut last = 0;
+    for i in range {
+        last = s
+            .admin
+            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
+            .await;
+    }
+    last
+}
+
+/// Sends `question i` for every `i` of `range`, each once the one before is done.
+async fn one_by_one(s: &Setup, range: std::ops::Range<usize>) {
+    for i in range {
+        let seq = queue(s, i..i + 1).await;
+        s.admin
+            .wait_done(s.thread, seq, Duration::from_secs(30))
+            .await;
+    }
+}
+
 async fn wait_idle(s: &Setup, thread: ThreadId, seq: u64, timeout: Duration) {
     s.admin.wait_done(thread, seq, timeout).await;
 }
@@ -233,13 +255,7 @@ async fn a_thread_of_thousands_of_turns_and_hundreds_of_sessions_never_outgrow_t
     let ws = workspace(&s, "thread");
     let _runner = runner(&s, s.thread, &spec, &ws);
     let started = Instant::now();
-    let mut last = 0;
-    for i in 0..turns {
-        last = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-    }
+    let last = queue(&s, 0..turns).await;
     wait_idle(&s, s.thread, last, Duration::from_secs(900)).await;
     let took = started.elapsed();
     let compactions = check_thread(&s, s.thread, turns, "the long thread").await;
@@ -317,13 +333,7 @@ async fn a_refused_round_is_compacted_and_retried_when_the_window_is_unknown() {
     spec["runtime"]["context"]["window_source"] = Value::Null;
     let ws = workspace(&s, "thread");
     let _runner = runner(&s, s.thread, &spec, &ws);
-    let mut last = 0;
-    for i in 0..20 {
-        last = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-    }
+    let last = queue(&s, 0..20).await;
     wait_idle(&s, s.thread, last, Duration::from_secs(120)).await;
     let latest = s.admin.latest(s.thread).await;
     assert!(ninetrix_runner::history::validate(&latest.history).is_ok());
@@ -376,13 +386,7 @@ async fn killed_while_compacting(at: &str) {
         &[("FAKE_OPENAI_KEY", "sk-fake")],
     );
     const MESSAGES: usize = 10;
-    let mut last = 0;
-    for i in 0..MESSAGES {
-        last = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-    }
+    let last = queue(&s, 0..MESSAGES).await;
     tokio::time::timeout(Duration::from_secs(60), reached)
         .await
         .unwrap_or_else(|_| panic!("the runner never reached the compaction's {at}"));
@@ -452,15 +456,7 @@ async fn a_requested_compaction_runs_between_turns_once() {
     spec["runtime"]["context"]["window"] = json!(1_000_000);
     let ws = workspace(&s, "thread");
     let _runner = runner(&s, s.thread, &spec, &ws);
-    for i in 0..4 {
-        let seq = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-        s.admin
-            .wait_done(s.thread, seq, Duration::from_secs(30))
-            .await;
-    }
+    one_by_one(&s, 0..4).await;
     let compact = |key: &'static str| {
         let admin = s.admin.clone();
         async move {
@@ -521,15 +517,7 @@ async fn a_refused_input_after_its_turns_compaction_is_never_sent_again() {
     let spec = spec(&url);
     let ws = workspace(&s, "thread");
     let _runner = runner(&s, s.thread, &spec, &ws);
-    for i in 0..4 {
-        let seq = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-        s.admin
-            .wait_done(s.thread, seq, Duration::from_secs(30))
-            .await;
-    }
+    one_by_one(&s, 0..4).await;
     let before = seen.summaries.load(Ordering::SeqCst);
     let seq = s.admin.send(s.thread, "poison", "poison").await;
     let done = s
@@ -541,17 +529,10 @@ async fn a_refused_input_after_its_turns_compaction_is_never_sent_again() {
         seen.summaries.load(Ordering::SeqCst) > before,
         "the turn compacted before the refusal (else this test tests nothing)"
     );
-    for i in 4..7 {
-        let seq = s
-            .admin
-            .send(s.thread, &format!("question {i}"), &format!("q{i}"))
-            .await;
-        let done = s
-            .admin
-            .wait_turn(s.thread, seq, Duration::from_secs(30))
-            .await;
-        assert!(done.ok, "{done:?}");
-    }
+    one_by_one(&s, 4..7).await;
+    let (turns, _) = story(&s, s.thread).await;
+    assert_eq!(turns.len(), 8);
+    assert!(turns[5..].iter().all(|(ok, _)| *ok), "{turns:?}");
     assert_eq!(
         seen.poison_resent.load(Ordering::SeqCst),
         0,

@@ -47,14 +47,19 @@ async fn log(s: &support::Setup) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_memory_call_lands_in_the_agents_memory() {
-    let s = setup();
+/// Writes `/memories/log.md` with one line, as the admin.
+async fn start_log(s: &support::Setup) {
     s.admin
         .client
         .put_memory_file(&memory(), "/memories/log.md", "start\n")
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_call_lands_in_the_agents_memory() {
+    let s = setup();
+    start_log(&s).await;
     let seq = s.admin.send(s.thread, "message 0", "k0").await;
     let _runner = Runner::start_with_env(&s.api.url, s.thread, &memory_spec(), &s.workspace, POOL);
     s.admin
@@ -85,11 +90,7 @@ async fn a_memory_call_lands_in_the_agents_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_after_the_api_applied_an_edit_does_not_apply_it_twice() {
     let s = setup();
-    s.admin
-        .client
-        .put_memory_file(&memory(), "/memories/log.md", "start\n")
-        .await
-        .unwrap();
+    start_log(&s).await;
     let gate = Gate::start(&s.api.url).await;
     let seq = s.admin.send(s.thread, "message 0", "k0").await;
     // The commit that carries the insert's result never reaches the API: the insert was applied

@@ -5,38 +5,22 @@
 //! commit as the compaction. By default the command then waits for the runner's answer and says
 //! what it did; a thread whose runner is not running keeps the request queued, and says so.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{Control, EnqueueRequest};
 use ninetrix_proto::context::{CompactionReason, tokens_short};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 
-use crate::backend::view::PoolView;
-use crate::cli::pool_name;
-use crate::commands::reset::{Target, agentfile_path, target};
+use crate::commands::reset::{Conversation, ConversationArgs};
 
 /// Arguments of `ninetrix compact`.
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// The agentfile of the pool [default: agentfile.yaml, else the one `up` recorded]
-    #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
-    pub file: PathBuf,
-    /// The pool [default: the agentfile's, else the only pool]
-    #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
-    pub pool: Option<String>,
-    /// The agent whose conversation is compacted.
-    #[arg(long, value_name = "AGENT")]
-    pub agent: String,
-    /// The replica whose conversation is compacted [default: 1, when the agent has one replica]
-    #[arg(long, value_name = "N", conflicts_with = "session")]
-    pub replica: Option<u32>,
-    /// The session (its key) whose conversation is compacted.
-    #[arg(long, value_name = "KEY")]
-    pub session: Option<String>,
+    /// The conversation to compact.
+    #[command(flatten)]
+    pub conversation: ConversationArgs,
     /// Queue the request and return at once.
     #[arg(long)]
     pub no_wait: bool,
@@ -82,38 +66,14 @@ pub(crate) fn outcome(events: &[ninetrix_proto::api::Event]) -> Option<Outcome> 
 
 /// Runs `ninetrix compact`.
 pub(crate) async fn run(args: &CompactArgs) -> anyhow::Result<ExitCode> {
-    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
+    let Conversation {
+        view,
+        target,
+        thread,
+        ..
+    } = args.conversation.find().await?;
     let pool = view.name.clone();
-    let Some(file) = agentfile_path(&args.file, view.state.agentfile.as_deref()) else {
-        anyhow::bail!(
-            "{} does not exist: pass -f FILE, the agentfile of pool {pool}",
-            args.file.display()
-        );
-    };
-    let af = crate::pool::load(&file)?.agentfile;
-    let target = target(
-        &af,
-        &pool,
-        &args.agent,
-        args.replica,
-        args.session.as_deref(),
-    )?;
-    let (thread, whose): (ThreadId, String) = match &target {
-        Target::Session(key) => match view.api.find_session(&pool, &args.agent, key).await? {
-            Some(t) => (t.thread_id, format!("session `{key}` of {}", args.agent)),
-            None => anyhow::bail!(
-                "agent `{}` has no session `{key}` in pool {pool}; `ninetrix sessions -p {pool}` \
-                 lists them",
-                args.agent
-            ),
-        },
-        Target::Replica(n) => (
-            view.backend()
-                .replica_thread(&view, &args.agent, *n)
-                .await?,
-            format!("{}-{n}", args.agent),
-        ),
-    };
+    let whose = target.whose(&args.conversation.agent);
     let events_before = view.api.event_seq(thread).await?;
     let request = EnqueueRequest {
         content: "ninetrix compact".into(),

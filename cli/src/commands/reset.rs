@@ -23,25 +23,85 @@ use crate::deploy::Only;
 use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::ui::progress::Progress;
 
-/// Arguments of `ninetrix reset`.
+/// The conversation a command works on (`reset`, `compact`): an agent's replica or session, in a
+/// pool named by `-p` or by its agentfile.
 #[derive(Debug, Args)]
-pub struct ResetArgs {
-    /// The agentfile the replica's container is recreated from [default: agentfile.yaml, else
-    /// the one `up` recorded for the pool]
+pub struct ConversationArgs {
+    /// The agentfile of the pool [default: agentfile.yaml, else the one `up` recorded for the
+    /// pool]
     #[arg(short, long, default_value = "agentfile.yaml", value_name = "FILE")]
     pub file: PathBuf,
     /// The pool [default: the agentfile's, else the only pool]
     #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
     pub pool: Option<String>,
-    /// The agent whose conversation starts over.
+    /// The agent whose conversation it is.
     #[arg(long, value_name = "AGENT")]
     pub agent: String,
-    /// The replica whose conversation starts over [default: 1, when the agent has one replica]
+    /// The replica whose conversation it is [default: 1, when the agent has one replica]
     #[arg(long, value_name = "N", conflicts_with = "session")]
     pub replica: Option<u32>,
-    /// The session (its key) whose conversation starts over.
+    /// The session (its key) whose conversation it is.
     #[arg(long, value_name = "KEY")]
     pub session: Option<String>,
+}
+
+/// A conversation found: the pool, the agentfile read, which conversation, and its thread.
+pub(crate) struct Conversation {
+    /// The pool.
+    pub(crate) view: PoolView,
+    /// The agentfile read (`-f`, else the one `up` recorded).
+    pub(crate) file: PathBuf,
+    /// A replica's or a session's.
+    pub(crate) target: Target,
+    /// Its thread.
+    pub(crate) thread: ThreadId,
+}
+
+impl ConversationArgs {
+    /// Finds the conversation: the pool, its agentfile, the replica or session the arguments
+    /// name, and its thread (a session's from the API; a replica's from the backend — on Swarm
+    /// the API's replica mapping).
+    pub(crate) async fn find(&self) -> anyhow::Result<Conversation> {
+        let view = PoolView::open(&self.file, self.pool.as_deref()).await?;
+        let pool = view.name.clone();
+        let Some(file) = agentfile_path(&self.file, view.state.agentfile.as_deref()) else {
+            anyhow::bail!(
+                "{} does not exist{}: pass -f FILE, the agentfile of pool {pool}",
+                self.file.display(),
+                match &view.state.agentfile {
+                    Some(p) => format!(" and neither does {}, which `up` recorded", p.display()),
+                    None => String::new(),
+                }
+            );
+        };
+        let af = crate::pool::load(&file)?.agentfile;
+        let agent = &self.agent;
+        let target = target(&af, &pool, agent, self.replica, self.session.as_deref())?;
+        let thread = match &target {
+            Target::Session(key) => match view.api.find_session(&pool, agent, key).await? {
+                Some(t) => t.thread_id,
+                None => anyhow::bail!(
+                    "agent `{agent}` has no session `{key}` in pool {pool}; `ninetrix sessions -p \
+                     {pool}` lists them"
+                ),
+            },
+            Target::Replica(n) => view.backend().replica_thread(&view, agent, *n).await?,
+        };
+        Ok(Conversation {
+            view,
+            file,
+            target,
+            thread,
+        })
+    }
+}
+
+/// Arguments of `ninetrix reset`.
+#[derive(Debug, Args)]
+pub struct ResetArgs {
+    /// The conversation that starts over.
+    #[command(flatten)]
+    pub conversation: ConversationArgs,
     /// Reset without asking (needed when stdin is not a terminal).
     #[arg(short, long)]
     pub yes: bool,
@@ -60,6 +120,16 @@ pub(crate) enum Target {
     Replica(u32),
     /// A session's thread, by its key.
     Session(String),
+}
+
+impl Target {
+    /// Whose conversation it is, as messages name it: `writer-2`, ``session `k` of writer``.
+    pub(crate) fn whose(&self, agent: &str) -> String {
+        match self {
+            Target::Replica(n) => format!("{agent}-{n}"),
+            Target::Session(key) => format!("session `{key}` of {agent}"),
+        }
+    }
 }
 
 /// Why the conversation a command names (`reset`, `compact`) cannot be found.
@@ -160,10 +230,7 @@ pub(crate) fn ask(yes: bool, terminal: bool) -> Ask {
 
 /// What a reset deletes, as the question and the refusal name it.
 pub(crate) fn what(pool: &str, agent: &str, target: &Target, thread: ThreadId) -> String {
-    let whose = match target {
-        Target::Replica(n) => format!("{agent}-{n}"),
-        Target::Session(key) => format!("session `{key}` of {agent}"),
-    };
+    let whose = target.whose(agent);
     format!(
         "the conversation of {whose} in pool {pool} (thread {thread}: its history, tool ledger, \
          inbox and events)"
@@ -186,43 +253,15 @@ pub(crate) fn agentfile_path(given: &Path, recorded: Option<&Path>) -> Option<Pa
 
 /// Runs `ninetrix reset`.
 pub(crate) async fn run(args: &ResetArgs) -> anyhow::Result<ExitCode> {
-    let view = PoolView::open(&args.file, args.pool.as_deref()).await?;
+    let Conversation {
+        view,
+        file,
+        target,
+        thread,
+    } = args.conversation.find().await?;
     let pool = view.name.clone();
-    let Some(file) = agentfile_path(&args.file, view.state.agentfile.as_deref()) else {
-        anyhow::bail!(
-            "{} does not exist{}: pass -f FILE, the agentfile of pool {pool}",
-            args.file.display(),
-            match &view.state.agentfile {
-                Some(p) => format!(" and neither does {}, which `up` recorded", p.display()),
-                None => String::new(),
-            }
-        );
-    };
-    let af = crate::pool::load(&file)?.agentfile;
-    let target = target(
-        &af,
-        &pool,
-        &args.agent,
-        args.replica,
-        args.session.as_deref(),
-    )?;
-    let thread = match &target {
-        Target::Session(key) => match view.api.find_session(&pool, &args.agent, key).await? {
-            Some(t) => t.thread_id,
-            None => anyhow::bail!(
-                "agent `{}` has no session `{key}` in pool {pool}; `ninetrix sessions -p {pool}` \
-                 lists them",
-                args.agent
-            ),
-        },
-        // On Swarm the API's replica mapping holds the replica's thread.
-        Target::Replica(n) => {
-            view.backend()
-                .replica_thread(&view, &args.agent, *n)
-                .await?
-        }
-    };
-    let deleted = what(&pool, &args.agent, &target, thread);
+    let agent = &args.conversation.agent;
+    let deleted = what(&pool, agent, &target, thread);
     match ask(args.yes, std::io::stdin().is_terminal()) {
         Ask::Go => {}
         Ask::Refuse => return Err(ResetError::NotConfirmed { what: deleted }.into()),
@@ -242,15 +281,12 @@ pub(crate) async fn run(args: &ResetArgs) -> anyhow::Result<ExitCode> {
     progress.step("Thread", &thread.to_string(), "Deleted");
     match target {
         Target::Session(key) => {
-            outln!(
-                "session `{key}` of {} starts over: its next message opens a new thread",
-                args.agent
-            );
+            outln!("session `{key}` of {agent} starts over: its next message opens a new thread");
             Ok(ExitCode::SUCCESS)
         }
         Target::Replica(n) => {
             let only = Only {
-                agent: args.agent.clone(),
+                agent: agent.clone(),
                 replica: n,
             };
             view.backend()
