@@ -22,6 +22,11 @@ pub const MAX_CONCURRENT_SESSIONS: u32 = 16;
 pub const MAX_DELEGATION_DEPTH: u32 = 4;
 /// The largest `execution.max_delegation_depth`.
 pub const MAX_DELEGATION_DEPTH_LIMIT: u32 = 32;
+/// `execution.interrupt_grace` in seconds: how long a tool call that runs when its turn is
+/// interrupted or cancelled may take to finish before it is stopped.
+pub const INTERRUPT_GRACE_SECS: u64 = 10;
+/// The longest `execution.interrupt_grace`: 10 minutes.
+pub const MAX_INTERRUPT_GRACE_SECS: u64 = 600;
 /// `transfer_timeout` in seconds (as in Ninetrix).
 pub const TRANSFER_TIMEOUT_SECS: u64 = 300;
 /// The longest `transfer_timeout`: 7 days.

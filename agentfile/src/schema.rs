@@ -316,6 +316,19 @@ pub struct Execution {
     /// with an error naming the collaborator.
     #[serde(default = "default_transfer_timeout_secs")]
     pub transfer_timeout_secs: u64,
+    /// What a message sent while a turn runs does when its sender names no mode
+    /// (`on_message_while_busy`: queue, steer, interrupt or reject).
+    #[serde(default)]
+    pub on_message_while_busy: ninetrix_proto::api::MessageMode,
+    /// Seconds a tool call that is running when its turn is interrupted or cancelled may take
+    /// to finish (`interrupt_grace`); then it is stopped, and a `write` so stopped is recorded
+    /// with its outcome unknown.
+    #[serde(default = "default_interrupt_grace_secs")]
+    pub interrupt_grace_secs: u64,
+}
+
+fn default_interrupt_grace_secs() -> u64 {
+    super::defaults::INTERRUPT_GRACE_SECS
 }
 
 fn default_max_concurrent_sessions() -> u32 {

@@ -72,6 +72,7 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
             handoff: None,
             attempt: None,
             context: None,
+            ..Default::default()
         },
     }
 }

@@ -140,7 +140,15 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
-        (status, axum::Json(ErrorBody { code, message })).into_response()
+        (
+            status,
+            axum::Json(ErrorBody {
+                code,
+                message,
+                running: None,
+            }),
+        )
+            .into_response()
     }
 }
 

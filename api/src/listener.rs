@@ -526,6 +526,7 @@ fn refusal(head: &[u8]) -> Option<Vec<u8>> {
     let body = serde_json::to_vec(&ninetrix_proto::api::ErrorBody {
         code,
         message: message.to_string(),
+        running: None,
     })
     .ok()?;
     let mut bytes = format!(

@@ -76,6 +76,7 @@ fn state(turn_seq: u64, status: ThreadStatus) -> CheckpointState {
         handoff: None,
         attempt: None,
         context: None,
+        ..Default::default()
     }
 }
 
@@ -115,6 +116,7 @@ async fn every_route_answers_its_typed_method() {
                 content: "hello".into(),
                 dedupe_key: Some("k1".into()),
                 control: None,
+                mode: None,
             },
         )
         .await
@@ -127,6 +129,7 @@ async fn every_route_answers_its_typed_method() {
                 content: "hello".into(),
                 dedupe_key: Some("k1".into()),
                 control: None,
+                mode: None,
             },
         )
         .await

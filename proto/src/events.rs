@@ -72,6 +72,16 @@ pub enum TraceEvent {
     CompactionSkipped(CompactionSkipped),
     /// A turn ended (successfully or not) and its reply is in the history.
     TurnCompleted(TurnCompleted),
+    /// A message sent with mode `steer` joined the running turn as a user message (stored with
+    /// the commit that stores it in the history, before the model round that reads it).
+    Steered(Steered),
+    /// The runner took an interrupt or a cancel for the running turn: the model call in flight
+    /// is abandoned, running tools get `execution.interrupt_grace` to finish, and the turn ends
+    /// with `turn_completed` naming what stopped it.
+    TurnStopping(TurnStopping),
+    /// A cancel found no turn running (the turn it was sent for had ended first): nothing was
+    /// stopped (stored with the commit that moves the inbox past it).
+    CancelMissed(CancelMissed),
     /// The turn spent more than `governance.max_budget_per_run`; it was stopped.
     BudgetExceeded(BudgetExceeded),
     /// The turn used `execution.max_turns` model rounds without a final answer; it was stopped.
@@ -617,6 +627,79 @@ pub struct TurnCompleted {
     /// rides on, in this runner's life.
     #[serde(default)]
     pub duration_ms: f64,
+    /// What ended the turn early, for a turn interrupted by a message or cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<StoppedBy>,
+}
+
+/// What ended a turn before its model's final answer, by someone's request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StoppedBy {
+    /// A message sent with mode `interrupt` (it starts the next turn).
+    Interrupted {
+        /// The interrupting message's inbox seq.
+        seq: u64,
+    },
+    /// A cancel (`ninetrix cancel`, the API's cancel route, the console's Cancel button, or
+    /// the cancel of the handoff this turn worked on).
+    Cancelled {
+        /// The cancel's inbox seq.
+        seq: u64,
+        /// Who cancelled.
+        by: String,
+    },
+}
+
+impl StoppedBy {
+    /// The turn's end as a word: `interrupted` or `cancelled`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            StoppedBy::Interrupted { .. } => "interrupted",
+            StoppedBy::Cancelled { .. } => "cancelled",
+        }
+    }
+
+    /// The inbox seq of the message or cancel that stopped the turn.
+    pub fn seq(&self) -> u64 {
+        match self {
+            StoppedBy::Interrupted { seq } | StoppedBy::Cancelled { seq, .. } => *seq,
+        }
+    }
+}
+
+/// `steered`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Steered {
+    /// The turn it joined.
+    pub turn_seq: u64,
+    /// The message's inbox seq.
+    pub seq: u64,
+    /// The start of its text.
+    pub input: String,
+}
+
+/// `turn_stopping`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStopping {
+    /// The turn being stopped.
+    pub turn_seq: u64,
+    /// What stops it.
+    pub by: StoppedBy,
+    /// The tool calls still running, given `execution.interrupt_grace` to finish.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<String>,
+}
+
+/// `cancel_missed`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelMissed {
+    /// The cancel's inbox seq.
+    pub seq: u64,
+    /// Who cancelled.
+    pub by: String,
+    /// The last turn, which had ended before the cancel was taken.
+    pub last_turn: u64,
 }
 
 /// `budget_exceeded`.
@@ -687,6 +770,9 @@ impl TraceEvent {
             TraceEvent::Compacted(_) => "compacted",
             TraceEvent::CompactionSkipped(_) => "compaction_skipped",
             TraceEvent::TurnCompleted(_) => "turn_completed",
+            TraceEvent::Steered(_) => "steered",
+            TraceEvent::TurnStopping(_) => "turn_stopping",
+            TraceEvent::CancelMissed(_) => "cancel_missed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
             TraceEvent::MaxTurnsReached(_) => "max_turns_reached",
             TraceEvent::ApprovalRequested(_) => "approval_requested",

@@ -18,10 +18,14 @@ use ninetrix_client::{Client, ClientError, ErrorCode};
 use ninetrix_proto::Message;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, CheckpointState, ClaimResponse, CommitRequest, CommitResponse, EventsRequest,
-    Handoff, HandoffRequest, InboxMessage, MemoryOpRequest, MemoryOpResult, NewEvent, ThreadLabels,
-    ThreadState, ToolCallRecord, ToolCallStatus,
+    Approval, CheckpointState, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse,
+    EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryOpRequest, MemoryOpResult,
+    NewEvent, ThreadState, ToolCallRecord, ToolCallStatus,
 };
+
+/// How many inbox messages one read takes (the API's most): enough to see an urgent message
+/// (a steer, an interrupt, a cancel) behind those queued ahead of it.
+const INBOX_BATCH: u32 = 100;
 
 /// Why a checkpoint store call failed.
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +77,10 @@ impl From<ClientError> for CheckpointError {
 /// The thread's durable store, as the driver uses it. Every call is safe to repeat: commits are
 /// fenced by epoch and chained by version, and a ledger key keeps its first intent and outcome.
 pub trait Checkpoints: Clone + Send + Sync + 'static {
-    /// Claims the thread: a new epoch.
+    /// Claims the thread (restating its labels, stating the agent's busy policy): a new epoch.
     fn claim(
         &self,
-        labels: &ThreadLabels,
+        claim: &ClaimRequest,
     ) -> impl Future<Output = Result<ClaimResponse, CheckpointError>> + Send;
     /// The latest state; `None` for a fresh thread.
     fn latest(&self) -> impl Future<Output = Result<Option<ThreadState>, CheckpointError>> + Send;
@@ -113,7 +117,7 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         settled: u64,
         wait: Duration,
     ) -> impl Future<Output = Result<Vec<Handoff>, CheckpointError>> + Send;
-    /// The next inbox message after `after`, waiting up to `wait`.
+    /// The inbox messages after `after` (up to a batch), waiting up to `wait` for the first.
     fn inbox(
         &self,
         after: u64,
@@ -312,8 +316,8 @@ pub fn api_failure_text(e: &ClientError) -> String {
 }
 
 impl Checkpoints for HttpCheckpoints {
-    async fn claim(&self, labels: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
-        self.retrying(|| self.client.claim(self.thread, labels))
+    async fn claim(&self, claim: &ClaimRequest) -> Result<ClaimResponse, CheckpointError> {
+        self.retrying(|| self.client.claim(self.thread, claim))
             .await
     }
 
@@ -403,7 +407,7 @@ impl Checkpoints for HttpCheckpoints {
         after: u64,
         wait: Duration,
     ) -> Result<Vec<InboxMessage>, CheckpointError> {
-        self.retrying(|| self.client.inbox(self.thread, after, wait, 1))
+        self.retrying(|| self.client.inbox(self.thread, after, wait, INBOX_BATCH))
             .await
     }
 
@@ -499,7 +503,7 @@ impl MemoryCheckpoints {
 }
 
 impl Checkpoints for MemoryCheckpoints {
-    async fn claim(&self, _labels: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+    async fn claim(&self, _claim: &ClaimRequest) -> Result<ClaimResponse, CheckpointError> {
         let mut m = self.lock();
         m.epoch += 1;
         m.boot_count += 1;
@@ -724,7 +728,7 @@ mod tests {
     #[tokio::test]
     async fn memory_keeps_the_apis_rules() {
         let store = MemoryCheckpoints::new(ThreadId::new_v7());
-        let labels = ThreadLabels::default();
+        let labels = ClaimRequest::default();
         let first = store.claim(&labels).await.unwrap();
         assert_eq!((first.epoch, first.boot_count), (1, 1));
         assert!(store.latest().await.unwrap().is_none());

@@ -321,6 +321,33 @@ fn log(event: &TraceEvent) {
             u.down_ms as f64 / 1000.0
         ),
         TraceEvent::Checkpoint(c) => tracing::debug!("checkpoint version {}", c.version),
+        TraceEvent::Steered(s) => tracing::info!(
+            "message {} joined turn {} (steer): {}",
+            s.seq,
+            s.turn_seq,
+            s.input
+        ),
+        TraceEvent::TurnStopping(s) => tracing::info!(
+            "turn {} is stopping: {}{}",
+            s.turn_seq,
+            match &s.by {
+                ninetrix_proto::events::StoppedBy::Interrupted { seq } =>
+                    format!("interrupted by message {seq}"),
+                ninetrix_proto::events::StoppedBy::Cancelled { by, .. } =>
+                    format!("cancelled by {by}"),
+            },
+            if s.running.is_empty() {
+                String::new()
+            } else {
+                format!("; waiting for {} to finish", s.running.join(", "))
+            }
+        ),
+        TraceEvent::CancelMissed(c) => tracing::info!(
+            "cancel {} by {} found no turn running (turn {} had ended)",
+            c.seq,
+            c.by,
+            c.last_turn
+        ),
         TraceEvent::Compacted(c) => tracing::info!(
             "compacted turns {}–{} by {} ({}): {} → {} tokens",
             c.turns[0],
@@ -436,7 +463,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use ninetrix_proto::api::{
-        ClaimResponse, CommitRequest, CommitResponse, InboxMessage, ThreadLabels, ThreadState,
+        ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, InboxMessage, ThreadState,
         ToolCallRecord,
     };
 
@@ -453,7 +480,7 @@ mod tests {
     }
 
     impl Checkpoints for Recorder {
-        async fn claim(&self, _: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+        async fn claim(&self, _: &ClaimRequest) -> Result<ClaimResponse, CheckpointError> {
             unreachable!("the event sender only sends events")
         }
         async fn latest(&self) -> Result<Option<ThreadState>, CheckpointError> {

@@ -61,6 +61,14 @@ pub enum Activity {
         /// The collaborators.
         agents: Vec<String>,
     },
+    /// A turn is being stopped (an interrupt or a cancel): the call in flight is given
+    /// `execution.interrupt_grace` to finish.
+    Stopping {
+        /// The turn.
+        turn: u64,
+        /// `interrupted by message N` or `cancelled by NAME`.
+        by: String,
+    },
 }
 
 /// The report in the status file.
@@ -140,6 +148,7 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
         Activity::Delegating { agents } => {
             format!("waiting for collaborator {}", agents.join(", "))
         }
+        Activity::Stopping { turn, by } => format!("stopping turn {turn} ({by})"),
     };
     for down in report.mcp.values() {
         line.push_str("; ");

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod events;
 pub mod health;
 pub mod history;
+pub mod inbox;
 pub mod launch;
 pub mod ledger;
 pub mod llm;

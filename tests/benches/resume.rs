@@ -125,6 +125,7 @@ async fn seed(
                 handoff: None,
                 attempt: None,
                 context: None,
+                ..Default::default()
             },
             intents: Vec::new(),
             outcomes: Vec::new(),
@@ -163,6 +164,7 @@ async fn crashes(
             content: format!("turn {i}"),
             dedupe_key: None,
             control: None,
+            mode: None,
         };
         client.enqueue(thread, &message).await.unwrap();
         // Wait until the sleep is running (the append was executed and its events flushed).

@@ -51,6 +51,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         handoff: None,
         attempt: None,
         context: None,
+        ..Default::default()
     };
     let call = Message::new(
         Role::Assistant,
@@ -175,7 +176,7 @@ fn main() {
             let message = EnqueueRequest {
                 content: format!("turn {i}"),
                 dedupe_key: None,
-                control: None,
+                control: None, mode: None,
             };
             client.enqueue(thread, &message).await.unwrap();
             while let Some(e) = stream.next().await {

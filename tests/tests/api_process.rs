@@ -24,6 +24,7 @@ fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
             handoff: None,
             attempt: None,
             context: None,
+            ..Default::default()
         },
     }
 }
@@ -195,6 +196,7 @@ async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
                 content: "hi".into(),
                 dedupe_key: None,
                 control: None,
+                mode: None,
             },
         )
         .await

@@ -464,6 +464,7 @@ async fn a_requested_compaction_runs_between_turns_once() {
                 content: "ninetrix compact".into(),
                 dedupe_key: Some(key.into()),
                 control: Some(ninetrix_proto::api::Control::Compact),
+                mode: None,
             };
             admin.client.enqueue(s.thread, &request).await.unwrap().seq
         }

@@ -264,6 +264,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
                 content: "write it down".into(),
                 dedupe_key: Some("m1".into()),
                 control: None,
+                mode: None,
             },
         )
         .await
@@ -291,6 +292,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
                 content: "file the report".into(),
                 dedupe_key: Some("g1".into()),
                 control: None,
+                mode: None,
             },
         )
         .await

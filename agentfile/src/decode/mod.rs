@@ -137,6 +137,8 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("max_delegation_depth", "execution"),
     ("task", "execution"),
     ("resume", "execution"),
+    ("on_message_while_busy", "execution"),
+    ("interrupt_grace", "execution"),
     ("max_budget_per_run", "governance"),
     ("human_approval", "governance"),
     ("role", "metadata"),
@@ -181,6 +183,8 @@ struct ExecutionIn {
     resume: Option<ResumeMode>,
     max_concurrent_sessions: Option<u32>,
     max_delegation_depth: Option<u32>,
+    on_message_while_busy: Option<ninetrix_proto::api::MessageMode>,
+    interrupt_grace: Option<u64>,
 }
 
 impl ExecutionIn {
@@ -393,6 +397,8 @@ enum DurationField {
     CatchUpWindow,
     /// A webhook trigger's `tolerance`.
     Tolerance,
+    /// `execution.interrupt_grace`.
+    InterruptGrace,
 }
 
 impl DurationField {
@@ -408,6 +414,7 @@ impl DurationField {
                 1..=ninetrix_proto::triggers::spec::MAX_CATCH_UP_WINDOW_SECS
             }
             DurationField::Tolerance => 1..=ninetrix_proto::triggers::spec::MAX_TOLERANCE_SECS,
+            DurationField::InterruptGrace => 1..=defaults::MAX_INTERRUPT_GRACE_SECS,
         }
     }
 
@@ -428,6 +435,7 @@ impl DurationField {
             DurationField::TransferTimeout => "5m",
             DurationField::CatchUpWindow => "1h",
             DurationField::Tolerance => "5m",
+            DurationField::InterruptGrace => "10s",
         }
     }
 }
@@ -443,6 +451,8 @@ fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
             .max_concurrent_sessions
             .or(shared.max_concurrent_sessions),
         max_delegation_depth: own.max_delegation_depth.or(shared.max_delegation_depth),
+        on_message_while_busy: own.on_message_while_busy.or(shared.on_message_while_busy),
+        interrupt_grace: own.interrupt_grace.or(shared.interrupt_grace),
     }
 }
 

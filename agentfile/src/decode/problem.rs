@@ -201,6 +201,8 @@ pub(super) enum Problem<'a> {
     EmptyTask,
     /// A resume mode that is neither `truncate` nor `complete`.
     UnknownResumeMode(&'a str),
+    /// An `on_message_while_busy` that is not queue, steer, interrupt or reject.
+    UnknownBusyMode(&'a str),
     /// A budget that is not positive.
     BudgetNotPositive(f64),
     /// A `{ name, effect }` tool without `name`.
@@ -481,6 +483,7 @@ impl Problem<'_> {
             Problem::DuplicateSecret(_) => K::DuplicateSecret,
             Problem::SecretValuesListed(_) | Problem::SecretValueNotName => K::SecretValue,
             Problem::UnknownResumeMode(_)
+            | Problem::UnknownBusyMode(_)
             | Problem::UnknownEffect(_)
             | Problem::UnknownMemoryScope(_)
             | Problem::ScopeNotMemory(_) => K::InvalidValue,
@@ -673,6 +676,9 @@ impl Problem<'_> {
             }
             Problem::EmptyTask => "`task` is empty".into(),
             Problem::UnknownResumeMode(mode) => format!("unknown resume mode `{mode}`"),
+            Problem::UnknownBusyMode(mode) => {
+                format!("unknown `on_message_while_busy` mode `{mode}`")
+            }
             Problem::BudgetNotPositive(b) => {
                 format!("`max_budget_per_run` must be more than 0, found {b}")
             }
@@ -1068,6 +1074,10 @@ impl Problem<'_> {
             Problem::UnknownResumeMode(_) => "`truncate` re-runs an interrupted turn from its \
                                               input; `complete` finishes its pending tool calls"
                 .into(),
+            Problem::UnknownBusyMode(_) => "`queue` (the default) waits for the running turn; \
+                                            `steer` joins it; `interrupt` ends it and starts a \
+                                            new one; `reject` refuses the message (409)"
+                .into(),
             Problem::BudgetNotPositive(_) => "give a budget in US dollars, e.g. \
                                               `max_budget_per_run: 1.00`, or remove it for no \
                                               limit"
@@ -1216,6 +1226,10 @@ impl Problem<'_> {
                                              Standard Webhooks delivery whose `webhook-timestamp` \
                                              is further than this from the server's clock is \
                                              refused (401)"
+                    .into(),
+                DurationField::InterruptGrace => "e.g. `interrupt_grace: 30s` (the default is \
+                                                  `10s`); a tool call still running after it \
+                                                  when its turn is interrupted is stopped"
                     .into(),
             },
             Problem::ApprovalUrl(_) => "e.g. `notify_url: https://hooks.example.com/ninetrix`; \

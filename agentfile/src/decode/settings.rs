@@ -54,6 +54,8 @@ impl Cx {
                 .unwrap_or(defaults::MAX_DELEGATION_DEPTH),
             // A key of the agent itself (`transfer_timeout`), applied in `Cx::agent`.
             transfer_timeout_secs: defaults::TRANSFER_TIMEOUT_SECS,
+            on_message_while_busy: e.on_message_while_busy.unwrap_or_default(),
+            interrupt_grace_secs: e.interrupt_grace.unwrap_or(defaults::INTERRUPT_GRACE_SECS),
         })
     }
 
@@ -231,6 +233,22 @@ pub(super) const EXECUTION: Section<ExecutionIn> = Section {
         ("max_delegation_depth", |cx, e, f| {
             let max = defaults::MAX_DELEGATION_DEPTH_LIMIT;
             e.max_delegation_depth = Some(cx.integer(f.value, &f.path, 1, max)?);
+            Some(())
+        }),
+        ("on_message_while_busy", |cx, e, f| {
+            let mode = cx.string(f.value, &f.path)?;
+            match ninetrix_proto::api::MessageMode::parse(&mode) {
+                Some(m) => e.on_message_while_busy = Some(m),
+                None => {
+                    cx.report(&f.path, f.value.loc, Problem::UnknownBusyMode(&mode));
+                    return None;
+                }
+            }
+            Some(())
+        }),
+        ("interrupt_grace", |cx, e, f| {
+            e.interrupt_grace =
+                Some(cx.duration(f.value, &f.path, DurationField::InterruptGrace)?);
             Some(())
         }),
         ("resume", |cx, e, f| {

@@ -314,6 +314,7 @@ fn internal_error() -> Response {
         axum::Json(ErrorBody {
             code: ErrorCode::Internal,
             message: "internal error; the server log has the details".into(),
+            running: None,
         }),
     )
         .into_response()

@@ -37,11 +37,12 @@ const MAX_INBOX_BATCH: u32 = 100;
 pub(crate) async fn claim(
     LabelledThreadCaller { id, token_labels }: LabelledThreadCaller,
     State(app): State<App>,
-    ApiJson(labels): ApiJson<ClaimRequest>,
+    ApiJson(claim): ApiJson<ClaimRequest>,
 ) -> Result<axum::Json<ClaimResponse>, ApiError> {
     // A runner's claim is checked against its token before the store checks it against the
     // thread: both say the same, and neither changes.
     if let Some(token) = &token_labels {
+        let labels = claim.labels();
         crate::labels::restates(token, &labels).map_err(|changed| changed.refused(id))?;
         if let Some(key) = &labels.session
             && token.session.as_deref() != Some(key.as_str())
@@ -58,7 +59,7 @@ pub(crate) async fn claim(
     } else {
         crate::labels::Stating::Mint
     };
-    let claim = app.store.claim(id, labels, stating).await?;
+    let claim = app.store.claim(id, claim.labels(), stating).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
     Ok(axum::Json(claim))
 }

@@ -515,6 +515,7 @@ mod tests {
             handoff: None,
             attempt: None,
             context: None,
+            ..Default::default()
         })
         .unwrap();
         let old = Connection::open(&path).unwrap();

@@ -53,6 +53,7 @@ fn state(turn_seq: u64, turn_start: u64, cursor: u64) -> CheckpointState {
         handoff: None,
         attempt: None,
         context: None,
+        ..Default::default()
     }
 }
 

@@ -79,6 +79,7 @@ pub(crate) async fn run(args: &CompactArgs) -> anyhow::Result<ExitCode> {
         content: "ninetrix compact".into(),
         dedupe_key: None,
         control: Some(Control::Compact),
+        mode: None,
     };
     let queued = view.api.enqueue(thread, &request).await?;
     if args.no_wait {

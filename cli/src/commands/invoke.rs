@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_client::{ClientError, Watched};
-use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event};
+use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event, MessageMode};
 use ninetrix_proto::deltas::Delta;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{ThreadId, sessions};
@@ -62,6 +62,37 @@ pub struct InvokeArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// If the agent is in a turn, join it: the message reaches the model before its next round
+    /// (after the tool calls running now), and the reply is that turn's.
+    #[arg(long, conflicts_with_all = ["interrupt", "mode"])]
+    pub steer: bool,
+    /// If the agent is in a turn, stop it (the model call in flight is abandoned; running tools
+    /// finish) and answer this message instead.
+    #[arg(long, conflicts_with = "mode")]
+    pub interrupt: bool,
+    /// What the message does if the agent is busy: queue, steer, interrupt or reject (refused
+    /// with the running turn named). Default: the agent's `execution.on_message_while_busy`.
+    #[arg(long, value_name = "MODE", value_parser = message_mode)]
+    pub mode: Option<MessageMode>,
+}
+
+impl InvokeArgs {
+    /// The mode to send: `--steer`, `--interrupt`, `--mode`, or none (the agent's default).
+    fn message_mode(&self) -> Option<MessageMode> {
+        if self.steer {
+            Some(MessageMode::Steer)
+        } else if self.interrupt {
+            Some(MessageMode::Interrupt)
+        } else {
+            self.mode
+        }
+    }
+}
+
+/// A `--mode` value.
+fn message_mode(s: &str) -> Result<MessageMode, String> {
+    MessageMode::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a mode: use queue, steer, interrupt or reject"))
 }
 
 /// What `invoke` writes to: a replica's own thread, or a session of the agent.
@@ -153,6 +184,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
         control: None,
+        mode: args.message_mode(),
     };
     let queued = match retry_blips(|| view.api.enqueue(thread, &request)).await {
         Ok(q) => q,
@@ -223,6 +255,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         progress,
         in_turn: false,
         turn_seq: None,
+        steered: None,
         streaming,
         streamed: Streamed::default(),
         style: Style::stderr(),
@@ -372,6 +405,8 @@ struct Reply<'a> {
     in_turn: bool,
     /// That turn's number, once its start is seen (its deltas carry it).
     turn_seq: Option<u64>,
+    /// The message joined this running turn (`--steer`): that turn's end is the reply.
+    steered: Option<u64>,
     /// The reply is shown as it streams (stdout is a terminal).
     streaming: bool,
     /// What of it is on screen.
@@ -495,7 +530,34 @@ impl Reply<'_> {
             TraceEvent::HandoffReplied(h) if in_turn && progress => {
                 self.say(format!("  {}", handoffs::replied(self.style, &h)))
             }
-            TraceEvent::TurnCompleted(done) if done.seq == seq => {
+            TraceEvent::Steered(s) if s.seq == seq => {
+                self.in_turn = true;
+                self.turn_seq = Some(s.turn_seq);
+                self.steered = Some(s.turn_seq);
+                if !self.json {
+                    self.say(format!("↪ steered into turn {}", s.turn_seq));
+                }
+            }
+            TraceEvent::TurnStopping(t) if in_turn && !self.json => {
+                self.say(format!("  stopping: {}", stopped_words(&t.by)));
+            }
+            TraceEvent::TurnCompleted(done)
+                if done.seq == seq || Some(done.turn_seq) == self.steered =>
+            {
+                if let Some(by) = &done.stopped_by {
+                    if self.json {
+                        outln!(
+                            "{}",
+                            json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": false, "stopped_by": by, "reply": done.reply, "duration_ms": done.duration_ms})
+                        );
+                    } else {
+                        if self.streaming {
+                            crate::output::text(self.streamed.end_line());
+                        }
+                        eprintln!("⏹ {}", stopped_words(by));
+                    }
+                    return Some(ExitCode::from(crate::EXIT_FAILURE));
+                }
                 if self.json {
                     outln!(
                         "{}",
@@ -527,6 +589,9 @@ impl Reply<'_> {
             | TraceEvent::McpServerDown(_)
             | TraceEvent::McpServerUp(_)
             | TraceEvent::TurnCompleted(_)
+            | TraceEvent::Steered(_)
+            | TraceEvent::TurnStopping(_)
+            | TraceEvent::CancelMissed(_)
             | TraceEvent::Boot(_)
             | TraceEvent::Ready(_)
             | TraceEvent::Repair(_)
@@ -655,5 +720,16 @@ mod tests {
         });
         assert!(!is_blip(&refused));
         assert!(!is_blip(&anyhow::anyhow!("no such pool")));
+    }
+}
+
+/// What stopped a turn, as `invoke` and `trace` say it: `interrupted by message N`,
+/// `cancelled by NAME`.
+pub(crate) fn stopped_words(by: &ninetrix_proto::events::StoppedBy) -> String {
+    match by {
+        ninetrix_proto::events::StoppedBy::Interrupted { seq } => {
+            format!("interrupted by message {seq}")
+        }
+        ninetrix_proto::events::StoppedBy::Cancelled { by, .. } => format!("cancelled by {by}"),
     }
 }

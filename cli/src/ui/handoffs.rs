@@ -92,6 +92,12 @@ pub(crate) fn settled(s: Style, h: &HandoffSettled, width: usize) -> String {
             s.error("failed"),
             dollars(h.cost_usd)
         ),
+        HandoffStatus::Cancelled => format!(
+            "{} {} {} after {after}{reply}",
+            s.error("✗"),
+            h.agent,
+            s.error("cancelled")
+        ),
         HandoffStatus::TimedOut => format!(
             "{} {} {} after {after}{reply}",
             s.error("✗"),

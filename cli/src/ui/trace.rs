@@ -246,14 +246,39 @@ impl Renderer {
                 c.reason.as_str(),
                 one_line(&c.why, w)
             ),
+            TraceEvent::Steered(t) => format!(
+                "  ├─ {} {} message {} joined the turn: {}",
+                self.rel(at),
+                s.bold("↪ steered"),
+                t.seq,
+                one_line(&t.input, w)
+            ),
+            TraceEvent::TurnStopping(t) => format!(
+                "  ├─ {} {} {}{}",
+                self.rel(at),
+                s.error("⏹"),
+                crate::commands::invoke::stopped_words(&t.by),
+                if t.running.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · letting {} finish", t.running.join(", "))
+                }
+            ),
+            TraceEvent::CancelMissed(c) => format!(
+                "  · {} cancel {} by {} found no turn running (turn {} had ended)",
+                self.rel(at),
+                c.seq,
+                c.by,
+                c.last_turn
+            ),
             TraceEvent::TurnCompleted(t) => {
                 let line = format!(
                     "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",
                     self.rel(at),
-                    if t.ok {
-                        s.ok("done")
-                    } else {
-                        s.error("failed")
+                    match (&t.stopped_by, t.ok) {
+                        (Some(by), _) => s.error(by.word()),
+                        (None, true) => s.ok("done"),
+                        (None, false) => s.error("failed"),
                     },
                     t.duration_ms,
                     self.version.map_or("?".into(), |v| v.to_string()),

@@ -56,6 +56,9 @@ pub enum ApprovalStatus {
     Answered,
     /// Not decided in time: counts as a rejection; the call never runs.
     Expired,
+    /// The turn that asked was cancelled (`ninetrix cancel`) while it waited: the call never
+    /// runs, and nobody can decide it any more.
+    Cancelled,
 }
 
 impl ApprovalStatus {
@@ -67,6 +70,7 @@ impl ApprovalStatus {
             ApprovalStatus::Rejected => "rejected",
             ApprovalStatus::Answered => "answered",
             ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Cancelled => "cancelled",
         }
     }
 
@@ -78,6 +82,7 @@ impl ApprovalStatus {
             "rejected" => ApprovalStatus::Rejected,
             "answered" => ApprovalStatus::Answered,
             "expired" => ApprovalStatus::Expired,
+            "cancelled" => ApprovalStatus::Cancelled,
             _ => return None,
         })
     }

@@ -58,6 +58,10 @@ error_codes! {
     Fenced = "fenced",
     /// 409: the checkpoint's parent is not the latest version.
     VersionConflict = "version_conflict",
+    /// 409: a message sent with mode `reject` (or to an agent whose
+    /// `execution.on_message_while_busy` is `reject`) while the thread is in a turn; the body's
+    /// `running` names the turn. Nothing was stored.
+    Busy = "busy",
     /// 409: the ledger entry already has a different outcome.
     AlreadyCompleted = "already_completed",
     /// 400: the body is not JSON.
@@ -184,6 +188,9 @@ pub struct ErrorBody {
     pub code: ErrorCode,
     /// What went wrong, for people.
     pub message: String,
+    /// For `busy`: the turn the thread is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<super::RunningTurn>,
 }
 
 #[cfg(test)]

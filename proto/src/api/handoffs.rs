@@ -106,6 +106,9 @@ pub enum HandoffStatus {
     Failed,
     /// No reply came within the caller's `transfer_timeout`: the call failed.
     TimedOut,
+    /// The caller's turn was cancelled while it waited; the collaborator's turn on the task
+    /// is cancelled too (a cancel was put in its inbox in the same transaction).
+    Cancelled,
 }
 
 impl HandoffStatus {
@@ -116,6 +119,7 @@ impl HandoffStatus {
             HandoffStatus::Replied => "replied",
             HandoffStatus::Failed => "failed",
             HandoffStatus::TimedOut => "timed_out",
+            HandoffStatus::Cancelled => "cancelled",
         }
     }
 
@@ -126,6 +130,7 @@ impl HandoffStatus {
             "replied" => HandoffStatus::Replied,
             "failed" => HandoffStatus::Failed,
             "timed_out" => HandoffStatus::TimedOut,
+            "cancelled" => HandoffStatus::Cancelled,
             _ => return None,
         })
     }

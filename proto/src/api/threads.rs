@@ -110,6 +110,43 @@ pub struct CheckpointState {
     /// written by older runners.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::context::ContextUse>,
+    /// Inbox seqs after `inbox_cursor` already taken, out of order: a steer applied to a turn,
+    /// an interrupt or a cancel carried out, each before messages queued ahead of it. The
+    /// cursor moves over them once the messages before them are taken, so this stays short;
+    /// the runner takes the next message after the cursor that is not here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inbox_taken: Vec<u64>,
+    /// The inbox seq of the message the current (or last) turn answers. `None` in states
+    /// written by older runners, whose turns always answered `inbox_cursor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_message: Option<u64>,
+}
+
+impl CheckpointState {
+    /// Marks inbox message `seq` taken: the cursor moves over every taken seq that follows it
+    /// without a gap; a seq past a gap (an urgent message taken before those queued ahead of
+    /// it) is kept in `inbox_taken` until the gap is filled.
+    pub fn take(&mut self, seq: u64) {
+        if seq <= self.inbox_cursor || self.inbox_taken.contains(&seq) {
+            return;
+        }
+        self.inbox_taken.push(seq);
+        self.inbox_taken.sort_unstable();
+        while self.inbox_taken.first() == Some(&(self.inbox_cursor + 1)) {
+            self.inbox_cursor += 1;
+            self.inbox_taken.remove(0);
+        }
+    }
+
+    /// Whether inbox message `seq` has been taken.
+    pub fn taken(&self, seq: u64) -> bool {
+        seq <= self.inbox_cursor || self.inbox_taken.contains(&seq)
+    }
+
+    /// The inbox seq the current (or last) turn answers.
+    pub fn turn_input(&self) -> u64 {
+        self.turn_message.unwrap_or(self.inbox_cursor)
+    }
 }
 
 /// One runner's attempt at a turn: the epoch that worked on it and when it took the turn up.
@@ -164,10 +201,74 @@ pub struct ThreadLabels {
     pub session: Option<String>,
 }
 
-/// `POST /v1/runners/threads/{id}/claim`: the body is the thread's labels, all optional. Labels
-/// are fixed when the thread is created; a claim only restates them (409 `labels_fixed` for any
-/// other value, `session_mismatch` for another session), it never changes them.
-pub type ClaimRequest = ThreadLabels;
+/// `POST /v1/runners/threads/{id}/claim`: the thread's labels, all optional, and what the
+/// claiming runner's agent does with a message sent while it is busy. Labels are fixed when the
+/// thread is created; a claim only restates them (409 `labels_fixed` for any other value,
+/// `session_mismatch` for another session), it never changes them. The policy is the agent's
+/// as this runner knows it: each claim replaces it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// The agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// The replica number (from 1).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::u32_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, maximum = 4294967295_i64))]
+    pub replica: Option<u32>,
+    /// The session key, for a session's thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
+    pub session: Option<String>,
+    /// The agent's `execution.on_message_while_busy`: the mode of a message sent without one.
+    /// Absent: unchanged (`queue` for a thread never claimed with one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_message_while_busy: Option<MessageMode>,
+}
+
+impl ClaimRequest {
+    /// A claim restating `labels`, stating no policy.
+    pub fn of(labels: ThreadLabels) -> Self {
+        let ThreadLabels {
+            pool,
+            agent,
+            replica,
+            session,
+        } = labels;
+        Self {
+            pool,
+            agent,
+            replica,
+            session,
+            on_message_while_busy: None,
+        }
+    }
+
+    /// The labels it restates.
+    pub fn labels(&self) -> ThreadLabels {
+        ThreadLabels {
+            pool: self.pool.clone(),
+            agent: self.agent.clone(),
+            replica: self.replica,
+            session: self.session.clone(),
+        }
+    }
+}
 
 /// The answer to a claim: the runner's epoch for every later write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -300,4 +401,52 @@ pub struct VersionDetail {
     pub summary: VersionSummary,
     /// The history as of this version.
     pub history: Vec<Message>,
+}
+
+#[cfg(test)]
+mod inbox_tests {
+    use super::CheckpointState;
+
+    #[test]
+    fn taking_out_of_order_keeps_the_gap_until_it_is_filled() {
+        let mut s = CheckpointState {
+            inbox_cursor: 4,
+            ..Default::default()
+        };
+        s.take(7);
+        assert_eq!((s.inbox_cursor, s.inbox_taken.clone()), (4, vec![7]));
+        assert!(s.taken(7) && !s.taken(5) && !s.taken(6) && s.taken(4));
+        s.take(6);
+        assert_eq!((s.inbox_cursor, s.inbox_taken.clone()), (4, vec![6, 7]));
+        s.take(5);
+        assert_eq!(
+            (s.inbox_cursor, s.inbox_taken.clone()),
+            (7, vec![]),
+            "the cursor moves over every taken seq once the gap is filled"
+        );
+        s.take(7);
+        s.take(3);
+        assert_eq!(
+            (s.inbox_cursor, s.inbox_taken.len()),
+            (7, 0),
+            "taking twice is a no-op"
+        );
+        s.take(8);
+        assert_eq!(
+            (s.inbox_cursor, s.inbox_taken.len()),
+            (8, 0),
+            "in order: the cursor"
+        );
+    }
+
+    #[test]
+    fn a_turn_answers_its_message_or_the_cursor_of_an_older_runner() {
+        let mut s = CheckpointState {
+            inbox_cursor: 4,
+            ..Default::default()
+        };
+        assert_eq!(s.turn_input(), 4);
+        s.turn_message = Some(9);
+        assert_eq!(s.turn_input(), 9);
+    }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ninetrix_proto::api::{ThreadLabels, ThreadStatus, TurnAttempt};
+use ninetrix_proto::api::{ClaimRequest, ThreadStatus, TurnAttempt};
 use ninetrix_proto::events::{self as ev, TraceEvent};
 use tokio_util::sync::CancellationToken;
 
@@ -51,12 +51,14 @@ pub(super) async fn run_with<C: Checkpoints>(
     shutdown: CancellationToken,
     until_idle: bool,
 ) -> Exit {
-    let labels = ThreadLabels {
+    let labels = ClaimRequest {
         pool: config.pool.clone(),
         agent: Some(config.spec.name.clone()),
         // A session's owner is computed from its key, not stored.
         replica: config.replica.filter(|_| config.session.is_none()),
         session: config.session.clone(),
+        // The API gives a message sent without a mode this one (and refuses it, for `reject`).
+        on_message_while_busy: Some(config.spec.execution.on_message_while_busy),
     };
     // A runner told to stop before it claimed never claims: a stale copy (an orchestrator's old
     // task, stopped while it was still booting) must not fence the copy that replaced it.
@@ -152,6 +154,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         attempt: None,
         resumed_turn: None,
         boot_count,
+        controls: None,
         config,
     };
     runner.measure_overhead();
@@ -243,12 +246,39 @@ impl<C: Checkpoints> Runner<C> {
                         s.state.turn_seq
                     );
                 }
+                // An interrupt or a cancel the runner before this one took, and died before it
+                // ended the turn: the turn stops here instead of running again.
+                let stop = if in_turn {
+                    match self.store.inbox(s.state.inbox_cursor, Duration::ZERO).await {
+                        Ok(messages) => crate::inbox::stop_for(&messages, &s.state),
+                        Err(e) => {
+                            return Err(self.stopped(Stop::Failure(format!(
+                                "cannot read the inbox of turn {}: {e}",
+                                s.state.turn_seq
+                            ))));
+                        }
+                    }
+                } else {
+                    None
+                };
+                if let Some(by) = &stop {
+                    self.health.set(Activity::Stopping {
+                        turn: s.state.turn_seq,
+                        by: super::controls::stopped_words(by),
+                    });
+                    self.events.emit(TraceEvent::TurnStopping(ev::TurnStopping {
+                        turn_seq: s.state.turn_seq,
+                        by: by.clone(),
+                        running: Vec::new(),
+                    }));
+                }
                 Some(Restored {
                     history: s.history,
                     state: s.state,
                     ledger,
                     approvals,
                     give_up,
+                    stop,
                 })
             }
         };

@@ -16,8 +16,8 @@ use std::time::Duration;
 use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ClaimResponse, CommitRequest, CommitResponse, Handoff, HandoffRequest, InboxMessage,
-    NewEvent, ThreadLabels, ThreadState, ThreadStatus, ToolCallRecord,
+    Approval, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Handoff, HandoffRequest,
+    InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -71,6 +71,16 @@ impl TestStore {
 
     /// Puts a message in the inbox (seqs from 1).
     pub(super) fn send(&self, content: &str) -> u64 {
+        self.send_as(content, ninetrix_proto::api::MessageMode::Queue, None)
+    }
+
+    /// Puts a message in the inbox with a mode, or a control (a cancel by `ana`).
+    pub(super) fn send_as(
+        &self,
+        content: &str,
+        mode: ninetrix_proto::api::MessageMode,
+        control: Option<ninetrix_proto::api::Control>,
+    ) -> u64 {
         let mut inbox = self.shared.inbox.lock().unwrap();
         let seq = inbox.len() as u64 + 1;
         inbox.push(InboxMessage {
@@ -79,7 +89,9 @@ impl TestStore {
             dedupe_key: None,
             created_at: chrono::Utc::now(),
             handoff: None,
-            control: None,
+            control,
+            mode,
+            by: control.map(|_| "ana".to_string()),
         });
         drop(inbox);
         self.shared.arrived.notify_waiters();
@@ -155,9 +167,9 @@ impl TestStore {
 }
 
 impl Checkpoints for TestStore {
-    async fn claim(&self, labels: &ThreadLabels) -> Result<ClaimResponse, CheckpointError> {
+    async fn claim(&self, claim: &ClaimRequest) -> Result<ClaimResponse, CheckpointError> {
         self.check()?;
-        self.memory.claim(labels).await
+        self.memory.claim(claim).await
     }
 
     async fn latest(&self) -> Result<Option<ThreadState>, CheckpointError> {
@@ -206,7 +218,7 @@ impl Checkpoints for TestStore {
         self.memory.handoffs(turn_seq, settled, wait).await
     }
 
-    /// The API's long-poll: the first message after `after`, or nothing after `wait`.
+    /// The API's long-poll: the messages after `after`, or nothing after `wait`.
     async fn inbox(
         &self,
         after: u64,
@@ -216,26 +228,16 @@ impl Checkpoints for TestStore {
         tokio::pin!(arrived);
         arrived.as_mut().enable();
         self.check()?;
-        let next = self
-            .shared
-            .inbox
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|m| m.seq > after)
-            .cloned();
-        if let Some(m) = next {
-            return Ok(vec![m]);
+        let after_it = |inbox: &[InboxMessage]| -> Vec<InboxMessage> {
+            inbox.iter().filter(|m| m.seq > after).cloned().collect()
+        };
+        let now = after_it(&self.shared.inbox.lock().unwrap());
+        if !now.is_empty() {
+            return Ok(now);
         }
         if tokio::time::timeout(wait, arrived).await.is_ok() {
             self.check()?;
-            let inbox = self.shared.inbox.lock().unwrap();
-            return Ok(inbox
-                .iter()
-                .find(|m| m.seq > after)
-                .cloned()
-                .into_iter()
-                .collect());
+            return Ok(after_it(&self.shared.inbox.lock().unwrap()));
         }
         Ok(Vec::new())
     }

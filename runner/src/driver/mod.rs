@@ -23,6 +23,7 @@ use crate::engine::{Effect, Engine, Input};
 use crate::events::Events;
 use crate::health::{Activity, Health};
 use crate::history;
+use crate::inbox;
 use crate::llm::{Llm, LlmError, LlmRequest, Purpose, ToolDef};
 use crate::mcp::McpServers;
 use crate::notify::Notifier;
@@ -31,12 +32,14 @@ use crate::tools::{self, ToolContext};
 
 mod boot;
 mod commit;
+mod controls;
 #[cfg(test)]
 mod harness;
 mod tool_calls;
 mod waits;
 
 use boot::run_with;
+use controls::Controls;
 
 /// How the runner ended, as an exit code (docs/design.md §6.8).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +151,8 @@ struct Runner<C: Checkpoints> {
     resumed_turn: Option<u64>,
     /// This runner's boot count (the API's count of claims of the thread).
     boot_count: u64,
+    /// The inbox as seen while the current turn runs (its steers, interrupts and cancels).
+    controls: Option<Controls>,
 }
 
 /// Serves this runner's own thread until shutdown, fencing, a batch job's end, or a failure:
@@ -251,8 +256,11 @@ impl<C: Checkpoints> Runner<C> {
         } else {
             POLL
         };
+        // Past every message read that could not be taken (never expected: the cursor moves
+        // over taken ones), so an inbox of those is waited on, not re-read in a loop.
+        let mut floor = 0;
         loop {
-            let after = self.engine.state().inbox_cursor;
+            let after = self.engine.state().inbox_cursor.max(floor);
             let next = tokio::select! {
                 r = self.store.inbox(after, wait) => r,
                 () = self.shutdown.cancelled() => return self.stopped(Stop::Shutdown),
@@ -261,11 +269,13 @@ impl<C: Checkpoints> Runner<C> {
                 Ok(m) => m,
                 Err(e) => return self.stopped(e.into()),
             };
-            let Some(message) = messages.into_iter().next() else {
+            // Urgent messages (steers, interrupts, cancels) before those queued ahead of them.
+            let Some(message) = inbox::next(&messages, self.engine.state()).cloned() else {
                 if self.until_idle {
                     // Idle: out of memory until the next message.
                     return Exit::Ok;
                 }
+                floor = messages.last().map_or(floor, |m| m.seq);
                 continue;
             };
             if self.shutdown.is_cancelled() {
@@ -277,6 +287,7 @@ impl<C: Checkpoints> Runner<C> {
                 Some(control) => self.engine.apply(Input::Control {
                     seq: message.seq,
                     control,
+                    by: message.by.unwrap_or_else(|| inbox::ANONYMOUS.to_string()),
                 }),
                 None => {
                     self.turn_started = Instant::now();
@@ -377,26 +388,66 @@ impl<C: Checkpoints> Runner<C> {
                     if self.shutdown.is_cancelled() {
                         return Err(Stop::Shutdown);
                     }
-                    let input = self.call_llm().await?;
+                    // The safe boundary: steers join the turn, a stop ends it.
+                    if let Some(stopped) = self.at_boundary(true) {
+                        queue = stopped.into();
+                        continue;
+                    }
+                    let (seen, state) = self.watching();
+                    let input = tokio::select! {
+                        r = self.call_llm() => r?,
+                        by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
+                    };
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Compact { plan, input } => {
                     if self.shutdown.is_cancelled() {
                         return Err(Stop::Shutdown);
                     }
-                    let input = self.compact(plan, input).await?;
+                    if let Some(stopped) = self.at_boundary(false) {
+                        queue = stopped.into();
+                        continue;
+                    }
+                    let (seen, state) = self.watching();
+                    let input = tokio::select! {
+                        r = self.compact(plan, input) => r?,
+                        by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
+                    };
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::RunTool(call) => {
-                    let input = self.run_tool(call).await?;
-                    queue.extend(self.engine.apply(input));
+                    if let Some(stopped) = self.at_boundary(false) {
+                        queue = stopped.into();
+                        continue;
+                    }
+                    for input in self.run_tool_stoppable(call).await? {
+                        queue.extend(self.engine.apply(input));
+                    }
                 }
                 Effect::AwaitApprovals { turn_seq, keys } => {
-                    let input = self.await_approvals(turn_seq, &keys).await?;
+                    if let Some(stopped) = self.at_boundary(false) {
+                        queue = stopped.into();
+                        continue;
+                    }
+                    let (seen, state) = self.watching();
+                    let input = tokio::select! {
+                        r = self.await_approvals(turn_seq, &keys) => r?,
+                        by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
+                    };
+                    let input = self.unless_cancelled(input).await;
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Delegate { turn_seq, calls } => {
-                    let input = self.delegate(turn_seq, calls).await?;
+                    if let Some(stopped) = self.at_boundary(false) {
+                        queue = stopped.into();
+                        continue;
+                    }
+                    let (seen, state) = self.watching();
+                    let input = tokio::select! {
+                        r = self.delegate(turn_seq, calls) => r?,
+                        by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
+                    };
+                    let input = self.unless_cancelled(input).await;
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Event(e) => {
@@ -406,6 +457,7 @@ impl<C: Checkpoints> Runner<C> {
                 Effect::TurnFinished { reply, ok, .. } => {
                     // `turn_completed` rode on the final commit; anything emitted since is sent
                     // before more work is taken.
+                    self.controls = None;
                     self.events.flush(Duration::from_secs(2)).await;
                     self.health.turn_ended(ok, &reply);
                     finished = Some(Finished { reply, ok });

@@ -258,6 +258,13 @@ fn handoff_answer(h: &Handoff) -> (String, bool) {
             ),
             true,
         ),
+        HandoffStatus::Cancelled => (
+            format!(
+                "Not done: the handoff to `{}` was cancelled (session {}, thread {}); its turn on the task was cancelled too.",
+                h.agent, h.session, h.target_thread_id
+            ),
+            true,
+        ),
         HandoffStatus::TimedOut | HandoffStatus::Pending => (
             format!(
                 "Not done: `{}` did not reply within {} (transfer_timeout; session {}, thread {}). It may be down, crash-looping or still working: its later reply will not reach this call. Try again later, or do the work another way.",

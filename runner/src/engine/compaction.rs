@@ -218,9 +218,14 @@ impl Engine {
 
     /// An instruction taken from the inbox between turns (`seq`): carried out, and the cursor
     /// moved past it in the same commit.
-    pub(super) fn on_control(&mut self, seq: u64, control: Control) -> Vec<Effect> {
-        self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
+    pub(super) fn on_control(&mut self, seq: u64, control: Control, by: String) -> Vec<Effect> {
+        if control == Control::Cancel {
+            // Taken between turns: the turn it was sent for had ended.
+            return self.cancel_missed(seq, by);
+        }
+        self.state.take(seq);
         match control {
+            Control::Cancel => Vec::new(),
             Control::Compact => {
                 let input = self.input_estimate();
                 let policy = &self.cfg.context;
@@ -642,6 +647,7 @@ mod tests {
         let out = e.apply(Input::Control {
             seq: 5,
             control: ninetrix_proto::api::Control::Compact,
+            by: "ana".into(),
         });
         let Some(Effect::Compact { plan, .. }) = out.last() else {
             panic!("{:?}", kinds(&out))
@@ -661,6 +667,7 @@ mod tests {
         let out = e.apply(Input::Control {
             seq: 6,
             control: ninetrix_proto::api::Control::Compact,
+            by: "ana".into(),
         });
         assert_eq!(kinds(&out), ["commit", "event:compaction_skipped"]);
         assert_eq!(commits(&out)[0].state.inbox_cursor, 6);
@@ -717,6 +724,7 @@ mod tests {
         e.apply(Input::Control {
             seq: 4,
             control: ninetrix_proto::api::Control::Compact,
+            by: "ana".into(),
         });
         let out = e.apply(summary(
             &"a summary far longer than one short turn ".repeat(20),

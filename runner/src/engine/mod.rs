@@ -46,7 +46,8 @@
 //! - `approvals` — requests to people: which calls ask, what a decision answers;
 //! - `delegation` — handoffs to collaborators: the chain, the batch, the answers;
 //! - `compaction` — the context window: when a round compacts first, the compaction's commit,
-//!   and a round the provider refused as too long.
+//!   and a round the provider refused as too long;
+//! - `control` — control of a running turn: a steer joins it, an interrupt or a cancel stops it.
 
 use std::collections::HashMap;
 
@@ -57,8 +58,10 @@ use ninetrix_proto::api::{
     Approval, ApprovalKind, CheckpointState, CommitIntent, CommitOutcome, HandoffOrigin,
     HandoffReply, ThreadStatus, ToolCallRecord,
 };
-use ninetrix_proto::events::TraceEvent;
+use ninetrix_proto::events::{StoppedBy, TraceEvent};
 use ninetrix_proto::{Block, Message, Role, ThreadId};
+
+pub use control::stopped_while_running;
 
 use crate::context;
 use crate::ledger::{self, Decision, Entry};
@@ -66,6 +69,7 @@ use ninetrix_agentfile::context::ContextPolicy;
 
 mod approvals;
 mod compaction;
+mod control;
 mod delegation;
 mod restore;
 #[cfg(test)]
@@ -144,6 +148,9 @@ pub struct Restored {
     /// The interrupted turn has been through this many restarts, more than the budget
     /// ([`crash_looping`]): it is ended with an error reply instead of resumed.
     pub give_up: Option<u64>,
+    /// An interrupt or a cancel waiting in the inbox for the interrupted turn: it is stopped
+    /// instead of resumed (the runner that took the control died before the turn ended).
+    pub stop: Option<StoppedBy>,
 }
 
 /// The default restart budget of one turn (`AGENTFILE_TURN_RESTARTS`): a turn interrupted this
@@ -200,7 +207,20 @@ pub enum Input {
         seq: u64,
         /// What to do.
         control: ninetrix_proto::api::Control,
+        /// Who sent it (for a cancel).
+        by: String,
     },
+    /// A message sent with mode `steer` while the turn runs: it joins the turn before its next
+    /// model round (nothing, between turns: it is then the next turn's message).
+    Steer {
+        /// Its inbox seq.
+        seq: u64,
+        /// Its text.
+        content: String,
+    },
+    /// An interrupt or a cancel for the running turn: it stops once the call in flight (if
+    /// any) is answered.
+    Stop(StoppedBy),
     /// An [`Effect::Compact`] was carried out.
     Compacted(Compacted),
     /// The answers to the calls of an [`Effect::Delegate`] (every one of them).
@@ -418,6 +438,8 @@ pub struct Engine {
     compacting: Option<context::Plan>,
     /// The turn in which a due compaction that could not be made was last reported.
     skip_said: u64,
+    /// What is stopping the current turn (an interrupt or a cancel taken while a call ran).
+    stopping: Option<StoppedBy>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -468,6 +490,7 @@ impl Engine {
             overflowed: false,
             compacting: None,
             skip_said: 0,
+            stopping: None,
         }
     }
 
@@ -504,7 +527,9 @@ impl Engine {
                 self.advance()
             }
             Input::ContextTooLong(why) => self.on_overflow(&why),
-            Input::Control { seq, control } => self.on_control(seq, control),
+            Input::Control { seq, control, by } => self.on_control(seq, control, by),
+            Input::Steer { seq, content } => self.on_steer(seq, content),
+            Input::Stop(by) => self.on_stop(by),
             Input::Compacted(done) => self.on_compacted(done),
             // The failed turn's reply carries the cause (said once: no separate error event).
             Input::LlmFailed(why) => self.stop_turn(

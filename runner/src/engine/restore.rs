@@ -19,6 +19,7 @@ impl Engine {
             ledger,
             approvals,
             give_up,
+            stop,
         } = restored;
         self.persisted = history.len();
         self.history = history;
@@ -79,6 +80,12 @@ impl Engine {
                 &reply,
                 "Not finished: the turn was given up after repeated restarts (this call may or may not have run).",
             ));
+            return out;
+        }
+        if let Some(by) = stop.filter(|_| in_turn(self.state.status)) {
+            // The control that stops the turn is still in the inbox: the turn ends here, it is
+            // not run again.
+            out.extend(self.on_stop(by));
             return out;
         }
         if in_turn(self.state.status) {

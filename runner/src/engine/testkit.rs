@@ -139,6 +139,7 @@ pub(super) fn stored(e: &Engine) -> Restored {
         ledger: Vec::new(),
         approvals: Vec::new(),
         give_up: None,
+        stop: None,
     }
 }
 

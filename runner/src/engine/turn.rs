@@ -29,6 +29,7 @@ impl Engine {
         self.state.turn_seq += 1;
         self.state.usage = Usage::default();
         self.overflowed = false;
+        self.stopping = None;
         self.ledger.clear();
         self.requests.clear();
         self.delegated.clear();
@@ -45,7 +46,8 @@ impl Engine {
             .push(Message::text(Role::User, content.clone()));
         self.state.turn_start_history_len = self.history.len() as u64;
         self.state.status = ThreadStatus::InTurn;
-        self.state.inbox_cursor = self.state.inbox_cursor.max(seq);
+        self.state.take(seq);
+        self.state.turn_message = Some(seq);
         let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
             turn_seq: self.state.turn_seq,
             seq,
@@ -122,6 +124,11 @@ impl Engine {
                     }
                 }
             }
+        }
+        if self.stopping.is_some() {
+            // The call in flight when the turn was stopped has its answer: the turn ends.
+            out.extend(self.end_stopped());
+            return out;
         }
         out.extend(self.advance());
         out
@@ -235,7 +242,8 @@ impl Engine {
             (true, true) => ThreadStatus::Done,
             (true, false) => ThreadStatus::Failed,
         };
-        let seq = self.state.inbox_cursor;
+        let seq = self.state.turn_input();
+        let stopped_by = self.stopping.take();
         // A handed-over task's reply goes back with the step that ends the turn.
         let origin = self.state.handoff.take();
         let mut commit = self.commit();
@@ -265,6 +273,7 @@ impl Engine {
             reply: reply.clone(),
             usage: self.state.usage.clone(),
             duration_ms: 0.0,
+            stopped_by,
         })));
         out.push(Effect::TurnFinished { seq, reply, ok });
         out
@@ -419,7 +428,8 @@ mod tests {
             ["event:turn_started", "call_llm"],
             "the input waits"
         );
-        assert_eq!(e.state().inbox_cursor, 7, "the cursor moves in memory");
+        assert!(e.state().taken(7), "the message is taken in memory");
+        assert_eq!(e.state().turn_input(), 7);
         let out = e.apply(answer("hello"));
         assert_eq!(
             kinds(&out),
@@ -434,8 +444,8 @@ mod tests {
         assert_eq!(plan.append.len(), 2, "the input and the answer");
         assert_eq!(plan.append[0].role, Role::User);
         assert_eq!(
-            (plan.state.inbox_cursor, plan.state.status),
-            (7, ThreadStatus::Idle)
+            (plan.state.taken(7), plan.state.status),
+            (true, ThreadStatus::Idle)
         );
         assert!(plan.intents.is_empty() && plan.outcomes.is_empty());
         assert!(e.idle());
@@ -455,11 +465,11 @@ mod tests {
         );
         assert_eq!(
             (
-                plan.state.inbox_cursor,
+                plan.state.taken(7),
                 plan.state.turn_start_history_len,
                 plan.state.status
             ),
-            (7, 1, ThreadStatus::InTurn)
+            (true, 1, ThreadStatus::InTurn)
         );
         let call = run_of(&out);
         assert_eq!(call.effect, Class::Write, "append mode is a write");
@@ -652,9 +662,9 @@ mod tests {
                 "nothing joins the history: {plan:?}"
             );
             assert_eq!(
-                (plan.state.inbox_cursor, plan.state.status),
-                (seq, ThreadStatus::Idle),
-                "the message is applied once: the cursor moves"
+                (plan.state.taken(seq), plan.state.status),
+                (true, ThreadStatus::Idle),
+                "the message is applied once: it is taken"
             );
             let Effect::TurnFinished { ok, reply, .. } = out.last().unwrap() else {
                 panic!()

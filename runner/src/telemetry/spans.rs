@@ -30,6 +30,8 @@ struct Attempt {
     llm_retries: u64,
     commits: u64,
     budget_exceeded: bool,
+    /// Messages that joined the turn as steers.
+    steers: u64,
     max_turns_reached: bool,
     handed_over_by: Option<(String, String)>,
 }
@@ -51,6 +53,14 @@ pub struct Spans {
     /// of the response are pending).
     settled: HashSet<String>,
     turn: Option<Attempt>,
+}
+
+/// The span status of a turn stopped on request.
+fn stopped_text(by: &ev::StoppedBy) -> String {
+    match by {
+        ev::StoppedBy::Interrupted { seq } => format!("interrupted by message {seq}"),
+        ev::StoppedBy::Cancelled { by, .. } => format!("cancelled by {by}"),
+    }
 }
 
 impl Spans {
@@ -186,8 +196,16 @@ impl Spans {
                 Vec::new()
             }
             TraceEvent::TurnCompleted(done) => self.completed(at, done),
+            TraceEvent::Steered(_) => {
+                if let Some(turn) = &mut self.turn {
+                    turn.steers += 1;
+                }
+                Vec::new()
+            }
             // Nothing of a turn's shape: logged and stored, not spans.
             TraceEvent::Ready(_)
+            | TraceEvent::TurnStopping(_)
+            | TraceEvent::CancelMissed(_)
             | TraceEvent::Resume(_)
             | TraceEvent::Compacted(_)
             | TraceEvent::CompactionSkipped(_)
@@ -351,6 +369,8 @@ impl Spans {
         };
         let error_type = if done.ok {
             None
+        } else if let Some(by) = &done.stopped_by {
+            Some(by.word())
         } else if turn.budget_exceeded {
             Some("budget_exceeded")
         } else if turn.max_turns_reached {
@@ -358,11 +378,31 @@ impl Spans {
         } else {
             Some("turn_failed")
         };
-        let status = match error_type {
-            None => Status::Ok,
-            Some(t) => Status::Error(format!("the turn failed ({t})")),
+        let status = match (error_type, &done.stopped_by) {
+            (None, _) => Status::Ok,
+            (Some(_), Some(by)) => Status::Error(stopped_text(by)),
+            (Some(t), None) => Status::Error(format!("the turn failed ({t})")),
         };
+        let steers = turn.steers;
         let mut record = self.attempt_record(turn, at, status, false);
+        if steers > 0 {
+            record
+                .attributes
+                .push(("ninetrix.turn.steers", steers.into()));
+        }
+        if let Some(by) = &done.stopped_by {
+            record
+                .attributes
+                .push(("ninetrix.turn.stopped_by", by.word().into()));
+            record
+                .attributes
+                .push(("ninetrix.turn.stopped_by.seq", by.seq().into()));
+            if let ev::StoppedBy::Cancelled { by, .. } = by {
+                record
+                    .attributes
+                    .push(("ninetrix.turn.cancelled_by", by.clone().into()));
+            }
+        }
         record.attributes.extend([
             ("gen_ai.usage.input_tokens", done.usage.input_tokens.into()),
             (
@@ -405,6 +445,7 @@ impl Spans {
             llm_retries: 0,
             commits: 0,
             budget_exceeded: false,
+            steers: 0,
             max_turns_reached: false,
             handed_over_by: None,
         });

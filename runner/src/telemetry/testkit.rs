@@ -92,6 +92,7 @@ pub(super) fn completed(turn_seq: u64, ok: bool) -> TraceEvent {
             cost_usd: 1.0,
         },
         duration_ms: 1.0,
+        stopped_by: None,
     })
 }
 

@@ -189,6 +189,7 @@ impl Admin {
             content: content.to_string(),
             dedupe_key: Some(key.to_string()),
             control: None,
+            mode: None,
         };
         self.client.enqueue(thread, &request).await.unwrap().seq
     }

@@ -108,6 +108,8 @@ impl InboxRow {
                 .control
                 .map(|c| Control::parse(&c).ok_or_else(|| corrupt("inbox control", &c)))
                 .transpose()?,
+            mode: Default::default(),
+            by: None,
         })
     }
 }
@@ -148,6 +150,8 @@ pub(crate) async fn enqueue<C: Conn>(
                     EnqueueResponse {
                         seq: to_u64(seq),
                         duplicate: true,
+                        mode: Default::default(),
+                        running: None,
                     },
                     None,
                 ));
@@ -200,6 +204,8 @@ pub(super) async fn insert_inbox<C: Conn>(
         EnqueueResponse {
             seq,
             duplicate: false,
+            mode: Default::default(),
+            running: None,
         },
         next.session_of(replicas),
     ))
