@@ -138,6 +138,18 @@ impl TestStore {
         self.shared.stored.send_modify(|n| *n += 1);
     }
 
+    /// The stored events whose type is `kind`, their data, in order.
+    pub(super) fn events_of(&self, kind: &str) -> Vec<serde_json::Value> {
+        self.shared
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| e.data.clone())
+            .collect()
+    }
+
     /// The stored events' types, in order.
     pub(super) fn event_kinds(&self) -> Vec<String> {
         self.shared
@@ -510,5 +522,98 @@ mod tests {
         assert_eq!(log(dir.path()), "xx", "each turn's write ran once");
         new.shutdown.cancel();
         assert_eq!(new.exit().await, Exit::Ok);
+    }
+
+    /// A durable agent whose turn sleeps (a `read` that takes `secs`), then answers.
+    fn sleeper(workspace: &Path, secs: u64) -> Config {
+        config(
+            agent(&format!(
+                "    runtime:
+      provider: scripted
+      script:
+        - tool_calls:
+            - name: sleep
+              args: {{ seconds: {secs} }}
+        - text: Done.
+    tools: [sleep]
+    execution: {{ durability: true, interrupt_grace: 5s }}
+"
+            )),
+            workspace,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_interrupt_stops_a_slow_tool_after_its_grace_and_starts_the_next_turn() {
+        use ninetrix_proto::api::MessageMode;
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let driver = Driver::start(&store, &sleeper(dir.path(), 100));
+        store.send("go");
+        store.until_commits(1).await;
+        store.send_as("do this instead", MessageMode::Interrupt, None);
+        store.until_event("turn_completed", 2).await;
+        let done = store.events_of("turn_completed");
+        assert_eq!(done[0]["stopped_by"]["kind"], "interrupted");
+        assert_eq!(done[0]["stopped_by"]["seq"], 2);
+        assert_eq!(
+            (done[1]["seq"].as_u64(), done[1]["ok"].as_bool()),
+            (Some(2), Some(true))
+        );
+        assert_eq!(store.events_of("turn_stopping")[0]["running"][0], "sleep");
+        let thread = store.thread().await;
+        let stopped = thread
+            .history
+            .iter()
+            .find(|m| m.role == ninetrix_proto::Role::Tool)
+            .unwrap();
+        assert!(
+            stopped.blocks.iter().any(|b| matches!(b,
+                ninetrix_proto::Block::ToolResult { content, is_error: true, .. }
+                    if content.contains("execution.interrupt_grace"))),
+            "{stopped:?}"
+        );
+        assert_eq!(thread.state.inbox_cursor, 2, "both messages taken, once");
+        crate::llm::wire_rules::accepted(&thread.history).unwrap();
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steer_joins_the_running_turn_after_its_tool_and_is_answered_in_it() {
+        use ninetrix_proto::api::MessageMode;
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let driver = Driver::start(&store, &sleeper(dir.path(), 30));
+        store.send("go");
+        store.until_commits(1).await;
+        store.send_as("and mention the weather", MessageMode::Steer, None);
+        store.until_event("turn_completed", 1).await;
+        let kinds = store.event_kinds();
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "turn_started").count(),
+            1,
+            "{kinds:?}"
+        );
+        assert_eq!(store.events_of("steered")[0]["seq"], 2);
+        let thread = store.thread().await;
+        let roles: Vec<_> = thread.history.iter().map(|m| m.role).collect();
+        use ninetrix_proto::Role::*;
+        assert_eq!(roles, [User, Assistant, Tool, User, Assistant]);
+        assert_eq!(thread.history[3].text_content(), "and mention the weather");
+        assert_eq!(thread.state.inbox_cursor, 2);
+        crate::llm::wire_rules::accepted(&thread.history).unwrap();
+        // Nothing more: the steer is not taken again as a turn of its own.
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(
+            store
+                .event_kinds()
+                .iter()
+                .filter(|k| *k == "turn_started")
+                .count(),
+            1
+        );
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
     }
 }

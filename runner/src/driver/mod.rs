@@ -381,7 +381,7 @@ impl<C: Checkpoints> Runner<C> {
                             riding.push(self.stamped(e));
                         }
                     }
-                    self.commit(plan, riding).await?;
+                    self.commit(*plan, riding).await?;
                     self.health.set_context(self.engine.state().context.clone());
                 }
                 Effect::CallLlm => {

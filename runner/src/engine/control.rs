@@ -26,6 +26,14 @@ impl Engine {
         if !in_turn(self.state.status) || self.stopping.is_some() || self.state.taken(seq) {
             return Vec::new();
         }
+        // Only at a boundary: while calls of the last response wait for results, a message
+        // between them would break the history (the driver steers before a model round).
+        if let (_, Some(a), _) = self.position() {
+            let (calls, answered) = self.calls_of(a);
+            if answered < calls.len() {
+                return Vec::new();
+            }
+        }
         let input = preview(&content, 200);
         self.history.push(Message::text(Role::User, content));
         self.state.take(seq);
@@ -84,8 +92,8 @@ impl Engine {
         let (anchor, last_assistant, _) = self.position();
         if let Some(a) = last_assistant {
             let (calls, answered) = self.calls_of(a);
-            for index in answered..calls.len() {
-                let call_id = calls[index].0.clone();
+            for (index, (call_id, _, _)) in calls.iter().enumerate().skip(answered) {
+                let call_id = call_id.clone();
                 if let Some((content, is_error)) = self.delegated.remove(&call_id) {
                     // A collaborator's answer that came in: that work was done.
                     self.history
@@ -150,5 +158,235 @@ pub fn stopped_while_running(write: bool, grace_secs: u64) -> String {
             "Stopped: the turn was interrupted while this call ran and it did not finish within \
              {grace_secs} s (execution.interrupt_grace)."
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use crate::llm::wire_rules;
+    use ninetrix_proto::api::ToolCallStatus;
+
+    fn interrupted(seq: u64) -> Input {
+        Input::Stop(StoppedBy::Interrupted { seq })
+    }
+
+    fn cancelled(seq: u64) -> Input {
+        Input::Stop(StoppedBy::Cancelled {
+            seq,
+            by: "ana".into(),
+        })
+    }
+
+    fn completed(out: &[Effect]) -> ninetrix_proto::events::TurnCompleted {
+        out.iter()
+            .find_map(|e| match e {
+                Effect::Event(TraceEvent::TurnCompleted(t)) => Some(t.clone()),
+                _ => None,
+            })
+            .expect("turn_completed")
+    }
+
+    #[test]
+    fn a_steer_joins_the_turn_before_its_next_round_and_is_taken_with_that_rounds_commit() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![read_call("r1")], 0.0));
+        assert_eq!(kinds(&out), ["commit", "event:llm_call", "run:file_read"]);
+        let steer = || Input::Steer {
+            seq: 2,
+            content: "also check the logs".into(),
+        };
+        assert!(e.apply(steer()).is_empty(), "not while the read runs");
+        assert_eq!(kinds(&e.apply(result("r1"))), ["call_llm"]);
+        let out = e.apply(steer());
+        assert_eq!(kinds(&out), ["event:steered"]);
+        assert!(
+            e.state().taken(2),
+            "taken in memory, stored with the next commit"
+        );
+        assert_eq!(
+            e.apply(Input::Steer {
+                seq: 2,
+                content: "again".into()
+            }),
+            vec![],
+            "a steer is applied once"
+        );
+        let out = e.apply(answer("done, logs too"));
+        let plan = commits(&out)[0];
+        let roles: Vec<Role> = plan.append.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [Role::Tool, Role::User, Role::Assistant],
+            "the read's result, the steer, the answer: one commit"
+        );
+        assert_eq!(
+            (plan.state.inbox_cursor, plan.state.status),
+            (2, ThreadStatus::Idle)
+        );
+        assert_eq!(completed(&out).seq, 1, "the turn still answers its message");
+        wire_rules::accepted(e.history()).unwrap();
+    }
+
+    #[test]
+    fn a_steer_between_turns_is_left_for_the_next_turn() {
+        let mut e = Engine::new(config());
+        assert!(
+            e.apply(Input::Steer {
+                seq: 1,
+                content: "x".into()
+            })
+            .is_empty()
+        );
+        assert!(!e.state().taken(1));
+        assert!(e.apply(cancelled(1)).is_empty(), "nothing to stop");
+    }
+
+    #[test]
+    fn an_interrupt_lets_the_call_in_flight_finish_and_answers_the_rest_not_run() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        let out = e.apply(llm(vec![append_call("c1"), read_call("r2")], 0.0));
+        let c1 = run_of(&out);
+        assert_eq!(
+            e.apply(interrupted(5)),
+            vec![],
+            "the write in flight finishes first"
+        );
+        assert!(e.stopping().is_some());
+        let out = e.apply(result("c1"));
+        assert_eq!(
+            kinds(&out),
+            ["commit", "commit", "event:turn_completed", "finished"],
+            "the write's outcome, then the end"
+        );
+        assert_eq!(
+            commits(&out)[0].outcomes[0].key,
+            c1.key,
+            "recorded: never run again"
+        );
+        let done = completed(&out);
+        assert_eq!(done.stopped_by, Some(StoppedBy::Interrupted { seq: 5 }));
+        assert!(!done.ok);
+        let answers = results(&e);
+        assert_eq!(answers[0], ("result of c1".into(), false));
+        assert!(
+            answers[1].0.contains("interrupted before it ran") && answers[1].1,
+            "{answers:?}"
+        );
+        assert!(
+            !e.state().taken(5),
+            "the interrupt is the next turn's message"
+        );
+        assert!(e.idle());
+        wire_rules::accepted(e.history()).unwrap();
+        model_never_reads(&e, "Interrupted by message 5");
+    }
+
+    #[test]
+    fn a_cancel_during_a_model_call_ends_the_turn_now_and_is_taken_with_its_end() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        let out = e.apply(cancelled(3));
+        assert_eq!(kinds(&out), ["commit", "event:turn_completed", "finished"]);
+        let plan = commits(&out)[0];
+        assert!(plan.state.taken(3) && plan.state.taken(1));
+        assert!(
+            plan.append.is_empty(),
+            "the model never answered: the conversation stays as it was"
+        );
+        let done = completed(&out);
+        assert_eq!(done.reply, "Cancelled by ana.");
+        assert_eq!(
+            done.stopped_by,
+            Some(StoppedBy::Cancelled {
+                seq: 3,
+                by: "ana".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_write_whose_intent_was_stored_but_never_ran_is_recorded_not_run() {
+        let mut e = Engine::new(config());
+        e.apply(message(1));
+        e.apply(llm(vec![append_call("c1"), append_of("c2", "y")], 0.0));
+        e.apply(interrupted(4));
+        let out = e.apply(result("c1"));
+        // c1's outcome commit carried c2's intent (it would run next); c2 never ran.
+        let c2_key = commits(&out)[0].intents[0].key.clone();
+        let last = commits(&out).last().copied().unwrap();
+        let recorded: Vec<&str> = last.outcomes.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(recorded, [c2_key.as_str()]);
+        assert!(
+            last.outcomes[0]
+                .result
+                .contains("interrupted before it ran")
+        );
+        wire_rules::accepted(e.history()).unwrap();
+    }
+
+    #[test]
+    fn a_resumed_turn_with_its_cancel_waiting_stops_instead_of_running_again() {
+        let mut first = Engine::new(config());
+        first.apply(message(1));
+        let out = first.apply(llm(vec![append_call("c1"), read_call("r2")], 0.0));
+        let c1 = run_of(&out);
+        // The runner died while c1 ran; a cancel came meanwhile.
+        let mut restored = stored(&first);
+        restored.ledger = vec![record(&c1, ToolCallStatus::Intent, 1)];
+        restored.stop = Some(StoppedBy::Cancelled {
+            seq: 2,
+            by: "ana".into(),
+        });
+        let mut second = second_boot(first.cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored)));
+        assert!(
+            !kinds(&out)
+                .iter()
+                .any(|k| k.starts_with("run:") || k == "call_llm" || k == "event:turn_resumed"),
+            "nothing runs again: {:?}",
+            kinds(&out)
+        );
+        let last = commits(&out).last().copied().unwrap();
+        assert_eq!(last.state.status, ThreadStatus::Idle);
+        assert!(
+            last.state.taken(2),
+            "the cancel is taken with the turn's end"
+        );
+        assert_eq!(
+            last.outcomes.iter().map(|o| &o.key).collect::<Vec<_>>(),
+            [&c1.key],
+            "the write it may have started: outcome unknown, recorded"
+        );
+        let answers = results(&second);
+        assert!(answers[0].0.contains("outcome is unknown"), "{answers:?}");
+        assert!(answers[1].0.contains("cancelled by ana before it ran"));
+        assert_eq!(
+            completed(&out).stopped_by,
+            Some(StoppedBy::Cancelled {
+                seq: 2,
+                by: "ana".into()
+            })
+        );
+        wire_rules::accepted(second.history()).unwrap();
+    }
+
+    #[test]
+    fn a_cancel_between_turns_is_taken_and_says_it_stopped_nothing() {
+        let mut e = Engine::new(config());
+        drive(&mut e, vec![], vec![]);
+        e.apply(message(1));
+        e.apply(answer("hi"));
+        let out = e.apply(Input::Control {
+            seq: 2,
+            control: ninetrix_proto::api::Control::Cancel,
+            by: "ana".into(),
+        });
+        assert_eq!(kinds(&out), ["commit", "event:cancel_missed"]);
+        assert_eq!(commits(&out)[0].state.inbox_cursor, 2);
+        assert!(commits(&out)[0].append.is_empty());
     }
 }

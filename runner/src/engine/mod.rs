@@ -180,6 +180,9 @@ pub fn failed_turn_cut(anchor: usize, model_answered: bool, persisted: usize) ->
 }
 
 /// Something that happened.
+// An input is built and applied at once, never stored or queued; the large one (a restored
+// thread) comes once per boot, so boxing it would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// The thread as stored (`None`: a fresh thread).
@@ -357,7 +360,7 @@ pub enum Effect {
     /// Commit a durable step (before doing anything that depends on it). The events that
     /// directly follow it in the same list are true once it is stored (a response's `llm_call`,
     /// a turn's `turn_completed`): the driver stores them in the same transaction.
-    Commit(CommitPlan),
+    Commit(Box<CommitPlan>),
     /// Call the model with the current history.
     CallLlm,
     /// Run (or replay) a tool call, then answer with [`Input::Tool`].
@@ -557,7 +560,7 @@ impl Engine {
             self.ledger
                 .insert(next.key.clone(), Entry::intent(self.cfg.epoch));
         }
-        Effect::Commit(CommitPlan {
+        Effect::Commit(Box::new(CommitPlan {
             truncate_to: cut.map(|c| c as u64),
             append,
             state: self.state.clone(),
@@ -565,7 +568,7 @@ impl Engine {
             outcomes: std::mem::take(&mut self.outcomes),
             approvals: std::mem::take(&mut self.asks),
             handoff_reply: None,
-        })
+        }))
     }
 
     fn spec_of(&self, name: &str) -> Option<&ToolSpec> {

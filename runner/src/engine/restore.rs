@@ -39,7 +39,9 @@ impl Engine {
         let last = self.history.iter().rposition(|m| m.role == Role::Assistant);
         let pinned =
             last.is_some_and(|l| self.asked(l) || (l >= anchor && self.handed_over(anchor, l)));
-        let mode = if pinned {
+        // A turn that is stopped, not resumed, keeps its last response too: each of its calls is
+        // then answered for what it is (not run, or outcome unknown) instead of vanishing.
+        let mode = if pinned || stop.is_some() {
             ResumeMode::Complete
         } else {
             self.cfg.resume

@@ -102,7 +102,7 @@ pub(super) fn commits(effects: &[Effect]) -> Vec<&CommitPlan> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Commit(p) => Some(p),
+            Effect::Commit(p) => Some(&**p),
             _ => None,
         })
         .collect()

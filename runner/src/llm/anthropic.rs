@@ -86,7 +86,8 @@ impl Anthropic {
 }
 
 /// Translates the history: consecutive tool messages become one user message whose content
-/// starts with their `tool_result` blocks.
+/// starts with their `tool_result` blocks (followed by the text of a user message right after
+/// them, so roles alternate).
 pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut results: Vec<Value> = Vec::new();
@@ -109,8 +110,13 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                     }
                 }
             }
-            Role::User | Role::System => {
+            // A message after tool results (a steer that joined the turn) goes in the same user
+            // message, after its `tool_result` blocks, as Anthropic wants it.
+            Role::User | Role::System if !results.is_empty() => {
+                results.push(json!({"type": "text", "text": m.text_content()}));
                 flush(&mut results, &mut out);
+            }
+            Role::User | Role::System => {
                 out.push(json!({"role": "user", "content": [{"type": "text", "text": m.text_content()}]}));
             }
             Role::Assistant => {

@@ -11,6 +11,8 @@
 mod anthropic;
 mod openai;
 mod scripted;
+#[cfg(test)]
+pub(crate) mod wire_rules;
 
 use std::time::{Duration, Instant};
 
