@@ -363,6 +363,9 @@ fn log(event: &TraceEvent) {
         TraceEvent::TurnCompleted(t) if t.ok => {
             tracing::info!("turn {} completed", t.turn_seq)
         }
+        TraceEvent::TurnCompleted(t) if t.stopped_by.is_some() => {
+            tracing::info!("turn {} ended: {}", t.turn_seq, t.reply)
+        }
         // A failed turn's reply says why (once: no separate error event repeats it).
         TraceEvent::TurnCompleted(t) => {
             tracing::warn!("turn {} failed: {}", t.turn_seq, t.reply)

@@ -14,6 +14,10 @@
 //! and the API all die at random, and the checks add that each of its turns delegated once, to a
 //! session of its own that did the task once, and got the reply as the call's outcome.
 //!
+//! The first appender is sent every third message as a steer (`mode: steer`): it joins the turn
+//! running when it arrives, or starts the next; the checks add that it is applied once either
+//! way, and every turn — steered or not — completed with one write.
+//!
 //! The second appender's thread compacts its history every few turns (a small
 //! `runtime.context.window`): its compactions are SIGKILLed like any commit, and the checks add
 //! that no two of them cover the same turns.
@@ -343,7 +347,12 @@ async fn chaos() {
             } else {
                 let n = slot.sent.len();
                 let content = format!("message {n}");
-                admin.send(slot.thread, &content, &format!("k{n}")).await;
+                // The first appender's every third message steers the turn it finds running.
+                let mode =
+                    (s == 0 && n % 3 == 2).then_some(ninetrix_proto::api::MessageMode::Steer);
+                admin
+                    .send_as(slot.thread, &content, &format!("k{n}"), mode)
+                    .await;
                 slot.sent.push(content);
             }
         }
@@ -609,10 +618,12 @@ async fn check(
             "seed {seed}: thread {t}: `{content}` applied {n} times"
         );
     }
+    // A turn starts at a user message; one right after a tool result is a steer that joined
+    // the turn running then.
     let inputs: Vec<usize> = h
         .iter()
         .enumerate()
-        .filter(|(_, m)| m.role == Role::User)
+        .filter(|(i, m)| m.role == Role::User && (*i == 0 || h[i - 1].role != Role::Tool))
         .map(|(i, _)| i)
         .collect();
     for (k, start) in inputs.iter().enumerate() {
@@ -693,8 +704,8 @@ async fn check(
     } else {
         assert_eq!(
             ledger.len(),
-            slot.sent.len(),
-            "seed {seed}: thread {t}: one write per turn"
+            inputs.len(),
+            "seed {seed}: thread {t}: one write per turn (a steer joins a turn: no write of its own)"
         );
     }
     totals.0 += slot.sent.len();

@@ -889,4 +889,40 @@ mod tests {
         assert_eq!(str_attr(&done[0], "error.type"), Some("budget_exceeded"));
         assert!(matches!(&done[0].status, Status::Error(d) if !d.contains("secret")));
     }
+
+    #[test]
+    fn a_stopped_turn_says_what_stopped_it_and_how_often_it_was_steered() {
+        let mut s = machine(1);
+        feed(&mut s, 0, started(1));
+        feed(
+            &mut s,
+            5,
+            TraceEvent::Steered(ev::Steered {
+                turn_seq: 1,
+                seq: 2,
+                input: "secret steer".into(),
+            }),
+        );
+        let TraceEvent::TurnCompleted(mut done) = completed(1, false) else {
+            unreachable!()
+        };
+        done.stopped_by = Some(ev::StoppedBy::Cancelled {
+            seq: 3,
+            by: "ana".into(),
+        });
+        let spans = feed(&mut s, 20, TraceEvent::TurnCompleted(done));
+        assert_eq!(str_attr(&spans[0], "error.type"), Some("cancelled"));
+        assert_eq!(
+            str_attr(&spans[0], "ninetrix.turn.stopped_by"),
+            Some("cancelled")
+        );
+        assert_eq!(
+            str_attr(&spans[0], "ninetrix.turn.cancelled_by"),
+            Some("ana")
+        );
+        assert_eq!(int_attr(&spans[0], "ninetrix.turn.stopped_by.seq"), Some(3));
+        assert_eq!(int_attr(&spans[0], "ninetrix.turn.steers"), Some(1));
+        assert!(matches!(&spans[0].status, Status::Error(d) if d == "cancelled by ana"));
+        no_contents(&spans);
+    }
 }

@@ -185,11 +185,22 @@ impl Admin {
 
     /// Enqueues a message with a dedupe key; returns its inbox seq.
     pub(crate) async fn send(&self, thread: ThreadId, content: &str, key: &str) -> u64 {
+        self.send_as(thread, content, key, None).await
+    }
+
+    /// [`Admin::send`] with a mode (`steer`, `interrupt`, …).
+    pub(crate) async fn send_as(
+        &self,
+        thread: ThreadId,
+        content: &str,
+        key: &str,
+        mode: Option<ninetrix_proto::api::MessageMode>,
+    ) -> u64 {
         let request = EnqueueRequest {
             content: content.to_string(),
             dedupe_key: Some(key.to_string()),
             control: None,
-            mode: None,
+            mode,
         };
         self.client.enqueue(thread, &request).await.unwrap().seq
     }
