@@ -184,6 +184,17 @@ pub(crate) fn outcome(
 pub(crate) fn stored_lines(whose: &str, stored: &CancelResponse, waiting: bool) -> Vec<String> {
     let seq = stored.seq;
     let mut lines = vec![match stored.running {
+        // A retry whose first attempt was stored: the API answers the stored cancel without the
+        // turn it found.
+        None if stored.duplicate => format!(
+            "cancel stored as message {seq} for {whose} (an earlier attempt stored it; the turn it \
+             found is not known){}",
+            if waiting {
+                "; waiting for it to take effect"
+            } else {
+                ""
+            }
+        ),
         Some(r) if waiting => format!(
             "cancel stored as message {seq} for {whose}: turn {} is running; waiting for it to stop",
             r.turn_seq
@@ -198,9 +209,6 @@ pub(crate) fn stored_lines(whose: &str, stored: &CancelResponse, waiting: bool) 
              turn starts first"
         ),
     }];
-    if stored.duplicate {
-        lines[0].push_str(" (already stored with this key)");
-    }
     if stored.approvals_cancelled > 0 {
         lines.push(format!(
             "cancelled {}'s {} pending approval(s)",
@@ -512,6 +520,13 @@ mod tests {
         assert_eq!(lines[1], "cancelled writer-1's 2 pending approval(s)");
         assert!(lines[2].starts_with("cancelled writer-1's 1 pending handoff(s)"));
         stored.running = None;
+        stored.duplicate = true;
+        assert_eq!(
+            stored_lines("writer-1", &stored, false)[0],
+            "cancel stored as message 9 for writer-1 (an earlier attempt stored it; the turn it \
+             found is not known)"
+        );
+        stored.duplicate = false;
         stored.approvals_cancelled = 0;
         stored.handoffs_cancelled = 0;
         assert_eq!(
