@@ -1,8 +1,8 @@
-// The ninetrix web console: threads and their crash lineage, the approvals inbox, triggers, the
-// agents' memories. It
-// calls the same API routes as the CLI; the sign-in is an HttpOnly cookie the page never sees,
-// and every request that changes something carries the X-Ninetrix-Console header (CSRF). No
-// framework, no build step: text goes into the page with textContent only, never as HTML.
+// The ninetrix web console: threads and their crash lineage (a turn that runs can be cancelled),
+// the approvals inbox, triggers, the agents' memories. It calls the same API routes as the CLI;
+// the sign-in is an HttpOnly cookie the page never sees, and every request that changes
+// something carries the X-Ninetrix-Console header (CSRF). No framework, no build step: text goes
+// into the page with textContent only, never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -217,6 +217,27 @@ function lineage(boot, after) {
     el("strong", {}, `✖ crash → restart (epoch ${boot.epoch})`), el("ol", {}, ...steps));
 }
 
+// What stopped a turn (`stopped_by`, or a `turn_stopping`'s `by`), as the CLI says it.
+function stoppedWords(by) {
+  if (!by) return "stopped";
+  return by.kind === "interrupted" ? `interrupted by message ${by.seq}` : `cancelled by ${by.by}`;
+}
+
+// A thread in a turn (working, or waiting for people or collaborators) can be cancelled.
+function cancellable(t) {
+  return session && session.kind === "admin" && (t.status === "in_turn" || t.status === "waiting");
+}
+
+// What the API answered to a cancel, in words.
+function cancelWords(r) {
+  const parts = [r.running
+    ? `cancel stored as message ${r.seq}: turn ${r.running.turn_seq} stops once its runner takes it`
+    : `cancel stored as message ${r.seq}: no turn was running, so it stops nothing unless one starts first`];
+  if (r.approvals_cancelled) parts.push(`${r.approvals_cancelled} pending approval(s) cancelled`);
+  if (r.handoffs_cancelled) parts.push(`${r.handoffs_cancelled} handoff(s) cancelled`);
+  return parts.join(" · ");
+}
+
 function timelineItem(e) {
   const d = e.data || {};
   switch (e.type) {
@@ -239,7 +260,17 @@ function timelineItem(e) {
     case "approval_decided": return el("li", {}, `decided: ${d.decision || d.status || ""} ${d.by ? `by ${d.by}` : ""}`);
     case "handoff_sent": return el("li", {}, `asked ${d.agent}`);
     case "handoff_settled": return el("li", {}, `${d.agent} ${d.status}`);
-    case "turn_completed": return el("li", { class: d.ok ? "reply" : "error" }, `reply${d.ok ? "" : " (failed)"}: `, d.reply || "");
+    case "steered": return el("li", { class: "steered" }, `↪ message ${d.seq} joined turn ${d.turn_seq}: `, d.input || "");
+    case "turn_stopping": {
+      const running = (d.running || []).length ? ` · letting ${d.running.join(", ")} finish` : "";
+      return el("li", { class: "stopped" }, `⏹ stopping turn ${d.turn_seq}: ${stoppedWords(d.by)}${running}`);
+    }
+    case "cancel_missed": return el("li", { class: "dim" }, `cancel (message ${d.seq}) by ${d.by} found no turn running (turn ${d.last_turn} had ended)`);
+    case "turn_completed":
+      if (d.stopped_by) {
+        return el("li", { class: "stopped", "data-stopped": d.stopped_by.kind }, `turn ${d.turn_seq} ${stoppedWords(d.stopped_by)}`, d.reply ? ": " : "", d.reply || "");
+      }
+      return el("li", { class: d.ok ? "reply" : "error" }, `reply${d.ok ? "" : " (failed)"}: `, d.reply || "");
     case "error": return el("li", { class: "error" }, d.message || "error");
     default: return null;
   }
@@ -263,14 +294,38 @@ function renderTimeline(list, events) {
 async function threadView(id) {
   const title = el("h1", {}, "Thread ", el("span", { class: "mono" }, id));
   const status = el("p", { class: "dim" });
+  const actions = el("p", { class: "actions" });
   const list = el("ul", { class: "timeline", id: "timeline" });
   const liveNote = el("span", { class: "live" });
-  const view = el("section", {}, title, status, liveNote, list);
+  const view = el("section", {}, title, status, actions, liveNote, list);
   show(view);
-  try {
-    const t = await api("GET", `/v1/threads/${encodeURIComponent(id)}`);
+  const path = `/v1/threads/${encodeURIComponent(id)}`;
+  // The thread's line and, while it is in a turn, the Cancel button (read again when a turn
+  // starts or ends). A cancel's answer stays on screen until the next one.
+  const note = el("span", { class: "dim", role: "status", id: "cancel-note" });
+  const describe = (t) => {
     status.textContent = `${t.pool || "-"} / ${t.agent || "-"} · ${t.session ? `session ${t.session}` : `replica ${t.replica || "-"}`} · ${t.status} · epoch ${t.epoch} · ${t.boot_count} boot(s) · context `;
     status.append(contextGauge(t.context));
+    const cancel = async (ev) => {
+      ev.target.disabled = true;
+      note.className = "dim";
+      note.textContent = "cancelling…";
+      try {
+        const r = await api("POST", `${path}/cancel`, { by: (session && session.name) || "console" });
+        note.textContent = cancelWords(r);
+      } catch (e) {
+        note.className = "error";
+        note.textContent = e.message;
+        ev.target.disabled = false;
+      }
+    };
+    actions.replaceChildren(
+      cancellable(t) ? el("button", { class: "cancel", onclick: cancel, "data-action": "cancel", title: "End the running turn `cancelled`: the model call in flight is abandoned, running tools get execution.interrupt_grace to finish" }, "Cancel turn") : "",
+      " ", note);
+  };
+  try {
+    const t = await api("GET", path);
+    describe(t);
     const events = [];
     let after = 0;
     for (;;) {
@@ -288,9 +343,14 @@ async function threadView(id) {
       const e = JSON.parse(m.data);
       events.push(e);
       renderTimeline(list, events);
+      // A turn started, ended or was found gone: whether it can be cancelled changed.
+      if (["turn_started", "turn_resumed", "turn_completed", "cancel_missed", "approval_requested"].includes(e.type)) {
+        api("GET", path).then(describe).catch(() => {});
+      }
     };
     for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "compacted", "compaction_skipped", "tool_call",
-      "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "turn_completed", "error"]) {
+      "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "steered", "turn_stopping", "cancel_missed",
+      "turn_completed", "error"]) {
       live.addEventListener(kind, onEvent);
     }
   } catch (e) {

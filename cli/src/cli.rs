@@ -93,6 +93,7 @@ impl Command {
             Command::Down(a) => Some(&mut a.file),
             Command::Reset(a) => Some(&mut a.conversation.file),
             Command::Compact(a) => Some(&mut a.conversation.file),
+            Command::Cancel(a) => Some(&mut a.conversation.file),
             Command::Invoke(a) => Some(&mut a.file),
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
@@ -121,6 +122,7 @@ impl Command {
             Command::Down(a) => Some(&mut a.pool),
             Command::Reset(a) => Some(&mut a.conversation.pool),
             Command::Compact(a) => Some(&mut a.conversation.pool),
+            Command::Cancel(a) => Some(&mut a.conversation.pool),
             Command::Ps(a) => Some(&mut a.pool),
             Command::Invoke(a) => Some(&mut a.pool),
             Command::Trace(a) => Some(&mut a.pool),
@@ -243,6 +245,15 @@ pub enum Command {
     /// what the model sees; the stored history keeps every message. Waits for the runner's
     /// answer unless `--no-wait`.
     Compact(crate::commands::compact::CompactArgs),
+    /// Stop the turn a replica's or a session's conversation is in: it ends `cancelled`.
+    ///
+    /// The cancel is stored in the thread's inbox (the API's `POST /v1/threads/{id}/cancel`) and
+    /// taken by its runner before messages queued ahead of it: the model call in flight is
+    /// abandoned, tools that run get `execution.interrupt_grace` to finish, calls not run are not
+    /// run, and the turn's pending approvals and handoffs are cancelled. The history keeps what
+    /// the turn did. Waits until the turn has stopped unless `--no-wait`; exit 124 if it has not
+    /// within `--timeout`. A cancel that finds no turn running stops nothing.
+    Cancel(crate::commands::cancel::CancelArgs),
     /// Send a message to an agent's inbox and (by default) wait for its reply.
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.

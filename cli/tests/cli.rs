@@ -422,6 +422,7 @@ fn every_command_has_a_help_page() {
         "ps",
         "reset",
         "compact",
+        "cancel",
         "invoke",
         "trace",
         "logs",

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
     AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
-    ApproverTokenRequest, ApproverTokenResponse, DecisionRequest, EnqueueRequest, EnqueueResponse,
-    Event, Handoff, RunnerTokenRequest, RunnerTokenResponse, SessionRequest, ThreadStatus,
-    ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+    ApproverTokenRequest, ApproverTokenResponse, CancelRequest, CancelResponse, DecisionRequest,
+    EnqueueRequest, EnqueueResponse, Event, Handoff, RunnerTokenRequest, RunnerTokenResponse,
+    SessionRequest, ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
 };
 use reqwest::Method;
 
@@ -174,6 +174,17 @@ impl Client {
         request: &EnqueueRequest,
     ) -> Result<EnqueueResponse, ClientError> {
         let p = path(thread, "/messages");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `POST /v1/threads/{id}/cancel`: ends the thread's running turn `cancelled` (stored in its
+    /// inbox first; a repeated `dedupe_key` answers the original cancel).
+    pub async fn cancel(
+        &self,
+        thread: ThreadId,
+        request: &CancelRequest,
+    ) -> Result<CancelResponse, ClientError> {
+        let p = path(thread, "/cancel");
         self.call(Method::POST, &p, &[], Some(request), None).await
     }
 

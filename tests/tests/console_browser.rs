@@ -3,7 +3,8 @@
 //! draws the crash lineage of a thread whose runner was really killed mid-turn — after its write's
 //! outcome was stored: restarted at epoch 2, the turn resumed, the write shown executed once —
 //! and decides a real pending
-//! approval from the page, after which the agent's turn finishes. No console errors, and the
+//! approval from the page, after which the agent's turn finishes. The waiting turn's page offers
+//! a Cancel button; a thread between turns has none. No console errors, and the
 //! token never appears in the page.
 //!
 //! Without Chromium the test says `SKIPPED: needs Chromium (…)` and passes; with
@@ -322,6 +323,7 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
     let url = api.url.clone();
     let approval_id = approval.id.to_string();
     let crashed_id = crashed.to_string();
+    let gated_id = gated.to_string();
     // The browser is synchronous (a pipe and a thread); it runs beside the runtime.
     let (page_text, executed) = tokio::task::spawn_blocking(move || {
         let mut b = Browser::launch(&binary);
@@ -370,6 +372,21 @@ async fn the_console_tells_a_crash_story_and_decides_an_approval() {
         // The write ran once, in epoch 1: the resumed turn did not run it again.
         let executed = b.eval(
             "[...document.querySelectorAll('#timeline .badge')].filter(x => x.textContent === 'executed').length",
+        );
+        // Its turn is over: nothing to cancel (the button goes once the page has read the
+        // thread again after its `turn_completed`).
+        b.wait(
+            "no Cancel button on a thread between turns",
+            "!document.querySelector('[data-action=\"cancel\"]')",
+            Duration::from_secs(20),
+        );
+        // The gated thread's turn waits for a person: it can be cancelled from its page.
+        b.eval(&format!("location.hash = '#/threads/{gated_id}'; true"));
+        b.wait(
+            "the Cancel button of a turn that waits",
+            "(() => { const c = document.querySelector('[data-action=\"cancel\"]'); \
+               return c && !c.disabled ? c.textContent : ''; })()",
+            Duration::from_secs(20),
         );
         b.eval("location.hash = '#/approvals'; true");
         b.wait(

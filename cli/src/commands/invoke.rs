@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use futures_util::StreamExt as _;
 use ninetrix_client::{ClientError, Watched};
-use ninetrix_proto::api::{ApprovalKind, EnqueueRequest, Event, MessageMode};
+use ninetrix_proto::api::{
+    ApprovalKind, EnqueueRequest, EnqueueResponse, Event, MessageMode, RunningTurn,
+};
 use ninetrix_proto::deltas::Delta;
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use ninetrix_proto::{ThreadId, sessions};
@@ -71,7 +73,8 @@ pub struct InvokeArgs {
     #[arg(long, conflicts_with = "mode")]
     pub interrupt: bool,
     /// What the message does if the agent is busy: queue, steer, interrupt or reject (refused
-    /// with the running turn named). Default: the agent's `execution.on_message_while_busy`.
+    /// with the running turn named, exit 75). Default: the agent's
+    /// `execution.on_message_while_busy`.
     #[arg(long, value_name = "MODE", value_parser = message_mode)]
     pub mode: Option<MessageMode>,
 }
@@ -113,6 +116,9 @@ pub(crate) const EXIT_TIMEOUT: u8 = 124;
 /// Exit code when the target cannot answer: gave up, exited, unhealthy, missing, or a batch job
 /// (`EX_UNAVAILABLE` of sysexits.h).
 pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
+/// Exit code when the message was refused because the agent is busy (mode `reject`): nothing was
+/// queued; sending again later, or with another mode, may succeed (`EX_TEMPFAIL` of sysexits.h).
+pub(crate) const EXIT_BUSY: u8 = 75;
 
 /// How long API blips are retried (queueing, reading events) before `invoke` gives up on the API.
 const API_PATIENCE: Duration = Duration::from_secs(60);
@@ -180,6 +186,16 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         .id
         .clone()
         .unwrap_or_else(|| format!("invoke-{}", ThreadId::new_v7()));
+    // Who the message is for, as people read it: `bot-2`, or `session k of bot (served by bot-2)`.
+    let whom = match &args.session {
+        Some(session) => format!(
+            "session {} of {} (served by {}-{replica})",
+            shell_quote(session),
+            args.agent,
+            args.agent
+        ),
+        None => format!("{}-{}", args.agent, args.replica),
+    };
     let request = EnqueueRequest {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
@@ -188,6 +204,21 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     };
     let queued = match retry_blips(|| view.api.enqueue(thread, &request)).await {
         Ok(q) => q,
+        Err(e) if is_busy(&e) => {
+            // The refusal's body names the running turn, but the client keeps only its code and
+            // words: the turn is read from the thread's latest events instead.
+            let running = match view.api.event_seq(thread).await {
+                Ok(last) => view
+                    .api
+                    .events(thread, last.saturating_sub(BUSY_LOOKBACK))
+                    .await
+                    .ok()
+                    .and_then(|events| running_turn(&events)),
+                Err(_) => None,
+            };
+            eprintln!("{}", busy_words(&whom, running, args.mode));
+            return Ok(ExitCode::from(EXIT_BUSY));
+        }
         Err(e) => {
             return Err(e.context(format!(
                 "the message may or may not have been queued; re-run with `--id {key}`, which \
@@ -201,17 +232,8 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ""
     };
+    let already = format!("{}{already}", with_running(&queued));
     // Said when `invoke` stops before the reply: how to wait again without a second message.
-    // Who the message is for, as people read it: `bot-2`, or `session k of bot (served by bot-2)`.
-    let whom = match &args.session {
-        Some(session) => format!(
-            "session {} of {} (served by {}-{replica})",
-            shell_quote(session),
-            args.agent,
-            args.agent
-        ),
-        None => format!("{}-{}", args.agent, args.replica),
-    };
     let addressed = match &args.session {
         Some(session) => format!("--session {}", shell_quote(session)),
         None => format!("--replica {}", args.replica),
@@ -226,7 +248,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         if args.json {
             outln!(
                 "{}",
-                json!({"thread_id": thread, "seq": seq, "duplicate": duplicate, "id": key})
+                json!({"thread_id": thread, "seq": seq, "duplicate": duplicate, "id": key, "mode": queued.mode, "running": queued.running})
             );
         } else {
             outln!("queued as message {seq} for {whom} (id {key}){already}");
@@ -653,7 +675,7 @@ impl Target {
 /// Runs an API call, retrying while the API is unreachable or answers 5xx (a restart, a blip)
 /// for up to [`API_PATIENCE`]; other errors return at once. Safe for `enqueue` because its dedupe
 /// key makes a repeat add nothing.
-async fn retry_blips<T, F, Fut>(call: F) -> anyhow::Result<T>
+pub(crate) async fn retry_blips<T, F, Fut>(call: F) -> anyhow::Result<T>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<T>>,
@@ -677,6 +699,78 @@ where
     }
 }
 
+/// Events read back, when a message is refused as `busy`, to name the running turn.
+const BUSY_LOOKBACK: u64 = 500;
+
+/// Whether an error is the API refusing a message because the thread is in a turn (mode
+/// `reject`).
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<ClientError>()
+        .and_then(ClientError::code)
+        .is_some_and(|c| *c == ninetrix_client::ErrorCode::Busy)
+}
+
+/// The turn a thread is in, from its latest events: the last one started (or resumed) that has
+/// not completed.
+fn running_turn(events: &[Event]) -> Option<RunningTurn> {
+    let mut running = None;
+    for e in events {
+        match e.decode() {
+            Decoded::Known(TraceEvent::TurnStarted(t)) => {
+                running = Some(RunningTurn {
+                    turn_seq: t.turn_seq,
+                    seq: t.seq,
+                });
+            }
+            Decoded::Known(TraceEvent::TurnResumed(t)) => {
+                running = Some(RunningTurn {
+                    turn_seq: t.turn_seq,
+                    seq: t.seq,
+                });
+            }
+            Decoded::Known(TraceEvent::TurnCompleted(t))
+                if running.is_some_and(|r| r.turn_seq == t.turn_seq) =>
+            {
+                running = None;
+            }
+            _ => {}
+        }
+    }
+    running
+}
+
+/// What `invoke` says when the message is refused as `busy`: the running turn (when known) and
+/// the three ways to send it anyway. `mode` is the `--mode` given (absent: the agent's
+/// `execution.on_message_while_busy` is `reject`).
+fn busy_words(whom: &str, running: Option<RunningTurn>, mode: Option<MessageMode>) -> String {
+    let turn = match running {
+        Some(r) => format!("turn {} (message {})", r.turn_seq, r.seq),
+        None => "a turn".to_string(),
+    };
+    let queue = if mode == Some(MessageMode::Reject) {
+        "without --mode reject"
+    } else {
+        "with --mode queue"
+    };
+    format!(
+        "refused: {whom} is busy with {turn}; send with --steer to join it, --interrupt to stop \
+         it, or {queue} to queue; nothing was queued"
+    )
+}
+
+/// What the "queued as message" line adds about the turn the thread was in: what the message
+/// does to it.
+fn with_running(queued: &EnqueueResponse) -> String {
+    let Some(r) = queued.running else {
+        return String::new();
+    };
+    match queued.mode {
+        MessageMode::Steer => format!(" (joins turn {} if it is still running)", r.turn_seq),
+        MessageMode::Interrupt => format!(" (interrupts turn {})", r.turn_seq),
+        MessageMode::Queue | MessageMode::Reject => format!(" (waits for turn {})", r.turn_seq),
+    }
+}
+
 /// Whether an error is the API being briefly away (not a refusal).
 fn is_blip(e: &anyhow::Error) -> bool {
     e.downcast_ref::<ClientError>()
@@ -684,7 +778,7 @@ fn is_blip(e: &anyhow::Error) -> bool {
 }
 
 /// A message as one shell word, for the `ninetrix run` line.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./:@%+=,".contains(c))
@@ -692,6 +786,17 @@ fn shell_quote(s: &str) -> String {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// What stopped a turn, as `invoke` and `trace` say it: `interrupted by message N`,
+/// `cancelled by NAME`.
+pub(crate) fn stopped_words(by: &ninetrix_proto::events::StoppedBy) -> String {
+    match by {
+        ninetrix_proto::events::StoppedBy::Interrupted { seq } => {
+            format!("interrupted by message {seq}")
+        }
+        ninetrix_proto::events::StoppedBy::Cancelled { by, .. } => format!("cancelled by {by}"),
+    }
 }
 
 #[cfg(test)]
@@ -703,6 +808,100 @@ mod tests {
         assert_eq!(shell_quote("summarise"), "summarise");
         assert_eq!(shell_quote("it's done"), "'it'\\''s done'");
         assert_eq!(shell_quote(""), "''");
+    }
+
+    fn stored(e: TraceEvent, seq: u64) -> Event {
+        let new = e.to_new_event(chrono::Utc::now());
+        Event {
+            seq,
+            kind: new.kind,
+            data: new.data,
+            created_at: chrono::Utc::now(),
+            epoch: 1,
+        }
+    }
+
+    #[test]
+    fn a_busy_refusal_names_the_running_turn_and_the_ways_to_send_anyway() {
+        use ninetrix_proto::events::{TurnCompleted, TurnResumed, TurnStarted};
+        let started = |turn_seq, seq| {
+            TraceEvent::TurnStarted(TurnStarted {
+                turn_seq,
+                seq,
+                input: "hi".into(),
+            })
+        };
+        let completed = |turn_seq, seq| {
+            TraceEvent::TurnCompleted(TurnCompleted {
+                turn_seq,
+                seq,
+                ok: true,
+                reply: "done".into(),
+                usage: Default::default(),
+                duration_ms: 1.0,
+                stopped_by: None,
+            })
+        };
+        let events = [
+            stored(started(1, 1), 1),
+            stored(completed(1, 1), 2),
+            stored(started(2, 3), 3),
+        ];
+        let running = running_turn(&events);
+        assert_eq!(
+            running,
+            Some(RunningTurn {
+                turn_seq: 2,
+                seq: 3
+            })
+        );
+        assert_eq!(running_turn(&events[..2]), None, "the last turn completed");
+        let resumed = [stored(
+            TraceEvent::TurnResumed(TurnResumed {
+                turn_seq: 2,
+                seq: 3,
+            }),
+            9,
+        )];
+        assert_eq!(running_turn(&resumed), running, "a resumed turn runs");
+        assert_eq!(
+            busy_words("writer-1", running, Some(MessageMode::Reject)),
+            "refused: writer-1 is busy with turn 2 (message 3); send with --steer to join it, \
+             --interrupt to stop it, or without --mode reject to queue; nothing was queued"
+        );
+        assert_eq!(
+            busy_words("writer-1", None, None),
+            "refused: writer-1 is busy with a turn; send with --steer to join it, --interrupt to \
+             stop it, or with --mode queue to queue; nothing was queued"
+        );
+        assert!(!is_busy(&anyhow::anyhow!("no such pool")));
+    }
+
+    #[test]
+    fn the_queued_line_says_what_the_message_does_to_the_running_turn() {
+        let running = Some(RunningTurn {
+            turn_seq: 4,
+            seq: 7,
+        });
+        let queued = |mode, running| EnqueueResponse {
+            seq: 8,
+            duplicate: false,
+            mode,
+            running,
+        };
+        assert_eq!(with_running(&queued(MessageMode::Queue, None)), "");
+        assert_eq!(
+            with_running(&queued(MessageMode::Queue, running)),
+            " (waits for turn 4)"
+        );
+        assert_eq!(
+            with_running(&queued(MessageMode::Steer, running)),
+            " (joins turn 4 if it is still running)"
+        );
+        assert_eq!(
+            with_running(&queued(MessageMode::Interrupt, running)),
+            " (interrupts turn 4)"
+        );
     }
 
     #[test]
@@ -720,16 +919,5 @@ mod tests {
         });
         assert!(!is_blip(&refused));
         assert!(!is_blip(&anyhow::anyhow!("no such pool")));
-    }
-}
-
-/// What stopped a turn, as `invoke` and `trace` say it: `interrupted by message N`,
-/// `cancelled by NAME`.
-pub(crate) fn stopped_words(by: &ninetrix_proto::events::StoppedBy) -> String {
-    match by {
-        ninetrix_proto::events::StoppedBy::Interrupted { seq } => {
-            format!("interrupted by message {seq}")
-        }
-        ninetrix_proto::events::StoppedBy::Cancelled { by, .. } => format!("cancelled by {by}"),
     }
 }

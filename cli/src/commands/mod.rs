@@ -5,6 +5,7 @@
 pub mod api;
 pub mod approvals;
 pub mod build;
+pub mod cancel;
 pub mod compact;
 pub mod down;
 pub mod health;
@@ -82,6 +83,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps(args) => block_on(ps::run(&args)),
         Command::Reset(args) => block_on(reset::run(&args)),
         Command::Compact(args) => block_on(compact::run(&args)),
+        Command::Cancel(args) => block_on(cancel::run(&args)),
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),

@@ -637,6 +637,39 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_being_stopped_shows_in_ps_as_the_runner_reports_it() {
+        use ninetrix_runner::health::{Activity, HealthReport};
+        let now = 1_000_000;
+        let stopping = health::Seen::Report(HealthReport {
+            context: None,
+            activity: Activity::Stopping {
+                turn: 3,
+                by: "cancelled by ana".into(),
+            },
+            api: None,
+            model: None,
+            mcp: Default::default(),
+            failed_turns: None,
+            written_ms: now - 1_000,
+        });
+        let mut f = running(None, None);
+        f.started_ms = Some(now - 60_000);
+        f.judge_report(&stopping, now);
+        let c = Condition::of(&f);
+        // `ps`'s STATUS column and its `--json` reason.
+        assert_eq!(
+            c.status("Up 2 minutes"),
+            "Up 2 minutes (healthy: stopping turn 3 (cancelled by ana))"
+        );
+        assert_eq!(
+            c.reason().as_deref(),
+            Some("stopping turn 3 (cancelled by ana)")
+        );
+        // A turn being stopped still answers: the next message is taken once it has stopped.
+        assert!(c.answers() && f.why_no_answer_to_invoke(&WHO).is_none());
+    }
+
+    #[test]
     fn a_durable_agent_that_spent_its_budget_gave_up_and_says_why() {
         let c = Condition::of(&exited(1, MAX_RESTARTS, true));
         assert!(matches!(c, Condition::GaveUp { restarts: 3, .. }));

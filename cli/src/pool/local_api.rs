@@ -775,6 +775,18 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("queueing a message for thread {thread}")))
     }
 
+    /// Cancels a thread's running turn (the cancel is stored in its inbox first).
+    pub(crate) async fn cancel(
+        &self,
+        thread: ThreadId,
+        request: &ninetrix_proto::api::CancelRequest,
+    ) -> anyhow::Result<ninetrix_proto::api::CancelResponse> {
+        self.client
+            .cancel(thread, request)
+            .await
+            .map_err(|e| self.explain(e, &format!("cancelling the turn of thread {thread}")))
+    }
+
     /// One page of the threads the API records for a pool (labels from the claim or the runner
     /// token), from `offset`.
     pub(crate) async fn pool_threads(
