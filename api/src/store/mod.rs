@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
-    CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
-    EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryCommand, MemoryFile,
+    Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse,
+    CommitRequest, CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode,
+    Event, EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryCommand, MemoryFile,
     MemoryFileContent, MemoryOpRequest, MemoryOpResult, ThreadLabels, ThreadState, ThreadStatus,
     ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
     TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
@@ -396,9 +396,10 @@ store_ops! {
     write fn ensure_thread(id: ThreadId, labels: ThreadLabels) -> ThreadLabels
         = |c| ensure_thread(c, id, &labels, crate::labels::Stating::Mint, now_ms());
 
-    /// Claims the thread: a new epoch, one more boot.
-    write fn claim(id: ThreadId, labels: ThreadLabels, stating: crate::labels::Stating) -> ClaimResponse
-        = |c| claim(c, id, &labels, stating, now_ms());
+    /// Claims the thread: a new epoch, one more boot; the claim's `on_message_while_busy`, when
+    /// given, becomes the mode of messages sent without one.
+    write fn claim(id: ThreadId, request: ClaimRequest, stating: crate::labels::Stating) -> ClaimResponse
+        = |c| claim(c, id, &request, stating, now_ms());
 
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
