@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
     AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
-    ApproverTokenRequest, ApproverTokenResponse, DecisionRequest, EnqueueRequest, EnqueueResponse,
-    Event, Handoff, RunnerTokenRequest, RunnerTokenResponse, SessionRequest, ThreadStatus,
-    ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
+    ApproverTokenRequest, ApproverTokenResponse, CancelRequest, CancelResponse, DecisionRequest,
+    EnqueueRequest, EnqueueResponse, Event, Handoff, RunnerTokenRequest, RunnerTokenResponse,
+    SessionRequest, ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
 };
 use reqwest::Method;
 
@@ -167,13 +167,30 @@ impl Client {
     }
 
     /// `POST /v1/threads/{id}/messages`: puts a message in the thread's inbox (a repeated
-    /// `dedupe_key` answers the original seq).
+    /// `dedupe_key` answers the original seq). A message whose mode is `reject` (its own or the
+    /// agent's) that finds the thread in a turn is refused with [`ErrorCode::Busy`], the turn in
+    /// [`ClientError::running`].
+    ///
+    /// [`ErrorCode::Busy`]: crate::ErrorCode::Busy
     pub async fn enqueue(
         &self,
         thread: ThreadId,
         request: &EnqueueRequest,
     ) -> Result<EnqueueResponse, ClientError> {
         let p = path(thread, "/messages");
+        self.call(Method::POST, &p, &[], Some(request), None).await
+    }
+
+    /// `POST /v1/threads/{id}/cancel`: cancels the thread's turn — a `cancel` in its inbox, and
+    /// at once the turn's pending requests to people and the thread's pending handoffs settled
+    /// `cancelled` (collaborators' turns on those tasks cancelled too). A repeated `dedupe_key`
+    /// answers the first cancel (`duplicate: true`).
+    pub async fn cancel(
+        &self,
+        thread: ThreadId,
+        request: &CancelRequest,
+    ) -> Result<CancelResponse, ClientError> {
+        let p = path(thread, "/cancel");
         self.call(Method::POST, &p, &[], Some(request), None).await
     }
 
