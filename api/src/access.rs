@@ -1,6 +1,7 @@
 //! Who may call a route, decided before anything else of the request is read.
 //!
-//! Each handler names its access rule as its first extractor: [`Admin`], [`ThreadCaller`] (or
+//! Each handler names its access rule as its first extractor: [`Admin`] (or [`AdminVia`] where
+//! a write records whether the console made it), [`ThreadCaller`] (or
 //! [`LabelledThreadCaller`] where a rule needs the runner token's labels), [`ApproverCaller`] or
 //! [`AgentCaller`]. axum runs the extractors that read the request head in
 //! order and the body's last, so a token is authenticated (401) and authorised (403) before the
@@ -32,6 +33,42 @@ where
             .await?
             .require_admin()?;
         Ok(Admin)
+    }
+}
+
+/// The admin, by its token or signed in to the web console (whose writes carry
+/// `X-Ninetrix-Console: 1`, as `Caller` checks): which of the two, for the name a write is
+/// recorded under when it gives none (`admin`, `console`).
+pub(crate) struct AdminVia {
+    /// Signed in by the console's cookie (no bearer token sent).
+    pub console: bool,
+}
+
+impl AdminVia {
+    /// The name a write is recorded under when it gives none.
+    pub(crate) fn role(&self) -> &'static str {
+        if self.console { "console" } else { "admin" }
+    }
+}
+
+impl<S> FromRequestParts<S> for AdminVia
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Caller::from_request_parts(parts, state)
+            .await?
+            .require_admin()?;
+        // A bearer token, when sent, is used instead of the cookie.
+        let console = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .is_none()
+            && crate::auth::console_token(&parts.headers, &parts.method)?.is_some();
+        Ok(AdminVia { console })
     }
 }
 

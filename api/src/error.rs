@@ -124,6 +124,7 @@ impl ApiError {
                 StoreError::KeyReused(_) => {
                     (StatusCode::CONFLICT, ErrorCode::KeyReused, e.to_string())
                 }
+                StoreError::Busy { .. } => (StatusCode::CONFLICT, ErrorCode::Busy, e.to_string()),
                 StoreError::UnsupportedUrl | StoreError::Database(_) | StoreError::Corrupt(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     ErrorCode::Internal,
@@ -140,12 +141,16 @@ impl IntoResponse for ApiError {
         if status.is_server_error() {
             tracing::error!(error = %self, "request failed");
         }
+        let running = match &self {
+            ApiError::Store(StoreError::Busy { running, .. }) => Some(*running),
+            _ => None,
+        };
         (
             status,
             axum::Json(ErrorBody {
                 code,
                 message,
-                running: None,
+                running,
             }),
         )
             .into_response()

@@ -82,6 +82,17 @@ impl Hub {
         }
     }
 
+    /// Wakes everything a committed write names: each thread's waiters and each session's
+    /// replica.
+    pub(crate) fn wake(&self, wake: &crate::store::Wake) {
+        for &thread in &wake.threads {
+            self.notify(thread);
+        }
+        for s in &wake.sessions {
+            self.notify_session(&s.pool, &s.agent, s.replica);
+        }
+    }
+
     /// Forgets a purged thread (waking its waiters so they notice).
     pub(crate) fn remove(&self, id: ThreadId) {
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());

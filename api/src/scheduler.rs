@@ -54,6 +54,7 @@ async fn tick(app: &App) {
                     scheduled_at = ?f.scheduled_at, "trigger fired");
                 app.hub.notify(f.thread_id);
                 app.hub.notify_agent(&f.pool, &f.agent);
+                app.hub.wake(&f.wake);
             }
         }
         Err(e) => {

@@ -167,7 +167,11 @@ impl Client {
     }
 
     /// `POST /v1/threads/{id}/messages`: puts a message in the thread's inbox (a repeated
-    /// `dedupe_key` answers the original seq).
+    /// `dedupe_key` answers the original seq). A message whose mode is `reject` (its own or the
+    /// agent's) that finds the thread in a turn is refused with [`ErrorCode::Busy`], the turn in
+    /// [`ClientError::running`].
+    ///
+    /// [`ErrorCode::Busy`]: crate::ErrorCode::Busy
     pub async fn enqueue(
         &self,
         thread: ThreadId,
@@ -177,8 +181,10 @@ impl Client {
         self.call(Method::POST, &p, &[], Some(request), None).await
     }
 
-    /// `POST /v1/threads/{id}/cancel`: ends the thread's running turn `cancelled` (stored in its
-    /// inbox first; a repeated `dedupe_key` answers the original cancel).
+    /// `POST /v1/threads/{id}/cancel`: cancels the thread's turn — a `cancel` in its inbox, and
+    /// at once the turn's pending requests to people and the thread's pending handoffs settled
+    /// `cancelled` (collaborators' turns on those tasks cancelled too). A repeated `dedupe_key`
+    /// answers the first cancel (`duplicate: true`).
     pub async fn cancel(
         &self,
         thread: ThreadId,

@@ -1,7 +1,7 @@
 //! Why a call to the checkpoint API failed, typed so callers decide from data: retry a transient
 //! failure, stop when fenced, tell the user which token was refused.
 
-use ninetrix_proto::api::ErrorCode;
+use ninetrix_proto::api::{ErrorCode, RunningTurn};
 
 /// A failed call.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -24,6 +24,9 @@ pub enum ClientError {
         code: ErrorCode,
         /// The API's explanation.
         message: String,
+        /// For `busy` (a message sent with mode `reject` while the thread is in a turn): that
+        /// turn, as the body's `running` names it.
+        running: Option<RunningTurn>,
     },
     /// The API answered success with a body this client cannot read (a different version?).
     #[error("the checkpoint API's answer to {what} could not be read ({status}): {reason}")]
@@ -63,6 +66,15 @@ impl ClientError {
         }
     }
 
+    /// The turn the thread is in, when the API refused a message as `busy` (its mode was
+    /// `reject`): nothing was stored; send it with another mode to wait for, join or stop it.
+    pub fn running(&self) -> Option<RunningTurn> {
+        match self {
+            ClientError::Api { running, .. } => *running,
+            _ => None,
+        }
+    }
+
     /// Whether the same request may succeed later: no answer, a server error, overload (429),
     /// or a request timeout (408). Fencing, conflicts and bad requests are not transient.
     pub fn is_transient(&self) -> bool {
@@ -91,6 +103,7 @@ mod tests {
             status,
             code,
             message: String::new(),
+            running: None,
         }
     }
 

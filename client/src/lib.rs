@@ -174,11 +174,13 @@ impl Client {
                 status: status.as_u16(),
                 code: body.code,
                 message: body.message,
+                running: body.running,
             },
             Err(_) => ClientError::Api {
                 status: status.as_u16(),
                 code: fallback_code(status),
                 message: String::from_utf8_lossy(&text).chars().take(200).collect(),
+                running: None,
             },
         })
     }

@@ -10,10 +10,10 @@ use ninetrix_client::{
     Client, ClientError, ErrorCode, MemoryOf, MemoryQuery, ThreadQuery, Token, http_client,
 };
 use ninetrix_proto::api::{
-    CheckpointRequest, CheckpointState, ClaimRequest, CommitIntent, CommitOutcome, CommitRequest,
-    EnqueueRequest, EventsRequest, HandoffRequest, HandoffStatus, MemoryCommand, MemoryOpRequest,
-    MemoryScope, RunnerTokenRequest, ThreadStatus, ToolCallCompletion, ToolCallIntent,
-    ToolCallStatus,
+    CancelRequest, CheckpointRequest, CheckpointState, ClaimRequest, CommitIntent, CommitOutcome,
+    CommitRequest, Control, EnqueueRequest, EventsRequest, HandoffRequest, HandoffStatus,
+    MemoryCommand, MemoryOpRequest, MemoryScope, MessageMode, RunnerTokenRequest, RunningTurn,
+    ThreadStatus, ToolCallCompletion, ToolCallIntent, ToolCallStatus,
 };
 use ninetrix_proto::events::{Decoded, Ready, TraceEvent};
 use ninetrix_proto::{Message, Role, ThreadId};
@@ -158,6 +158,87 @@ async fn every_route_answers_its_typed_method() {
     let latest = runner.latest(thread).await.unwrap().unwrap();
     assert_eq!(latest.version, 1);
     assert_eq!(latest.history.len(), 1);
+
+    // The thread is in turn 1 (message 1): a `reject` is refused `busy`, the turn named; a
+    // steer is stored to join it.
+    let busy = admin
+        .enqueue(
+            thread,
+            &EnqueueRequest {
+                content: "now?".into(),
+                dedupe_key: None,
+                control: None,
+                mode: Some(MessageMode::Reject),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(busy.code(), Some(&ErrorCode::Busy), "{busy}");
+    assert_eq!(
+        busy.running(),
+        Some(RunningTurn {
+            turn_seq: 1,
+            seq: 1
+        })
+    );
+    assert!(!busy.is_transient());
+    let steer = admin
+        .enqueue(
+            thread,
+            &EnqueueRequest {
+                content: "also this".into(),
+                dedupe_key: None,
+                control: None,
+                mode: Some(MessageMode::Steer),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (steer.seq, steer.mode, steer.running),
+        (
+            2,
+            MessageMode::Steer,
+            Some(RunningTurn {
+                turn_seq: 1,
+                seq: 1
+            })
+        )
+    );
+    // A cancel of it, once per key.
+    let request = CancelRequest {
+        by: Some("alice".into()),
+        reason: Some("wrong file".into()),
+        dedupe_key: Some("c1".into()),
+    };
+    let cancel = admin.cancel(thread, &request).await.unwrap();
+    assert_eq!(
+        (cancel.seq, cancel.duplicate, cancel.running),
+        (
+            3,
+            false,
+            Some(RunningTurn {
+                turn_seq: 1,
+                seq: 1
+            })
+        )
+    );
+    let again = admin.cancel(thread, &request).await.unwrap();
+    assert_eq!((again.seq, again.duplicate), (3, true));
+    let inbox = runner
+        .inbox(thread, 1, Duration::from_secs(1), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        inbox
+            .iter()
+            .map(|m| (m.seq, m.mode, m.control, m.by.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![
+            (2, MessageMode::Steer, None, None),
+            (3, MessageMode::Queue, Some(Control::Cancel), Some("alice")),
+        ]
+    );
 
     // The ledger.
     let intent = ToolCallIntent {

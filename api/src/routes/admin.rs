@@ -1,5 +1,6 @@
 //! Admin routes (`/v1/threads…`, `/v1/tokens/runner`): reading threads, putting work in an
-//! inbox, following events, purging, and minting runner tokens. Admin token only.
+//! inbox, cancelling a turn, following events, purging, and minting runner tokens. Admin token
+//! only (the web console signed in with it too).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -12,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, Event, MAX_STORED_INT,
-    RunnerTokenRequest, RunnerTokenResponse, ThreadStatus, ThreadSummary, ToolCallRecord,
-    VersionDetail, VersionSummary,
+    CancelRequest, CancelResponse, EnqueueRequest, EnqueueResponse, ErrorBody, ErrorCode, Event,
+    MAX_STORED_INT, RunnerTokenRequest, RunnerTokenResponse, ThreadStatus, ThreadSummary,
+    ToolCallRecord, VersionDetail, VersionSummary,
 };
 use ninetrix_proto::deltas::Delta;
 use serde::Deserialize;
 
-use crate::access::Admin;
+use crate::access::{Admin, AdminVia};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, page_limit, seq_cursor};
 use crate::faults::crash;
@@ -183,14 +184,19 @@ pub(crate) async fn tool_calls(
 }
 
 /// Put a message in the thread's inbox (the thread is created if new). With a `dedupe_key`
-/// seen before, nothing is added and the original seq comes back (200, `duplicate: true`).
+/// seen before, nothing is added and the original seq comes back (200, `duplicate: true`, the
+/// mode it was stored with). Its `mode` (else the agent's `on_message_while_busy`, else `queue`)
+/// says what it does if the thread is in a turn, or about to start one: wait (`queue`), join the
+/// turn (`steer`), stop it (`interrupt`: a turn waiting on people or collaborators has their
+/// requests and handoffs cancelled at once), or be refused (`reject`: 409 `busy` naming the
+/// turn, nothing stored; queued when no turn runs). The answer names the turn it found.
 #[utoipa::path(post, path = "/v1/threads/{thread_id}/messages", tag = "admin",
     params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
     request_body = EnqueueRequest,
-    responses((status = 201, body = EnqueueResponse, description = "queued in the thread's inbox"),
+    responses((status = 201, body = EnqueueResponse, description = "queued in the thread's inbox, with the mode it was stored with and the turn it found"),
         (status = 200, body = EnqueueResponse, description = "duplicate: a message with this `dedupe_key` is already queued, nothing added"),
-        (status = 409, body = ErrorBody, description = "`key_reused`: the key is stored with a different payload"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 409, body = ErrorBody, description = "`key_reused`: the key is stored with a different payload; `busy`: mode `reject` (the message's or the agent's) and the thread is in a turn or about to start one — `running` names it, nothing was stored"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values, or `control: cancel` (a cancel has its own route, POST /v1/threads/{thread_id}/cancel); `invalid_text`: U+0000 in a text field (the message names it)"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn enqueue(
@@ -199,12 +205,9 @@ pub(crate) async fn enqueue(
     ApiPath(id): ApiPath<ThreadId>,
     ApiJson(request): ApiJson<EnqueueRequest>,
 ) -> Result<Response, ApiError> {
-    let (response, session_of) = app.store.enqueue(id, request).await?;
+    let (response, wake) = app.store.enqueue(id, request).await?;
     if !response.duplicate {
-        app.hub.notify(id);
-        if let Some(s) = session_of {
-            app.hub.notify_session(&s.pool, &s.agent, s.replica);
-        }
+        app.hub.wake(&wake);
     }
     let status = if response.duplicate {
         StatusCode::OK
@@ -212,6 +215,41 @@ pub(crate) async fn enqueue(
         StatusCode::CREATED
     };
     Ok((status, axum::Json(response)).into_response())
+}
+
+/// Cancel the thread's turn (`ninetrix cancel`): a `cancel` is put in its inbox — the runner
+/// ends the running turn `cancelled` at once, before messages queued ahead — and in the same
+/// transaction the turn's pending requests to people are settled `cancelled` (each with its
+/// `approval_decided` event) and the thread's pending handoffs marked `cancelled`, each
+/// collaborator's thread getting a cancel aimed at its task, recursively (at most 32 handoffs
+/// deep, each once). `by` defaults to `admin` (`console` from the web console). With a
+/// `dedupe_key` seen before on the thread, the first cancel comes back (200, `duplicate: true`)
+/// and nothing more is done.
+#[utoipa::path(post, path = "/v1/threads/{thread_id}/cancel", tag = "admin", operation_id = "cancel_turn",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    request_body = CancelRequest,
+    responses((status = 201, body = CancelResponse, description = "the cancel is stored; the turn it found and what it settled"),
+        (status = 200, body = CancelResponse, description = "duplicate: a cancel with this `dedupe_key` was stored before, nothing more done"),
+        (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 409, body = ErrorBody, description = "`key_reused`: the `dedupe_key` is stored with a message that is not a cancel"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown fields, a `by` or `reason` too long; `invalid_key`: a malformed `dedupe_key`; `invalid_text`: U+0000 in a text field (the message names it)"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token (nor the console signed in with it)")),
+    security(("bearer" = [])))]
+pub(crate) async fn cancel(
+    via: AdminVia,
+    State(app): State<App>,
+    ApiPath(id): ApiPath<ThreadId>,
+    ApiJson(request): ApiJson<CancelRequest>,
+) -> Result<Response, ApiError> {
+    let by = request.by.clone().unwrap_or_else(|| via.role().to_string());
+    let (response, wake) = app.store.cancel(id, request, by.clone()).await?;
+    if response.duplicate {
+        return Ok((StatusCode::OK, axum::Json(response)).into_response());
+    }
+    tracing::info!(thread_id = %id, seq = response.seq, by = %by, running = ?response.running,
+        approvals = response.approvals_cancelled, handoffs = response.handoffs_cancelled, "turn cancel stored");
+    app.hub.wake(&wake);
+    Ok((StatusCode::CREATED, axum::Json(response)).into_response())
 }
 
 /// Query of the event listing.

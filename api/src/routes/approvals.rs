@@ -39,6 +39,7 @@ enum StatusFilter {
     Rejected,
     Answered,
     Expired,
+    Cancelled,
     All,
 }
 
@@ -92,7 +93,7 @@ pub(crate) async fn list(
         Some(s) => Some(ApprovalStatus::parse(s).ok_or_else(|| ApiError::BadRequest {
             code: ErrorCode::InvalidQuery,
             message: format!(
-                "unknown status `{s}`; use pending, approved, rejected, answered, expired or all"
+                "unknown status `{s}`; use pending, approved, rejected, answered, expired, cancelled or all"
             ),
         })?),
     };

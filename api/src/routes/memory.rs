@@ -10,7 +10,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use ninetrix_proto::api::{
-    ErrorBody, ErrorCode, MEMORY_ROOT, MemoriesDeleted, MemoryCommand, MemoryFile,
+    ErrorBody, ErrorCode, MAX_STORED_INT, MEMORY_ROOT, MemoriesDeleted, MemoryCommand, MemoryFile,
     MemoryFileContent, MemoryFilePath, MemoryOpRequest, MemoryOpResult, MemoryScope, MemoryWrite,
     check_op_key, memory_path,
 };
@@ -36,7 +36,7 @@ const MAX_MEMORIES_PAGE: u32 = 1000;
     request_body = MemoryOpRequest,
     responses((status = 200, body = MemoryOpResult, description = "the command's result (`is_error`: it failed and changed nothing)"),
         (status = 409, body = ErrorBody, description = "`fenced`: another runner claimed the thread; `key_reused`: the `op_key` was used for another command"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: a malformed command; `invalid_key`: an `op_key` that is not 1 to 64 characters without control characters or `:`; `unlabelled_thread`: the thread has no pool and agent"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: a malformed command; `invalid_key`: an `op_key` that is not 1 to 64 characters without control characters or `:`; `unlabelled_thread`: the thread has no pool and agent; `out_of_range`: a `view` with an epoch past 9223372036854775807"),
         (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
     security(("bearer" = [])))]
@@ -51,6 +51,18 @@ pub(crate) async fn op(
         message,
     })?;
     let result = if request.op.reads_only() {
+        // A view is not fenced, so nothing else refuses an epoch no claim can give (a write's
+        // is simply stale: 409 `fenced`).
+        if request.epoch > MAX_STORED_INT {
+            return Err(ApiError::Rejected {
+                status: StatusCode::UNPROCESSABLE_ENTITY,
+                code: ErrorCode::OutOfRange,
+                message: format!(
+                    "epoch {} is larger than {MAX_STORED_INT}: no claim gives it",
+                    request.epoch
+                ),
+            });
+        }
         app.store.memory_view(id, request).await?
     } else {
         let command = request.op.name();

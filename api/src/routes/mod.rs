@@ -77,6 +77,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(admin::version))
         .routes(routes!(admin::tool_calls))
         .routes(routes!(admin::enqueue))
+        .routes(routes!(admin::cancel))
         .routes(routes!(admin::events))
         .routes(routes!(admin::stream))
         .routes(routes!(admin::mint_runner_token))

@@ -59,7 +59,7 @@ pub(crate) async fn claim(
     } else {
         crate::labels::Stating::Mint
     };
-    let claim = app.store.claim(id, claim.labels(), stating).await?;
+    let claim = app.store.claim(id, claim, stating).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
     Ok(axum::Json(claim))
 }

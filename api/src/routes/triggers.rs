@@ -86,6 +86,7 @@ fn wake(app: &App, fired: Option<&Fired>) {
     if let Some(f) = fired {
         app.hub.notify(f.thread_id);
         app.hub.notify_agent(&f.pool, &f.agent);
+        app.hub.wake(&f.wake);
     }
 }
 

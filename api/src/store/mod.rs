@@ -20,19 +20,20 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, CheckpointCreated, CheckpointRequest, ClaimResponse, CommitRequest,
-    CommitResponse, DecisionRequest, EnqueueRequest, EnqueueResponse, ErrorCode, Event,
-    EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryCommand, MemoryFile,
-    MemoryFileContent, MemoryOpRequest, MemoryOpResult, ThreadLabels, ThreadState, ThreadStatus,
-    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
-    TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
+    Approval, ApprovalStatus, CancelRequest, CancelResponse, CheckpointCreated, CheckpointRequest,
+    ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest, EnqueueRequest,
+    EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest, InboxMessage,
+    MemoryCommand, MemoryFile, MemoryFileContent, MemoryOpRequest, MemoryOpResult, RunningTurn,
+    ThreadLabels, ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord, Trigger, TriggerEvent, TriggerSet, TriggersApplied, VersionDetail,
+    VersionSummary,
 };
 
 use ninetrix_proto::{ApprovalId, ThreadId};
 pub use ops::Decided;
 pub use ops::Purge;
-pub use ops::SessionOf;
 pub use ops::{MemoryFilter, MemorySpace};
+pub use ops::{SessionOf, Wake};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, WriterStats};
 pub(crate) use triggers::body_digest_key;
@@ -112,6 +113,22 @@ pub enum StoreError {
     /// The thread was purged (410 `purged`): it stays purged, its ID is never used again.
     #[error("thread {0} was purged; a purged thread is never used again: start a new thread")]
     Purged(ThreadId),
+    /// A message sent with mode `reject` (its own, or the agent's default) found the thread in a
+    /// turn or about to start one (409 `busy`, the body naming the turn): nothing was stored.
+    #[error(
+        "thread {thread} is {} turn {} (message {}); send with mode queue to wait for it, steer to join it, or interrupt to stop it",
+        if *started { "in" } else { "about to start" },
+        running.turn_seq,
+        running.seq
+    )]
+    Busy {
+        /// The thread.
+        thread: ThreadId,
+        /// The turn it is in, or about to start.
+        running: RunningTurn,
+        /// Whether that turn has started (else a message waits after the cursor for it).
+        started: bool,
+    },
     /// A ledger key or an inbox `dedupe_key` is stored with another payload (409 `key_reused`).
     #[error("{0}")]
     KeyReused(String),
@@ -396,9 +413,10 @@ store_ops! {
     write fn ensure_thread(id: ThreadId, labels: ThreadLabels) -> ThreadLabels
         = |c| ensure_thread(c, id, &labels, crate::labels::Stating::Mint, now_ms());
 
-    /// Claims the thread: a new epoch, one more boot.
-    write fn claim(id: ThreadId, labels: ThreadLabels, stating: crate::labels::Stating) -> ClaimResponse
-        = |c| claim(c, id, &labels, stating, now_ms());
+    /// Claims the thread: a new epoch, one more boot; the claim's `on_message_while_busy`, when
+    /// given, becomes the mode of messages sent without one.
+    write fn claim(id: ThreadId, request: ClaimRequest, stating: crate::labels::Stating) -> ClaimResponse
+        = |c| claim(c, id, &request, stating, now_ms());
 
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
@@ -427,10 +445,15 @@ store_ops! {
     ) -> ToolCallRecord
         = |c| complete_tool_call(c, id, &key, &completion, now_ms());
 
-    /// Puts a message in the thread's inbox (creating the thread if new); also returns the
-    /// session's agent and owner when the thread is a session's.
-    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> (EnqueueResponse, Option<SessionOf>)
+    /// Puts a message in the thread's inbox (creating the thread if new) with its mode resolved
+    /// against the turn the thread is in (see `ops::enqueue`); also returns whom to wake.
+    write fn enqueue(id: ThreadId, request: EnqueueRequest) -> (EnqueueResponse, Wake)
         = |c| enqueue(c, id, &request, now_ms());
+
+    /// Cancels the thread's turn, recorded as sent by `by` (see `ops::cancel`); also returns
+    /// whom to wake.
+    write fn cancel(id: ThreadId, request: CancelRequest, by: String) -> (CancelResponse, Wake)
+        = |c| cancel(c, id, &request, &by, now_ms());
 
     /// Appends trace events; returns the last seq.
     write fn append_events(id: ThreadId, request: EventsRequest) -> u64

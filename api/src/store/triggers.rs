@@ -1,6 +1,6 @@
 //! The store's side of triggers (issue 17): the pure decision of one scheduler tick for one
 //! schedule ([`plan_tick`]) and the rows of `triggers` and `trigger_history`. Their queries are
-//! `ops::triggers`, which call the same `open_session` and `insert_inbox` as the rest of the
+//! `ops::triggers`, which call the same `open_session` and `deliver` as the rest of the
 //! store.
 //!
 //! A fire is one transaction: the trigger's row is read for update, the tick planned, each fire's
@@ -395,6 +395,9 @@ pub struct Fired {
     pub seq: u64,
     /// The scheduled time, for a schedule's fire.
     pub scheduled_at: Option<DateTime<Utc>>,
+    /// Whom the message wakes: its session's thread and replica, and the collaborators' threads
+    /// an interrupt (the agent's `on_message_while_busy`) cancelled work in.
+    pub wake: super::Wake,
 }
 
 /// The trigger a webhook delivery is for, with what verifying it needs (no `Debug`: it holds the

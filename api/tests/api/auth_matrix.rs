@@ -369,6 +369,13 @@ fn routes() -> Vec<Route> {
             body: |_| Some(json!({"content": "hi"})),
         },
         Route {
+            method: Method::POST,
+            path: "/v1/threads/{t}/cancel",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"reason": "stop"})),
+        },
+        Route {
             method: Method::GET,
             path: "/v1/threads/{t}/events",
             access: Admin,

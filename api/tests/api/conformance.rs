@@ -544,17 +544,29 @@ async fn the_inbox_is_ordered_deduplicated_and_long_polls(backend: Backend) {
             Some(body),
         )
     };
+    // Each answer says the mode the message was stored with and the turn it found: none for
+    // the first, the turn the first is about to start for the next ones.
+    let waiting = json!({"turn_seq": 1, "seq": 1});
     assert_eq!(
         send("one", Some("k1")).await,
-        (StatusCode::CREATED, json!({"seq": 1, "duplicate": false}))
+        (
+            StatusCode::CREATED,
+            json!({"seq": 1, "duplicate": false, "mode": "queue"})
+        )
     );
     assert_eq!(
         send("two", None).await,
-        (StatusCode::CREATED, json!({"seq": 2, "duplicate": false}))
+        (
+            StatusCode::CREATED,
+            json!({"seq": 2, "duplicate": false, "mode": "queue", "running": waiting})
+        )
     );
     assert_eq!(
         send("one", Some("k1")).await,
-        (StatusCode::OK, json!({"seq": 1, "duplicate": true}))
+        (
+            StatusCode::OK,
+            json!({"seq": 1, "duplicate": true, "mode": "queue"})
+        )
     );
     // The same key with other content is not a retry: refused, the first message kept.
     let (status, body) = send("one again", Some("k1")).await;
@@ -565,7 +577,10 @@ async fn the_inbox_is_ordered_deduplicated_and_long_polls(backend: Backend) {
     );
     assert_eq!(
         send("three", Some("k3")).await,
-        (StatusCode::CREATED, json!({"seq": 3, "duplicate": false}))
+        (
+            StatusCode::CREATED,
+            json!({"seq": 3, "duplicate": false, "mode": "queue", "running": waiting})
+        )
     );
     let inbox = format!("/v1/runners/threads/{thread}/inbox");
     let (_, msgs) = api

@@ -19,3 +19,4 @@ mod sessions;
 mod size;
 mod support;
 mod triggers;
+mod turn_control;

@@ -4,7 +4,7 @@
 //! notice the other's writes) and for every past version.
 
 use ninetrix_api::store::{Store, StoreOptions};
-use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadLabels};
+use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ClaimRequest};
 use ninetrix_proto::{Message, Role, ThreadId};
 use proptest::prelude::*;
 
@@ -47,7 +47,7 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
             let epoch = store
                 .claim(
                     thread,
-                    ThreadLabels::default(),
+                    ClaimRequest::default(),
                     ninetrix_api::labels::Stating::Claim,
                 )
                 .await

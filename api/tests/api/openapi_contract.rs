@@ -43,7 +43,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   (`invalid_trigger`), which its schema cannot state: `PUT /v1/pools/{pool}/triggers` may
 ///   answer a schema-valid body 422 too (the trigger tests check those rules); and a memory
 ///   command needs a thread with a pool and an agent and must keep the memory within its limits
-///   (`unlabelled_thread`, `memory_limit`): `POST …/memory` too (the memory tests check those).
+///   (`unlabelled_thread`, `memory_limit`): `POST …/memory` too (the memory tests check those);
+///   and a message may not be a `cancel` (`control: cancel`: 422, a cancel has its own route),
+///   which its schema does not state either: `POST /v1/threads/{id}/messages` too (the
+///   turn-control tests check it). A message sent with mode `reject` to a busy thread is `409
+///   busy`, which depends on the thread's state like the other 409s.
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n\
     [checks.negative_data_rejection]\n\
@@ -51,7 +55,7 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory)|PUT /v1/pools/[^/]+/triggers)$'\n\
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the

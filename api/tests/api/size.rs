@@ -2,7 +2,7 @@
 //! of new messages per turn stays under 5 MB on SQLite (a size assertion, not a timing one).
 
 use ninetrix_api::store::{Store, StoreOptions};
-use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadLabels, ThreadStatus};
+use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ClaimRequest, ThreadStatus};
 use ninetrix_proto::{Message, Role, ThreadId};
 
 use crate::support::{Backend, TestDb};
@@ -17,7 +17,7 @@ async fn a_thousand_turns_of_two_kilobytes_stay_under_five_megabytes() {
     let epoch = store
         .claim(
             thread,
-            ThreadLabels::default(),
+            ClaimRequest::default(),
             ninetrix_api::labels::Stating::Claim,
         )
         .await

@@ -256,6 +256,7 @@ fn decision_error(
         status,
         code,
         message,
+        ..
     } = &e
     else {
         return Err(e);
@@ -949,6 +950,7 @@ mod tests {
             status,
             code,
             message: message.into(),
+            running: None,
         }
     }
 

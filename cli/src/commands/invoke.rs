@@ -916,6 +916,7 @@ mod tests {
             status: 401,
             code: ninetrix_client::ErrorCode::Unauthorized,
             message: "bad token".into(),
+            running: None,
         });
         assert!(!is_blip(&refused));
         assert!(!is_blip(&anyhow::anyhow!("no such pool")));

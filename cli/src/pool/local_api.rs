@@ -935,6 +935,7 @@ mod tests {
             status,
             code,
             message: message.into(),
+            running: None,
         };
         use ninetrix_client::ErrorCode;
         assert!(lacks_trigger_routes(&api(

@@ -60,6 +60,27 @@ pub(crate) fn stored_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>,
     Option::<Stored>::deserialize(d).map(|o| o.map(|Stored(v)| v))
 }
 
+/// A list of stored integers.
+pub(crate) fn stored_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    Vec::<Stored>::deserialize(d).map(|v| v.into_iter().map(|Stored(v)| v).collect())
+}
+
+/// The schema of a list of stored integers (each 0 to [`super::MAX_STORED_INT`]), for
+/// `#[schema(schema_with = …)]`.
+#[cfg(feature = "openapi")]
+pub(crate) fn stored_vec_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(0))
+                .maximum(Some(super::MAX_STORED_INT)),
+        )
+        .build()
+}
+
 /// A `u32`.
 pub(crate) fn u32_req<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     Small::deserialize(d).map(|Small(v)| v)

@@ -114,11 +114,21 @@ pub struct CheckpointState {
     /// an interrupt or a cancel carried out, each before messages queued ahead of it. The
     /// cursor moves over them once the messages before them are taken, so this stays short;
     /// the runner takes the next message after the cursor that is not here.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "int::stored_vec"
+    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = int::stored_vec_schema))]
     pub inbox_taken: Vec<u64>,
     /// The inbox seq of the message the current (or last) turn answers. `None` in states
     /// written by older runners, whose turns always answered `inbox_cursor`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_message: Option<u64>,
 }
 

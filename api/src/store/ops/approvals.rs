@@ -403,6 +403,58 @@ pub(crate) async fn decide<C: Conn>(
     Ok((thread_id, Decided::Recorded(decided)))
 }
 
+/// Settles `cancelled` the requests to people of turn `turn_seq` of thread `id` that are still
+/// pending (undecided, not past their expiry): the turn that asked was stopped and will never
+/// use their answers. Each gets an `approval_decided` event of the thread (at its current
+/// epoch), as a decision does, recorded as decided by `by` with `reason`. The caller holds the
+/// thread's row. Returns how many it settled.
+pub(super) async fn cancel_turn_approvals<C: Conn>(
+    c: &mut C,
+    id: ThreadId,
+    turn_seq: u64,
+    by: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> StoreResult<u64> {
+    let sql = format!(
+        "SELECT {APPROVAL_COLUMNS} FROM approvals a JOIN threads t ON t.thread_id = a.thread_id \
+         WHERE a.thread_id = $1 AND a.turn_seq = $2 AND a.status = 'pending' AND a.expires_at > $3 ORDER BY a.requested_at, a.id"
+    );
+    let rows: Vec<ApprovalRow> = query_as(AssertSqlSafe(sql))
+        .bind(id.to_string())
+        .bind(to_i64(turn_seq, "turn_seq")?)
+        .bind(now)
+        .fetch_all(&mut *c)
+        .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut cancelled = row.approval(now)?;
+        query("UPDATE approvals SET status = $2, decided_at = $3, decided_by = $4, reason = $5 WHERE id = $1 AND status = 'pending'")
+            .bind(cancelled.id.to_string())
+            .bind(ApprovalStatus::Cancelled.as_str())
+            .bind(now)
+            .bind(by)
+            .bind(reason)
+            .execute(&mut *c)
+            .await?;
+        cancelled.status = ApprovalStatus::Cancelled;
+        cancelled.decided_at = Some(time(now));
+        cancelled.decided_by = Some(by.to_string());
+        cancelled.reason = reason.map(str::to_string);
+        events.push(decided_event(&cancelled, now));
+    }
+    let (event_seq, epoch): (i64, i64) =
+        query_as("SELECT event_seq, epoch FROM threads WHERE thread_id = $1")
+            .bind(id.to_string())
+            .fetch_one(&mut *c)
+            .await?;
+    insert_events(c, id, event_seq, to_u64(epoch), &events, now).await?;
+    Ok(events.len() as u64)
+}
+
 /// The requests to people of one turn of a thread, oldest first, as they stand at `now`.
 pub(crate) async fn turn_approvals<C: Conn>(
     c: &mut C,

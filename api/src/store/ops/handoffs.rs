@@ -12,7 +12,7 @@ use crate::store::conn::{AssertSqlSafe, Conn, query, query_as, rsq};
 use crate::store::{HandoffFilter, StoreError, StoreResult};
 
 use super::approvals::MAX_APPROVAL_SECS;
-use super::inbox::insert_inbox;
+use super::inbox::{NewMessage, insert_inbox};
 use super::sessions::open_session;
 use super::threads::{PURGED, fenced_thread, not_purged};
 
@@ -305,16 +305,16 @@ pub(crate) async fn open_handoff<C: Conn>(
     };
     let content =
         ninetrix_proto::handoffs::task_message(&from_agent, &req.task, req.context.as_deref());
-    let (enqueued, _) = insert_inbox(
-        c,
-        session.thread_id,
-        &content,
-        Some(&origin.delivery_key),
-        Some(&origin),
-        None,
-        now,
-    )
-    .await?;
+    // The session is new (one per call): no turn runs there, so the task finds none to
+    // refuse, join or interrupt, and wakes only the agent's replicas (the route does that).
+    let task = NewMessage {
+        dedupe_key: Some(&origin.delivery_key),
+        origin: Some(&origin),
+        ..NewMessage::work(&content, None, false)
+    };
+    let enqueued = insert_inbox(c, session.thread_id, &task, now)
+        .await?
+        .response;
     let timeout_ms = to_i64(req.timeout_secs.saturating_mul(1000), "timeout_secs")?;
     query(
         "INSERT INTO handoffs (thread_id, key, pool, from_agent, epoch, turn_seq, call_id, agent, session, target_thread_id, inbox_seq, task, context, chain, status, created_at, expires_at) \

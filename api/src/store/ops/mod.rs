@@ -8,8 +8,9 @@
 //! Who calls whom: `threads` is the base (the fencing read every runner write starts with);
 //! `sessions`, `events`, `checkpoints` and `ledger` build on it; `inbox` on `sessions`;
 //! `approvals` on `events`; `memory` on `threads`; `handoffs` on `sessions` and `inbox` (and the longest wait
-//! `approvals` allows); `triggers` on `sessions` and `inbox`; `commit` on all of the writes a
-//! runner's step makes.
+//! `approvals` allows); `turn_control` (the admin's enqueue, interrupts and cancels, and what a
+//! stopped turn waited for) on `inbox`, `approvals` and `handoffs`; `triggers` on `sessions` and
+//! `turn_control`; `commit` on all of the writes a runner's step makes.
 
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {
@@ -37,6 +38,7 @@ mod memory;
 mod sessions;
 mod threads;
 mod triggers;
+mod turn_control;
 
 pub use approvals::Decided;
 pub(crate) use approvals::{approval, decide, list_approvals, turn_approvals};
@@ -44,8 +46,8 @@ pub(crate) use checkpoints::{append_checkpoint, latest_json, version, versions};
 pub(crate) use commit::commit;
 pub(crate) use events::{append_events, events_after};
 pub(crate) use handoffs::{list_handoffs, open_handoff, turn_handoffs};
-pub use inbox::SessionOf;
-pub(crate) use inbox::{enqueue, inbox_after};
+pub(crate) use inbox::inbox_after;
+pub use inbox::{SessionOf, Wake};
 pub(crate) use ledger::{complete_tool_call, record_intent, tool_calls, turn_tool_calls};
 pub use memory::{MemoryFilter, MemorySpace};
 pub(crate) use memory::{
@@ -58,3 +60,4 @@ pub(crate) use triggers::{
     deliver_hook, fire_due, fire_now, hook_target, list_triggers, note_trigger, put_triggers,
     trigger_history, triggers_due,
 };
+pub(crate) use turn_control::{cancel, enqueue};

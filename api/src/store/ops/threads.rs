@@ -3,7 +3,9 @@
 //! write starts with; listing; and the purge that leaves a tombstone.
 
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{ClaimResponse, ThreadLabels, ThreadStatus, ThreadSummary};
+use ninetrix_proto::api::{
+    ClaimRequest, ClaimResponse, MessageMode, ThreadLabels, ThreadStatus, ThreadSummary,
+};
 
 use crate::store::codec::{corrupt, labels, parse_id, time, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as, rsq};
@@ -150,14 +152,17 @@ pub(crate) async fn ensure_thread<C: Conn>(
 
 /// Claims the thread. `stating` says who gives the labels: the admin's claim (or an
 /// insecure-dev runner's, which is the admin) may label a thread that has none yet, as a
-/// mint may; a runner token's claim only restates them.
+/// mint may; a runner token's claim only restates them. The claim's
+/// `on_message_while_busy`, when given, replaces the thread's (the mode of a message sent
+/// without one).
 pub(crate) async fn claim<C: Conn>(
     c: &mut C,
     id: ThreadId,
-    labels: &ThreadLabels,
+    request: &ClaimRequest,
     stating: crate::labels::Stating,
     now: i64,
 ) -> StoreResult<ClaimResponse> {
+    let labels = &request.labels();
     let stored = ensure_thread(c, id, labels, stating, now).await?;
     if let Some(key) = &labels.session
         && stored.session.as_deref() != Some(key.as_str())
@@ -168,10 +173,12 @@ pub(crate) async fn claim<C: Conn>(
         });
     }
     let (epoch, boot_count): (i64, i64) = query_as(
-        "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2 WHERE thread_id = $1 RETURNING epoch, boot_count",
+        "UPDATE threads SET epoch = epoch + 1, boot_count = boot_count + 1, updated_at = $2, on_busy = COALESCE($3, on_busy) \
+         WHERE thread_id = $1 RETURNING epoch, boot_count",
     )
     .bind(id.to_string())
     .bind(now)
+    .bind(request.on_message_while_busy.map(MessageMode::as_str))
     .fetch_one(&mut *c)
     .await?;
     Ok(ClaimResponse {
@@ -237,7 +244,7 @@ pub(crate) async fn purge<C: Conn>(
     }
     query(concat!(
         "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
-        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, updated_at = $2 WHERE thread_id = $1"
+        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, updated_at = $2 WHERE thread_id = $1"
     ))
     .bind(id.to_string())
     .bind(now)

@@ -1,7 +1,7 @@
 //! The queries of triggers: registering a pool's set, a scheduler tick's page of due schedules
 //! (planned by `triggers::plan_tick`), a manual fire, a webhook delivery (deduplicated), the
 //! history they write, and the listings. A fire puts its message in its session through the same
-//! `open_session` and `insert_inbox` as every other message.
+//! `open_session` and `deliver` as every other message.
 
 use crate::store::codec::{corrupt, encode, parse_id, time, to_i64, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, query, query_as};
@@ -13,8 +13,9 @@ use crate::store::triggers::{
 };
 use crate::store::{StoreError, StoreResult};
 
-use super::inbox::insert_inbox;
+use super::inbox::NewMessage;
 use super::sessions::open_session;
+use super::turn_control::deliver;
 
 /// Makes the pool's registered triggers exactly `set` (checked by the caller): new ones
 /// are inserted with their first fire after `now`, changed ones updated (a changed rule
@@ -195,7 +196,13 @@ async fn fire_into<C: Conn>(
             return Ok((h, None));
         }
     }
-    let (enqueued, _) = insert_inbox(c, id, message, dedupe, None, None, now).await?;
+    // The overlap policy decided to deliver it, and nobody could be told of a refusal: a
+    // `reject` default queues it (a `steer` or `interrupt` default applies).
+    let fire = NewMessage {
+        dedupe_key: dedupe,
+        ..NewMessage::work(message, None, false)
+    };
+    let (enqueued, wake) = deliver(c, id, &fire, now).await?;
     query("UPDATE triggers SET last_thread_id = $3, last_inbox_seq = $4 WHERE pool = $1 AND name = $2")
         .bind(&row.pool)
         .bind(&row.name)
@@ -211,6 +218,7 @@ async fn fire_into<C: Conn>(
         thread_id: id,
         seq: enqueued.seq,
         scheduled_at: h.scheduled_at,
+        wake,
     };
     Ok((h, Some(fired)))
 }
