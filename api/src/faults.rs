@@ -7,7 +7,9 @@
 //! its answer), and `purge_before_commit` / `purge_after_commit` (a thread's purge: its rows
 //! deleted and its tombstone written, before and after the commit), and
 //! `replica_thread_before_commit` / `replica_thread_after_commit` (a replica's thread made: the
-//! mapping row and the thread, before the commit and after it, before the answer). Unset —
+//! mapping row and the thread, before the commit and after it, before the answer), and
+//! `cancel_before_commit` / `cancel_after_commit` (a turn's cancel: its inbox row and what it
+//! settles written, before the commit; and after it, before the answer). Unset —
 //! always, outside tests — a point costs one comparison.
 //!
 //! `NINETRIX_API_CLOCK_SKEW_SECS=<seconds>` moves the scheduler's clock (only the scheduler's)

@@ -2,10 +2,14 @@
 //! means for that turn — pure functions of the inbox (as read after the cursor) and the
 //! thread's state (docs/runner.md, "Steer, interrupt, cancel").
 //!
-//! Messages are taken in inbox order, except that an *urgent* one — a steer, an interrupt, a
-//! cancel — is taken before messages queued ahead of it: it is meant for the turn running now.
-//! A cancel aimed at a handed-over task (it carries the task's handoff) waits until the turn
-//! answering that task has started, so it stops that turn and no other.
+//! Messages are taken in inbox order: the turn running when a message arrives is the turn of
+//! the earliest message not yet answered, whether its runner is alive or died before storing
+//! anything of it — so a steer, an interrupt or a cancel (an *urgent* message) acts on the same
+//! turn after a crash as before it: a steer joins it, an interrupt or a cancel stops it (at its
+//! first boundary, before the model is asked, if it had not started). An interrupt that stopped
+//! a turn is the next turn's input (`CheckpointState::next_message`), before messages queued
+//! ahead of it. A cancel aimed at a handed-over task (it carries the task's handoff) waits until
+//! the turn answering that task has started, so it stops that turn and no other.
 
 use ninetrix_proto::api::{CheckpointState, Control, InboxMessage, MessageMode};
 use ninetrix_proto::events::StoppedBy;
@@ -14,12 +18,12 @@ use ninetrix_proto::events::StoppedBy;
 pub const ANONYMOUS: &str = "an operator";
 
 /// The message a runner between turns takes next from `inbox` (messages after its cursor):
-/// the first urgent one that can act now, else the first in order. `None` when every message
-/// is taken.
+/// the interrupt that stopped the last turn, else the first in order (a cancel of a task whose
+/// turn has not started waits for it). `None` when every message is taken.
 pub fn next<'a>(inbox: &'a [InboxMessage], state: &CheckpointState) -> Option<&'a InboxMessage> {
     let untaken = || inbox.iter().filter(|m| !state.taken(m.seq));
     untaken()
-        .find(|m| m.urgent() && !waits_for_its_task(m, inbox, state))
+        .find(|m| Some(m.seq) == state.next_message)
         .or_else(|| untaken().find(|m| !waits_for_its_task(m, inbox, state)))
 }
 
@@ -144,21 +148,38 @@ mod tests {
     }
 
     #[test]
-    fn urgent_messages_go_before_those_queued_ahead_of_them() {
+    fn messages_are_taken_in_order_and_an_interrupt_that_stopped_a_turn_goes_first() {
         use MessageMode::*;
         let inbox = [msg(5, Queue), msg(6, Queue), msg(7, Interrupt)];
-        assert_eq!(next(&inbox, &state(4)).map(|m| m.seq), Some(7));
         let mut s = state(4);
-        s.take(7);
-        assert_eq!(next(&inbox, &s).map(|m| m.seq), Some(5), "then in order");
+        assert_eq!(
+            next(&inbox, &s).map(|m| m.seq),
+            Some(5),
+            "in order: the interrupt stops 5's turn once it starts"
+        );
         s.take(5);
+        assert_eq!(
+            stop_for(&inbox, &s),
+            Some(StoppedBy::Interrupted { seq: 7 })
+        );
+        s.next_message = Some(7);
+        assert_eq!(
+            next(&inbox, &s).map(|m| m.seq),
+            Some(7),
+            "then the interrupt"
+        );
+        s.take(7);
+        s.next_message = None;
+        assert_eq!(next(&inbox, &s).map(|m| m.seq), Some(6), "then the queue");
         s.take(6);
         assert_eq!(next(&inbox, &s), None);
         assert_eq!(s.inbox_cursor, 7);
         let inbox = [msg(5, Queue), msg(6, Steer)];
-        assert_eq!(next(&inbox, &state(4)).map(|m| m.seq), Some(6));
-        let inbox = [msg(5, Queue), cancel(6, None)];
-        assert_eq!(next(&inbox, &state(4)).map(|m| m.seq), Some(6));
+        assert_eq!(
+            next(&inbox, &state(4)).map(|m| m.seq),
+            Some(5),
+            "the steer joins 5's turn"
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! stores the reply as the call's outcome; on the collaborator's side before its turn's first
 //! commit and before and after the commit that carries its reply. Each time: every delegated task
 //! is done once (one side effect, one session, one handoff per hop), and the lead's reply holds
-//! the chain's answers.
+//! the chain's answers. And a cancel of the lead while the writer works: every turn of the chain
+//! ends `cancelled`, once, and every handoff with it.
 
 mod support;
 
@@ -152,8 +153,13 @@ impl Replica {
 
 /// The pool as `up` records it, and the three replicas.
 async fn start_chain(s: &Setup) -> Vec<Replica> {
+    start_chain_of(s, chain()).await
+}
+
+/// [`start_chain`] with these agents.
+async fn start_chain_of(s: &Setup, agents: [(&'static str, Value); 3]) -> Vec<Replica> {
     let mut replicas = Vec::new();
-    for (name, spec) in chain() {
+    for (name, spec) in agents {
         let collaborators: Vec<String> = spec["collaborators"]
             .as_array()
             .unwrap()
@@ -425,4 +431,118 @@ async fn the_last_collaborator_killed_at_each_step_does_its_task_once() {
     ] {
         chain_with_a_kill(2, hold, what).await;
     }
+}
+
+/// A cancel of the lead while the writer sleeps on its task: the cancel settles both handoffs
+/// `cancelled` and cascades to the researcher's and the writer's sessions, whose turns end
+/// `cancelled` (the writer's sleep stopped after its grace), as does the lead's — each once —
+/// and the researcher never writes its note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_of_the_lead_cancels_the_whole_chain_once() {
+    use ninetrix_proto::api::CancelRequest;
+    use ninetrix_proto::events::{Decoded, StoppedBy, TraceEvent};
+    let s = setup();
+    let mut agents = chain();
+    agents[2].1["runtime"]["script"] = json!([
+        step(
+            "Sleeping on it.",
+            json!([{"name": "sleep", "args": {"seconds": 60}}])
+        ),
+        step("writer: the draft", json!([])),
+    ]);
+    agents[2].1["tools"] = json!([{"name": "sleep", "effect": "read", "effect_pinned": false}]);
+    for (_, spec) in &mut agents {
+        spec["execution"]["interrupt_grace_secs"] = 1.into();
+    }
+    let replicas = start_chain_of(&s, agents).await;
+    let lead = replicas[0].thread;
+    s.admin.send(lead, "what is the answer?", "q1").await;
+    // The writer is asleep on its task once its session's thread is in a turn.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let writer_thread = loop {
+        let handoffs = s
+            .admin
+            .client
+            .list_handoffs(Some(POOL), None, None)
+            .await
+            .unwrap();
+        if let Some(h) = handoffs.iter().find(|h| h.agent == "writer") {
+            let t = s.admin.client.thread(h.target_thread_id).await.unwrap();
+            if t.is_some_and(|t| t.status == ThreadStatus::InTurn) {
+                break h.target_thread_id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the writer never started its task"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let answer = s
+        .admin
+        .client
+        .cancel(
+            lead,
+            &CancelRequest {
+                by: Some("ana".into()),
+                reason: None,
+                dedupe_key: Some("c1".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.handoffs_cancelled, 2, "{answer:?}");
+    wait_idle(&s, lead, 2, "the cancelled lead").await;
+    let handoffs = s
+        .admin
+        .client
+        .list_handoffs(Some(POOL), None, None)
+        .await
+        .unwrap();
+    let researcher_thread = handoffs[0].target_thread_id;
+    assert!(
+        handoffs
+            .iter()
+            .all(|h| h.status == HandoffStatus::Cancelled),
+        "{handoffs:?}"
+    );
+    // Each thread of the chain: exactly one turn, ended cancelled.
+    for (who, thread) in [
+        ("lead", lead),
+        ("researcher", researcher_thread),
+        ("writer", writer_thread),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let ended = loop {
+            let mut ended = Vec::new();
+            let mut after = 0;
+            loop {
+                let page = s.admin.client.events_after(thread, after).await.unwrap();
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                ended.extend(page.iter().filter_map(|e| match e.decode() {
+                    Decoded::Known(TraceEvent::TurnCompleted(t)) => Some(t),
+                    _ => None,
+                }));
+            }
+            if !ended.is_empty() || Instant::now() > deadline {
+                break ended;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(ended.len(), 1, "{who}: {ended:?}");
+        assert!(
+            matches!(&ended[0].stopped_by, Some(StoppedBy::Cancelled { .. })),
+            "{who}: {:?}",
+            ended[0]
+        );
+        let latest = s.admin.latest(thread).await;
+        ninetrix_runner::history::validate(&latest.history)
+            .unwrap_or_else(|v| panic!("{who}: {v}"));
+    }
+    assert_eq!(
+        replicas[1].side_effects(),
+        0,
+        "the researcher never noted anything"
+    );
 }

@@ -218,7 +218,8 @@ pub(crate) async fn enqueue(
 }
 
 /// Cancel the thread's turn (`ninetrix cancel`): a `cancel` is put in its inbox — the runner
-/// ends the running turn `cancelled` at once, before messages queued ahead — and in the same
+/// ends the running turn `cancelled` at once (the turn of the earliest message not yet
+/// answered) — and in the same
 /// transaction the turn's pending requests to people are settled `cancelled` (each with its
 /// `approval_decided` event) and the thread's pending handoffs marked `cancelled`, each
 /// collaborator's thread getting a cancel aimed at its task, recursively (at most 32 handoffs
@@ -242,10 +243,11 @@ pub(crate) async fn cancel(
     ApiJson(request): ApiJson<CancelRequest>,
 ) -> Result<Response, ApiError> {
     let by = request.by.clone().unwrap_or_else(|| via.role().to_string());
-    let (response, wake) = app.store.cancel(id, request, by.clone()).await?;
+    let (response, wake) = app.store.cancel(id, request, by.clone(), crash).await?;
     if response.duplicate {
         return Ok((StatusCode::OK, axum::Json(response)).into_response());
     }
+    crash("cancel_after_commit");
     tracing::info!(thread_id = %id, seq = response.seq, by = %by, running = ?response.running,
         approvals = response.approvals_cancelled, handoffs = response.handoffs_cancelled, "turn cancel stored");
     app.hub.wake(&wake);

@@ -452,8 +452,8 @@ store_ops! {
 
     /// Cancels the thread's turn, recorded as sent by `by` (see `ops::cancel`); also returns
     /// whom to wake.
-    write fn cancel(id: ThreadId, request: CancelRequest, by: String) -> (CancelResponse, Wake)
-        = |c| cancel(c, id, &request, &by, now_ms());
+    write fn cancel(id: ThreadId, request: CancelRequest, by: String, crash: fn(&str)) -> (CancelResponse, Wake)
+        = |c| cancel(c, id, &request, &by, now_ms(), crash);
 
     /// Appends trace events; returns the last seq.
     write fn append_events(id: ThreadId, request: EventsRequest) -> u64

@@ -2,8 +2,8 @@
 //! session's (`--session KEY`). The cancel goes through the API's `POST /v1/threads/{id}/cancel`
 //! with a generated dedupe key (API blips are retried with the same key, so it is stored once):
 //! the API stores it in the thread's inbox, settles the turn's pending requests to people and
-//! handoffs `cancelled`, and says which turn was running. The runner takes it before messages
-//! queued ahead of it: the model call in flight is abandoned, running tools get
+//! handoffs `cancelled`, and says which turn was running. The runner acts on it during that
+//! turn: the model call in flight is abandoned, running tools get
 //! `execution.interrupt_grace` to finish, and the turn ends `cancelled`.
 //!
 //! By default the command then follows the thread's events (`events?after=`) until it knows how

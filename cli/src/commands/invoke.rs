@@ -205,17 +205,10 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
     let queued = match retry_blips(|| view.api.enqueue(thread, &request)).await {
         Ok(q) => q,
         Err(e) if is_busy(&e) => {
-            // The refusal's body names the running turn, but the client keeps only its code and
-            // words: the turn is read from the thread's latest events instead.
-            let running = match view.api.event_seq(thread).await {
-                Ok(last) => view
-                    .api
-                    .events(thread, last.saturating_sub(BUSY_LOOKBACK))
-                    .await
-                    .ok()
-                    .and_then(|events| running_turn(&events)),
-                Err(_) => None,
-            };
+            // The refusal names the running turn (`ErrorBody.running`).
+            let running = e
+                .downcast_ref::<ClientError>()
+                .and_then(ClientError::running);
             eprintln!("{}", busy_words(&whom, running, args.mode));
             return Ok(ExitCode::from(EXIT_BUSY));
         }
@@ -699,44 +692,12 @@ where
     }
 }
 
-/// Events read back, when a message is refused as `busy`, to name the running turn.
-const BUSY_LOOKBACK: u64 = 500;
-
 /// Whether an error is the API refusing a message because the thread is in a turn (mode
 /// `reject`).
 fn is_busy(e: &anyhow::Error) -> bool {
     e.downcast_ref::<ClientError>()
         .and_then(ClientError::code)
         .is_some_and(|c| *c == ninetrix_client::ErrorCode::Busy)
-}
-
-/// The turn a thread is in, from its latest events: the last one started (or resumed) that has
-/// not completed.
-fn running_turn(events: &[Event]) -> Option<RunningTurn> {
-    let mut running = None;
-    for e in events {
-        match e.decode() {
-            Decoded::Known(TraceEvent::TurnStarted(t)) => {
-                running = Some(RunningTurn {
-                    turn_seq: t.turn_seq,
-                    seq: t.seq,
-                });
-            }
-            Decoded::Known(TraceEvent::TurnResumed(t)) => {
-                running = Some(RunningTurn {
-                    turn_seq: t.turn_seq,
-                    seq: t.seq,
-                });
-            }
-            Decoded::Known(TraceEvent::TurnCompleted(t))
-                if running.is_some_and(|r| r.turn_seq == t.turn_seq) =>
-            {
-                running = None;
-            }
-            _ => {}
-        }
-    }
-    running
 }
 
 /// What `invoke` says when the message is refused as `busy`: the running turn (when known) and
@@ -810,60 +771,12 @@ mod tests {
         assert_eq!(shell_quote(""), "''");
     }
 
-    fn stored(e: TraceEvent, seq: u64) -> Event {
-        let new = e.to_new_event(chrono::Utc::now());
-        Event {
-            seq,
-            kind: new.kind,
-            data: new.data,
-            created_at: chrono::Utc::now(),
-            epoch: 1,
-        }
-    }
-
     #[test]
     fn a_busy_refusal_names_the_running_turn_and_the_ways_to_send_anyway() {
-        use ninetrix_proto::events::{TurnCompleted, TurnResumed, TurnStarted};
-        let started = |turn_seq, seq| {
-            TraceEvent::TurnStarted(TurnStarted {
-                turn_seq,
-                seq,
-                input: "hi".into(),
-            })
-        };
-        let completed = |turn_seq, seq| {
-            TraceEvent::TurnCompleted(TurnCompleted {
-                turn_seq,
-                seq,
-                ok: true,
-                reply: "done".into(),
-                usage: Default::default(),
-                duration_ms: 1.0,
-                stopped_by: None,
-            })
-        };
-        let events = [
-            stored(started(1, 1), 1),
-            stored(completed(1, 1), 2),
-            stored(started(2, 3), 3),
-        ];
-        let running = running_turn(&events);
-        assert_eq!(
-            running,
-            Some(RunningTurn {
-                turn_seq: 2,
-                seq: 3
-            })
-        );
-        assert_eq!(running_turn(&events[..2]), None, "the last turn completed");
-        let resumed = [stored(
-            TraceEvent::TurnResumed(TurnResumed {
-                turn_seq: 2,
-                seq: 3,
-            }),
-            9,
-        )];
-        assert_eq!(running_turn(&resumed), running, "a resumed turn runs");
+        let running = Some(RunningTurn {
+            turn_seq: 2,
+            seq: 3,
+        });
         assert_eq!(
             busy_words("writer-1", running, Some(MessageMode::Reject)),
             "refused: writer-1 is busy with turn 2 (message 3); send with --steer to join it, \

@@ -77,8 +77,8 @@ impl MessageMode {
         MessageMode::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
-    /// Whether a message of this mode is taken before messages queued ahead of it: it is
-    /// meant for the turn running now (a steer, an interrupt).
+    /// Whether a message of this mode is meant for the turn running when it arrives (a steer,
+    /// an interrupt): the runner watches for it while a turn runs.
     pub fn urgent(self) -> bool {
         matches!(self, MessageMode::Steer | MessageMode::Interrupt)
     }
@@ -147,9 +147,9 @@ pub struct RunningTurn {
 pub enum Control {
     /// Compact the history now, as the agent's `runtime.context` says (`ninetrix compact`).
     Compact,
-    /// End the running turn `cancelled` (`ninetrix cancel`; `POST /v1/threads/{id}/cancel`).
-    /// Taken before messages queued ahead of it; found with no turn running, it does nothing
-    /// (and says so).
+    /// End the running turn `cancelled` (`ninetrix cancel`; `POST /v1/threads/{id}/cancel`):
+    /// the turn of the earliest message not yet answered. Found with no such turn, it does
+    /// nothing (and says so).
     Cancel,
 }
 
@@ -218,8 +218,8 @@ pub struct InboxMessage {
 }
 
 impl InboxMessage {
-    /// Whether the runner takes it before messages queued ahead of it: a steer, an interrupt,
-    /// a cancel — each meant for the turn running now.
+    /// Whether it is meant for the turn running when it arrives — a steer, an interrupt, a
+    /// cancel — so the runner acts on it during that turn instead of after it.
     pub fn urgent(&self) -> bool {
         self.mode.urgent() || self.control == Some(Control::Cancel)
     }

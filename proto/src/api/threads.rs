@@ -111,9 +111,9 @@ pub struct CheckpointState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::context::ContextUse>,
     /// Inbox seqs after `inbox_cursor` already taken, out of order: a steer applied to a turn,
-    /// an interrupt or a cancel carried out, each before messages queued ahead of it. The
-    /// cursor moves over them once the messages before them are taken, so this stays short;
-    /// the runner takes the next message after the cursor that is not here.
+    /// a cancel carried out, an interrupt that started its turn, each while messages queued
+    /// ahead of it waited. The cursor moves over them once the messages before them are taken,
+    /// so this stays short; the runner takes the next message after the cursor that is not here.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -130,6 +130,16 @@ pub struct CheckpointState {
     )]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub turn_message: Option<u64>,
+    /// The interrupt that ended the last turn: the next turn's input, taken before the
+    /// messages queued ahead of it (stored with the interrupted turn's end, so a restarted
+    /// runner starts the same turn next).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub next_message: Option<u64>,
 }
 
 impl CheckpointState {

@@ -155,6 +155,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         resumed_turn: None,
         boot_count,
         controls: None,
+        read_ahead: Vec::new(),
         config,
     };
     runner.measure_overhead();

@@ -36,9 +36,12 @@ impl Drop for Controls {
 }
 
 impl Controls {
-    /// Starts watching the inbox after `after` (the turn's cursor).
-    pub(super) fn start<C: Checkpoints>(store: C, after: u64) -> Self {
-        let (tx, seen) = watch::channel(Vec::new());
+    /// Starts watching the inbox after `after` (the turn's cursor), with what the runner read
+    /// of it when it took the turn's message (so a control already there acts at the turn's
+    /// first boundary, before the model is asked).
+    pub(super) fn start<C: Checkpoints>(store: C, after: u64, read: Vec<InboxMessage>) -> Self {
+        let after = read.last().map_or(after, |m| m.seq.max(after));
+        let (tx, seen) = watch::channel(read.into_iter().filter(InboxMessage::urgent).collect());
         let task = tokio::spawn(watch_inbox(store, after, tx));
         Self { seen, task }
     }
@@ -110,7 +113,8 @@ impl<C: Checkpoints> super::Runner<C> {
     ) -> (Option<watch::Receiver<Vec<InboxMessage>>>, CheckpointState) {
         if self.controls.is_none() && !self.engine.idle() && self.config.api.is_some() {
             let after = self.engine.state().inbox_cursor;
-            self.controls = Some(Controls::start(self.store.clone(), after));
+            let read = std::mem::take(&mut self.read_ahead);
+            self.controls = Some(Controls::start(self.store.clone(), after, read));
         }
         let seen = self.controls.as_ref().map(Controls::subscribe);
         (seen, self.engine.state().clone())

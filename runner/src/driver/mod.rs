@@ -153,6 +153,9 @@ struct Runner<C: Checkpoints> {
     boot_count: u64,
     /// The inbox as seen while the current turn runs (its steers, interrupts and cancels).
     controls: Option<Controls>,
+    /// What the runner read of the inbox when it took the current turn's message: the start
+    /// of that turn's [`Controls`].
+    read_ahead: Vec<ninetrix_proto::api::InboxMessage>,
 }
 
 /// Serves this runner's own thread until shutdown, fencing, a batch job's end, or a failure:
@@ -269,7 +272,6 @@ impl<C: Checkpoints> Runner<C> {
                 Ok(m) => m,
                 Err(e) => return self.stopped(e.into()),
             };
-            // Urgent messages (steers, interrupts, cancels) before those queued ahead of them.
             let Some(message) = inbox::next(&messages, self.engine.state()).cloned() else {
                 if self.until_idle {
                     // Idle: out of memory until the next message.
@@ -290,6 +292,7 @@ impl<C: Checkpoints> Runner<C> {
                     by: message.by.unwrap_or_else(|| inbox::ANONYMOUS.to_string()),
                 }),
                 None => {
+                    self.read_ahead = messages;
                     self.turn_started = Instant::now();
                     self.attempt = Some(self.new_attempt());
                     self.refresh_tools().await;

@@ -85,8 +85,10 @@ impl Engine {
         let Some(by) = self.stopping.clone() else {
             return Vec::new();
         };
-        if let StoppedBy::Cancelled { seq, .. } = &by {
-            self.state.take(*seq);
+        match &by {
+            StoppedBy::Cancelled { seq, .. } => self.state.take(*seq),
+            // The interrupt is the next turn's input, whatever is queued ahead of it.
+            StoppedBy::Interrupted { seq } => self.state.next_message = Some(*seq),
         }
         let (reply, not_run) = stop_texts(&by);
         let (anchor, last_assistant, _) = self.position();

@@ -48,6 +48,7 @@ impl Engine {
         self.state.status = ThreadStatus::InTurn;
         self.state.take(seq);
         self.state.turn_message = Some(seq);
+        self.state.next_message = None;
         let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
             turn_seq: self.state.turn_seq,
             seq,

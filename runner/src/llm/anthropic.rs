@@ -86,8 +86,8 @@ impl Anthropic {
 }
 
 /// Translates the history: consecutive tool messages become one user message whose content
-/// starts with their `tool_result` blocks (followed by the text of a user message right after
-/// them, so roles alternate).
+/// starts with their `tool_result` blocks; a user message right after them, or after another
+/// user message, joins that user message (roles alternate).
 pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     let mut results: Vec<Value> = Vec::new();
@@ -110,14 +110,19 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                     }
                 }
             }
-            // A message after tool results (a steer that joined the turn) goes in the same user
-            // message, after its `tool_result` blocks, as Anthropic wants it.
-            Role::User | Role::System if !results.is_empty() => {
-                results.push(json!({"type": "text", "text": m.text_content()}));
-                flush(&mut results, &mut out);
-            }
+            // A message after tool results or another user message (a steer that joined the
+            // turn) goes in the same user message, after its blocks: roles alternate.
             Role::User | Role::System => {
-                out.push(json!({"role": "user", "content": [{"type": "text", "text": m.text_content()}]}));
+                flush(&mut results, &mut out);
+                let text = json!({"type": "text", "text": m.text_content()});
+                match out.last_mut() {
+                    Some(last) if last["role"] == "user" => {
+                        if let Some(blocks) = last["content"].as_array_mut() {
+                            blocks.push(text);
+                        }
+                    }
+                    _ => out.push(json!({"role": "user", "content": [text]})),
+                }
             }
             Role::Assistant => {
                 flush(&mut results, &mut out);

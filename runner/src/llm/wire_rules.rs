@@ -120,6 +120,10 @@ mod tests {
             accepted(&[user.clone(), call, answered, user.clone()]).is_ok(),
             "a user message after the results joins their message"
         );
+        assert!(
+            accepted(&[user.clone(), user.clone()]).is_ok(),
+            "two user messages in a row are one"
+        );
         assert!(accepted(&[Message::text(Role::Assistant, "x")]).is_err());
     }
 }

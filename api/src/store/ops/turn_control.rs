@@ -167,6 +167,7 @@ pub(crate) async fn cancel<C: Conn>(
     req: &CancelRequest,
     by: &str,
     now: i64,
+    crash: fn(&str),
 ) -> StoreResult<(CancelResponse, Wake)> {
     check_cancel(req, by)?;
     let row: Option<ThreadRow> = query_as(for_write::<C>(SELECT_THREAD))
@@ -221,6 +222,7 @@ pub(crate) async fn cancel<C: Conn>(
         stop.approvals(c, id, state.turn_seq, by).await?;
     }
     stop.handoffs(c, id, None).await?;
+    crash("cancel_before_commit");
     Ok((
         CancelResponse {
             seq: inserted.response.seq,
