@@ -1,4 +1,4 @@
-//! Steer, interrupt, cancel (issue 37), the API's side: each message's mode (the sender's, the
+//! Steer, interrupt, cancel, the API's side: each message's mode (the sender's, the
 //! agent's `on_message_while_busy` as its last claim stated it, else `queue`) resolved against
 //! the turn the thread is in or about to start — a `reject` refused `busy` while one runs; an
 //! interrupt of a waiting turn and a cancel settling what the turn waited for (its requests to

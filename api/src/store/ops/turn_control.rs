@@ -1,4 +1,4 @@
-//! What a message does to a thread's turn (issue 37): the admin's enqueue (a dedupe key answered
+//! What a message does to a thread's turn: the admin's enqueue (a dedupe key answered
 //! once; the mode resolved against the turn the thread is in by `insert_inbox`), an interrupt of
 //! a turn that waits, and the cancel. A stopped turn will never use what it waited for, so each
 //! stop settles it in the same transaction: the turn's pending requests to people `cancelled`
