@@ -80,6 +80,36 @@ pub struct InvokeArgs {
 }
 
 impl InvokeArgs {
+    /// Who the message is for, as people read it: `bot-2`, or `session k of bot (served by
+    /// bot-2)`.
+    fn whom(&self, replica: u32) -> String {
+        match &self.session {
+            Some(session) => format!(
+                "session {} of {} (served by {}-{replica})",
+                shell_quote(session),
+                self.agent,
+                self.agent
+            ),
+            None => format!("{}-{}", self.agent, self.replica),
+        }
+    }
+
+    /// Said when `invoke` stops before the reply: the conversation's flag (`--replica N`,
+    /// `--session K`), and the command that waits again without a second message.
+    fn rerun(&self, pool: &str, key: &str) -> (String, String) {
+        let addressed = match &self.session {
+            Some(session) => format!("--session {}", shell_quote(session)),
+            None => format!("--replica {}", self.replica),
+        };
+        let rerun = format!(
+            "`ninetrix invoke -p {pool} --agent {} {addressed} --id {key} -m {}` waits for it \
+             without queueing it again",
+            self.agent,
+            shell_quote(&self.message)
+        );
+        (addressed, rerun)
+    }
+
     /// The mode to send: `--steer`, `--interrupt`, `--mode`, or none (the agent's default).
     fn message_mode(&self) -> Option<MessageMode> {
         if self.steer {
@@ -154,28 +184,28 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         up: backend.up_command(&view.name, view.state.agentfile.as_deref()),
     };
     // Before queueing: a message to an agent that cannot answer is refused, not silently parked.
-    let Some(facts) = target.facts(&docker, true).await? else {
-        eprintln!(
-            "{} does not exist, so nothing would answer; nothing was queued. `{}` creates it",
-            target.container, target.up
-        );
-        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
-    };
-    if !facts.durable {
-        eprintln!(
-            "agent `{}` is a batch job (execution.durability: false): it takes no messages, so \
+    let facts = match target.facts(&docker, true).await? {
+        Some(facts) if facts.durable => match facts.why_no_answer_to_invoke(&target.who()) {
+            Some(why) => return Ok(unavailable(&format!("{why}; nothing was queued"))),
+            None => facts,
+        },
+        Some(_) => {
+            return Ok(unavailable(&format!(
+                "agent `{}` is a batch job (execution.durability: false): it takes no messages, so \
              nothing was queued. Run it with its input instead:\n  ninetrix run -p {} --agent {} -m {}",
-            args.agent,
-            target.pool,
-            args.agent,
-            shell_quote(&args.message)
-        );
-        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
-    }
-    if let Some(why) = facts.why_no_answer_to_invoke(&target.who()) {
-        eprintln!("{why}; nothing was queued");
-        return Ok(ExitCode::from(EXIT_UNAVAILABLE));
-    }
+                args.agent,
+                target.pool,
+                args.agent,
+                shell_quote(&args.message)
+            )));
+        }
+        None => {
+            return Ok(unavailable(&format!(
+                "{} does not exist, so nothing would answer; nothing was queued. `{}` creates it",
+                target.container, target.up
+            )));
+        }
+    };
 
     // A session's thread is opened (created on first use) only once the owner can answer.
     let thread = match conversation {
@@ -186,16 +216,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         .id
         .clone()
         .unwrap_or_else(|| format!("invoke-{}", ThreadId::new_v7()));
-    // Who the message is for, as people read it: `bot-2`, or `session k of bot (served by bot-2)`.
-    let whom = match &args.session {
-        Some(session) => format!(
-            "session {} of {} (served by {}-{replica})",
-            shell_quote(session),
-            args.agent,
-            args.agent
-        ),
-        None => format!("{}-{}", args.agent, args.replica),
-    };
+    let whom = args.whom(replica);
     let request = EnqueueRequest {
         content: args.message.clone(),
         dedupe_key: Some(key.clone()),
@@ -226,17 +247,7 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         ""
     };
     let already = format!("{}{already}", with_running(&queued));
-    // Said when `invoke` stops before the reply: how to wait again without a second message.
-    let addressed = match &args.session {
-        Some(session) => format!("--session {}", shell_quote(session)),
-        None => format!("--replica {}", args.replica),
-    };
-    let rerun = format!(
-        "`ninetrix invoke -p {} --agent {} {addressed} --id {key} -m {}` waits for it without queueing it again",
-        target.pool,
-        args.agent,
-        shell_quote(&args.message)
-    );
+    let (addressed, rerun) = args.rerun(&target.pool, &key);
     if args.no_wait {
         if args.json {
             outln!(
@@ -286,6 +297,12 @@ pub(crate) async fn run(args: &InvokeArgs) -> anyhow::Result<ExitCode> {
         rerun: &rerun,
     };
     waiting.follow(&mut reply, facts.liveness.restarts).await
+}
+
+/// Says why nothing was queued (the target cannot answer): exit 69.
+fn unavailable(why: &str) -> ExitCode {
+    eprintln!("{why}");
+    ExitCode::from(EXIT_UNAVAILABLE)
 }
 
 /// What `invoke` needs while it follows the thread for the reply: the pool, the target it
@@ -469,6 +486,42 @@ impl Reply<'_> {
         crate::output::text(out);
     }
 
+    /// Shows the end of the message's turn: its reply, or what stopped it (`⏹ interrupted by
+    /// message N`, `⏹ cancelled by NAME`); the exit code.
+    fn reply(&mut self, done: &ninetrix_proto::events::TurnCompleted) -> ExitCode {
+        let seq = self.seq;
+        if let Some(by) = &done.stopped_by {
+            if self.json {
+                outln!(
+                    "{}",
+                    json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": false, "stopped_by": by, "reply": done.reply, "duration_ms": done.duration_ms})
+                );
+            } else {
+                if self.streaming {
+                    crate::output::text(self.streamed.end_line());
+                }
+                eprintln!("⏹ {}", stopped_words(by));
+            }
+            return ExitCode::from(crate::EXIT_FAILURE);
+        }
+        if self.json {
+            outln!(
+                "{}",
+                json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
+            );
+        } else if self.streaming {
+            let shown = self.streamed.finish(&done.reply);
+            self.show(shown);
+        } else {
+            outln!("{}", done.reply);
+        }
+        if done.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(crate::EXIT_FAILURE)
+        }
+    }
+
     /// Shows one event; the exit code once it is the reply.
     fn see(&mut self, e: &Event) -> Option<ExitCode> {
         let Decoded::Known(event) = e.decode() else {
@@ -559,36 +612,7 @@ impl Reply<'_> {
             TraceEvent::TurnCompleted(done)
                 if done.seq == seq || Some(done.turn_seq) == self.steered =>
             {
-                if let Some(by) = &done.stopped_by {
-                    if self.json {
-                        outln!(
-                            "{}",
-                            json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": false, "stopped_by": by, "reply": done.reply, "duration_ms": done.duration_ms})
-                        );
-                    } else {
-                        if self.streaming {
-                            crate::output::text(self.streamed.end_line());
-                        }
-                        eprintln!("⏹ {}", stopped_words(by));
-                    }
-                    return Some(ExitCode::from(crate::EXIT_FAILURE));
-                }
-                if self.json {
-                    outln!(
-                        "{}",
-                        json!({"thread_id": self.thread, "seq": seq, "id": self.key, "ok": done.ok, "reply": done.reply, "duration_ms": done.duration_ms})
-                    );
-                } else if self.streaming {
-                    let shown = self.streamed.finish(&done.reply);
-                    self.show(shown);
-                } else {
-                    outln!("{}", done.reply);
-                }
-                return Some(if done.ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(crate::EXIT_FAILURE)
-                });
+                return Some(self.reply(&done));
             }
             // Events that only show progress, other turns' events, and those not shown
             // without a terminal.
