@@ -9,7 +9,6 @@
 //! Run: `cargo build --release -p ninetrix-cli && cargo bench -p ninetrix-e2e --bench control`
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -19,28 +18,45 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{CancelRequest, EnqueueRequest, MessageMode};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
+use tokio::sync::watch;
 
 const ROUNDS: usize = 30;
 
-/// What the stand-in saw.
-#[derive(Default)]
+/// What the stand-in saw, counted.
 struct Seen {
-    /// Streams dropped by the runner before their end.
-    dropped: AtomicU64,
-    /// Wakes the bench when a stream starts, or is dropped.
-    started: Notify,
-    dropped_now: Notify,
-    /// Wakes the bench when a request carries the steer.
-    steered: Notify,
+    /// Slow streams started.
+    started: watch::Sender<u64>,
+    /// Slow streams dropped by the runner before their end.
+    dropped: watch::Sender<u64>,
+    /// Requests whose last message is a steer.
+    steered: watch::Sender<u64>,
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            started: watch::channel(0).0,
+            dropped: watch::channel(0).0,
+            steered: watch::channel(0).0,
+        }
+    }
+}
+
+/// Counts one more.
+fn bump(count: &watch::Sender<u64>) {
+    count.send_modify(|n| *n += 1);
+}
+
+/// Waits until `count` passes `past`.
+async fn past(count: &watch::Sender<u64>, past: u64) {
+    count.subscribe().wait_for(|n| *n > past).await.unwrap();
 }
 
 struct Guard(Arc<Seen>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.0.dropped.fetch_add(1, Ordering::SeqCst);
-        self.0.dropped_now.notify_one();
+        bump(&self.0.dropped);
     }
 }
 
@@ -63,18 +79,19 @@ fn response(body: String) -> axum::response::Response {
         .unwrap()
 }
 
-/// `slow …` streams forever; `tool …` calls `sleep` for 0.2 s; a request carrying `steer …`
-/// wakes the bench; anything else is answered at once.
+/// `slow …` streams forever; `tool …` calls `sleep` for 0.2 s; a request that ends with a
+/// steer (it joined the turn after the tool's result) is counted; anything else is answered at
+/// once.
 async fn answer(seen: Arc<Seen>, body: String) -> axum::response::Response {
     let request: Value = serde_json::from_str(&body).unwrap();
     let messages = request["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     let content = last["content"].as_str().unwrap_or_default();
-    if body.contains("steer ") {
-        seen.steered.notify_one();
+    if last["role"] == "user" && content.starts_with("steer") {
+        bump(&seen.steered);
     }
     if last["role"] == "user" && content.starts_with("slow") {
-        seen.started.notify_one();
+        bump(&seen.started);
         let first = sse(json!({"role": "assistant", "content": "Thinking"}), None);
         let guard = Guard(seen.clone());
         let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) })
@@ -169,7 +186,7 @@ async fn main() {
     let db = format!("sqlite://{}", dir.path().join("api.db").display());
     let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
     let client = Client::new(ninetrix_client::http_client(), &api.url, None);
-    let seen = Arc::new(Seen::default());
+    let seen = Arc::new(Seen::new());
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post({
@@ -197,10 +214,9 @@ async fn main() {
     let (mut ended, mut dropped, mut cancelled, mut steered) = (vec![], vec![], vec![], vec![]);
     for i in 0..ROUNDS {
         // An interrupt of a streaming model call.
-        let started = seen.started.notified();
+        let (started, dropped_so_far) = (*seen.started.borrow(), *seen.dropped.borrow());
         let slow = send(&client, thread, &format!("slow {i}"), MessageMode::Queue).await;
-        started.await;
-        let gone = seen.dropped_now.notified();
+        past(&seen.started, started).await;
         let t0 = Instant::now();
         let next = send(
             &client,
@@ -209,16 +225,16 @@ async fn main() {
             MessageMode::Interrupt,
         )
         .await;
-        gone.await;
+        past(&seen.dropped, dropped_so_far).await;
         dropped.push(t0.elapsed().as_secs_f64() * 1000.0);
         completed(&client, thread, slow).await;
         ended.push(t0.elapsed().as_secs_f64() * 1000.0);
         completed(&client, thread, next).await;
 
         // A cancel of a streaming model call.
-        let started = seen.started.notified();
+        let started = *seen.started.borrow();
         let slow = send(&client, thread, &format!("slow c{i}"), MessageMode::Queue).await;
-        started.await;
+        past(&seen.started, started).await;
         let t0 = Instant::now();
         client
             .cancel(
@@ -236,13 +252,13 @@ async fn main() {
 
         // A steer while a 0.2 s tool runs: from its acknowledgement to the model request that
         // carries it (the tool's remaining time included).
+        let carried = *seen.steered.borrow();
         let turn = send(&client, thread, &format!("tool {i}"), MessageMode::Queue).await;
         // Sent 50 ms into the turn: the tool is running.
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let carried = seen.steered.notified();
         let t0 = Instant::now();
         send(&client, thread, &format!("steer {i}"), MessageMode::Steer).await;
-        carried.await;
+        past(&seen.steered, carried).await;
         steered.push(t0.elapsed().as_secs_f64() * 1000.0);
         completed(&client, thread, turn).await;
     }
@@ -257,7 +273,7 @@ async fn main() {
     );
     println!(
         "streams dropped: {} of {}",
-        seen.dropped.load(Ordering::SeqCst),
+        *seen.dropped.borrow(),
         2 * ROUNDS
     );
     runner.kill().ok();

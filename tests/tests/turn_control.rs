@@ -149,6 +149,39 @@ fn spec(base_url: &str) -> Value {
     })
 }
 
+/// An API, a thread, the stand-in and the agent's spec on it.
+async fn world() -> (Setup, Arc<Seen>, Value) {
+    let seen = Arc::new(Seen::default());
+    let spec = spec(&stand_in(seen.clone()).await);
+    (setup(), seen, spec)
+}
+
+/// A runner whose requests go through a gate holding the first commit whose body has `body`
+/// (`stored`: the API stores it first, then the answer is held); the future resolves once it
+/// is held.
+async fn gated_runner(
+    s: &Setup,
+    spec: &Value,
+    body: &'static str,
+    stored: bool,
+) -> (Runner, impl Future<Output = ()> + use<>) {
+    let gate = Gate::start(&s.api.url).await;
+    let held = gate.arm(Hold {
+        method: "POST",
+        path_contains: "/commit",
+        body_contains: vec![body],
+        forward_first: stored,
+        lose_answer: false,
+    });
+    let runner = runner(&gate.url, s, spec);
+    let held = async move {
+        tokio::time::timeout(Duration::from_secs(30), held)
+            .await
+            .expect("the gate held the commit");
+    };
+    (runner, held)
+}
+
 fn runner(url: &str, s: &Setup, spec: &Value) -> Runner {
     Runner::start_with_env(
         url,
@@ -236,9 +269,7 @@ async fn check_history(s: &Setup, inputs: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steer_joins_the_running_turn_at_its_next_round() {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
+    let (s, _, spec) = world().await;
     let _runner = runner(&s.api.url, &s, &spec);
     let first = send(&s, "sleep: 2", MessageMode::Queue).await;
     until(&s, "the first round", |e| {
@@ -274,9 +305,7 @@ async fn a_steer_joins_the_running_turn_at_its_next_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_abandons_the_model_stream_and_starts_the_next_turn() {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
+    let (s, seen, spec) = world().await;
     let _runner = runner(&s.api.url, &s, &spec);
     let streaming = seen.streaming.notified();
     let first = send(&s, "slow: think hard", MessageMode::Queue).await;
@@ -312,9 +341,7 @@ async fn an_interrupt_abandons_the_model_stream_and_starts_the_next_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_write_past_its_grace_has_its_outcome_recorded_unknown_and_never_runs_again()
 {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
+    let (s, _, spec) = world().await;
     let mut first_runner = runner(&s.api.url, &s, &spec);
     let first = send(
         &s,
@@ -379,9 +406,7 @@ async fn an_interrupted_write_past_its_grace_has_its_outcome_recorded_unknown_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reject_message_is_refused_while_a_turn_runs_and_queued_otherwise() {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
+    let (s, _, spec) = world().await;
     let _runner = runner(&s.api.url, &s, &spec);
     let first = send(&s, "sleep: 3", MessageMode::Queue).await;
     until(&s, "the first round", |e| {
@@ -419,27 +444,15 @@ async fn a_reject_message_is_refused_while_a_turn_runs_and_queued_otherwise() {
 /// interrupted turn: the turn is stopped once — never run again — and the interrupt starts one
 /// turn.
 async fn killed_as_the_interrupt_takes_effect(after: bool) {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
-    let gate = Gate::start(&s.api.url).await;
-    let held = gate.arm(Hold {
-        method: "POST",
-        path_contains: "/commit",
-        body_contains: vec!["\"stopped_by\""],
-        forward_first: after,
-        lose_answer: false,
-    });
-    let mut first_runner = runner(&gate.url, &s, &spec);
+    let (s, seen, spec) = world().await;
+    let (mut first_runner, held) = gated_runner(&s, &spec, "\"stopped_by\"", after).await;
     let streaming = seen.streaming.notified();
     let first = send(&s, "slow: think hard", MessageMode::Queue).await;
     tokio::time::timeout(Duration::from_secs(30), streaming)
         .await
         .unwrap();
     let interrupt = send(&s, "stop, do this", MessageMode::Interrupt).await;
-    tokio::time::timeout(Duration::from_secs(30), held)
-        .await
-        .expect("the end of the interrupted turn was committed");
+    held.await;
     first_runner.kill();
     let _second = runner(&s.api.url, &s, &spec);
     let next = s
@@ -476,22 +489,10 @@ async fn sigkill_just_after_the_interrupted_turn_is_stored() {
 /// A steer sent while the turn's last commit is in flight (held by the gate; `stored`: the API
 /// stored it and its answer is lost with the runner): applied exactly once, in exactly one turn.
 async fn a_steer_as_the_turn_ends(stored: bool) {
-    let s = setup();
-    let seen = Arc::new(Seen::default());
-    let spec = spec(&stand_in(seen.clone()).await);
-    let gate = Gate::start(&s.api.url).await;
-    let held = gate.arm(Hold {
-        method: "POST",
-        path_contains: "/commit",
-        body_contains: vec!["\"turn_completed\""],
-        forward_first: stored,
-        lose_answer: false,
-    });
-    let mut first_runner = runner(&gate.url, &s, &spec);
+    let (s, _, spec) = world().await;
+    let (mut first_runner, held) = gated_runner(&s, &spec, "\"turn_completed\"", stored).await;
     let first = send(&s, "hello", MessageMode::Queue).await;
-    tokio::time::timeout(Duration::from_secs(30), held)
-        .await
-        .unwrap();
+    held.await;
     let steer = send(&s, "one more thing", MessageMode::Steer).await;
     first_runner.kill();
     let _second = runner(&s.api.url, &s, &spec);
