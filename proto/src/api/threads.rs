@@ -158,6 +158,18 @@ impl CheckpointState {
         }
     }
 
+    /// Gives inbox message `seq` back, as if it had never been taken (a steer whose turn ended
+    /// before anything of it was stored: it is then the next turn's message).
+    pub fn untake(&mut self, seq: u64) {
+        if let Some(i) = self.inbox_taken.iter().position(|&s| s == seq) {
+            self.inbox_taken.remove(i);
+        } else if seq <= self.inbox_cursor && seq > 0 {
+            let after: Vec<u64> = (seq + 1..=self.inbox_cursor).collect();
+            self.inbox_cursor = seq - 1;
+            self.inbox_taken.splice(0..0, after);
+        }
+    }
+
     /// Whether inbox message `seq` has been taken.
     pub fn taken(&self, seq: u64) -> bool {
         seq <= self.inbox_cursor || self.inbox_taken.contains(&seq)

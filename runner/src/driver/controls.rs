@@ -145,6 +145,13 @@ impl<C: Checkpoints> super::Runner<C> {
         None
     }
 
+    /// The interrupt or cancel for the running turn that has arrived, if one has.
+    pub(super) fn stop_waiting(&mut self) -> Option<StoppedBy> {
+        self.watching();
+        let seen = self.controls.as_ref()?.seen();
+        inbox::stop_for(&seen, self.engine.state())
+    }
+
     /// Takes a stop for the running turn: says so (`turn_stopping`, and the health report's
     /// `stopping`) and gives the engine its input.
     pub(super) fn stop_input(&self, by: StoppedBy, running: &[String]) -> Input {

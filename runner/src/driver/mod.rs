@@ -419,8 +419,19 @@ impl<C: Checkpoints> Runner<C> {
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::RunTool(call) => {
-                    if let Some(stopped) = self.at_boundary(false) {
-                        queue = stopped.into();
+                    // The engine counts the call as in flight: a stop that is already here
+                    // answers it as never run (it is not started); a replay or an outcome
+                    // already known is given as it is.
+                    if let Some(by) = self.stop_waiting()
+                        && matches!(call.decision, crate::ledger::Decision::Execute { .. })
+                    {
+                        let stop = self.stop_input(by.clone(), &[]);
+                        queue.extend(self.engine.apply(stop));
+                        queue.extend(self.engine.apply(Input::Tool {
+                            call_id: call.call_id,
+                            content: crate::engine::not_run(&by),
+                            is_error: true,
+                        }));
                         continue;
                     }
                     for input in self.run_tool_stoppable(call).await? {

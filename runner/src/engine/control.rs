@@ -35,6 +35,7 @@ impl Engine {
             }
         }
         let input = preview(&content, 200);
+        self.steered.push((seq, self.history.len()));
         self.history.push(Message::text(Role::User, content));
         self.state.take(seq);
         vec![event(TraceEvent::Steered(Steered {
@@ -56,6 +57,22 @@ impl Engine {
             return self.end_stopped();
         }
         Vec::new()
+    }
+
+    /// A failed or stopped turn's history was cut back to `keep` before anything after it was
+    /// stored: the steers it cut are given back to the inbox, so they start the next turn
+    /// instead of being lost.
+    pub(super) fn give_back_steers(&mut self, keep: usize) {
+        let cut: Vec<u64> = self
+            .steered
+            .iter()
+            .filter(|(_, at)| *at >= keep)
+            .map(|(seq, _)| *seq)
+            .collect();
+        for seq in cut {
+            self.state.untake(seq);
+        }
+        self.steered.retain(|(_, at)| *at < keep);
     }
 
     /// Whether the turn is being stopped (its call in flight is the last thing it does).
@@ -130,6 +147,11 @@ impl Engine {
 /// What a `write` started before a restart and stopped before it was checked is answered.
 const UNKNOWN: &str = "Interrupted: this call was started before a restart and its outcome is \
                        unknown (it may or may not have run); check before doing it again.";
+
+/// What a call the stopped turn never started is answered.
+pub fn not_run(by: &StoppedBy) -> String {
+    stop_texts(by).1
+}
 
 /// The reply of a stopped turn, and what each call it did not run is answered.
 fn stop_texts(by: &StoppedBy) -> (String, String) {
@@ -390,5 +412,297 @@ mod tests {
         assert_eq!(kinds(&out), ["commit", "event:cancel_missed"]);
         assert_eq!(commits(&out)[0].state.inbox_cursor, 2);
         assert!(commits(&out)[0].append.is_empty());
+    }
+
+    /// A runner as the driver runs the engine — taking inbox messages in order, steering before
+    /// each model round, stopping at each boundary, a stop that is already there answering a
+    /// call it would start as never run — over an inbox that receives queued messages, steers,
+    /// interrupts and cancels at random moments, with crashes at random moments (the engine
+    /// restored from the last commit and the inbox, as at boot).
+    mod simulated {
+        use super::super::super::testkit::*;
+        use super::super::super::*;
+        use crate::inbox::{self, ForTurn};
+        use crate::llm::wire_rules;
+        use ninetrix_proto::api::{Control, InboxMessage, MessageMode, ToolCallStatus};
+        use proptest::prelude::{Strategy as Generate, prop, prop_assert, proptest};
+        use std::collections::{HashMap, VecDeque};
+
+        #[derive(Clone, Copy, Debug)]
+        enum Act {
+            Send(MessageMode),
+            Cancel,
+            Step,
+            Crash,
+        }
+
+        fn act() -> impl Generate<Value = Act> {
+            prop::sample::select(vec![
+                Act::Send(MessageMode::Queue),
+                Act::Send(MessageMode::Steer),
+                Act::Send(MessageMode::Interrupt),
+                Act::Cancel,
+                Act::Step,
+                Act::Step,
+                Act::Step,
+                Act::Step,
+                Act::Step,
+                Act::Crash,
+            ])
+        }
+
+        struct World {
+            inbox: Vec<InboxMessage>,
+            history: Vec<Message>,
+            state: ninetrix_proto::api::CheckpointState,
+            ledger: HashMap<String, ToolCallRecord>,
+            engine: Engine,
+            queue: VecDeque<Effect>,
+            epoch: u64,
+            /// Writes executed, by ledger key.
+            executed: HashMap<String, u32>,
+            /// How each message was last applied: as a steer (`true`) or a turn's input.
+            steered: HashMap<u64, bool>,
+        }
+
+        impl World {
+            fn new() -> World {
+                World {
+                    inbox: Vec::new(),
+                    history: Vec::new(),
+                    state: Default::default(),
+                    ledger: HashMap::new(),
+                    engine: Engine::new(config()),
+                    queue: VecDeque::new(),
+                    epoch: 1,
+                    executed: HashMap::new(),
+                    steered: HashMap::new(),
+                }
+            }
+
+            fn send(&mut self, mode: MessageMode, control: Option<Control>) {
+                let seq = self.inbox.len() as u64 + 1;
+                self.inbox.push(InboxMessage {
+                    seq,
+                    content: format!("m{seq}"),
+                    dedupe_key: None,
+                    created_at: chrono::DateTime::UNIX_EPOCH,
+                    handoff: None,
+                    control,
+                    mode,
+                    by: control.map(|_| "ana".to_string()),
+                });
+            }
+
+            fn unread(&self) -> Vec<InboxMessage> {
+                let cursor = self.engine.state().inbox_cursor;
+                self.inbox
+                    .iter()
+                    .filter(|m| m.seq > cursor)
+                    .cloned()
+                    .collect()
+            }
+
+            fn crash(&mut self) {
+                self.epoch += 1;
+                self.queue.clear();
+                self.engine = Engine::new(EngineConfig {
+                    epoch: self.epoch,
+                    ..config()
+                });
+                let in_turn = matches!(
+                    self.state.status,
+                    ThreadStatus::InTurn | ThreadStatus::Waiting
+                );
+                let after: Vec<InboxMessage> = self
+                    .inbox
+                    .iter()
+                    .filter(|m| m.seq > self.state.inbox_cursor)
+                    .cloned()
+                    .collect();
+                let restored =
+                    (!self.history.is_empty() || self.state.turn_seq > 0).then(|| Restored {
+                        history: self.history.clone(),
+                        state: self.state.clone(),
+                        ledger: self
+                            .ledger
+                            .values()
+                            .filter(|r| r.turn_seq == self.state.turn_seq)
+                            .cloned()
+                            .collect(),
+                        approvals: Vec::new(),
+                        give_up: None,
+                        stop: in_turn
+                            .then(|| inbox::stop_for(&after, &self.state))
+                            .flatten(),
+                    });
+                let effects = self.engine.apply(Input::Restored(restored));
+                self.queue.extend(effects);
+            }
+
+            fn commit(&mut self, plan: CommitPlan) {
+                if let Some(cut) = plan.truncate_to {
+                    self.history.truncate(cut as usize);
+                }
+                self.history.extend(plan.append);
+                self.state = plan.state;
+                for i in plan.intents {
+                    self.ledger.entry(i.key.clone()).or_insert(ToolCallRecord {
+                        key: i.key,
+                        turn_seq: i.turn_seq,
+                        tool: i.tool,
+                        args: i.args,
+                        effect: i.effect,
+                        status: ToolCallStatus::Intent,
+                        result: None,
+                        intent_epoch: self.epoch,
+                        completed_epoch: None,
+                        created_at: chrono::Utc::now(),
+                        completed_at: None,
+                    });
+                }
+                for o in plan.outcomes {
+                    if let Some(r) = self.ledger.get_mut(&o.key) {
+                        r.status = if o.ok {
+                            ToolCallStatus::Completed
+                        } else {
+                            ToolCallStatus::Failed
+                        };
+                        r.result = Some(o.result);
+                    }
+                }
+            }
+
+            /// The first stop for the running turn, if one has arrived.
+            fn stop(&self) -> Option<StoppedBy> {
+                inbox::stop_for(&self.unread(), self.engine.state())
+            }
+
+            /// One step of the driver.
+            fn step(&mut self) {
+                let Some(effect) = self.queue.pop_front() else {
+                    if !self.engine.idle() {
+                        return;
+                    }
+                    let unread = self.unread();
+                    let Some(m) = inbox::next(&unread, self.engine.state()).cloned() else {
+                        return;
+                    };
+                    let effects = match m.control {
+                        Some(control) => self.engine.apply(Input::Control {
+                            seq: m.seq,
+                            control,
+                            by: "ana".into(),
+                        }),
+                        None => {
+                            self.steered.insert(m.seq, false);
+                            self.engine.apply(Input::Message {
+                                seq: m.seq,
+                                content: m.content,
+                                handoff: None,
+                            })
+                        }
+                    };
+                    self.queue.extend(effects);
+                    return;
+                };
+                let input = match effect {
+                    Effect::Commit(plan) => return self.commit(*plan),
+                    Effect::CallLlm => {
+                        for action in inbox::for_turn(&self.unread(), self.engine.state()) {
+                            match action {
+                                ForTurn::Steer { seq, content } => {
+                                    if !self.engine.apply(Input::Steer { seq, content }).is_empty()
+                                    {
+                                        self.steered.insert(seq, true);
+                                    }
+                                }
+                                ForTurn::Stop(by) => {
+                                    self.queue = self.engine.apply(Input::Stop(by)).into();
+                                    return;
+                                }
+                            }
+                        }
+                        let (_, _, rounds) = self.engine.position();
+                        if rounds == 0 {
+                            llm(
+                                vec![
+                                    append_call(&format!("w{}", self.history.len())),
+                                    read_call("r"),
+                                ],
+                                0.0,
+                            )
+                        } else {
+                            answer("done")
+                        }
+                    }
+                    Effect::RunTool(call) => {
+                        if let Some(by) = self.stop()
+                            && matches!(call.decision, Decision::Execute { .. })
+                        {
+                            self.queue
+                                .extend(self.engine.apply(Input::Stop(by.clone())));
+                            self.queue.extend(self.engine.apply(Input::Tool {
+                                call_id: call.call_id,
+                                content: not_run(&by),
+                                is_error: true,
+                            }));
+                            return;
+                        }
+                        if call.effect == ninetrix_proto::effects::Effect::Write
+                            && matches!(call.decision, Decision::Execute { .. })
+                        {
+                            *self.executed.entry(call.key.clone()).or_default() += 1;
+                        }
+                        result(&call.call_id)
+                    }
+                    Effect::Event(_) | Effect::TurnFinished { .. } => return,
+                    other => panic!("not in this simulation: {other:?}"),
+                };
+                let effects = self.engine.apply(input);
+                self.queue.extend(effects);
+            }
+        }
+
+        proptest! {
+            #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+            #[test]
+            fn every_control_acts_once_and_every_history_is_valid(
+                acts in prop::collection::vec(act(), 1..120)
+            ) {
+                let mut w = World::new();
+                for a in acts {
+                    match a {
+                        Act::Send(mode) => w.send(mode, None),
+                        Act::Cancel => w.send(MessageMode::Queue, Some(Control::Cancel)),
+                        Act::Step => w.step(),
+                        Act::Crash => w.crash(),
+                    }
+                }
+                // Then the runner works until the inbox is done.
+                for _ in 0..5_000 {
+                    w.step();
+                }
+                prop_assert!(w.engine.idle() && w.queue.is_empty(), "the runner settled");
+                prop_assert!(w.state.status == ThreadStatus::Idle, "the stored thread is idle");
+                for m in &w.inbox {
+                    prop_assert!(w.state.taken(m.seq), "message {} taken", m.seq);
+                    let n = w
+                        .history
+                        .iter()
+                        .filter(|h| h.role == Role::User && h.text_content() == m.content)
+                        .count();
+                    prop_assert!(n <= 1, "message {} in the history {n} times", m.seq);
+                    if w.steered.get(&m.seq) == Some(&true) {
+                        prop_assert!(n == 1, "a steer that joined a turn is never lost: message {}", m.seq);
+                    }
+                }
+                for (key, n) in &w.executed {
+                    prop_assert!(*n == 1, "write {key} executed {n} times");
+                }
+                prop_assert!(crate::history::validate(&w.history).is_ok());
+                prop_assert!(wire_rules::accepted(&w.history).is_ok(), "{:?}", wire_rules::accepted(&w.history));
+            }
+        }
     }
 }

@@ -61,7 +61,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::events::{StoppedBy, TraceEvent};
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
-pub use control::stopped_while_running;
+pub use control::{not_run, stopped_while_running};
 
 use crate::context;
 use crate::ledger::{self, Decision, Entry};
@@ -443,6 +443,8 @@ pub struct Engine {
     skip_said: u64,
     /// What is stopping the current turn (an interrupt or a cancel taken while a call ran).
     stopping: Option<StoppedBy>,
+    /// The current turn's steers: each one's inbox seq and position in the history.
+    steered: Vec<(u64, usize)>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -494,6 +496,7 @@ impl Engine {
             compacting: None,
             skip_said: 0,
             stopping: None,
+            steered: Vec::new(),
         }
     }
 

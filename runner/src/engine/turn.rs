@@ -30,6 +30,7 @@ impl Engine {
         self.state.usage = Usage::default();
         self.overflowed = false;
         self.stopping = None;
+        self.steered.clear();
         self.ledger.clear();
         self.requests.clear();
         self.delegated.clear();
@@ -201,6 +202,7 @@ impl Engine {
             // as it was (the message is in the trace and the inbox).
             self.history.truncate(keep);
             self.state.turn_start_history_len = keep as u64;
+            self.give_back_steers(keep);
         } else if last_assistant.is_none()
             && anchor >= 2
             && self.persisted >= anchor
@@ -213,6 +215,7 @@ impl Engine {
             self.history.truncate(keep);
             self.truncate = Some(self.truncate.map_or(keep, |t| t.min(keep)));
             self.state.turn_start_history_len = keep as u64;
+            self.give_back_steers(keep);
         }
         if let Some(last) = self.history.iter().rposition(|m| m.role == Role::Assistant) {
             let answered: Vec<String> = self.history[last + 1..]
