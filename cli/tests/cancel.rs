@@ -11,7 +11,7 @@ use std::time::Duration;
 use ninetrix_client::Client;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    CancelRequest, ClaimRequest, CommitRequest, Control, EnqueueRequest, RunnerTokenRequest,
+    ClaimRequest, CommitRequest, Control, EnqueueRequest, RunnerTokenRequest,
 };
 use ninetrix_proto::events::{
     CancelMissed, StoppedBy, TraceEvent, TurnCompleted, TurnStarted, TurnStopping,
@@ -182,39 +182,6 @@ impl Pool {
     fn run(&self, args: &[&str]) -> (i32, String, String) {
         finish(self.spawn(args))
     }
-
-    /// Whether this API has the cancel route (it is built beside this command; without it the
-    /// tests that need it say so and pass).
-    fn has_cancel_route(&self) -> bool {
-        let admin = self.api.client(ADMIN);
-        let probe = ThreadId::new_v7();
-        let answer = self.api.runtime.block_on(async {
-            admin
-                .enqueue(
-                    probe,
-                    &EnqueueRequest {
-                        content: "probe".into(),
-                        dedupe_key: None,
-                        control: None,
-                        mode: None,
-                    },
-                )
-                .await
-                .unwrap();
-            admin.cancel(probe, &CancelRequest::default()).await
-        });
-        match answer {
-            Ok(_) => true,
-            Err(e)
-                if e.code() == Some(&ninetrix_client::ErrorCode::NotFound)
-                    && e.to_string().contains("no route") =>
-            {
-                eprintln!("SKIPPED: this checkpoint API has no cancel route ({e})");
-                false
-            }
-            Err(e) => panic!("the cancel probe failed: {e}"),
-        }
-    }
 }
 
 /// Waits for a command started with [`Pool::spawn`]: its exit code, stdout and stderr.
@@ -265,9 +232,6 @@ fn a_batch_agent_has_no_turn_to_cancel() {
 #[test]
 fn a_running_turn_is_cancelled_and_the_command_says_so_once_it_stopped() {
     let mut pool = Pool::start(true);
-    if !pool.has_cancel_route() {
-        return;
-    }
     let child = pool.spawn(&[
         "cancel",
         "-p",
@@ -313,9 +277,6 @@ fn a_running_turn_is_cancelled_and_the_command_says_so_once_it_stopped() {
 fn a_cancel_that_finds_no_turn_or_a_turn_that_finished_first_stops_nothing() {
     // No turn runs: the command says so, and the runner's `cancel_missed` settles it.
     let mut idle = Pool::start(false);
-    if !idle.has_cancel_route() {
-        return;
-    }
     let child = idle.spawn(&[
         "cancel", "-p", "shop", "--agent", "writer", "--by", "ana", "--json",
     ]);
@@ -362,9 +323,6 @@ fn a_cancel_that_finds_no_turn_or_a_turn_that_finished_first_stops_nothing() {
 #[test]
 fn without_waiting_the_cancel_is_stored_and_a_turn_that_does_not_stop_times_out() {
     let pool = Pool::start(true);
-    if !pool.has_cancel_route() {
-        return;
-    }
     let (code, out, err) = pool.run(&[
         "cancel",
         "-p",

@@ -440,7 +440,7 @@ async fn the_last_collaborator_killed_at_each_step_does_its_task_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_of_the_lead_cancels_the_whole_chain_once() {
     use ninetrix_proto::api::CancelRequest;
-    use ninetrix_proto::events::{Decoded, StoppedBy, TraceEvent};
+    use ninetrix_proto::events::StoppedBy;
     let s = setup();
     let mut agents = chain();
     agents[2].1["runtime"]["script"] = json!([
@@ -514,17 +514,7 @@ async fn a_cancel_of_the_lead_cancels_the_whole_chain_once() {
     ] {
         let deadline = Instant::now() + Duration::from_secs(60);
         let ended = loop {
-            let mut ended = Vec::new();
-            let mut after = 0;
-            loop {
-                let page = s.admin.client.events_after(thread, after).await.unwrap();
-                let Some(last) = page.last() else { break };
-                after = last.seq;
-                ended.extend(page.iter().filter_map(|e| match e.decode() {
-                    Decoded::Known(TraceEvent::TurnCompleted(t)) => Some(t),
-                    _ => None,
-                }));
-            }
+            let ended = s.admin.turns(thread).await;
             if !ended.is_empty() || Instant::now() > deadline {
                 break ended;
             }

@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use ninetrix_proto::Role;
 use ninetrix_proto::api::{
     ApprovalStatus, CancelRequest, EnqueueRequest, ErrorCode, MessageMode, ThreadStatus,
 };
-use ninetrix_proto::events::{Decoded, StoppedBy, TraceEvent, TurnCompleted};
-use ninetrix_proto::{Role, ThreadId};
+use ninetrix_proto::events::{StoppedBy, TraceEvent, TurnCompleted};
 use serde_json::{Value, json};
 use support::openai::{chunk, end, stream_response};
 use support::{Gate, Hold, Runner, Setup, setup};
@@ -208,28 +208,11 @@ async fn send(s: &Setup, content: &str, mode: MessageMode) -> u64 {
         .seq
 }
 
-/// Every event of the thread so far, decoded.
-async fn events(s: &Setup) -> Vec<TraceEvent> {
-    let mut out = Vec::new();
-    let mut after = 0;
-    loop {
-        let page = s.admin.client.events_after(s.thread, after).await.unwrap();
-        let Some(last) = page.last() else {
-            return out;
-        };
-        after = last.seq;
-        out.extend(page.iter().filter_map(|e| match e.decode() {
-            Decoded::Known(e) => Some(e),
-            Decoded::Unknown { .. } => None,
-        }));
-    }
-}
-
 /// Waits until an event `pick` accepts is stored.
 async fn until<T>(s: &Setup, what: &str, pick: impl Fn(&TraceEvent) -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(found) = events(s).await.iter().find_map(&pick) {
+        if let Some(found) = s.admin.trace(s.thread).await.iter().find_map(&pick) {
             return found;
         }
         assert!(Instant::now() < deadline, "{what} never came");
@@ -239,14 +222,15 @@ async fn until<T>(s: &Setup, what: &str, pick: impl Fn(&TraceEvent) -> Option<T>
 
 /// The `turn_completed` events of the thread.
 async fn completed(s: &Setup) -> Vec<TurnCompleted> {
-    events(s)
-        .await
-        .into_iter()
-        .filter_map(|e| match e {
-            TraceEvent::TurnCompleted(t) => Some(t),
-            _ => None,
-        })
-        .collect()
+    s.admin.turns(s.thread).await
+}
+
+/// Waits until the turn's first model round is stored (its tool then runs).
+async fn first_round(s: &Setup) {
+    until(s, "the first round", |e| {
+        matches!(e, TraceEvent::LlmCall(_)).then_some(())
+    })
+    .await;
 }
 
 /// The stored history is valid for both providers, and holds each of `inputs` exactly once.
@@ -272,10 +256,7 @@ async fn a_steer_joins_the_running_turn_at_its_next_round() {
     let (s, _, spec) = world().await;
     let _runner = runner(&s.api.url, &s, &spec);
     let first = send(&s, "sleep: 2", MessageMode::Queue).await;
-    until(&s, "the first round", |e| {
-        matches!(e, TraceEvent::LlmCall(_)).then_some(())
-    })
-    .await;
+    first_round(&s).await;
     let steer = send(&s, "and also the weather", MessageMode::Steer).await;
     let done = s
         .admin
@@ -349,10 +330,7 @@ async fn an_interrupted_write_past_its_grace_has_its_outcome_recorded_unknown_an
         MessageMode::Queue,
     )
     .await;
-    until(&s, "the write's round", |e| {
-        matches!(e, TraceEvent::LlmCall(_)).then_some(())
-    })
-    .await;
+    // The write has started once its first line is in the file.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !std::fs::read_to_string(s.workspace.join("out.txt")).is_ok_and(|t| t.contains("started"))
     {
@@ -409,10 +387,7 @@ async fn a_reject_message_is_refused_while_a_turn_runs_and_queued_otherwise() {
     let (s, _, spec) = world().await;
     let _runner = runner(&s.api.url, &s, &spec);
     let first = send(&s, "sleep: 3", MessageMode::Queue).await;
-    until(&s, "the first round", |e| {
-        matches!(e, TraceEvent::LlmCall(_)).then_some(())
-    })
-    .await;
+    first_round(&s).await;
     let request = EnqueueRequest {
         content: "are you there".into(),
         dedupe_key: None,
@@ -632,29 +607,14 @@ async fn cancel_while_waiting_for_a_person(crash: Option<&str>) {
     let latest = admin.latest(s.thread).await;
     ninetrix_runner::history::validate(&latest.history).unwrap();
     assert_eq!(latest.state.status, ThreadStatus::Idle);
-    let cancels = completed_at(&admin, s.thread).await;
+    let cancels = admin
+        .turns(s.thread)
+        .await
+        .into_iter()
+        .filter(|t| matches!(t.stopped_by, Some(StoppedBy::Cancelled { .. })))
+        .count();
     assert_eq!(cancels, 1, "cancelled once");
     drop(back);
-}
-
-/// How many turns of `thread` ended cancelled.
-async fn completed_at(admin: &support::Admin, thread: ThreadId) -> usize {
-    let mut n = 0;
-    let mut after = 0;
-    loop {
-        let page = admin.client.events_after(thread, after).await.unwrap();
-        let Some(last) = page.last() else {
-            return n;
-        };
-        after = last.seq;
-        n += page
-            .iter()
-            .filter(|e| {
-                matches!(e.decode(), Decoded::Known(TraceEvent::TurnCompleted(t))
-                    if matches!(t.stopped_by, Some(StoppedBy::Cancelled { .. })))
-            })
-            .count();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ninetrix_proto::api::{ApprovalStatus, CheckpointState, InboxMessage};
+use ninetrix_proto::api::{CheckpointState, InboxMessage};
 use ninetrix_proto::effects::Effect as EffectClass;
 use ninetrix_proto::events::{self as ev, StoppedBy, TraceEvent, TurnStopping};
 use tokio::sync::watch;
@@ -237,27 +237,16 @@ impl<C: Checkpoints> super::Runner<C> {
     }
 
     /// After a wait for people or collaborators that came back with something cancelled: the
-    /// cancel behind it is read from the inbox now (the watch may not have seen it yet), so
-    /// the turn stops instead of going on without those answers.
-    pub(super) async fn unless_cancelled(&mut self, input: Input) -> Input {
-        let cancelled = match &input {
-            Input::Approvals(approvals) => approvals
-                .iter()
-                .any(|a| a.status == ApprovalStatus::Cancelled),
-            Input::Delegated(_) => true,
-            _ => false,
-        };
-        if !cancelled || self.engine.stopping().is_some() {
-            return input;
+    /// cancel (or interrupt) behind it, read from the inbox now (the watch may not have seen it
+    /// yet), so the turn stops instead of going on without those answers.
+    pub(super) async fn stop_behind(&mut self) -> Option<Input> {
+        if self.engine.stopping().is_some() {
+            return None;
         }
         let after = self.engine.state().inbox_cursor;
-        match self.store.inbox(after, Duration::ZERO).await {
-            Ok(messages) => match inbox::stop_for(&messages, self.engine.state()) {
-                Some(by) => self.stop_input(by, &[]),
-                None => input,
-            },
-            Err(_) => input,
-        }
+        let messages = self.store.inbox(after, Duration::ZERO).await.ok()?;
+        let by = inbox::stop_for(&messages, self.engine.state())?;
+        Some(self.stop_input(by, &[]))
     }
 }
 

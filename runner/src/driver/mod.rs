@@ -448,7 +448,6 @@ impl<C: Checkpoints> Runner<C> {
                         r = self.await_approvals(turn_seq, &keys) => r?,
                         by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
                     };
-                    let input = self.unless_cancelled(input).await;
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Delegate { turn_seq, calls } => {
@@ -461,7 +460,6 @@ impl<C: Checkpoints> Runner<C> {
                         r = self.delegate(turn_seq, calls) => r?,
                         by = controls::stop_arrives(seen, state) => self.stop_input(by, &[]),
                     };
-                    let input = self.unless_cancelled(input).await;
                     queue.extend(self.engine.apply(input));
                 }
                 Effect::Event(e) => {

@@ -86,6 +86,12 @@ impl<C: Checkpoints> Runner<C> {
             settled = Some(count);
         };
         self.health.set(before);
+        let ours_cancelled = approvals
+            .iter()
+            .any(|a| keys.contains(&a.key) && a.status == ApprovalStatus::Cancelled);
+        if ours_cancelled && let Some(stop) = self.stop_behind().await {
+            return Ok(stop);
+        }
         Ok(Input::Approvals(approvals))
     }
 
@@ -163,6 +169,7 @@ impl<C: Checkpoints> Runner<C> {
             self.events.flush(Duration::from_secs(2)).await;
         }
         let mut settled = 0;
+        let mut cancelled = false;
         while !waiting.is_empty() {
             let next = tokio::select! {
                 r = self.store.handoffs(turn_seq, settled, POLL) => r,
@@ -182,6 +189,7 @@ impl<C: Checkpoints> Runner<C> {
                     still.push((d, key));
                     continue;
                 }
+                cancelled |= h.status == HandoffStatus::Cancelled;
                 let answer = handoff_answer(h);
                 self.events
                     .emit(TraceEvent::HandoffSettled(ev::HandoffSettled {
@@ -203,6 +211,9 @@ impl<C: Checkpoints> Runner<C> {
             waiting = still;
         }
         self.health.set(before);
+        if cancelled && let Some(stop) = self.stop_behind().await {
+            return Ok(stop);
+        }
         Ok(Input::Delegated(answers))
     }
 

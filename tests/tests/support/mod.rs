@@ -258,6 +258,30 @@ impl Admin {
         }
     }
 
+    /// The thread's events so far, decoded (a kind this build does not know is left out).
+    pub(crate) async fn trace(&self, thread: ThreadId) -> Vec<TraceEvent> {
+        let events = self.client.events_after(thread, 0).await.unwrap();
+        events
+            .iter()
+            .filter_map(|e| match e.decode() {
+                Decoded::Known(e) => Some(e),
+                Decoded::Unknown { .. } => None,
+            })
+            .collect()
+    }
+
+    /// The thread's `turn_completed` events so far.
+    pub(crate) async fn turns(&self, thread: ThreadId) -> Vec<TurnCompleted> {
+        self.trace(thread)
+            .await
+            .into_iter()
+            .filter_map(|e| match e {
+                TraceEvent::TurnCompleted(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The thread at its latest version (it must have one).
     pub(crate) async fn latest(&self, thread: ThreadId) -> ThreadState {
         self.client
