@@ -31,3 +31,10 @@ pub const MAX_INTERRUPT_GRACE_SECS: u64 = 600;
 pub const TRANSFER_TIMEOUT_SECS: u64 = 300;
 /// The longest `transfer_timeout`: 7 days.
 pub const MAX_TRANSFER_TIMEOUT_SECS: u64 = 7 * 86_400;
+/// `runtime.fallback_after` in seconds: how long a model may keep failing before the next of
+/// `runtime.fallback` is tried.
+pub const FALLBACK_AFTER_SECS: u64 = 30;
+/// The shortest `runtime.fallback_after`: 1 second.
+pub const MIN_FALLBACK_AFTER_SECS: u64 = 1;
+/// The longest `runtime.fallback_after`: 1 hour.
+pub const MAX_FALLBACK_AFTER_SECS: u64 = 3600;

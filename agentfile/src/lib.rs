@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
-    AgentSpec, Agentfile, ApprovalAction, Effect, Execution, Governance, HandoffTarget,
-    HumanApproval, Metadata, Provider, Resources, ResumeMode, Runtime, ScriptStep,
-    ScriptedToolCall, ToolSpec,
+    AgentSpec, Agentfile, ApprovalAction, BudgetPolicy, Effect, Execution, FallbackModel,
+    Governance, HandoffTarget, HumanApproval, Metadata, ModelLimits, OnBudgetExceeded, Provider,
+    Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
 };
 
 /// A valid agentfile and its warnings.

@@ -15,6 +15,7 @@ use super::mcp::{McpServer, McpSource, Verify};
 use super::names;
 pub use super::providers::Provider;
 pub use super::tools::Effect;
+pub use ninetrix_proto::api::{BudgetPolicy, ModelLimits, OnBudgetExceeded};
 
 /// A validated agentfile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -162,6 +163,48 @@ pub struct Runtime {
     /// How a long history is kept inside the model's context window (`runtime.context`).
     #[serde(default)]
     pub context: ContextPolicy,
+    /// The pool-wide limits of this model's provider key (`runtime.limits`, else the top-level
+    /// `limits:` entry for its provider, URL and key), enforced by the checkpoint API for every
+    /// replica, session and job of the pool. Empty: no limit.
+    #[serde(default, skip_serializing_if = "is_unlimited")]
+    pub limits: ModelLimits,
+    /// The models tried, in order, when this one keeps failing (`runtime.fallback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<FallbackModel>,
+    /// Seconds a model may keep failing (connection errors, 5xx, 429s) before the next of
+    /// `fallback` is tried (`runtime.fallback_after`); only used with a fallback.
+    #[serde(default = "default_fallback_after_secs")]
+    pub fallback_after_secs: u64,
+}
+
+fn is_unlimited(limits: &ModelLimits) -> bool {
+    !limits.any()
+}
+
+fn default_fallback_after_secs() -> u64 {
+    super::defaults::FALLBACK_AFTER_SECS
+}
+
+/// One entry of `runtime.fallback`: another model to try when the ones before it keep failing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackModel {
+    /// The protocol it speaks.
+    pub provider: Provider,
+    /// The name of the OpenAI-compatible service `provider:` named, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// The model name.
+    pub model: String,
+    /// The API base URL, if not the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The secret holding its API key (also in the agent's `secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret: Option<String>,
+    /// The pool-wide limits of its provider key (the top-level `limits:` entry for it, if any).
+    #[serde(default, skip_serializing_if = "is_unlimited")]
+    pub limits: ModelLimits,
 }
 
 /// Container limits.
@@ -365,18 +408,66 @@ impl ResumeMode {
 }
 
 /// An agent's limits.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Governance {
     /// Most US dollars one run (turn) may spend on the model; `None` means no limit.
     pub max_budget_per_run: Option<f64>,
+    /// Most US dollars one thread — a replica's conversation or a session — may spend, all its
+    /// turns together, kept by the checkpoint API (`governance.max_budget_per_session`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_per_session: Option<f64>,
+    /// Most US dollars the agent may spend in one calendar day of `timezone`, all its replicas,
+    /// sessions and jobs together (`governance.max_budget_per_day`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_budget_per_day: Option<f64>,
+    /// Most US dollars the whole pool may spend in one calendar day of `timezone` (the
+    /// top-level `governance.max_pool_budget_per_day`; every agent carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pool_budget_per_day: Option<f64>,
+    /// The IANA time zone whose calendar days the day budgets count (`governance.timezone`,
+    /// default `UTC`).
+    #[serde(default = "default_budget_timezone")]
+    pub timezone: String,
+    /// What a spent budget beyond the run does (`governance.on_budget_exceeded`).
+    #[serde(default)]
+    pub on_budget_exceeded: OnBudgetExceeded,
     /// Which calls wait for a person's decision, and how long (`governance.human_approval`).
     /// `None`: no call is gated; `ask_human` still asks with the default timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub human_approval: Option<HumanApproval>,
 }
 
+fn default_budget_timezone() -> String {
+    "UTC".into()
+}
+
+impl Default for Governance {
+    fn default() -> Self {
+        Self {
+            max_budget_per_run: None,
+            max_budget_per_session: None,
+            max_budget_per_day: None,
+            max_pool_budget_per_day: None,
+            timezone: default_budget_timezone(),
+            on_budget_exceeded: OnBudgetExceeded::Stop,
+            human_approval: None,
+        }
+    }
+}
+
 impl Governance {
+    /// The budgets the checkpoint API keeps for this agent's threads; `None` when none is set.
+    pub fn budgets(&self) -> Option<BudgetPolicy> {
+        let policy = BudgetPolicy {
+            per_session_usd: self.max_budget_per_session,
+            per_day_usd: self.max_budget_per_day,
+            pool_per_day_usd: self.max_pool_budget_per_day,
+            timezone: self.timezone.clone(),
+        };
+        policy.any().then_some(policy)
+    }
+
     /// How long a request to a person stands before it expires (and counts as a rejection).
     pub fn approval_timeout_secs(&self) -> u64 {
         self.human_approval
@@ -501,8 +592,8 @@ mod tests {
         };
         assert!(!off.gates("shell", Effect::Write));
         let g = Governance {
-            max_budget_per_run: None,
             human_approval: Some(h),
+            ..Governance::default()
         };
         assert!(g.gates("shell", Effect::Write));
         assert!(!Governance::default().gates("shell", Effect::Write));

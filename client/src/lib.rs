@@ -13,6 +13,7 @@
 mod admin;
 mod error;
 pub mod http;
+mod limits;
 mod memory;
 mod runner;
 pub mod sse;

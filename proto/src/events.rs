@@ -82,8 +82,16 @@ pub enum TraceEvent {
     /// A cancel found no turn running (the turn it was sent for had ended first): nothing was
     /// stopped (stored with the commit that moves the inbox past it).
     CancelMissed(CancelMissed),
-    /// The turn spent more than `governance.max_budget_per_run`; it was stopped.
+    /// A budget has no room: the turn spent more than `governance.max_budget_per_run`, or a
+    /// budget kept by the API (session, agent's day, pool's day) is spent. The turn was stopped
+    /// (or, with `on_budget_exceeded: ask_human`, asks a person to raise it).
     BudgetExceeded(BudgetExceeded),
+    /// A model call was answered by a fallback model (`runtime.fallback`) after the models
+    /// before it failed.
+    ModelFallback(ModelFallback),
+    /// A model call waited for a slot of its pool-wide limiter (`runtime.limits`) for more than
+    /// a second before it started.
+    ModelWaited(ModelWaited),
     /// The turn used `execution.max_turns` model rounds without a final answer; it was stopped.
     MaxTurnsReached(MaxTurnsReached),
     /// A call waits for a person: an approval of a gated call or an `ask_human` question was
@@ -705,10 +713,36 @@ pub struct CancelMissed {
 /// `budget_exceeded`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BudgetExceeded {
-    /// `governance.max_budget_per_run`.
+    /// The budget: `governance.max_budget_per_run`, or the API's allowance for `scope`.
     pub budget_usd: f64,
-    /// What the turn had spent.
+    /// What the turn (or the scope) had spent.
     pub spent_usd: f64,
+    /// The budget kept by the API that is spent; `None`: the run's own
+    /// (`max_budget_per_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::api::BudgetScope>,
+}
+
+/// `model_fallback`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFallback {
+    /// The model that failed, as `provider/model` (the primary, or an earlier fallback).
+    pub from: String,
+    /// The model that answered, as `provider/model`.
+    pub to: String,
+    /// Why `from` was left: its last failure, without secrets.
+    pub reason: String,
+}
+
+/// `model_waited`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelWaited {
+    /// The provider.
+    pub provider: String,
+    /// How long the call waited for its slot.
+    pub waited_ms: u64,
+    /// The last reason it waited.
+    pub wait: crate::api::SlotWait,
 }
 
 /// `max_turns_reached`.
@@ -774,6 +808,8 @@ impl TraceEvent {
             TraceEvent::TurnStopping(_) => "turn_stopping",
             TraceEvent::CancelMissed(_) => "cancel_missed",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
+            TraceEvent::ModelFallback(_) => "model_fallback",
+            TraceEvent::ModelWaited(_) => "model_waited",
             TraceEvent::MaxTurnsReached(_) => "max_turns_reached",
             TraceEvent::ApprovalRequested(_) => "approval_requested",
             TraceEvent::ApprovalDecided(_) => "approval_decided",

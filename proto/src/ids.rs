@@ -81,6 +81,13 @@ uuid_id!(
     "approval ID"
 );
 
+uuid_id!(
+    /// The identity of one model-call lease (a permit of a pool-wide limiter). UUID v7, chosen
+    /// by the API when it grants the lease.
+    LeaseId,
+    "lease ID"
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,5 +23,5 @@ pub mod suggest;
 pub mod text;
 pub mod triggers;
 
-pub use ids::{ApprovalId, MessageId, ParseIdError, ThreadId};
+pub use ids::{ApprovalId, LeaseId, MessageId, ParseIdError, ThreadId};
 pub use message::{Block, Message, Role};

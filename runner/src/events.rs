@@ -375,6 +375,17 @@ fn log(event: &TraceEvent) {
             b.spent_usd,
             b.budget_usd
         ),
+        TraceEvent::ModelFallback(f) => tracing::warn!(
+            "model call answered by the fallback {} ({} failed: {})",
+            f.to,
+            f.from,
+            f.reason
+        ),
+        TraceEvent::ModelWaited(w) => tracing::info!(
+            "waited {:.1} s for a model slot: {}",
+            w.waited_ms as f64 / 1000.0,
+            w.wait.text(&w.provider)
+        ),
         TraceEvent::MaxTurnsReached(m) => {
             tracing::warn!("stopped after {} model rounds", m.max_turns)
         }

@@ -254,6 +254,7 @@ impl Cx {
             governance: Governance {
                 max_budget_per_run,
                 human_approval,
+                ..Governance::default()
             },
             env: env?,
             secrets: secret_names,

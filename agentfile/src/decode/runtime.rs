@@ -302,6 +302,9 @@ impl Cx {
                 resources: r.resources,
                 script,
                 context,
+                limits: Default::default(),
+                fallback: Vec::new(),
+                fallback_after_secs: defaults::FALLBACK_AFTER_SECS,
             },
             r.max_turns,
         ))

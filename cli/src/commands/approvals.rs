@@ -836,6 +836,7 @@ mod tests {
             decided_by: None,
             reason: None,
             answer: None,
+            raise: None,
         }
     }
 

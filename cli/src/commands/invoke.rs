@@ -637,6 +637,8 @@ impl Reply<'_> {
             | TraceEvent::Resume(_)
             | TraceEvent::Checkpoint(_)
             | TraceEvent::BudgetExceeded(_)
+            | TraceEvent::ModelFallback(_)
+            | TraceEvent::ModelWaited(_)
             | TraceEvent::MaxTurnsReached(_)
             | TraceEvent::ApprovalRequested(_)
             | TraceEvent::ApprovalDecided(_)

@@ -119,6 +119,8 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::Checkpoint(_)
             | TraceEvent::TurnCompleted(_)
             | TraceEvent::BudgetExceeded(_)
+            | TraceEvent::ModelFallback(_)
+            | TraceEvent::ModelWaited(_)
             | TraceEvent::MaxTurnsReached(_)
             | TraceEvent::ApprovalRequested(_)
             | TraceEvent::ApprovalDecided(_)

@@ -293,6 +293,19 @@ impl Renderer {
                 b.spent_usd,
                 b.budget_usd
             ),
+            TraceEvent::ModelFallback(f) => format!(
+                "  {} model call answered by the fallback {} ({} failed: {})",
+                s.error("↪"),
+                f.to,
+                f.from,
+                one_line(&f.reason, w)
+            ),
+            TraceEvent::ModelWaited(m) => format!(
+                "  {} waited {:.1} s: {}",
+                s.dim("…"),
+                m.waited_ms as f64 / 1000.0,
+                m.wait.text(&m.provider)
+            ),
             TraceEvent::MaxTurnsReached(m) => format!(
                 "  {} stopped after {} model rounds",
                 s.error("!"),

@@ -20,6 +20,9 @@ pub enum ApprovalKind {
     Approval,
     /// Answer an `ask_human` question; the answer is the call's result.
     Question,
+    /// Raise a spent budget (`governance.on_budget_exceeded: ask_human`): approved, the
+    /// request's [`BudgetRaise`] is added to the budget and the turn goes on.
+    Budget,
 }
 
 impl ApprovalKind {
@@ -28,6 +31,7 @@ impl ApprovalKind {
         match self {
             ApprovalKind::Approval => "approval",
             ApprovalKind::Question => "question",
+            ApprovalKind::Budget => "budget",
         }
     }
 
@@ -36,6 +40,7 @@ impl ApprovalKind {
         match name {
             "approval" => Some(ApprovalKind::Approval),
             "question" => Some(ApprovalKind::Question),
+            "budget" => Some(ApprovalKind::Budget),
             _ => None,
         }
     }
@@ -126,6 +131,9 @@ pub struct NewApproval {
     #[serde(deserialize_with = "int::stored")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 31536000))]
     pub timeout_secs: u64,
+    /// For kind `budget`: the raise asked for (required for that kind, refused for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raise: Option<BudgetRaise>,
 }
 
 /// A request to a person, as stored.
@@ -172,6 +180,9 @@ pub struct Approval {
     pub reason: Option<String>,
     /// A question's answer.
     pub answer: Option<String>,
+    /// For kind `budget`: the raise asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raise: Option<BudgetRaise>,
 }
 
 /// A person's decision, as posted.

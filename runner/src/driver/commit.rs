@@ -44,7 +44,7 @@ impl<C: Checkpoints> Runner<C> {
                         ApprovalKind::Question => {
                             crate::engine::preview(&question_of(&a.args), 200)
                         }
-                        ApprovalKind::Approval => self.args_preview(&a.args),
+                        ApprovalKind::Approval | ApprovalKind::Budget => self.args_preview(&a.args),
                     },
                     timeout_secs: a.timeout_secs,
                 })
@@ -121,6 +121,7 @@ impl<C: Checkpoints> Runner<C> {
             args: tools::masked_args(&ask.args, &secrets),
             args_hash: digest.iter().map(|b| format!("{b:02x}")).collect(),
             timeout_secs: ask.timeout_secs,
+            raise: None,
         }
     }
 

@@ -207,6 +207,7 @@ pub(super) fn settled(ask: &ApprovalAsk, status: ApprovalStatus) -> Approval {
         decided_by: status.is_settled().then(|| "alice".to_string()),
         reason: (status == ApprovalStatus::Rejected).then(|| "not today".to_string()),
         answer: (status == ApprovalStatus::Answered).then(|| "blue".to_string()),
+        raise: None,
     }
 }
 

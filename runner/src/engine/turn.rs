@@ -144,6 +144,7 @@ impl Engine {
             return None;
         }
         let mut out = vec![event(TraceEvent::BudgetExceeded(BudgetExceeded {
+            scope: None,
             budget_usd: budget,
             spent_usd: self.state.usage.cost_usd,
         }))];

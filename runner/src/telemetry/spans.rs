@@ -206,6 +206,8 @@ impl Spans {
             TraceEvent::Ready(_)
             | TraceEvent::TurnStopping(_)
             | TraceEvent::CancelMissed(_)
+            | TraceEvent::ModelFallback(_)
+            | TraceEvent::ModelWaited(_)
             | TraceEvent::Resume(_)
             | TraceEvent::Compacted(_)
             | TraceEvent::CompactionSkipped(_)
@@ -881,6 +883,7 @@ mod tests {
             &mut s,
             10,
             TraceEvent::BudgetExceeded(ev::BudgetExceeded {
+                scope: None,
                 budget_usd: 0.1,
                 spent_usd: 0.2,
             }),

@@ -121,6 +121,7 @@ impl ApprovalRow {
             decided_by: self.decided_by,
             reason: self.reason,
             answer: self.answer,
+            raise: None,
         })
     }
 }
@@ -598,6 +599,7 @@ mod tests {
             decided_by: Some("alice".into()),
             reason: None,
             answer: Some("blue".into()),
+            raise: None,
         };
         assert!(same_decision(
             &recorded,

@@ -1,0 +1,374 @@
+//! Pool-wide model limits and budgets (`/v1/runners/threads/{id}/model-leases`): what a runner
+//! asks before a model call, what the API answers (a lease, a wait, or a budget refusal), and
+//! what the runner reports when the call ends (tokens, cost, a provider's 429).
+//!
+//! A lease is a permit for one model call against one limiter — one provider key at one
+//! endpoint, shared by every replica, session and job of the pool. It is tied to the thread's
+//! epoch (a re-claim frees the older epoch's leases) and expires unless renewed, so a killed
+//! runner never keeps a permit for longer than the lease time.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::int;
+use crate::LeaseId;
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// The longest a lease request waits for a slot before it is answered `wait`, in milliseconds.
+pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
+
+/// The longest a limiter's name may be.
+pub const MAX_LIMITER_LEN: usize = 200;
+
+/// A limiter's numbers, as the agentfile declares them (`runtime.limits`, top-level `limits`).
+/// `None` means no limit of that kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ModelLimits {
+    /// Most calls in flight at once, pool-wide: 1 to 100,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100000))]
+    pub max_in_flight: Option<u32>,
+    /// Most calls started in any 60 seconds: 1 to 10,000,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10000000))]
+    pub requests_per_minute: Option<u32>,
+    /// Most tokens (input and output) in any 60 seconds: 1 to 10,000,000,000. A call in flight
+    /// counts its estimate until it ends, then what it used.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10000000000_i64))]
+    pub tokens_per_minute: Option<u64>,
+}
+
+impl ModelLimits {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.max_in_flight.is_some()
+            || self.requests_per_minute.is_some()
+            || self.tokens_per_minute.is_some()
+    }
+}
+
+/// What to do when a budget is spent (`governance.on_budget_exceeded`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnBudgetExceeded {
+    /// The turn ends with a reply naming the budget; later turns end the same way, without a
+    /// model call, until the budget has room again (the next day, or a raise).
+    #[default]
+    Stop,
+    /// The turn asks a person (a request through the approvals) to raise the budget by its own
+    /// amount; approved, the turn goes on; rejected or expired, it stops.
+    AskHuman,
+}
+
+impl OnBudgetExceeded {
+    /// The name used in agentfiles.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnBudgetExceeded::Stop => "stop",
+            OnBudgetExceeded::AskHuman => "ask_human",
+        }
+    }
+}
+
+/// The budgets beyond one run that bind a thread's model calls, kept by the API.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BudgetPolicy {
+    /// Most US dollars this thread (a replica's conversation or a session) may spend, ever
+    /// (`governance.max_budget_per_session`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_session_usd: Option<f64>,
+    /// Most US dollars the thread's agent may spend in one calendar day, all its threads
+    /// together (`governance.max_budget_per_day`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day_usd: Option<f64>,
+    /// Most US dollars the whole pool may spend in one calendar day
+    /// (top-level `governance.max_pool_budget_per_day`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_per_day_usd: Option<f64>,
+    /// The IANA time zone whose calendar days the day budgets count (`governance.timezone`).
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    pub timezone: String,
+}
+
+impl BudgetPolicy {
+    /// Whether any budget is set.
+    pub fn any(&self) -> bool {
+        self.per_session_usd.is_some()
+            || self.per_day_usd.is_some()
+            || self.pool_per_day_usd.is_some()
+    }
+}
+
+/// Which budget is spent.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(tag = "scope", rename_all = "snake_case")]
+pub enum BudgetScope {
+    /// This thread's (`max_budget_per_session`).
+    Session,
+    /// The agent's on one day (`max_budget_per_day`), `YYYY-MM-DD` in the policy's time zone.
+    AgentDay {
+        /// The day.
+        day: String,
+    },
+    /// The pool's on one day (`max_pool_budget_per_day`).
+    PoolDay {
+        /// The day.
+        day: String,
+    },
+}
+
+impl BudgetScope {
+    /// The agentfile key that sets this budget.
+    pub fn key(&self) -> &'static str {
+        match self {
+            BudgetScope::Session => "governance.max_budget_per_session",
+            BudgetScope::AgentDay { .. } => "governance.max_budget_per_day",
+            BudgetScope::PoolDay { .. } => "governance.max_pool_budget_per_day",
+        }
+    }
+
+    /// `this session's budget`, `agent writer's budget for 2026-11-28`, `the pool's budget
+    /// for 2026-11-28`.
+    pub fn text(&self, agent: &str) -> String {
+        match self {
+            BudgetScope::Session => "this session's budget".into(),
+            BudgetScope::AgentDay { day } => format!("agent {agent}'s budget for {day}"),
+            BudgetScope::PoolDay { day } => format!("the pool's budget for {day}"),
+        }
+    }
+}
+
+/// A budget with no room left.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct BudgetSpent {
+    /// Which budget.
+    #[serde(flatten)]
+    pub scope: BudgetScope,
+    /// What it allows: the agentfile's amount plus every approved raise.
+    pub limit_usd: f64,
+    /// What the scope has spent.
+    pub spent_usd: f64,
+    /// What approved raises added to the agentfile's amount.
+    #[serde(default)]
+    pub raised_usd: f64,
+}
+
+/// `POST /v1/runners/threads/{id}/model-leases`: a permit for one model call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// The caller's epoch (from its claim): an older one is 409 `fenced`.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub epoch: u64,
+    /// The limiter: `<provider>@<host>#<key digest>` (one provider key at one endpoint), 1 to
+    /// 200 characters, no control characters. Threads of one pool naming the same limiter share
+    /// its limits.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    pub limiter: String,
+    /// The provider's name, for what people read (`openai`).
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    pub provider: String,
+    /// The limiter's numbers as this runner's agentfile states them (the latest request's
+    /// numbers rule the limiter).
+    #[serde(default)]
+    pub limits: ModelLimits,
+    /// The budgets that bind this thread, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<BudgetPolicy>,
+    /// The call's estimated tokens (its input), counted against `tokens_per_minute` until the
+    /// call ends.
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub estimated_tokens: u64,
+    /// How long to wait for a slot before answering `wait`: 0 to 30,000 ms.
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 30000))]
+    pub wait_ms: u64,
+}
+
+/// Why a call must wait for its slot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum SlotWait {
+    /// Every slot is taken.
+    InFlight {
+        /// Calls in flight.
+        in_flight: u32,
+        /// `max_in_flight`.
+        max_in_flight: u32,
+    },
+    /// `requests_per_minute` calls started in the last 60 seconds.
+    RequestsPerMinute {
+        /// `requests_per_minute`.
+        requests_per_minute: u32,
+        /// When the oldest of them leaves the window.
+        until: DateTime<Utc>,
+    },
+    /// The tokens of the last 60 seconds leave no room for this call's estimate.
+    TokensPerMinute {
+        /// `tokens_per_minute`.
+        tokens_per_minute: u64,
+        /// When enough of them leave the window (or, for an estimate larger than the whole
+        /// limit, when the window is empty).
+        until: DateTime<Utc>,
+    },
+    /// The provider answered 429: every call of the limiter waits.
+    RateLimited {
+        /// Until when.
+        until: DateTime<Utc>,
+    },
+}
+
+impl SlotWait {
+    /// What `ps` shows while a runner waits: `waiting for a model slot (openai: 8/8 in
+    /// flight)`, `rate-limited by openai until 12:00:03`.
+    pub fn text(&self, provider: &str) -> String {
+        match self {
+            SlotWait::InFlight {
+                in_flight,
+                max_in_flight,
+            } => format!(
+                "waiting for a model slot ({provider}: {in_flight}/{max_in_flight} in flight)"
+            ),
+            SlotWait::RequestsPerMinute {
+                requests_per_minute,
+                until,
+            } => format!(
+                "waiting for a model slot ({provider}: {requests_per_minute} requests/minute, next at {})",
+                until.format("%H:%M:%S")
+            ),
+            SlotWait::TokensPerMinute {
+                tokens_per_minute,
+                until,
+            } => format!(
+                "waiting for a model slot ({provider}: {tokens_per_minute} tokens/minute, next at {})",
+                until.format("%H:%M:%S")
+            ),
+            SlotWait::RateLimited { until } => {
+                format!(
+                    "rate-limited by {provider} until {}",
+                    until.format("%H:%M:%S")
+                )
+            }
+        }
+    }
+}
+
+/// The answer to a lease request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum LeaseResponse {
+    /// The call may start; release the lease when it ends, renew it while it runs.
+    Granted {
+        /// The lease.
+        #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+        lease_id: LeaseId,
+        /// When it expires unless renewed.
+        expires_at: DateTime<Utc>,
+        /// How long a lease lasts (renew well before: every third of it).
+        ttl_ms: u64,
+    },
+    /// No slot within `wait_ms`: ask again.
+    Wait {
+        /// Why.
+        #[serde(flatten)]
+        wait: SlotWait,
+        /// When to ask again, at the latest.
+        retry_in_ms: u64,
+    },
+    /// A budget has no room: the call must not be made.
+    OverBudget {
+        /// Which, and by how much.
+        #[serde(flatten)]
+        spent: BudgetSpent,
+    },
+}
+
+/// A provider's 429 (or 529), reported with a release so the whole limiter backs off.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RateLimited {
+    /// The provider's `retry-after` (or the runner's backoff when it gave none): 0 to 3,600,000
+    /// ms. Every call of the limiter waits this long from now.
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 3600000))]
+    pub retry_after_ms: u64,
+}
+
+/// `POST /v1/runners/threads/{id}/model-leases/{lease}/release`: the call ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRelease {
+    /// Input tokens the call used (0 if it failed).
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default, deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub output_tokens: u64,
+    /// What the call cost in US dollars (0 or more), added to the thread's, its agent's and its
+    /// pool's spend.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    pub cost_usd: f64,
+    /// The provider refused the call as over its rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limited: Option<RateLimited>,
+}
+
+/// The answer to a renewal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct LeaseRenewed {
+    /// The new expiry.
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A raise of a budget, asked of a person when `on_budget_exceeded: ask_human` (carried by a
+/// [`super::NewApproval`] of kind `budget`). Approved, it adds `amount_usd` to the scope's
+/// allowance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRaise {
+    /// Which budget.
+    #[serde(flatten)]
+    pub scope: BudgetScope,
+    /// By how much (more than 0).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    pub amount_usd: f64,
+}
+
+/// What a thread and its agent have spent (`GET /v1/threads/{id}/spend`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Spend {
+    /// The thread's spend, ever.
+    pub thread_usd: f64,
+    /// Its agent's spend today (UTC unless `timezone` is given).
+    pub agent_today_usd: f64,
+    /// Its pool's spend today.
+    pub pool_today_usd: f64,
+    /// The day counted.
+    pub day: String,
+}
