@@ -1,7 +1,10 @@
-//! `execution`, `governance`, `env` and `secrets`: run settings, limits, and the rules that keep
-//! secret values out of the agentfile.
+//! `execution`, `governance`, `env` and `secrets`: run settings, budgets (the run's, and those
+//! beyond it that the checkpoint API keeps), and the rules that keep secret values out of the
+//! agentfile.
 
+use super::approval::ApprovalIn;
 use super::*;
+use ninetrix_proto::triggers::schedule::{ScheduleError, Spec};
 
 impl Cx {
     pub(super) fn execution_in(&mut self, node: &Node, path: &str) -> Option<ExecutionIn> {
@@ -73,6 +76,77 @@ impl Cx {
         };
         self.dispatch(node, path, &GOVERNANCE, &mut g)?;
         Some(g)
+    }
+
+    /// Agent `agent_path`'s governance: its own (`own`) with the top-level one's (`shared`)
+    /// gaps filled key by key — an own `human_approval` replaces the shared one as a whole, and
+    /// the pool's budget per day is always the top level's. The [`Governance`] has no
+    /// `human_approval` yet: the one returned beside it is resolved against the agent's tools.
+    pub(super) fn agent_governance(
+        &mut self,
+        mut own: GovernanceIn,
+        shared: &GovernanceIn,
+        agent_path: &str,
+    ) -> (Governance, Option<ApprovalIn>) {
+        let approval = match own.human_approval.take() {
+            Some(mut approval) => {
+                self.approval_servers(&mut approval);
+                Some(approval)
+            }
+            None => shared.human_approval.clone(),
+        };
+        let defaults = Governance::default();
+        let governance = Governance {
+            max_budget_per_run: own.budget.or(shared.budget),
+            max_budget_per_session: own.per_session.or(shared.per_session),
+            max_budget_per_day: own.per_day.or(shared.per_day),
+            max_pool_budget_per_day: shared.pool_per_day,
+            timezone: own
+                .timezone
+                .as_ref()
+                .or(shared.timezone.as_ref())
+                .map_or(defaults.timezone, |(zone, _)| zone.clone()),
+            on_budget_exceeded: own
+                .on_exceeded
+                .or(shared.on_exceeded)
+                .map_or(defaults.on_budget_exceeded, |(action, _)| action),
+            human_approval: None,
+        };
+        if governance.budgets().is_none() {
+            self.unused_budget_settings(&own, &join(agent_path, "governance"));
+        }
+        (governance, approval)
+    }
+
+    /// Warns that `g`'s `on_budget_exceeded` and `timezone` (at `path`) apply to no budget.
+    pub(super) fn unused_budget_settings(&mut self, g: &GovernanceIn, path: &str) {
+        let keys = [
+            ("on_budget_exceeded", g.on_exceeded.map(|(_, at)| at)),
+            ("timezone", g.timezone.as_ref().map(|(_, at)| *at)),
+        ];
+        for (key, at) in keys {
+            if let Some(at) = at {
+                let problem = Problem::BudgetSettingUnused {
+                    key,
+                    shared: g.shared,
+                };
+                self.report(&join(path, key), at, problem);
+            }
+        }
+    }
+
+    /// A budget in US dollars at `f`: a number more than 0.
+    fn budget(&mut self, f: &Field<'_>) -> Option<f64> {
+        let b = self.number(f.value, &f.path)?;
+        if b <= 0.0 {
+            let problem = Problem::BudgetNotPositive {
+                leaf: leaf(&f.path),
+                found: b,
+            };
+            self.report(&f.path, f.value.loc, problem);
+            return None;
+        }
+        Some(b)
     }
 
     pub(super) fn env(&mut self, node: &Node, path: &str) -> Option<BTreeMap<String, String>> {
@@ -278,12 +352,47 @@ pub(super) const GOVERNANCE: Section<GovernanceIn> = Section {
     what: "governance",
     keys: &[
         ("max_budget_per_run", |cx, g, f| {
-            let b = cx.number(f.value, &f.path)?;
-            if b <= 0.0 {
-                cx.report(&f.path, f.value.loc, Problem::BudgetNotPositive(b));
+            g.budget = Some(cx.budget(&f)?);
+            Some(())
+        }),
+        ("max_budget_per_session", |cx, g, f| {
+            g.per_session = Some(cx.budget(&f)?);
+            Some(())
+        }),
+        ("max_budget_per_day", |cx, g, f| {
+            g.per_day = Some(cx.budget(&f)?);
+            Some(())
+        }),
+        ("max_pool_budget_per_day", |cx, g, f| {
+            if !g.shared {
+                cx.report(&f.path, f.key.loc, Problem::PoolBudgetAtAgent);
                 return None;
             }
-            g.budget = Some(b);
+            g.pool_per_day = Some(cx.budget(&f)?);
+            Some(())
+        }),
+        ("timezone", |cx, g, f| {
+            let zone = cx.string(f.value, &f.path)?;
+            if let Err(err) = check_zone(&zone) {
+                cx.report(&f.path, f.value.loc, Problem::Schedule(err));
+                return None;
+            }
+            g.timezone = Some((zone, f.key.loc));
+            Some(())
+        }),
+        ("on_budget_exceeded", |cx, g, f| {
+            let text = cx.string(f.value, &f.path)?;
+            let action = match text.as_str() {
+                "stop" => OnBudgetExceeded::Stop,
+                "ask_human" => OnBudgetExceeded::AskHuman,
+                found => {
+                    let closest = closest(found, &["stop", "ask_human"]);
+                    let problem = Problem::UnknownBudgetAction { found, closest };
+                    cx.report(&f.path, f.value.loc, problem);
+                    return None;
+                }
+            };
+            g.on_exceeded = Some((action, f.key.loc));
             Some(())
         }),
         ("human_approval", |cx, g, f| {
@@ -295,3 +404,9 @@ pub(super) const GOVERNANCE: Section<GovernanceIn> = Section {
     ],
     unsupported: &["budget_warning_usd", "rate_limit"],
 };
+
+/// Whether `zone` is an IANA time zone, by the schedule rules' own check (chrono-tz; an
+/// unknown name comes back with the closest known one).
+fn check_zone(zone: &str) -> Result<(), ScheduleError> {
+    Spec::cron("0 0 * * *", zone).map(|_| ())
+}
