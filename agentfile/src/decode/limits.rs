@@ -223,9 +223,14 @@ impl Cx {
         })
     }
 
-    /// `runtime.fallback:`, each entry resolved on its own; `None` when any is invalid
-    /// (reported).
-    pub(super) fn fallback_in(&mut self, node: &Node, path: &str) -> Option<Vec<FallbackIn>> {
+    /// `runtime.fallback:` (its key at `at`), each entry resolved on its own; `None` when any
+    /// is invalid (reported).
+    pub(super) fn fallback_in(
+        &mut self,
+        node: &Node,
+        path: &str,
+        at: Loc,
+    ) -> Option<Vec<FallbackIn>> {
         let Kind::Seq(items) = &node.kind else {
             let expected = "a list of models such as `- { provider: anthropic, model: \
                             claude-sonnet-4-6 }`";
@@ -234,7 +239,7 @@ impl Cx {
         };
         let mut ok = true;
         if items.len() > MAX_FALLBACKS {
-            self.report(path, node.loc, Problem::TooManyFallbacks(items.len()));
+            self.report(path, at, Problem::TooManyFallbacks(items.len()));
             ok = false;
         }
         let mut out = Vec::new();
@@ -285,11 +290,11 @@ impl Cx {
     /// primary model (`primary` at `model`) or an earlier fallback.
     pub(super) fn fallbacks(
         &mut self,
-        written: Option<(Vec<FallbackIn>, Loc)>,
+        written: Option<Vec<FallbackIn>>,
         primary: &Endpoint,
         model: &str,
     ) -> Option<Vec<FallbackModel>> {
-        let Some((entries, _)) = written else {
+        let Some(entries) = written else {
             return Some(Vec::new());
         };
         let mut ok = true;
@@ -448,4 +453,481 @@ pub(super) fn apply_pool_limits(
         }
     }
     Applied { used, conflicts }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::*;
+
+    /// Agent `a` with `runtime` (indented 6) and nothing else.
+    fn agent(runtime: &str) -> String {
+        format!("agents:\n  a:\n    runtime:\n{runtime}")
+    }
+
+    const OPENAI: &str = "      provider: openai\n      model: gpt-4o\n";
+
+    #[test]
+    fn runtime_limits_are_read_up_to_their_largest_values() {
+        let p = valid(&agent(&format!(
+            "{OPENAI}      limits: {{ max_in_flight: 100000, requests_per_minute: 10000000, \
+             tokens_per_minute: 10000000000 }}\n"
+        )));
+        let l = &p.agentfile.agents[0].runtime.limits;
+        assert_eq!(
+            (l.max_in_flight, l.requests_per_minute, l.tokens_per_minute),
+            (Some(100_000), Some(10_000_000), Some(10_000_000_000))
+        );
+        let p = valid(&agent(&format!(
+            "{OPENAI}      limits:\n        max_in_flight: 8\n"
+        )));
+        let l = &p.agentfile.agents[0].runtime.limits;
+        assert_eq!(
+            (l.max_in_flight, l.requests_per_minute, l.tokens_per_minute),
+            (Some(8), None, None)
+        );
+    }
+
+    #[test]
+    fn runtime_limits_out_of_range_empty_or_misspelt_are_errors() {
+        assert_error(
+            &agent(&format!(
+                "{OPENAI}      limits:\n        max_in_flight: 0\n"
+            )),
+            "out_of_range",
+            (7, 24),
+            "`max_in_flight` must be between 1 and 100000, found 0",
+        );
+        assert_error(
+            &agent(&format!(
+                "{OPENAI}      limits:\n        requests_per_minute: -5\n"
+            )),
+            "out_of_range",
+            (7, 30),
+            "`requests_per_minute` must be between 1 and 10000000, found -5",
+        );
+        assert_error(
+            &agent(&format!(
+                "{OPENAI}      limits:\n        tokens_per_minute: 10000000001\n"
+            )),
+            "out_of_range",
+            (7, 28),
+            "`tokens_per_minute` must be between 1 and 10000000000, found 10000000001",
+        );
+        assert_error(
+            &agent(&format!(
+                "{OPENAI}      limits:\n        max_in_flight: 2.5\n"
+            )),
+            "wrong_type",
+            (7, 24),
+            "`max_in_flight` must be a whole number, found the number 2.5",
+        );
+        let d = assert_error(
+            &agent(&format!("{OPENAI}      limits: {{}}\n")),
+            "empty_value",
+            (6, 15),
+            "`limits` sets no limit",
+        );
+        let help = d.help.unwrap();
+        for key in ["max_in_flight", "requests_per_minute", "tokens_per_minute"] {
+            assert!(help.contains(key), "{help}");
+        }
+        // A misspelt key is that one error, with the key it meant.
+        let d = assert_error(
+            &agent(&format!("{OPENAI}      limits:\n        max_inflight: 8\n")),
+            "unknown_key",
+            (7, 9),
+            "unknown key `max_inflight` in limits",
+        );
+        assert_eq!(d.help.as_deref(), Some("did you mean `max_in_flight`?"));
+    }
+
+    /// Two agents on OpenAI's key, one on Groq's through `openai` with Groq's URL and key, one
+    /// falling back from Anthropic to Groq (by its name); then the top-level `limits:`.
+    const POOL: &str = "agents:
+  a:
+    runtime: { provider: openai, model: gpt-4o }
+  b:
+    runtime: { provider: openai, model: gpt-4o-mini }
+  c:
+    runtime:
+      provider: openai
+      model: llama-3.3-70b-versatile
+      base_url: https://api.groq.com/openai/v1/
+      api_key_secret: GROQ_API_KEY
+  d:
+    runtime:
+      model: claude-sonnet-4-6
+      fallback:
+        - { provider: groq, model: llama-3.3-70b-versatile }
+        - { provider: openai, model: gpt-4o, api_key_secret: OTHER_OPENAI_KEY }
+limits:
+  - { provider: openai, max_in_flight: 8, requests_per_minute: 600 }
+  - provider: groq
+    tokens_per_minute: 100000
+";
+
+    #[test]
+    fn top_level_limits_reach_every_model_on_their_provider_key() {
+        let p = valid(POOL);
+        let af = &p.agentfile;
+        let openai = ModelLimits {
+            max_in_flight: Some(8),
+            requests_per_minute: Some(600),
+            tokens_per_minute: None,
+        };
+        let groq = ModelLimits {
+            tokens_per_minute: Some(100_000),
+            ..ModelLimits::default()
+        };
+        assert_eq!(af.agent("a").unwrap().runtime.limits, openai);
+        assert_eq!(af.agent("b").unwrap().runtime.limits, openai);
+        // `openai` with Groq's URL and key is the `groq` entry's key.
+        assert_eq!(af.agent("c").unwrap().runtime.limits, groq);
+        let d = &af.agent("d").unwrap().runtime;
+        assert_eq!(d.limits, ModelLimits::default(), "no entry for Anthropic");
+        assert_eq!(d.fallback[0].limits, groq);
+        // Another OpenAI key is another limiter.
+        assert_eq!(d.fallback[1].limits, ModelLimits::default());
+        assert!(p.warnings.diagnostics.is_empty(), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn an_agents_own_limits_win_for_its_primary_model_and_a_conflict_is_said() {
+        let text = POOL.replace(
+            "    runtime: { provider: openai, model: gpt-4o }\n",
+            "    runtime: { provider: openai, model: gpt-4o, limits: { max_in_flight: 2 } }\n",
+        );
+        let p = valid(&text);
+        let a = &p.agentfile.agent("a").unwrap().runtime.limits;
+        assert_eq!((a.max_in_flight, a.requests_per_minute), (Some(2), None));
+        let w = one_warning(&text);
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            ("limits_conflict", "agents.a.runtime.limits", 3, 49)
+        );
+        assert_eq!(
+            w.message,
+            "agent `a`'s `runtime.limits` differ from those of agent `b`'s model, on the same \
+             provider key (`openai` at its default URL with key `OPENAI_API_KEY`)"
+        );
+        // The same numbers are no conflict.
+        let same = POOL.replace(
+            "    runtime: { provider: openai, model: gpt-4o }\n",
+            "    runtime: { provider: openai, model: gpt-4o, limits: { max_in_flight: 8, \
+             requests_per_minute: 600 } }\n",
+        );
+        assert!(valid(&same).warnings.diagnostics.is_empty());
+    }
+
+    #[test]
+    fn a_second_entry_for_a_key_is_an_error_and_an_unused_one_a_warning() {
+        // The default secret written out is the same key.
+        let text = POOL.replace(
+            "limits:\n",
+            "limits:\n  - { provider: openai, api_key_secret: OPENAI_API_KEY, max_in_flight: 1 }\n",
+        );
+        let errors = errors(&text);
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        assert_eq!(
+            (errors[0].kind.code(), errors[0].path.as_str()),
+            ("duplicate_setting", "limits[1]")
+        );
+        assert_eq!((errors[0].line, errors[0].column), (20, 5));
+        assert_eq!(
+            errors[0].message,
+            "this `limits` entry is for the provider key of the entry on line 19 (`openai` at \
+             its default URL with key `OPENAI_API_KEY`)"
+        );
+        let unused = format!(
+            "{POOL}  - {{ provider: anthropic, api_key_secret: SPARE_KEY, max_in_flight: 3 }}\n"
+        );
+        let w = one_warning(&unused);
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            ("setting_unused", "limits[2]", 22, 5)
+        );
+        assert_eq!(
+            w.message,
+            "this `limits` entry limits nothing: no model of the pool uses `anthropic` at its \
+             default URL with key `SPARE_KEY`"
+        );
+    }
+
+    #[test]
+    fn bad_top_level_entries_are_located() {
+        let pool = |entries: &str| format!("{}limits:\n{entries}", agent(OPENAI));
+        assert_error(
+            &pool("  - { max_in_flight: 3 }\n"),
+            "missing_key",
+            (7, 5),
+            "a `limits` entry needs `provider`",
+        );
+        assert_error(
+            &pool("  - { provider: openai }\n"),
+            "missing_key",
+            (7, 5),
+            "this `limits` entry sets no limit",
+        );
+        let d = assert_error(
+            &pool("  - { provider: opnai, max_in_flight: 3 }\n"),
+            "unknown_provider",
+            (7, 17),
+            "unknown provider `opnai`",
+        );
+        assert!(d.help.unwrap().contains("did you mean `openai`?"));
+        assert_error(
+            &pool(
+                "  - { provider: openai, max_in_flight: 3, api_key_secret: sk-abcdefghijklmnopqrstuvwx }\n",
+            ),
+            "secret_value",
+            (7, 59),
+            "this looks like a secret value, not a secret name",
+        );
+        assert_error(
+            &pool("  provider: openai\n"),
+            "wrong_type",
+            (7, 3),
+            "`limits` must be a list of entries such as `- { provider: openai, max_in_flight: \
+             8 }`, found a mapping",
+        );
+    }
+
+    #[test]
+    fn fallbacks_resolve_like_the_runtime_and_their_keys_become_secrets() {
+        let p = valid(&agent(&format!(
+            "{OPENAI}      fallback_after: 2m\n      fallback:\n        - provider: anthropic\n          model: claude-sonnet-4-6\n        - {{ provider: groq, model: llama-3.3-70b-versatile }}\n        - {{ provider: openai, model: local, base_url: http://host.docker.internal:11434/v1 }}\n"
+        )));
+        let a = &p.agentfile.agents[0];
+        let f = &a.runtime.fallback;
+        assert_eq!(a.runtime.fallback_after_secs, 120);
+        assert_eq!(
+            (
+                f[0].provider,
+                f[0].api_key_secret.as_deref(),
+                f[0].base_url.as_deref()
+            ),
+            (Provider::Anthropic, Some("ANTHROPIC_API_KEY"), None)
+        );
+        assert_eq!(
+            (f[1].provider, f[1].via.as_deref(), f[1].base_url.as_deref()),
+            (
+                Provider::Openai,
+                Some("groq"),
+                Some("https://api.groq.com/openai/v1")
+            )
+        );
+        assert_eq!(f[1].api_key_secret.as_deref(), Some("GROQ_API_KEY"));
+        assert_eq!(f[2].api_key_secret, None, "a local server has no key");
+        assert_eq!(
+            a.secrets,
+            ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY"]
+        );
+        // Without `fallback_after`: 30 s.
+        let p = valid(&agent(&format!(
+            "{OPENAI}      fallback: [{{ provider: anthropic, model: claude-haiku-4-5 }}]\n"
+        )));
+        assert_eq!(p.agentfile.agents[0].runtime.fallback_after_secs, 30);
+    }
+
+    #[test]
+    fn bad_fallbacks_are_located() {
+        let with = |entries: &str| agent(&format!("{OPENAI}      fallback:\n{entries}"));
+        let d = assert_error(
+            &with("        - { provider: scripted, model: x }\n"),
+            "unsupported_provider",
+            (7, 23),
+            "provider `scripted` cannot be a fallback",
+        );
+        assert!(d.help.unwrap().contains("runtime.script"));
+        assert_error(
+            &with("        - { provider: openai, model: gpt-4o }\n"),
+            "duplicate_setting",
+            (7, 11),
+            "this fallback is the agent's own model (openai gpt-4o)",
+        );
+        assert_error(
+            &with(
+                "        - { provider: anthropic, model: claude-sonnet-4-6 }\n        - { provider: anthropic, model: claude-sonnet-4-6, api_key_secret: OTHER }\n",
+            ),
+            "duplicate_setting",
+            (8, 11),
+            "this fallback is the same model as fallback 1 (anthropic claude-sonnet-4-6)",
+        );
+        // Another URL is another model.
+        valid(&with(
+            "        - { provider: openai, model: gpt-4o, base_url: https://proxy.example.com/v1 }\n",
+        ));
+        assert_error(
+            &with("        - { provider: anthropic }\n"),
+            "missing_key",
+            (7, 11),
+            "a fallback needs `model`",
+        );
+        assert_error(
+            &with("        - { model: claude-sonnet-4-6 }\n"),
+            "missing_key",
+            (7, 11),
+            "a fallback needs `provider`",
+        );
+        assert_error(
+            &with("        - { provider: anthropic, model: \" \" }\n"),
+            "empty_value",
+            (7, 41),
+            "`model` is empty",
+        );
+        assert_error(
+            &with("        - { provider: anthropic, model: m, base_url: api.example.com }\n"),
+            "invalid_url",
+            (7, 54),
+            "`base_url` must be an http:// or https:// URL, found \"api.example.com\"",
+        );
+        let nine: String = (0..9)
+            .map(|i| format!("        - {{ provider: anthropic, model: m{i} }}\n"))
+            .collect();
+        assert_error(
+            &with(&nine),
+            "out_of_range",
+            (6, 7),
+            "`fallback` has 9 entries; at most 8 are tried",
+        );
+        let eight: String = (0..8)
+            .map(|i| format!("        - {{ provider: anthropic, model: m{i} }}\n"))
+            .collect();
+        assert_eq!(
+            valid(&with(&eight)).agentfile.agents[0]
+                .runtime
+                .fallback
+                .len(),
+            8
+        );
+    }
+
+    #[test]
+    fn fallback_after_is_a_duration_of_1_second_to_1_hour_and_needs_a_fallback() {
+        let with = |after: &str| {
+            agent(&format!(
+                "{OPENAI}      fallback_after: {after}\n      fallback: [{{ provider: anthropic, model: m }}]\n"
+            ))
+        };
+        assert_eq!(
+            valid(&with("1h")).agentfile.agents[0]
+                .runtime
+                .fallback_after_secs,
+            3600
+        );
+        assert_eq!(
+            valid(&with("1")).agentfile.agents[0]
+                .runtime
+                .fallback_after_secs,
+            1
+        );
+        let d = assert_error(
+            &with("2h"),
+            "out_of_range",
+            (6, 23),
+            "`fallback_after` must be from 1 second to 1 hour, found \"2h\"",
+        );
+        assert!(d.help.unwrap().contains("fallback_after: 2m"));
+        assert_error(
+            &with("soon"),
+            "invalid_value",
+            (6, 23),
+            "`fallback_after` must be a duration such as `30s`, `15m`, `24h` or `7d`, found \"soon\"",
+        );
+        let w = one_warning(&agent(&format!("{OPENAI}      fallback_after: 10s\n")));
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            ("setting_unused", "agents.a.runtime.fallback_after", 6, 7)
+        );
+        assert_eq!(
+            w.message,
+            "`fallback_after` has no effect: the runtime has no `fallback`"
+        );
+        // An empty list is no fallback either.
+        one_warning(&agent(&format!(
+            "{OPENAI}      fallback_after: 10s\n      fallback: []\n"
+        )));
+    }
+
+    #[test]
+    fn misplaced_keys_point_under_runtime() {
+        let d = assert_error(
+            &format!("{}    fallback: []\n", agent(OPENAI)),
+            "unknown_key",
+            (6, 5),
+            "unknown key `fallback` in an agent",
+        );
+        assert_eq!(
+            d.help.as_deref(),
+            Some("`fallback` belongs under `runtime`")
+        );
+        let d = assert_error(
+            &agent(&format!("{OPENAI}      max_in_flight: 3\n")),
+            "unknown_key",
+            (6, 7),
+            "unknown key `max_in_flight` in runtime",
+        );
+        assert_eq!(
+            d.help.as_deref(),
+            Some("`max_in_flight` belongs under `runtime.limits`")
+        );
+    }
+
+    #[test]
+    fn the_pure_matching_fills_only_what_it_should() {
+        let mut agents = valid(POOL).agentfile.agents;
+        for a in &mut agents {
+            a.runtime.limits = ModelLimits::default();
+            for f in &mut a.runtime.fallback {
+                f.limits = ModelLimits::default();
+            }
+        }
+        let one = ModelLimits {
+            max_in_flight: Some(1),
+            ..ModelLimits::default()
+        };
+        let anthropic = ProviderKey::of_runtime(&agents[3].runtime);
+        let applied = apply_pool_limits(&[(anthropic, one.clone())], &mut agents, |a| a == "b");
+        assert_eq!(applied.used, [true]);
+        assert_eq!(applied.conflicts, []);
+        assert_eq!(agents[3].runtime.limits, one);
+        assert!(agents[..3].iter().all(|a| !a.runtime.limits.any()));
+        // Agent `a` keeps its own limits on OpenAI's key; `b` states none there.
+        agents[0].runtime.limits = one.clone();
+        let openai = ProviderKey::of_runtime(&agents[0].runtime);
+        let applied = apply_pool_limits(&[], &mut agents, |a| a == "a");
+        assert_eq!(applied.used, Vec::<bool>::new());
+        assert_eq!(
+            applied.conflicts,
+            [Conflict {
+                agent: 0,
+                other: "agent `b`'s model".into(),
+                key: openai,
+            }]
+        );
+    }
+
+    #[test]
+    fn the_spec_with_limits_and_fallbacks_reads_back_from_its_json() {
+        let p = valid(POOL);
+        for a in &p.agentfile.agents {
+            let json = serde_json::to_string(a).unwrap();
+            let back: AgentSpec = serde_json::from_str(&json).unwrap();
+            assert_eq!(&back, a, "{json}");
+        }
+        let json = serde_json::to_value(p.agentfile.agent("d").unwrap()).unwrap();
+        assert_eq!(
+            json["runtime"]["fallback"][0],
+            serde_json::json!({
+                "provider": "openai",
+                "via": "groq",
+                "model": "llama-3.3-70b-versatile",
+                "base_url": "https://api.groq.com/openai/v1",
+                "api_key_secret": "GROQ_API_KEY",
+                "limits": { "tokens_per_minute": 100000 }
+            })
+        );
+        assert_eq!(json["runtime"]["fallback_after_secs"], 30);
+    }
 }

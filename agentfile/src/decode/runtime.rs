@@ -33,8 +33,8 @@ pub(super) struct RuntimeIn {
     history_window_tokens: Option<(u32, Loc)>,
     /// `runtime.limits`, and where its key is.
     limits: Option<(ModelLimits, Loc)>,
-    /// `runtime.fallback`'s entries (each resolved on its own), and where its key is.
-    fallback: Option<(Vec<FallbackIn>, Loc)>,
+    /// `runtime.fallback`'s entries, each resolved on its own.
+    fallback: Option<Vec<FallbackIn>>,
     /// `runtime.fallback_after` in seconds, and where its key is.
     fallback_after: Option<(u64, Loc)>,
     /// Every key decoded without error.
@@ -139,7 +139,7 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
             Some(())
         }),
         ("fallback", |cx, r, f| {
-            r.fallback = Some((cx.fallback_in(f.value, &f.path)?, f.key.loc));
+            r.fallback = Some(cx.fallback_in(f.value, &f.path, f.key.loc)?);
             Some(())
         }),
         ("fallback_after", |cx, r, f| {

@@ -410,3 +410,171 @@ pub(super) const GOVERNANCE: Section<GovernanceIn> = Section {
 fn check_zone(zone: &str) -> Result<(), ScheduleError> {
     Spec::cron("0 0 * * *", zone).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::{BudgetPolicy, OnBudgetExceeded};
+
+    const SCRIPTED: &str = "    runtime: { provider: scripted, script: [hi] }\n";
+
+    /// Agents `a` (with `a_governance`, indented 6) and `b`, then `top` at the top level.
+    fn pool(a_governance: &str, top: &str) -> String {
+        format!("agents:\n  a:\n{SCRIPTED}    governance:\n{a_governance}  b:\n{SCRIPTED}{top}")
+    }
+
+    #[test]
+    fn the_shared_budgets_fill_each_agents_gaps_key_by_key() {
+        let p = valid(&pool(
+            "      max_budget_per_day: 10\n      on_budget_exceeded: stop\n",
+            "governance:\n  max_budget_per_run: 0.5\n  max_budget_per_session: 5\n  \
+             max_budget_per_day: 50\n  max_pool_budget_per_day: 200\n  timezone: \
+             Europe/Lisbon\n  on_budget_exceeded: ask_human\n",
+        ));
+        let a = &p.agentfile.agent("a").unwrap().governance;
+        let b = &p.agentfile.agent("b").unwrap().governance;
+        assert_eq!(
+            a.budgets(),
+            Some(BudgetPolicy {
+                per_session_usd: Some(5.0),
+                per_day_usd: Some(10.0),
+                pool_per_day_usd: Some(200.0),
+                timezone: "Europe/Lisbon".into(),
+            })
+        );
+        assert_eq!(a.on_budget_exceeded, OnBudgetExceeded::Stop);
+        assert_eq!(a.max_budget_per_run, Some(0.5));
+        assert_eq!(b.max_budget_per_day, Some(50.0));
+        assert_eq!(b.max_pool_budget_per_day, Some(200.0));
+        assert_eq!(b.on_budget_exceeded, OnBudgetExceeded::AskHuman);
+        assert!(p.warnings.diagnostics.is_empty(), "{:?}", p.warnings);
+    }
+
+    #[test]
+    fn without_budgets_the_defaults_hold_and_the_spec_reads_back() {
+        let p = valid(&pool("      max_budget_per_run: 1\n", ""));
+        let a = p.agentfile.agent("a").unwrap();
+        assert_eq!(a.governance.budgets(), None);
+        assert_eq!(
+            (
+                a.governance.timezone.as_str(),
+                a.governance.on_budget_exceeded
+            ),
+            ("UTC", OnBudgetExceeded::Stop)
+        );
+        let p = valid(&pool(
+            "      max_budget_per_session: 2.5\n      timezone: America/New_York\n",
+            "",
+        ));
+        let a = p.agentfile.agent("a").unwrap();
+        let json = serde_json::to_string(a).unwrap();
+        assert_eq!(&serde_json::from_str::<crate::AgentSpec>(&json).unwrap(), a);
+    }
+
+    #[test]
+    fn the_pools_budget_belongs_to_the_top_level() {
+        let d = assert_error(
+            &pool("      max_pool_budget_per_day: 100\n", ""),
+            "misplaced_key",
+            (5, 7),
+            "`max_pool_budget_per_day` is the pool's budget, not an agent's",
+        );
+        assert_eq!(d.path, "agents.a.governance.max_pool_budget_per_day");
+        assert!(d.help.unwrap().contains("top-level `governance:`"));
+    }
+
+    #[test]
+    fn bad_budget_values_are_located() {
+        assert_error(
+            &pool("      max_budget_per_day: 0\n", ""),
+            "out_of_range",
+            (5, 27),
+            "`max_budget_per_day` must be more than 0, found 0",
+        );
+        assert_error(
+            &pool(
+                "      max_budget_per_run: 1\n",
+                "governance:\n  max_budget_per_session: -1\n",
+            ),
+            "out_of_range",
+            (9, 27),
+            "`max_budget_per_session` must be more than 0, found -1",
+        );
+        let d = assert_error(
+            &pool(
+                "      max_budget_per_day: 5\n      timezone: Europe/Lisbom\n",
+                "",
+            ),
+            "unknown_time_zone",
+            (6, 17),
+            "unknown time zone `Europe/Lisbom`",
+        );
+        assert!(
+            d.help.unwrap().starts_with("did you mean `Europe/Lisbon`?"),
+            "the closest zone is suggested"
+        );
+        let d = assert_error(
+            &pool(
+                "      max_budget_per_day: 5\n      on_budget_exceeded: ask-human\n",
+                "",
+            ),
+            "invalid_value",
+            (6, 27),
+            "unknown `on_budget_exceeded` value `ask-human`",
+        );
+        assert!(d.help.unwrap().starts_with("did you mean `ask_human`?"));
+        let d = assert_error(
+            &format!("agents:\n  a:\n{SCRIPTED}    on_budget_exceeded: stop\n"),
+            "unknown_key",
+            (4, 5),
+            "unknown key `on_budget_exceeded` in an agent",
+        );
+        assert_eq!(
+            d.help.as_deref(),
+            Some("`on_budget_exceeded` belongs under `governance`")
+        );
+    }
+
+    #[test]
+    fn settings_for_budgets_that_do_not_exist_are_warned_about() {
+        // The run's budget is the runner's: it always stops.
+        let w = one_warning(&pool(
+            "      max_budget_per_run: 1\n      on_budget_exceeded: ask_human\n",
+            "",
+        ));
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            (
+                "setting_unused",
+                "agents.a.governance.on_budget_exceeded",
+                6,
+                7
+            )
+        );
+        assert_eq!(
+            w.message,
+            "`on_budget_exceeded` has no effect: the agent has no budget beyond the run (per \
+             session, per day or the pool's per day)"
+        );
+        // A shared one is said once, when no agent has a budget.
+        let w = one_warning(&pool(
+            "      max_budget_per_run: 1\n",
+            "governance:\n  timezone: Asia/Tokyo\n",
+        ));
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            ("setting_unused", "governance.timezone", 9, 3)
+        );
+        assert!(w.message.contains("no agent has a budget"), "{}", w.message);
+        // Used by one agent: no warning.
+        let p = valid(&pool(
+            "      max_budget_per_day: 1\n",
+            "governance:\n  timezone: Asia/Tokyo\n",
+        ));
+        assert!(p.warnings.diagnostics.is_empty(), "{:?}", p.warnings);
+        assert_eq!(
+            p.agentfile.agent("b").unwrap().governance.timezone,
+            "Asia/Tokyo"
+        );
+    }
+}
