@@ -125,6 +125,8 @@ pub(super) const FALLBACK: Section<FallbackKeys> = Section {
 /// compared with the primary model and the other fallbacks.
 pub(super) struct FallbackIn {
     model: FallbackModel,
+    /// Its number in the list, from 1.
+    number: usize,
     /// Where the entry is, and its path (`agents.a.runtime.fallback[0]`).
     at: Loc,
     path: String,
@@ -223,14 +225,15 @@ impl Cx {
         })
     }
 
-    /// `runtime.fallback:` (its key at `at`), each entry resolved on its own; `None` when any
-    /// is invalid (reported).
+    /// `runtime.fallback:` (its key at `at`), each entry resolved on its own: the valid
+    /// entries, and whether they are all there is (`false`: something is reported). `None`
+    /// when it is not a list.
     pub(super) fn fallback_in(
         &mut self,
         node: &Node,
         path: &str,
         at: Loc,
-    ) -> Option<Vec<FallbackIn>> {
+    ) -> Option<(Vec<FallbackIn>, bool)> {
         let Kind::Seq(items) = &node.kind else {
             let expected = "a list of models such as `- { provider: anthropic, model: \
                             claude-sonnet-4-6 }`";
@@ -244,15 +247,15 @@ impl Cx {
         }
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            match self.fallback_entry(item, &format!("{path}[{i}]")) {
+            match self.fallback_entry(item, &format!("{path}[{i}]"), i + 1) {
                 Some(entry) => out.push(entry),
                 None => ok = false,
             }
         }
-        ok.then_some(out)
+        Some((out, ok))
     }
 
-    fn fallback_entry(&mut self, node: &Node, path: &str) -> Option<FallbackIn> {
+    fn fallback_entry(&mut self, node: &Node, path: &str, number: usize) -> Option<FallbackIn> {
         let mut e = FallbackKeys::default();
         let ok = self.dispatch(node, path, &FALLBACK, &mut e)?;
         let mut complete = true;
@@ -281,6 +284,7 @@ impl Cx {
                 api_key_secret: endpoint.key_secret,
                 limits: ModelLimits::default(),
             },
+            number,
             at: node.loc,
             path: path.to_string(),
         })
@@ -308,8 +312,8 @@ impl Cx {
             } else {
                 entries[..i]
                     .iter()
-                    .position(|e| same(e.model.provider, &e.model.model, e.model.base_url.as_ref()))
-                    .map(|j| Some(j + 1))
+                    .find(|e| same(e.model.provider, &e.model.model, e.model.base_url.as_ref()))
+                    .map(|e| Some(e.number))
             };
             if let Some(earlier) = earlier {
                 let model = model_words(f.provider, &f.model, f.base_url.as_deref());
@@ -753,6 +757,34 @@ limits:
             "duplicate_setting",
             (8, 11),
             "this fallback is the same model as fallback 1 (anthropic claude-sonnet-4-6)",
+        );
+        // A broken entry does not hide a repeat after it, and the repeat is numbered as written.
+        let text = with(
+            "        - { provider: scripted, model: x }\n        - { provider: anthropic, model: m }\n        - { provider: anthropic, model: m }\n        - { provider: openai, model: gpt-4o }\n",
+        );
+        let found: Vec<(&str, u32, String)> = errors(&text)
+            .iter()
+            .map(|d| (d.kind.code(), d.line, d.message.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "unsupported_provider",
+                    7,
+                    "provider `scripted` cannot be a fallback".to_string()
+                ),
+                (
+                    "duplicate_setting",
+                    9,
+                    "this fallback is the same model as fallback 2 (anthropic m)".to_string()
+                ),
+                (
+                    "duplicate_setting",
+                    10,
+                    "this fallback is the agent's own model (openai gpt-4o)".to_string()
+                ),
+            ]
         );
         // Another URL is another model.
         valid(&with(

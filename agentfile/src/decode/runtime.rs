@@ -139,8 +139,10 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
             Some(())
         }),
         ("fallback", |cx, r, f| {
-            r.fallback = Some(cx.fallback_in(f.value, &f.path, f.key.loc)?);
-            Some(())
+            let (entries, ok) = cx.fallback_in(f.value, &f.path, f.key.loc)?;
+            // The valid entries are still compared with the primary model and each other.
+            r.fallback = Some(entries);
+            ok.then_some(())
         }),
         ("fallback_after", |cx, r, f| {
             let secs = cx.duration(f.value, &f.path, DurationField::FallbackAfter)?;
