@@ -5,7 +5,6 @@
 //! ([`ProviderKey`]).
 
 use super::*;
-use crate::schema::FallbackModel;
 
 /// What a provider name resolves to.
 pub(super) struct ProviderIn {
