@@ -141,13 +141,23 @@ diagnostic_kinds! {
     MisplacedTriggerKey = "misplaced_trigger_key",
     /// A schedule's `cron` that is not a valid 5-field expression (or never fires).
     InvalidCron = "invalid_cron",
-    /// A schedule's `timezone` that is not an IANA time zone.
+    /// A schedule's or `governance.timezone` that is not an IANA time zone.
     UnknownTimeZone = "unknown_time_zone",
     /// A webhook's `message`/`session` that is not a valid template, or `{{` in a schedule's
     /// `session`.
     InvalidTemplate = "invalid_template",
     /// A trigger setting that has no effect with the others (a warning).
     TriggerSettingUnused = "trigger_setting_unused",
+    /// A key in a section where it has no meaning: `max_pool_budget_per_day` under an agent's
+    /// `governance` (it is the pool's).
+    MisplacedKey = "misplaced_key",
+    /// A setting that has no effect with the others (a warning): `runtime.fallback_after`
+    /// without `fallback`, `governance.on_budget_exceeded` or `timezone` without a budget beyond
+    /// the run, a top-level `limits` entry that no model uses.
+    SettingUnused = "setting_unused",
+    /// An agent's `runtime.limits` that differ from another model's on the same provider key
+    /// (a warning): the pool keeps one set per key.
+    LimitsConflict = "limits_conflict",
     /// The file cannot be read (no location).
     Io = "io",
     /// The file is larger than any agentfile should be (no location).

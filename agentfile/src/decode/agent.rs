@@ -1,7 +1,8 @@
-//! Top level and agents: `name`, `agents`, the shared `execution`/`governance`, `metadata`, and
-//! how an agent's sections come together into an [`AgentSpec`].
+//! Top level and agents: `name`, `agents`, the shared `execution`/`governance`/`limits`,
+//! `metadata`, and how an agent's sections come together into an [`AgentSpec`].
 
 use super::collaborators::{CollaboratorsIn, Roster};
+use super::limits::PoolLimit;
 use super::runtime::RuntimeIn;
 use super::triggers::{Target, TriggersIn};
 use super::*;
@@ -24,6 +25,7 @@ impl Cx {
             mut shared,
             agents,
             triggers,
+            limits,
         } = top;
         // The shared `human_approval`'s MCP servers are checked once here, not once per agent
         // (`mcp_servers:` may come after `governance:`).
@@ -68,6 +70,7 @@ impl Cx {
             .iter_mut()
             .filter_map(|(_, _, own)| own.as_mut().map(|a| std::mem::take(&mut a.triggers)))
             .collect();
+        let declared = written.len();
         let mut agents = Vec::new();
         for (key, value, own) in written {
             if let Some(own) = own
@@ -75,6 +78,11 @@ impl Cx {
             {
                 agents.push(agent);
             }
+        }
+        let complete = agents.len() == declared;
+        self.apply_limits(&limits, &mut agents, complete);
+        if complete && !agents.iter().any(|a| a.governance.budgets().is_some()) {
+            self.unused_budget_settings(&shared.governance, "governance");
         }
         let triggers = self.resolve_triggers(triggers, agent_triggers, &targets);
         Some(Agentfile {
@@ -178,18 +186,8 @@ impl Cx {
         let execution = execution
             .map(|own| merge_execution(own, &shared.execution))
             .and_then(|e| self.execution(e, runtime_max_turns, &path, key.loc));
-        // The budget falls back to the shared one; an agent's own `human_approval` replaces
-        // the shared one entirely.
-        let governance = governance.map(|own| {
-            let approval = match own.human_approval {
-                Some(mut approval) => {
-                    self.approval_servers(&mut approval);
-                    Some(approval)
-                }
-                None => shared.governance.human_approval.clone(),
-            };
-            (own.budget.or(shared.governance.budget), approval)
-        });
+        let governance =
+            governance.map(|own| self.agent_governance(own, &shared.governance, &path));
 
         if let (Some(env), Some(secrets)) = (&env, &secrets) {
             for (name, loc) in secrets {
@@ -204,11 +202,16 @@ impl Cx {
             }
         }
         let mut secret_names: Vec<String> = secrets?.into_iter().map(|(n, _)| n).collect();
-        if let Some(r) = &mut runtime
-            && let Some(key_secret) = &r.api_key_secret
-            && !secret_names.contains(key_secret)
-        {
-            secret_names.push(key_secret.clone());
+        // The keys of the model and its fallbacks: `up` mounts them.
+        if let Some(r) = &mut runtime {
+            let keys = std::iter::once(&r.api_key_secret)
+                .chain(r.fallback.iter().map(|f| &f.api_key_secret))
+                .flatten();
+            for key_secret in keys {
+                if !secret_names.contains(key_secret) {
+                    secret_names.push(key_secret.clone());
+                }
+            }
         }
         let tools = tools?;
         if runtime.as_ref().is_some_and(|r| r.image.is_none())
@@ -240,7 +243,7 @@ impl Cx {
         if !ok {
             return None;
         }
-        let (max_budget_per_run, _) = governance?;
+        let (governance, _) = governance?;
         let mut execution = execution?;
         if let Some((secs, _)) = transfer_timeout? {
             execution.transfer_timeout_secs = secs;
@@ -252,9 +255,8 @@ impl Cx {
             tools,
             execution,
             governance: Governance {
-                max_budget_per_run,
                 human_approval,
-                ..Governance::default()
+                ..governance
             },
             env: env?,
             secrets: secret_names,
@@ -329,6 +331,8 @@ pub(super) struct TopIn {
     agents: Option<(Loc, Node)>,
     /// The top-level `triggers:`, checked against the agents once they are read.
     triggers: TriggersIn,
+    /// The top-level `limits:` (its valid entries), applied to the agents once they are read.
+    limits: Vec<PoolLimit>,
 }
 
 pub(super) const TOP: Section<TopIn> = Section {
@@ -366,6 +370,10 @@ pub(super) const TOP: Section<TopIn> = Section {
         }),
         ("triggers", |cx, top, f| {
             top.triggers = cx.triggers_in(f.value, &f.path, None);
+            Some(())
+        }),
+        ("limits", |cx, top, f| {
+            top.limits = cx.pool_limits(f.value, &f.path);
             Some(())
         }),
     ],

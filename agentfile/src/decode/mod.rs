@@ -11,6 +11,8 @@ mod agent;
 mod approval;
 mod collaborators;
 mod context;
+mod endpoint;
+mod limits;
 mod mcp;
 mod problem;
 mod runtime;
@@ -26,8 +28,8 @@ use super::mcp::McpServer;
 use super::names;
 use super::providers::{self, Provider, Resolution};
 use super::schema::{
-    AgentSpec, Agentfile, Execution, Governance, Metadata, Resources, ResumeMode, Runtime,
-    ScriptStep, ScriptedToolCall, ToolSpec,
+    AgentSpec, Agentfile, Execution, FallbackModel, Governance, Metadata, ModelLimits,
+    OnBudgetExceeded, Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
 };
 use super::tools::{self, Effect};
 use super::units;
@@ -107,6 +109,9 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &agent::METADATA,
     &runtime::RUNTIME,
     &runtime::RESOURCES,
+    &limits::LIMITS,
+    &limits::POOL_LIMIT,
+    &limits::FALLBACK,
     &context::CONTEXT,
     &context::KEEP,
     &runtime::SCRIPT_STEP,
@@ -130,6 +135,12 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("image", "runtime"),
     ("resources", "runtime"),
     ("script", "runtime"),
+    ("limits", "runtime"),
+    ("fallback", "runtime"),
+    ("fallback_after", "runtime"),
+    ("max_in_flight", "runtime.limits"),
+    ("requests_per_minute", "runtime.limits"),
+    ("tokens_per_minute", "runtime.limits"),
     ("cpu", "runtime.resources"),
     ("memory", "runtime.resources"),
     ("durability", "execution"),
@@ -140,6 +151,10 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("on_message_while_busy", "execution"),
     ("interrupt_grace", "execution"),
     ("max_budget_per_run", "governance"),
+    ("max_budget_per_session", "governance"),
+    ("max_budget_per_day", "governance"),
+    ("max_pool_budget_per_day", "governance"),
+    ("on_budget_exceeded", "governance"),
     ("human_approval", "governance"),
     ("role", "metadata"),
     ("goal", "metadata"),
@@ -201,6 +216,15 @@ struct GovernanceIn {
     shared: bool,
     /// The budget per run, when given and valid.
     budget: Option<f64>,
+    /// The budgets the checkpoint API keeps, when given and valid.
+    per_session: Option<f64>,
+    per_day: Option<f64>,
+    /// The pool's budget per day: only the top-level `governance` has one.
+    pool_per_day: Option<f64>,
+    /// `timezone` (a known IANA name) and where its key is.
+    timezone: Option<(String, Loc)>,
+    /// `on_budget_exceeded` and where its key is.
+    on_exceeded: Option<(OnBudgetExceeded, Loc)>,
     /// `human_approval:`, when given (possibly with errors, reported).
     human_approval: Option<ApprovalIn>,
 }
@@ -212,6 +236,9 @@ struct Cx {
     mcp: BTreeMap<String, McpServer>,
     /// `mcp_servers` entries with errors: tools using them are not reported a second time.
     mcp_invalid: BTreeSet<String>,
+    /// Where each agent that sets its own `runtime.limits` has them, by the agent's path
+    /// (`agents.a`): the top-level `limits:` leave its primary model alone.
+    own_limits: BTreeMap<String, Loc>,
 }
 
 impl Cx {
@@ -297,21 +324,30 @@ impl Cx {
     }
 
     fn integer(&mut self, node: &Node, path: &str, min: u32, max: u32) -> Option<u32> {
+        let n = self.integer_u64(node, path, u64::from(min), u64::from(max))?;
+        u32::try_from(n).ok()
+    }
+
+    /// A whole number from `min` to `max` (both at most `i64::MAX`); `None` when it is not
+    /// (reported).
+    fn integer_u64(&mut self, node: &Node, path: &str, min: u64, max: u64) -> Option<u64> {
         let Kind::Int(i) = node.kind else {
             self.type_error(path, node, "a whole number");
             return None;
         };
-        if i < i64::from(min) || i > i64::from(max) {
-            let problem = Problem::IntOutOfRange {
-                leaf: leaf(path),
-                min,
-                max,
-                found: i,
-            };
-            self.report(path, node.loc, problem);
-            return None;
+        match u64::try_from(i) {
+            Ok(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                let problem = Problem::IntOutOfRange {
+                    leaf: leaf(path),
+                    min,
+                    max,
+                    found: i,
+                };
+                self.report(path, node.loc, problem);
+                None
+            }
         }
-        u32::try_from(i).ok()
     }
 
     fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
@@ -399,6 +435,8 @@ enum DurationField {
     Tolerance,
     /// `execution.interrupt_grace`.
     InterruptGrace,
+    /// `runtime.fallback_after`.
+    FallbackAfter,
 }
 
 impl DurationField {
@@ -415,6 +453,9 @@ impl DurationField {
             }
             DurationField::Tolerance => 1..=ninetrix_proto::triggers::spec::MAX_TOLERANCE_SECS,
             DurationField::InterruptGrace => 1..=defaults::MAX_INTERRUPT_GRACE_SECS,
+            DurationField::FallbackAfter => {
+                defaults::MIN_FALLBACK_AFTER_SECS..=defaults::MAX_FALLBACK_AFTER_SECS
+            }
         }
     }
 
@@ -424,6 +465,7 @@ impl DurationField {
         match max % 86_400 {
             0 if max == 86_400 => "1 day".into(),
             0 => format!("{} days", max / 86_400),
+            _ if max == 3600 => "1 hour".into(),
             _ => format!("{max} seconds"),
         }
     }
@@ -436,6 +478,7 @@ impl DurationField {
             DurationField::CatchUpWindow => "1h",
             DurationField::Tolerance => "5m",
             DurationField::InterruptGrace => "10s",
+            DurationField::FallbackAfter => "30s",
         }
     }
 }
@@ -565,6 +608,15 @@ mod tests {
                 "agents:\n  a:\n    runtime:\n      context:\n        KEY: VALUE\n",
                 "agents.a.runtime.context",
             ),
+            "limits" => (
+                "agents:\n  a:\n    runtime:\n      limits:\n        KEY: VALUE\n",
+                "agents.a.runtime.limits",
+            ),
+            "a fallback" => (
+                "agents:\n  a:\n    runtime:\n      fallback:\n        - KEY: VALUE\n",
+                "agents.a.runtime.fallback[0]",
+            ),
+            "a limits entry" => ("limits:\n  - KEY: VALUE\nagents:\n  a: {}\n", "limits[0]"),
             "keep_recent" => (
                 "agents:\n  a:\n    runtime:\n      context:\n        keep_recent:\n          KEY: VALUE\n",
                 "agents.a.runtime.context.keep_recent",
@@ -662,6 +714,8 @@ mod tests {
             include_str!("approval.rs"),
             include_str!("collaborators.rs"),
             include_str!("context.rs"),
+            include_str!("endpoint.rs"),
+            include_str!("limits.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
             include_str!("tool_list.rs"),
@@ -707,6 +761,7 @@ mod tests {
                 "the agent" => "an agent",
                 "triggers" => "a trigger",
                 "runtime.resources" => "resources",
+                "runtime.limits" => "limits",
                 other => other,
             };
             let section = SECTIONS

@@ -3,6 +3,7 @@
 //! decoding code says *which* problem it found and where; this module says how it reads.
 
 use super::context::ContextProblem;
+use super::endpoint::ProviderKey;
 use super::names;
 use super::providers;
 use super::{Diagnostic, DiagnosticKind, DurationField, Severity, builtin_names};
@@ -112,8 +113,8 @@ pub(super) enum Problem<'a> {
     /// A whole number outside its range.
     IntOutOfRange {
         leaf: &'a str,
-        min: u32,
-        max: u32,
+        min: u64,
+        max: u64,
         found: i64,
     },
     /// A pool or agent name breaking the naming rules; `what` names the kind of name.
@@ -203,8 +204,49 @@ pub(super) enum Problem<'a> {
     UnknownResumeMode(&'a str),
     /// An `on_message_while_busy` that is not queue, steer, interrupt or reject.
     UnknownBusyMode(&'a str),
-    /// A budget that is not positive.
-    BudgetNotPositive(f64),
+    /// A budget (`leaf`) that is not positive.
+    BudgetNotPositive { leaf: &'a str, found: f64 },
+    /// `max_pool_budget_per_day` under an agent's `governance`.
+    PoolBudgetAtAgent,
+    /// An `on_budget_exceeded` that is neither `stop` nor `ask_human`, and the closest.
+    UnknownBudgetAction {
+        found: &'a str,
+        closest: Option<&'a str>,
+    },
+    /// `on_budget_exceeded` or `timezone` (`key`) where no budget beyond the run applies (a
+    /// warning); `shared`: the top-level `governance`, which no agent's budget uses.
+    BudgetSettingUnused { key: &'a str, shared: bool },
+    /// `runtime.limits` (or a top-level `limits` entry) that sets no limit.
+    EmptyLimits,
+    /// A top-level `limits` entry without `provider`.
+    PoolLimitNoProvider,
+    /// A top-level `limits` entry with no number.
+    PoolLimitNoNumber,
+    /// A top-level `limits` entry for the provider key of an earlier one (on `first_line`).
+    DuplicatePoolLimit { key: ProviderKey, first_line: u32 },
+    /// A top-level `limits` entry that no model of the pool uses (a warning).
+    PoolLimitUnused(ProviderKey),
+    /// An agent's own `runtime.limits` that differ from what another model of the pool states
+    /// for the same provider key (a warning): the other model, in words, and the key.
+    LimitsConflict {
+        agent: &'a str,
+        other: String,
+        key: ProviderKey,
+    },
+    /// A `runtime.fallback` entry without `key` (`provider` or `model`).
+    FallbackMissing(&'static str),
+    /// `provider: scripted` in a `runtime.fallback` entry.
+    FallbackScripted,
+    /// A fallback that is the primary model (`earlier: None`) or an earlier fallback (its
+    /// 1-based number).
+    FallbackRepeats {
+        model: String,
+        earlier: Option<usize>,
+    },
+    /// More `runtime.fallback` entries than the most allowed; how many.
+    TooManyFallbacks(usize),
+    /// `runtime.fallback_after` without a `fallback` (a warning).
+    FallbackAfterUnused,
     /// A `{ name, effect }` tool without `name`.
     MissingToolName,
     /// An effect that is not `read`, `idempotent` or `write`.
@@ -458,7 +500,22 @@ impl Problem<'_> {
             | Problem::Temperature(_)
             | Problem::Cpu(_)
             | Problem::MemoryTooSmall(_)
-            | Problem::BudgetNotPositive(_) => K::OutOfRange,
+            | Problem::BudgetNotPositive { .. }
+            | Problem::TooManyFallbacks(_) => K::OutOfRange,
+            Problem::PoolBudgetAtAgent => K::MisplacedKey,
+            Problem::UnknownBudgetAction { .. } => K::InvalidValue,
+            Problem::BudgetSettingUnused { .. }
+            | Problem::PoolLimitUnused(_)
+            | Problem::FallbackAfterUnused => K::SettingUnused,
+            Problem::EmptyLimits => K::EmptyValue,
+            Problem::PoolLimitNoProvider
+            | Problem::PoolLimitNoNumber
+            | Problem::FallbackMissing(_) => K::MissingKey,
+            Problem::DuplicatePoolLimit { .. } | Problem::FallbackRepeats { .. } => {
+                K::DuplicateSetting
+            }
+            Problem::LimitsConflict { .. } => K::LimitsConflict,
+            Problem::FallbackScripted => K::UnsupportedProvider,
             Problem::InvalidName { .. }
             | Problem::InvalidEnvName(_)
             | Problem::InvalidSecretName { .. } => K::InvalidName,
@@ -562,7 +619,11 @@ impl Problem<'_> {
             | Problem::ScriptEndsWithToolCall
             | Problem::ApprovalGatesNothing
             | Problem::TransferTimeoutUnused(_)
-            | Problem::TriggerSettingUnused(_) => Severity::Warning,
+            | Problem::TriggerSettingUnused(_)
+            | Problem::BudgetSettingUnused { .. }
+            | Problem::PoolLimitUnused(_)
+            | Problem::LimitsConflict { .. }
+            | Problem::FallbackAfterUnused => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -679,8 +740,53 @@ impl Problem<'_> {
             Problem::UnknownBusyMode(mode) => {
                 format!("unknown `on_message_while_busy` mode `{mode}`")
             }
-            Problem::BudgetNotPositive(b) => {
-                format!("`max_budget_per_run` must be more than 0, found {b}")
+            Problem::BudgetNotPositive { leaf, found } => {
+                format!("`{leaf}` must be more than 0, found {found}")
+            }
+            Problem::PoolBudgetAtAgent => "`max_pool_budget_per_day` is the pool's budget, not \
+                                           an agent's"
+                .into(),
+            Problem::UnknownBudgetAction { found, .. } => {
+                format!("unknown `on_budget_exceeded` value `{found}`")
+            }
+            Problem::BudgetSettingUnused { key, shared: false } => format!(
+                "`{key}` has no effect: the agent has no budget beyond the run (per session, \
+                 per day or the pool's per day)"
+            ),
+            Problem::BudgetSettingUnused { key, shared: true } => format!(
+                "`{key}` has no effect: no agent has a budget beyond the run (per session, per \
+                 day or the pool's per day)"
+            ),
+            Problem::EmptyLimits => "`limits` sets no limit".into(),
+            Problem::PoolLimitNoProvider => "a `limits` entry needs `provider`".into(),
+            Problem::PoolLimitNoNumber => "this `limits` entry sets no limit".into(),
+            Problem::DuplicatePoolLimit { key, first_line } => format!(
+                "this `limits` entry is for the provider key of the entry on line {first_line} \
+                 ({key})"
+            ),
+            Problem::PoolLimitUnused(key) => {
+                format!("this `limits` entry limits nothing: no model of the pool uses {key}")
+            }
+            Problem::LimitsConflict { agent, other, key } => format!(
+                "agent `{agent}`'s `runtime.limits` differ from those of {other}, on the same \
+                 provider key ({key})"
+            ),
+            Problem::FallbackMissing(key) => format!("a fallback needs `{key}`"),
+            Problem::FallbackScripted => "provider `scripted` cannot be a fallback".into(),
+            Problem::FallbackRepeats {
+                model,
+                earlier: None,
+            } => format!("this fallback is the agent's own model ({model})"),
+            Problem::FallbackRepeats {
+                model,
+                earlier: Some(n),
+            } => format!("this fallback is the same model as fallback {n} ({model})"),
+            Problem::TooManyFallbacks(n) => format!(
+                "`fallback` has {n} entries; at most {} are tried",
+                super::limits::MAX_FALLBACKS
+            ),
+            Problem::FallbackAfterUnused => {
+                "`fallback_after` has no effect: the runtime has no `fallback`".into()
             }
             Problem::MissingToolName => "a tool needs `name`".into(),
             Problem::UnknownEffect(e) => format!("unknown effect `{e}`"),
@@ -1078,9 +1184,74 @@ impl Problem<'_> {
                                             `steer` joins it; `interrupt` ends it and starts a \
                                             new one; `reject` refuses the message (409)"
                 .into(),
-            Problem::BudgetNotPositive(_) => "give a budget in US dollars, e.g. \
-                                              `max_budget_per_run: 1.00`, or remove it for no \
-                                              limit"
+            Problem::BudgetNotPositive { leaf, .. } => {
+                format!(
+                    "give a budget in US dollars, e.g. `{leaf}: 1.00`, or remove it for no limit"
+                )
+            }
+            Problem::PoolBudgetAtAgent => "move it under the top-level `governance:`: every \
+                                           agent of the pool spends from it. An agent's own \
+                                           budget for a day is `max_budget_per_day`"
+                .into(),
+            Problem::UnknownBudgetAction { closest, .. } => {
+                let takes = "`on_budget_exceeded` is `stop` (the default: the turn ends with a \
+                             reply naming the budget) or `ask_human` (a person is asked to raise \
+                             the budget; the turn waits for the answer)";
+                match closest {
+                    Some(c) => format!("did you mean `{c}`? {}", capitalize(takes)),
+                    None => takes.into(),
+                }
+            }
+            Problem::BudgetSettingUnused { key, .. } => format!(
+                "it applies to `max_budget_per_session`, `max_budget_per_day` and the top-level \
+                 `max_pool_budget_per_day`, which the checkpoint API keeps; `max_budget_per_run` \
+                 is the runner's and always stops the turn. Set one of them, or remove `{key}`"
+            ),
+            Problem::EmptyLimits | Problem::PoolLimitNoNumber => {
+                "give at least one of `max_in_flight`, `requests_per_minute` and \
+                 `tokens_per_minute`, e.g. `max_in_flight: 8`, or remove it"
+                    .into()
+            }
+            Problem::PoolLimitNoProvider => "name the provider whose key it limits, e.g. \
+                                             `provider: openai`, with `base_url` and \
+                                             `api_key_secret` when the models use others than \
+                                             the provider's own"
+                .into(),
+            Problem::DuplicatePoolLimit { .. } => "a provider key has one set of limits for \
+                                                   the whole pool: merge the two entries"
+                .into(),
+            Problem::PoolLimitUnused(_) => "an entry applies to every agent's model and \
+                                            fallback with the same `provider`, `base_url` and \
+                                            `api_key_secret` (absent: the provider's own); \
+                                            write them as the models do, or remove the entry"
+                .into(),
+            Problem::LimitsConflict { .. } => "the checkpoint API keeps one set of limits per \
+                                               provider key for the whole pool, and the latest \
+                                               call's numbers rule it: give every model on this \
+                                               key the same limits (a top-level `limits:` entry \
+                                               does), or use another key"
+                .into(),
+            Problem::FallbackMissing(_) => "write each fallback as `{ provider: anthropic, \
+                                            model: claude-sonnet-4-6 }`, with `base_url` and \
+                                            `api_key_secret` when they are not the provider's \
+                                            own"
+            .into(),
+            Problem::FallbackScripted => "the scripted provider only answers from \
+                                          `runtime.script`; name a provider that serves models, \
+                                          e.g. `provider: anthropic` with `model: \
+                                          claude-sonnet-4-6`"
+                .into(),
+            Problem::FallbackRepeats { .. } => "a fallback is tried when the models before it \
+                                                keep failing; give another provider, model or \
+                                                `base_url`, or remove this one"
+                .into(),
+            Problem::TooManyFallbacks(_) => "each fallback is tried in turn after \
+                                             `fallback_after` of failures; keep the ones most \
+                                             likely to answer"
+                .into(),
+            Problem::FallbackAfterUnused => "it is how long a model may keep failing before the \
+                                             next of `runtime.fallback` is tried; add a \
+                                             fallback, or remove `fallback_after`"
                 .into(),
             Problem::UnknownMemoryScope(_) => {
                 "`agent` (the default) shares the memory among every \
@@ -1230,6 +1401,11 @@ impl Problem<'_> {
                 DurationField::InterruptGrace => "e.g. `interrupt_grace: 30s` (the default is \
                                                   `10s`); a tool call still running after it \
                                                   when its turn is interrupted is stopped"
+                    .into(),
+                DurationField::FallbackAfter => "e.g. `fallback_after: 2m` (the default is \
+                                                 `30s`); a model that keeps failing this long \
+                                                 (connection errors, 5xx, 429s) gives way to \
+                                                 the next of `fallback`"
                     .into(),
             },
             Problem::ApprovalUrl(_) => "e.g. `notify_url: https://hooks.example.com/ninetrix`; \

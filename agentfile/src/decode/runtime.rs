@@ -1,7 +1,9 @@
-//! `runtime`: provider resolution, model, sampling, container resources, and the `scripted`
-//! provider's script (checked against the agent's tools).
+//! `runtime`: the model (provider resolution is `endpoint`'s), sampling, container resources,
+//! and the `scripted` provider's script (checked against the agent's tools); its `limits` and
+//! `fallback` are read by `limits`.
 
 use super::context::ContextIn;
+use super::limits::{self, FallbackIn};
 use super::*;
 use crate::context::{MAX_WINDOW, MIN_WINDOW};
 
@@ -29,6 +31,12 @@ pub(super) struct RuntimeIn {
     context: Option<(ContextIn, Loc)>,
     /// The public Ninetrix's `runtime.history_window_tokens`, and where its value is.
     history_window_tokens: Option<(u32, Loc)>,
+    /// `runtime.limits`, and where its key is.
+    limits: Option<(ModelLimits, Loc)>,
+    /// `runtime.fallback`'s entries, each resolved on its own.
+    fallback: Option<Vec<FallbackIn>>,
+    /// `runtime.fallback_after` in seconds, and where its key is.
+    fallback_after: Option<(u64, Loc)>,
     /// Every key decoded without error.
     ok: bool,
 }
@@ -52,6 +60,9 @@ impl RuntimeIn {
             max_turns: None,
             context: None,
             history_window_tokens: None,
+            limits: None,
+            fallback: None,
+            fallback_after: None,
             ok: true,
         }
     }
@@ -73,12 +84,7 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
             Some(())
         }),
         ("api_key_secret", |cx, r, f| {
-            let name = cx.string(f.value, &f.path)?;
-            if !names::is_valid_secret_name(&name) {
-                cx.secret_name_error(&f.path, f.value.loc, &name);
-                return None;
-            }
-            r.api_key_secret = Some(name);
+            r.api_key_secret = Some(cx.api_key_secret(&f)?);
             Some(())
         }),
         ("temperature", |cx, r, f| {
@@ -126,6 +132,21 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
         ("history_window_tokens", |cx, r, f| {
             let w = cx.integer(f.value, &f.path, MIN_WINDOW, MAX_WINDOW)?;
             r.history_window_tokens = Some((w, f.value.loc));
+            Some(())
+        }),
+        ("limits", |cx, r, f| {
+            r.limits = Some((cx.limits_in(f.value, &f.path)?, f.key.loc));
+            Some(())
+        }),
+        ("fallback", |cx, r, f| {
+            let (entries, ok) = cx.fallback_in(f.value, &f.path, f.key.loc)?;
+            // The valid entries are still compared with the primary model and each other.
+            r.fallback = Some(entries);
+            ok.then_some(())
+        }),
+        ("fallback_after", |cx, r, f| {
+            let secs = cx.duration(f.value, &f.path, DurationField::FallbackAfter)?;
+            r.fallback_after = Some((secs, f.key.loc));
             Some(())
         }),
     ],
@@ -223,23 +244,18 @@ pub(super) const TOOL_CALL: Section<CallIn> = Section {
     unsupported: &[],
 };
 
-/// What a provider name resolves to.
-struct ProviderIn {
-    provider: Provider,
-    /// The OpenAI-compatible service reached through the `openai` provider, if any.
-    via: Option<String>,
-    /// The secret holding the provider's API key when `api_key_secret` is not given.
-    default_secret: Option<&'static str>,
-    /// The service's URL when `base_url` is not given.
-    default_url: Option<&'static str>,
-}
-
 impl Cx {
     /// Decodes `runtime:`'s keys; [`Cx::runtime`] resolves them once the agent's tools are known.
     /// `at` is where the `runtime` key is.
     pub(super) fn runtime_in(&mut self, node: &Node, path: &str, at: Loc) -> Option<RuntimeIn> {
         let mut r = RuntimeIn::new(at);
         r.ok = self.dispatch(node, path, &RUNTIME, &mut r)?;
+        if let Some((_, at)) = r.fallback_after
+            && !limits::fallback_written(node)
+        {
+            let path = join(path, "fallback_after");
+            self.report(&path, at, Problem::FallbackAfterUnused);
+        }
         if let Some((base_image, loc)) = r.base_image.take() {
             if r.image.is_some() {
                 self.report(
@@ -268,33 +284,31 @@ impl Cx {
             .provider
             .clone()
             .unwrap_or_else(|| (defaults::PROVIDER.to_string(), r.at));
-        let resolved = self.provider(&name, name_loc, &path)?;
-        let provider = resolved.provider;
-        let base_url = r
-            .base_url
-            .clone()
-            .or_else(|| resolved.default_url.map(str::to_string));
-        // A custom base_url with the plain openai provider is usually a local server with no key.
-        let local_openai =
-            provider == Provider::Openai && resolved.via.is_none() && r.base_url.is_some();
-        let key_secret = r.api_key_secret.clone().or_else(|| {
-            (!local_openai)
-                .then(|| resolved.default_secret.map(str::to_string))
-                .flatten()
-        });
+        let endpoint = self
+            .provider(&name, name_loc, &path)?
+            .endpoint(r.base_url.clone(), r.api_key_secret.clone());
+        let provider = endpoint.provider;
         let model = self.model(provider, &r, &name, &path)?;
         let script = self.script_steps(provider, r.script, &name, r.at, &path, tools)?;
         let context = self.context_policy(&model, r.context, r.history_window_tokens, &path)?;
+        let fallback = self.fallbacks(r.fallback, &endpoint, &model)?;
         if !r.ok {
             return None;
         }
+        let limits = match r.limits {
+            Some((limits, at)) => {
+                self.own_limits.insert(agent_path.to_string(), at);
+                limits
+            }
+            None => ModelLimits::default(),
+        };
         Some((
             Runtime {
                 provider,
-                via: resolved.via,
+                via: endpoint.via,
                 model,
-                base_url,
-                api_key_secret: key_secret,
+                base_url: endpoint.base_url,
+                api_key_secret: endpoint.key_secret,
                 temperature: r.temperature,
                 max_tokens: r.max_tokens,
                 tool_timeout_secs: r.tool_timeout,
@@ -302,47 +316,14 @@ impl Cx {
                 resources: r.resources,
                 script,
                 context,
-                limits: Default::default(),
-                fallback: Vec::new(),
-                fallback_after_secs: defaults::FALLBACK_AFTER_SECS,
+                limits,
+                fallback,
+                fallback_after_secs: r
+                    .fallback_after
+                    .map_or(defaults::FALLBACK_AFTER_SECS, |(secs, _)| secs),
             },
             r.max_turns,
         ))
-    }
-
-    /// Resolves a provider name (reporting unknown and rejected ones).
-    fn provider(&mut self, name: &str, loc: Loc, path: &str) -> Option<ProviderIn> {
-        let path = join(path, "provider");
-        match providers::resolve(name) {
-            Some(Resolution::Native {
-                provider,
-                key_secret,
-            }) => Some(ProviderIn {
-                provider,
-                via: None,
-                default_secret: key_secret,
-                default_url: None,
-            }),
-            Some(Resolution::OpenaiCompatible {
-                base_url,
-                key_secret,
-            }) => Some(ProviderIn {
-                provider: Provider::Openai,
-                via: Some(name.to_string()),
-                default_secret: Some(key_secret),
-                default_url: Some(base_url),
-            }),
-            Some(Resolution::Rejected(why)) => {
-                self.report(&path, loc, Problem::UnsupportedProvider { name, why });
-                None
-            }
-            None => {
-                let known = providers::known_names();
-                let closest = closest(name, &known);
-                self.report(&path, loc, Problem::UnknownProvider { name, closest });
-                None
-            }
-        }
     }
 
     /// The model: given, or the provider's default (`scripted`, or Anthropic's when no provider
@@ -403,18 +384,6 @@ impl Cx {
             }
             (_, None) => Some(Vec::new()),
         }
-    }
-
-    /// `base_url`: an http(s) URL without its trailing `/`, or `null` for none.
-    fn base_url(&mut self, f: &Field<'_>) -> Option<Option<String>> {
-        let Some(url) = self.nullable_string(f)? else {
-            return Some(None);
-        };
-        if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() < 10 {
-            self.report(&f.path, f.value.loc, Problem::InvalidUrl(&url));
-            return None;
-        }
-        Some(Some(url.trim_end_matches('/').to_string()))
     }
 
     /// A memory size such as `512Mi` (or a number of bytes), at least Docker's minimum.

@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use clap::Args;
 use ninetrix_agentfile::mcp::McpTransport;
 use ninetrix_agentfile::{
-    self as agentfile, AgentSpec, ApprovalAction, DiagnosticKind, HumanApproval, LoadError, Parsed,
-    Provider, Report, Severity, units,
+    self as agentfile, AgentSpec, ApprovalAction, DiagnosticKind, FallbackModel, Governance,
+    HumanApproval, LoadError, ModelLimits, OnBudgetExceeded, Parsed, Provider, Report, Severity,
+    units,
 };
 use ninetrix_proto::triggers::schedule::{CatchUp, Overlap};
 use ninetrix_proto::triggers::{SignatureScheme, TriggerKind, TriggerSession, TriggerSpec};
@@ -141,6 +142,13 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
             let _ = writeln!(out, "  {:<width$}  {}", a.name, style.dim(&policy));
         }
     }
+    out.push_str(&per_agent(
+        "limits and fallback:",
+        af,
+        limits_summary,
+        style,
+    ));
+    out.push_str(&per_agent("budgets:", af, budget_summary, style));
     let gates: Vec<_> = af
         .agents
         .iter()
@@ -345,6 +353,115 @@ fn secrets_needed(af: &agentfile::Agentfile, style: Style) -> String {
         }
     }
     out
+}
+
+/// `title` and one aligned line per agent that `line` has something to say about; nothing when
+/// it has nothing to say about any.
+fn per_agent(
+    title: &str,
+    af: &agentfile::Agentfile,
+    line: fn(&AgentSpec) -> Option<String>,
+    style: Style,
+) -> String {
+    let lines: Vec<(&str, String)> = af
+        .agents
+        .iter()
+        .filter_map(|a| Some((a.name.as_str(), line(a)?)))
+        .collect();
+    let mut out = String::new();
+    if lines.is_empty() {
+        return out;
+    }
+    let width = lines.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    let _ = writeln!(out, "{title}");
+    for (name, text) in lines {
+        let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&text));
+    }
+    out
+}
+
+/// A model's pool-wide limits in words: `8 in flight, 600 requests/min, 2000000 tokens/min`.
+fn limits_text(l: &ModelLimits) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = l.max_in_flight {
+        parts.push(format!("{n} in flight"));
+    }
+    if let Some(n) = l.requests_per_minute {
+        parts.push(format!("{n} requests/min"));
+    }
+    if let Some(n) = l.tokens_per_minute {
+        parts.push(format!("{n} tokens/min"));
+    }
+    if parts.is_empty() {
+        "no limit".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// A fallback model as `provider_label` writes a primary one.
+fn fallback_label(f: &FallbackModel) -> String {
+    match (&f.via, &f.base_url) {
+        (Some(via), _) => format!("{via} ({}) {}", f.provider.as_str(), f.model),
+        (None, Some(url)) => format!("{} {} @ {url}", f.provider.as_str(), f.model),
+        (None, None) => format!("{} {}", f.provider.as_str(), f.model),
+    }
+}
+
+/// One agent's model limits and fallbacks in words, when it has either: `gpt-4o: 8 in flight ·
+/// falls back after 45s to anthropic claude-sonnet-4-6 (4 in flight)`.
+fn limits_summary(a: &AgentSpec) -> Option<String> {
+    let r = &a.runtime;
+    if !r.limits.any() && r.fallback.is_empty() {
+        return None;
+    }
+    let mut text = format!("{}: {}", r.model, limits_text(&r.limits));
+    if !r.fallback.is_empty() {
+        let models: Vec<String> = r
+            .fallback
+            .iter()
+            .map(|f| format!("{} ({})", fallback_label(f), limits_text(&f.limits)))
+            .collect();
+        let _ = write!(
+            text,
+            " · falls back after {} to {}",
+            crate::ui::exact_duration(r.fallback_after_secs),
+            models.join(", then ")
+        );
+    }
+    Some(text)
+}
+
+/// One agent's budgets in words, when it has one: `$5.00 per session · $50.00 per day · pool
+/// $200.00 per day · days in Europe/Lisbon · when spent: ask a person`.
+fn budget_summary(a: &AgentSpec) -> Option<String> {
+    let g: &Governance = &a.governance;
+    let amounts = [
+        (g.max_budget_per_run, "per run"),
+        (g.max_budget_per_session, "per session"),
+        (g.max_budget_per_day, "per day"),
+    ];
+    let mut parts: Vec<String> = amounts
+        .iter()
+        .filter_map(|(usd, per)| Some(format!("${:.2} {per}", (*usd)?)))
+        .collect();
+    if let Some(usd) = g.max_pool_budget_per_day {
+        parts.push(format!("pool ${usd:.2} per day"));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    // The run's budget is the runner's and always stops; the rest are the checkpoint API's.
+    if g.budgets().is_some() {
+        if g.max_budget_per_day.is_some() || g.max_pool_budget_per_day.is_some() {
+            parts.push(format!("days in {}", g.timezone));
+        }
+        parts.push(match g.on_budget_exceeded {
+            OnBudgetExceeded::Stop => "when spent: stop".into(),
+            OnBudgetExceeded::AskHuman => "when spent: ask a person to raise it".into(),
+        });
+    }
+    Some(parts.join(" · "))
 }
 
 /// One agent's approval gates in words: `gates write calls, http_request · requests expire
@@ -580,6 +697,72 @@ mod tests {
         assert!(text.contains("POST /v1/hooks/"), "{text}");
         let text = summary(&args(Some("other")), &p, plain);
         assert!(text.contains("POST /v1/hooks/other/gh-issues"), "{text}");
+    }
+
+    #[test]
+    fn limits_fallbacks_and_budgets_are_listed_per_agent() {
+        let p = parsed(
+            "governance: { max_pool_budget_per_day: 200, timezone: Europe/Lisbon, \
+             on_budget_exceeded: ask_human }\nlimits:\n  - { provider: openai, max_in_flight: \
+             8, requests_per_minute: 600 }\n  - { provider: groq, tokens_per_minute: 100000 \
+             }\nagents:\n  triage:\n    runtime: { provider: openai, model: gpt-4o-mini }\n    \
+             governance: { max_budget_per_session: 0.5 }\n  writer:\n    runtime:\n      \
+             provider: openai\n      model: gpt-4o\n      fallback_after: 45s\n      \
+             fallback:\n        - { provider: groq, model: llama-3.3-70b-versatile }\n        \
+             - { provider: anthropic, model: claude-sonnet-4-6 }\n    governance: { \
+             max_budget_per_run: 1, max_budget_per_day: 50 }\n  quiet:\n    runtime: { \
+             provider: scripted, script: [hi] }\n",
+        );
+        let text = summary(&args(None), &p, Style { color: false });
+        let section = |title: &str| -> Vec<String> {
+            text.lines()
+                .skip_while(|l| *l != title)
+                .skip(1)
+                .take_while(|l| l.starts_with("  "))
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            section("limits and fallback:"),
+            [
+                "  triage  gpt-4o-mini: 8 in flight, 600 requests/min",
+                "  writer  gpt-4o: 8 in flight, 600 requests/min · falls back after 45s to groq \
+                 (openai) llama-3.3-70b-versatile (100000 tokens/min), then anthropic \
+                 claude-sonnet-4-6 (no limit)",
+            ],
+            "{text}"
+        );
+        assert_eq!(
+            section("budgets:"),
+            [
+                "  triage  $0.50 per session · pool $200.00 per day · days in Europe/Lisbon · \
+                 when spent: ask a person to raise it",
+                "  writer  $1.00 per run · $50.00 per day · pool $200.00 per day · days in \
+                 Europe/Lisbon · when spent: ask a person to raise it",
+                // The pool's budget reaches every agent.
+                "  quiet   pool $200.00 per day · days in Europe/Lisbon · when spent: ask a \
+                 person to raise it",
+            ],
+            "{text}"
+        );
+        // The JSON holds the resolved numbers.
+        let v = valid_json(&args(None), &p);
+        assert_eq!(
+            v["agents"][1]["runtime"]["fallback"][0]["limits"]["tokens_per_minute"],
+            100000
+        );
+        assert_eq!(
+            v["agents"][0]["governance"]["max_pool_budget_per_day"],
+            200.0
+        );
+    }
+
+    #[test]
+    fn no_limits_or_budgets_no_listing() {
+        let p = parsed("agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n");
+        let text = summary(&args(None), &p, Style { color: false });
+        assert!(!text.contains("limits and fallback:"), "{text}");
+        assert!(!text.contains("budgets:"), "{text}");
     }
 
     #[test]
