@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Block, Message, Role};
 use ninetrix_runner::backoff::Schedule;
 use ninetrix_runner::health::Health;
@@ -352,8 +353,10 @@ async fn rate_limits_overload_and_broken_streams_are_retried() {
     let started = Instant::now();
     let retries = std::sync::Mutex::new(Vec::new());
     let turn = llm("anthropic", &base, 1)
-        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
-            retries.lock().unwrap().push(r)
+        .complete(&request(&h, &t), &CancellationToken::new(), |e| {
+            if let TraceEvent::LlmRetry(r) = e {
+                retries.lock().unwrap().push(r)
+            }
         })
         .await
         .unwrap();
@@ -452,10 +455,12 @@ async fn an_outage_is_retried_until_the_model_answers_and_shows_in_the_health() 
     let model = llm_with("openai", &base, 5, health.clone());
     let seen = Mutex::new(Vec::new());
     let turn = model
-        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
-            seen.lock()
-                .unwrap()
-                .push((r.attempt, health.report().model));
+        .complete(&request(&h, &t), &CancellationToken::new(), |e| {
+            if let TraceEvent::LlmRetry(r) = e {
+                seen.lock()
+                    .unwrap()
+                    .push((r.attempt, health.report().model));
+            }
         })
         .await
         .unwrap();
@@ -530,6 +535,7 @@ fn endpoint(base: &str) -> Endpoint {
         provider: "openai",
         key_secret: None,
         model: "m".into(),
+        place: "runtime".into(),
     }
 }
 

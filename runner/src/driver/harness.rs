@@ -312,6 +312,7 @@ impl Driver {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run_with(
             store.clone(),
+            None,
             config.clone(),
             reqwest::Client::new(),
             health.clone(),

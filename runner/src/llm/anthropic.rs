@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, Sampling, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct Anthropic {
@@ -25,18 +24,16 @@ pub(crate) struct Anthropic {
 }
 
 impl Anthropic {
+    /// The Messages API at `endpoint` (its base URL, with or without `/v1`).
     pub(crate) fn new(
         http: reqwest::Client,
-        spec: &AgentSpec,
+        endpoint: Endpoint,
         key: Option<SecretValue>,
+        sampling: Sampling,
         idle: Duration,
     ) -> Self {
-        let base = spec
-            .runtime
-            .base_url
-            .clone()
-            .unwrap_or_else(|| "https://api.anthropic.com".into());
-        let base = base
+        let base = endpoint
+            .base
             .trim_end_matches('/')
             .trim_end_matches("/v1")
             .to_string();
@@ -44,11 +41,11 @@ impl Anthropic {
             http,
             url: format!("{base}/v1/messages"),
             key,
-            model: spec.runtime.model.clone(),
-            max_tokens: spec.runtime.max_tokens,
-            temperature: spec.runtime.temperature,
+            model: endpoint.model.clone(),
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             idle,
-            endpoint: Endpoint::of(spec, "https://api.anthropic.com"),
+            endpoint,
         }
     }
 
@@ -173,6 +170,7 @@ impl Assembly {
         let v: Value = serde_json::from_str(data).map_err(|e| LlmError::Transient {
             message: format!("unreadable stream event: {e}"),
             retry_after: None,
+            rate_limited: false,
         })?;
         let index = v["index"].as_u64().unwrap_or(0);
         match v["type"].as_str().unwrap_or("") {
@@ -235,6 +233,7 @@ impl Assembly {
                                         return Err(LlmError::Transient {
                                             message: "tool_use input is not a JSON object".into(),
                                             retry_after: None,
+                                            rate_limited: false,
                                         });
                                     }
                                     Err(e) => {
@@ -243,6 +242,7 @@ impl Assembly {
                                                 "tool_use input is not valid JSON: {e}"
                                             ),
                                             retry_after: None,
+                                            rate_limited: false,
                                         });
                                     }
                                 }
@@ -282,6 +282,7 @@ impl Assembly {
                         "overloaded_error" | "api_error" | "rate_limit_error"
                     ) {
                         LlmError::Transient {
+                            rate_limited: kind != "api_error",
                             message,
                             retry_after: None,
                         }
@@ -300,6 +301,7 @@ impl Assembly {
             return Err(LlmError::Transient {
                 message: "the stream ended before message_stop".into(),
                 retry_after: None,
+                rate_limited: false,
             });
         }
         if self.stop_reason == "max_tokens"

@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, Sampling, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct OpenAi {
@@ -25,26 +24,23 @@ pub(crate) struct OpenAi {
 }
 
 impl OpenAi {
+    /// Chat Completions at `endpoint` (its base URL, up to `/chat/completions`).
     pub(crate) fn new(
         http: reqwest::Client,
-        spec: &AgentSpec,
+        endpoint: Endpoint,
         key: Option<SecretValue>,
+        sampling: Sampling,
         idle: Duration,
     ) -> Self {
-        let base = spec
-            .runtime
-            .base_url
-            .clone()
-            .unwrap_or_else(|| "https://api.openai.com/v1".into());
         Self {
             http,
-            url: format!("{}/chat/completions", base.trim_end_matches('/')),
+            url: format!("{}/chat/completions", endpoint.base.trim_end_matches('/')),
             key,
-            model: spec.runtime.model.clone(),
-            max_tokens: spec.runtime.max_tokens,
-            temperature: spec.runtime.temperature,
+            model: endpoint.model.clone(),
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             idle,
-            endpoint: Endpoint::of(spec, "https://api.openai.com/v1"),
+            endpoint,
         }
     }
 
@@ -168,11 +164,13 @@ impl Assembly {
         let v: Value = serde_json::from_str(data).map_err(|e| LlmError::Transient {
             message: format!("unreadable stream chunk: {e}"),
             retry_after: None,
+            rate_limited: false,
         })?;
         if let Some(err) = v.get("error") {
             return Err(LlmError::Transient {
                 message: format!("the stream reported an error: {err}"),
                 retry_after: None,
+                rate_limited: false,
             });
         }
         if let Some(m) = v["model"].as_str() {
@@ -217,6 +215,7 @@ impl Assembly {
             return Err(LlmError::Transient {
                 message: "the stream ended without a finish_reason".into(),
                 retry_after: None,
+                rate_limited: false,
             });
         };
         if reason == "length" && !self.calls.is_empty() {
