@@ -256,3 +256,299 @@ fn refused_reply(agent: &str, request: &Approval) -> String {
         next_step(&scope)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::*;
+    use ninetrix_proto::api::{ApprovalStatus, BudgetPolicy, BudgetScope};
+    use ninetrix_proto::events::{BudgetExceeded, StoppedBy};
+
+    fn budgeted(on: OnBudgetExceeded) -> EngineConfig {
+        EngineConfig {
+            budgets: Some(BudgetPolicy {
+                per_session_usd: Some(2.0),
+                per_day_usd: Some(5.0),
+                pool_per_day_usd: None,
+                timezone: "UTC".into(),
+            }),
+            on_budget_exceeded: on,
+            ..config()
+        }
+    }
+
+    fn day_spent() -> Input {
+        Input::OverBudget(BudgetSpent {
+            scope: BudgetScope::AgentDay {
+                day: "2026-11-28".into(),
+            },
+            limit_usd: 5.0,
+            spent_usd: 5.02,
+            raised_usd: 0.0,
+        })
+    }
+
+    fn reply_of(out: &[Effect]) -> (String, bool) {
+        match out.last() {
+            Some(Effect::TurnFinished { reply, ok, .. }) => (reply.clone(), *ok),
+            other => panic!("the turn did not end: {other:?}"),
+        }
+    }
+
+    fn exceeded(out: &[Effect]) -> BudgetExceeded {
+        out.iter()
+            .find_map(|e| match e {
+                Effect::Event(TraceEvent::BudgetExceeded(b)) => Some(b.clone()),
+                _ => None,
+            })
+            .expect("a budget_exceeded event")
+    }
+
+    #[test]
+    fn stop_ends_the_turn_with_a_reply_naming_the_budget_and_leaves_the_conversation_as_it_was() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::Stop));
+        e.apply(message(1));
+        e.apply(answer("first"));
+        let before = e.history().to_vec();
+        e.apply(message(2));
+        let out = e.apply(day_spent());
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:budget_exceeded",
+                "commit",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+        let b = exceeded(&out);
+        assert_eq!((b.budget_usd, b.spent_usd), (5.0, 5.02));
+        assert_eq!(
+            b.scope,
+            Some(BudgetScope::AgentDay {
+                day: "2026-11-28".into()
+            })
+        );
+        assert_eq!(
+            reply_of(&out),
+            (
+                "Stopped: agent a's budget for 2026-11-28 is spent ($5.02 of $5.00, \
+                 governance.max_budget_per_day). Raise it in the agentfile, or wait for the next day."
+                    .to_string(),
+                false
+            )
+        );
+        let plan = commits(&out)[0];
+        assert!(plan.append.is_empty(), "the input is not stored: {plan:?}");
+        assert!(plan.state.taken(2), "the message is answered once");
+        assert_eq!(e.history(), before.as_slice());
+        model_never_reads(&e, "Stopped");
+    }
+
+    #[test]
+    fn a_spent_session_budget_says_how_to_start_over() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::Stop));
+        e.apply(message(1));
+        let out = e.apply(Input::OverBudget(BudgetSpent {
+            scope: BudgetScope::Session,
+            limit_usd: 4.0,
+            spent_usd: 4.5,
+            raised_usd: 2.0,
+        }));
+        let (reply, ok) = reply_of(&out);
+        assert!(!ok);
+        assert_eq!(
+            reply,
+            "Stopped: this session's budget is spent ($4.50 of $4.00, \
+             governance.max_budget_per_session, $2.00 of it raised by people). Start the \
+             conversation over with `ninetrix reset`, or raise it in the agentfile."
+        );
+    }
+
+    #[test]
+    fn ask_human_files_a_budget_request_and_an_approval_tries_the_round_again() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::AskHuman));
+        e.apply(message(1));
+        let out = e.apply(day_spent());
+        assert_eq!(
+            kinds(&out),
+            ["event:budget_exceeded", "commit", "await:1"],
+            "the turn waits: not a failed turn"
+        );
+        let plan = commits(&out)[0];
+        assert_eq!(plan.state.status, ThreadStatus::Waiting);
+        assert_eq!(
+            plan.append.len(),
+            1,
+            "the input rides on the request's commit"
+        );
+        let asks = ask_of(&out);
+        assert_eq!(asks.len(), 1);
+        let ask = &asks[0];
+        assert_eq!(
+            (ask.kind, ask.tool.as_str(), ask.timeout_secs),
+            (ApprovalKind::Budget, BUDGET_TOOL, 3600)
+        );
+        assert_eq!(
+            ask.raise,
+            Some(BudgetRaise {
+                scope: BudgetScope::AgentDay {
+                    day: "2026-11-28".into()
+                },
+                amount_usd: 5.0
+            }),
+            "raised by the agentfile's amount for that budget"
+        );
+        assert_eq!(
+            ask.args["question"],
+            "raise agent a's budget for 2026-11-28 by $5.00?"
+        );
+        assert_eq!(
+            (
+                ask.args["spent_usd"].as_f64(),
+                ask.args["limit_usd"].as_f64()
+            ),
+            (Some(5.02), Some(5.0))
+        );
+        assert!(!e.idle(), "a waiting turn is still a turn");
+        // Approved: the waiting is stored over, and the round is tried again.
+        let out = e.apply(Input::Approvals(vec![settled(
+            ask,
+            ApprovalStatus::Approved,
+        )]));
+        assert_eq!(kinds(&out), ["commit", "call_llm"]);
+        assert_eq!(commits(&out)[0].state.status, ThreadStatus::InTurn);
+        let out = e.apply(answer("done"));
+        assert_eq!(reply_of(&out), ("done".to_string(), true));
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
+
+    #[test]
+    fn a_second_refusal_after_a_raise_asks_again_under_a_new_key() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::AskHuman));
+        e.apply(message(1));
+        let first = ask_of(&e.apply(day_spent()))[0].clone();
+        e.apply(Input::Approvals(vec![settled(
+            &first,
+            ApprovalStatus::Approved,
+        )]));
+        let out = e.apply(llm(vec![read_call("r")], 0.0));
+        assert_eq!(
+            kinds(&out).last().map(String::as_str),
+            Some("run:file_read")
+        );
+        e.apply(result("r"));
+        let out = e.apply(day_spent());
+        let second = ask_of(&out);
+        assert_eq!(second.len(), 1);
+        assert_ne!(second[0].key, first.key);
+        assert_ne!(second[0].call_id, first.call_id);
+        assert_eq!(kinds(&out), ["event:budget_exceeded", "commit", "await:1"]);
+    }
+
+    #[test]
+    fn a_rejected_raise_stops_the_turn_saying_who_and_why() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::AskHuman));
+        e.apply(message(1));
+        let ask = ask_of(&e.apply(day_spent()))[0].clone();
+        let out = e.apply(Input::Approvals(vec![settled(
+            &ask,
+            ApprovalStatus::Rejected,
+        )]));
+        assert_eq!(kinds(&out), ["commit", "event:turn_completed", "finished"]);
+        let (reply, ok) = reply_of(&out);
+        assert!(!ok);
+        assert!(
+            reply.starts_with(
+                "Stopped: agent a's budget for 2026-11-28 is spent ($5.02 of $5.00, \
+                 governance.max_budget_per_day); alice rejected raising it by $5.00 (request "
+            ),
+            "{reply}"
+        );
+        assert!(
+            reply.ends_with(": not today. Raise it in the agentfile, or wait for the next day."),
+            "{reply}"
+        );
+        // The input the request's commit stored is cut again: the model never answered it.
+        let plan = commits(&out)[0];
+        assert_eq!((plan.truncate_to, plan.append.len()), (Some(0), 0));
+        assert_eq!(plan.state.status, ThreadStatus::Idle);
+        assert!(e.history().is_empty());
+        assert!(e.idle());
+    }
+
+    #[test]
+    fn a_crash_while_waiting_waits_again_for_the_same_request() {
+        let cfg = budgeted(OnBudgetExceeded::AskHuman);
+        let mut first = Engine::new(cfg.clone());
+        first.apply(message(1));
+        let ask = ask_of(&first.apply(day_spent()))[0].clone();
+        let mut restored = stored(&first);
+        restored.approvals = vec![settled(&ask, ApprovalStatus::Pending)];
+        let mut second = second_boot(cfg.clone());
+        let out = second.apply(Input::Restored(Some(restored.clone())));
+        assert_eq!(
+            kinds(&out),
+            ["event:turn_resumed", "await:1"],
+            "no repair, no commit, no second request"
+        );
+        let Some(Effect::AwaitApprovals { keys, .. }) = out.last() else {
+            panic!()
+        };
+        assert_eq!(keys, &[ask.key.clone()]);
+        // Decided while no runner held the thread: the next boot goes on at once.
+        restored.approvals = vec![settled(&ask, ApprovalStatus::Approved)];
+        let mut third = Engine::new(EngineConfig {
+            epoch: 3,
+            ..cfg.clone()
+        });
+        let out = third.apply(Input::Restored(Some(restored.clone())));
+        assert_eq!(kinds(&out), ["event:turn_resumed", "commit", "call_llm"]);
+        // Expired meanwhile: the turn stops, saying so.
+        restored.approvals = vec![settled(&ask, ApprovalStatus::Expired)];
+        let mut fourth = Engine::new(EngineConfig { epoch: 4, ..cfg });
+        let out = fourth.apply(Input::Restored(Some(restored)));
+        assert_eq!(
+            kinds(&out),
+            [
+                "event:turn_resumed",
+                "event:approval_expired",
+                "commit",
+                "event:turn_completed",
+                "finished"
+            ]
+        );
+        let (reply, _) = reply_of(&out);
+        assert!(
+            reply.contains("nobody approved raising it by $5.00"),
+            "{reply}"
+        );
+    }
+
+    #[test]
+    fn a_cancel_while_waiting_ends_the_turn_as_for_a_gated_call() {
+        let mut e = Engine::new(budgeted(OnBudgetExceeded::AskHuman));
+        e.apply(message(1));
+        e.apply(day_spent());
+        let out = e.apply(Input::Stop(StoppedBy::Cancelled {
+            seq: 2,
+            by: "ana".into(),
+        }));
+        let (reply, ok) = reply_of(&out);
+        assert_eq!((reply.as_str(), ok), ("Cancelled by ana.", false));
+        assert!(e.idle());
+        assert!(crate::history::validate(e.history()).is_ok());
+    }
+
+    #[test]
+    fn without_an_amount_to_raise_ask_human_stops() {
+        let mut e = Engine::new(EngineConfig {
+            budgets: None,
+            ..budgeted(OnBudgetExceeded::AskHuman)
+        });
+        e.apply(message(1));
+        let out = e.apply(day_spent());
+        assert!(ask_of(&out).is_empty());
+        assert!(!reply_of(&out).1);
+    }
+}
