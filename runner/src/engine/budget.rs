@@ -495,7 +495,7 @@ mod tests {
         let Some(Effect::AwaitApprovals { keys, .. }) = out.last() else {
             panic!()
         };
-        assert_eq!(keys, &[ask.key.clone()]);
+        assert_eq!(keys, std::slice::from_ref(&ask.key));
         // Decided while no runner held the thread: the next boot goes on at once.
         restored.approvals = vec![settled(&ask, ApprovalStatus::Approved)];
         let mut third = Engine::new(EngineConfig {
