@@ -103,7 +103,7 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                         is_error,
                     } = b
                     {
-                        results.push(json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}));
+                        results.push(json!({"type": "tool_result", "tool_use_id": tool_id(call_id), "content": content, "is_error": is_error}));
                     }
                 }
             }
@@ -129,7 +129,7 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                     .filter_map(|b| match b {
                         Block::Thinking { text, signature } => Some(json!({"type": "thinking", "thinking": text, "signature": signature.clone().unwrap_or_default()})),
                         Block::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
-                        Block::ToolCall { id, name, args } => Some(json!({"type": "tool_use", "id": id, "name": name, "input": args})),
+                        Block::ToolCall { id, name, args } => Some(json!({"type": "tool_use", "id": tool_id(id), "name": name, "input": args})),
                         _ => None,
                     })
                     .collect();
@@ -139,6 +139,24 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
     }
     flush(&mut results, &mut out);
     out
+}
+
+/// A tool call's ID as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): as it is when it already
+/// fits (Anthropic's own `toolu_…`, OpenAI's `call_…`); otherwise — an ID another provider made,
+/// such as an OpenAI-compatible server's `call.1:x`, met after a fallback — each other character
+/// becomes `_` and a digest of the whole ID follows, so the same ID maps the same way in every
+/// request (a call and its result still match) and two IDs never become one.
+pub(crate) fn tool_id(id: &str) -> std::borrow::Cow<'_, str> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(fits) {
+        return id.into();
+    }
+    let kept: String = id
+        .chars()
+        .take(40)
+        .map(|c| if fits(c) { c } else { '_' })
+        .collect();
+    format!("{kept}_{}", super::id_digest(id)).into()
 }
 
 #[derive(Default)]

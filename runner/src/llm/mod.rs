@@ -533,7 +533,9 @@ impl Llm {
                         .unwrap_or_else(|| self.schedule.delay(tries[i], backoff::jitter()))
                         .min(self.schedule.cap);
                     if let Some(permit) = permit {
-                        permit.failed(rate_limited.then_some(wait));
+                        // The pool backs off for what the provider asked (else this runner's
+                        // backoff), not the runner's capped wait.
+                        permit.failed(rate_limited.then(|| retry_after.unwrap_or(wait)));
                     }
                     self.health.failed(
                         Dependency::Model,
@@ -621,6 +623,17 @@ impl Llm {
             latency_ms: started.elapsed().as_millis() as u64,
         }
     }
+}
+
+/// 12 hex digits of SHA-256 of a tool-call ID: what an adapter appends to an ID it must
+/// rewrite for its provider, so rewritten IDs stay distinct.
+pub(crate) fn id_digest(id: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(id.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The provider's own explanation in an error body: `error.message` of the JSON both Anthropic

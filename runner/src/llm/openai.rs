@@ -101,7 +101,7 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
                             content.clone()
                         };
                         out.push(
-                            json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                            json!({"role": "tool", "tool_call_id": tool_id(call_id), "content": content}),
                         );
                     }
                 }
@@ -112,7 +112,7 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
                     .blocks
                     .iter()
                     .filter_map(|b| match b {
-                        Block::ToolCall { id, name, args } => Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args_text(args)}})),
+                        Block::ToolCall { id, name, args } => Some(json!({"id": tool_id(id), "type": "function", "function": {"name": name, "arguments": args_text(args)}})),
                         _ => None,
                     })
                     .collect();
@@ -125,6 +125,21 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
         }
     }
     out
+}
+
+/// The longest tool-call ID OpenAI accepts.
+pub(crate) const MAX_TOOL_ID: usize = 40;
+
+/// A tool call's ID as OpenAI accepts it: at most 40 characters. A longer one (another
+/// provider's, met after a fallback) keeps its start and ends with a digest of the whole ID, so
+/// a call and its result still match and two IDs never become one.
+pub(crate) fn tool_id(id: &str) -> std::borrow::Cow<'_, str> {
+    if !id.is_empty() && id.chars().count() <= MAX_TOOL_ID {
+        return id.into();
+    }
+    let digest = super::id_digest(id);
+    let kept: String = id.chars().take(MAX_TOOL_ID - digest.len() - 1).collect();
+    format!("{kept}_{digest}").into()
 }
 
 /// Arguments as OpenAI wants them: a JSON string. Arguments the model sent as invalid JSON are
