@@ -288,10 +288,11 @@ impl Renderer {
                 line
             }
             TraceEvent::BudgetExceeded(b) => format!(
-                "  {} budget exceeded: spent ${} of ${}",
+                "  {} budget exceeded: spent ${} of ${} ({})",
                 s.error("!"),
                 b.spent_usd,
-                b.budget_usd
+                b.budget_usd,
+                ninetrix_runner::events::budget_words(b.scope.as_ref())
             ),
             TraceEvent::ModelFallback(f) => format!(
                 "  {} model call answered by the fallback {} ({} failed: {})",
