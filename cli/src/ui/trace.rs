@@ -316,10 +316,10 @@ impl Renderer {
                 "  ├─ {} {} {} {} · {} · {} · expires in {}",
                 self.rel(at),
                 s.bold("?"),
-                if a.kind == ApprovalKind::Question {
-                    "question"
-                } else {
-                    "approval requested"
+                match a.kind {
+                    ApprovalKind::Question => "question",
+                    ApprovalKind::Budget => "budget raise requested",
+                    ApprovalKind::Approval => "approval requested",
                 },
                 a.id,
                 a.tool,

@@ -709,6 +709,7 @@ mod tests {
 }
 
 /// Pool-wide limits and budgets beyond a run, with the in-memory permits.
+#[cfg(test)]
 mod limits_tests {
     use super::*;
     use crate::health::Activity;
