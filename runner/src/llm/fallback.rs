@@ -65,16 +65,6 @@ impl Chain {
         self.after
     }
 
-    /// How many models the chain has.
-    pub fn len(&self) -> usize {
-        self.runs.len()
-    }
-
-    /// Whether the chain has no fallback (one model).
-    pub fn is_empty(&self) -> bool {
-        self.runs.len() <= 1
-    }
-
     fn is_last(&self, i: usize) -> bool {
         i + 1 >= self.runs.len()
     }
@@ -228,7 +218,6 @@ mod tests {
     fn a_chain_of_one_always_retries_its_model() {
         let t0 = Instant::now();
         let mut c = Chain::new(1, AFTER);
-        assert!(c.is_empty());
         for s in [0, 30, 600] {
             assert_eq!(c.failed(0, secs(t0, s), "down"), Step::Retry);
             assert_eq!(c.pick(secs(t0, s)), 0);

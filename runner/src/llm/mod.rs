@@ -329,7 +329,8 @@ struct Model {
 }
 
 impl Model {
-    #[allow(clippy::too_many_arguments)]
+    /// Model `provider` (the service `via`, if one) at `endpoint`, its key read from the
+    /// secrets its endpoint names.
     fn new(
         provider: Provider,
         via: Option<&str>,
@@ -553,7 +554,7 @@ impl Llm {
                     attempt = attempt.saturating_add(1);
                     if let Step::Leave { to } = step {
                         tracing::warn!(
-                            "{} ({}) has failed for {} s: trying {} ({}) — {message}",
+                            "{} ({}) has kept failing for {} s (runtime.fallback_after): trying {} ({}) — {message}",
                             model.label,
                             model.endpoint.place,
                             self.chain().after().as_secs(),
