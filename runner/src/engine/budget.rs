@@ -10,7 +10,7 @@
 //!   raise); rejected, expired or cancelled, the turn stops as with `stop`, saying why.
 //!
 //! A request to raise a budget answers no call, so it pins nothing: it is found by its key, a
-//! ledger key of the turn (tool [`BUDGET_TOOL`], the n-th request of the turn), so a runner
+//! ledger key of the turn (under a name no tool has, the n-th request of the turn), so a runner
 //! restarted while it waits finds the same request among the turn's requests and waits again.
 
 use ninetrix_proto::api::{
@@ -66,12 +66,13 @@ impl Engine {
         amount.filter(|a| a.is_finite() && *a > 0.0)
     }
 
-    /// The key of the turn's `n`-th request to raise a budget.
+    /// The key of the turn's `n`-th request to raise a budget: a ledger key of the turn under
+    /// a name no tool can have (tool names have no `:`), so it never meets a call's key.
     fn budget_key(&self, n: usize) -> String {
         ledger::key(
             self.cfg.thread,
             self.state.turn_seq,
-            BUDGET_TOOL,
+            "ninetrix:budget",
             &json!({}),
             n,
         )
