@@ -14,14 +14,15 @@ use ninetrix_proto::events::Dependency;
 
 use crate::backoff::{self, GaveUp};
 use crate::health::Health;
+use crate::limits::{PermitError, PermitFuture, Permits};
 use ninetrix_client::{Client, ClientError, ErrorCode};
-use ninetrix_proto::Message;
-use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointState, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse,
-    EventsRequest, Handoff, HandoffRequest, InboxMessage, MemoryOpRequest, MemoryOpResult,
-    NewEvent, ThreadState, ToolCallRecord, ToolCallStatus,
+    EventsRequest, Handoff, HandoffRequest, InboxMessage, LeaseRelease, LeaseRenewed, LeaseRequest,
+    LeaseResponse, MemoryOpRequest, MemoryOpResult, NewEvent, ThreadState, ToolCallRecord,
+    ToolCallStatus,
 };
+use ninetrix_proto::{LeaseId, Message, ThreadId};
 
 /// How many inbox messages one read takes (the API's most): enough to see an urgent message
 /// (a steer, an interrupt, a cancel) behind those queued ahead of it.
@@ -438,6 +439,56 @@ impl Checkpoints for HttpCheckpoints {
                 e if e.is_transient() => CheckpointError::Unreachable(e.to_string()),
                 e => e.into(),
             })
+    }
+}
+
+/// A lease request's refusal in the permit seam's terms: fenced and purged as for any write; a
+/// 404 on the request itself is an API without lease routes (on a renewal: a lease it no longer
+/// knows); a failure the patience gave up on is unreachable.
+fn permit_error(e: CheckpointError, not_found: fn(String) -> PermitError) -> PermitError {
+    match e {
+        CheckpointError::Fenced(m) => PermitError::Fenced(m),
+        CheckpointError::Purged(m) => PermitError::Purged(m),
+        CheckpointError::Unreachable(m) => PermitError::Unreachable(m),
+        CheckpointError::Refused(e) if e.code() == Some(&ErrorCode::NotFound) => {
+            not_found(api_failure_text(&e))
+        }
+        CheckpointError::Refused(e) if e.is_transient() => {
+            PermitError::Unreachable(api_failure_text(&e))
+        }
+        CheckpointError::Refused(e) => PermitError::Refused(api_failure_text(&e)),
+        other => PermitError::Refused(other.to_string()),
+    }
+}
+
+/// The checkpoint API's model leases for this thread: a request is retried with the same
+/// patience as every other call (a wait for the API is a wait for a slot); a renewal and a
+/// release are one attempt each (their callers try again).
+impl Permits for HttpCheckpoints {
+    fn acquire<'a>(&'a self, request: &'a LeaseRequest) -> PermitFuture<'a, LeaseResponse> {
+        Box::pin(async move {
+            self.retrying(|| self.client.lease_model(self.thread, request))
+                .await
+                .map_err(|e| permit_error(e, PermitError::Unsupported))
+        })
+    }
+
+    fn renew(&self, lease: LeaseId) -> PermitFuture<'_, LeaseRenewed> {
+        Box::pin(async move {
+            self.client
+                .renew_model_lease(self.thread, lease)
+                .await
+                .map_err(|e| permit_error(e.into(), PermitError::UnknownLease))
+        })
+    }
+
+    fn release<'a>(&'a self, lease: LeaseId, release: &'a LeaseRelease) -> PermitFuture<'a, ()> {
+        Box::pin(async move {
+            self.client
+                .release_model_lease(self.thread, lease, release)
+                .await
+                .map_err(|e| permit_error(e.into(), PermitError::UnknownLease))
+        })
     }
 }
 

@@ -371,9 +371,10 @@ fn log(event: &TraceEvent) {
             tracing::warn!("turn {} failed: {}", t.turn_seq, t.reply)
         }
         TraceEvent::BudgetExceeded(b) => tracing::warn!(
-            "budget exceeded: spent ${} of ${}",
+            "budget exceeded: spent ${} of ${} ({})",
             b.spent_usd,
-            b.budget_usd
+            b.budget_usd,
+            budget_words(b.scope.as_ref())
         ),
         TraceEvent::ModelFallback(f) => tracing::warn!(
             "model call answered by the fallback {} ({} failed: {})",
@@ -472,6 +473,19 @@ fn log(event: &TraceEvent) {
     }
 }
 
+/// Which budget a `budget_exceeded` names: the agentfile key that sets it, and the day of a
+/// day's budget.
+pub fn budget_words(scope: Option<&ninetrix_proto::api::BudgetScope>) -> String {
+    use ninetrix_proto::api::BudgetScope;
+    match scope {
+        None => "governance.max_budget_per_run".into(),
+        Some(scope @ BudgetScope::Session) => scope.key().into(),
+        Some(scope @ (BudgetScope::AgentDay { day } | BudgetScope::PoolDay { day })) => {
+            format!("{}, {day}", scope.key())
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -482,6 +496,22 @@ mod tests {
     };
 
     use super::*;
+
+    #[test]
+    fn a_budget_exceeded_names_the_key_that_sets_the_budget_and_its_day() {
+        use ninetrix_proto::api::BudgetScope;
+        assert_eq!(budget_words(None), "governance.max_budget_per_run");
+        assert_eq!(
+            budget_words(Some(&BudgetScope::Session)),
+            "governance.max_budget_per_session"
+        );
+        assert_eq!(
+            budget_words(Some(&BudgetScope::PoolDay {
+                day: "2026-11-28".into()
+            })),
+            "governance.max_pool_budget_per_day, 2026-11-28"
+        );
+    }
 
     /// A store that only records the event batches sent to it.
     #[derive(Clone, Default)]

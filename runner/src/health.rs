@@ -61,6 +61,13 @@ pub enum Activity {
         /// The collaborators.
         agents: Vec<String>,
     },
+    /// A model call waits for a slot of its pool-wide limiter (`runtime.limits`): every slot is
+    /// taken, or the provider rate-limited the pool. A wait, not a failure: healthy.
+    ModelSlot {
+        /// What it waits for: `waiting for a model slot (openai: 8/8 in flight)`,
+        /// `rate-limited by openai until 12:00:03`.
+        wait: String,
+    },
     /// A turn is being stopped (an interrupt or a cancel): the call in flight is given
     /// `execution.interrupt_grace` to finish.
     Stopping {
@@ -148,6 +155,7 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
         Activity::Delegating { agents } => {
             format!("waiting for collaborator {}", agents.join(", "))
         }
+        Activity::ModelSlot { wait } => wait.clone(),
         Activity::Stopping { turn, by } => format!("stopping turn {turn} ({by})"),
     };
     for down in report.mcp.values() {
@@ -339,6 +347,22 @@ impl Health {
             let mut s = self.lock();
             let changed = s.activity != activity;
             s.activity = activity;
+            changed
+        };
+        if changed {
+            self.write();
+        }
+    }
+
+    /// Sets what the runner is doing to `activity` if it is doing `expected` now (a wait that
+    /// ends puts back what it replaced, unless something else took over meanwhile).
+    pub fn set_if(&self, expected: &Activity, activity: Activity) {
+        let changed = {
+            let mut s = self.lock();
+            let changed = s.activity == *expected && s.activity != activity;
+            if changed {
+                s.activity = activity;
+            }
             changed
         };
         if changed {
@@ -588,6 +612,35 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_model_slot_is_healthy_and_says_why() {
+        let wait = ninetrix_proto::api::SlotWait::InFlight {
+            in_flight: 8,
+            max_in_flight: 8,
+        };
+        let r = report(Activity::ModelSlot {
+            wait: wait.text("openai"),
+        });
+        assert_eq!(
+            judge(&r, r.written_ms + 1_000),
+            (
+                true,
+                "waiting for a model slot (openai: 8/8 in flight)".into()
+            )
+        );
+        // The wait ends: what it replaced comes back, unless something else took over.
+        let health = Health::new(None);
+        health.set(Activity::Working { seq: 3 });
+        let waiting = Activity::ModelSlot {
+            wait: wait.text("openai"),
+        };
+        health.set(waiting.clone());
+        health.set_if(&waiting, Activity::Working { seq: 3 });
+        assert_eq!(health.activity(), Activity::Working { seq: 3 });
+        health.set_if(&waiting, Activity::Serving);
+        assert_eq!(health.activity(), Activity::Working { seq: 3 }, "not ours");
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod history;
 pub mod inbox;
 pub mod launch;
 pub mod ledger;
+pub mod limits;
 pub mod llm;
 pub mod mcp;
 pub mod notify;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Block, Message, Role};
 use ninetrix_runner::backoff::Schedule;
 use ninetrix_runner::health::Health;
@@ -352,8 +353,10 @@ async fn rate_limits_overload_and_broken_streams_are_retried() {
     let started = Instant::now();
     let retries = std::sync::Mutex::new(Vec::new());
     let turn = llm("anthropic", &base, 1)
-        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
-            retries.lock().unwrap().push(r)
+        .complete(&request(&h, &t), &CancellationToken::new(), |e| {
+            if let TraceEvent::LlmRetry(r) = e {
+                retries.lock().unwrap().push(r)
+            }
         })
         .await
         .unwrap();
@@ -452,10 +455,12 @@ async fn an_outage_is_retried_until_the_model_answers_and_shows_in_the_health() 
     let model = llm_with("openai", &base, 5, health.clone());
     let seen = Mutex::new(Vec::new());
     let turn = model
-        .complete(&request(&h, &t), &CancellationToken::new(), |r| {
-            seen.lock()
-                .unwrap()
-                .push((r.attempt, health.report().model));
+        .complete(&request(&h, &t), &CancellationToken::new(), |e| {
+            if let TraceEvent::LlmRetry(r) = e {
+                seen.lock()
+                    .unwrap()
+                    .push((r.attempt, health.report().model));
+            }
         })
         .await
         .unwrap();
@@ -530,6 +535,7 @@ fn endpoint(base: &str) -> Endpoint {
         provider: "openai",
         key_secret: None,
         model: "m".into(),
+        place: "runtime".into(),
     }
 }
 
@@ -688,4 +694,373 @@ async fn the_answers_text_streams_as_it_arrives_and_a_retry_starts_it_over() {
         .await
         .unwrap();
     assert_eq!(streamed(rx), ["Két calls.", "Két calls."]);
+}
+
+// Fallback (`runtime.fallback`): two local fake servers, the primary OpenAI-compatible, the
+// fallback Anthropic.
+
+/// Serves `fake` on `addr` (`127.0.0.1:0`: any port); the task's abort drops the listener, so
+/// new connections are refused.
+async fn serve_on(fake: Fake, addr: &str) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let app = axum::Router::new()
+        .route("/v1/messages", axum::routing::post(handle))
+        .route("/v1/chat/completions", axum::routing::post(handle))
+        .with_state(fake);
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, task)
+}
+
+/// An OpenAI-compatible primary at `primary` (its key `KEY`) with an Anthropic fallback at
+/// `fallback` (its key `KEY2`), left after `after_secs` of failures. Connections are not kept
+/// between calls, so a primary whose listener is gone refuses the next one.
+fn chain(primary: &str, fallback: &str, after_secs: u64) -> Llm {
+    let spec = json!({
+        "name": "a",
+        "metadata": {"name": null, "description": null, "role": null, "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": "openai", "via": null, "model": "gpt-4o-mini",
+                    "base_url": primary, "api_key_secret": "KEY", "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30,
+                    "image": null, "resources": {"cpu": null, "memory_bytes": null}, "script": [],
+                    "fallback": [{"provider": "anthropic", "model": "claude-sonnet-4-6", "base_url": fallback, "api_key_secret": "KEY2"}],
+                    "fallback_after_secs": after_secs},
+        "tools": [], "execution": {"durability": false, "replicas": 1, "max_turns": 5, "task": null, "resume": "truncate"},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": ["KEY", "KEY2"]
+    });
+    let vars: HashMap<String, String> = [
+        ("AGENTFILE_AGENT_SPEC", spec.to_string()),
+        (
+            "AGENTFILE_THREAD_ID",
+            ninetrix_proto::ThreadId::new_v7().to_string(),
+        ),
+        ("KEY", "sk-primary".to_string()),
+        ("KEY2", "sk-ant-fallback".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let config = ninetrix_runner::config::from_vars(&vars, std::path::Path::new("/nonexistent"))
+        .expect("config");
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let mut llm = Llm::new(&config, http, Health::new(None));
+    llm.schedule = Schedule {
+        first: Duration::from_millis(50),
+        cap: Duration::from_millis(50),
+    };
+    llm
+}
+
+/// A history an OpenAI-compatible server made: its calls' IDs have dots and colons, which
+/// Anthropic refuses as they are.
+fn openai_history() -> Vec<Message> {
+    vec![
+        Message::text(Role::User, "read it"),
+        Message::new(
+            Role::Assistant,
+            vec![Block::ToolCall {
+                id: "call.1:file_read".into(),
+                name: "file_read".into(),
+                args: json!({"path": "a"}),
+            }],
+        ),
+        Message::new(
+            Role::Tool,
+            vec![Block::ToolResult {
+                call_id: "call.1:file_read".into(),
+                content: "contents".into(),
+                is_error: false,
+            }],
+        ),
+    ]
+}
+
+/// Calls `model`, collecting the events it reports.
+async fn call(
+    model: &Llm,
+    h: &[Message],
+) -> (
+    Result<ninetrix_runner::engine::LlmTurn, LlmError>,
+    Vec<TraceEvent>,
+) {
+    let t = tools();
+    let events = Mutex::new(Vec::new());
+    let answer = model
+        .complete(&request(h, &t), &CancellationToken::new(), |e| {
+            events.lock().unwrap().push(e)
+        })
+        .await;
+    (answer, events.into_inner().unwrap())
+}
+
+fn fallbacks(events: &[TraceEvent]) -> Vec<ninetrix_proto::events::ModelFallback> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::ModelFallback(f) => Some(f.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn retries(events: &[TraceEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, TraceEvent::LlmRetry(_)))
+        .count()
+}
+
+#[tokio::test]
+async fn a_primary_that_stops_answering_falls_back_and_comes_back_once_it_recovers() {
+    let primary = Fake::default();
+    primary
+        .responses
+        .lock()
+        .unwrap()
+        .push_back(sse(200, OPENAI_STREAM, 1));
+    let (addr, server) = serve_on(primary.clone(), "127.0.0.1:0").await;
+    let fallback = Fake::default();
+    for seed in 0..2 {
+        fallback
+            .responses
+            .lock()
+            .unwrap()
+            .push_back(sse(200, ANTHROPIC_STREAM, seed));
+    }
+    let fallback_base = serve(fallback.clone()).await;
+    let primary_base = format!("http://{addr}/v1");
+    let model = chain(&primary_base, &fallback_base, 1);
+    let h = openai_history();
+
+    // The primary answers: nothing about a fallback.
+    let (answer, events) = call(&model, &h).await;
+    assert_eq!(answer.unwrap().model, "gpt-4o-mini");
+    assert!(fallbacks(&events).is_empty());
+
+    // Mid-run, the primary stops listening: its calls are refused.
+    server.abort();
+    let _ = server.await;
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    let started = Instant::now();
+    let (answer, events) = call(&model, &h).await;
+    let turn = answer.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "the primary was retried for fallback_after first"
+    );
+    assert!(retries(&events) >= 2, "{events:?}");
+    assert_eq!(turn.model, "claude-sonnet-4-6", "the model that answered");
+    assert!(
+        (turn.usage.cost_usd - (120.0 * 3.0 + 42.0 * 15.0) / 1e6).abs() < 1e-12,
+        "priced by the model that answered"
+    );
+    let fell = fallbacks(&events);
+    assert_eq!(fell.len(), 1);
+    assert_eq!(
+        (fell[0].from.as_str(), fell[0].to.as_str()),
+        ("openai/gpt-4o-mini", "anthropic/claude-sonnet-4-6")
+    );
+    assert_eq!(
+        fell[0].reason,
+        format!("connection refused at {primary_base} (runtime.base_url)")
+    );
+    assert!(!fell[0].reason.contains("sk-"), "no secret in the reason");
+    // The fallback got the OpenAI-made history in its own terms, with its own key.
+    let (headers, body) = fallback.requests.lock().unwrap()[0].clone();
+    assert_eq!(headers["x-api-key"], "sk-ant-fallback");
+    assert_eq!(body["model"], "claude-sonnet-4-6");
+    let use_id = body["messages"][1]["content"][0]["id"].as_str().unwrap();
+    let result_id = body["messages"][2]["content"][0]["tool_use_id"]
+        .as_str()
+        .unwrap();
+    assert_eq!(use_id, result_id, "the call and its result still match");
+    assert!(
+        use_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+        "{use_id}"
+    );
+
+    // The next call goes straight to the fallback while the primary is skipped.
+    let started = Instant::now();
+    let (answer, events) = call(&model, &h).await;
+    assert_eq!(answer.unwrap().model, "claude-sonnet-4-6");
+    assert_eq!(retries(&events), 0, "the primary is not tried: {events:?}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        fallbacks(&events).len(),
+        1,
+        "each fallback answer is traced"
+    );
+    assert_eq!(fallback.requests.lock().unwrap().len(), 2);
+
+    // The primary recovers; once the skip time is over it is tried again and answers.
+    primary
+        .responses
+        .lock()
+        .unwrap()
+        .push_back(sse(200, OPENAI_STREAM, 2));
+    let (_, _server) = serve_on(primary.clone(), &addr.to_string()).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (answer, events) = call(&model, &h).await;
+    assert_eq!(answer.unwrap().model, "gpt-4o-mini");
+    assert!(fallbacks(&events).is_empty());
+    assert_eq!(primary.requests.lock().unwrap().len(), 2);
+    assert_eq!(fallback.requests.lock().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_request_the_primary_refuses_does_not_fall_back() {
+    let primary = Fake::default();
+    primary.responses.lock().unwrap().push_back(canned_json(
+        400,
+        "{\"error\":{\"message\":\"Invalid value for 'temperature'\",\"code\":\"invalid_value\"}}",
+    ));
+    let primary_base = format!("{}/v1", serve(primary.clone()).await);
+    let fallback = Fake::default();
+    let fallback_base = serve(fallback.clone()).await;
+    let model = chain(&primary_base, &fallback_base, 1);
+    let (answer, events) = call(&model, &openai_history()).await;
+    let err = answer.unwrap_err();
+    assert!(
+        matches!(&err, LlmError::Fatal(m) if m.contains("HTTP 400")),
+        "{err:?}"
+    );
+    assert!(fallbacks(&events).is_empty());
+    assert!(
+        fallback.requests.lock().unwrap().is_empty(),
+        "a 4xx that names the request never falls back"
+    );
+}
+
+#[tokio::test]
+async fn a_fallbacks_refused_key_names_its_own_secret() {
+    let primary = Fake::default();
+    for _ in 0..200 {
+        primary.responses.lock().unwrap().push_back(canned_json(
+            503,
+            "{\"error\":{\"message\":\"upstream down\"}}",
+        ));
+    }
+    let primary_base = format!("{}/v1", serve(primary.clone()).await);
+    let fallback = Fake::default();
+    fallback.responses.lock().unwrap().push_back(canned_json(
+        401,
+        "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"invalid x-api-key\"}}",
+    ));
+    let fallback_base = serve(fallback.clone()).await;
+    let model = chain(&primary_base, &fallback_base, 1);
+    let (answer, _) = call(&model, &openai_history()).await;
+    assert_eq!(
+        answer.unwrap_err().to_string(),
+        "the model provider refused the API key: HTTP 401: invalid x-api-key — check the secret \
+         KEY2 (runtime.fallback[0].api_key_secret)"
+    );
+}
+
+#[tokio::test]
+async fn a_providers_429_backs_off_the_whole_limiter_through_the_lease() {
+    use ninetrix_proto::api::SlotWait;
+    use ninetrix_runner::limits::MemoryPermits;
+    let fake = Fake::default();
+    {
+        let mut r = fake.responses.lock().unwrap();
+        r.push_back(Canned {
+            status: 429,
+            headers: vec![("retry-after", "2"), ("content-type", "application/json")],
+            chunks: vec![b"{\"error\":{\"message\":\"slow down\"}}".to_vec()],
+            stall: false,
+        });
+        r.push_back(sse(200, OPENAI_STREAM, 5));
+    }
+    let base = format!("{}/v1", serve(fake.clone()).await);
+    let permits = MemoryPermits::new();
+    // The model with a pool-wide limit (`runtime.limits`), its calls leasing from `permits`.
+    let spec = json!({
+        "name": "a",
+        "metadata": {"name": null, "description": null, "role": null, "goal": null, "instructions": null, "constraints": []},
+        "runtime": {"provider": "openai", "via": null, "model": "gpt-4o-mini", "base_url": base, "api_key_secret": "KEY",
+                    "temperature": 0.2, "max_tokens": 1024, "tool_timeout_secs": 30, "image": null,
+                    "resources": {"cpu": null, "memory_bytes": null}, "script": [], "limits": {"max_in_flight": 2}},
+        "tools": [], "execution": {"durability": false, "replicas": 1, "max_turns": 5, "task": null, "resume": "truncate"},
+        "governance": {"max_budget_per_run": null}, "env": {}, "secrets": ["KEY"]
+    });
+    let vars: HashMap<String, String> = [
+        ("AGENTFILE_AGENT_SPEC", spec.to_string()),
+        (
+            "AGENTFILE_THREAD_ID",
+            ninetrix_proto::ThreadId::new_v7().to_string(),
+        ),
+        ("KEY", "sk-test-key".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let config =
+        ninetrix_runner::config::from_vars(&vars, std::path::Path::new("/nonexistent")).unwrap();
+    let mut model = Llm::new(&config, ninetrix_client::http_client(), Health::new(None))
+        .with_permits(std::sync::Arc::new(permits.clone()), 7, None);
+    model.schedule = Schedule {
+        first: Duration::from_millis(50),
+        cap: Duration::from_millis(50),
+    };
+    let h = history();
+    let started = Instant::now();
+    let (answer, events) = call(&model, &h).await;
+    let turn = answer.unwrap();
+    assert_eq!(turn.stop_reason, "tool_calls");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the limiter held the call back for the provider's retry-after"
+    );
+    // Each attempt leased the model's limiter: named by provider, host and key digest.
+    let asked = permits.requests();
+    assert!(asked.len() >= 3, "{asked:?}");
+    let limiter = &asked[0].limiter;
+    assert!(
+        limiter.starts_with(&format!(
+            "openai@{}#",
+            base.trim_start_matches("http://").trim_end_matches("/v1")
+        )),
+        "{limiter}"
+    );
+    assert!(!limiter.contains("sk-test-key"));
+    assert_eq!(
+        (asked[0].epoch, asked[0].limits.max_in_flight),
+        (7, Some(2))
+    );
+    assert!(asked[0].estimated_tokens > 0);
+    // The 429 is reported with the provider's retry-after; the answer with what it used.
+    let mut released = Vec::new();
+    for _ in 0..100 {
+        released = permits.releases();
+        if released.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(released.len(), 2, "{released:?}");
+    assert_eq!(
+        released[0].rate_limited.as_ref().map(|r| r.retry_after_ms),
+        Some(2_000)
+    );
+    assert_eq!(
+        (released[1].input_tokens, released[1].output_tokens),
+        (77, 19)
+    );
+    assert!((released[1].cost_usd - turn.usage.cost_usd).abs() < 1e-12);
+    assert_eq!(permits.in_flight(limiter), 0);
+    // The wait for the limiter is traced, with why.
+    let waited: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            TraceEvent::ModelWaited(w) => Some(w.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(waited.len(), 1, "{events:?}");
+    assert!(matches!(waited[0].wait, SlotWait::RateLimited { .. }));
+    assert_eq!(waited[0].provider, "openai");
 }

@@ -424,10 +424,11 @@ fn agent_of(a: &Approval) -> String {
     }
 }
 
-/// What the request shows in one line: a question's text, else the call's arguments as JSON.
+/// What the request shows in one line: a question's text (or a budget raise's), else the
+/// call's arguments as JSON.
 fn args_preview(a: &Approval) -> String {
     let text = match (a.kind, a.args.get("question").and_then(|q| q.as_str())) {
-        (ApprovalKind::Question, Some(q)) => q.to_string(),
+        (ApprovalKind::Question | ApprovalKind::Budget, Some(q)) => q.to_string(),
         _ => a.args.to_string(),
     };
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -892,6 +893,22 @@ mod tests {
             approved,
             expired,
         ]
+    }
+
+    #[test]
+    fn a_budget_raise_is_previewed_by_its_question() {
+        let raise = approval(
+            6,
+            "writer",
+            ApprovalKind::Budget,
+            "budget",
+            json!({"question": "raise agent writer's budget for 2026-11-28 by $5.00?", "spent_usd": 5.02}),
+            ApprovalStatus::Pending,
+        );
+        assert_eq!(
+            args_preview(&raise),
+            "raise agent writer's budget for 2026-11-28 by $5.00?"
+        );
     }
 
     #[test]

@@ -288,10 +288,11 @@ impl Renderer {
                 line
             }
             TraceEvent::BudgetExceeded(b) => format!(
-                "  {} budget exceeded: spent ${} of ${}",
+                "  {} budget exceeded: spent ${} of ${} ({})",
                 s.error("!"),
                 b.spent_usd,
-                b.budget_usd
+                b.budget_usd,
+                ninetrix_runner::events::budget_words(b.scope.as_ref())
             ),
             TraceEvent::ModelFallback(f) => format!(
                 "  {} model call answered by the fallback {} ({} failed: {})",
@@ -315,10 +316,10 @@ impl Renderer {
                 "  ├─ {} {} {} {} · {} · {} · expires in {}",
                 self.rel(at),
                 s.bold("?"),
-                if a.kind == ApprovalKind::Question {
-                    "question"
-                } else {
-                    "approval requested"
+                match a.kind {
+                    ApprovalKind::Question => "question",
+                    ApprovalKind::Budget => "budget raise requested",
+                    ApprovalKind::Approval => "approval requested",
                 },
                 a.id,
                 a.tool,

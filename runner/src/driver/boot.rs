@@ -3,6 +3,7 @@
 //! repair, and say `boot` and `ready`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ninetrix_proto::api::{ClaimRequest, ThreadStatus, TurnAttempt};
@@ -14,6 +15,7 @@ use crate::config::Config;
 use crate::engine::{Effect, Engine, EngineConfig, Input, Restored, crash_looping};
 use crate::events::Events;
 use crate::health::{Activity, Health};
+use crate::limits::Permits;
 use crate::llm::Llm;
 use crate::mcp::McpServers;
 use crate::notify::Notifier;
@@ -41,10 +43,12 @@ fn boot_host(config: &Config) -> ninetrix_proto::boots::BootHost {
     }
 }
 
-/// Runs the runner on `store`'s thread; `until_idle` (a session): stop once the inbox is empty
-/// and no turn is left, instead of waiting for more.
+/// Runs the runner on `store`'s thread, its model calls leasing from `permits` (`None`: a
+/// runner without a checkpoint API, which enforces no pool-wide limit or budget); `until_idle`
+/// (a session): stop once the inbox is empty and no turn is left, instead of waiting for more.
 pub(super) async fn run_with<C: Checkpoints>(
     store: C,
+    permits: Option<Arc<dyn Permits>>,
     config: Config,
     http: reqwest::Client,
     health: Health,
@@ -122,15 +126,18 @@ pub(super) async fn run_with<C: Checkpoints>(
         max_delegation_depth: spec.execution.max_delegation_depth,
         transfer_timeout_secs: spec.execution.transfer_timeout_secs,
         context: spec.runtime.context.clone(),
+        budgets: spec.governance.budgets(),
+        on_budget_exceeded: spec.governance.on_budget_exceeded,
     });
     let notifier = spec.governance.human_approval.as_ref().and_then(|h| {
         let url = h.notify_url.clone()?;
         let secret = config.secrets.get(h.notify_secret.as_deref()?)?.clone();
         Some(Notifier::new(url, secret, http.clone(), events.clone()))
     });
+    let (llm, summarizer) = models(&config, &http, &health, permits, epoch);
     let mut runner = Runner {
-        llm: Llm::new(&config, http.clone(), health.clone()),
-        summarizer: summarizer(&config, &http, &health),
+        llm,
+        summarizer,
         health,
         tool_defs: tools::definitions(&spec.tools),
         mcp,
@@ -338,14 +345,39 @@ fn split_at_resume(mut effects: Vec<Effect>) -> (Vec<Effect>, Vec<Effect>) {
     (effects, resume)
 }
 
-/// The model that writes compactions' summaries, when `runtime.context.model` names another
-/// than the agent's (same provider, endpoint and key).
-fn summarizer(config: &Config, http: &reqwest::Client, health: &Health) -> Option<Llm> {
-    let model = config.spec.runtime.context.model.as_ref()?;
-    if *model == config.spec.runtime.model {
-        return None;
+/// The agent's model (with its fallbacks) and the one that writes compactions' summaries, when
+/// `runtime.context.model` names another than the agent's (same provider, endpoint and key):
+/// each call leasing from `permits` as the runner of `epoch` — or, without them, saying once
+/// that nothing is enforced.
+fn models(
+    config: &Config,
+    http: &reqwest::Client,
+    health: &Health,
+    permits: Option<Arc<dyn Permits>>,
+    epoch: u64,
+) -> (Llm, Option<Llm>) {
+    let budgets = config.spec.governance.budgets();
+    let leased = |llm: Llm| match &permits {
+        Some(permits) => llm.with_permits(permits.clone(), epoch, budgets.clone()),
+        None => llm,
+    };
+    let llm = Llm::new(config, http.clone(), health.clone());
+    if permits.is_none() && (llm.limited() || budgets.is_some()) {
+        tracing::warn!(
+            "this runner has no checkpoint API (a batch job run without AGENTFILE_API_URL):              runtime.limits and the budgets beyond one run (governance.max_budget_per_session,              max_budget_per_day, max_pool_budget_per_day) are not enforced"
+        );
     }
-    let mut config = config.clone();
-    config.spec.runtime.model = model.clone();
-    Some(Llm::new(&config, http.clone(), health.clone()))
+    let summarizer = config
+        .spec
+        .runtime
+        .context
+        .model
+        .as_ref()
+        .filter(|model| **model != config.spec.runtime.model)
+        .map(|model| {
+            let mut config = config.clone();
+            config.spec.runtime.model = model.clone();
+            leased(Llm::new(&config, http.clone(), health.clone()))
+        });
+    (leased(llm), summarizer)
 }

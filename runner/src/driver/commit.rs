@@ -41,10 +41,10 @@ impl<C: Checkpoints> Runner<C> {
                     kind: a.kind,
                     tool: a.tool.clone(),
                     args: match a.kind {
-                        ApprovalKind::Question => {
+                        ApprovalKind::Question | ApprovalKind::Budget => {
                             crate::engine::preview(&question_of(&a.args), 200)
                         }
-                        ApprovalKind::Approval | ApprovalKind::Budget => self.args_preview(&a.args),
+                        ApprovalKind::Approval => self.args_preview(&a.args),
                     },
                     timeout_secs: a.timeout_secs,
                 })
@@ -121,7 +121,7 @@ impl<C: Checkpoints> Runner<C> {
             args: tools::masked_args(&ask.args, &secrets),
             args_hash: digest.iter().map(|b| format!("{b:02x}")).collect(),
             timeout_secs: ask.timeout_secs,
-            raise: None,
+            raise: ask.raise.clone(),
         }
     }
 
@@ -134,7 +134,7 @@ impl<C: Checkpoints> Runner<C> {
     }
 }
 
-/// The question of an `ask_human` call.
+/// The question of an `ask_human` call, or of a request to raise a budget.
 fn question_of(args: &serde_json::Value) -> String {
     args.get("question")
         .and_then(serde_json::Value::as_str)

@@ -16,8 +16,8 @@ use std::time::Duration;
 use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Handoff, HandoffRequest,
-    InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
+    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Handoff,
+    HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
 };
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
@@ -36,6 +36,7 @@ const DEADLINE: Duration = Duration::from_secs(600);
 #[derive(Clone)]
 pub(super) struct TestStore {
     memory: MemoryCheckpoints,
+    thread: ThreadId,
     shared: Arc<Shared>,
 }
 
@@ -51,12 +52,18 @@ struct Shared {
     events: Mutex<Vec<NewEvent>>,
     /// Bumped whenever events are stored.
     stored: watch::Sender<u64>,
+    /// The requests to people the commits made, as the API keeps them.
+    approvals: Mutex<Vec<Approval>>,
+    /// Woken when a request is decided.
+    decided: Notify,
 }
 
 impl TestStore {
     pub(super) fn new() -> TestStore {
+        let thread = ThreadId::new_v7();
         TestStore {
-            memory: MemoryCheckpoints::new(ThreadId::new_v7()),
+            memory: MemoryCheckpoints::new(thread),
+            thread,
             shared: Arc::new(Shared {
                 inbox: Mutex::new(Vec::new()),
                 arrived: Notify::new(),
@@ -65,6 +72,8 @@ impl TestStore {
                 commits: watch::channel(0).0,
                 events: Mutex::new(Vec::new()),
                 stored: watch::channel(0).0,
+                approvals: Mutex::new(Vec::new()),
+                decided: Notify::new(),
             }),
         }
     }
@@ -96,6 +105,57 @@ impl TestStore {
         drop(inbox);
         self.shared.arrived.notify_waiters();
         seq
+    }
+
+    /// The requests to people stored so far.
+    pub(super) fn approvals_stored(&self) -> Vec<Approval> {
+        self.shared.approvals.lock().unwrap().clone()
+    }
+
+    /// Settles every pending request as `status`, decided by `alice` (a rejection with a
+    /// reason), as the API's decision route does, and wakes the long-polls.
+    pub(super) fn decide(&self, status: ApprovalStatus) {
+        for a in self.shared.approvals.lock().unwrap().iter_mut() {
+            if a.status == ApprovalStatus::Pending {
+                a.status = status;
+                a.decided_at = Some(chrono::Utc::now());
+                a.decided_by = Some("alice".into());
+                a.reason = (status == ApprovalStatus::Rejected).then(|| "not today".into());
+            }
+        }
+        self.shared.decided.notify_waiters();
+    }
+
+    /// Keeps a commit's requests to people, pending (a key already stored keeps its request).
+    fn keep_approvals(&self, request: &CommitRequest) {
+        let now = chrono::Utc::now();
+        let mut stored = self.shared.approvals.lock().unwrap();
+        for a in &request.approvals {
+            if stored.iter().any(|s| s.key == a.key) {
+                continue;
+            }
+            stored.push(Approval {
+                id: a.id,
+                thread_id: self.thread,
+                labels: Default::default(),
+                epoch: request.epoch,
+                turn_seq: a.turn_seq,
+                key: a.key.clone(),
+                call_id: a.call_id.clone(),
+                kind: a.kind,
+                tool: a.tool.clone(),
+                args: a.args.clone(),
+                args_hash: a.args_hash.clone(),
+                status: ApprovalStatus::Pending,
+                requested_at: now,
+                expires_at: now + chrono::Duration::seconds(a.timeout_secs as i64),
+                decided_at: None,
+                decided_by: None,
+                reason: None,
+                answer: None,
+                raise: a.raise.clone(),
+            });
+        }
     }
 
     /// Purges the thread: every later call answers `purged`, as the API's 410 does.
@@ -196,6 +256,7 @@ impl Checkpoints for TestStore {
             std::future::pending::<()>().await;
         }
         let done = self.memory.commit(request).await?;
+        self.keep_approvals(request);
         self.shared.commits.send_replace(n);
         self.store_events(request.events.iter().cloned());
         Ok(done)
@@ -205,16 +266,35 @@ impl Checkpoints for TestStore {
         self.memory.turn_ledger(turn_seq).await
     }
 
-    /// No request to a person is ever made here (the tests' agents have no gates): the API's
-    /// answer is an empty list. (Memory alone refuses: without an API nobody could decide.)
+    /// The API's long-poll of a turn's requests to people: at once when more than `settled`
+    /// are settled or none is pending, else when one is decided or after `wait`. (Memory alone
+    /// refuses: without an API nobody could decide.)
     async fn approvals(
         &self,
-        _turn_seq: u64,
-        _settled: u64,
-        _wait: Duration,
+        turn_seq: u64,
+        settled: u64,
+        wait: Duration,
     ) -> Result<Vec<Approval>, CheckpointError> {
         self.check()?;
-        Ok(Vec::new())
+        let decided = self.shared.decided.notified();
+        tokio::pin!(decided);
+        decided.as_mut().enable();
+        let of_turn = || -> Vec<Approval> {
+            let stored = self.shared.approvals.lock().unwrap();
+            stored
+                .iter()
+                .filter(|a| a.turn_seq == turn_seq)
+                .cloned()
+                .collect()
+        };
+        let now = of_turn();
+        let count = now.iter().filter(|a| a.status.is_settled()).count() as u64;
+        let pending = now.iter().any(|a| a.status == ApprovalStatus::Pending);
+        if wait.is_zero() || count > settled || !pending {
+            return Ok(now);
+        }
+        let _ = tokio::time::timeout(wait, decided).await;
+        Ok(of_turn())
     }
 
     async fn open_handoff(&self, request: &HandoffRequest) -> Result<Handoff, CheckpointError> {
@@ -308,10 +388,20 @@ pub(super) struct Driver {
 impl Driver {
     /// Boots a driver on `store`'s thread.
     pub(super) fn start(store: &TestStore, config: &Config) -> Driver {
+        Driver::start_with(store, config, None)
+    }
+
+    /// Boots a driver on `store`'s thread whose model calls lease from `permits`.
+    pub(super) fn start_with(
+        store: &TestStore,
+        config: &Config,
+        permits: Option<Arc<dyn crate::limits::Permits>>,
+    ) -> Driver {
         let health = Health::new(None);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run_with(
             store.clone(),
+            permits,
             config.clone(),
             reqwest::Client::new(),
             health.clone(),
@@ -613,6 +703,295 @@ mod tests {
                 .count(),
             1
         );
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+}
+
+/// Pool-wide limits and budgets beyond a run, with the in-memory permits.
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+    use crate::health::Activity;
+    use crate::limits::{MemoryPermits, Permits, limiter_name};
+    use ninetrix_proto::api::{
+        BudgetScope, LeaseRelease, LeaseRequest, LeaseResponse, ModelLimits, OnBudgetExceeded,
+    };
+
+    /// A durable agent that answers `Done.` at once, with a session budget of $1.
+    fn budgeted(workspace: &Path, on: OnBudgetExceeded) -> Config {
+        let mut spec = agent(
+            "    runtime:
+      provider: scripted
+      script:
+        - text: Done.
+    execution: { durability: true }
+",
+        );
+        spec.governance.max_budget_per_session = Some(1.0);
+        spec.governance.on_budget_exceeded = on;
+        config(spec, workspace)
+    }
+
+    fn last_completed(store: &TestStore) -> serde_json::Value {
+        store
+            .events_of("turn_completed")
+            .pop()
+            .expect("a turn_completed")
+    }
+
+    /// Polls `check` every 10 ms (of paused time) until it holds, up to the deadline.
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_over_the_session_budget_stops_with_a_reply_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        permits.set_spent(1.25);
+        let config = budgeted(dir.path(), OnBudgetExceeded::Stop);
+        let driver = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        store.until_event("turn_completed", 1).await;
+        let done = last_completed(&store);
+        assert_eq!(done["ok"], false);
+        assert_eq!(
+            done["reply"],
+            "Stopped: this session's budget is spent ($1.25 of $1.00, \
+             governance.max_budget_per_session). Start the conversation over with `ninetrix \
+             reset`, or raise it in the agentfile."
+        );
+        let exceeded = store.events_of("budget_exceeded");
+        assert_eq!(exceeded[0]["scope"]["scope"], "session");
+        // The call was never made: its lease request carried the budgets and was refused.
+        let asked = permits.requests();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(
+            asked[0].budgets.as_ref().and_then(|b| b.per_session_usd),
+            Some(1.0)
+        );
+        assert!(
+            permits.releases().is_empty(),
+            "no lease, nothing to release"
+        );
+        let thread = store.thread().await;
+        assert!(thread.history.is_empty(), "the conversation is as it was");
+        assert_eq!(thread.state.inbox_cursor, 1, "the message is answered once");
+        // The runner serves on: a later turn meets the same budget.
+        store.send("again");
+        store.until_event("turn_completed", 2).await;
+        assert_eq!(last_completed(&store)["ok"], false);
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ask_human_waits_for_a_raise_and_goes_on_once_it_is_approved() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        permits.set_spent(1.25);
+        let config = budgeted(dir.path(), OnBudgetExceeded::AskHuman);
+        let driver = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        store.until_event("approval_requested", 1).await;
+        let requested = store.events_of("approval_requested");
+        assert_eq!(requested[0]["kind"], "budget");
+        assert_eq!(
+            requested[0]["args"],
+            "raise this session's budget by $1.00?"
+        );
+        let stored = store.approvals_stored();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(
+            stored[0].raise.as_ref().map(|r| (&r.scope, r.amount_usd)),
+            Some((&BudgetScope::Session, 1.0))
+        );
+        until("the health says it waits for a person", || {
+            matches!(driver.health.activity(), Activity::Waiting { .. })
+        })
+        .await;
+        assert_eq!(store.thread().await.state.status, ThreadStatus::Waiting);
+        // A person approves; the API counts the raise.
+        permits.raise(BudgetScope::Session, 1.0);
+        store.decide(ApprovalStatus::Approved);
+        store.until_event("turn_completed", 1).await;
+        let done = last_completed(&store);
+        assert_eq!(
+            (done["ok"].as_bool(), done["reply"].as_str()),
+            (Some(true), Some("Done."))
+        );
+        let thread = store.thread().await;
+        assert_eq!(thread.state.status, ThreadStatus::Idle);
+        assert_eq!(thread.history.len(), 2, "the input and the answer");
+        assert_eq!(
+            permits.releases().len(),
+            1,
+            "the answered call's lease is released"
+        );
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_runner_restarted_while_it_waits_for_a_raise_waits_for_the_same_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        permits.set_spent(1.25);
+        let config = budgeted(dir.path(), OnBudgetExceeded::AskHuman);
+        let first = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        store.until_event("approval_requested", 1).await;
+        first.kill().await;
+        let second = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.until_event("ready", 2).await;
+        until("the restarted runner waits for the person", || {
+            matches!(second.health.activity(), Activity::Waiting { .. })
+        })
+        .await;
+        assert_eq!(store.approvals_stored().len(), 1, "no second request");
+        assert_eq!(
+            permits.requests().len(),
+            1,
+            "no model call is tried while the request stands"
+        );
+        permits.raise(BudgetScope::Session, 1.0);
+        store.decide(ApprovalStatus::Approved);
+        store.until_event("turn_completed", 1).await;
+        assert_eq!(last_completed(&store)["reply"], "Done.");
+        second.shutdown.cancel();
+        assert_eq!(second.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ask_human_rejected_stops_the_turn_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        permits.set_spent(1.25);
+        let config = budgeted(dir.path(), OnBudgetExceeded::AskHuman);
+        let driver = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        store.until_event("approval_requested", 1).await;
+        store.decide(ApprovalStatus::Rejected);
+        store.until_event("turn_completed", 1).await;
+        let done = last_completed(&store);
+        assert_eq!(done["ok"], false);
+        let reply = done["reply"].as_str().unwrap();
+        assert!(
+            reply.contains("alice rejected raising it by $1.00"),
+            "{reply}"
+        );
+        assert!(reply.contains("not today"), "{reply}");
+        let thread = store.thread().await;
+        assert!(
+            thread.history.is_empty(),
+            "the unanswered input is cut again"
+        );
+        assert_eq!(thread.state.status, ThreadStatus::Idle);
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waiting_for_a_slot_says_so_in_the_health_and_traces_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        let mut spec = agent(
+            "    runtime:
+      provider: scripted
+      script:
+        - text: Done.
+    execution: { durability: true }
+",
+        );
+        spec.runtime.limits = ModelLimits {
+            max_in_flight: Some(1),
+            ..ModelLimits::default()
+        };
+        let config = config(spec, dir.path());
+        // Another runner of the pool holds the limiter's one slot.
+        let limiter = limiter_name("scripted", "scripted", None);
+        let held = LeaseRequest {
+            epoch: 1,
+            limiter: limiter.clone(),
+            provider: "scripted".into(),
+            limits: config.spec.runtime.limits.clone(),
+            budgets: None,
+            estimated_tokens: 0,
+            wait_ms: 0,
+        };
+        let LeaseResponse::Granted { lease_id, .. } = permits.acquire(&held).await.unwrap() else {
+            panic!("the slot is free")
+        };
+        let driver = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        until("the health says it waits for a slot", || {
+            matches!(driver.health.activity(), Activity::ModelSlot { .. })
+        })
+        .await;
+        let (healthy, line) = health::judge(
+            &driver.health.report(),
+            chrono::Utc::now().timestamp_millis(),
+        );
+        assert!(healthy, "a wait is not a failure: {line}");
+        assert_eq!(line, "waiting for a model slot (scripted: 1/1 in flight)");
+        assert!(permits.waits() > 0);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            store.events_of("turn_completed").is_empty(),
+            "still waiting"
+        );
+        // The slot is freed: the call is made, the wait is traced, the health goes back.
+        permits
+            .release(lease_id, &LeaseRelease::default())
+            .await
+            .unwrap();
+        store.until_event("turn_completed", 1).await;
+        assert_eq!(last_completed(&store)["ok"], true);
+        let waited = store.events_of("model_waited");
+        assert_eq!(waited.len(), 1, "{:?}", store.event_kinds());
+        assert_eq!(waited[0]["provider"], "scripted");
+        assert_eq!(waited[0]["wait"]["reason"], "in_flight");
+        assert!(waited[0]["waited_ms"].as_u64().unwrap() >= 5_000);
+        assert_eq!(permits.peak(&limiter), 1, "never more than the limit");
+        until("the lease is released", || permits.in_flight(&limiter) == 0).await;
+        assert!(!matches!(
+            driver.health.activity(),
+            Activity::ModelSlot { .. }
+        ));
+        driver.shutdown.cancel();
+        assert_eq!(driver.exit().await, Exit::Ok);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_limits_or_budgets_no_lease_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TestStore::new();
+        let permits = MemoryPermits::new();
+        let config = config(
+            agent(
+                "    runtime:
+      provider: scripted
+      script:
+        - text: Done.
+    execution: { durability: true }
+",
+            ),
+            dir.path(),
+        );
+        let driver = Driver::start_with(&store, &config, Some(Arc::new(permits.clone())));
+        store.send("go");
+        store.until_event("turn_completed", 1).await;
+        assert!(permits.requests().is_empty(), "zero cost without limits");
         driver.shutdown.cancel();
         assert_eq!(driver.exit().await, Exit::Ok);
     }

@@ -7,6 +7,7 @@
 //! collaborators) and `tools` (tool execution).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ninetrix_client::{Client, Token};
@@ -24,6 +25,7 @@ use crate::events::Events;
 use crate::health::{Activity, Health};
 use crate::history;
 use crate::inbox;
+use crate::limits::Permits;
 use crate::llm::{Llm, LlmError, LlmRequest, Purpose, ToolDef};
 use crate::mcp::McpServers;
 use crate::notify::Notifier;
@@ -84,6 +86,21 @@ fn failure_event(why: &str) -> TraceEvent {
 fn purged(thread: ninetrix_proto::ThreadId, why: &str) -> Exit {
     tracing::warn!("thread {thread} was purged ({why}); this runner stops serving it (exit 0)");
     Exit::Purged(format!("thread {thread} was purged"))
+}
+
+/// What a model call that could not have its permit comes to: a fenced or purged thread stops
+/// the runner, an API unreachable for longer than its patience is a runner failure, a refusal
+/// ends the turn naming it.
+fn lease_failed(e: crate::limits::PermitError) -> Result<Input, Stop> {
+    use crate::limits::PermitError;
+    match e {
+        PermitError::Fenced(m) => Err(Stop::Fenced(m)),
+        PermitError::Purged(m) => Err(Stop::Purged(m)),
+        e @ PermitError::Unreachable(_) => Err(Stop::Failure(e.to_string())),
+        e @ (PermitError::Refused(_)
+        | PermitError::UnknownLease(_)
+        | PermitError::Unsupported(_)) => Ok(Input::LlmFailed(e.to_string())),
+    }
 }
 
 /// Why the effect loop stopped early.
@@ -171,11 +188,12 @@ pub async fn run_thread(
     match config.api.clone() {
         Some(access) => {
             let store = api_store(&access, &config, &http, &health);
-            run_with(store, config, http, health, shutdown, false).await
+            let permits: Arc<dyn Permits> = Arc::new(store.clone());
+            run_with(store, Some(permits), config, http, health, shutdown, false).await
         }
         None => {
             let store = MemoryCheckpoints::new(config.thread_id);
-            run_with(store, config, http, health, shutdown, false).await
+            run_with(store, None, config, http, health, shutdown, false).await
         }
     }
 }
@@ -194,7 +212,8 @@ pub async fn run_session(
     };
     let health = Health::new(None);
     let store = api_store(&access, &config, &http, &health);
-    run_with(store, config, http, health, shutdown, true).await
+    let permits: Arc<dyn Permits> = Arc::new(store.clone());
+    run_with(store, Some(permits), config, http, health, shutdown, true).await
 }
 
 /// The thread's store in the checkpoint API, with the runner's token, patience and tracing.
@@ -510,8 +529,10 @@ impl<C: Checkpoints> Runner<C> {
             },
         };
         let events = &self.events;
-        let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
-        let answer = self.llm.complete(&req, &self.shutdown, on_retry).await;
+        let answer = self
+            .llm
+            .complete(&req, &self.shutdown, |e| events.emit(e))
+            .await;
         // The call is over: the publisher sends what is left and ends (not awaited: watchers
         // never hold up a turn).
         drop(text);
@@ -519,6 +540,8 @@ impl<C: Checkpoints> Runner<C> {
         Ok(match answer {
             Ok(turn) => Input::Llm(turn),
             Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
+            Err(LlmError::Lease(e)) => lease_failed(e)?,
+            Err(LlmError::OverBudget(spent)) => Input::OverBudget(spent),
             Err(LlmError::Fatal(why)) => Input::LlmFailed(why),
             Err(LlmError::ContextTooLong(why)) => Input::ContextTooLong(why),
             // Only with an attempt limit (none by default): a restart would not help, so the
@@ -554,24 +577,30 @@ impl<C: Checkpoints> Runner<C> {
                     purpose: Purpose::Summary,
                 };
                 let events = &self.events;
-                let on_retry = |r| events.emit(TraceEvent::LlmRetry(r));
                 let llm = self.summarizer.as_ref().unwrap_or(&self.llm);
-                Some(match llm.complete(&req, &self.shutdown, on_retry).await {
-                    Ok(turn) => {
-                        let text = turn.message.text_content();
-                        if text.trim().is_empty() {
-                            Err("the model answered with no text".to_string())
-                        } else {
-                            Ok(crate::engine::Summary {
-                                text,
-                                model: turn.model,
-                                usage: turn.usage,
-                            })
+                Some(
+                    match llm.complete(&req, &self.shutdown, |e| events.emit(e)).await {
+                        Ok(turn) => {
+                            let text = turn.message.text_content();
+                            if text.trim().is_empty() {
+                                Err("the model answered with no text".to_string())
+                            } else {
+                                Ok(crate::engine::Summary {
+                                    text,
+                                    model: turn.model,
+                                    usage: turn.usage,
+                                })
+                            }
                         }
-                    }
-                    Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
-                    Err(e) => Err(e.to_string()),
-                })
+                        Err(LlmError::Cancelled) => return Err(Stop::Shutdown),
+                        Err(LlmError::Lease(e)) => Err(match lease_failed(e)? {
+                            Input::LlmFailed(why) => why,
+                            _ => "no permit for the model call".to_string(),
+                        }),
+                        // The round after it meets the same budget and says so.
+                        Err(e) => Err(e.to_string()),
+                    },
+                )
             }
         };
         Ok(Input::Compacted(crate::engine::Compacted {

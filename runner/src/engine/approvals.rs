@@ -46,6 +46,7 @@ impl Engine {
                 tool: call.name,
                 args: call.args,
                 timeout_secs: self.cfg.approval_timeout_secs,
+                raise: None,
             });
         }
         if !self.pending_of(a).is_empty() {

@@ -55,12 +55,13 @@ use ninetrix_agentfile::{
     Effect as EffectClass, HandoffTarget, HumanApproval, ResumeMode, ToolSpec, tools,
 };
 use ninetrix_proto::api::{
-    Approval, ApprovalKind, CheckpointState, CommitIntent, CommitOutcome, HandoffOrigin,
-    HandoffReply, ThreadStatus, ToolCallRecord,
+    Approval, ApprovalKind, BudgetPolicy, BudgetRaise, BudgetSpent, CheckpointState, CommitIntent,
+    CommitOutcome, HandoffOrigin, HandoffReply, OnBudgetExceeded, ThreadStatus, ToolCallRecord,
 };
 use ninetrix_proto::events::{StoppedBy, TraceEvent};
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
+pub use budget::BUDGET_TOOL;
 pub use control::{not_run, stopped_while_running};
 
 use crate::context;
@@ -68,6 +69,7 @@ use crate::ledger::{self, Decision, Entry};
 use ninetrix_agentfile::context::ContextPolicy;
 
 mod approvals;
+mod budget;
 mod compaction;
 mod control;
 mod delegation;
@@ -105,6 +107,12 @@ pub struct EngineConfig {
     pub transfer_timeout_secs: u64,
     /// How the history is kept inside the model's context window (`runtime.context`).
     pub context: ContextPolicy,
+    /// The budgets beyond one run that the checkpoint API keeps (`governance.
+    /// max_budget_per_session`, `max_budget_per_day`, `max_pool_budget_per_day`): each one's
+    /// amount is what a person is asked to raise it by.
+    pub budgets: Option<BudgetPolicy>,
+    /// What a spent budget beyond the run does (`governance.on_budget_exceeded`).
+    pub on_budget_exceeded: OnBudgetExceeded,
 }
 
 /// Tokens and cost of one model call.
@@ -204,6 +212,9 @@ pub enum Input {
     Approvals(Vec<Approval>),
     /// The provider refused the round's input as longer than the model's context window.
     ContextTooLong(String),
+    /// The checkpoint API refused the round's model call: a budget beyond the run is spent
+    /// (the call was not made).
+    OverBudget(BudgetSpent),
     /// An instruction from the inbox, taken between turns.
     Control {
         /// Its inbox seq.
@@ -332,6 +343,8 @@ pub struct ApprovalAsk {
     pub args: serde_json::Value,
     /// Seconds it stands.
     pub timeout_secs: u64,
+    /// For a request to raise a spent budget (kind `budget`): the raise asked for.
+    pub raise: Option<BudgetRaise>,
 }
 
 /// One durable step to commit: cut to `truncate_to`, append, set the state, record the ledger
@@ -445,6 +458,9 @@ pub struct Engine {
     stopping: Option<StoppedBy>,
     /// The current turn's steers: each one's inbox seq and position in the history.
     steered: Vec<(u64, usize)>,
+    /// The turn ends without its input, stored or not (a budget stopped it before the model
+    /// answered it): see [`Engine::end_turn`].
+    forget_input: bool,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -497,6 +513,7 @@ impl Engine {
             skip_said: 0,
             stopping: None,
             steered: Vec::new(),
+            forget_input: false,
         }
     }
 
@@ -533,6 +550,7 @@ impl Engine {
                 self.advance()
             }
             Input::ContextTooLong(why) => self.on_overflow(&why),
+            Input::OverBudget(spent) => self.on_over_budget(spent),
             Input::Control { seq, control, by } => self.on_control(seq, control, by),
             Input::Steer { seq, content } => self.on_steer(seq, content),
             Input::Stop(by) => self.on_stop(by),

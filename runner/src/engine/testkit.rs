@@ -23,6 +23,8 @@ pub(super) fn config() -> EngineConfig {
         max_delegation_depth: 4,
         transfer_timeout_secs: 300,
         context: Default::default(),
+        budgets: None,
+        on_budget_exceeded: Default::default(),
     }
 }
 

@@ -30,6 +30,7 @@ impl Engine {
         self.state.usage = Usage::default();
         self.overflowed = false;
         self.stopping = None;
+        self.forget_input = false;
         self.steered.clear();
         self.ledger.clear();
         self.requests.clear();
@@ -197,6 +198,7 @@ impl Engine {
     /// own words ([`failed_turn_cut`]). Each unanswered call gets `unanswered_text` as its
     /// result, which keeps the history valid.
     pub(super) fn end_turn(&mut self, reply: &str, ok: bool, unanswered_text: &str) -> Vec<Effect> {
+        let forget_input = std::mem::take(&mut self.forget_input);
         let (anchor, last_assistant, _) = self.position();
         if let Some(keep) = failed_turn_cut(anchor, last_assistant.is_some(), self.persisted) {
             // The model never answered and the input was never stored: the conversation stays
@@ -205,13 +207,14 @@ impl Engine {
             self.state.turn_start_history_len = keep as u64;
             self.give_back_steers(keep);
         } else if last_assistant.is_none()
-            && anchor >= 2
+            && anchor >= 1
             && self.persisted >= anchor
-            && self.history[anchor - 2].compaction().is_some()
+            && (forget_input || (anchor >= 2 && self.history[anchor - 2].compaction().is_some()))
         {
-            // The input rode on the commit of a compaction made before it, and the model never
-            // answered it: cut it again (the compaction stays), so an input the provider refuses
-            // is not sent with every later turn either.
+            // The input rode on the commit of a compaction made before it (or of a request to
+            // raise a spent budget), and the model never answered it: cut it again (the
+            // compaction stays), so an input the provider refuses is not sent with every later
+            // turn either.
             let keep = anchor - 1;
             self.history.truncate(keep);
             self.truncate = Some(self.truncate.map_or(keep, |t| t.min(keep)));
@@ -290,7 +293,7 @@ impl Engine {
         loop {
             let (anchor, last_assistant, rounds) = self.position();
             let Some(a) = last_assistant else {
-                out.extend(self.next_round());
+                out.extend(self.round());
                 return out;
             };
             let (calls, answered) = self.calls_of(a);
@@ -411,7 +414,7 @@ impl Engine {
                 out.extend(self.stop_turn(&reply, false, "max_turns"));
                 return out;
             }
-            out.extend(self.next_round());
+            out.extend(self.round());
             return out;
         }
     }

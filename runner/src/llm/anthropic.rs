@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, Sampling, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct Anthropic {
@@ -25,18 +24,16 @@ pub(crate) struct Anthropic {
 }
 
 impl Anthropic {
+    /// The Messages API at `endpoint` (its base URL, with or without `/v1`).
     pub(crate) fn new(
         http: reqwest::Client,
-        spec: &AgentSpec,
+        endpoint: Endpoint,
         key: Option<SecretValue>,
+        sampling: Sampling,
         idle: Duration,
     ) -> Self {
-        let base = spec
-            .runtime
-            .base_url
-            .clone()
-            .unwrap_or_else(|| "https://api.anthropic.com".into());
-        let base = base
+        let base = endpoint
+            .base
             .trim_end_matches('/')
             .trim_end_matches("/v1")
             .to_string();
@@ -44,11 +41,11 @@ impl Anthropic {
             http,
             url: format!("{base}/v1/messages"),
             key,
-            model: spec.runtime.model.clone(),
-            max_tokens: spec.runtime.max_tokens,
-            temperature: spec.runtime.temperature,
+            model: endpoint.model.clone(),
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             idle,
-            endpoint: Endpoint::of(spec, "https://api.anthropic.com"),
+            endpoint,
         }
     }
 
@@ -106,7 +103,7 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                         is_error,
                     } = b
                     {
-                        results.push(json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}));
+                        results.push(json!({"type": "tool_result", "tool_use_id": tool_id(call_id), "content": content, "is_error": is_error}));
                     }
                 }
             }
@@ -132,7 +129,7 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
                     .filter_map(|b| match b {
                         Block::Thinking { text, signature } => Some(json!({"type": "thinking", "thinking": text, "signature": signature.clone().unwrap_or_default()})),
                         Block::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
-                        Block::ToolCall { id, name, args } => Some(json!({"type": "tool_use", "id": id, "name": name, "input": args})),
+                        Block::ToolCall { id, name, args } => Some(json!({"type": "tool_use", "id": tool_id(id), "name": name, "input": args})),
                         _ => None,
                     })
                     .collect();
@@ -142,6 +139,24 @@ pub(crate) fn messages(history: &[Message]) -> Vec<Value> {
     }
     flush(&mut results, &mut out);
     out
+}
+
+/// A tool call's ID as Anthropic accepts it (`^[a-zA-Z0-9_-]+$`): as it is when it already
+/// fits (Anthropic's own `toolu_…`, OpenAI's `call_…`); otherwise — an ID another provider made,
+/// such as an OpenAI-compatible server's `call.1:x`, met after a fallback — each other character
+/// becomes `_` and a digest of the whole ID follows, so the same ID maps the same way in every
+/// request (a call and its result still match) and two IDs never become one.
+pub(crate) fn tool_id(id: &str) -> std::borrow::Cow<'_, str> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !id.is_empty() && id.chars().all(fits) {
+        return id.into();
+    }
+    let kept: String = id
+        .chars()
+        .take(40)
+        .map(|c| if fits(c) { c } else { '_' })
+        .collect();
+    format!("{kept}_{}", super::id_digest(id)).into()
 }
 
 #[derive(Default)]
@@ -173,6 +188,7 @@ impl Assembly {
         let v: Value = serde_json::from_str(data).map_err(|e| LlmError::Transient {
             message: format!("unreadable stream event: {e}"),
             retry_after: None,
+            rate_limited: false,
         })?;
         let index = v["index"].as_u64().unwrap_or(0);
         match v["type"].as_str().unwrap_or("") {
@@ -235,6 +251,7 @@ impl Assembly {
                                         return Err(LlmError::Transient {
                                             message: "tool_use input is not a JSON object".into(),
                                             retry_after: None,
+                                            rate_limited: false,
                                         });
                                     }
                                     Err(e) => {
@@ -243,6 +260,7 @@ impl Assembly {
                                                 "tool_use input is not valid JSON: {e}"
                                             ),
                                             retry_after: None,
+                                            rate_limited: false,
                                         });
                                     }
                                 }
@@ -282,6 +300,7 @@ impl Assembly {
                         "overloaded_error" | "api_error" | "rate_limit_error"
                     ) {
                         LlmError::Transient {
+                            rate_limited: kind != "api_error",
                             message,
                             retry_after: None,
                         }
@@ -300,6 +319,7 @@ impl Assembly {
             return Err(LlmError::Transient {
                 message: "the stream ended before message_stop".into(),
                 retry_after: None,
+                rate_limited: false,
             });
         }
         if self.stop_reason == "max_tokens"

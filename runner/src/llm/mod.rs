@@ -1,31 +1,41 @@
 //! Model providers: Anthropic's Messages API and OpenAI's Chat Completions (both streamed over
 //! SSE), and the offline `scripted` model. One [`Llm`] in front of them adds retries with backoff
 //! (honouring `retry-after`) — for as long as the model stays unreachable, reporting the outage in
-//! the runner's health — and cost accounting. An assistant message exists only once the stream's
-//! terminal event has arrived; a cut or idle stream is an error, never a partial message.
+//! the runner's health — the fallback chain (`runtime.fallback`: which model a call tries is
+//! `fallback`'s pure decision), the permits of the pool-wide limits and budgets (`lease`), and
+//! cost accounting. An assistant message exists only once the stream's terminal event has
+//! arrived; a cut or idle stream is an error, never a partial message.
 //!
 //! Failures name their cause and the agentfile key to fix ([`Endpoint`]): a connection refused,
 //! a DNS lookup, a TLS handshake or a timeout names the URL and `runtime.base_url`; a refused key
-//! names the secret (`runtime.api_key_secret`); an unknown model names `runtime.model`.
+//! names the secret (`runtime.api_key_secret`); an unknown model names `runtime.model` — or the
+//! same keys of `runtime.fallback[i]` for a fallback model.
 
 mod anthropic;
+pub mod fallback;
+mod lease;
 mod openai;
 mod scripted;
 #[cfg(test)]
 pub(crate) mod wire_rules;
 
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ninetrix_agentfile::{AgentSpec, Provider};
 use ninetrix_client::sse;
 use ninetrix_proto::Message;
-use ninetrix_proto::events::{Dependency, LlmRetry};
+use ninetrix_proto::api::{BudgetPolicy, BudgetSpent, ModelLimits};
+use ninetrix_proto::events::{Dependency, LlmRetry, ModelFallback, TraceEvent};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::{self, Schedule};
-use crate::config::Config;
+use crate::config::{Config, SecretValue};
 use crate::engine::{CallUsage, LlmTurn};
 use crate::health::Health;
+use crate::limits::{PermitError, Permits, limiter_name};
+use fallback::{Chain, Step};
 
 /// A tool as offered to the model.
 #[derive(Clone, Debug)]
@@ -52,6 +62,21 @@ pub struct LlmRequest<'a> {
     pub stream: Option<&'a TextSink>,
     /// What the call is for.
     pub purpose: Purpose,
+}
+
+impl LlmRequest<'_> {
+    /// The request's size in tokens as the context module estimates it (a token per four
+    /// characters of the history, the system prompt and the tool definitions): what a lease
+    /// counts against `tokens_per_minute` until the call ends.
+    fn estimated_tokens(&self) -> u64 {
+        let tools: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + crate::context::json_len(&t.parameters))
+            .sum();
+        let system = self.system.map_or(0, str::len);
+        crate::context::estimate(self.history) + ((tools + system) / 4) as u64
+    }
 }
 
 /// What a model call is for (only the offline `scripted` provider answers differently).
@@ -101,6 +126,9 @@ pub enum LlmError {
         message: String,
         /// The server's `retry-after`, if it gave one.
         retry_after: Option<Duration>,
+        /// The provider refused the call as over its rate limit or overloaded (429, 529): the
+        /// whole pool backs off (reported with the lease's release).
+        rate_limited: bool,
     },
     /// Not worth retrying: a bad request, bad credentials, a refused model.
     #[error("{0}")]
@@ -110,6 +138,18 @@ pub enum LlmError {
     /// server's equivalent): compacting the history may make it fit.
     #[error("{0}")]
     ContextTooLong(String),
+    /// A budget beyond the run (the session's, the agent's or the pool's day), kept by the
+    /// checkpoint API, has no room: the call was not made.
+    #[error(
+        "{} is spent (${:.2} of ${:.2})",
+        .0.scope.key(),
+        .0.spent_usd,
+        .0.limit_usd
+    )]
+    OverBudget(BudgetSpent),
+    /// No permit could be had from the checkpoint API (fenced, purged, refused, unreachable).
+    #[error("{0}")]
+    Lease(PermitError),
     /// Shutdown cancelled the call.
     #[error("cancelled")]
     Cancelled,
@@ -147,18 +187,26 @@ const PRICES: &[(&str, f64, f64)] = &[
     ("o3", 2.0, 8.0),
 ];
 
-/// The warning for an agent whose `governance.max_budget_per_run` cannot bind: its model has no
-/// price in the table (its calls count $0). `None` without a budget, for a priced model, and for
-/// the `scripted` provider (which costs nothing).
+/// The warning for an agent whose budget (`governance.max_budget_per_run`, or a budget beyond
+/// the run) cannot bind: its model has no price in the table (its calls count $0). `None`
+/// without a budget, for a priced model, and for the `scripted` provider (which costs nothing).
 pub fn unpriced_budget(spec: &AgentSpec) -> Option<String> {
-    let budget = spec.governance.max_budget_per_run?;
+    let g = &spec.governance;
+    let (budget, key) = [
+        (g.max_budget_per_run, "max_budget_per_run"),
+        (g.max_budget_per_session, "max_budget_per_session"),
+        (g.max_budget_per_day, "max_budget_per_day"),
+        (g.max_pool_budget_per_day, "max_pool_budget_per_day"),
+    ]
+    .into_iter()
+    .find_map(|(budget, key)| Some((budget?, key)))?;
     if matches!(spec.runtime.provider, Provider::Scripted)
         || cost(&spec.runtime.model, 0, 0).is_some()
     {
         return None;
     }
     Some(format!(
-        "governance.max_budget_per_run is ${budget:.2}, but model `{}` (runtime.model) has no \
+        "governance.{key} is ${budget:.2}, but model `{}` (runtime.model) has no \
          price in ninetrix's table: its calls count $0, so the budget cannot stop a turn",
         spec.runtime.model
     ))
@@ -178,12 +226,20 @@ enum Backend {
     OpenAi(openai::OpenAi),
 }
 
+/// The sampling settings every model of the chain uses (`runtime.max_tokens`,
+/// `runtime.temperature`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sampling {
+    pub(crate) max_tokens: u32,
+    pub(crate) temperature: f64,
+}
+
 /// Where the model is and which agentfile keys configure it: what an error names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     /// The base URL the runner calls.
     pub base: String,
-    /// Whether `runtime.base_url` set it (else it is the provider's default).
+    /// Whether the agentfile set it (`runtime.base_url`; else it is the provider's default).
     pub from_spec: bool,
     /// The provider's name.
     pub provider: &'static str,
@@ -191,10 +247,24 @@ pub struct Endpoint {
     pub key_secret: Option<String>,
     /// The model (`runtime.model`).
     pub model: String,
+    /// The agentfile entry that configures it, whose keys an error names: `runtime`, or
+    /// `runtime.fallback[i]`.
+    pub place: String,
+}
+
+/// The base URL a provider is called at unless the agentfile names another.
+fn default_base(provider: Provider) -> &'static str {
+    match provider {
+        Provider::Anthropic => "https://api.anthropic.com",
+        Provider::Openai => "https://api.openai.com/v1",
+        // Never called: the scripted model answers in process.
+        Provider::Scripted => "scripted",
+    }
 }
 
 impl Endpoint {
-    /// The endpoint of `spec`, whose provider's default base URL is `default`.
+    /// The endpoint of `spec`'s model (the primary), whose provider's default base URL is
+    /// `default`.
     pub fn of(spec: &AgentSpec, default: &str) -> Endpoint {
         Endpoint {
             base: spec
@@ -206,17 +276,33 @@ impl Endpoint {
             provider: spec.runtime.provider.as_str(),
             key_secret: spec.runtime.api_key_secret.clone(),
             model: spec.runtime.model.clone(),
+            place: "runtime".into(),
+        }
+    }
+
+    /// The endpoint of fallback model `index` (`runtime.fallback[index]`).
+    pub fn of_fallback(entry: &ninetrix_agentfile::FallbackModel, index: usize) -> Endpoint {
+        Endpoint {
+            base: entry
+                .base_url
+                .clone()
+                .unwrap_or_else(|| default_base(entry.provider).to_string()),
+            from_spec: entry.base_url.is_some(),
+            provider: entry.provider.as_str(),
+            key_secret: entry.api_key_secret.clone(),
+            model: entry.model.clone(),
+            place: format!("runtime.fallback[{index}]"),
         }
     }
 
     /// The key that sets the URL: `(runtime.base_url)`, or that it is the provider's default.
     fn url_key(&self) -> String {
         if self.from_spec {
-            "(runtime.base_url)".into()
+            format!("({}.base_url)", self.place)
         } else {
             format!(
-                "(the {} default URL; set runtime.base_url to use another)",
-                self.provider
+                "(the {} default URL; set {}.base_url to use another)",
+                self.provider, self.place
             )
         }
     }
@@ -228,9 +314,90 @@ impl Endpoint {
     }
 }
 
-/// The agent's model, with retries.
-pub struct Llm {
+/// One model of the chain: the primary (`runtime`) or a fallback (`runtime.fallback[i]`).
+struct Model {
     backend: Backend,
+    endpoint: Endpoint,
+    /// `provider/model` as traced (the service's name for an OpenAI-compatible one).
+    label: String,
+    /// The provider's name people read (`openai`, `groq`).
+    provider: String,
+    /// Its pool-wide limiter (never the key itself).
+    limiter: String,
+    /// Its pool-wide limits (`runtime.limits`, `runtime.fallback[i].limits`).
+    limits: ModelLimits,
+}
+
+impl Model {
+    /// Model `provider` (the service `via`, if one) at `endpoint`, its key read from the
+    /// secrets its endpoint names.
+    fn new(
+        provider: Provider,
+        via: Option<&str>,
+        endpoint: Endpoint,
+        limits: ModelLimits,
+        config: &Config,
+        http: &reqwest::Client,
+        sampling: Sampling,
+    ) -> Model {
+        let key: Option<SecretValue> = endpoint
+            .key_secret
+            .as_ref()
+            .and_then(|name| config.secrets.get(name))
+            .cloned();
+        let limiter = limiter_name(
+            endpoint.provider,
+            endpoint.host(),
+            key.as_ref().map(SecretValue::expose),
+        );
+        let idle = config.stream_idle_timeout;
+        let backend = match provider {
+            Provider::Scripted => {
+                Backend::Scripted(scripted::Scripted::new(config.spec.runtime.script.clone()))
+            }
+            Provider::Anthropic => Backend::Anthropic(anthropic::Anthropic::new(
+                http.clone(),
+                endpoint.clone(),
+                key,
+                sampling,
+                idle,
+            )),
+            Provider::Openai => Backend::OpenAi(openai::OpenAi::new(
+                http.clone(),
+                endpoint.clone(),
+                key,
+                sampling,
+                idle,
+            )),
+        };
+        let provider = via.unwrap_or(provider.as_str()).to_string();
+        Model {
+            label: format!("{provider}/{}", endpoint.model),
+            backend,
+            endpoint,
+            provider,
+            limiter,
+            limits,
+        }
+    }
+
+    async fn once(&self, req: &LlmRequest<'_>) -> Result<RawTurn, LlmError> {
+        match &self.backend {
+            Backend::Scripted(s) => s.complete(req),
+            Backend::Anthropic(a) => a.complete(req).await,
+            Backend::OpenAi(o) => o.complete(req).await,
+        }
+    }
+}
+
+/// The agent's model — with its fallbacks, retries and permits.
+pub struct Llm {
+    /// The primary, then each `runtime.fallback` entry.
+    models: Vec<Model>,
+    /// Each model's run of failures: which one a call tries.
+    chain: Mutex<Chain>,
+    /// Permits of the pool-wide limits and budgets, when the runner has a checkpoint API.
+    leasing: Option<lease::Leasing>,
     /// Attempts per call before giving up on transient errors; `None` (the default): until the
     /// model answers.
     pub max_attempts: Option<u32>,
@@ -240,101 +407,172 @@ pub struct Llm {
 }
 
 impl Llm {
-    /// The provider the spec names, reporting outages to `health`.
+    /// The models the spec names (its primary, then `runtime.fallback`), reporting outages to
+    /// `health`. Without [`Llm::with_permits`] no call leases anything.
     pub fn new(config: &Config, http: reqwest::Client, health: Health) -> Llm {
         let spec: &AgentSpec = &config.spec;
-        let key = spec
-            .runtime
-            .api_key_secret
-            .as_ref()
-            .and_then(|name| config.secrets.get(name))
-            .cloned();
-        let backend = match spec.runtime.provider {
-            Provider::Scripted => {
-                Backend::Scripted(scripted::Scripted::new(spec.runtime.script.clone()))
-            }
-            Provider::Anthropic => Backend::Anthropic(anthropic::Anthropic::new(
-                http,
-                spec,
-                key,
-                config.stream_idle_timeout,
-            )),
-            Provider::Openai => Backend::OpenAi(openai::OpenAi::new(
-                http,
-                spec,
-                key,
-                config.stream_idle_timeout,
-            )),
+        let runtime = &spec.runtime;
+        let sampling = Sampling {
+            max_tokens: runtime.max_tokens,
+            temperature: runtime.temperature,
         };
+        let primary = Model::new(
+            runtime.provider,
+            runtime.via.as_deref(),
+            Endpoint::of(spec, default_base(runtime.provider)),
+            runtime.limits.clone(),
+            config,
+            &http,
+            sampling,
+        );
+        let mut models = vec![primary];
+        for (i, entry) in runtime.fallback.iter().enumerate() {
+            models.push(Model::new(
+                entry.provider,
+                entry.via.as_deref(),
+                Endpoint::of_fallback(entry, i),
+                entry.limits.clone(),
+                config,
+                &http,
+                sampling,
+            ));
+        }
+        let after = Duration::from_secs(runtime.fallback_after_secs.max(1));
         Llm {
-            backend,
+            chain: Mutex::new(Chain::new(models.len(), after)),
+            models,
+            leasing: None,
             max_attempts: None,
             schedule: backoff::MODEL,
             health,
         }
     }
 
+    /// Whether any model of the chain has pool-wide limits.
+    pub fn limited(&self) -> bool {
+        self.models.iter().any(|m| m.limits.any())
+    }
+
+    /// The same models, each attempt leasing a permit from `permits` (as the runner of `epoch`)
+    /// when its model has limits or the agent has `budgets`.
+    pub fn with_permits(
+        mut self,
+        permits: Arc<dyn Permits>,
+        epoch: u64,
+        budgets: Option<BudgetPolicy>,
+    ) -> Llm {
+        self.leasing = Some(lease::Leasing::new(
+            permits,
+            epoch,
+            budgets,
+            self.health.clone(),
+        ));
+        self
+    }
+
+    fn chain(&self) -> std::sync::MutexGuard<'_, Chain> {
+        // Every update is a few assignments: a poisoned lock is still consistent.
+        self.chain
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Calls the model, retrying transient failures with capped exponential backoff (or the
-    /// server's `retry-after`, capped too) until it answers (or `max_attempts`); each retry is
-    /// reported to `on_retry` before the wait and to the health (which shows the model down after
-    /// a short debounce). The first answer after failures ends the outage: an `outage` event.
-    /// Cancellation aborts at once.
+    /// server's `retry-after`, capped too) until it answers (or `max_attempts`), moving to the
+    /// next model of the chain when one has failed for `runtime.fallback_after`. Each attempt
+    /// first leases a permit when its model has limits or the agent has budgets (waiting for a
+    /// slot meanwhile; a spent budget ends the call unmade). Each retry is reported to
+    /// `on_event` (`llm_retry`) before the wait and to the health (which shows the model down
+    /// after a short debounce); so are a wait for a slot of more than a second
+    /// (`model_waited`) and an answer by a fallback (`model_fallback`). The first answer after
+    /// failures ends the outage: an `outage` event. Cancellation aborts at once.
     pub async fn complete(
         &self,
         req: &LlmRequest<'_>,
         cancel: &CancellationToken,
-        on_retry: impl Fn(LlmRetry),
+        on_event: impl Fn(TraceEvent),
     ) -> Result<LlmTurn, LlmError> {
+        let estimated = req.estimated_tokens();
         let mut attempt = 1;
+        // Each model's attempts in this call, for its backoff.
+        let mut tries = vec![0u32; self.models.len()];
         loop {
+            let i = self.chain().pick(Instant::now());
+            let model = &self.models[i];
+            tries[i] = tries[i].saturating_add(1);
+            let permit = match &self.leasing {
+                Some(leasing) => {
+                    let target = lease::Target {
+                        limiter: &model.limiter,
+                        provider: &model.provider,
+                        limits: &model.limits,
+                    };
+                    leasing
+                        .acquire(target, estimated, cancel, &on_event)
+                        .await?
+                }
+                None => None,
+            };
             let started = Instant::now();
             if let Some(sink) = req.stream {
                 let _ = sink.send(TextPiece::Start);
             }
+            // A permit dropped unused (cancelled here, or the whole call dropped by a stop) is
+            // released with nothing used.
             let result = tokio::select! {
-                r = self.once(req) => r,
+                r = model.once(req) => r,
                 () = cancel.cancelled() => return Err(LlmError::Cancelled),
             };
             match result {
-                Ok(raw) => {
-                    self.health.answered(Dependency::Model);
-                    let usage = CallUsage {
-                        input_tokens: raw.input_tokens,
-                        output_tokens: raw.output_tokens,
-                        cost_usd: cost(&raw.model, raw.input_tokens, raw.output_tokens)
-                            .unwrap_or(0.0),
-                    };
-                    return Ok(LlmTurn {
-                        message: raw.message,
-                        usage,
-                        model: raw.model,
-                        stop_reason: raw.stop_reason,
-                        latency_ms: started.elapsed().as_millis() as u64,
-                    });
-                }
+                Ok(raw) => return Ok(self.answered(i, raw, started, permit, &on_event)),
                 Err(LlmError::Transient {
                     message,
                     retry_after,
-                }) if self.max_attempts.is_none_or(|max| attempt < max) => {
+                    rate_limited,
+                }) => {
                     let wait = retry_after
-                        .unwrap_or_else(|| self.schedule.delay(attempt, backoff::jitter()))
+                        .unwrap_or_else(|| self.schedule.delay(tries[i], backoff::jitter()))
                         .min(self.schedule.cap);
+                    if let Some(permit) = permit {
+                        // The pool backs off for what the provider asked (else this runner's
+                        // backoff), not the runner's capped wait.
+                        permit.failed(rate_limited.then(|| retry_after.unwrap_or(wait)));
+                    }
                     self.health.failed(
                         Dependency::Model,
                         &message,
                         format!("model unreachable: {message}"),
                     );
-                    on_retry(LlmRetry {
-                        attempt,
+                    let step = self.chain().failed(i, Instant::now(), &message);
+                    if self.max_attempts.is_some_and(|max| attempt >= max) {
+                        return Err(LlmError::Transient {
+                            message,
+                            retry_after,
+                            rate_limited,
+                        });
+                    }
+                    attempt = attempt.saturating_add(1);
+                    if let Step::Leave { to } = step {
+                        tracing::warn!(
+                            "{} ({}) has kept failing for {} s (runtime.fallback_after): trying {} ({}) — {message}",
+                            model.label,
+                            model.endpoint.place,
+                            self.chain().after().as_secs(),
+                            self.models[to].label,
+                            self.models[to].endpoint.place
+                        );
+                        continue;
+                    }
+                    on_event(TraceEvent::LlmRetry(LlmRetry {
+                        attempt: attempt - 1,
                         max_attempts: self.max_attempts,
                         reason: message,
                         retry_in_ms: wait.as_millis() as u64,
-                    });
+                    }));
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = cancel.cancelled() => return Err(LlmError::Cancelled),
                     }
-                    attempt = attempt.saturating_add(1);
                 }
                 Err(e @ LlmError::Fatal(_)) => {
                     // It answered, if with a refusal: not an outage.
@@ -346,13 +584,57 @@ impl Llm {
         }
     }
 
-    async fn once(&self, req: &LlmRequest<'_>) -> Result<RawTurn, LlmError> {
-        match &self.backend {
-            Backend::Scripted(s) => s.complete(req),
-            Backend::Anthropic(a) => a.complete(req).await,
-            Backend::OpenAi(o) => o.complete(req).await,
+    /// Model `i` answered: its run of failures ends, the permit is released with what the call
+    /// used, and an answer by a fallback says so.
+    fn answered(
+        &self,
+        i: usize,
+        raw: RawTurn,
+        started: Instant,
+        permit: Option<lease::Permit>,
+        on_event: &impl Fn(TraceEvent),
+    ) -> LlmTurn {
+        self.health.answered(Dependency::Model);
+        let usage = CallUsage {
+            input_tokens: raw.input_tokens,
+            output_tokens: raw.output_tokens,
+            cost_usd: cost(&raw.model, raw.input_tokens, raw.output_tokens).unwrap_or(0.0),
+        };
+        if let Some(permit) = permit {
+            permit.used(&usage);
+        }
+        let fell_back = {
+            let mut chain = self.chain();
+            let from = (i > 0).then(|| chain.fell_back_from(i).unwrap_or_default());
+            chain.answered(i);
+            from
+        };
+        if let Some((from, reason)) = fell_back {
+            on_event(TraceEvent::ModelFallback(ModelFallback {
+                from: self.models[from].label.clone(),
+                to: self.models[i].label.clone(),
+                reason,
+            }));
+        }
+        LlmTurn {
+            message: raw.message,
+            usage,
+            model: raw.model,
+            stop_reason: raw.stop_reason,
+            latency_ms: started.elapsed().as_millis() as u64,
         }
     }
+}
+
+/// 12 hex digits of SHA-256 of a tool-call ID: what an adapter appends to an ID it must
+/// rewrite for its provider, so rewritten IDs stay distinct.
+pub(crate) fn id_digest(id: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(id.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The provider's own explanation in an error body: `error.message` of the JSON both Anthropic
@@ -385,6 +667,7 @@ pub(crate) fn status_error(
         return LlmError::Transient {
             message: format!("{said} from {} {}", endpoint.base, endpoint.url_key()),
             retry_after,
+            rate_limited: matches!(code, 429 | 529),
         };
     }
     if context_overflow(code, body) {
@@ -393,26 +676,27 @@ pub(crate) fn status_error(
         ));
     }
     let unknown_model = code == 404 || error_code(body).as_deref() == Some("model_not_found");
+    let place = &endpoint.place;
     LlmError::Fatal(match code {
         401 | 403 => match &endpoint.key_secret {
             Some(secret) => format!(
-                "the model provider refused the API key: {said} — check the secret {secret} (runtime.api_key_secret)"
+                "the model provider refused the API key: {said} — check the secret {secret} ({place}.api_key_secret)"
             ),
             None => format!(
-                "the model provider refused the request without an API key: {said} — name the secret holding the key in runtime.api_key_secret"
+                "the model provider refused the request without an API key: {said} — name the secret holding the key in {place}.api_key_secret"
             ),
         },
         _ if unknown_model => {
             let also = if endpoint.from_spec {
                 format!(
-                    ", or runtime.base_url ({}) if its path is wrong",
+                    ", or {place}.base_url ({}) if its path is wrong",
                     endpoint.base
                 )
             } else {
                 String::new()
             };
             format!(
-                "the model provider does not know the model `{}`: {said} — check runtime.model{also}",
+                "the model provider does not know the model `{}`: {said} — check {place}.model{also}",
                 endpoint.model
             )
         }
@@ -473,18 +757,21 @@ pub(crate) async fn read_stream(
                 return Err(LlmError::Transient {
                     message: format!("the stream was idle for {}s", idle.as_secs()),
                     retry_after: None,
+                    rate_limited: false,
                 });
             }
             Ok(None) => {
                 return Err(LlmError::Transient {
                     message: "the stream ended before its terminal event".into(),
                     retry_after: None,
+                    rate_limited: false,
                 });
             }
             Ok(Some(Err(e))) => {
                 return Err(LlmError::Transient {
                     message: format!("the stream broke: {e}"),
                     retry_after: None,
+                    rate_limited: false,
                 });
             }
             Ok(Some(Ok(chunk))) => chunk,
@@ -505,6 +792,7 @@ pub(crate) async fn send(
     let resp = request.send().await.map_err(|e| LlmError::Transient {
         message: connect_error_text(&classify(&e), endpoint),
         retry_after: None,
+        rate_limited: false,
     })?;
     if resp.status().is_success() {
         return Ok(resp);
@@ -664,6 +952,7 @@ mod tests {
             provider: "openai",
             key_secret: None,
             model: "m".into(),
+            place: "runtime".into(),
         };
         let e = status_error(
             reqwest::StatusCode::BAD_REQUEST,

@@ -6,11 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::{Block, Message, Role};
 use serde_json::{Value, json};
 
-use super::{Endpoint, LlmError, LlmRequest, RawTurn, read_stream, send};
+use super::{Endpoint, LlmError, LlmRequest, RawTurn, Sampling, read_stream, send};
 use crate::config::SecretValue;
 
 pub(crate) struct OpenAi {
@@ -25,26 +24,23 @@ pub(crate) struct OpenAi {
 }
 
 impl OpenAi {
+    /// Chat Completions at `endpoint` (its base URL, up to `/chat/completions`).
     pub(crate) fn new(
         http: reqwest::Client,
-        spec: &AgentSpec,
+        endpoint: Endpoint,
         key: Option<SecretValue>,
+        sampling: Sampling,
         idle: Duration,
     ) -> Self {
-        let base = spec
-            .runtime
-            .base_url
-            .clone()
-            .unwrap_or_else(|| "https://api.openai.com/v1".into());
         Self {
             http,
-            url: format!("{}/chat/completions", base.trim_end_matches('/')),
+            url: format!("{}/chat/completions", endpoint.base.trim_end_matches('/')),
             key,
-            model: spec.runtime.model.clone(),
-            max_tokens: spec.runtime.max_tokens,
-            temperature: spec.runtime.temperature,
+            model: endpoint.model.clone(),
+            max_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
             idle,
-            endpoint: Endpoint::of(spec, "https://api.openai.com/v1"),
+            endpoint,
         }
     }
 
@@ -105,7 +101,7 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
                             content.clone()
                         };
                         out.push(
-                            json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                            json!({"role": "tool", "tool_call_id": tool_id(call_id), "content": content}),
                         );
                     }
                 }
@@ -116,7 +112,7 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
                     .blocks
                     .iter()
                     .filter_map(|b| match b {
-                        Block::ToolCall { id, name, args } => Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args_text(args)}})),
+                        Block::ToolCall { id, name, args } => Some(json!({"id": tool_id(id), "type": "function", "function": {"name": name, "arguments": args_text(args)}})),
                         _ => None,
                     })
                     .collect();
@@ -129,6 +125,21 @@ pub(crate) fn messages(system: Option<&str>, history: &[Message]) -> Vec<Value> 
         }
     }
     out
+}
+
+/// The longest tool-call ID OpenAI accepts.
+pub(crate) const MAX_TOOL_ID: usize = 40;
+
+/// A tool call's ID as OpenAI accepts it: at most 40 characters. A longer one (another
+/// provider's, met after a fallback) keeps its start and ends with a digest of the whole ID, so
+/// a call and its result still match and two IDs never become one.
+pub(crate) fn tool_id(id: &str) -> std::borrow::Cow<'_, str> {
+    if !id.is_empty() && id.chars().count() <= MAX_TOOL_ID {
+        return id.into();
+    }
+    let digest = super::id_digest(id);
+    let kept: String = id.chars().take(MAX_TOOL_ID - digest.len() - 1).collect();
+    format!("{kept}_{digest}").into()
 }
 
 /// Arguments as OpenAI wants them: a JSON string. Arguments the model sent as invalid JSON are
@@ -168,11 +179,13 @@ impl Assembly {
         let v: Value = serde_json::from_str(data).map_err(|e| LlmError::Transient {
             message: format!("unreadable stream chunk: {e}"),
             retry_after: None,
+            rate_limited: false,
         })?;
         if let Some(err) = v.get("error") {
             return Err(LlmError::Transient {
                 message: format!("the stream reported an error: {err}"),
                 retry_after: None,
+                rate_limited: false,
             });
         }
         if let Some(m) = v["model"].as_str() {
@@ -217,6 +230,7 @@ impl Assembly {
             return Err(LlmError::Transient {
                 message: "the stream ended without a finish_reason".into(),
                 retry_after: None,
+                rate_limited: false,
             });
         };
         if reason == "length" && !self.calls.is_empty() {

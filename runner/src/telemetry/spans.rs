@@ -48,6 +48,10 @@ pub struct Spans {
     repair: Option<Vec<String>>,
     /// Retries of the model call under way.
     retries: u64,
+    /// The model call under way was answered by a fallback model (its `model_fallback`).
+    fallback: Option<ev::ModelFallback>,
+    /// How long the model call under way waited for a slot of its limiter (`model_waited`).
+    slot_wait_ms: u64,
     approvals: HashMap<String, DateTime<Utc>>,
     /// Requests whose wait was reported (the driver sees a settled request again while others
     /// of the response are pending).
@@ -74,6 +78,8 @@ impl Spans {
             interrupted: None,
             repair: None,
             retries: 0,
+            fallback: None,
+            slot_wait_ms: 0,
             approvals: HashMap::new(),
             settled: HashSet::new(),
             turn: None,
@@ -170,6 +176,20 @@ impl Spans {
                 Vec::new()
             }
             TraceEvent::LlmCall(c) => self.chat(at, c),
+            TraceEvent::ModelFallback(f) => {
+                self.fallback = Some(f.clone());
+                Vec::new()
+            }
+            TraceEvent::ModelWaited(w) => {
+                self.slot_wait_ms += w.waited_ms;
+                Vec::new()
+            }
+            // A summary's model call ends with its compaction: what it said is not the round's.
+            TraceEvent::Compacted(_) | TraceEvent::CompactionSkipped(_) => {
+                self.fallback = None;
+                self.slot_wait_ms = 0;
+                Vec::new()
+            }
             TraceEvent::ToolCall(t) | TraceEvent::ToolReplayed(t) => self.tool(at, t),
             TraceEvent::UnknownTool(u) => self.unknown_tool(at, u),
             TraceEvent::ApprovalRequested(a) => {
@@ -206,11 +226,7 @@ impl Spans {
             TraceEvent::Ready(_)
             | TraceEvent::TurnStopping(_)
             | TraceEvent::CancelMissed(_)
-            | TraceEvent::ModelFallback(_)
-            | TraceEvent::ModelWaited(_)
             | TraceEvent::Resume(_)
-            | TraceEvent::Compacted(_)
-            | TraceEvent::CompactionSkipped(_)
             | TraceEvent::Outage(_)
             | TraceEvent::McpTools(_)
             | TraceEvent::McpServerDown(_)
@@ -244,25 +260,31 @@ impl Spans {
         out
     }
 
-    /// A model call: its `chat` span, with the retries before it.
+    /// A model call: its `chat` span, with the retries before it, the wait for a slot of its
+    /// limiter, and — answered by a fallback — the model that answered (its provider, its name)
+    /// and the one it fell back from.
     fn chat(&mut self, at: DateTime<Utc>, c: &ev::LlmCall) -> Vec<SpanRecord> {
         let retries = std::mem::take(&mut self.retries);
+        let fallback = self.fallback.take();
+        let slot_wait_ms = std::mem::take(&mut self.slot_wait_ms);
         let Some(turn) = &mut self.turn else {
             return Vec::new();
         };
         turn.llm_retries += retries;
         let start = at - chrono::Duration::milliseconds(c.latency_ms as i64);
-        let mut record = child(
-            turn,
-            format!("chat {}", self.info.model),
-            Kind::Client,
-            start,
-            at,
-        );
+        // `provider/model` of the fallback that answered.
+        let (provider, model) = match &fallback {
+            Some(f) => {
+                f.to.split_once('/')
+                    .unwrap_or((f.to.as_str(), c.model.as_str()))
+            }
+            None => (self.info.provider.as_str(), self.info.model.as_str()),
+        };
+        let mut record = child(turn, format!("chat {model}"), Kind::Client, start, at);
         record.attributes.extend([
             ("gen_ai.operation.name", Attr::from("chat")),
-            ("gen_ai.provider.name", self.info.provider.as_str().into()),
-            ("gen_ai.request.model", self.info.model.as_str().into()),
+            ("gen_ai.provider.name", provider.into()),
+            ("gen_ai.request.model", model.into()),
             ("gen_ai.response.model", c.model.as_str().into()),
             (
                 "gen_ai.response.finish_reasons",
@@ -277,7 +299,18 @@ impl Spans {
             ("ninetrix.usage.cost_usd", c.cost_usd.into()),
             ("ninetrix.llm.tool_calls", c.tool_calls.into()),
             ("ninetrix.llm.retries", retries.into()),
+            ("ninetrix.llm.fallback", fallback.is_some().into()),
         ]);
+        if let Some(f) = &fallback {
+            record
+                .attributes
+                .push(("ninetrix.llm.fallback_from", f.from.as_str().into()));
+        }
+        if slot_wait_ms > 0 {
+            record
+                .attributes
+                .push(("ninetrix.llm.slot_wait_ms", slot_wait_ms.into()));
+        }
         vec![record]
     }
 
@@ -587,6 +620,52 @@ mod tests {
     use super::*;
     use ninetrix_proto::ThreadId;
     use ninetrix_proto::api::ApprovalKind;
+    #[test]
+    fn a_round_answered_by_a_fallback_says_which_model_answered() {
+        let mut s = machine(1);
+        feed(&mut s, 0, started(1));
+        let waited = feed(
+            &mut s,
+            100,
+            TraceEvent::ModelWaited(ev::ModelWaited {
+                provider: "anthropic".into(),
+                waited_ms: 1_500,
+                wait: ninetrix_proto::api::SlotWait::InFlight {
+                    in_flight: 8,
+                    max_in_flight: 8,
+                },
+            }),
+        );
+        assert!(waited.is_empty());
+        feed(
+            &mut s,
+            900,
+            TraceEvent::ModelFallback(ev::ModelFallback {
+                from: "anthropic/claude-x".into(),
+                to: "openai/gpt-5-mini".into(),
+                reason: "connection refused".into(),
+            }),
+        );
+        let chat = feed(&mut s, 1000, llm("end_turn", 100));
+        let c = &chat[0];
+        assert_eq!(c.name, "chat gpt-5-mini");
+        assert_eq!(str_attr(c, "gen_ai.provider.name"), Some("openai"));
+        assert_eq!(str_attr(c, "gen_ai.request.model"), Some("gpt-5-mini"));
+        assert_eq!(bool_attr(c, "ninetrix.llm.fallback"), Some(true));
+        assert_eq!(
+            str_attr(c, "ninetrix.llm.fallback_from"),
+            Some("anthropic/claude-x")
+        );
+        assert_eq!(int_attr(c, "ninetrix.llm.slot_wait_ms"), Some(1_500));
+        // The next round, answered by the primary, is the primary's again.
+        let chat = feed(&mut s, 2000, llm("end_turn", 100));
+        let c = &chat[0];
+        assert_eq!(c.name, "chat claude-x");
+        assert_eq!(str_attr(c, "gen_ai.provider.name"), Some("anthropic"));
+        assert_eq!(bool_attr(c, "ninetrix.llm.fallback"), Some(false));
+        assert_eq!(int_attr(c, "ninetrix.llm.slot_wait_ms"), None);
+    }
+
     #[test]
     fn a_turn_with_two_model_rounds_and_a_tool_call() {
         let mut s = machine(3);
