@@ -530,20 +530,29 @@ impl Llm {
                     retry_after,
                     rate_limited,
                 }) => {
-                    let wait = retry_after
+                    let backoff = retry_after
                         .unwrap_or_else(|| self.schedule.delay(tries[i], backoff::jitter()))
                         .min(self.schedule.cap);
                     if let Some(permit) = permit {
                         // The pool backs off for what the provider asked (else this runner's
                         // backoff), not the runner's capped wait.
-                        permit.failed(rate_limited.then(|| retry_after.unwrap_or(wait)));
+                        permit.failed(rate_limited.then(|| retry_after.unwrap_or(backoff)));
                     }
                     self.health.failed(
                         Dependency::Model,
                         &message,
                         format!("model unreachable: {message}"),
                     );
-                    let step = self.chain().failed(i, Instant::now(), &message);
+                    let (step, wait) = {
+                        let mut chain = self.chain();
+                        let now = Instant::now();
+                        let step = chain.failed(i, started, now, &message);
+                        // Never wait past the moment the model would be left for its fallback.
+                        let wait = chain
+                            .wait_cap(i, now)
+                            .map_or(backoff, |cap| backoff.min(cap));
+                        (step, wait)
+                    };
                     if self.max_attempts.is_some_and(|max| attempt >= max) {
                         return Err(LlmError::Transient {
                             message,
