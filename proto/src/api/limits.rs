@@ -87,14 +87,17 @@ pub struct BudgetPolicy {
     /// Most US dollars this thread (a replica's conversation or a session) may spend, ever
     /// (`governance.max_budget_per_session`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub per_session_usd: Option<f64>,
     /// Most US dollars the thread's agent may spend in one calendar day, all its threads
     /// together (`governance.max_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub per_day_usd: Option<f64>,
     /// Most US dollars the whole pool may spend in one calendar day
     /// (top-level `governance.max_pool_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub pool_per_day_usd: Option<f64>,
     /// The IANA time zone whose calendar days the day budgets count (`governance.timezone`).
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
@@ -178,10 +181,25 @@ pub struct LeaseRequest {
     /// The limiter: `<provider>@<host>#<key digest>` (one provider key at one endpoint), 1 to
     /// 200 characters, no control characters. Threads of one pool naming the same limiter share
     /// its limits.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
     pub limiter: String,
-    /// The provider's name, for what people read (`openai`).
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    /// The provider's name, for what people read (`openai`): 1 to 64 characters, no control
+    /// characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 64,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
     pub provider: String,
     /// The limiter's numbers as this runner's agentfile states them (the latest request's
     /// numbers rule the limiter).
@@ -347,9 +365,13 @@ pub struct LeaseRenewed {
 /// A raise of a budget, asked of a person when `on_budget_exceeded: ask_human` (carried by a
 /// [`super::NewApproval`] of kind `budget`). Approved, it adds `amount_usd` to the scope's
 /// allowance.
+///
+/// Read through [`RaiseWire`]: serde cannot refuse unknown fields of a struct that flattens
+/// another (`deny_unknown_fields` with `flatten` refused every raise, `scope` included), so the
+/// wire form is one closed object and the scope is checked when it is read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RaiseWire")]
 pub struct BudgetRaise {
     /// Which budget.
     #[serde(flatten)]
@@ -357,6 +379,47 @@ pub struct BudgetRaise {
     /// By how much (more than 0).
     #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub amount_usd: f64,
+}
+
+/// The names of [`BudgetScope`]'s variants, as `scope` carries them.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScopeName {
+    Session,
+    AgentDay,
+    PoolDay,
+}
+
+/// A [`BudgetRaise`] as it is sent: `{scope, day?, amount_usd}`, nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RaiseWire {
+    scope: ScopeName,
+    #[serde(default)]
+    day: Option<String>,
+    amount_usd: f64,
+}
+
+impl TryFrom<RaiseWire> for BudgetRaise {
+    type Error = String;
+
+    fn try_from(w: RaiseWire) -> Result<Self, Self::Error> {
+        let scope = match (w.scope, w.day) {
+            (ScopeName::Session, None) => BudgetScope::Session,
+            (ScopeName::Session, Some(_)) => {
+                return Err("a raise of scope `session` has no `day`".into());
+            }
+            (ScopeName::AgentDay, Some(day)) => BudgetScope::AgentDay { day },
+            (ScopeName::PoolDay, Some(day)) => BudgetScope::PoolDay { day },
+            (ScopeName::AgentDay | ScopeName::PoolDay, None) => {
+                return Err("a raise of a day's budget needs its `day` (YYYY-MM-DD)".into());
+            }
+        };
+        Ok(BudgetRaise {
+            scope,
+            amount_usd: w.amount_usd,
+        })
+    }
 }
 
 /// What a thread and its agent have spent (`GET /v1/threads/{id}/spend`).
@@ -371,4 +434,76 @@ pub struct Spend {
     pub pool_today_usd: f64,
     /// The day counted.
     pub day: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raise_reads_every_scope_and_refuses_unknown_fields() {
+        for (json, scope) in [
+            (
+                serde_json::json!({"scope": "session", "amount_usd": 5.0}),
+                BudgetScope::Session,
+            ),
+            (
+                serde_json::json!({"scope": "agent_day", "day": "2026-11-28", "amount_usd": 5.0}),
+                BudgetScope::AgentDay {
+                    day: "2026-11-28".into(),
+                },
+            ),
+            (
+                serde_json::json!({"scope": "pool_day", "day": "2026-11-28", "amount_usd": 5.0}),
+                BudgetScope::PoolDay {
+                    day: "2026-11-28".into(),
+                },
+            ),
+        ] {
+            let raise: BudgetRaise = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(raise.scope, scope);
+            assert_eq!(serde_json::to_value(&raise).unwrap(), json);
+        }
+        for refused in [
+            serde_json::json!({"scope": "session", "amount_usd": 5, "extra": 1}),
+            serde_json::json!({"scope": "session", "day": "2026-11-28", "amount_usd": 5.0}),
+            serde_json::json!({"scope": "agent_day", "amount_usd": 5.0}),
+            serde_json::json!({"scope": "week", "amount_usd": 5.0}),
+        ] {
+            assert!(
+                serde_json::from_value::<BudgetRaise>(refused.clone()).is_err(),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_carry_their_status_and_reason_side_by_side() {
+        let wait = LeaseResponse::Wait {
+            wait: SlotWait::InFlight {
+                in_flight: 3,
+                max_in_flight: 3,
+            },
+            retry_in_ms: 5,
+        };
+        let json = serde_json::to_value(&wait).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"status": "wait", "reason": "in_flight", "in_flight": 3, "max_in_flight": 3, "retry_in_ms": 5})
+        );
+        assert_eq!(serde_json::from_value::<LeaseResponse>(json).unwrap(), wait);
+        let over = LeaseResponse::OverBudget {
+            spent: BudgetSpent {
+                scope: BudgetScope::PoolDay {
+                    day: "2026-11-28".into(),
+                },
+                limit_usd: 1.0,
+                spent_usd: 1.5,
+                raised_usd: 0.5,
+            },
+        };
+        let json = serde_json::to_value(&over).unwrap();
+        assert_eq!(json["scope"], "pool_day");
+        assert_eq!(serde_json::from_value::<LeaseResponse>(json).unwrap(), over);
+    }
 }

@@ -100,6 +100,7 @@ impl ThreadRow {
                     serde_json::from_str(&c).map_err(|e| corrupt("thread context", &e.to_string()))
                 })
                 .transpose()?,
+            spent_usd: 0.0,
         })
     }
 }
