@@ -47,7 +47,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   and a message may not be a `cancel` (`control: cancel`: 422, a cancel has its own route),
 ///   which its schema does not state either: `POST /v1/threads/{id}/messages` too (the
 ///   turn-control tests check it). A message sent with mode `reject` to a busy thread is `409
-///   busy`, which depends on the thread's state like the other 409s.
+///   busy`, which depends on the thread's state like the other 409s. A model lease's budgets
+///   name a time zone the IANA database must know (`422`, the field named): `POST
+///   …/model-leases` too (the limits tests check it);
+/// - and for the same reason a thread's spend in a time zone the database does not know is `400
+///   invalid_query`: `GET /v1/threads/{id}/spend` may answer a schema-valid `timezone` 400.
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n\
     [checks.negative_data_rejection]\n\
@@ -55,8 +59,11 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
-    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
+    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n\
+    [[operations]]\n\
+    include-name-regex = '^GET /v1/threads/[^/]+/spend$'\n\
+    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"400\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the
 /// test is skipped for want of it (a failure with `NINETRIX_REQUIRE_SCHEMATHESIS=1`).

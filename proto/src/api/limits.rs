@@ -8,6 +8,7 @@
 //! runner never keeps a permit for longer than the lease time.
 
 use chrono::{DateTime, Utc};
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 
 use super::int;
@@ -20,6 +21,28 @@ pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
 
 /// The longest a limiter's name may be.
 pub const MAX_LIMITER_LEN: usize = 200;
+
+/// A nested struct, read only from a JSON object: serde also reads a struct from an array of its
+/// fields (`"limits": [null, null]`), which the schema (and so every other client) refuses.
+pub(crate) fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    if !value.is_object() {
+        return Err(D::Error::custom(format_args!(
+            "expected a JSON object, not {value}"
+        )));
+    }
+    T::deserialize(value).map_err(D::Error::custom)
+}
+
+/// [`object`], or `null` for none.
+pub(crate) fn object_opt<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        value => object(value).map(Some).map_err(D::Error::custom),
+    }
+}
 
 /// A limiter's numbers, as the agentfile declares them (`runtime.limits`, top-level `limits`).
 /// `None` means no limit of that kind.
@@ -87,17 +110,17 @@ pub struct BudgetPolicy {
     /// Most US dollars this thread (a replica's conversation or a session) may spend, ever
     /// (`governance.max_budget_per_session`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub per_session_usd: Option<f64>,
     /// Most US dollars the thread's agent may spend in one calendar day, all its threads
     /// together (`governance.max_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub per_day_usd: Option<f64>,
     /// Most US dollars the whole pool may spend in one calendar day
     /// (top-level `governance.max_pool_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub pool_per_day_usd: Option<f64>,
     /// The IANA time zone whose calendar days the day budgets count (`governance.timezone`).
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
@@ -203,10 +226,14 @@ pub struct LeaseRequest {
     pub provider: String,
     /// The limiter's numbers as this runner's agentfile states them (the latest request's
     /// numbers rule the limiter).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub limits: ModelLimits,
     /// The budgets that bind this thread, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_opt"
+    )]
     pub budgets: Option<BudgetPolicy>,
     /// The call's estimated tokens (its input), counted against `tokens_per_minute` until the
     /// call ends.
@@ -344,13 +371,17 @@ pub struct LeaseRelease {
     #[serde(default, deserialize_with = "int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub output_tokens: u64,
-    /// What the call cost in US dollars (0 or more), added to the thread's, its agent's and its
-    /// pool's spend.
+    /// What the call cost in US dollars (0 to 1,000,000), added to the thread's, its agent's and
+    /// its pool's spend.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))]
     pub cost_usd: f64,
     /// The provider refused the call as over its rate limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_opt"
+    )]
     pub rate_limited: Option<RateLimited>,
 }
 
@@ -376,8 +407,8 @@ pub struct BudgetRaise {
     /// Which budget.
     #[serde(flatten)]
     pub scope: BudgetScope,
-    /// By how much (more than 0).
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    /// By how much: more than 0, at most 1,000,000 US dollars.
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1000000))]
     pub amount_usd: f64,
 }
 
@@ -475,6 +506,29 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn nested_structs_are_read_from_objects_only() {
+        let lease = |extra: serde_json::Value| {
+            let mut body = serde_json::json!({"epoch": 1, "limiter": "l", "provider": "p"});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            serde_json::from_value::<LeaseRequest>(body)
+        };
+        assert!(lease(serde_json::json!({"limits": {"max_in_flight": 2}})).is_ok());
+        assert!(lease(serde_json::json!({"budgets": null})).is_ok());
+        for refused in [
+            serde_json::json!({"limits": [null, null]}),
+            serde_json::json!({"limits": null}),
+            serde_json::json!({"budgets": [null, null, null, "UTC"]}),
+        ] {
+            assert!(lease(refused.clone()).is_err(), "{refused}");
+        }
+        let release = |body| serde_json::from_value::<LeaseRelease>(body);
+        assert!(release(serde_json::json!({"rate_limited": {"retry_after_ms": 5}})).is_ok());
+        assert!(release(serde_json::json!({"rate_limited": [5]})).is_err());
     }
 
     #[test]

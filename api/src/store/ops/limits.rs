@@ -402,14 +402,15 @@ pub(crate) async fn release_lease<C: Conn>(
         return Ok(None);
     }
     let cost = limit_rules::nanos(r.cost_usd);
-    let used = r.input_tokens.saturating_add(r.output_tokens);
+    // A count past what the store holds is kept at its largest (it only fills the window).
+    let used = i64::try_from(r.input_tokens.saturating_add(r.output_tokens)).unwrap_or(i64::MAX);
     let recorded = query(
         "UPDATE model_leases SET reported_at = $2, released_at = COALESCE(released_at, $2), used_tokens = $3, cost_nanos = $4 \
          WHERE id = $1 AND reported_at IS NULL",
     )
     .bind(lease.to_string())
     .bind(now)
-    .bind(to_i64(used, "input_tokens + output_tokens")?)
+    .bind(used)
     .bind(cost)
     .execute(&mut *c)
     .await?
