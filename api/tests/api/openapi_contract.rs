@@ -305,6 +305,151 @@ async fn real_answers_fit_their_schemas_in_the_served_document() {
     let (status, body) = api.admin(reqwest::Method::GET, "/v1/triggers", None).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     answer("get", "/v1/triggers", 200, body);
+    // Model leases: each answer's `status` and `reason` sit beside the fields of its variant
+    // (two internally tagged enums, one flattened into the other).
+    let epoch = api.claim(labelled, &token).await;
+    let leases = format!("/v1/runners/threads/{labelled}/model-leases");
+    let route = "/v1/runners/threads/{thread_id}/model-leases";
+    let ask = |limits: Value, budgets: Option<Value>| {
+        let mut body = json!({"epoch": epoch, "limiter": "openai@api.openai.com#0123456789ab",
+            "provider": "openai", "limits": limits, "estimated_tokens": 10});
+        if let Some(b) = budgets {
+            body["budgets"] = b;
+        }
+        body
+    };
+    let (status, granted) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(
+                json!({"max_in_flight": 1, "requests_per_minute": 2, "tokens_per_minute": 25}),
+                None,
+            )),
+        )
+        .await;
+    assert_eq!(
+        (status, &granted["status"]),
+        (reqwest::StatusCode::OK, &json!("granted")),
+        "{granted}"
+    );
+    let lease = granted["lease_id"].as_str().unwrap().to_string();
+    answer("post", route, 200, granted);
+    let (_, in_flight) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({"max_in_flight": 1}), None)),
+        )
+        .await;
+    assert_eq!(in_flight["reason"], "in_flight", "{in_flight}");
+    answer("post", route, 200, in_flight);
+    let (_, tokens) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({"tokens_per_minute": 15}), None)),
+        )
+        .await;
+    assert_eq!(tokens["reason"], "tokens_per_minute", "{tokens}");
+    answer("post", route, 200, tokens);
+    let (status, renewed) = api
+        .call(
+            reqwest::Method::POST,
+            format!("{leases}/{lease}/renew"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{renewed}");
+    answer(
+        "post",
+        "/v1/runners/threads/{thread_id}/model-leases/{lease_id}/renew",
+        200,
+        renewed,
+    );
+    let (status, _) = api
+        .call(reqwest::Method::POST, format!("{leases}/{lease}/release"), Some(&token),
+            Some(json!({"input_tokens": 10, "cost_usd": 0.5, "rate_limited": {"retry_after_ms": 60000}})))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::NO_CONTENT);
+    let (_, limited) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({}), None)),
+        )
+        .await;
+    assert_eq!(limited["reason"], "rate_limited", "{limited}");
+    answer("post", route, 200, limited);
+    for budgets in [
+        json!({"per_session_usd": 0.5, "timezone": "UTC"}),
+        json!({"per_day_usd": 0.5, "timezone": "Asia/Tokyo"}),
+    ] {
+        let (_, over) = api
+            .call(
+                reqwest::Method::POST,
+                &leases,
+                Some(&token),
+                Some(ask(json!({}), Some(budgets))),
+            )
+            .await;
+        assert_eq!(over["status"], "over_budget", "{over}");
+        answer("post", route, 200, over);
+    }
+    let (status, spent) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/threads/{labelled}/spend?timezone=Asia/Tokyo"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{spent}");
+    answer("get", "/v1/threads/{thread_id}/spend", 200, spent);
+    let (_, summary) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/threads/{labelled}"),
+            None,
+        )
+        .await;
+    assert_eq!(summary["spent_usd"], 0.5, "{summary}");
+    answer("get", "/v1/threads/{thread_id}", 200, summary);
+    // A budget request carries its raise.
+    let approval = ninetrix_proto::ApprovalId::new_v7();
+    let mut commit = crate::support::checkpoint(
+        epoch,
+        0,
+        None,
+        vec![crate::support::message("user", "q")],
+        1,
+    );
+    commit["approvals"] = json!([{"id": approval, "key": "b1", "call_id": "c1", "turn_seq": 1, "kind": "budget",
+        "tool": "raise_budget", "args": {}, "args_hash": "h", "timeout_secs": 60,
+        "raise": {"scope": "agent_day", "day": "2026-11-28", "amount_usd": 5.0}}]);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            format!("/v1/runners/threads/{labelled}/commit"),
+            Some(&token),
+            Some(commit),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let (status, body) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/approvals/{approval}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(body["raise"]["day"], "2026-11-28", "{body}");
+    answer("get", "/v1/approvals/{approval_id}", 200, body);
     api.stop().await;
 
     let fit = format!("{} answers fit", cases.len());
