@@ -1,11 +1,13 @@
-//! The lease requests of one API process waiting on a limiter, in arrival order. Only the head
-//! looks at the store: it asks for a lease, and while the answer is "wait" it sleeps until a
-//! release or a claim in this process frees the limiter ([`LeaseQueues::freed`]), the moment the
-//! reason may be gone by itself (an expiry, the window sliding, a back-off's end), or its own
-//! deadline; the others sleep until they become the head (or their deadline passes, when they
-//! answer with the head's last reason). So a pool's waiters cost one transaction per event, not
-//! one per waiter per tick, and are served first come, first served. Several API processes on one
-//! Postgres database each keep their own queue; the grant itself is race-free in the store.
+//! The lease requests of one API process waiting on a limiter, in arrival order. While the
+//! limiter has room, a request asks the store at once (concurrent grants share SQLite's group
+//! commits); once an answer was "wait" the limiter is blocked and only the head looks at the
+//! store: while its answer is "wait" it sleeps until a release or a claim in this process frees
+//! the limiter ([`LeaseQueues::freed`]), the moment the reason may be gone by itself (an expiry,
+//! the window sliding, a back-off's end), or its own deadline; the others sleep until they
+//! become the head (or their deadline passes, when they answer with the head's last reason). A
+//! grant unblocks it. So a pool's waiters cost one transaction per event, not one per waiter per
+//! tick, and are served first come, first served. Several API processes on one Postgres
+//! database each keep their own queue; the grant itself is race-free in the store.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,8 @@ struct QueueState {
     waiting: VecDeque<u64>,
     /// Why the head waits, and until when (Unix ms), as its last look found.
     last_wait: Option<(SlotWait, i64)>,
+    /// The last look found no room (and no grant came since): newcomers wait their turn.
+    blocked: bool,
 }
 
 impl LeaseQueues {
@@ -117,10 +121,24 @@ impl Place<'_> {
         self.queue.freed.notified()
     }
 
-    /// Records why the head waits (what the others answer if their wait ends first).
+    /// Records that a look found no room, and why (what the others answer if their wait ends
+    /// first): the limiter is blocked until a grant.
     pub(crate) fn note_wait(&self, wait: &SlotWait, until: i64) {
         let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
         state.last_wait = Some((wait.clone(), until));
+        state.blocked = true;
+    }
+
+    /// Records a grant: the limiter had room, so newcomers ask at once again.
+    pub(crate) fn note_granted(&self) {
+        let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.blocked = false;
+    }
+
+    /// Whether the last look found no room: a newcomer then waits its turn instead of asking.
+    pub(crate) fn blocked(&self) -> bool {
+        let state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.blocked
     }
 
     /// Why the head waits, as its last look found (none before its first).
@@ -200,6 +218,9 @@ mod tests {
             42,
         );
         assert_eq!(next.last_wait().map(|(_, until)| until), Some(42));
+        assert!(next.blocked(), "a wait blocks newcomers");
+        next.note_granted();
+        assert!(!next.blocked(), "a grant lets them ask at once");
         drop(head);
         tokio::time::timeout(std::time::Duration::from_secs(5), woken)
             .await

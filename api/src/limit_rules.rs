@@ -158,6 +158,32 @@ pub(crate) fn decide(l: &LimiterNow) -> Decision {
     Decision::Grant
 }
 
+/// The calls of a limiter's window, summed: how many, and their tokens.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WindowSum {
+    /// Calls started in the last 60 s.
+    pub(crate) calls: u64,
+    /// Their tokens (used once ended, estimated while running).
+    pub(crate) tokens: u64,
+}
+
+/// Whether one more call of `estimate` tokens fits the window's requests and tokens per minute
+/// — what [`decide`] finds of the window, from its sums alone, so the store reads the window's
+/// rows only when it is full (to say until when).
+pub(crate) fn window_fits(limits: &ModelLimits, sum: WindowSum, estimate: u64) -> bool {
+    let requests = limits
+        .requests_per_minute
+        .is_none_or(|rpm| sum.calls < u64::from(rpm));
+    let tokens = limits.tokens_per_minute.is_none_or(|tpm| {
+        if estimate > tpm {
+            sum.calls == 0
+        } else {
+            sum.tokens.saturating_add(estimate) <= tpm
+        }
+    });
+    requests && tokens
+}
+
 /// When enough of the window's tokens leave it for `estimate` to fit under `tpm`, or `None` when
 /// it fits now. An estimate larger than `tpm` fits only an empty window.
 fn tokens_free_at(window: &[Grant], tpm: u64, estimate: u64) -> Option<i64> {
@@ -608,6 +634,29 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    proptest::proptest! {
+        /// The sums say "fits" exactly when the rows would not make the call wait for the window.
+        #[test]
+        fn the_windows_sums_decide_as_its_rows_do(
+            ages in proptest::collection::vec((1i64..60_000, 0u64..400), 0..12),
+            rpm in proptest::option::of(1u32..12),
+            tpm in proptest::option::of(1u64..3_000),
+            estimate in 0u64..4_000,
+        ) {
+            // Ages within the window (a grant 60 s old has left it).
+            let mut window = grants(&ages);
+            window.sort_by_key(|g| g.at);
+            let lim = limits(None, rpm, tpm);
+            let sum = WindowSum {
+                calls: window.len() as u64,
+                tokens: window.iter().map(|g| g.tokens).sum(),
+            };
+            let mut l = at(&lim, &window);
+            l.estimate = estimate;
+            proptest::prop_assert_eq!(window_fits(&lim, sum, estimate), decide(&l) == Decision::Grant);
+        }
     }
 
     #[test]

@@ -34,7 +34,8 @@ CREATE TABLE model_leases (
     reported_at      BIGINT,
     cost_nanos       BIGINT NOT NULL DEFAULT 0
 );
-CREATE INDEX model_leases_window ON model_leases (pool, limiter, granted_at);
+-- The window's counts read this index alone (it covers the tokens too).
+CREATE INDEX model_leases_window ON model_leases (pool, limiter, granted_at, estimated_tokens, used_tokens);
 CREATE INDEX model_leases_live ON model_leases (pool, limiter, expires_at) WHERE released_at IS NULL;
 CREATE INDEX model_leases_by_thread ON model_leases (thread_id, epoch);
 -- `model_spend`: what an agent's model calls cost, in nano-dollars, per 15-minute UTC bucket, so

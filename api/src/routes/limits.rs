@@ -83,7 +83,8 @@ pub(crate) async fn lease(
 }
 
 /// Waits in the limiter's queue (see `lease_queue`) until this request's look at the store
-/// grants a lease or finds a budget spent, or its wait ends.
+/// grants a lease or finds a budget spent, or its wait ends. A request that finds the limiter
+/// unblocked looks at once, whatever its place.
 async fn lease_in_turn(
     app: &App,
     id: ThreadId,
@@ -92,8 +93,13 @@ async fn lease_in_turn(
 ) -> Result<LeaseResponse, ApiError> {
     let deadline = Instant::now() + Duration::from_millis(request.wait_ms).min(app.max_wait);
     let place = app.leases.join(key);
+    let mut first = true;
     loop {
-        if !place.is_head() {
+        let head = place.is_head();
+        // Anyone but the head looks at the store only on arrival, and only while the limiter
+        // has room.
+        let looks = head || (first && !place.blocked());
+        if !looks {
             let head_changed = place.head_changed();
             tokio::pin!(head_changed);
             head_changed.as_mut().enable();
@@ -109,18 +115,28 @@ async fn lease_in_turn(
             }
             return behind(app, id, request, &place).await;
         }
+        first = false;
         // Enabled before the look, so a release committed meanwhile still wakes this request.
         let freed = place.freed();
         tokio::pin!(freed);
         freed.as_mut().enable();
         let (wait, until) = match attempt(app, id, request).await? {
             LeaseOutcome::Wait { wait, until } => (wait, until),
-            done => return Ok(answer(app, done)),
+            done => {
+                if matches!(done, LeaseOutcome::Granted { .. }) {
+                    place.note_granted();
+                }
+                return Ok(answer(app, done));
+            }
         };
         place.note_wait(&wait, until);
         let now = Instant::now();
         if now >= deadline {
             return Ok(waiting(wait, until));
+        }
+        if !head {
+            // No room: it waits its turn behind the requests that came before it.
+            continue;
         }
         let mut wake = deadline.min(instant_at(until));
         if app.store.recheck_every().is_some() {

@@ -425,7 +425,7 @@ store_ops! {
     /// or a spent budget. `crash` is called before the commit of a grant
     /// (`lease_before_commit`).
     write fn lease(id: ThreadId, request: LeaseRequest, ttl_ms: i64, crash: fn(&str)) -> LeaseOutcome
-        = |c| lease(c, id, &request, ttl_ms, now_ms(), crash);
+        = |c| lease(c, id, &request, ttl_ms, now_ms, crash);
 
     /// Extends a live lease of the thread's epoch by `ttl_ms` from now; returns its new expiry
     /// (Unix ms).
@@ -436,7 +436,7 @@ store_ops! {
     /// limiter when the release recorded something (its waiters to wake). `crash` is called
     /// before the commit of a first release (`release_before_commit`).
     write fn release_lease(id: ThreadId, lease: LeaseId, release: LeaseRelease, crash: fn(&str)) -> Option<LimiterKey>
-        = |c| release_lease(c, id, lease, &release, now_ms(), crash);
+        = |c| release_lease(c, id, lease, &release, now_ms, crash);
 
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated

@@ -19,7 +19,7 @@ use ninetrix_proto::{LeaseId, ThreadId};
 
 use crate::limit_rules::{
     self, Day, Decision, Grant, LimiterKey, LimiterNow, MAX_BUCKET_NANOS, MAX_THREAD_NANOS,
-    WINDOW_MS,
+    WINDOW_MS, WindowSum,
 };
 use crate::store::codec::{to_i64, to_u64};
 use crate::store::conn::{Conn, for_write, query, query_as};
@@ -76,20 +76,20 @@ fn invalid(message: String) -> StoreError {
 /// One lease request in one transaction: fenced by `epoch` (the thread's row locked), its
 /// budgets checked first (a spent budget never waits), then the limiter's row locked and its
 /// numbers set to this request's, its live leases and window counted, and a lease written when
-/// `limit_rules::decide` grants one. `crash` is called before the commit of a grant (the kill
-/// point `lease_before_commit`).
+/// `limit_rules::decide` grants one. `clock` is read once the limiter's lock is held. `crash` is
+/// called before the commit of a grant (the kill point `lease_before_commit`).
 pub(crate) async fn lease<C: Conn>(
     c: &mut C,
     id: ThreadId,
     req: &LeaseRequest,
     ttl_ms: i64,
-    now: i64,
+    clock: fn() -> i64,
     crash: fn(&str),
 ) -> StoreResult<LeaseOutcome> {
     let zone = limit_rules::check_request(req).map_err(invalid)?;
     let thread = fenced_thread(c, id, req.epoch).await?;
     if let (Some(policy), Some(zone)) = (&req.budgets, zone)
-        && let Some(spent) = budget_refusal(c, &thread, policy, zone, now).await?
+        && let Some(spent) = budget_refusal(c, &thread, policy, zone, clock()).await?
     {
         return Ok(LeaseOutcome::OverBudget(spent));
     }
@@ -115,7 +115,9 @@ pub(crate) async fn lease<C: Conn>(
     // The upsert locked the limiter's row (on Postgres an `ON CONFLICT DO UPDATE` locks the row
     // it updates, and a concurrent first insert waits on the key), so until this transaction
     // ends no other grant or release of the limiter runs, on any API replica: what it counts
-    // next is what it decides on.
+    // next is what it decides on. Its time is read now, once the lock is held, so a grant that
+    // waited for another's commit is never dated before it.
+    let now = clock();
     let (in_flight, first_expiry): (i64, Option<i64>) = query_as(
         "SELECT COUNT(*), MIN(expires_at) FROM model_leases \
          WHERE pool = $1 AND limiter = $2 AND released_at IS NULL AND expires_at > $3",
@@ -125,12 +127,15 @@ pub(crate) async fn lease<C: Conn>(
     .bind(now)
     .fetch_one(&mut *c)
     .await?;
-    let window =
-        if req.limits.requests_per_minute.is_some() || req.limits.tokens_per_minute.is_some() {
-            window(c, &key, now).await?
-        } else {
-            Vec::new()
-        };
+    // The window's rows are read only when its sums say it is full, to say until when: a
+    // limiter with room costs one index range count, whatever its requests per minute.
+    let counted =
+        req.limits.requests_per_minute.is_some() || req.limits.tokens_per_minute.is_some();
+    let window = if counted && !window_fits(c, &key, req, now).await? {
+        window(c, &key, now).await?
+    } else {
+        Vec::new()
+    };
     let decision = limit_rules::decide(&LimiterNow {
         now,
         limits: req.limits.clone(),
@@ -164,6 +169,34 @@ pub(crate) async fn lease<C: Conn>(
     }
     crash("lease_before_commit");
     Ok(LeaseOutcome::Granted { lease, expires_at })
+}
+
+/// Whether one more call of `req` fits the limiter's window, by its sums (see
+/// `limit_rules::window_fits`).
+async fn window_fits<C: Conn>(
+    c: &mut C,
+    key: &LimiterKey,
+    req: &LeaseRequest,
+    now: i64,
+) -> StoreResult<bool> {
+    let (calls, tokens): (i64, i64) = query_as(
+        "SELECT COUNT(*), CAST(COALESCE(SUM(COALESCE(used_tokens, estimated_tokens)), 0) AS BIGINT) \
+         FROM model_leases WHERE pool = $1 AND limiter = $2 AND granted_at > $3",
+    )
+    .bind(&key.pool)
+    .bind(&key.limiter)
+    .bind(now - WINDOW_MS)
+    .fetch_one(&mut *c)
+    .await?;
+    let sum = WindowSum {
+        calls: to_u64(calls),
+        tokens: to_u64(tokens),
+    };
+    Ok(limit_rules::window_fits(
+        &req.limits,
+        sum,
+        req.estimated_tokens,
+    ))
 }
 
 /// The calls of the limiter started in the last 60 s, oldest first, each with its tokens (used
@@ -370,7 +403,7 @@ pub(crate) async fn release_lease<C: Conn>(
     id: ThreadId,
     lease: LeaseId,
     r: &LeaseRelease,
-    now: i64,
+    clock: fn() -> i64,
     crash: fn(&str),
 ) -> StoreResult<Option<LimiterKey>> {
     limit_rules::check_release(r).map_err(invalid)?;
@@ -401,6 +434,8 @@ pub(crate) async fn release_lease<C: Conn>(
     if reported_at.is_some() {
         return Ok(None);
     }
+    // Read with the limiter's lock held (see `lease`).
+    let now = clock();
     let cost = limit_rules::nanos(r.cost_usd);
     // A count past what the store holds is kept at its largest (it only fills the window).
     let used = i64::try_from(r.input_tokens.saturating_add(r.output_tokens)).unwrap_or(i64::MAX);
