@@ -99,6 +99,12 @@ async fn lease_in_turn(
         // Anyone but the head looks at the store only on arrival, and only while the limiter
         // has room.
         let looks = head || (first && !place.blocked());
+        if !looks && first && request.budgets.is_some() {
+            // A spent budget never waits its turn.
+            if let Some(spent) = app.store.lease_refusal(id, request.clone()).await? {
+                return Ok(LeaseResponse::OverBudget { spent });
+            }
+        }
         if !looks {
             let head_changed = place.head_changed();
             tokio::pin!(head_changed);

@@ -20,13 +20,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, CancelRequest, CancelResponse, CheckpointCreated, CheckpointRequest,
-    ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest, EnqueueRequest,
-    EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest, InboxMessage,
-    LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile, MemoryFileContent, MemoryOpRequest,
-    MemoryOpResult, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent, TriggerSet,
-    TriggersApplied, VersionDetail, VersionSummary,
+    Approval, ApprovalStatus, BudgetSpent, CancelRequest, CancelResponse, CheckpointCreated,
+    CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest,
+    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest,
+    InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile, MemoryFileContent,
+    MemoryOpRequest, MemoryOpResult, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
+    TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
 };
 
 pub use crate::limit_rules::LimiterKey;
@@ -426,6 +426,11 @@ store_ops! {
     /// (`lease_before_commit`).
     write fn lease(id: ThreadId, request: LeaseRequest, ttl_ms: i64, crash: fn(&str)) -> LeaseOutcome
         = |c| lease(c, id, &request, ttl_ms, now_ms, crash);
+
+    /// A lease request's refusal before any limit, read without a lock: a spent budget (`Some`),
+    /// or `fenced`/`purged`.
+    read fn lease_refusal(id: ThreadId, request: LeaseRequest) -> Option<BudgetSpent>
+        = |c| lease_refusal(c, id, &request, now_ms());
 
     /// Extends a live lease of the thread's epoch by `ttl_ms` from now; returns its new expiry
     /// (Unix ms).

@@ -741,6 +741,38 @@ async fn budgets_of_the_session_the_agents_day_and_the_pools_day(backend: Backen
     )
     .await;
     assert_eq!(over["status"], "over_budget", "{over}");
+    // Nor behind requests waiting their turn for the slot.
+    let waiting = runner(&api, "p", "editor").await;
+    let started = Instant::now();
+    let (queued, over) = tokio::join!(
+        lease(
+            &api,
+            &waiting,
+            ask(&waiting, json!({"max_in_flight": 1}), 1_500)
+        ),
+        async {
+            // Likely behind `waiting` in the queue; either way it must not wait.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let answer = lease(
+                &api,
+                &a,
+                with_budgets(
+                    &a,
+                    json!({"max_in_flight": 1}),
+                    json!({"per_session_usd": 1.0}),
+                ),
+            )
+            .await;
+            (answer, started.elapsed())
+        }
+    );
+    assert_eq!(queued["reason"], "in_flight", "{queued}");
+    assert_eq!(over.0["status"], "over_budget", "{}", over.0);
+    assert!(
+        over.1 < Duration::from_millis(1_400),
+        "answered after {:?}",
+        over.1
+    );
     release(&api, &b, &held, json!({"cost_usd": 0.5})).await;
     // The agent's day: `a`'s 1.0 and `b`'s 0.5 together.
     let day = json!({"per_day_usd": 1.5});

@@ -199,6 +199,33 @@ async fn window_fits<C: Conn>(
     ))
 }
 
+/// A spent budget of a lease request, read without a lock (so a request that would wait its turn
+/// in its limiter's queue is answered `over_budget` at once: a spent budget never waits). A
+/// stale epoch is `fenced` and a purged thread `purged`, as for the lease itself.
+pub(crate) async fn lease_refusal<C: Conn>(
+    c: &mut C,
+    id: ThreadId,
+    req: &LeaseRequest,
+    now: i64,
+) -> StoreResult<Option<BudgetSpent>> {
+    let zone = limit_rules::check_request(req).map_err(invalid)?;
+    let row: Option<ThreadRow> = query_as(SELECT_THREAD)
+        .bind(id.to_string())
+        .fetch_optional(&mut *c)
+        .await?;
+    let thread = live(id, row.ok_or(StoreError::NotFound("thread"))?)?;
+    if to_u64(thread.epoch) != req.epoch {
+        return Err(StoreError::Fenced {
+            given: req.epoch,
+            current: to_u64(thread.epoch),
+        });
+    }
+    match (&req.budgets, zone) {
+        (Some(policy), Some(zone)) => budget_refusal(c, &thread, policy, zone, now).await,
+        _ => Ok(None),
+    }
+}
+
 /// The calls of the limiter started in the last 60 s, oldest first, each with its tokens (used
 /// once reported, estimated before).
 async fn window<C: Conn>(c: &mut C, key: &LimiterKey, now: i64) -> StoreResult<Vec<Grant>> {

@@ -52,7 +52,7 @@ pub(crate) use inbox::inbox_after;
 pub use inbox::{SessionOf, Wake};
 pub(crate) use ledger::{complete_tool_call, record_intent, tool_calls, turn_tool_calls};
 pub use limits::LeaseOutcome;
-pub(crate) use limits::{claim_freeing, lease, release_lease, renew_lease, spend};
+pub(crate) use limits::{claim_freeing, lease, lease_refusal, release_lease, renew_lease, spend};
 pub use memory::{MemoryFilter, MemorySpace};
 pub(crate) use memory::{
     edit_memory, list_memories, memory_file, memory_op, memory_view, purge_memories,
