@@ -1,15 +1,16 @@
-//! The lease requests of one API process waiting on a limiter, in arrival order. While the
-//! limiter has room, a request asks the store at once (concurrent grants share SQLite's group
-//! commits); once an answer was "wait" the limiter is blocked and only the head looks at the
-//! store: while its answer is "wait" it sleeps until a release or a claim in this process frees
-//! the limiter ([`LeaseQueues::freed`]), the moment the reason may be gone by itself (an expiry,
-//! the window sliding, a back-off's end), or its own deadline; the others sleep until they
-//! become the head (or their deadline passes, when they answer with the head's last reason). A
-//! grant unblocks it. So a pool's waiters cost one transaction per event, not one per waiter per
-//! tick, and are served first come, first served. Several API processes on one Postgres
+//! The lease requests of one API process waiting on a limiter, in arrival order. While none of
+//! them waits, a newcomer asks the store at once (concurrent grants share SQLite's group
+//! commits); once one was answered "wait", newcomers queue behind it and only the head looks at
+//! the store: while its answer is "wait" it sleeps until a release or a claim in this process
+//! frees the limiter ([`LeaseQueues::freed`]), the moment the reason may be gone by itself (an
+//! expiry, the window sliding, a back-off's end), or its own deadline; the others sleep until
+//! they become the head (or their deadline passes, when they answer with the head's last
+//! reason). Newcomers ask at once again when every request that waited has left. So a pool's
+//! waiters cost one transaction per event, not one per waiter per tick, and are served first
+//! come, first served. Several API processes on one Postgres
 //! database each keep their own queue; the grant itself is race-free in the store.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use ninetrix_proto::api::SlotWait;
@@ -39,8 +40,9 @@ struct QueueState {
     waiting: VecDeque<u64>,
     /// Why the head waits, and until when (Unix ms), as its last look found.
     last_wait: Option<(SlotWait, i64)>,
-    /// The last look found no room (and no grant came since): newcomers wait their turn.
-    blocked: bool,
+    /// The requests of the queue that were answered "wait": while there is one, newcomers wait
+    /// their turn behind it.
+    waited: HashSet<u64>,
 }
 
 impl LeaseQueues {
@@ -121,24 +123,19 @@ impl Place<'_> {
         self.queue.freed.notified()
     }
 
-    /// Records that a look found no room, and why (what the others answer if their wait ends
-    /// first): the limiter is blocked until a grant.
+    /// Records that this request's look found no room, and why (what the others answer if
+    /// their wait ends first): newcomers wait their turn behind it until it leaves.
     pub(crate) fn note_wait(&self, wait: &SlotWait, until: i64) {
         let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
         state.last_wait = Some((wait.clone(), until));
-        state.blocked = true;
+        state.waited.insert(self.ticket);
     }
 
-    /// Records a grant: the limiter had room, so newcomers ask at once again.
-    pub(crate) fn note_granted(&self) {
-        let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.blocked = false;
-    }
-
-    /// Whether the last look found no room: a newcomer then waits its turn instead of asking.
+    /// Whether a request of the queue waits for room: a newcomer then waits its turn instead
+    /// of asking.
     pub(crate) fn blocked(&self) -> bool {
         let state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.blocked
+        state.waited.iter().any(|t| *t != self.ticket)
     }
 
     /// Why the head waits, as its last look found (none before its first).
@@ -157,6 +154,7 @@ impl Drop for Place<'_> {
             let mut state = self.queue.state.lock().unwrap_or_else(|e| e.into_inner());
             let was_head = state.waiting.front() == Some(&self.ticket);
             state.waiting.retain(|t| *t != self.ticket);
+            state.waited.remove(&self.ticket);
             (was_head, state.waiting.is_empty())
         };
         if empty {
@@ -218,14 +216,21 @@ mod tests {
             42,
         );
         assert_eq!(next.last_wait().map(|(_, until)| until), Some(42));
-        assert!(next.blocked(), "a wait blocks newcomers");
-        next.note_granted();
-        assert!(!next.blocked(), "a grant lets them ask at once");
+        assert!(
+            next.blocked(),
+            "a request that waits makes newcomers wait their turn"
+        );
+        let newcomer = queues.join(key("a"));
+        assert!(newcomer.blocked());
         drop(head);
         tokio::time::timeout(std::time::Duration::from_secs(5), woken)
             .await
             .expect("woken");
         assert!(next.is_head());
+        assert!(
+            !newcomer.blocked(),
+            "once the one that waited left, newcomers ask at once"
+        );
     }
 
     #[tokio::test]

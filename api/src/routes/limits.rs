@@ -83,8 +83,8 @@ pub(crate) async fn lease(
 }
 
 /// Waits in the limiter's queue (see `lease_queue`) until this request's look at the store
-/// grants a lease or finds a budget spent, or its wait ends. A request that finds the limiter
-/// unblocked looks at once, whatever its place.
+/// grants a lease or finds a budget spent, or its wait ends. A request that finds nobody of its
+/// queue waiting looks at once, whatever its place.
 async fn lease_in_turn(
     app: &App,
     id: ThreadId,
@@ -96,8 +96,8 @@ async fn lease_in_turn(
     let mut first = true;
     loop {
         let head = place.is_head();
-        // Anyone but the head looks at the store only on arrival, and only while the limiter
-        // has room.
+        // Anyone but the head looks at the store only on arrival, and only while nobody of the
+        // queue waits for room.
         let looks = head || (first && !place.blocked());
         if !looks && first && request.budgets.is_some() {
             // A spent budget never waits its turn.
@@ -128,12 +128,7 @@ async fn lease_in_turn(
         freed.as_mut().enable();
         let (wait, until) = match attempt(app, id, request).await? {
             LeaseOutcome::Wait { wait, until } => (wait, until),
-            done => {
-                if matches!(done, LeaseOutcome::Granted { .. }) {
-                    place.note_granted();
-                }
-                return Ok(answer(app, done));
-            }
+            done => return Ok(answer(app, done)),
         };
         place.note_wait(&wait, until);
         let now = Instant::now();
