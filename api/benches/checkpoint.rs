@@ -10,19 +10,21 @@
 //! commit); and the CPU cost of the JSON and the token check in a loop.
 //!
 //! And the cost of a pool-wide model lease per model call (issue 38): a lease granted on a
-//! limiter with room, then its release with what the call used, over HTTP — one runner, then 8
-//! at once on one limiter — and the same lease with a session's and a day's budget to check.
+//! limiter with room, then its release with what the call used, through the store in process and
+//! over HTTP with each runner's own token (as a runner asks: authenticated, its pool read from
+//! its token) — one runner, then 8 at once on one limiter — and the same lease with a session's
+//! and a day's budget to check.
 //!
 //! Run: `cargo bench -p ninetrix-api --bench checkpoint` (`-- leases` for the leases alone)
 
 use std::time::{Duration, Instant};
 
 use ninetrix_api::store::{Store, StoreOptions, WriterStats};
-use ninetrix_api::{AuthConfig, Config, Server};
-use ninetrix_client::Client;
+use ninetrix_api::{AuthConfig, Config, Secret, Server};
+use ninetrix_client::{Client, Token};
 use ninetrix_proto::api::{
     BudgetPolicy, CheckpointRequest, CheckpointState, LeaseRelease, LeaseRequest, LeaseResponse,
-    ModelLimits, ThreadStatus,
+    ModelLimits, RunnerTokenRequest, ThreadStatus,
 };
 use ninetrix_proto::{Message, Role, ThreadId};
 use sqlx::Connection as _;
@@ -86,6 +88,9 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
     }
 }
 
+/// The admin token of the server the lease rows run against.
+const BENCH_ADMIN: &str = "bench-admin-token-0123456789";
+
 async fn start(
     url: &str,
 ) -> (
@@ -94,7 +99,19 @@ async fn start(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
-    let mut config = Config::new(url, AuthConfig::InsecureDev);
+    start_as(url, AuthConfig::InsecureDev).await
+}
+
+async fn start_as(
+    url: &str,
+    auth: AuthConfig,
+) -> (
+    String,
+    Store,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut config = Config::new(url, auth);
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.store = StoreOptions {
         max_batch: 256,
@@ -326,7 +343,9 @@ async fn split_one_write(
 /// lease, then releases it with the tokens and cost of a call. Returns the acquire and the
 /// release samples and the elapsed time.
 async fn leases(
-    api: &Client,
+    admin: &Client,
+    http: &reqwest::Client,
+    base: &str,
     concurrency: usize,
     budgets: bool,
 ) -> (Vec<Duration>, Vec<Duration>, Duration) {
@@ -337,13 +356,28 @@ async fn leases(
     );
     let mut runners = Vec::new();
     for _ in 0..concurrency {
-        runners.push(claimed(api).await);
+        let thread = ThreadId::new_v7();
+        let minted = admin
+            .mint_runner_token(&RunnerTokenRequest {
+                thread_id: thread,
+                pool: Some("bench".into()),
+                agent: Some("writer".into()),
+                replica: None,
+            })
+            .await
+            .unwrap();
+        let runner = Client::new(http.clone(), base, Some(Token::new(minted.token)));
+        let epoch = runner
+            .claim(thread, &Default::default())
+            .await
+            .unwrap()
+            .epoch;
+        runners.push((runner, thread, epoch));
     }
     let started = Instant::now();
     let tasks: Vec<_> = runners
         .into_iter()
-        .map(|(t, epoch)| {
-            let api = api.clone();
+        .map(|(api, t, epoch)| {
             let request = LeaseRequest {
                 epoch,
                 limiter: limiter.clone(),
@@ -441,10 +475,16 @@ async fn store_leases(store: &Store, api: &Client) -> (Vec<Duration>, Vec<Durati
     (acquire, free, started.elapsed())
 }
 
-/// The lease rows of one backend.
-async fn lease_rows(label: &str, store: &Store, api: &Client) -> Vec<Row> {
+/// The lease rows of one backend (a server of their own, with tokens).
+async fn lease_rows(label: &str, url: &str, http: &reqwest::Client) -> Vec<Row> {
+    let auth = AuthConfig::Tokens {
+        secret: Secret::new(b"bench-secret-for-runner-tokens".to_vec()),
+        admin_token: Secret::new(BENCH_ADMIN.as_bytes().to_vec()),
+    };
+    let (base, store, stop, task) = start_as(url, auth).await;
+    let admin = Client::new(http.clone(), &base, Some(Token::new(BENCH_ADMIN)));
     let mut rows = Vec::new();
-    let (acquire, free, elapsed) = store_leases(store, api).await;
+    let (acquire, free, elapsed) = store_leases(&store, &admin).await;
     rows.push(summarize(
         format!("{label}: model lease acquire through the store in process, 1 runner"),
         acquire,
@@ -456,7 +496,7 @@ async fn lease_rows(label: &str, store: &Store, api: &Client) -> Vec<Row> {
         elapsed,
     ));
     for (concurrency, budgets) in [(1, false), (1, true), (8, false)] {
-        let (acquire, free, elapsed) = leases(api, concurrency, budgets).await;
+        let (acquire, free, elapsed) = leases(&admin, http, &base, concurrency, budgets).await;
         let with = if budgets {
             " with a session's and a day's budget"
         } else {
@@ -473,6 +513,8 @@ async fn lease_rows(label: &str, store: &Store, api: &Client) -> Vec<Row> {
             elapsed,
         ));
     }
+    let _ = stop.send(());
+    task.await.unwrap();
     rows
 }
 
@@ -701,15 +743,13 @@ fn main() {
         )];
         let mut split_rows = Vec::new();
         for (label, url, cleanup) in backends {
-            let (base, store, stop, task) = start(&url).await;
-            let api = Client::new(http.clone(), &base, None);
-            rows.extend(lease_rows(&label, &store, &api).await);
+            rows.extend(lease_rows(&label, &url, &http).await);
             if only_leases {
-                let _ = stop.send(());
-                task.await.unwrap();
                 drop_database(cleanup).await;
                 continue;
             }
+            let (base, store, stop, task) = start(&url).await;
+            let api = Client::new(http.clone(), &base, None);
             for concurrency in [1, 8, 32] {
                 let before = store.writer_stats();
                 let (samples, elapsed) = writes(&api, concurrency).await;
