@@ -99,8 +99,8 @@ async fn lease_in_turn(
         // Anyone but the head looks at the store only on arrival, and only while nobody of the
         // queue waits for room.
         let looks = head || (first && !place.blocked());
-        if !looks && first && request.budgets.is_some() {
-            // A spent budget never waits its turn.
+        if !looks && first {
+            // A spent budget never waits its turn, nor a stale epoch or a purged thread.
             if let Some(spent) = app.store.lease_refusal(id, request.clone()).await? {
                 return Ok(LeaseResponse::OverBudget { spent });
             }

@@ -201,7 +201,7 @@ async fn window_fits<C: Conn>(
 
 /// A spent budget of a lease request, read without a lock (so a request that would wait its turn
 /// in its limiter's queue is answered `over_budget` at once: a spent budget never waits). A
-/// stale epoch is `fenced` and a purged thread `purged`, as for the lease itself.
+/// stale epoch is `fenced` and a purged thread `purged` at once too, as for the lease itself.
 pub(crate) async fn lease_refusal<C: Conn>(
     c: &mut C,
     id: ThreadId,
