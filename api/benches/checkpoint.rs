@@ -9,14 +9,23 @@
 //! machine slows them alike; the writer's own counters (statements vs `COMMIT`, writes per
 //! commit); and the CPU cost of the JSON and the token check in a loop.
 //!
-//! Run: `cargo bench -p ninetrix-api --bench checkpoint`
+//! And the cost of a pool-wide model lease per model call (issue 38): a lease granted on a
+//! limiter with room, then its release with what the call used, through the store in process and
+//! over HTTP with each runner's own token (as a runner asks: authenticated, its pool read from
+//! its token) — one runner, then 8 at once on one limiter — and the same lease with a session's
+//! and a day's budget to check.
+//!
+//! Run: `cargo bench -p ninetrix-api --bench checkpoint` (`-- leases` for the leases alone)
 
 use std::time::{Duration, Instant};
 
 use ninetrix_api::store::{Store, StoreOptions, WriterStats};
-use ninetrix_api::{AuthConfig, Config, Server};
-use ninetrix_client::Client;
-use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadStatus};
+use ninetrix_api::{AuthConfig, Config, Secret, Server};
+use ninetrix_client::{Client, Token};
+use ninetrix_proto::api::{
+    BudgetPolicy, CheckpointRequest, CheckpointState, LeaseRelease, LeaseRequest, LeaseResponse,
+    ModelLimits, RunnerTokenRequest, ThreadStatus,
+};
 use ninetrix_proto::{Message, Role, ThreadId};
 use sqlx::Connection as _;
 
@@ -27,6 +36,8 @@ const WRITES: usize = 4000;
 /// Rounds of the interleaved split of one write.
 const SPLIT_ROUNDS: usize = 1500;
 const LATEST_TURNS: u64 = 1000;
+/// Lease + release pairs per run of the lease measurements.
+const LEASES: usize = 2000;
 const LATEST_READS: usize = 200;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -77,6 +88,9 @@ fn checkpoint_body(epoch: u64, parent: u64) -> CheckpointRequest {
     }
 }
 
+/// The admin token of the server the lease rows run against.
+const BENCH_ADMIN: &str = "bench-admin-token-0123456789";
+
 async fn start(
     url: &str,
 ) -> (
@@ -85,7 +99,19 @@ async fn start(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
-    let mut config = Config::new(url, AuthConfig::InsecureDev);
+    start_as(url, AuthConfig::InsecureDev).await
+}
+
+async fn start_as(
+    url: &str,
+    auth: AuthConfig,
+) -> (
+    String,
+    Store,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let mut config = Config::new(url, auth);
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.store = StoreOptions {
         max_batch: 256,
@@ -311,6 +337,187 @@ async fn split_one_write(
     (rows, stats)
 }
 
+/// `LEASES` model calls' leases from `concurrency` runners at once on one limiter with room for
+/// all of them (`max_in_flight` = the runners, requests and tokens per minute far above what
+/// the run asks, so the window is read and counted but never full): each runner asks for a
+/// lease, then releases it with the tokens and cost of a call. Returns the acquire and the
+/// release samples and the elapsed time.
+async fn leases(
+    admin: &Client,
+    http: &reqwest::Client,
+    base: &str,
+    concurrency: usize,
+    budgets: bool,
+) -> (Vec<Duration>, Vec<Duration>, Duration) {
+    let per = LEASES / concurrency;
+    let limiter = format!(
+        "openai@api.openai.com#{}",
+        &ThreadId::new_v7().as_uuid().simple().to_string()[..12]
+    );
+    let mut runners = Vec::new();
+    for _ in 0..concurrency {
+        let thread = ThreadId::new_v7();
+        let minted = admin
+            .mint_runner_token(&RunnerTokenRequest {
+                thread_id: thread,
+                pool: Some("bench".into()),
+                agent: Some("writer".into()),
+                replica: None,
+            })
+            .await
+            .unwrap();
+        let runner = Client::new(http.clone(), base, Some(Token::new(minted.token)));
+        let epoch = runner
+            .claim(thread, &Default::default())
+            .await
+            .unwrap()
+            .epoch;
+        runners.push((runner, thread, epoch));
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = runners
+        .into_iter()
+        .map(|(api, t, epoch)| {
+            let request = LeaseRequest {
+                epoch,
+                limiter: limiter.clone(),
+                provider: "openai".into(),
+                limits: ModelLimits {
+                    max_in_flight: Some(concurrency as u32),
+                    requests_per_minute: Some(1_000_000),
+                    tokens_per_minute: Some(1_000_000_000),
+                },
+                budgets: budgets.then(|| BudgetPolicy {
+                    per_session_usd: Some(1_000.0),
+                    per_day_usd: Some(10_000.0),
+                    pool_per_day_usd: None,
+                    timezone: "Europe/Paris".into(),
+                }),
+                estimated_tokens: 1_200,
+                wait_ms: 10_000,
+            };
+            let release = LeaseRelease {
+                input_tokens: 1_150,
+                output_tokens: 240,
+                cost_usd: 0.0042,
+                rate_limited: None,
+            };
+            tokio::spawn(async move {
+                let (mut acquire, mut free) = (Vec::with_capacity(per), Vec::with_capacity(per));
+                for _ in 0..per {
+                    let t0 = Instant::now();
+                    let answer = api.lease_model(t, &request).await.unwrap();
+                    acquire.push(t0.elapsed());
+                    let LeaseResponse::Granted { lease_id, .. } = answer else {
+                        panic!("not granted: {answer:?}");
+                    };
+                    let t0 = Instant::now();
+                    api.release_model_lease(t, lease_id, &release)
+                        .await
+                        .unwrap();
+                    free.push(t0.elapsed());
+                }
+                (acquire, free)
+            })
+        })
+        .collect();
+    let (mut acquire, mut free) = (Vec::new(), Vec::new());
+    for task in tasks {
+        let (a, f) = task.await.unwrap();
+        acquire.extend(a);
+        free.extend(f);
+    }
+    (acquire, free, started.elapsed())
+}
+
+/// `LEASES` leases and releases through the store in process (no HTTP), one runner: what the
+/// transactions cost alone.
+async fn store_leases(store: &Store, api: &Client) -> (Vec<Duration>, Vec<Duration>, Duration) {
+    let (t, epoch) = claimed(api).await;
+    let request = LeaseRequest {
+        epoch,
+        limiter: "openai@api.openai.com#in0process000".into(),
+        provider: "openai".into(),
+        limits: ModelLimits {
+            max_in_flight: Some(1),
+            requests_per_minute: Some(1_000_000),
+            tokens_per_minute: Some(1_000_000_000),
+        },
+        budgets: None,
+        estimated_tokens: 1_200,
+        wait_ms: 0,
+    };
+    let release = LeaseRelease {
+        input_tokens: 1_150,
+        output_tokens: 240,
+        cost_usd: 0.0042,
+        rate_limited: None,
+    };
+    let (mut acquire, mut free) = (Vec::new(), Vec::new());
+    let started = Instant::now();
+    for _ in 0..LEASES {
+        let t0 = Instant::now();
+        let outcome = store
+            .lease(t, request.clone(), 60_000, |_| {})
+            .await
+            .unwrap();
+        acquire.push(t0.elapsed());
+        let ninetrix_api::store::LeaseOutcome::Granted { lease, .. } = outcome else {
+            panic!("not granted: {outcome:?}");
+        };
+        let t0 = Instant::now();
+        store
+            .release_lease(t, lease, release.clone(), |_| {})
+            .await
+            .unwrap();
+        free.push(t0.elapsed());
+    }
+    (acquire, free, started.elapsed())
+}
+
+/// The lease rows of one backend (a server of their own, with tokens).
+async fn lease_rows(label: &str, url: &str, http: &reqwest::Client) -> Vec<Row> {
+    let auth = AuthConfig::Tokens {
+        secret: Secret::new(b"bench-secret-for-runner-tokens".to_vec()),
+        admin_token: Secret::new(BENCH_ADMIN.as_bytes().to_vec()),
+    };
+    let (base, store, stop, task) = start_as(url, auth).await;
+    let admin = Client::new(http.clone(), &base, Some(Token::new(BENCH_ADMIN)));
+    let mut rows = Vec::new();
+    let (acquire, free, elapsed) = store_leases(&store, &admin).await;
+    rows.push(summarize(
+        format!("{label}: model lease acquire through the store in process, 1 runner"),
+        acquire,
+        elapsed,
+    ));
+    rows.push(summarize(
+        format!("{label}: model lease release through the store in process, 1 runner"),
+        free,
+        elapsed,
+    ));
+    for (concurrency, budgets) in [(1, false), (1, true), (8, false)] {
+        let (acquire, free, elapsed) = leases(&admin, http, &base, concurrency, budgets).await;
+        let with = if budgets {
+            " with a session's and a day's budget"
+        } else {
+            ""
+        };
+        rows.push(summarize(
+            format!("{label}: model lease acquire (granted){with}, {concurrency} runner(s)"),
+            acquire,
+            elapsed,
+        ));
+        rows.push(summarize(
+            format!("{label}: model lease release (tokens, cost){with}, {concurrency} runner(s)"),
+            free,
+            elapsed,
+        ));
+    }
+    let _ = stop.send(());
+    task.await.unwrap();
+    rows
+}
+
 async fn claimed(api: &Client) -> (ThreadId, u64) {
     let t = ThreadId::new_v7();
     let epoch = api.claim(t, &Default::default()).await.unwrap().epoch;
@@ -458,12 +665,26 @@ async fn sqlx_sqlite(dir: &std::path::Path) -> (Vec<Duration>, Duration) {
     (samples, started.elapsed())
 }
 
+/// Drops the Postgres database a run made (`(admin URL, name)`), if any.
+async fn drop_database(cleanup: Option<(String, String)>) {
+    if let Some((admin, name)) = cleanup {
+        let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut c)
+        .await;
+    }
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
+    // `cargo bench … -- leases`: the lease rows alone.
+    let only_leases = std::env::args().any(|a| a == "leases");
     rt.block_on(async {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
@@ -522,6 +743,11 @@ fn main() {
         )];
         let mut split_rows = Vec::new();
         for (label, url, cleanup) in backends {
+            rows.extend(lease_rows(&label, &url, &http).await);
+            if only_leases {
+                drop_database(cleanup).await;
+                continue;
+            }
             let (base, store, stop, task) = start(&url).await;
             let api = Client::new(http.clone(), &base, None);
             for concurrency in [1, 8, 32] {
@@ -567,14 +793,7 @@ fn main() {
                 samples,
                 elapsed,
             ));
-            if let Some((admin, name)) = cleanup {
-                let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-                let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                )))
-                .execute(&mut c)
-                .await;
-            }
+            drop_database(cleanup).await;
         }
 
         println!("| measurement | n | p50 ms | p99 ms | per second | p99 ÷ floor p99 |");

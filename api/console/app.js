@@ -365,6 +365,16 @@ async function decide(a, decision, extra) {
   await api("POST", `/v1/approvals/${encodeURIComponent(a.id)}/decision`, body);
 }
 
+// What a budget request asks, in words: "raise agent writer's budget for 2026-11-28 by $5.00?"
+// (`BudgetScope::text` in proto says the same).
+function raiseText(a) {
+  const r = a.raise || {};
+  const what = r.scope === "agent_day" ? `agent ${a.agent || "-"}'s budget for ${r.day}`
+    : r.scope === "pool_day" ? `the pool's budget for ${r.day}`
+    : "this session's budget";
+  return `raise ${what} by $${Number(r.amount_usd || 0).toFixed(2)}?`;
+}
+
 async function approvalsView() {
   const view = el("section", {}, el("h1", {}, "Approvals"));
   show(view);
@@ -398,9 +408,12 @@ async function approvalsView() {
         ? [el("button", { onclick: act("answer"), "data-action": "answer" }, "Answer")]
         : [el("button", { onclick: act("approve"), "data-action": "approve" }, "Approve"),
           el("button", { onclick: act("reject"), "data-action": "deny" }, "Deny")];
+      const what = a.kind === "budget"
+        ? el("p", { "data-raise": "" }, raiseText(a))
+        : el("pre", { class: "mono" }, typeof a.args === "string" ? a.args : JSON.stringify(a.args, null, 2));
       view.append(el("article", { "data-approval": a.id },
-        el("h3", {}, `${a.tool} `, el("span", { class: "dim" }, `${a.pool || "-"} / ${a.agent || "-"}`)),
-        el("pre", { class: "mono" }, typeof a.args === "string" ? a.args : JSON.stringify(a.args, null, 2)),
+        el("h3", {}, `${a.kind === "budget" ? "budget" : a.tool} `, el("span", { class: "dim" }, `${a.pool || "-"} / ${a.agent || "-"}`)),
+        what,
         el("p", { class: "dim" }, `requested ${ago(a.requested_at)} · expires ${new Date(a.expires_at).toISOString()}`),
         reason, " ", ...buttons, note));
     }

@@ -9,7 +9,11 @@
 //! `replica_thread_before_commit` / `replica_thread_after_commit` (a replica's thread made: the
 //! mapping row and the thread, before the commit and after it, before the answer), and
 //! `cancel_before_commit` / `cancel_after_commit` (a turn's cancel: its inbox row and what it
-//! settles written, before the commit; and after it, before the answer). Unset —
+//! settles written, before the commit; and after it, before the answer), and
+//! `lease_before_commit` / `lease_after_commit` (a model lease granted: its row written, before
+//! the commit; after it, before the answer) and `release_before_commit` /
+//! `release_after_commit` (a lease's first release: its tokens, spend and back-off written,
+//! before the commit; after it, before the answer). Unset —
 //! always, outside tests — a point costs one comparison.
 //!
 //! `NINETRIX_API_CLOCK_SKEW_SECS=<seconds>` moves the scheduler's clock (only the scheduler's)

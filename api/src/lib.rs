@@ -6,7 +6,9 @@
 //! route (`access`), the error mapping
 //! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
 //! (`scheduler`), webhook signatures (`hooks`), what a webhook
-//! stranger may cost (`hook_guard`), trigger rules (`trigger_rules`) and the
+//! stranger may cost (`hook_guard`), trigger rules (`trigger_rules`), the rules of pool-wide
+//! model limits and budgets (`limit_rules`) and the in-process queue of lease requests waiting
+//! on a limiter (`lease_queue`), and the
 //! OpenTelemetry server spans (`telemetry`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
@@ -21,6 +23,8 @@ mod hook_guard;
 mod hooks;
 mod hub;
 pub mod labels;
+mod lease_queue;
+mod limit_rules;
 mod listener;
 pub mod memory_rules;
 mod names;

@@ -58,6 +58,9 @@ pub struct Config {
     /// Webhook deliveries one source address may have in flight at once; past it they are
     /// answered `429 too_many_in_flight` at once and the connection closed.
     pub hook_requests_per_peer: usize,
+    /// How long a model lease lasts unless its runner renews it: a killed runner's permits come
+    /// back within it. 1 s to an hour.
+    pub model_lease_ttl: Duration,
 }
 
 /// Default [`Config::header_timeout`]: a real client sends its whole head in one write, so
@@ -74,6 +77,11 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// its writes) and a console or CLI a few, so 4096 serves thousands of them, while an idle
 /// connection costs a file descriptor and some 10 KiB (raise `ulimit -n` above it).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default [`Config::model_lease_ttl`]: a runner renews its lease every third of it, so a minute
+/// rides out a few failed renewals, and a killed runner's slots come back within a minute.
+pub const DEFAULT_MODEL_LEASE_TTL: Duration = Duration::from_secs(60);
+/// The longest [`Config::model_lease_ttl`].
+pub const MAX_MODEL_LEASE_TTL: Duration = Duration::from_secs(3600);
 /// Default [`Config::shutdown_grace`]: long-polls and streams end at once on the signal and
 /// other requests take milliseconds, so 5 s is plenty, and it leaves time to flush the store
 /// before `docker stop` (10 s) or Kubernetes (30 s) send SIGKILL.
@@ -99,6 +107,7 @@ impl Config {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             hook_body_timeout: DEFAULT_HOOK_BODY_TIMEOUT,
             hook_requests_per_peer: DEFAULT_HOOK_REQUESTS_PER_PEER,
+            model_lease_ttl: DEFAULT_MODEL_LEASE_TTL,
         }
     }
 
@@ -114,6 +123,15 @@ impl Config {
         ];
         if let Some((name, _)) = durations.iter().find(|(_, d)| d.is_zero()) {
             return Err(ServeError::Config(format!("{name} must be more than 0")));
+        }
+        if self.model_lease_ttl < Duration::from_secs(1)
+            || self.model_lease_ttl > MAX_MODEL_LEASE_TTL
+        {
+            return Err(ServeError::Config(format!(
+                "model_lease_ttl must be 1 to {} seconds, not {:?}",
+                MAX_MODEL_LEASE_TTL.as_secs(),
+                self.model_lease_ttl
+            )));
         }
         if self.hook_requests_per_peer == 0 {
             return Err(ServeError::Config(
@@ -199,6 +217,8 @@ impl Server {
             hook_body_timeout: config.hook_body_timeout,
             body_limit: config.body_limit,
             max_wait: config.max_wait,
+            leases: Arc::default(),
+            lease_ttl: config.model_lease_ttl,
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),
         };

@@ -1,5 +1,6 @@
 //! The state every request handler shares ([`App`]): the store, the authenticator, the wake-up
-//! hub, the webhook rate limits, the server's limits and its shutdown signal. It lives apart from `server` so that the
+//! hub, the queues of model-lease requests, the webhook rate limits, the server's limits and its
+//! shutdown signal. It lives apart from `server` so that the
 //! handlers (`routes`) and the extractors (`auth`) depend on it without depending on the server
 //! that builds it.
 
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::Authenticator;
 use crate::hook_guard::{PeerGate, RefusalSampler};
 use crate::hub::Hub;
+use crate::lease_queue::LeaseQueues;
 use crate::store::Store;
 use crate::trigger_rules::RateLimiter;
 
@@ -26,6 +28,10 @@ pub(crate) struct App {
     pub(crate) hub: Arc<Hub>,
     /// The longest inbox long-poll a client may ask for.
     pub(crate) max_wait: Duration,
+    /// The lease requests of this process waiting on a limiter, in arrival order.
+    pub(crate) leases: Arc<LeaseQueues>,
+    /// How long a model lease lasts unless renewed (`--model-lease-ttl`).
+    pub(crate) lease_ttl: Duration,
     /// Interval of SSE keep-alive comments.
     pub(crate) keep_alive: Duration,
     /// The webhook triggers' delivery rate limits (this process's counts).

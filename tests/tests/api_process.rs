@@ -1,12 +1,16 @@
 //! `ninetrix api` as a process: acknowledged checkpoints survive SIGKILL, a purge killed before or
-//! after its commit is all or nothing, SIGTERM drains and exits 0, and it refuses to start without
-//! a secret.
+//! after its commit is all or nothing, a model lease or its release killed at its commit is
+//! granted once and counted once, SIGTERM drains and exits 0, and it refuses to start without a
+//! secret or with a lease time out of range.
 
 use std::time::Duration;
 
 use ninetrix_client::Client;
 use ninetrix_e2e::{ApiProcess, ninetrix_bin};
-use ninetrix_proto::api::{CheckpointRequest, CheckpointState, ThreadStatus};
+use ninetrix_proto::api::{
+    CheckpointRequest, CheckpointState, LeaseRelease, LeaseRequest, LeaseResponse, ModelLimits,
+    SlotWait, ThreadStatus,
+};
 use ninetrix_proto::{Message, Role, ThreadId};
 
 fn checkpoint(epoch: u64, parent: u64) -> CheckpointRequest {
@@ -243,6 +247,205 @@ async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
             Some(&ninetrix_proto::api::ErrorCode::Purged),
             "{point}: {refused}"
         );
+    }
+}
+
+/// How a lease whose answer the API never sent is freed after the restart.
+#[derive(Clone, Copy, Debug)]
+enum Freed {
+    /// It was never stored: nothing to free.
+    NotStored,
+    /// The next claim of its thread (a new epoch) frees it at once.
+    ByClaim,
+    /// It expires at the end of its lease time.
+    ByExpiry,
+}
+
+fn lease_request(epoch: u64, wait_ms: u64) -> LeaseRequest {
+    LeaseRequest {
+        epoch,
+        limiter: "openai@api.openai.com#0123456789ab".into(),
+        provider: "openai".into(),
+        limits: ModelLimits {
+            max_in_flight: Some(1),
+            ..Default::default()
+        },
+        budgets: None,
+        estimated_tokens: 100,
+        wait_ms,
+    }
+}
+
+/// A model lease is one transaction with kill points before and after its commit
+/// (`NINETRIX_API_CRASH_AT=lease_before_commit|lease_after_commit`): killed before, nothing is
+/// kept and the retried request gets the one slot; killed after, the lease the runner never
+/// heard of holds the slot until the next claim of its thread frees it, or until it expires —
+/// never for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_killed_at_its_commit_is_freed_by_the_next_claim_or_its_expiry() {
+    for (point, freed) in [
+        ("lease_before_commit", Freed::NotStored),
+        ("lease_after_commit", Freed::ByClaim),
+        ("lease_after_commit", Freed::ByExpiry),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("api.db").display());
+        let args = [
+            "--database",
+            db.as_str(),
+            "--insecure-dev",
+            "--model-lease-ttl",
+            "2",
+        ];
+        let mut api =
+            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
+        let listen = api.url.trim_start_matches("http://").to_string();
+        let c = client(&api.url);
+        let (dying, other) = (ThreadId::new_v7(), ThreadId::new_v7());
+        let epoch = c.claim(dying, &Default::default()).await.unwrap().epoch;
+        assert!(
+            c.lease_model(dying, &lease_request(epoch, 0))
+                .await
+                .is_err(),
+            "{point}: the API died before answering"
+        );
+        aborted(&mut api, point);
+
+        let api = ApiProcess::start_on(&listen, &args);
+        let c = client(&api.url);
+        let other_epoch = c.claim(other, &Default::default()).await.unwrap().epoch;
+        let asked = c
+            .lease_model(other, &lease_request(other_epoch, 0))
+            .await
+            .unwrap();
+        match freed {
+            Freed::NotStored => {
+                assert!(
+                    matches!(asked, LeaseResponse::Granted { .. }),
+                    "{point}: {asked:?}"
+                );
+                continue;
+            }
+            Freed::ByClaim | Freed::ByExpiry => assert!(
+                matches!(
+                    asked,
+                    LeaseResponse::Wait {
+                        wait: SlotWait::InFlight {
+                            in_flight: 1,
+                            max_in_flight: 1
+                        },
+                        ..
+                    }
+                ),
+                "{point} ({freed:?}): the stored lease holds the slot: {asked:?}"
+            ),
+        }
+        let started = std::time::Instant::now();
+        if let Freed::ByClaim = freed {
+            c.claim(dying, &Default::default()).await.unwrap();
+            let granted = c
+                .lease_model(other, &lease_request(other_epoch, 0))
+                .await
+                .unwrap();
+            assert!(
+                matches!(granted, LeaseResponse::Granted { .. }),
+                "{point}: freed by the claim: {granted:?}"
+            );
+        } else {
+            let granted = c
+                .lease_model(other, &lease_request(other_epoch, 10_000))
+                .await
+                .unwrap();
+            assert!(
+                matches!(granted, LeaseResponse::Granted { .. }),
+                "{point}: freed when it expired: {granted:?}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(8),
+                "{:?}",
+                started.elapsed()
+            );
+        }
+    }
+}
+
+/// A release is one transaction with kill points before and after its commit
+/// (`NINETRIX_API_CRASH_AT=release_before_commit|release_after_commit`): the runner retries it
+/// after the restart, and its cost is counted once either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_killed_at_its_commit_counts_its_spend_once() {
+    for point in ["release_before_commit", "release_after_commit"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("api.db").display());
+        let args = ["--database", db.as_str(), "--insecure-dev"];
+        let mut api =
+            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
+        let listen = api.url.trim_start_matches("http://").to_string();
+        let c = client(&api.url);
+        let thread = ThreadId::new_v7();
+        let epoch = c.claim(thread, &Default::default()).await.unwrap().epoch;
+        let LeaseResponse::Granted { lease_id, .. } = c
+            .lease_model(thread, &lease_request(epoch, 0))
+            .await
+            .unwrap()
+        else {
+            panic!("{point}: not granted");
+        };
+        let release = LeaseRelease {
+            input_tokens: 120,
+            output_tokens: 30,
+            cost_usd: 0.25,
+            rate_limited: None,
+        };
+        assert!(
+            c.release_model_lease(thread, lease_id, &release)
+                .await
+                .is_err(),
+            "{point}: the API died before answering"
+        );
+        aborted(&mut api, point);
+
+        let api = ApiProcess::start_on(&listen, &args);
+        let c = client(&api.url);
+        for _ in 0..2 {
+            c.release_model_lease(thread, lease_id, &release)
+                .await
+                .unwrap();
+            let spent = c.spend(thread, None).await.unwrap();
+            assert_eq!(spent.thread_usd, 0.25, "{point}: {spent:?}");
+            assert_eq!(spent.agent_today_usd, 0.25, "{point}: {spent:?}");
+        }
+        // The slot is free again.
+        let again = c
+            .lease_model(thread, &lease_request(epoch, 0))
+            .await
+            .unwrap();
+        assert!(
+            matches!(again, LeaseResponse::Granted { .. }),
+            "{point}: {again:?}"
+        );
+    }
+}
+
+#[test]
+fn a_model_lease_time_outside_a_second_to_an_hour_is_refused() {
+    for ttl in ["0", "3601", "soon"] {
+        let out = std::process::Command::new(ninetrix_bin())
+            .args([
+                "api",
+                "--listen",
+                "127.0.0.1:0",
+                "--insecure-dev",
+                "--database",
+                "sqlite:///nonexistent/x.db",
+                "--model-lease-ttl",
+                ttl,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{ttl}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("--model-lease-ttl"), "{ttl}: {stderr}");
     }
 }
 

@@ -119,6 +119,8 @@ pub(crate) async fn purge(
         Purge::Done => {
             crash("purge_after_commit");
             app.hub.remove(id);
+            // Its model leases are gone with it: requests waiting on a slot look again.
+            app.leases.freed_all();
             tracing::info!(thread_id = %id, "thread purged");
             Ok(StatusCode::NO_CONTENT)
         }

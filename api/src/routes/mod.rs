@@ -5,6 +5,7 @@ mod admin;
 mod approvals;
 mod handoffs;
 mod health;
+mod limits;
 mod memory;
 mod runner;
 mod sessions;
@@ -71,6 +72,10 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(runner::inbox))
         .routes(routes!(runner::append_events))
         .routes(routes!(runner::publish_deltas))
+        .routes(routes!(limits::lease))
+        .routes(routes!(limits::renew))
+        .routes(routes!(limits::release))
+        .routes(routes!(limits::spend))
         .routes(routes!(admin::list_threads))
         .routes(routes!(admin::thread, admin::purge))
         .routes(routes!(admin::versions))

@@ -59,8 +59,12 @@ pub(crate) async fn claim(
     } else {
         crate::labels::Stating::Mint
     };
-    let claim = app.store.claim(id, claim, stating).await?;
+    let (claim, freed) = app.store.claim(id, claim, stating).await?;
     tracing::info!(thread_id = %id, epoch = claim.epoch, boot_count = claim.boot_count, "thread claimed");
+    // The older epoch's model leases are free: the requests waiting on them look again.
+    for key in &freed {
+        app.leases.freed(key);
+    }
     Ok(axum::Json(claim))
 }
 

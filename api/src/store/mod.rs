@@ -20,17 +20,19 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, CancelRequest, CancelResponse, CheckpointCreated, CheckpointRequest,
-    ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest, EnqueueRequest,
-    EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest, InboxMessage,
-    MemoryCommand, MemoryFile, MemoryFileContent, MemoryOpRequest, MemoryOpResult, RunningTurn,
-    ThreadLabels, ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent,
-    ToolCallRecord, Trigger, TriggerEvent, TriggerSet, TriggersApplied, VersionDetail,
-    VersionSummary,
+    Approval, ApprovalStatus, BudgetSpent, CancelRequest, CancelResponse, CheckpointCreated,
+    CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest,
+    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest,
+    InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile, MemoryFileContent,
+    MemoryOpRequest, MemoryOpResult, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus,
+    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
+    TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
 };
 
-use ninetrix_proto::{ApprovalId, ThreadId};
+pub use crate::limit_rules::LimiterKey;
+use ninetrix_proto::{ApprovalId, LeaseId, ThreadId};
 pub use ops::Decided;
+pub use ops::LeaseOutcome;
 pub use ops::Purge;
 pub use ops::{MemoryFilter, MemorySpace};
 pub use ops::{SessionOf, Wake};
@@ -414,9 +416,32 @@ store_ops! {
         = |c| ensure_thread(c, id, &labels, crate::labels::Stating::Mint, now_ms());
 
     /// Claims the thread: a new epoch, one more boot; the claim's `on_message_while_busy`, when
-    /// given, becomes the mode of messages sent without one.
-    write fn claim(id: ThreadId, request: ClaimRequest, stating: crate::labels::Stating) -> ClaimResponse
-        = |c| claim(c, id, &request, stating, now_ms());
+    /// given, becomes the mode of messages sent without one. The older epochs' live model
+    /// leases are freed in the same transaction: also returns their limiters, to wake.
+    write fn claim(id: ThreadId, request: ClaimRequest, stating: crate::labels::Stating) -> (ClaimResponse, Vec<LimiterKey>)
+        = |c| claim_freeing(c, id, &request, stating, now_ms());
+
+    /// A model lease for the thread's runner (see `ops::lease`): granted for `ttl_ms`, a wait,
+    /// or a spent budget. `crash` is called before the commit of a grant
+    /// (`lease_before_commit`).
+    write fn lease(id: ThreadId, request: LeaseRequest, ttl_ms: i64, crash: fn(&str)) -> LeaseOutcome
+        = |c| lease(c, id, &request, ttl_ms, now_ms, crash);
+
+    /// A lease request's refusal before any limit, read without a lock: a spent budget (`Some`),
+    /// or `fenced`/`purged`.
+    read fn lease_refusal(id: ThreadId, request: LeaseRequest) -> Option<BudgetSpent>
+        = |c| lease_refusal(c, id, &request, now_ms());
+
+    /// Extends a live lease of the thread's epoch by `ttl_ms` from now; returns its new expiry
+    /// (Unix ms).
+    write fn renew_lease(id: ThreadId, lease: LeaseId, ttl_ms: i64) -> i64
+        = |c| renew_lease(c, id, lease, ttl_ms, now_ms());
+
+    /// Releases a lease once with what its call used (see `ops::release_lease`); returns its
+    /// limiter when the release recorded something (its waiters to wake). `crash` is called
+    /// before the commit of a first release (`release_before_commit`).
+    write fn release_lease(id: ThreadId, lease: LeaseId, release: LeaseRelease, crash: fn(&str)) -> Option<LimiterKey>
+        = |c| release_lease(c, id, lease, &release, now_ms, crash);
 
     /// Appends a checkpoint version.
     write fn append_checkpoint(id: ThreadId, request: CheckpointRequest) -> CheckpointCreated
@@ -503,6 +528,9 @@ store_ops! {
 
     /// One thread.
     read fn thread(id: ThreadId) -> Option<ThreadSummary> = |c| thread(c, id);
+
+    /// What the thread spent, ever, and its agent and pool on today's date in `zone`.
+    read fn spend(id: ThreadId, zone: chrono_tz::Tz) -> Spend = |c| spend(c, id, zone, now_ms());
 
     /// The version chain.
     read fn versions(id: ThreadId) -> Vec<VersionSummary> = |c| versions(c, id);

@@ -160,6 +160,39 @@ fn routes() -> Vec<Route> {
         },
         Route {
             method: Method::POST,
+            path: "/v1/runners/threads/{t}/model-leases",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: |e| {
+                Some(
+                    json!({"epoch": e, "limiter": "openai@api.openai.com#0123456789ab", "provider": "openai",
+                    "limits": {"max_in_flight": 100}}),
+                )
+            },
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/model-leases/{l}/renew",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/model-leases/{l}/release",
+            access: Runner,
+            ok: StatusCode::NO_CONTENT,
+            body: |_| Some(json!({"input_tokens": 10, "cost_usd": 0.01})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/spend?timezone=Europe/Paris",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
             path: "/v1/runners/threads/{t}/memory",
             access: Runner,
             ok: StatusCode::OK,
@@ -459,8 +492,8 @@ fn expected(route: &Route, who: Who) -> StatusCode {
 }
 
 /// A thread of pool `p` with one checkpoint (storing one pending request to a person), one
-/// ledger intent (`k`), one event and one inbox message; its agent `a` may hand work to `b`.
-/// Pool `p`'s triggers: a schedule `nightly` and a webhook `gh`.
+/// ledger intent (`k`), one event, one inbox message and one model lease; its agent `a` may hand
+/// work to `b`. Pool `p`'s triggers: a schedule `nightly` and a webhook `gh`.
 fn triggers() -> Value {
     json!({"triggers": [
         {"spec": {"name": "nightly", "agent": "a", "session": {"key": "trigger:nightly"},
@@ -474,7 +507,7 @@ fn triggers() -> Value {
     ]})
 }
 
-async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
+async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId, String) {
     let (status, body) = api
         .admin(Method::PUT, "/v1/pools/p/triggers", Some(triggers()))
         .await;
@@ -535,7 +568,20 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId) {
                 .is_success()
         );
     }
-    (thread, token, epoch, approval)
+    let (status, lease) = api
+        .admin(
+            Method::POST,
+            format!("{base}/model-leases"),
+            Some(json!({"epoch": epoch, "limiter": "openai@api.openai.com#0123456789ab", "provider": "openai"})),
+        )
+        .await;
+    assert_eq!(
+        (status, &lease["status"]),
+        (StatusCode::OK, &json!("granted")),
+        "{lease}"
+    );
+    let lease = lease["lease_id"].as_str().unwrap().to_string();
+    (thread, token, epoch, approval, lease)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -596,7 +642,7 @@ async fn every_route_for_every_caller() {
             Who::AgentOfThisAgent,
             Who::AgentOfAnotherAgent,
         ] {
-            let (thread, token, epoch, approval) = prepare(&api).await;
+            let (thread, token, epoch, approval, lease) = prepare(&api).await;
             let auth = match who {
                 Who::Nobody => None,
                 Who::Garbage => Some("garbage".to_string()),
@@ -627,7 +673,8 @@ async fn every_route_for_every_caller() {
             let path = route
                 .path
                 .replace("{t}", &thread.to_string())
-                .replace("{a}", &approval.to_string());
+                .replace("{a}", &approval.to_string())
+                .replace("{l}", &lease);
             let mut req = api
                 .client
                 .request(route.method.clone(), format!("{}{path}", api.url));
@@ -689,6 +736,7 @@ async fn the_openapi_document_lists_every_route() {
                 .unwrap()
                 .replace("{t}", "{thread_id}")
                 .replace("{a}", "{approval_id}")
+                .replace("{l}", "{lease_id}")
                 .replace("pools/p/agents/a", "pools/{pool}/agents/{agent}")
                 .replace("tool-calls/k", "tool-calls/{key}")
                 .replace("checkpoints/1", "checkpoints/{version}")

@@ -52,6 +52,7 @@ fn check(backend: Backend, cases: Vec<Vec<Op>>) {
                 )
                 .await
                 .unwrap()
+                .0
                 .epoch;
             let mut model: Vec<Message> = Vec::new();
             let mut versions: Vec<Vec<Message>> = Vec::new();

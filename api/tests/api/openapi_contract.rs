@@ -47,7 +47,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   and a message may not be a `cancel` (`control: cancel`: 422, a cancel has its own route),
 ///   which its schema does not state either: `POST /v1/threads/{id}/messages` too (the
 ///   turn-control tests check it). A message sent with mode `reject` to a busy thread is `409
-///   busy`, which depends on the thread's state like the other 409s.
+///   busy`, which depends on the thread's state like the other 409s. A model lease's budgets
+///   name a time zone the IANA database must know (`422`, the field named): `POST
+///   …/model-leases` too (the limits tests check it);
+/// - and for the same reason a thread's spend in a time zone the database does not know is `400
+///   invalid_query`: `GET /v1/threads/{id}/spend` may answer a schema-valid `timezone` 400.
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n\
     [checks.negative_data_rejection]\n\
@@ -55,8 +59,11 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
-    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n";
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
+    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n\
+    [[operations]]\n\
+    include-name-regex = '^GET /v1/threads/[^/]+/spend$'\n\
+    checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"400\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the
 /// test is skipped for want of it (a failure with `NINETRIX_REQUIRE_SCHEMATHESIS=1`).
@@ -298,6 +305,151 @@ async fn real_answers_fit_their_schemas_in_the_served_document() {
     let (status, body) = api.admin(reqwest::Method::GET, "/v1/triggers", None).await;
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     answer("get", "/v1/triggers", 200, body);
+    // Model leases: each answer's `status` and `reason` sit beside the fields of its variant
+    // (two internally tagged enums, one flattened into the other).
+    let epoch = api.claim(labelled, &token).await;
+    let leases = format!("/v1/runners/threads/{labelled}/model-leases");
+    let route = "/v1/runners/threads/{thread_id}/model-leases";
+    let ask = |limits: Value, budgets: Option<Value>| {
+        let mut body = json!({"epoch": epoch, "limiter": "openai@api.openai.com#0123456789ab",
+            "provider": "openai", "limits": limits, "estimated_tokens": 10});
+        if let Some(b) = budgets {
+            body["budgets"] = b;
+        }
+        body
+    };
+    let (status, granted) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(
+                json!({"max_in_flight": 1, "requests_per_minute": 2, "tokens_per_minute": 25}),
+                None,
+            )),
+        )
+        .await;
+    assert_eq!(
+        (status, &granted["status"]),
+        (reqwest::StatusCode::OK, &json!("granted")),
+        "{granted}"
+    );
+    let lease = granted["lease_id"].as_str().unwrap().to_string();
+    answer("post", route, 200, granted);
+    let (_, in_flight) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({"max_in_flight": 1}), None)),
+        )
+        .await;
+    assert_eq!(in_flight["reason"], "in_flight", "{in_flight}");
+    answer("post", route, 200, in_flight);
+    let (_, tokens) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({"tokens_per_minute": 15}), None)),
+        )
+        .await;
+    assert_eq!(tokens["reason"], "tokens_per_minute", "{tokens}");
+    answer("post", route, 200, tokens);
+    let (status, renewed) = api
+        .call(
+            reqwest::Method::POST,
+            format!("{leases}/{lease}/renew"),
+            Some(&token),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{renewed}");
+    answer(
+        "post",
+        "/v1/runners/threads/{thread_id}/model-leases/{lease_id}/renew",
+        200,
+        renewed,
+    );
+    let (status, _) = api
+        .call(reqwest::Method::POST, format!("{leases}/{lease}/release"), Some(&token),
+            Some(json!({"input_tokens": 10, "cost_usd": 0.5, "rate_limited": {"retry_after_ms": 60000}})))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::NO_CONTENT);
+    let (_, limited) = api
+        .call(
+            reqwest::Method::POST,
+            &leases,
+            Some(&token),
+            Some(ask(json!({}), None)),
+        )
+        .await;
+    assert_eq!(limited["reason"], "rate_limited", "{limited}");
+    answer("post", route, 200, limited);
+    for budgets in [
+        json!({"per_session_usd": 0.5, "timezone": "UTC"}),
+        json!({"per_day_usd": 0.5, "timezone": "Asia/Tokyo"}),
+    ] {
+        let (_, over) = api
+            .call(
+                reqwest::Method::POST,
+                &leases,
+                Some(&token),
+                Some(ask(json!({}), Some(budgets))),
+            )
+            .await;
+        assert_eq!(over["status"], "over_budget", "{over}");
+        answer("post", route, 200, over);
+    }
+    let (status, spent) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/threads/{labelled}/spend?timezone=Asia/Tokyo"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{spent}");
+    answer("get", "/v1/threads/{thread_id}/spend", 200, spent);
+    let (_, summary) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/threads/{labelled}"),
+            None,
+        )
+        .await;
+    assert_eq!(summary["spent_usd"], 0.5, "{summary}");
+    answer("get", "/v1/threads/{thread_id}", 200, summary);
+    // A budget request carries its raise.
+    let approval = ninetrix_proto::ApprovalId::new_v7();
+    let mut commit = crate::support::checkpoint(
+        epoch,
+        0,
+        None,
+        vec![crate::support::message("user", "q")],
+        1,
+    );
+    commit["approvals"] = json!([{"id": approval, "key": "b1", "call_id": "c1", "turn_seq": 1, "kind": "budget",
+        "tool": "raise_budget", "args": {}, "args_hash": "h", "timeout_secs": 60,
+        "raise": {"scope": "agent_day", "day": "2026-11-28", "amount_usd": 5.0}}]);
+    let (status, body) = api
+        .call(
+            reqwest::Method::POST,
+            format!("/v1/runners/threads/{labelled}/commit"),
+            Some(&token),
+            Some(commit),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{body}");
+    let (status, body) = api
+        .admin(
+            reqwest::Method::GET,
+            format!("/v1/approvals/{approval}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(body["raise"]["day"], "2026-11-28", "{body}");
+    answer("get", "/v1/approvals/{approval_id}", 200, body);
     api.stop().await;
 
     let fit = format!("{} answers fit", cases.len());

@@ -22,6 +22,7 @@ async fn a_thousand_turns_of_two_kilobytes_stay_under_five_megabytes() {
         )
         .await
         .unwrap()
+        .0
         .epoch;
     let mut payload_bytes = 0usize;
     let mut version = 0;

@@ -63,6 +63,18 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Another handle on `db`'s database, for a second server on it (as another API replica):
+    /// dropping it drops nothing.
+    pub(crate) fn beside(db: &TestDb) -> TestDb {
+        TestDb {
+            url: db.url.clone(),
+            dir: tempfile::tempdir().unwrap(),
+            postgres: None,
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some((admin_url, name)) = self.postgres.take() else {
@@ -106,7 +118,11 @@ impl TestApi {
     }
 
     pub(crate) async fn start_with(backend: Backend, tweak: Tweak) -> Option<TestApi> {
-        let db = TestDb::new(backend).await?;
+        Some(Self::start_on(TestDb::new(backend).await?, tweak).await)
+    }
+
+    /// A server on `db` (a fresh database, or [`TestDb::beside`] another server's).
+    pub(crate) async fn start_on(db: TestDb, tweak: Tweak) -> TestApi {
         let mut config = Config::new(
             db.url.clone(),
             AuthConfig::Tokens {
@@ -132,7 +148,7 @@ impl TestApi {
                 .await
                 .expect("server runs");
         });
-        Some(TestApi {
+        TestApi {
             url,
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(60))
@@ -141,7 +157,7 @@ impl TestApi {
             stop: Some(stop),
             task: Some(task),
             db,
-        })
+        }
     }
 
     /// Stops the server gracefully and waits for it.

@@ -202,7 +202,7 @@ async fn runner_at(store: &Store, key: &str, cursor: u64, status: &str) {
         .await
         .unwrap()[0]
         .clone();
-    let claim = store
+    let (claim, _) = store
         .claim(
             thread.thread_id,
             Default::default(),

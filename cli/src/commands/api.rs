@@ -67,6 +67,11 @@ pub struct ApiArgs {
     /// 429 `too_many_in_flight` at once.
     #[arg(long, default_value_t = ninetrix_api::server::DEFAULT_HOOK_REQUESTS_PER_PEER, value_name = "N", value_parser = max_connections)]
     pub hook_requests_per_peer: usize,
+    /// Seconds a model lease (a permit of a pool-wide model limit) lasts unless its runner
+    /// renews it: 1 to 3600. A killed runner's model-call slots come back within it.
+    #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_MODEL_LEASE_TTL), value_name = "SECS",
+        value_parser = clap::value_parser!(u64).range(1..=ninetrix_api::server::MAX_MODEL_LEASE_TTL.as_secs()))]
+    pub model_lease_ttl: u64,
 }
 
 /// Whole seconds of a default duration, for a flag's default.
@@ -126,6 +131,7 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     config.shutdown_grace = Duration::from_secs(args.shutdown_grace);
     config.hook_body_timeout = Duration::from_secs(args.hook_body_timeout);
     config.hook_requests_per_peer = args.hook_requests_per_peer;
+    config.model_lease_ttl = Duration::from_secs(args.model_lease_ttl);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -200,6 +200,7 @@ mod tests {
             created_at: now,
             updated_at: now - chrono::Duration::seconds(idle_secs),
             context: None,
+            spent_usd: 0.0,
         }
     }
 

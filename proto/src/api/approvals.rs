@@ -132,7 +132,11 @@ pub struct NewApproval {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 31536000))]
     pub timeout_secs: u64,
     /// For kind `budget`: the raise asked for (required for that kind, refused for the others).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::limits::object_opt"
+    )]
     pub raise: Option<BudgetRaise>,
 }
 

@@ -8,6 +8,7 @@
 //! runner never keeps a permit for longer than the lease time.
 
 use chrono::{DateTime, Utc};
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 
 use super::int;
@@ -20,6 +21,28 @@ pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
 
 /// The longest a limiter's name may be.
 pub const MAX_LIMITER_LEN: usize = 200;
+
+/// A nested struct, read only from a JSON object: serde also reads a struct from an array of its
+/// fields (`"limits": [null, null]`), which the schema (and so every other client) refuses.
+pub(crate) fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<T, D::Error> {
+    let value = serde_json::Value::deserialize(d)?;
+    if !value.is_object() {
+        return Err(D::Error::custom(format_args!(
+            "expected a JSON object, not {value}"
+        )));
+    }
+    T::deserialize(value).map_err(D::Error::custom)
+}
+
+/// [`object`], or `null` for none.
+pub(crate) fn object_opt<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        value => object(value).map(Some).map_err(D::Error::custom),
+    }
+}
 
 /// A limiter's numbers, as the agentfile declares them (`runtime.limits`, top-level `limits`).
 /// `None` means no limit of that kind.
@@ -87,14 +110,17 @@ pub struct BudgetPolicy {
     /// Most US dollars this thread (a replica's conversation or a session) may spend, ever
     /// (`governance.max_budget_per_session`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub per_session_usd: Option<f64>,
     /// Most US dollars the thread's agent may spend in one calendar day, all its threads
     /// together (`governance.max_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub per_day_usd: Option<f64>,
     /// Most US dollars the whole pool may spend in one calendar day
     /// (top-level `governance.max_pool_budget_per_day`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000000))]
     pub pool_per_day_usd: Option<f64>,
     /// The IANA time zone whose calendar days the day budgets count (`governance.timezone`).
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
@@ -178,17 +204,36 @@ pub struct LeaseRequest {
     /// The limiter: `<provider>@<host>#<key digest>` (one provider key at one endpoint), 1 to
     /// 200 characters, no control characters. Threads of one pool naming the same limiter share
     /// its limits.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 200,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
     pub limiter: String,
-    /// The provider's name, for what people read (`openai`).
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    /// The provider's name, for what people read (`openai`): 1 to 64 characters, no control
+    /// characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(
+            min_length = 1,
+            max_length = 64,
+            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$"
+        )
+    )]
     pub provider: String,
     /// The limiter's numbers as this runner's agentfile states them (the latest request's
     /// numbers rule the limiter).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "object")]
     pub limits: ModelLimits,
     /// The budgets that bind this thread, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_opt"
+    )]
     pub budgets: Option<BudgetPolicy>,
     /// The call's estimated tokens (its input), counted against `tokens_per_minute` until the
     /// call ends.
@@ -326,13 +371,17 @@ pub struct LeaseRelease {
     #[serde(default, deserialize_with = "int::stored")]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub output_tokens: u64,
-    /// What the call cost in US dollars (0 or more), added to the thread's, its agent's and its
-    /// pool's spend.
+    /// What the call cost in US dollars (0 to 1,000,000), added to the thread's, its agent's and
+    /// its pool's spend.
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))]
     pub cost_usd: f64,
     /// The provider refused the call as over its rate limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "object_opt"
+    )]
     pub rate_limited: Option<RateLimited>,
 }
 
@@ -347,16 +396,61 @@ pub struct LeaseRenewed {
 /// A raise of a budget, asked of a person when `on_budget_exceeded: ask_human` (carried by a
 /// [`super::NewApproval`] of kind `budget`). Approved, it adds `amount_usd` to the scope's
 /// allowance.
+///
+/// Read through [`RaiseWire`]: serde cannot refuse unknown fields of a struct that flattens
+/// another (`deny_unknown_fields` with `flatten` refused every raise, `scope` included), so the
+/// wire form is one closed object and the scope is checked when it is read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "RaiseWire")]
 pub struct BudgetRaise {
     /// Which budget.
     #[serde(flatten)]
     pub scope: BudgetScope,
-    /// By how much (more than 0).
-    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    /// By how much: more than 0, at most 1,000,000 US dollars.
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1000000))]
     pub amount_usd: f64,
+}
+
+/// The names of [`BudgetScope`]'s variants, as `scope` carries them.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ScopeName {
+    Session,
+    AgentDay,
+    PoolDay,
+}
+
+/// A [`BudgetRaise`] as it is sent: `{scope, day?, amount_usd}`, nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RaiseWire {
+    scope: ScopeName,
+    #[serde(default)]
+    day: Option<String>,
+    amount_usd: f64,
+}
+
+impl TryFrom<RaiseWire> for BudgetRaise {
+    type Error = String;
+
+    fn try_from(w: RaiseWire) -> Result<Self, Self::Error> {
+        let scope = match (w.scope, w.day) {
+            (ScopeName::Session, None) => BudgetScope::Session,
+            (ScopeName::Session, Some(_)) => {
+                return Err("a raise of scope `session` has no `day`".into());
+            }
+            (ScopeName::AgentDay, Some(day)) => BudgetScope::AgentDay { day },
+            (ScopeName::PoolDay, Some(day)) => BudgetScope::PoolDay { day },
+            (ScopeName::AgentDay | ScopeName::PoolDay, None) => {
+                return Err("a raise of a day's budget needs its `day` (YYYY-MM-DD)".into());
+            }
+        };
+        Ok(BudgetRaise {
+            scope,
+            amount_usd: w.amount_usd,
+        })
+    }
 }
 
 /// What a thread and its agent have spent (`GET /v1/threads/{id}/spend`).
@@ -371,4 +465,99 @@ pub struct Spend {
     pub pool_today_usd: f64,
     /// The day counted.
     pub day: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_raise_reads_every_scope_and_refuses_unknown_fields() {
+        for (json, scope) in [
+            (
+                serde_json::json!({"scope": "session", "amount_usd": 5.0}),
+                BudgetScope::Session,
+            ),
+            (
+                serde_json::json!({"scope": "agent_day", "day": "2026-11-28", "amount_usd": 5.0}),
+                BudgetScope::AgentDay {
+                    day: "2026-11-28".into(),
+                },
+            ),
+            (
+                serde_json::json!({"scope": "pool_day", "day": "2026-11-28", "amount_usd": 5.0}),
+                BudgetScope::PoolDay {
+                    day: "2026-11-28".into(),
+                },
+            ),
+        ] {
+            let raise: BudgetRaise = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(raise.scope, scope);
+            assert_eq!(serde_json::to_value(&raise).unwrap(), json);
+        }
+        for refused in [
+            serde_json::json!({"scope": "session", "amount_usd": 5, "extra": 1}),
+            serde_json::json!({"scope": "session", "day": "2026-11-28", "amount_usd": 5.0}),
+            serde_json::json!({"scope": "agent_day", "amount_usd": 5.0}),
+            serde_json::json!({"scope": "week", "amount_usd": 5.0}),
+        ] {
+            assert!(
+                serde_json::from_value::<BudgetRaise>(refused.clone()).is_err(),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn nested_structs_are_read_from_objects_only() {
+        let lease = |extra: serde_json::Value| {
+            let mut body = serde_json::json!({"epoch": 1, "limiter": "l", "provider": "p"});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            serde_json::from_value::<LeaseRequest>(body)
+        };
+        assert!(lease(serde_json::json!({"limits": {"max_in_flight": 2}})).is_ok());
+        assert!(lease(serde_json::json!({"budgets": null})).is_ok());
+        for refused in [
+            serde_json::json!({"limits": [null, null]}),
+            serde_json::json!({"limits": null}),
+            serde_json::json!({"budgets": [null, null, null, "UTC"]}),
+        ] {
+            assert!(lease(refused.clone()).is_err(), "{refused}");
+        }
+        let release = |body| serde_json::from_value::<LeaseRelease>(body);
+        assert!(release(serde_json::json!({"rate_limited": {"retry_after_ms": 5}})).is_ok());
+        assert!(release(serde_json::json!({"rate_limited": [5]})).is_err());
+    }
+
+    #[test]
+    fn answers_carry_their_status_and_reason_side_by_side() {
+        let wait = LeaseResponse::Wait {
+            wait: SlotWait::InFlight {
+                in_flight: 3,
+                max_in_flight: 3,
+            },
+            retry_in_ms: 5,
+        };
+        let json = serde_json::to_value(&wait).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"status": "wait", "reason": "in_flight", "in_flight": 3, "max_in_flight": 3, "retry_in_ms": 5})
+        );
+        assert_eq!(serde_json::from_value::<LeaseResponse>(json).unwrap(), wait);
+        let over = LeaseResponse::OverBudget {
+            spent: BudgetSpent {
+                scope: BudgetScope::PoolDay {
+                    day: "2026-11-28".into(),
+                },
+                limit_usd: 1.0,
+                spent_usd: 1.5,
+                raised_usd: 0.5,
+            },
+        };
+        let json = serde_json::to_value(&over).unwrap();
+        assert_eq!(json["scope"], "pool_day");
+        assert_eq!(serde_json::from_value::<LeaseResponse>(json).unwrap(), over);
+    }
 }

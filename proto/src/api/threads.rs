@@ -400,6 +400,11 @@ pub struct ThreadSummary {
     /// round's input tokens, the window, the compactions so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<crate::context::ContextUse>,
+    /// US dollars its model calls cost, ever: the sum of what its runners reported when they
+    /// released their model leases (0 when none did: an agent without limits or budgets, or an
+    /// older runner).
+    #[serde(default)]
+    pub spent_usd: f64,
 }
 
 /// One version in a thread's chain.

@@ -1,9 +1,11 @@
 //! Requests to people: stored by a commit, decided once by a person (or expired), each decision
-//! an `approval_decided` event of its thread; the checks on a decision, and the listings.
+//! an `approval_decided` event of its thread; the checks on a decision, and the listings. A
+//! request of kind `budget` carries the raise it asks for (`approvals.raise_*`); approved, the
+//! raise counts for its scope (`store/ops/limits.rs` sums them).
 
 use ninetrix_proto::api::{
-    Approval, ApprovalKind, ApprovalStatus, DecisionRequest, ErrorCode, NewApproval, NewEvent,
-    Verdict,
+    Approval, ApprovalKind, ApprovalStatus, BudgetRaise, BudgetScope, DecisionRequest, ErrorCode,
+    NewApproval, NewEvent, Verdict,
 };
 use ninetrix_proto::events::{ApprovalDecided, TraceEvent};
 use ninetrix_proto::{ApprovalId, ThreadId};
@@ -40,6 +42,9 @@ pub(crate) struct ApprovalRow {
     pub(crate) decided_by: Option<String>,
     pub(crate) reason: Option<String>,
     pub(crate) answer: Option<String>,
+    pub(crate) raise_scope: Option<String>,
+    pub(crate) raise_day: Option<String>,
+    pub(crate) raise_nanos: Option<i64>,
 }
 
 impl rsq::FromRow for ApprovalRow {
@@ -66,12 +71,15 @@ impl rsq::FromRow for ApprovalRow {
             decided_by: row.get("decided_by")?,
             reason: row.get("reason")?,
             answer: row.get("answer")?,
+            raise_scope: row.get("raise_scope")?,
+            raise_day: row.get("raise_day")?,
+            raise_nanos: row.get("raise_nanos")?,
         })
     }
 }
 
 /// The columns every approval read selects (`a`: approvals, `t`: threads).
-pub(crate) const APPROVAL_COLUMNS: &str = "a.id, a.thread_id, t.pool, t.agent, t.replica, t.session, a.key, a.call_id, a.epoch, a.turn_seq, a.kind, a.tool, a.args, a.args_hash, a.status, a.requested_at, a.expires_at, a.decided_at, a.decided_by, a.reason, a.answer";
+pub(crate) const APPROVAL_COLUMNS: &str = "a.id, a.thread_id, t.pool, t.agent, t.replica, t.session, a.key, a.call_id, a.epoch, a.turn_seq, a.kind, a.tool, a.args, a.args_hash, a.status, a.requested_at, a.expires_at, a.decided_at, a.decided_by, a.reason, a.answer, a.raise_scope, a.raise_day, a.raise_nanos";
 
 /// Where a request stands at `now`: what was recorded, except that a pending one past its expiry
 /// is expired (from its expiry on).
@@ -121,8 +129,45 @@ impl ApprovalRow {
             decided_by: self.decided_by,
             reason: self.reason,
             answer: self.answer,
-            raise: None,
+            raise: raise_of(self.raise_scope, self.raise_day, self.raise_nanos)?,
         })
+    }
+}
+
+/// A budget approval's raise from its columns (`None` for every other kind).
+fn raise_of(
+    scope: Option<String>,
+    day: Option<String>,
+    nanos: Option<i64>,
+) -> StoreResult<Option<BudgetRaise>> {
+    let (Some(scope), Some(nanos)) = (scope, nanos) else {
+        return Ok(None);
+    };
+    let scope = match (scope.as_str(), day) {
+        (SESSION, _) => BudgetScope::Session,
+        (AGENT_DAY, Some(day)) => BudgetScope::AgentDay { day },
+        (POOL_DAY, Some(day)) => BudgetScope::PoolDay { day },
+        _ => return Err(corrupt("approval raise scope", &scope)),
+    };
+    Ok(Some(BudgetRaise {
+        scope,
+        amount_usd: crate::limit_rules::usd(nanos),
+    }))
+}
+
+/// How a raise's scope is stored (`approvals.raise_scope`).
+pub(crate) const SESSION: &str = "session";
+/// See [`SESSION`].
+pub(crate) const AGENT_DAY: &str = "agent_day";
+/// See [`SESSION`].
+pub(crate) const POOL_DAY: &str = "pool_day";
+
+/// A raise's stored scope and day.
+fn raise_columns(raise: &BudgetRaise) -> (&'static str, Option<&str>) {
+    match &raise.scope {
+        BudgetScope::Session => (SESSION, None),
+        BudgetScope::AgentDay { day } => (AGENT_DAY, Some(day)),
+        BudgetScope::PoolDay { day } => (POOL_DAY, Some(day)),
     }
 }
 
@@ -166,6 +211,9 @@ pub(crate) fn check_decision(kind: ApprovalKind, d: &DecisionRequest) -> StoreRe
     match (kind, d.decision) {
         (ApprovalKind::Approval, Verdict::Answer) => {
             return Err(invalid_decision("this request is an approval of a tool call: approve or reject it (answer is for ask_human questions)".into()));
+        }
+        (ApprovalKind::Budget, Verdict::Answer) => {
+            return Err(invalid_decision("this request asks to raise a budget: approve or reject it (answer is for ask_human questions)".into()));
         }
         (ApprovalKind::Question, Verdict::Approve) => {
             return Err(invalid_decision(
@@ -244,9 +292,10 @@ pub(crate) fn decided_event(a: &Approval, now: i64) -> NewEvent {
     .to_new_event(time(now))
 }
 
-/// Checks a commit's requests to people before anything is written.
+/// Checks a commit's requests to people before anything is written: keys and lengths, and a
+/// budget request's raise (required for kind `budget`, refused for the others).
 pub(crate) fn check_approvals(approvals: &[NewApproval]) -> StoreResult<()> {
-    for a in approvals {
+    for (i, a) in approvals.iter().enumerate() {
         check_key("approvals[].key", &a.key)?;
         let bad = |message: String| StoreError::Invalid {
             code: ErrorCode::InvalidBody,
@@ -268,23 +317,45 @@ pub(crate) fn check_approvals(approvals: &[NewApproval]) -> StoreResult<()> {
                 message: format!("an approval's timeout_secs must be 1 to {MAX_APPROVAL_SECS}"),
             });
         }
+        match (&a.kind, &a.raise) {
+            (ApprovalKind::Budget, None) => {
+                return Err(bad(format!(
+                    "`approvals[{i}].raise` is required for a request of kind budget: the raise it asks for ({{scope, day?, amount_usd}})"
+                )));
+            }
+            (ApprovalKind::Budget, Some(raise)) => {
+                crate::limit_rules::check_raise(&format!("approvals[{i}].raise"), raise)
+                    .map_err(bad)?;
+            }
+            (kind, Some(_)) => {
+                return Err(bad(format!(
+                    "`approvals[{i}].raise` is only for a request of kind budget, not {}",
+                    kind.as_str()
+                )));
+            }
+            (_, None) => {}
+        }
     }
     Ok(())
 }
 
 /// Stores a request to a person unless its call (ledger key) already has one; an ID
-/// another call's request has is refused (`key_reused`).
+/// another call's request has is refused (`key_reused`). A budget request's raise is stored with
+/// the pool and agent of the thread that asks (`labels`), which its day scopes sum by.
 pub(super) async fn insert_approval<C: Conn>(
     c: &mut C,
     id: ThreadId,
     epoch: u64,
+    labels: (&str, &str),
     a: &NewApproval,
     now: i64,
 ) -> StoreResult<()> {
     let timeout_ms = to_i64(a.timeout_secs.saturating_mul(1000), "timeout_secs")?;
+    let raise = a.raise.as_ref().map(raise_columns);
     let inserted = query(
-        "INSERT INTO approvals (id, thread_id, key, call_id, epoch, turn_seq, kind, tool, args, args_hash, status, requested_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12) ON CONFLICT DO NOTHING",
+        "INSERT INTO approvals (id, thread_id, key, call_id, epoch, turn_seq, kind, tool, args, args_hash, status, requested_at, expires_at, \
+         raise_scope, raise_day, raise_nanos, raise_pool, raise_agent) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING",
     )
     .bind(a.id.to_string())
     .bind(id.to_string())
@@ -298,6 +369,15 @@ pub(super) async fn insert_approval<C: Conn>(
     .bind(&a.args_hash)
     .bind(now)
     .bind(now.saturating_add(timeout_ms))
+    .bind(raise.map(|(scope, _)| scope))
+    .bind(raise.and_then(|(_, day)| day))
+    .bind(
+        a.raise
+            .as_ref()
+            .map(|r| crate::limit_rules::nanos(r.amount_usd)),
+    )
+    .bind(raise.map(|_| labels.0))
+    .bind(raise.map(|_| labels.1))
     .execute(&mut *c)
     .await?
     .rows_affected();

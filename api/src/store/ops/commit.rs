@@ -81,8 +81,12 @@ pub(crate) async fn commit<C: Conn>(
         )
         .await?;
     }
+    let labels = (
+        thread.pool.as_deref().unwrap_or_default(),
+        thread.agent.as_deref().unwrap_or_default(),
+    );
     for approval in &req.approvals {
-        insert_approval(c, id, req.epoch, approval, now).await?;
+        insert_approval(c, id, req.epoch, labels, approval, now).await?;
     }
     // The records as they stand at the end (an intent completed by this same commit
     // shows its outcome).

@@ -7,7 +7,8 @@
 //!
 //! Who calls whom: `threads` is the base (the fencing read every runner write starts with);
 //! `sessions`, `events`, `checkpoints` and `ledger` build on it; `inbox` on `sessions`;
-//! `approvals` on `events`; `memory` on `threads`; `handoffs` on `sessions` and `inbox` (and the longest wait
+//! `approvals` on `events`; `memory` on `threads`; `limits` (model leases, spend, and the claim
+//! that frees an older epoch's leases) on `threads` and `approvals`; `handoffs` on `sessions` and `inbox` (and the longest wait
 //! `approvals` allows); `turn_control` (the admin's enqueue, interrupts and cancels, and what a
 //! stopped turn waited for) on `inbox`, `approvals` and `handoffs`; `triggers` on `sessions` and
 //! `turn_control`; `commit` on all of the writes a runner's step makes.
@@ -15,7 +16,7 @@
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {
     () => {
-        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at, context"
+        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at, context, spent_nanos"
     };
 }
 
@@ -34,6 +35,7 @@ mod events;
 mod handoffs;
 mod inbox;
 mod ledger;
+mod limits;
 mod memory;
 mod sessions;
 mod threads;
@@ -49,13 +51,15 @@ pub(crate) use handoffs::{list_handoffs, open_handoff, turn_handoffs};
 pub(crate) use inbox::inbox_after;
 pub use inbox::{SessionOf, Wake};
 pub(crate) use ledger::{complete_tool_call, record_intent, tool_calls, turn_tool_calls};
+pub use limits::LeaseOutcome;
+pub(crate) use limits::{claim_freeing, lease, lease_refusal, release_lease, renew_lease, spend};
 pub use memory::{MemoryFilter, MemorySpace};
 pub(crate) use memory::{
     edit_memory, list_memories, memory_file, memory_op, memory_view, purge_memories,
 };
 pub(crate) use sessions::{open_session, replica_thread, replicas, session_work, set_replicas};
 pub use threads::Purge;
-pub(crate) use threads::{claim, ensure_thread, list_threads, purge, thread};
+pub(crate) use threads::{ensure_thread, list_threads, purge, thread};
 pub(crate) use triggers::{
     deliver_hook, fire_due, fire_now, hook_target, list_triggers, note_trigger, put_triggers,
     trigger_history, triggers_due,

@@ -54,6 +54,8 @@ pub(crate) struct ThreadRow {
     pub(crate) updated_at: i64,
     /// The latest version's context use, as JSON.
     pub(crate) context: Option<String>,
+    /// What its model calls cost, ever, in nano-dollars.
+    pub(crate) spent_nanos: i64,
 }
 
 impl rsq::FromRow for ThreadRow {
@@ -75,6 +77,7 @@ impl rsq::FromRow for ThreadRow {
             created_at: row.get("created_at")?,
             updated_at: row.get("updated_at")?,
             context: row.get("context")?,
+            spent_nanos: row.get("spent_nanos")?,
         })
     }
 }
@@ -100,6 +103,7 @@ impl ThreadRow {
                     serde_json::from_str(&c).map_err(|e| corrupt("thread context", &e.to_string()))
                 })
                 .transpose()?,
+            spent_usd: crate::limit_rules::usd(self.spent_nanos),
         })
     }
 }
@@ -235,6 +239,7 @@ pub(crate) async fn purge<C: Conn>(
         "inbox",
         "events",
         "memory_ops",
+        "model_leases",
     ] {
         let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
         query(AssertSqlSafe(sql))
@@ -244,7 +249,7 @@ pub(crate) async fn purge<C: Conn>(
     }
     query(concat!(
         "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
-        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, updated_at = $2 WHERE thread_id = $1"
+        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, spent_nanos = 0, updated_at = $2 WHERE thread_id = $1"
     ))
     .bind(id.to_string())
     .bind(now)
