@@ -258,14 +258,14 @@ pub enum SlotWait {
         /// `max_in_flight`.
         max_in_flight: u32,
     },
-    /// `requests_per_minute` calls started in the last 60 seconds.
+    /// `requests_per_minute` calls started in the last minute.
     RequestsPerMinute {
         /// `requests_per_minute`.
         requests_per_minute: u32,
         /// When the oldest of them leaves the window.
         until: DateTime<Utc>,
     },
-    /// The tokens of the last 60 seconds leave no room for this call's estimate.
+    /// The tokens of the last minute leave no room for this call's estimate.
     TokensPerMinute {
         /// `tokens_per_minute`.
         tokens_per_minute: u64,
