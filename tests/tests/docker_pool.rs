@@ -183,6 +183,8 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
     let rows: Value = serde_json::from_slice(&ps.stdout).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 1);
     assert_eq!(rows[0]["agent"], "alpha");
+    // Its thread's spend, from the checkpoint API (the scripted model costs nothing).
+    assert_eq!(rows[0]["spent_usd"], 0.0, "{rows}");
 
     // down keeps the state; up reuses the thread; down --purge removes the state.
     let thread = env_of(&inspect(&pool.container("alpha", 1)), "AGENTFILE_THREAD_ID");

@@ -54,6 +54,7 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
         ))
     });
     if args.json {
+        spend(&home, &mut rows).await;
         rows.extend(swarm_rows);
         outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(ExitCode::SUCCESS);
@@ -81,4 +82,32 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let cells: Vec<[String; 7]> = rows.iter().map(Row::cells).collect();
     crate::output::text(&crate::ui::table::table(header, &cells));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fills each host row's `spent_usd` from the local checkpoint API, one listing per pool. Best
+/// effort: `ps` works without the API, so a pool whose API cannot be asked keeps `None` (and
+/// says why on stderr).
+async fn spend(home: &std::path::Path, rows: &mut [Row]) {
+    let pools: std::collections::BTreeSet<String> =
+        rows.iter().filter_map(|r| r.pool.clone()).collect();
+    if pools.is_empty() {
+        return;
+    }
+    let api = match crate::pool::local_api::Api::existing(home).await {
+        Ok(api) => api,
+        Err(e) => {
+            eprintln!("note: no spend shown: {e:#}");
+            return;
+        }
+    };
+    for pool in pools {
+        match api.spend_by_thread(&pool).await {
+            Ok(spend) => {
+                for row in rows.iter_mut().filter(|r| r.pool.as_deref() == Some(&pool)) {
+                    row.spent_usd = row.thread_id.as_ref().and_then(|t| spend.get(t).copied());
+                }
+            }
+            Err(e) => eprintln!("note: no spend shown for pool {pool}: {e:#}"),
+        }
+    }
 }

@@ -108,13 +108,14 @@ fn json(
 }
 
 /// The table: AGENT, SESSION (the key), THREAD, OWNER (`agent-N`, the replica that serves it with
-/// the current replica counts; `-` for an agent the pool no longer runs), STATUS, LAST ACTIVITY.
+/// the current replica counts; `-` for an agent the pool no longer runs), STATUS, SPENT (what its
+/// model calls cost, ever, as the checkpoint API counts it), LAST ACTIVITY.
 pub(crate) fn render(
     sessions: &[ThreadSummary],
     replicas: &BTreeMap<String, u32>,
     now: DateTime<Utc>,
 ) -> String {
-    let rows: Vec<[String; 6]> = sessions
+    let rows: Vec<[String; 7]> = sessions
         .iter()
         .map(|t| {
             let agent = t.labels.agent.clone().unwrap_or_else(|| "-".into());
@@ -126,6 +127,7 @@ pub(crate) fn render(
                 t.thread_id.to_string(),
                 owner,
                 t.status.as_str().to_string(),
+                usd(t.spent_usd),
                 format!("{} ago", ago(now - t.updated_at)),
             ]
         })
@@ -137,6 +139,7 @@ pub(crate) fn render(
             "THREAD",
             "OWNER",
             "STATUS",
+            "SPENT",
             "LAST ACTIVITY",
         ],
         &rows,
@@ -158,6 +161,15 @@ fn one_line(key: &str) -> String {
         format!("{head}…{tail}")
     } else {
         flat.into_iter().collect()
+    }
+}
+
+/// `$0.0000` … `$0.0123` (cents and below keep four decimals), `$12.35`.
+fn usd(amount: f64) -> String {
+    if amount < 1.0 {
+        format!("${amount:.4}")
+    } else {
+        format!("${amount:.2}")
     }
 }
 
@@ -218,12 +230,16 @@ mod tests {
             ),
             session("gone", "bob", ThreadStatus::Waiting, 7200),
         ];
+        let mut rows = rows;
+        rows[0].spent_usd = 0.01234;
+        rows[2].spent_usd = 12.345;
         let text = render(&rows, &replicas, now);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("AGENT  SESSION"), "{text}");
         assert!(
             lines[1].contains(&format!("bot-{}", sessions::owner("alice", 3)))
                 && lines[1].contains("idle")
+                && lines[1].contains("$0.0123")
                 && lines[1].ends_with("1m ago"),
             "{text}"
         );
@@ -232,7 +248,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[3].contains("gone") && lines[3].contains(" -  ") && lines[3].ends_with("2h ago"),
+            lines[3].contains("gone")
+                && lines[3].contains(" -  ")
+                && lines[3].contains("$12.35")
+                && lines[3].ends_with("2h ago"),
             "{text}"
         );
     }
@@ -270,5 +289,6 @@ mod tests {
             "the summary is kept whole"
         );
         assert!(v[1]["owner"].is_null());
+        assert_eq!(v[0]["spent_usd"], 0.0, "the spend is in the summary");
     }
 }

@@ -649,6 +649,36 @@ impl Api {
     }
 
     /// The sessions of a pool (of one agent, when given), one page from `offset`.
+    /// What each thread of `pool` has spent on its model calls (USD, ever), by thread ID: every
+    /// thread the API records for the pool, 1,000 a page.
+    pub(crate) async fn spend_by_thread(
+        &self,
+        pool: &str,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, f64>> {
+        let mut spend = std::collections::BTreeMap::new();
+        loop {
+            let query = ninetrix_client::ThreadQuery {
+                pool: Some(pool.to_string()),
+                limit: Some(1000),
+                offset: Some(u32::try_from(spend.len()).unwrap_or(u32::MAX)),
+                ..Default::default()
+            };
+            let page = self
+                .client
+                .list_threads(&query)
+                .await
+                .map_err(|e| self.explain(e, &format!("listing the threads of pool {pool}")))?;
+            let full = page.len() >= 1000;
+            spend.extend(
+                page.into_iter()
+                    .map(|t| (t.thread_id.to_string(), t.spent_usd)),
+            );
+            if !full {
+                return Ok(spend);
+            }
+        }
+    }
+
     pub(crate) async fn sessions(
         &self,
         pool: &str,

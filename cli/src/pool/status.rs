@@ -56,6 +56,10 @@ pub(crate) struct Row {
     /// first round).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) context: Option<ContextShown>,
+    /// What the replica's thread has spent on model calls, ever, as the checkpoint API counts
+    /// it (`ps --json` only; `None` when the API could not be asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) spent_usd: Option<f64>,
 }
 
 /// A thread's context use as `ps --json` shows it.
@@ -264,6 +268,7 @@ pub(crate) async fn rows(
                 durable: true,
                 node: None,
                 context: None,
+                spent_usd: None,
             });
         }
     }
@@ -306,6 +311,7 @@ pub(crate) async fn rows(
             durable: facts.durable,
             node: None,
             context: facts.context.as_ref().map(ContextShown::from),
+            spent_usd: None,
         });
     }
     rows.extend(missing_rows);
@@ -411,6 +417,7 @@ mod tests {
             durable: true,
             node: None,
             context: None,
+            spent_usd: None,
         };
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");

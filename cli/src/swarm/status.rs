@@ -72,6 +72,7 @@ pub(crate) async fn rows(
                     .context
                     .as_ref()
                     .map(crate::pool::status::ContextShown::from),
+                spent_usd: None,
             });
         }
     }
