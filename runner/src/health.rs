@@ -102,8 +102,47 @@ pub struct HealthReport {
     /// `ps --json` shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<ninetrix_proto::context::ContextUse>,
+    /// The replica's sessions whose model calls wait for a slot of the pool's limits, as one
+    /// line (`2 sessions waiting for a model slot (openai: 8/8 in flight)`): said, not judged —
+    /// a wait is not a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions_waiting: Option<String>,
     /// When this report was written, Unix milliseconds.
     pub written_ms: i64,
+}
+
+/// One session's wait for a model slot, shown in its replica's report while it lives.
+pub struct SessionWait {
+    health: Health,
+    id: u64,
+}
+
+impl SessionWait {
+    /// What the wait is for now (a new answer of the checkpoint API).
+    pub fn update(&self, wait: String) {
+        let changed = {
+            let mut s = self.health.lock();
+            s.session_waits.insert(self.id, wait.clone()) != Some(wait)
+        };
+        if changed {
+            self.health.write();
+        }
+    }
+}
+
+impl Drop for SessionWait {
+    fn drop(&mut self) {
+        self.health.lock().session_waits.remove(&self.id);
+        self.health.write();
+    }
+}
+
+/// The line for the sessions' waits: how many, and what the newest waits for.
+fn sessions_waiting(waits: &BTreeMap<u64, String>) -> Option<String> {
+    let (_, newest) = waits.last_key_value()?;
+    let n = waits.len();
+    let sessions = if n == 1 { "session" } else { "sessions" };
+    Some(format!("{n} {sessions} {newest}"))
 }
 
 /// Turns of the thread that failed in a row.
@@ -161,6 +200,10 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
     for down in report.mcp.values() {
         line.push_str("; ");
         line.push_str(down);
+    }
+    if let Some(waiting) = &report.sessions_waiting {
+        line.push_str("; ");
+        line.push_str(waiting);
     }
     (true, line)
 }
@@ -256,6 +299,11 @@ struct State {
     events: Option<Arc<dyn OutageSink>>,
     /// Outages that ended before there was an event sink (while claiming).
     pending: Vec<Outage>,
+    /// The waits of this replica's sessions for a model slot (wait → what it waits for), newest
+    /// key last.
+    session_waits: BTreeMap<u64, String>,
+    /// The key of the next session wait.
+    next_wait: u64,
     /// The status file; `None`: not written (tests of the pure parts).
     path: Option<PathBuf>,
     /// A failed write was already logged.
@@ -293,6 +341,8 @@ impl Health {
                 failed_turns: None,
                 context: None,
                 mcp: BTreeMap::new(),
+                session_waits: BTreeMap::new(),
+                next_wait: 0,
                 api: None,
                 model: None,
                 events: None,
@@ -370,6 +420,24 @@ impl Health {
         }
     }
 
+    /// A session of this replica waits for a model slot (`wait`: `waiting for a model slot
+    /// (openai: 8/8 in flight)`): shown beside the replica's own activity until the returned
+    /// [`SessionWait`] is dropped (its call got its slot, or stopped waiting).
+    pub fn session_waiting(&self, wait: String) -> SessionWait {
+        let id = {
+            let mut s = self.lock();
+            let id = s.next_wait;
+            s.next_wait += 1;
+            s.session_waits.insert(id, wait);
+            id
+        };
+        self.write();
+        SessionWait {
+            health: self.clone(),
+            id,
+        }
+    }
+
     /// Sets the MCP servers that are down (server → line); rewrites the report on a change.
     pub fn set_mcp(&self, down: BTreeMap<String, String>) {
         let changed = {
@@ -419,6 +487,7 @@ impl Health {
             mcp: s.mcp.clone(),
             failed_turns: s.failed_turns.clone(),
             context: s.context.clone(),
+            sessions_waiting: sessions_waiting(&s.session_waits),
             written_ms: chrono::Utc::now().timestamp_millis(),
         }
     }
@@ -530,6 +599,7 @@ mod tests {
             mcp: BTreeMap::new(),
             failed_turns: None,
             context: None,
+            sessions_waiting: None,
             written_ms: 1_000_000,
         }
     }
@@ -641,6 +711,38 @@ mod tests {
         assert_eq!(health.activity(), Activity::Working { seq: 3 });
         health.set_if(&waiting, Activity::Serving);
         assert_eq!(health.activity(), Activity::Working { seq: 3 }, "not ours");
+    }
+
+    #[test]
+    fn sessions_waiting_for_a_slot_show_beside_the_replicas_own_activity_while_they_wait() {
+        let health = Health::new(None);
+        health.set(Activity::Serving);
+        let line = |h: &Health| {
+            let r = h.report();
+            judge(&r, r.written_ms)
+        };
+        let first =
+            health.session_waiting("waiting for a model slot (openai: 8/8 in flight)".into());
+        assert_eq!(
+            line(&health),
+            (
+                true,
+                "serving; 1 session waiting for a model slot (openai: 8/8 in flight)".into()
+            )
+        );
+        let second =
+            health.session_waiting("waiting for a model slot (openai: 8/8 in flight)".into());
+        second.update("rate-limited by openai until 12:00:03".into());
+        assert_eq!(
+            line(&health),
+            (
+                true,
+                "serving; 2 sessions rate-limited by openai until 12:00:03".into()
+            )
+        );
+        drop(second);
+        drop(first);
+        assert_eq!(line(&health), (true, "serving".into()), "the waits ended");
     }
 
     #[test]

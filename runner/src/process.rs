@@ -19,7 +19,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Exit {
     // With the agent token, the replica also serves the sessions it owns; they stop when it does.
     // (`Service::new` answers `None` without the checkpoint API.)
     let sessions_stop = shutdown.child_token();
-    let sessions = Service::new(&config, &http)
+    let sessions = Service::new(&config, &http, &health)
         .map(|service| tokio::spawn(service.serve(sessions_stop.clone())));
     let exit = driver::run_thread(config, http, health, shutdown).await;
     sessions_stop.cancel();

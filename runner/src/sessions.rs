@@ -44,12 +44,18 @@ pub struct Service {
     pool: String,
     replica: u32,
     max: usize,
+    /// The replica's health: its sessions' waits for a model slot show there.
+    health: crate::health::Health,
 }
 
 impl Service {
     /// The service of this replica, if it serves sessions: a durable agent run by `up` (pool
     /// and replica known) with the checkpoint API and the agent token.
-    pub fn new(config: &Config, http: &reqwest::Client) -> Option<Service> {
+    pub fn new(
+        config: &Config,
+        http: &reqwest::Client,
+        health: &crate::health::Health,
+    ) -> Option<Service> {
         let token = config.agent_token.as_ref()?;
         let api = config.api.as_ref()?;
         if !config.spec.execution.durability {
@@ -69,6 +75,7 @@ impl Service {
             pool,
             replica,
             max: config.spec.execution.max_concurrent_sessions.max(1) as usize,
+            health: health.clone(),
         })
     }
 
@@ -184,6 +191,7 @@ impl Service {
             .join("sessions")
             .join(w.thread_id.to_string());
         let http = self.http.clone();
+        let health = self.health.clone();
         let id = w.thread_id;
         let span = tracing::info_span!("session", key = %w.key);
         tasks.spawn(
@@ -197,7 +205,7 @@ impl Service {
                         )),
                     );
                 }
-                (id, driver::run_session(config, http, stop).await)
+                (id, driver::run_session(config, http, health, stop).await)
             }
             .instrument(span),
         );

@@ -306,13 +306,19 @@ async fn fifty_replicas_and_two_hundred_sessions_share_one_providers_limit() {
             .collect::<Vec<_>>()
     };
     let mut saw_waiting = false;
+    let mut saw_sessions_waiting = false;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        if !saw_waiting {
-            saw_waiting = health_files().iter().any(|p| {
-                std::fs::read_to_string(p)
-                    .is_ok_and(|t| t.contains("waiting for a model slot (openai: "))
-            });
+        if !(saw_waiting && saw_sessions_waiting) {
+            for report in health_files()
+                .iter()
+                .filter_map(|p| std::fs::read_to_string(p).ok())
+            {
+                // The replica's own call, and its sessions' calls beside its own activity.
+                saw_waiting |= report.contains("\"wait\":\"waiting for a model slot (openai: ");
+                saw_sessions_waiting |= report.contains("\"sessions_waiting\":\"")
+                    && report.contains("waiting for a model slot (openai: ");
+            }
         }
         let done = provider.accepted_total.load(Ordering::SeqCst);
         if done >= threads.len() as u64 * MESSAGES {
@@ -369,6 +375,10 @@ async fn fifty_replicas_and_two_hundred_sessions_share_one_providers_limit() {
     assert!(
         saw_waiting,
         "no runner said it was waiting for a model slot"
+    );
+    assert!(
+        saw_sessions_waiting,
+        "no replica said its sessions were waiting for a model slot"
     );
     drop(runners);
 }

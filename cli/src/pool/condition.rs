@@ -570,6 +570,7 @@ mod tests {
             model: None,
             mcp: Default::default(),
             failed_turns: None,
+            sessions_waiting: None,
             written_ms: now - 1_000,
         });
         let mut f = running(None, None);
@@ -600,6 +601,7 @@ mod tests {
             model: Some("model unreachable".into()),
             mcp: Default::default(),
             failed_turns: None,
+            sessions_waiting: None,
             written_ms: now - 1_000,
         });
         both.health = None;
@@ -613,6 +615,7 @@ mod tests {
             model: None,
             mcp: Default::default(),
             failed_turns: None,
+            sessions_waiting: None,
             written_ms: now - 61_000,
         });
         stale.started_ms = Some(now - 300_000);
@@ -650,6 +653,7 @@ mod tests {
             model: None,
             mcp: Default::default(),
             failed_turns: None,
+            sessions_waiting: None,
             written_ms: now - 1_000,
         });
         let mut f = running(None, None);

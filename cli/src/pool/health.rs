@@ -261,6 +261,7 @@ mod tests {
             model: model.map(str::to_string),
             mcp: Default::default(),
             failed_turns: None,
+            sessions_waiting: None,
             written_ms,
         })
     }
@@ -367,6 +368,7 @@ mod tests {
                 model: None,
                 mcp: Default::default(),
                 failed_turns: None,
+                sessions_waiting: None,
                 written_ms: 7,
             })
         );

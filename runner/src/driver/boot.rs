@@ -43,12 +43,20 @@ fn boot_host(config: &Config) -> ninetrix_proto::boots::BootHost {
     }
 }
 
+/// Where a thread's model calls lease their permits of the pool's limits and budgets.
+pub(super) struct Leases {
+    /// The permits (`None`: nothing is enforced — a runner without the checkpoint API).
+    pub(super) permits: Option<Arc<dyn Permits>>,
+    /// For a session: its replica's health, where its waits for a slot show.
+    pub(super) replica: Option<Health>,
+}
+
 /// Runs the runner on `store`'s thread, its model calls leasing from `permits` (`None`: a
 /// runner without a checkpoint API, which enforces no pool-wide limit or budget); `until_idle`
 /// (a session): stop once the inbox is empty and no turn is left, instead of waiting for more.
 pub(super) async fn run_with<C: Checkpoints>(
     store: C,
-    permits: Option<Arc<dyn Permits>>,
+    leases: Leases,
     config: Config,
     http: reqwest::Client,
     health: Health,
@@ -134,7 +142,10 @@ pub(super) async fn run_with<C: Checkpoints>(
         let secret = config.secrets.get(h.notify_secret.as_deref()?)?.clone();
         Some(Notifier::new(url, secret, http.clone(), events.clone()))
     });
+    let Leases { permits, replica } = leases;
     let (llm, summarizer) = models(&config, &http, &health, permits, epoch);
+    let llm = llm.showing_waits_on(replica.clone());
+    let summarizer = summarizer.map(|s| s.showing_waits_on(replica));
     let mut runner = Runner {
         llm,
         summarizer,
@@ -364,7 +375,9 @@ fn models(
     let llm = Llm::new(config, http.clone(), health.clone());
     if permits.is_none() && (llm.limited() || budgets.is_some()) {
         tracing::warn!(
-            "this runner has no checkpoint API (a batch job run without AGENTFILE_API_URL):              runtime.limits and the budgets beyond one run (governance.max_budget_per_session,              max_budget_per_day, max_pool_budget_per_day) are not enforced"
+            "this runner has no checkpoint API (a batch job run without AGENTFILE_API_URL): \
+             runtime.limits and the budgets beyond one run (governance.max_budget_per_session, \
+             max_budget_per_day, max_pool_budget_per_day) are not enforced"
         );
     }
     let summarizer = config

@@ -401,7 +401,10 @@ impl Driver {
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run_with(
             store.clone(),
-            permits,
+            super::boot::Leases {
+                permits,
+                replica: None,
+            },
             config.clone(),
             reqwest::Client::new(),
             health.clone(),

@@ -189,11 +189,19 @@ pub async fn run_thread(
         Some(access) => {
             let store = api_store(&access, &config, &http, &health);
             let permits: Arc<dyn Permits> = Arc::new(store.clone());
-            run_with(store, Some(permits), config, http, health, shutdown, false).await
+            let leases = boot::Leases {
+                permits: Some(permits),
+                replica: None,
+            };
+            run_with(store, leases, config, http, health, shutdown, false).await
         }
         None => {
             let store = MemoryCheckpoints::new(config.thread_id);
-            run_with(store, None, config, http, health, shutdown, false).await
+            let leases = boot::Leases {
+                permits: None,
+                replica: None,
+            };
+            run_with(store, leases, config, http, health, shutdown, false).await
         }
     }
 }
@@ -205,6 +213,7 @@ pub async fn run_thread(
 pub async fn run_session(
     config: Config,
     http: reqwest::Client,
+    replica: Health,
     shutdown: CancellationToken,
 ) -> Exit {
     let Some(access) = config.api.clone() else {
@@ -213,7 +222,11 @@ pub async fn run_session(
     let health = Health::new(None);
     let store = api_store(&access, &config, &http, &health);
     let permits: Arc<dyn Permits> = Arc::new(store.clone());
-    run_with(store, Some(permits), config, http, health, shutdown, true).await
+    let leases = boot::Leases {
+        permits: Some(permits),
+        replica: Some(replica),
+    };
+    run_with(store, leases, config, http, health, shutdown, true).await
 }
 
 /// The thread's store in the checkpoint API, with the runner's token, patience and tracing.

@@ -40,6 +40,9 @@ pub(crate) struct Leasing {
     epoch: u64,
     budgets: Option<BudgetPolicy>,
     health: Health,
+    /// For a session's calls: its replica's health, which shows the session's waits beside the
+    /// replica's own activity (a session's own health has no status file).
+    replica: Option<Health>,
     /// The API said it has no lease routes: said once, and nothing is asked after.
     unsupported: AtomicBool,
 }
@@ -66,8 +69,15 @@ impl Leasing {
             epoch,
             budgets,
             health,
+            replica: None,
             unsupported: AtomicBool::new(false),
         }
+    }
+
+    /// Shows this session's waits for a slot in its replica's health (`ps`'s line).
+    pub(crate) fn showing_waits_on(mut self, replica: Option<Health>) -> Leasing {
+        self.replica = replica;
+        self
     }
 
     /// A permit for one attempt on `target`'s limiter, when it has limits or the agent has
@@ -98,6 +108,8 @@ impl Leasing {
         };
         let started = Instant::now();
         let mut shown = Shown::new(&self.health);
+        // A session's wait, in its replica's report; ends with this call's wait.
+        let mut on_replica: Option<crate::health::SessionWait> = None;
         let mut last_wait: Option<SlotWait> = None;
         loop {
             let answer = tokio::select! {
@@ -120,9 +132,15 @@ impl Leasing {
                     return Ok(Some(Permit::new(self.permits.clone(), lease_id, ttl_ms)));
                 }
                 Ok(LeaseResponse::Wait { wait, retry_in_ms }) => {
-                    shown.show(Activity::ModelSlot {
-                        wait: wait.text(target.provider),
-                    });
+                    let text = wait.text(target.provider);
+                    match (&on_replica, &self.replica) {
+                        (Some(shown), _) => shown.update(text.clone()),
+                        (None, Some(replica)) => {
+                            on_replica = Some(replica.session_waiting(text.clone()));
+                        }
+                        (None, None) => {}
+                    }
+                    shown.show(Activity::ModelSlot { wait: text });
                     last_wait = Some(wait);
                     let again = Duration::from_millis(retry_in_ms.min(MAX_LEASE_WAIT_MS));
                     tokio::select! {

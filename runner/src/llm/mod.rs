@@ -470,6 +470,12 @@ impl Llm {
         self
     }
 
+    /// For a session's model: its waits for a slot also show in its replica's health.
+    pub fn showing_waits_on(mut self, replica: Option<Health>) -> Llm {
+        self.leasing = self.leasing.map(|l| l.showing_waits_on(replica));
+        self
+    }
+
     fn chain(&self) -> std::sync::MutexGuard<'_, Chain> {
         // Every update is a few assignments: a poisoned lock is still consistent.
         self.chain
