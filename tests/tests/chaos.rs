@@ -18,6 +18,13 @@
 //! running when it arrives, or starts the next; the checks add that it is applied once either
 //! way, and every turn — steered or not — completed with one write.
 //!
+//! The first appender's model calls also lease permits of a pool-wide limiter (`runtime.limits`,
+//! one call in flight) and pass a session budget the checkpoint API keeps
+//! (`governance.max_budget_per_session`): its leases and spend are taken, renewed and released
+//! through the runner and API kills — a lease a killed runner left is freed by its restart's
+//! claim, or expires — and the checks above hold for it as for the others: no turn of it failed
+//! or was lost waiting for a slot.
+//!
 //! The second appender's thread compacts its history every few turns (a small
 //! `runtime.context.window`): its compactions are SIGKILLed like any commit, and the checks add
 //! that no two of them cover the same turns.
@@ -152,6 +159,17 @@ async fn check_conversations(admin: &Admin, conversations: &[(ThreadId, Vec<Stri
     }
 }
 
+/// The appender whose model calls lease a permit first (one call in flight) and pass a session
+/// budget the checkpoint API keeps (far above what the scripted model costs: the check runs, it
+/// never stops a turn).
+fn limited_spec() -> serde_json::Value {
+    let mut spec = appender_spec();
+    spec["runtime"]["limits"] =
+        serde_json::json!({"max_in_flight": 1, "requests_per_minute": 100000});
+    spec["governance"]["max_budget_per_session"] = serde_json::json!(1000.0);
+    spec
+}
+
 /// The appender with every `write` gated.
 fn gated_spec() -> serde_json::Value {
     let mut spec = appender_spec();
@@ -243,7 +261,7 @@ async fn chaos() {
                 if i == 1 {
                     compacting_spec()
                 } else {
-                    appender_spec()
+                    limited_spec()
                 },
             )
         })
