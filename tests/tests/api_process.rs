@@ -119,6 +119,32 @@ async fn acknowledged_checkpoints_survive_sigkill() {
     }
 }
 
+/// A `ninetrix api` on SQLite in `dir` (with `extra` flags) that dies at kill point `point`, and
+/// how to start it again.
+fn crashing_api(dir: &std::path::Path, point: &str, extra: &[&str]) -> (ApiProcess, Again) {
+    let db = format!("sqlite://{}", dir.join("api.db").display());
+    let mut args = vec!["--database".to_string(), db, "--insecure-dev".to_string()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let api = ApiProcess::start_with_env("127.0.0.1:0", &refs, &[("NINETRIX_API_CRASH_AT", point)]);
+    let listen = api.url.trim_start_matches("http://").to_string();
+    (api, Again { args, listen })
+}
+
+/// A crashed API's arguments and address.
+struct Again {
+    args: Vec<String>,
+    listen: String,
+}
+
+impl Again {
+    /// The API started again where it listened, on the same database, without the kill point.
+    fn start(&self) -> ApiProcess {
+        let refs: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        ApiProcess::start_on(&self.listen, &refs)
+    }
+}
+
 /// Waits for the API to abort at its armed kill point (SIGABRT), as a crash there would leave it.
 fn aborted(api: &mut ApiProcess, point: &str) {
     use std::os::unix::process::ExitStatusExt as _;
@@ -139,11 +165,7 @@ async fn a_replica_thread_killed_at_its_commit_is_made_once() {
         ("replica_thread_after_commit", true),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("api.db").display());
-        let args = ["--database", db.as_str(), "--insecure-dev"];
-        let mut api =
-            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
-        let listen = api.url.trim_start_matches("http://").to_string();
+        let (mut api, again) = crashing_api(dir.path(), point, &[]);
         assert!(
             client(&api.url)
                 .replica_thread("fleet", "bot", 2)
@@ -153,7 +175,7 @@ async fn a_replica_thread_killed_at_its_commit_is_made_once() {
         );
         aborted(&mut api, point);
 
-        let api = ApiProcess::start_on(&listen, &args);
+        let api = again.start();
         let c = client(&api.url);
         let labelled = ninetrix_client::ThreadQuery {
             pool: Some("fleet".into()),
@@ -183,11 +205,7 @@ async fn a_replica_thread_killed_at_its_commit_is_made_once() {
 async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
     for (point, committed) in [("purge_before_commit", false), ("purge_after_commit", true)] {
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("api.db").display());
-        let args = ["--database", db.as_str(), "--insecure-dev"];
-        let mut api =
-            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
-        let listen = api.url.trim_start_matches("http://").to_string();
+        let (mut api, again) = crashing_api(dir.path(), point, &[]);
         let c = client(&api.url);
         let thread = ThreadId::new_v7();
         let epoch = c.claim(thread, &Default::default()).await.unwrap().epoch;
@@ -211,7 +229,7 @@ async fn a_purge_killed_at_its_commit_is_all_or_nothing() {
         );
         aborted(&mut api, point);
 
-        let api = ApiProcess::start_on(&listen, &args);
+        let api = again.start();
         let c = client(&api.url);
         if committed {
             let gone = c.thread(thread).await.unwrap_err();
@@ -289,17 +307,7 @@ async fn a_lease_killed_at_its_commit_is_freed_by_the_next_claim_or_its_expiry()
         ("lease_after_commit", Freed::ByExpiry),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("api.db").display());
-        let args = [
-            "--database",
-            db.as_str(),
-            "--insecure-dev",
-            "--model-lease-ttl",
-            "2",
-        ];
-        let mut api =
-            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
-        let listen = api.url.trim_start_matches("http://").to_string();
+        let (mut api, again) = crashing_api(dir.path(), point, &["--model-lease-ttl", "2"]);
         let c = client(&api.url);
         let (dying, other) = (ThreadId::new_v7(), ThreadId::new_v7());
         let epoch = c.claim(dying, &Default::default()).await.unwrap().epoch;
@@ -311,7 +319,7 @@ async fn a_lease_killed_at_its_commit_is_freed_by_the_next_claim_or_its_expiry()
         );
         aborted(&mut api, point);
 
-        let api = ApiProcess::start_on(&listen, &args);
+        let api = again.start();
         let c = client(&api.url);
         let other_epoch = c.claim(other, &Default::default()).await.unwrap().epoch;
         let asked = c
@@ -376,11 +384,7 @@ async fn a_lease_killed_at_its_commit_is_freed_by_the_next_claim_or_its_expiry()
 async fn a_release_killed_at_its_commit_counts_its_spend_once() {
     for point in ["release_before_commit", "release_after_commit"] {
         let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("api.db").display());
-        let args = ["--database", db.as_str(), "--insecure-dev"];
-        let mut api =
-            ApiProcess::start_with_env("127.0.0.1:0", &args, &[("NINETRIX_API_CRASH_AT", point)]);
-        let listen = api.url.trim_start_matches("http://").to_string();
+        let (mut api, again) = crashing_api(dir.path(), point, &[]);
         let c = client(&api.url);
         let thread = ThreadId::new_v7();
         let epoch = c.claim(thread, &Default::default()).await.unwrap().epoch;
@@ -405,7 +409,7 @@ async fn a_release_killed_at_its_commit_counts_its_spend_once() {
         );
         aborted(&mut api, point);
 
-        let api = ApiProcess::start_on(&listen, &args);
+        let api = again.start();
         let c = client(&api.url);
         for _ in 0..2 {
             c.release_model_lease(thread, lease_id, &release)

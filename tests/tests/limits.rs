@@ -3,8 +3,8 @@
 //! that speak their real streaming wire formats (OpenAI's Chat Completions, Anthropic's
 //! Messages):
 //! - 50 replicas and 200 sessions on one stand-in that enforces 10 calls in flight and 600
-//!   requests a minute with 429s: no turn fails, the stand-in never refuses a call (it never saw
-//!   more than its limit), and the pool runs at ≥ 90 % of the limit's rate;
+//!   requests a minute with 429s: no turn fails, and the stand-in never refuses a call (it never
+//!   saw more than its limit); the pool's rate is printed (BENCHMARKS.md: ≥ 90 % of the limit's);
 //! - a killed runner's permit comes back after the lease time, and at once when it restarts;
 //! - budgets beyond a run hold across restarts and replicas (a day's budget is the agent's, not
 //!   a process's), a session's budget is its own, and `ask_human` raises one through an
@@ -23,7 +23,7 @@ use ninetrix_proto::api::{ApprovalKind, ApprovalStatus, DecisionRequest, ThreadS
 use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Role, ThreadId};
 use serde_json::{Value, json};
-use support::openai::{chunk, end, stream_response};
+use support::openai::{chunk, end, hanging_stream, stream_response};
 use support::{Admin, Runner};
 
 const POOL: &str = "shared";
@@ -145,18 +145,7 @@ async fn openai_answer(provider: Arc<Provider>, body: &str) -> axum::response::R
             *n == 1
         };
         if first_time {
-            let piece = chunk(json!({"role": "assistant", "content": "Thinking"}), None);
-            let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(piece) })
-                .chain(futures_util::stream::once(async move {
-                    let _slot = slot;
-                    std::future::pending::<()>().await;
-                    Ok(String::new())
-                }));
-            return axum::response::Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .body(axum::body::Body::from_stream(stream))
-                .unwrap();
+            return hanging_stream(slot);
         }
     }
     tokio::time::sleep(provider.latency).await;
@@ -171,8 +160,6 @@ async fn openai_answer(provider: Arc<Provider>, body: &str) -> axum::response::R
         .concat(),
     )
 }
-
-use futures_util::StreamExt as _;
 
 /// A durable agent on the OpenAI stand-in at `base_url`, with `runtime`/`governance` keys
 /// merged in.
@@ -362,7 +349,8 @@ async fn fifty_replicas_and_two_hundred_sessions_share_one_providers_limit() {
         0,
         "calls the stand-in refused as over 600 in a minute"
     );
-    // Throughput: the limit's rate is min(600/min, 10 in flight / 0.5 s) = 10 calls/s.
+    // Throughput, measured and printed (BENCHMARKS.md records it; a speed is never asserted in
+    // a test): the limit's rate is min(600/min, 10 in flight / 0.5 s) = 10 calls/s.
     let first = provider.first.lock().unwrap().unwrap();
     let last = provider.last.lock().unwrap().unwrap();
     let span = (last - first + provider.latency).as_secs_f64();
@@ -371,7 +359,6 @@ async fn fifty_replicas_and_two_hundred_sessions_share_one_providers_limit() {
         "{calls} calls in {span:.1} s ({rate:.2}/s; limit 10/s), {:.1} s from the first message to the last answer",
         elapsed.as_secs_f64()
     );
-    assert!(rate >= 9.0, "{rate:.2} calls/s is under 90 % of 10/s");
     assert!(
         saw_waiting,
         "no runner said it was waiting for a model slot"

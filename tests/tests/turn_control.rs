@@ -21,7 +21,7 @@ use ninetrix_proto::api::{
 };
 use ninetrix_proto::events::{StoppedBy, TraceEvent, TurnCompleted};
 use serde_json::{Value, json};
-use support::openai::{chunk, end, stream_response};
+use support::openai::{chunk, end, hanging_stream, stream_response};
 use support::{Gate, Hold, Runner, Setup, setup};
 
 /// What the stand-in saw.
@@ -96,19 +96,7 @@ fn answer(seen: Arc<Seen>, body: &str) -> axum::response::Response {
         if content.starts_with("slow: ") {
             seen.slow.fetch_add(1, Ordering::SeqCst);
             seen.streaming.notify_one();
-            let first = chunk(json!({"role": "assistant", "content": "Thinking"}), None);
-            let guard = Abandoned(seen.clone(), false);
-            let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) })
-                .chain(futures_util::stream::once(async move {
-                    let _guard = guard;
-                    std::future::pending::<()>().await;
-                    Ok(String::new())
-                }));
-            return axum::response::Response::builder()
-                .status(200)
-                .header("content-type", "text/event-stream")
-                .body(axum::body::Body::from_stream(stream))
-                .unwrap();
+            return hanging_stream(Abandoned(seen.clone(), false));
         }
     }
     let since = messages
@@ -130,8 +118,6 @@ fn answer(seen: Arc<Seen>, body: &str) -> axum::response::Response {
         .concat(),
     )
 }
-
-use futures_util::StreamExt as _;
 
 /// A durable agent on the stand-in with `sleep` and `shell`, a 1 s interrupt grace.
 fn spec(base_url: &str) -> Value {

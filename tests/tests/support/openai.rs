@@ -37,6 +37,26 @@ pub(crate) fn stream_response(body: String) -> axum::response::Response {
         .unwrap()
 }
 
+/// An HTTP response that streams one piece of an answer (`Thinking`) and then nothing until the
+/// client goes away; `guard` is dropped then (a test counts an abandoned call, or frees a slot
+/// of its stand-in, in its `Drop`).
+pub(crate) fn hanging_stream(guard: impl Send + 'static) -> axum::response::Response {
+    use futures_util::StreamExt as _;
+    let first = chunk(json!({"role": "assistant", "content": "Thinking"}), None);
+    let stream = futures_util::stream::once(async move { Ok::<_, std::io::Error>(first) }).chain(
+        futures_util::stream::once(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+            Ok(String::new())
+        }),
+    );
+    axum::response::Response::builder()
+        .status(200)
+        .header("content-type", "text/event-stream")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap()
+}
+
 /// An HTTP error response with OpenAI's error body.
 pub(crate) fn error_response(status: u16, message: &str) -> axum::response::Response {
     axum::response::Response::builder()
