@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod names;
 pub mod providers;
 mod schema;
+pub mod security;
 pub mod tools;
 pub mod units;
 pub mod yaml;

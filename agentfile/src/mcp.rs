@@ -66,6 +66,9 @@ pub enum McpTransport {
         /// `/run/secrets/<NAME>`, never set on the container).
         #[serde(default)]
         secrets: Vec<String>,
+        /// How its container is confined (`security:`, over the hardened defaults).
+        #[serde(default)]
+        security: crate::security::Security,
     },
     /// A stdio server started inside the agent's own container (`command:` alone).
     Stdio {

@@ -10,6 +10,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::Security;
+
 use super::context::ContextPolicy;
 use super::mcp::{McpServer, McpSource, Verify};
 use super::names;
@@ -85,6 +87,9 @@ pub struct AgentSpec {
     /// each is also one of its `tools` (`ask_<agent>`, see [`ToolSpec::handoff`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collaborators: Vec<String>,
+    /// How its containers are confined (`security:`, over the hardened defaults).
+    #[serde(default)]
+    pub security: Security,
 }
 
 impl AgentSpec {
@@ -175,6 +180,11 @@ pub struct Runtime {
     /// `fallback` is tried (`runtime.fallback_after`); only used with a fallback.
     #[serde(default = "default_fallback_after_secs")]
     pub fallback_after_secs: u64,
+    /// The container runtime its containers run under (`runtime.isolation`: `runsc`, `kata`,
+    /// …); `None` is the engine's default (`runc`). Never falls back: a backend whose engine
+    /// lacks it refuses to start the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 fn is_unlimited(limits: &ModelLimits) -> bool {
@@ -268,6 +278,11 @@ pub struct ToolSpec {
     /// replica; the default) or the session's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<ninetrix_proto::api::MemoryScope>,
+    /// For `shell`: the secrets its processes get as environment variables of the same name
+    /// (`secrets:` on the entry; also mounted for the agent). No other secret reaches a tool
+    /// process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 /// The collaborator behind an `ask_<agent>` tool.
@@ -292,6 +307,7 @@ impl ToolSpec {
             verify: None,
             handoff: None,
             scope: None,
+            secrets: Vec::new(),
         }
     }
 
@@ -309,6 +325,7 @@ impl ToolSpec {
                 about,
             }),
             scope: None,
+            secrets: Vec::new(),
         }
     }
 

@@ -211,8 +211,10 @@ pub(crate) async fn stop_and_remove(
         .remove_container(
             id,
             Some(
+                // `v`: with its anonymous volumes (`/run/secrets`), so no secret outlives it.
                 RemoveContainerOptionsBuilder::default()
                     .force(force)
+                    .v(true)
                     .build(),
             ),
         )
@@ -224,7 +226,12 @@ pub(crate) async fn stop_and_remove(
             docker
                 .remove_container(
                     id,
-                    Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                    Some(
+                        RemoveContainerOptionsBuilder::default()
+                            .force(true)
+                            .v(true)
+                            .build(),
+                    ),
                 )
                 .await
         }

@@ -84,9 +84,11 @@ pub(crate) fn sidecar_container_name(pool: &str, server: &str) -> String {
     format!("ninetrix-{pool}-mcp-{server}")
 }
 
-/// `ninetrix-<pool>-health`: the pool's health volume.
+/// `ninetrix-<pool>-status`: the pool's health volume. (Pools of ninetrix before hardened
+/// containers had a root-owned `ninetrix-<pool>-health`, which a non-root runner cannot write;
+/// `down --volumes` removes it with the pool's other volumes, found by label.)
 pub(crate) fn health_volume_name(pool: &str) -> String {
-    format!("ninetrix-{pool}-health")
+    format!("ninetrix-{pool}-status")
 }
 
 /// The local API container's name for a home, without the override: `ninetrix-api` for the

@@ -66,7 +66,14 @@ pub struct StdioServer {
     pub env: Vec<(String, String)>,
     /// Its working directory.
     pub dir: Option<PathBuf>,
+    /// Called on the command before each start (after `env` and `dir` are set): how a caller
+    /// confines the process (the runner's tool sandbox); an error is a failed start.
+    pub prepare: Option<Prepare>,
 }
+
+/// A hook that prepares a stdio server's command before it starts.
+pub type Prepare =
+    std::sync::Arc<dyn Fn(&mut tokio::process::Command) -> std::io::Result<()> + Send + Sync>;
 
 impl std::fmt::Debug for StdioServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -75,6 +82,7 @@ impl std::fmt::Debug for StdioServer {
             .field("command", &self.command)
             .field("env", &names)
             .field("dir", &self.dir)
+            .field("prepare", &self.prepare.is_some())
             .finish()
     }
 }
@@ -83,13 +91,20 @@ impl StdioServer {
     /// A transport that spawns it; `None` for an empty command line.
     pub(crate) fn spawn(&self) -> Option<std::io::Result<TokioChildProcess>> {
         let (program, args) = self.command.split_first()?;
+        let mut prepared = Ok(());
         let cmd = tokio::process::Command::new(program).configure(|c| {
             c.args(args);
+            if let Some(prepare) = &self.prepare {
+                prepared = prepare(c);
+            }
             c.envs(self.env.iter().map(|(k, v)| (k, v)));
             if let Some(dir) = &self.dir {
                 c.current_dir(dir);
             }
         });
+        if let Err(e) = prepared {
+            return Some(Err(e));
+        }
         Some(TokioChildProcess::new(cmd))
     }
 }

@@ -42,6 +42,7 @@ async fn bridge(command: &[&str]) -> Bridge {
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let stop = CancellationToken::new();
     let config = StdioServer {
+        prepare: None,
         command: command.iter().map(|s| s.to_string()).collect(),
         env: Vec::new(),
         dir: None,
@@ -131,6 +132,7 @@ async fn the_git_server_runs_as_a_stdio_child_on_a_local_repository() {
     git(&["add", "a.txt"]);
     git(&["commit", "-q", "-m", "the first commit"]);
     let endpoint = Endpoint::Stdio(StdioServer {
+        prepare: None,
         command: vec![
             "mcp-server-git".into(),
             "--repository".into(),
@@ -221,6 +223,7 @@ async fn a_server_that_is_not_there_is_not_sent_to() {
         "{err}"
     );
     let missing = Endpoint::Stdio(StdioServer {
+        prepare: None,
         command: vec!["/no/such/mcp-server".into()],
         env: Vec::new(),
         dir: None,

@@ -17,7 +17,11 @@ use ninetrix_agentfile::mcp::{
     self as spec, Annotations, EffectSource, McpServer, McpSource, McpTransport,
 };
 use ninetrix_agentfile::{AgentSpec, ToolSpec};
-use ninetrix_mcp::client::{CallError, CallOutput, Connection, Endpoint, StdioServer, ToolInfo};
+use ninetrix_mcp::client::{
+    CallError, CallOutput, Connection, Endpoint, Prepare, StdioServer, ToolInfo,
+};
+
+use crate::tools::sandbox::{Given, Sandbox};
 use ninetrix_proto::events::{McpServerDown, McpServerUp, McpToolClass, McpTools, TraceEvent};
 
 use crate::config::SecretValue;
@@ -121,6 +125,7 @@ pub fn offered(
                 handoff: None,
                 verify: entry.verify.clone(),
                 scope: None,
+                secrets: Vec::new(),
             },
             source,
         });
@@ -242,10 +247,11 @@ impl McpServers {
         secrets: &HashMap<String, SecretValue>,
         http: &reqwest::Client,
         workspace: &Path,
+        sandbox: &Sandbox,
     ) -> Result<McpServers, EndpointError> {
         let mut servers = Vec::new();
         for (name, server) in &agent.mcp_servers {
-            let endpoint = endpoint(name, server, secrets, http, workspace)?;
+            let endpoint = endpoint(name, server, secrets, http, workspace, sandbox)?;
             servers.push(Server {
                 name: name.clone(),
                 spec: server.clone(),
@@ -544,6 +550,7 @@ fn endpoint(
     secrets: &HashMap<String, SecretValue>,
     http: &reqwest::Client,
     workspace: &Path,
+    sandbox: &Sandbox,
 ) -> Result<Endpoint, EndpointError> {
     let secret = |n: &str| secrets.get(n).map(|v| v.expose().to_string());
     let missing = |n: String| EndpointError {
@@ -587,10 +594,19 @@ fn endpoint(
             for n in names {
                 vars.push((n.clone(), secret(n).ok_or_else(|| missing(n.clone()))?));
             }
+            // The sandbox clears the environment first; `env` (with the server's own secrets)
+            // is set after it.
+            let sandbox = sandbox.clone();
+            let prepare: Prepare = Arc::new(move |cmd: &mut tokio::process::Command| {
+                sandbox
+                    .prepare(cmd, &Given::default())
+                    .map_err(std::io::Error::other)
+            });
             Endpoint::Stdio(StdioServer {
                 command: command.clone(),
                 env: vars,
                 dir: Some(workspace.to_path_buf()),
+                prepare: Some(prepare),
             })
         }
     })

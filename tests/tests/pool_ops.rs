@@ -96,7 +96,7 @@ fn a_hundred_replicas_go_up_and_a_purge_leaves_nothing_labelled_with_the_pool() 
     assert!(
         volumes
             .split_whitespace()
-            .any(|v| v == format!("ninetrix-{}-health", pool.name)),
+            .any(|v| v == format!("ninetrix-{}-status", pool.name)),
         "so does the pool's health volume: {volumes}"
     );
     assert!(api_threads(&pool, &api).len() >= 100);

@@ -162,6 +162,7 @@ impl Cx {
             collaborators,
             transfer_timeout,
             triggers: _,
+            security,
         } = own;
         // The `ask_<agent>` tools join the agent's tools before anything checks calls against
         // them (the script, `human_approval.actions`).
@@ -214,6 +215,12 @@ impl Cx {
             }
         }
         let tools = tools?;
+        // The secrets given to `shell` by name: `up` mounts them for the agent.
+        for name in tools.iter().flat_map(|t| &t.secrets) {
+            if !secret_names.contains(name) {
+                secret_names.push(name.clone());
+            }
+        }
         if runtime.as_ref().is_some_and(|r| r.image.is_none())
             && let Some(i) = tools
                 .iter()
@@ -262,6 +269,7 @@ impl Cx {
             secrets: secret_names,
             mcp_servers,
             collaborators: collaborator_names,
+            security: security?,
         })
     }
 
@@ -399,6 +407,8 @@ pub(super) struct AgentIn {
     transfer_timeout: Option<Option<(u64, Loc)>>,
     /// `triggers:` (checked against the other agents once all are read).
     triggers: TriggersIn,
+    /// `security:`, over the hardened defaults.
+    security: Option<crate::security::Security>,
 }
 
 impl AgentIn {
@@ -416,6 +426,7 @@ impl AgentIn {
             collaborators: CollaboratorsIn::none(at, path),
             transfer_timeout: Some(None),
             triggers: TriggersIn::default(),
+            security: Some(crate::security::Security::default()),
         }
     }
 }
@@ -459,6 +470,10 @@ pub(super) const AGENT: Section<AgentIn> = Section {
             a.transfer_timeout = cx
                 .transfer_timeout(f.value, &f.path)
                 .map(|secs| Some((secs, f.key.loc)));
+            Some(())
+        }),
+        ("security", |cx, a, f| {
+            a.security = cx.security(f.value, &f.path);
             Some(())
         }),
         ("triggers", |cx, a, f| {

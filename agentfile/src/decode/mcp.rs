@@ -15,6 +15,8 @@ pub(super) struct ServerIn {
     secrets: Vec<String>,
     trusted: bool,
     effect: Option<Effect>,
+    /// `security:` (sidecars only) and where its key is.
+    security: Option<(crate::security::Security, Loc)>,
 }
 
 pub(super) const MCP_SERVER: Section<ServerIn> = Section {
@@ -64,6 +66,10 @@ pub(super) const MCP_SERVER: Section<ServerIn> = Section {
         }),
         ("effect", |cx, s, f| {
             s.effect = Some(cx.effect(f.value, &f.path)?);
+            Some(())
+        }),
+        ("security", |cx, s, f| {
+            s.security = Some((cx.security(f.value, &f.path)?, f.key.loc));
             Some(())
         }),
     ],
@@ -160,6 +166,14 @@ impl Cx {
             );
             return None;
         }
+        if let Some((_, at)) = &s.security
+            && s.image.is_none()
+        {
+            let problem =
+                Problem::Security(super::security::SecurityProblem::NotASidecar(&key.name));
+            self.report(&join(path, "security"), *at, problem);
+            return None;
+        }
         let transport = match (s.url, s.image, s.command) {
             (Some(url), None, None) => {
                 if !s.env.is_empty() || !s.secrets.is_empty() {
@@ -176,6 +190,7 @@ impl Cx {
                 command,
                 env: s.env,
                 secrets: s.secrets,
+                security: s.security.map(|(sec, _)| sec).unwrap_or_default(),
             },
             (None, None, Some(command)) => McpTransport::Stdio {
                 command,
@@ -340,6 +355,7 @@ impl Cx {
             verify: None,
             handoff: None,
             scope: None,
+            secrets: Vec::new(),
         })
     }
 

@@ -16,6 +16,7 @@ mod limits;
 mod mcp;
 mod problem;
 mod runtime;
+mod security;
 mod settings;
 #[cfg(test)]
 mod testing;

@@ -131,6 +131,10 @@ pub(super) enum Problem<'a> {
     Temperature(f64),
     /// A problem with `runtime.context` (its own module says how it reads).
     Context(ContextProblem<'a>),
+    /// A problem with `security:` or `runtime.isolation` (its own module says how they read).
+    Security(super::security::SecurityProblem<'a>),
+    /// `secrets:` on a tool entry other than `shell` (the entry's name as written).
+    SecretsNotShell(&'a str),
     /// `cpu` not positive (or absurdly large).
     Cpu(f64),
     /// A memory size below Docker's minimum.
@@ -481,6 +485,8 @@ impl Problem<'_> {
         match self {
             Problem::EmptyFile => K::EmptyFile,
             Problem::Context(c) => c.kind(),
+            Problem::Security(p) => p.kind(),
+            Problem::SecretsNotShell(_) => K::InvalidValue,
             Problem::NotAMapping(_) => K::NotAMapping,
             Problem::NoAgentsKey
             | Problem::MissingModel { .. }
@@ -645,6 +651,10 @@ impl Problem<'_> {
         match self {
             Problem::EmptyFile => "the agentfile is empty".into(),
             Problem::Context(c) => c.message(),
+            Problem::Security(p) => p.message(),
+            Problem::SecretsNotShell(name) => format!(
+                "`secrets` on tool `{name}`: only `shell` starts processes that can be given secrets"
+            ),
             Problem::NotAMapping(found) => {
                 format!("the agentfile must be a mapping of keys, found {found}")
             }
@@ -1052,6 +1062,11 @@ impl Problem<'_> {
         let starter = "`ninetrix init` writes a starter";
         Some(match self {
             Problem::Context(c) => c.help(),
+            Problem::Security(p) => p.help(),
+            Problem::SecretsNotShell(_) => "remove `secrets` from this entry; give secrets to \
+                an MCP server in its `mcp_servers` entry (`secrets:`), or to `shell` with \
+                `{ name: shell, secrets: [NAME] }`"
+                .into(),
             Problem::EmptyFile => {
                 format!("an agentfile needs at least `agents:` with one agent; {starter}")
             }

@@ -37,6 +37,8 @@ pub(super) struct RuntimeIn {
     fallback: Option<Vec<FallbackIn>>,
     /// `runtime.fallback_after` in seconds, and where its key is.
     fallback_after: Option<(u64, Loc)>,
+    /// `runtime.isolation`: the container runtime, `None` for the engine's default.
+    isolation: Option<String>,
     /// Every key decoded without error.
     ok: bool,
 }
@@ -63,6 +65,7 @@ impl RuntimeIn {
             limits: None,
             fallback: None,
             fallback_after: None,
+            isolation: None,
             ok: true,
         }
     }
@@ -147,6 +150,10 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
         ("fallback_after", |cx, r, f| {
             let secs = cx.duration(f.value, &f.path, DurationField::FallbackAfter)?;
             r.fallback_after = Some((secs, f.key.loc));
+            Some(())
+        }),
+        ("isolation", |cx, r, f| {
+            r.isolation = cx.isolation(&f)?;
             Some(())
         }),
     ],
@@ -321,6 +328,7 @@ impl Cx {
                 fallback_after_secs: r
                     .fallback_after
                     .map_or(defaults::FALLBACK_AFTER_SECS, |(secs, _)| secs),
+                isolation: r.isolation,
             },
             r.max_turns,
         ))

@@ -52,6 +52,14 @@ impl Cx {
                     continue;
                 }
             };
+            let secrets = tool.secrets.take();
+            if let Some((_, at)) = &secrets
+                && name.starts_with("mcp://")
+            {
+                self.report(&join(&p, "secrets"), *at, Problem::SecretsNotShell(&name));
+                ok = false;
+                continue;
+            }
             let specs = if name.starts_with("mcp://") {
                 if let Some((_, at)) = tool.scope.take() {
                     self.report(&join(&p, "scope"), at, Problem::ScopeNotMemory(&name));
@@ -76,6 +84,13 @@ impl Cx {
                     ok = false;
                     continue;
                 };
+                if let Some((_, at)) = &secrets
+                    && !resolved.iter().all(|b| b.name == "shell")
+                {
+                    self.report(&join(&p, "secrets"), *at, Problem::SecretsNotShell(&name));
+                    ok = false;
+                    continue;
+                }
                 let scope = tool.scope.take();
                 if let Some((_, at)) = &scope
                     && !resolved.iter().all(|b| b.name == tools::MEMORY)
@@ -90,6 +105,7 @@ impl Cx {
                         effect: tool.effect.unwrap_or(b.effect),
                         effect_pinned: tool.effect.is_some(),
                         scope: scope.map(|(s, _)| s),
+                        secrets: secrets.clone().map(|(s, _)| s).unwrap_or_default(),
                         ..ToolSpec::builtin(b)
                     })
                     .collect()
@@ -175,6 +191,9 @@ pub(super) struct ToolIn {
     verify: Option<(VerifyIn, Loc)>,
     /// For `memory`: whose memory (`scope:`), and where the value is.
     scope: Option<(MemoryScope, Loc)>,
+    /// For `shell`: the secrets its processes get as environment variables (`secrets:`), and
+    /// where the key is.
+    secrets: Option<(Vec<String>, Loc)>,
 }
 
 /// `allow:` (and Ninetrix's `actions:`): which of an MCP server's tools.
@@ -208,6 +227,11 @@ pub(super) const TOOL: Section<ToolIn> = Section {
                 return None;
             };
             tool.scope = Some((scope, f.value.loc));
+            Some(())
+        }),
+        ("secrets", |cx, tool, f| {
+            let names = cx.secrets(f.value, &f.path)?;
+            tool.secrets = Some((names.into_iter().map(|(n, _)| n).collect(), f.key.loc));
             Some(())
         }),
         ("verify", |cx, tool, f| {

@@ -60,6 +60,7 @@ pub(crate) fn run(args: &McpBridgeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let server = StdioServer {
+        prepare: None,
         command: args.command.clone(),
         env,
         dir: None,

@@ -183,7 +183,12 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let _ = docker
             .remove_container(
                 &created.id,
-                Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                Some(
+                    RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
             )
             .await;
     }

@@ -351,7 +351,12 @@ pub(crate) async fn remove_api(
     match docker
         .remove_container(
             &n,
-            Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+            Some(
+                RemoveContainerOptionsBuilder::default()
+                    .force(true)
+                    .v(true)
+                    .build(),
+            ),
         )
         .await
     {

@@ -174,7 +174,11 @@ pub(crate) async fn upload_secrets(
     docker
         .upload_to_container(
             id,
-            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
+            Some(
+                UploadToContainerOptionsBuilder::default()
+                    .path(crate::pool::hardening::SECRETS_DIR)
+                    .build(),
+            ),
             bollard::body_full(crate::pool::local_api::secrets_tar(&files)?.into()),
         )
         .await?;

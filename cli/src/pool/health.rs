@@ -1,5 +1,5 @@
 //! The runners' health, read when someone asks instead of by a Docker healthcheck. Every
-//! container of a pool mounts the pool's health volume (`ninetrix-<pool>-health`) at
+//! container of a pool mounts the pool's health volume (`ninetrix-<pool>-status`) at
 //! [`MOUNT`], and its runner keeps its report there in a file named after the container
 //! (`AGENTFILE_HEALTH_FILE`, rewritten on every change and every 10 s). `ps` reads the whole
 //! directory with one archive request through any running container of the pool, `invoke` and
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn names_follow_the_pool_and_the_container() {
-        assert_eq!(crate::objects::health_volume_name("p"), "ninetrix-p-health");
+        assert_eq!(crate::objects::health_volume_name("p"), "ninetrix-p-status");
         assert_eq!(
             file_of("ninetrix-p-a-1"),
             "/run/ninetrix/pool/ninetrix-p-a-1"

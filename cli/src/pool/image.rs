@@ -62,7 +62,37 @@ fn tar_with(dockerfile: &str, binary: &Binary) -> anyhow::Result<Vec<u8>> {
     };
     add("Dockerfile", dockerfile.as_bytes(), 0o644)?;
     add("ninetrix", &binary.bytes, 0o755)?;
+    add(SKELETON, &skeleton()?, 0o644)?;
     Ok(tar.into_inner()?)
+}
+
+/// The build context's archive of the directories every image gets (`ADD`ed at `/`, which keeps
+/// their modes): the mount points of the workspace and the pool's health volume, world-writable
+/// with the sticky bit like `/tmp`, so a volume Docker creates there copies that mode and any
+/// `security.user` can write it; `/tmp` (a tmpfs at run time); and `/run/secrets`.
+const SKELETON: &str = "skeleton.tar";
+
+fn skeleton() -> std::io::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(Vec::new());
+    for (dir, mode) in [
+        ("workspace/", 0o1777),
+        ("tmp/", 0o1777),
+        ("run/", 0o755),
+        ("run/secrets/", 0o755),
+        ("run/ninetrix/", 0o755),
+        ("run/ninetrix/pool/", 0o1777),
+    ] {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(mode);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_size(0);
+        header.set_mtime(0);
+        header.set_cksum();
+        tar.append_data(&mut header, dir, std::io::empty())?;
+    }
+    tar.into_inner()
 }
 
 async fn inspect(docker: &Docker, tag: &str) -> anyhow::Result<Option<String>> {
@@ -109,12 +139,12 @@ async fn build(
 /// the pool's health volume (pool/health.rs), and containers are created with the healthcheck
 /// off, so a base image's own does not run either.
 fn runner_dockerfile() -> String {
-    "FROM scratch\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n".to_string()
+    format!("FROM scratch\nADD {SKELETON} /\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n")
 }
 
 /// An agent image's Dockerfile: `base` plus the binary.
 fn agent_dockerfile(base: &str) -> String {
-    format!("FROM {base}\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n")
+    format!("FROM {base}\nADD {SKELETON} /\nCOPY ninetrix /ninetrix\nENTRYPOINT [\"/ninetrix\"]\n")
 }
 
 /// The runner image's tag: version and binary hash.

@@ -36,7 +36,9 @@ use ninetrix_proto::api::{
 use crate::docker::is_not_found;
 use crate::objects::api_container_name;
 use crate::objects::{HOME, TELEMETRY};
+use crate::pool::hardening;
 use crate::pool::image::Image;
+use ninetrix_agentfile::security::{Security, User};
 
 /// The API port inside containers.
 const PORT: u16 = 8080;
@@ -200,21 +202,18 @@ fn getrandom_fill(buf: &mut [u8]) -> anyhow::Result<()> {
     getrandom::fill(buf).map_err(|e| anyhow::anyhow!("cannot read random bytes from the OS: {e}"))
 }
 
-/// A tar holding files under `run/secrets/`, mode 0400.
+/// A tar of secret files by name, to upload into `/run/secrets`.
 pub(crate) fn secrets_tar(files: &[(&str, &str)]) -> anyhow::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(Vec::new());
-    let mut dir = tar::Header::new_gnu();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_mode(0o755);
-    dir.set_size(0);
-    dir.set_cksum();
-    tar.append_data(&mut dir, "run/secrets/", std::io::empty())?;
     for (name, value) in files {
         let mut header = tar::Header::new_gnu();
         header.set_size(value.len() as u64);
-        header.set_mode(0o400);
+        // Docker gives extracted files to the container's root; readable by the container's
+        // (non-root) user. Tool processes cannot reach them: the runner's tool sandbox hides
+        // the directory (runner/src/tools/sandbox.rs), and no other container mounts it.
+        header.set_mode(0o444);
         header.set_cksum();
-        tar.append_data(&mut header, format!("run/secrets/{name}"), value.as_bytes())?;
+        tar.append_data(&mut header, name, value.as_bytes())?;
     }
     Ok(tar.into_inner()?)
 }
@@ -317,7 +316,12 @@ impl Api {
                 docker
                     .remove_container(
                         &name,
-                        Some(RemoveContainerOptionsBuilder::default().force(true).build()),
+                        Some(
+                            RemoveContainerOptionsBuilder::default()
+                                .force(true)
+                                .v(true)
+                                .build(),
+                        ),
                     )
                     .await
                     .context("cannot replace the local API container")?;
@@ -359,7 +363,7 @@ impl Api {
                     &name,
                     Some(
                         bollard::query_parameters::UploadToContainerOptionsBuilder::default()
-                            .path("/")
+                            .path(crate::pool::hardening::SECRETS_DIR)
                             .build(),
                     ),
                     bollard::body_full(tar.into()),
@@ -899,7 +903,7 @@ fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> Cont
         ),
     ]
     .into();
-    ContainerCreateBody {
+    let body = ContainerCreateBody {
         image: Some(image.tag.clone()),
         cmd: Some(
             [
@@ -927,31 +931,43 @@ fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> Cont
             start_period: Some(10_000_000_000),
             ..HealthConfig::default()
         }),
-        host_config: Some(HostConfig {
-            init: Some(true),
-            restart_policy: Some(RestartPolicy {
-                name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
-                maximum_retry_count: None,
-            }),
-            port_bindings: Some(
-                [(
-                    format!("{PORT}/tcp"),
-                    Some(vec![PortBinding {
-                        host_ip: Some("127.0.0.1".into()),
-                        host_port: Some(host_port.to_string()),
-                    }]),
-                )]
-                .into(),
-            ),
-            mounts: Some(vec![Mount {
-                target: Some("/data".into()),
-                source: Some(format!("{name}-data")),
-                typ: Some(MountType::VOLUME),
-                ..Mount::default()
-            }]),
-            ..HostConfig::default()
-        }),
         ..ContainerCreateBody::default()
+    };
+    let mut host_config = HostConfig {
+        init: Some(true),
+        restart_policy: Some(RestartPolicy {
+            name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+            maximum_retry_count: None,
+        }),
+        port_bindings: Some(
+            [(
+                format!("{PORT}/tcp"),
+                Some(vec![PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(host_port.to_string()),
+                }]),
+            )]
+            .into(),
+        ),
+        mounts: Some(vec![Mount {
+            target: Some("/data".into()),
+            source: Some(format!("{name}-data")),
+            typ: Some(MountType::VOLUME),
+            ..Mount::default()
+        }]),
+        ..HostConfig::default()
+    };
+    // Hardened like the pool's containers but as uid 0: data volumes of earlier versions are
+    // root's, and root without capabilities still writes its own files (and nothing else).
+    let security = Security {
+        user: User { uid: 0, gid: 0 },
+        ..Security::default()
+    };
+    hardening::apply(&mut host_config, &security, None);
+    ContainerCreateBody {
+        user: Some(hardening::user(&security)),
+        host_config: Some(host_config),
+        ..body
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod apply;
 pub(crate) mod condition;
 pub(crate) mod down;
 pub(crate) mod engine;
+pub(crate) mod hardening;
 pub(crate) mod health;
 pub(crate) mod image;
 pub(crate) mod local_api;

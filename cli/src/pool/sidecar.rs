@@ -26,9 +26,11 @@ use crate::objects::MCP_SERVER;
 use crate::objects::sidecar_container_name;
 use crate::objects::{AGENT, DURABLE, HASH, POOL, VERSION};
 use crate::pool::engine::{pool_containers, upload_secrets};
+use crate::pool::hardening;
 use crate::pool::image::Image;
 use crate::pool::spec::{MissingSecret, host_values};
 use crate::ui::progress::Progress;
+use ninetrix_agentfile::security::Security;
 
 /// What `ps` and `logs` show as a sidecar's agent: `mcp:<server>` (no agent name has a colon).
 pub(crate) fn agent_label(server: &str) -> String {
@@ -61,6 +63,8 @@ pub(crate) struct Wanted {
     /// Secret names (the values are uploaded to `/run/secrets`, and passed to the server process
     /// only, by `mcp-bridge --secret`).
     pub(crate) secrets: Vec<String>,
+    /// How its container is confined.
+    pub(crate) security: Security,
 }
 
 impl Wanted {
@@ -74,12 +78,14 @@ impl Wanted {
                     command,
                     env,
                     secrets,
+                    security,
                 } => Some(Wanted {
                     server: name.clone(),
                     base: image.clone(),
                     command: command.clone(),
                     env: env.clone(),
                     secrets: secrets.clone(),
+                    security: security.clone(),
                 }),
                 _ => None,
             })
@@ -122,6 +128,11 @@ impl Wanted {
             h.update([2]);
             h.update(Sha256::digest(v.as_bytes()));
         }
+        h.update(
+            serde_json::to_string(&self.security)
+                .unwrap_or_default()
+                .as_bytes(),
+        );
         h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
@@ -142,22 +153,26 @@ impl Wanted {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let env: Vec<String> = self.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut env: Vec<String> = vec![format!("HOME={}", hardening::HOME)];
+        env.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+        let mut host_config = HostConfig {
+            init: Some(true),
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+                maximum_retry_count: None,
+            }),
+            network_mode: Some(network.to_string()),
+            ..HostConfig::default()
+        };
+        hardening::apply(&mut host_config, &self.security, None);
         ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(self.cmd()),
             hostname: Some(mcp::sidecar_host(&self.server)),
+            user: Some(hardening::user(&self.security)),
             env: Some(env),
             labels: Some(labels),
-            host_config: Some(HostConfig {
-                init: Some(true),
-                restart_policy: Some(RestartPolicy {
-                    name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
-                    maximum_retry_count: None,
-                }),
-                network_mode: Some(network.to_string()),
-                ..HostConfig::default()
-            }),
+            host_config: Some(host_config),
             // The bridge's own health endpoint: `ps` shows the sidecar healthy while its server
             // process runs.
             healthcheck: Some(HealthConfig {
@@ -499,6 +514,7 @@ mod tests {
             command: vec!["srv".into()],
             env: BTreeMap::new(),
             secrets: vec!["TOKEN".into()],
+            security: Security::default(),
         };
         let a = w.digest(
             "sha256:1",

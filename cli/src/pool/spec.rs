@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::objects::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
 use crate::objects::{container_name, run_container_name, volume_name};
+use crate::pool::hardening;
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -420,6 +421,7 @@ impl Replica<'_> {
         let mut env = self.launch(replica_env, &name).to_lines();
         // Before the agent's own `env:`, which wins over the host's.
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
+        env.push(format!("HOME={}", crate::pool::hardening::HOME));
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
         let restart = if s.execution.durability {
             RestartPolicy {
@@ -465,25 +467,37 @@ impl Replica<'_> {
                 }),
                 ..Mount::default()
             }),
-            Slot::Run => {}
+            // A throwaway workspace, removed with the container (the root is read-only).
+            Slot::Run => mounts.push(Mount {
+                target: Some("/workspace".into()),
+                typ: Some(MountType::VOLUME),
+                ..Mount::default()
+            }),
         }
+        let mut host_config = HostConfig {
+            init: Some(true),
+            restart_policy: Some(restart),
+            nano_cpus: limits(s).0,
+            memory: limits(s).1,
+            network_mode: Some(self.network.to_string()),
+            extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
+            mounts: Some(mounts),
+            ..HostConfig::default()
+        };
+        hardening::apply(
+            &mut host_config,
+            &s.security,
+            s.runtime.isolation.as_deref(),
+        );
         ContainerCreateBody {
             image: Some(self.image.to_string()),
             cmd: Some(vec!["runner".into()]),
             hostname: Some(hostname),
+            user: Some(hardening::user(&s.security)),
             env: Some(env),
             labels: Some(labels),
             stop_timeout: Some(STOP_TIMEOUT),
-            host_config: Some(HostConfig {
-                init: Some(true),
-                restart_policy: Some(restart),
-                nano_cpus: limits(s).0,
-                memory: limits(s).1,
-                network_mode: Some(self.network.to_string()),
-                extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
-                mounts: Some(mounts),
-                ..HostConfig::default()
-            }),
+            host_config: Some(host_config),
             // A base image's own HEALTHCHECK would run `docker exec` per container and interval.
             healthcheck: Some(HealthConfig {
                 test: Some(vec!["NONE".into()]),
@@ -771,10 +785,21 @@ mod tests {
         let health_mount = |body: &ContainerCreateBody| {
             let mounts = body.host_config.clone().unwrap().mounts.unwrap();
             assert_eq!(mounts[0].target.as_deref(), Some("/run/ninetrix/pool"));
-            assert_eq!(mounts[0].source.as_deref(), Some("ninetrix-p-health"));
-            mounts.len()
+            assert_eq!(mounts[0].source.as_deref(), Some("ninetrix-p-status"));
+            mounts
+                .iter()
+                .map(|m| (m.target.clone().unwrap(), m.source.is_some()))
+                .collect::<Vec<_>>()
         };
-        assert_eq!(health_mount(&run), 1, "a run has no workspace volume");
+        assert_eq!(
+            health_mount(&run),
+            [
+                ("/run/ninetrix/pool".to_string(), true),
+                ("/workspace".to_string(), false),
+                ("/run/secrets".to_string(), false)
+            ],
+            "a run's workspace and secrets are anonymous volumes, removed with it"
+        );
         let name = replica(Slot::Run).name();
         assert!(
             run.env
@@ -791,7 +816,7 @@ mod tests {
         let two = replica(Slot::Replica(2)).body();
         assert_eq!(two.hostname.as_deref(), Some("a-2"));
         assert!(!two.labels.clone().unwrap().contains_key(RUN));
-        assert_eq!(health_mount(&two), 2);
+        assert_eq!(health_mount(&two).len(), 3);
         assert!(
             two.env
                 .clone()

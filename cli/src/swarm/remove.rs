@@ -193,6 +193,7 @@ async fn remove_services(
                     Some(
                         bollard::query_parameters::RemoveContainerOptionsBuilder::default()
                             .force(true)
+                            .v(true)
                             .build(),
                     ),
                 )

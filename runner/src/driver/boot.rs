@@ -20,6 +20,7 @@ use crate::llm::Llm;
 use crate::mcp::McpServers;
 use crate::notify::Notifier;
 use crate::telemetry::{Observed, ThreadInfo, ThreadSpans};
+use crate::tools::sandbox::{Given, Sandbox};
 use crate::tools::{self, ToolContext};
 
 use super::{Exit, Runner, Stop, failure_event, purged};
@@ -111,7 +112,8 @@ pub(super) async fn run_with<C: Checkpoints>(
     if let Some(warning) = crate::llm::unpriced_budget(spec) {
         tracing::warn!("{warning}");
     }
-    let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace) {
+    let sandbox = Sandbox::new(spec, &config.workspace, std::env::vars());
+    let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace, &sandbox) {
         Ok(mcp) => mcp,
         Err(e) => {
             let why = e.to_string();
@@ -156,6 +158,8 @@ pub(super) async fn run_with<C: Checkpoints>(
             workspace: config.workspace.clone(),
             timeout: Duration::from_secs(u64::from(spec.runtime.tool_timeout_secs)),
             http,
+            sandbox,
+            shell_secrets: shell_secrets(spec, &config),
         },
         system: spec.metadata.system_prompt(),
         store,
@@ -393,4 +397,17 @@ fn models(
             leased(Llm::new(&config, http.clone(), health.clone()))
         });
     (leased(llm), summarizer)
+}
+
+/// The secrets `shell` was given by name, with their values (a name the runner lacks is left
+/// out: `config` already refused to start without a declared secret).
+fn shell_secrets(spec: &ninetrix_agentfile::AgentSpec, config: &Config) -> Given {
+    Given(
+        spec.tools
+            .iter()
+            .filter(|t| t.name == "shell" && t.mcp.is_none())
+            .flat_map(|t| &t.secrets)
+            .filter_map(|n| Some((n.clone(), config.secrets.get(n)?.expose().to_string())))
+            .collect(),
+    )
 }

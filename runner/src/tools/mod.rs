@@ -6,6 +6,7 @@
 mod fs;
 mod http;
 pub(crate) mod memory;
+pub mod sandbox;
 mod shell;
 
 use std::path::PathBuf;
@@ -50,6 +51,10 @@ pub struct ToolContext {
     pub timeout: Duration,
     /// The HTTP client for `http_request`.
     pub http: reqwest::Client,
+    /// How `shell` starts its processes.
+    pub sandbox: sandbox::Sandbox,
+    /// The secrets `shell` was given by name (`{ name: shell, secrets: [...] }`).
+    pub shell_secrets: sandbox::Given,
 }
 
 /// Most bytes of a tool result the model sees from an MCP server (as `http_request`'s body).
@@ -314,6 +319,8 @@ mod process_tests {
             workspace: dir.to_path_buf(),
             timeout: Duration::from_millis(timeout_ms),
             http: reqwest::Client::new(),
+            sandbox: sandbox::Sandbox::unconfined(dir),
+            shell_secrets: sandbox::Given::default(),
         }
     }
 

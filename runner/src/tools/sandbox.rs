@@ -1,0 +1,300 @@
+//! The tool sandbox: how the runner starts a process a model asked for (`shell`) or an agent
+//! declared (a local stdio MCP server). Such a process runs in the runner's container, as the
+//! runner's user, so on its own it could read everything the runner can — the model key, the
+//! runner token, the other secrets under `/run/secrets`. Confined (`security.tool_sandbox`, the
+//! default) it gets:
+//!
+//! - a fresh environment: `PATH`, `HOME=/tmp`, `LANG`, the agent's plain `env:`, the egress
+//!   proxy settings, and only the secrets it was given by name;
+//! - a Landlock domain (Linux ≥ 5.13; unprivileged, kernel-enforced, inherited by every child):
+//!   the workspace, `/tmp` and `/dev` read-write, the rest of the filesystem read-only, and
+//!   `/run/secrets` not at all; it can neither signal nor trace the runner (Landlock scopes
+//!   signals on Linux ≥ 6.12 and always confines ptrace to the domain);
+//! - its own process group, which the caller kills whole when the call ends, so nothing it
+//!   started in the background outlives the call.
+//!
+//! A kernel without Landlock fails closed: the tool is refused, naming the setting that runs
+//! tools unsandboxed. Unconfined, a tool still gets the fresh environment and process group.
+
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+};
+use ninetrix_agentfile::AgentSpec;
+
+/// The newest Landlock ABI the sandbox asks for; older kernels get what they support.
+const ABI_WANTED: ABI = ABI::V6;
+
+/// Where the secrets are: hidden from confined tools.
+const SECRETS_DIR: &str = "/run/secrets";
+
+/// The `PATH` of a tool process: the usual one of Debian-like images.
+const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The proxy variables passed on to tools (set by `up` when the agent's egress is restricted).
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+];
+
+/// Why a tool process could not be started confined.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel has no Landlock (too old, or not in `lsm=`), or a seccomp profile blocks it.
+    #[error(
+        "the tool sandbox needs Landlock (Linux 5.13 or newer, with landlock enabled), and this \
+         kernel does not provide it ({0}); the tool was not run. Run tools unsandboxed — able to \
+         read the runner's secrets — with `security: {{ tool_sandbox: false }}`"
+    )]
+    Unsupported(String),
+    /// Building the ruleset failed (a path that vanished, too many rules).
+    #[error("cannot build the tool sandbox: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+}
+
+/// Secrets given to a tool by name, as environment variables; `Debug` shows the names only.
+#[derive(Clone, Default)]
+pub struct Given(pub Vec<(String, String)>);
+
+impl std::fmt::Debug for Given {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
+/// How an agent's tool processes start.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    /// Whether they are confined (Landlock).
+    confine: bool,
+    /// The workspace: writable.
+    workspace: PathBuf,
+    /// The environment every tool process gets.
+    env: Vec<(String, String)>,
+}
+
+impl Sandbox {
+    /// The sandbox of `spec`'s tools, with the workspace at `workspace`; `host_env` is the
+    /// runner's own environment (only its proxy variables pass).
+    pub fn new(
+        spec: &AgentSpec,
+        workspace: &Path,
+        host_env: impl IntoIterator<Item = (String, String)>,
+    ) -> Self {
+        Sandbox {
+            confine: spec.security.tool_sandbox,
+            workspace: workspace.to_path_buf(),
+            env: base_env(&spec.env, host_env),
+        }
+    }
+
+    /// An unconfined sandbox with only the base environment (tests, and agents with
+    /// `tool_sandbox: false`).
+    pub fn unconfined(workspace: &Path) -> Self {
+        Sandbox {
+            confine: false,
+            workspace: workspace.to_path_buf(),
+            env: base_env(&Default::default(), std::iter::empty()),
+        }
+    }
+
+    /// Whether tool processes are confined.
+    pub fn confines(&self) -> bool {
+        self.confine
+    }
+
+    /// Prepares `cmd` to start in the sandbox with `extra` variables (secrets given by name):
+    /// a fresh environment, its own process group, and (confined) the Landlock domain applied
+    /// between fork and exec.
+    #[allow(unsafe_code)] // `pre_exec`: see the SAFETY note.
+    pub fn prepare(
+        &self,
+        cmd: &mut tokio::process::Command,
+        extra: &Given,
+    ) -> Result<(), SandboxError> {
+        cmd.env_clear();
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.envs(extra.0.iter().map(|(k, v)| (k, v)));
+        cmd.process_group(0);
+        if self.confine {
+            let ruleset = ruleset(&self.workspace)?;
+            let mut slot = Some(ruleset);
+            // SAFETY: runs in the child between fork and exec. It makes two system calls
+            // (prctl and landlock_restrict_self) through the ruleset already built above, and
+            // allocates nothing: its error is a plain OS error code.
+            unsafe {
+                cmd.pre_exec(move || restrict(slot.take()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The environment every tool process gets.
+fn base_env(
+    agent_env: &std::collections::BTreeMap<String, String>,
+    host_env: impl IntoIterator<Item = (String, String)>,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("PATH".to_string(), PATH.to_string()),
+        ("HOME".to_string(), "/tmp".to_string()),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+    ];
+    env.extend(
+        host_env
+            .into_iter()
+            .filter(|(k, _)| PROXY_VARS.contains(&k.as_str())),
+    );
+    env.extend(agent_env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env
+}
+
+/// Whether this kernel enforces Landlock; why not if it does not.
+pub fn landlock_supported() -> Result<(), String> {
+    let probe = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(ABI::V1))
+        .and_then(|r| r.create());
+    match probe {
+        Ok(_) => Ok(()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The Landlock ruleset: read-only everywhere but `/run/secrets`, read-write in `workspace`,
+/// `/tmp` and `/dev`; signals and abstract sockets scoped to the domain where the kernel can.
+fn ruleset(workspace: &Path) -> Result<RulesetCreated, SandboxError> {
+    landlock_supported().map_err(SandboxError::Unsupported)?;
+    let all = AccessFs::from_all(ABI_WANTED);
+    let read = AccessFs::from_read(ABI_WANTED);
+    let mut readable: Vec<PathBuf> = Vec::new();
+    for top in std::fs::read_dir("/").into_iter().flatten().flatten() {
+        let path = top.path();
+        if path == Path::new("/run") {
+            // Each entry of /run but the secrets.
+            for entry in std::fs::read_dir("/run").into_iter().flatten().flatten() {
+                let p = entry.path();
+                if p != Path::new(SECRETS_DIR) {
+                    readable.push(p);
+                }
+            }
+        } else {
+            readable.push(path);
+        }
+    }
+    let writable = [workspace.to_path_buf(), "/tmp".into(), "/dev".into()];
+    let created = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+        .create()?
+        .no_new_privs(true)
+        .add_rules(path_beneath_rules(readable, read))?
+        .add_rules(path_beneath_rules(writable, all))?;
+    Ok(created)
+}
+
+/// In the child: enters the domain; a kernel that enforced nothing fails the exec.
+fn restrict(ruleset: Option<RulesetCreated>) -> std::io::Result<()> {
+    let Some(ruleset) = ruleset else {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    match ruleset.restrict_self() {
+        Ok(status) if status.ruleset != RulesetStatus::NotEnforced => Ok(()),
+        _ => Err(std::io::Error::from_raw_os_error(libc::EPERM)),
+    }
+}
+
+/// Kills process group `pgid` (a tool process and everything it started that stayed in its
+/// group) and waits until none of it is left, or gives up after `rounds` signals (a process
+/// forking while the group dies is caught by the next round).
+#[allow(unsafe_code)] // kill(2): see the SAFETY note.
+pub fn kill_group(pgid: u32, rounds: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    for _ in 0..rounds {
+        // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
+        let r = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        if r != 0 {
+            // ESRCH: nothing left in the group.
+            return;
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_get_a_fresh_environment_with_the_proxy_and_the_agents_plain_env() {
+        let env = base_env(
+            &[("MODE".to_string(), "fast".to_string())].into(),
+            [
+                ("HTTPS_PROXY".to_string(), "http://proxy:3128".to_string()),
+                ("AGENTFILE_RUNNER_TOKEN".to_string(), "secret".to_string()),
+                ("OPENAI_API_KEY".to_string(), "sk-secret".to_string()),
+            ],
+        );
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", "HOME", "LANG", "HTTPS_PROXY", "MODE"]);
+    }
+
+    /// A shell command in a confined sandbox: what it printed, or the sandbox's refusal.
+    async fn confined_sh(workspace: &Path, script: &str) -> Result<String, SandboxError> {
+        let sandbox = Sandbox {
+            confine: true,
+            workspace: workspace.to_path_buf(),
+            env: base_env(&Default::default(), std::iter::empty()),
+        };
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        // As if the runner's own environment held a secret: the sandbox must drop it.
+        cmd.arg("-c")
+            .arg(script)
+            .current_dir(workspace)
+            .env("RUNNER_SECRET", "hunter2");
+        sandbox.prepare(&mut cmd, &Given(vec![("GIVEN".into(), "yes".into())]))?;
+        let out = cmd.output().await.expect("sh starts");
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr))
+    }
+
+    #[tokio::test]
+    async fn a_confined_tool_writes_only_its_workspace_and_sees_only_what_it_was_given() {
+        let ws = tempfile::tempdir().unwrap();
+        // Outside the workspace, /tmp and /dev: under the user's home (or /var/tmp).
+        let base = std::env::var("CARGO_TARGET_TMPDIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+        let outside = tempfile::tempdir_in(base).unwrap();
+        let script = format!(
+            "echo in > {ws}/f && echo wrote-ws; echo out > {out}/f && echo wrote-outside; \
+             echo \"given=$GIVEN secret=$RUNNER_SECRET\"",
+            ws = ws.path().display(),
+            out = outside.path().display()
+        );
+        let result = confined_sh(ws.path(), &script).await;
+        match (landlock_supported(), result) {
+            (Ok(()), Ok(text)) => {
+                assert!(text.contains("wrote-ws"), "{text}");
+                assert!(!text.contains("wrote-outside"), "{text}");
+                assert!(!outside.path().join("f").exists());
+                assert!(text.contains("given=yes secret=\n"), "{text}");
+                assert!(!text.contains("hunter2"), "{text}");
+            }
+            (Err(_), Err(SandboxError::Unsupported(_))) => {
+                println!("this kernel has no Landlock: the sandbox refused, as it must");
+            }
+            (support, result) => panic!("support {support:?}, result {result:?}"),
+        }
+    }
+}
