@@ -5,7 +5,8 @@
 //! [`parse`] turns text into a validated, resolved [`Agentfile`] or a [`Report`] of every problem
 //! with its file, line and column; [`load`] does the same for a file on disk, refusing oversized
 //! files before reading them. Key names follow the public Ninetrix agentfile where the concept is
-//! the same. The rules of names, units, builtin tools, providers and MCP servers live here too.
+//! the same. The rules of names, units, builtin tools, providers, MCP servers and egress
+//! allow-list patterns live here too.
 //!
 //! The wire types the resolved spec shares with the API and the trace — effect classes,
 //! triggers, session and handoff keys — belong to `ninetrix-proto`, which this crate depends on
@@ -16,6 +17,7 @@ pub mod context;
 mod decode;
 pub mod defaults;
 mod diagnostic;
+pub mod egress;
 pub mod mcp;
 pub mod names;
 pub mod providers;

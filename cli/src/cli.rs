@@ -110,7 +110,8 @@ impl Command {
             | Command::Answer(_)
             | Command::Runner
             | Command::Health(_)
-            | Command::McpBridge(_) => None,
+            | Command::McpBridge(_)
+            | Command::EgressProxy(_) => None,
         }
     }
 
@@ -141,7 +142,8 @@ impl Command {
             | Command::Answer(_)
             | Command::Runner
             | Command::Health(_)
-            | Command::McpBridge(_) => None,
+            | Command::McpBridge(_)
+            | Command::EgressProxy(_) => None,
         }
     }
 
@@ -299,6 +301,9 @@ pub enum Command {
     K8s(crate::commands::k8s::K8sArgs),
     /// Serve a stdio MCP server over streamable HTTP, restarting it when it dies.
     McpBridge(crate::commands::mcp_bridge::McpBridgeArgs),
+    /// The egress proxy sidecar: CONNECT and plain HTTP to the allowed destinations only.
+    #[command(hide = true)]
+    EgressProxy(crate::commands::egress_proxy::EgressProxyArgs),
 }
 
 /// Clap's check of a `-p/--pool` value.

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 mod deploy;
 mod docker;
+mod egress;
 mod home;
 mod k8s;
 mod objects;

@@ -313,6 +313,24 @@ fn a_huge_file_is_refused() {
 }
 
 #[test]
+fn egress_proxy_refuses_a_bad_rule_with_exit_2_saying_what_to_write() {
+    Workspace::new()
+        .ninetrix()
+        .args(["egress-proxy", "--listen", "127.0.0.1:0"])
+        .args([
+            "--allow",
+            "api.example.com",
+            "--allow",
+            "https://api.example.com/v1",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "`https://api.example.com/v1` is a URL; write the host only: `api.example.com`",
+        ));
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let ws = Workspace::new();
     ws.ninetrix()

@@ -8,6 +8,7 @@ pub mod build;
 pub mod cancel;
 pub mod compact;
 pub mod down;
+pub mod egress_proxy;
 pub mod health;
 pub mod init;
 pub mod invoke;
@@ -40,7 +41,7 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
 }
 
 /// Runs `work` on a small runtime with a token that SIGINT/SIGTERM cancels (the long-running
-/// in-container commands: `runner`, `mcp-bridge`).
+/// in-container commands: `runner`, `mcp-bridge`, `egress-proxy`).
 fn until_signal<T, F: std::future::Future<Output = T>>(
     work: impl FnOnce(tokio_util::sync::CancellationToken) -> F,
 ) -> anyhow::Result<T> {
@@ -77,6 +78,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Runner => runner::run(),
         Command::Health(args) => health::run(&args),
         Command::McpBridge(args) => mcp_bridge::run(&args),
+        Command::EgressProxy(args) => egress_proxy::run(&args),
         Command::Build(args) => block_on(build::run(&args)),
         Command::Up(args) => block_on(up::run(&args)),
         Command::Down(args) => block_on(down::run(&args)),
