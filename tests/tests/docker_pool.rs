@@ -74,7 +74,30 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
     assert_eq!(alpha["HostConfig"]["NanoCpus"], 500_000_000);
     assert_eq!(alpha["HostConfig"]["Memory"], 64 * 1024 * 1024);
     assert_eq!(env_of(&alpha, "LOG_LEVEL").as_deref(), Some("debug"));
-    // The secret is a 0400 file in the container, and nowhere else.
+    // Hardened by default: not root, no capabilities, no new privileges, a read-only root with
+    // a tmpfs /tmp, a pids limit, the secrets on an anonymous volume of this container.
+    assert_eq!(alpha["Config"]["User"], "65532:65532");
+    assert_eq!(alpha["HostConfig"]["CapDrop"], serde_json::json!(["ALL"]));
+    assert_eq!(alpha["HostConfig"]["CapAdd"], Value::Null);
+    assert_eq!(
+        alpha["HostConfig"]["SecurityOpt"],
+        serde_json::json!(["no-new-privileges"])
+    );
+    assert_eq!(alpha["HostConfig"]["ReadonlyRootfs"], true);
+    assert_eq!(alpha["HostConfig"]["PidsLimit"], 512);
+    assert!(alpha["HostConfig"]["Tmpfs"]["/tmp"].is_string());
+    assert!(
+        alpha["Mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["Destination"] == "/run/secrets" && m["Type"] == "volume"),
+        "{}",
+        alpha["Mounts"]
+    );
+    // The secret is a file in the container, and nowhere else: root's, readable by the
+    // container's user (Docker gives uploaded files to root), hidden from tool processes by the
+    // tool sandbox.
     let tar = Command::new("docker")
         .args([
             "cp",
@@ -87,8 +110,8 @@ fn up_creates_the_containers_the_spec_describes_and_reconciles_changes() {
     assert!(String::from_utf8_lossy(&tar).contains(SECRET));
     assert_eq!(
         &tar[103..107],
-        b"0400",
-        "permission bits 0400 in the tar header"
+        b"0444",
+        "permission bits 0444 in the tar header"
     );
     for name in [pool.container("alpha", 1), pool.container("beta", 1)] {
         assert!(

@@ -31,6 +31,8 @@ fn a_sidecar_server_serves_the_agent_and_its_crash_mid_write_is_never_repeated()
   lines:
     image: {image}
     command: [/mcp-lines-server, --dir, /data]
+    # It keeps its journal in /data, a directory of the root filesystem: relaxed, by name.
+    security: {{ user: root, read_only_root: false }}
     trusted: true
 agents:
   scribe:

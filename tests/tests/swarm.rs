@@ -120,6 +120,8 @@ const AGENTS: &str = "mcp_servers:
   lines:
     image: IMAGE
     command: [/mcp-lines-server, --dir, /data]
+    # It keeps its journal in /data, a directory of the root filesystem: relaxed, by name.
+    security: { user: root, read_only_root: false }
     trusted: true
 agents:
   worker:

@@ -10,7 +10,7 @@ use anyhow::{Context as _, bail};
 use bollard::container::LogOutput;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
-    StopContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use clap::Args;
 use futures_util::StreamExt as _;
@@ -72,6 +72,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     }
     let secrets = spec::host_secrets(&spec)?;
     let docker = crate::docker::connect().await?;
+    crate::pool::runtimes::check(&docker, [&spec]).await?;
     let home = crate::home::agentfile_home()?;
     let binary = image::this_binary()?;
     let (runner_image, _) = image::runner_image(&docker, &binary).await?;
@@ -117,22 +118,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     crate::pool::engine::upload_secrets(&docker, &created.id, &secrets, Some(&token))
         .await
         .context("cannot upload the run's secrets")?;
-    // Make sure the workspace exists in a container without volumes.
-    let mut ws = tar::Builder::new(Vec::new());
-    let mut dir = tar::Header::new_gnu();
-    dir.set_entry_type(tar::EntryType::Directory);
-    dir.set_mode(0o755);
-    dir.set_size(0);
-    dir.set_cksum();
-    ws.append_data(&mut dir, "workspace/", std::io::empty())?;
-    docker
-        .upload_to_container(
-            &created.id,
-            Some(UploadToContainerOptionsBuilder::default().path("/").build()),
-            bollard::body_full(ws.into_inner()?.into()),
-        )
-        .await
-        .context("cannot prepare the run's workspace")?;
+    // Its workspace is an anonymous volume (pool/spec.rs), removed with it.
     eprintln!("running {} as {name} (thread {thread})", spec.name);
     docker
         .start_container(&created.id, None)

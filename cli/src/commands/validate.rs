@@ -149,6 +149,7 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
         style,
     ));
     out.push_str(&per_agent("budgets:", af, budget_summary, style));
+    out.push_str(&per_agent("security:", af, security_summary, style));
     let gates: Vec<_> = af
         .agents
         .iter()
@@ -378,6 +379,33 @@ fn per_agent(
         let _ = writeln!(out, "  {name:<width$}  {}", style.dim(&text));
     }
     out
+}
+
+/// An agent's effective container settings, its runtime, and what it relaxes
+/// (docs/security.md): `user 65532:65532, no capabilities, … · runtime runsc · relaxed: …`.
+fn security_summary(a: &AgentSpec) -> Option<String> {
+    let mut text = a.security.describe();
+    text.push_str(&format!(
+        " · runtime {}",
+        a.runtime
+            .isolation
+            .as_deref()
+            .unwrap_or("runc (the engine's default)")
+    ));
+    let relaxed = a.security.relaxed();
+    if !relaxed.is_empty() {
+        text.push_str(&format!(" · relaxed: {}", relaxed.join(", ")));
+    }
+    let given: Vec<&str> = a
+        .tools
+        .iter()
+        .flat_map(|t| &t.secrets)
+        .map(String::as_str)
+        .collect();
+    if !given.is_empty() {
+        text.push_str(&format!(" · shell is given {}", given.join(", ")));
+    }
+    Some(text)
 }
 
 /// A model's pool-wide limits in words: `8 in flight, 600 requests/min, 2000000 tokens/min`.

@@ -304,12 +304,44 @@ fn container(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
         "volumeMounts": [
             { "name": "workspace", "mountPath": "/workspace" },
             { "name": "secrets", "mountPath": SECRETS_DIR, "readOnly": true },
+            { "name": "tmp", "mountPath": "/tmp" },
         ],
+        "securityContext": container_security(spec),
     });
     if !limits.is_empty() {
         c["resources"] = json!({ "limits": limits });
     }
     c
+}
+
+/// The container's `securityContext`: what one host's hardened defaults are (docs/security.md)
+/// in Kubernetes' words. (No pids limit: Kubernetes sets that per node, `podPidsLimit`.)
+fn container_security(spec: &AgentSpec) -> Value {
+    let sec = &spec.security;
+    let mut c = json!({
+        "runAsUser": sec.user.uid,
+        "runAsGroup": sec.user.gid,
+        "runAsNonRoot": !sec.user.is_root(),
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": sec.read_only_root,
+        "capabilities": { "drop": ["ALL"] },
+    });
+    if !sec.capabilities.is_empty() {
+        c["capabilities"]["add"] = json!(sec.capabilities);
+    }
+    c
+}
+
+/// The pod-level settings of an agent's pods: the group that owns the workspace volume, the
+/// runtime class (`runtime.isolation`), and the in-memory `/tmp`.
+fn harden_pod(spec: &AgentSpec, pod: &mut Value) {
+    pod["securityContext"] = json!({ "fsGroup": spec.security.user.gid });
+    if let Some(class) = &spec.runtime.isolation {
+        pod["runtimeClassName"] = json!(class);
+    }
+    if let Some(volumes) = pod["volumes"].as_array_mut() {
+        volumes.push(json!({ "name": "tmp", "emptyDir": { "medium": "Memory" } }));
+    }
 }
 
 /// The projected `/run/secrets` volume: the agent's Secret (if it has secrets), the pool's
@@ -340,7 +372,7 @@ fn stateful_set(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     let name = agent_name(pool, &spec.name);
     let mut meta = metadata(&name, &l, opts);
     meta["annotations"] = json!({ RESTARTS: RESTART_NOTE });
-    json!({
+    let mut set = json!({
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": meta,
@@ -366,7 +398,9 @@ fn stateful_set(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
                 },
             }],
         },
-    })
+    });
+    harden_pod(spec, &mut set["spec"]["template"]["spec"]);
+    set
 }
 
 /// What the restart annotation says.
@@ -378,7 +412,7 @@ See docs/kubernetes.md.";
 fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
     let mut l = labels(pool, Some(&spec.name), "runner");
     l.insert(crate::objects::REPLICA.into(), json!("1"));
-    json!({
+    let mut job = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata(&agent_name(pool, &spec.name), &l, opts),
@@ -397,7 +431,9 @@ fn job(spec: &AgentSpec, pool: &str, opts: &RenderOptions) -> Value {
                 },
             },
         },
-    })
+    });
+    harden_pod(spec, &mut job["spec"]["template"]["spec"]);
+    job
 }
 
 /// The objects as one multi-document YAML stream: each document is JSON (YAML 1.2 is a superset

@@ -19,6 +19,7 @@ pub(crate) mod observed;
 pub(crate) mod plan;
 pub(crate) mod ready;
 pub(crate) mod resolve;
+pub(crate) mod runtimes;
 pub(crate) mod sidecar;
 pub(crate) mod spec;
 pub(crate) mod state;

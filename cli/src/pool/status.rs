@@ -60,6 +60,48 @@ pub(crate) struct Row {
     /// it (`ps --json` only; `None` when the API could not be asked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) spent_usd: Option<f64>,
+    /// How the container is confined, as Docker reports it (`ps --json` only; one host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) security: Option<SecurityShown>,
+}
+
+/// A container's confinement as Docker has it (docs/security.md), for `ps --json`.
+#[derive(Debug, Serialize)]
+pub(crate) struct SecurityShown {
+    /// `uid:gid` (empty: the image's user, root unless it says otherwise).
+    pub(crate) user: String,
+    /// Capabilities dropped (`ALL`) and added back.
+    pub(crate) cap_drop: Vec<String>,
+    pub(crate) cap_add: Vec<String>,
+    pub(crate) no_new_privileges: bool,
+    pub(crate) read_only_root: bool,
+    pub(crate) pids_limit: Option<i64>,
+    /// The container runtime (`runc` unless `runtime.isolation` chose another).
+    pub(crate) runtime: String,
+}
+
+impl SecurityShown {
+    /// What an inspected container has.
+    pub(crate) fn of(info: &bollard::models::ContainerInspectResponse) -> Option<Self> {
+        let hc = info.host_config.as_ref()?;
+        Some(SecurityShown {
+            user: info
+                .config
+                .as_ref()
+                .and_then(|c| c.user.clone())
+                .unwrap_or_default(),
+            cap_drop: hc.cap_drop.clone().unwrap_or_default(),
+            cap_add: hc.cap_add.clone().unwrap_or_default(),
+            no_new_privileges: hc
+                .security_opt
+                .iter()
+                .flatten()
+                .any(|o| o.starts_with("no-new-privileges")),
+            read_only_root: hc.readonly_rootfs.unwrap_or(false),
+            pids_limit: hc.pids_limit.filter(|p| *p > 0),
+            runtime: hc.runtime.clone().unwrap_or_else(|| "runc".into()),
+        })
+    }
 }
 
 /// A thread's context use as `ps --json` shows it.
@@ -269,10 +311,12 @@ pub(crate) async fn rows(
                 node: None,
                 context: None,
                 spent_usd: None,
+                security: None,
             });
         }
     }
     let mut found = Vec::new();
+    let mut securities = Vec::new();
     for c in containers {
         let id = c.id.clone().unwrap_or_default();
         let info = match docker.inspect_container(&id, None).await {
@@ -282,11 +326,12 @@ pub(crate) async fn rows(
             Err(e) => return Err(e.into()),
         };
         let facts = condition::inspect(docker, &info).await?;
+        securities.push(SecurityShown::of(&info));
         found.push((c, facts));
     }
     judge_reports(docker, &mut found).await;
     let mut rows = Vec::new();
-    for (c, facts) in found {
+    for ((c, facts), security) in found.into_iter().zip(securities) {
         let cond = Condition::of(&facts);
         let run = label(&c, crate::objects::RUN) == Some("true");
         if !listed(settings.all, facts.durable, run, &cond) {
@@ -312,6 +357,7 @@ pub(crate) async fn rows(
             node: None,
             context: facts.context.as_ref().map(ContextShown::from),
             spent_usd: None,
+            security,
         });
     }
     rows.extend(missing_rows);
@@ -418,6 +464,7 @@ mod tests {
             node: None,
             context: None,
             spent_usd: None,
+            security: None,
         };
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");

@@ -47,6 +47,12 @@ pub(crate) async fn up(
         triggers,
     } = HostValues::read(&af, only)?;
     let docker = crate::docker::connect().await?;
+    // The runtimes next: an agent that asked for a sandbox runs in one or not at all.
+    let chosen = af
+        .agents
+        .iter()
+        .filter(|a| only.is_none_or(|o| o.agent == a.name));
+    crate::pool::runtimes::check(&docker, chosen).await?;
     let home = crate::home::agentfile_home()?;
     let options = Options {
         force_recreate: args.force_recreate,

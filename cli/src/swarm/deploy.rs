@@ -45,6 +45,9 @@ pub(crate) async fn up(args: &UpSettings) -> anyhow::Result<ExitCode> {
     for wanted in &sidecars {
         sidecar_values.insert(wanted.server.clone(), wanted.host_secrets()?);
     }
+    if let Some(refusal) = sw::runtime_refusal(&af) {
+        anyhow::bail!("{refusal}");
+    }
     if let Some(clash) = sw::name_clash(&af, &pool) {
         bail!("{clash}");
     }

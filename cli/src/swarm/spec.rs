@@ -9,15 +9,16 @@ use std::collections::{BTreeMap, HashMap};
 
 use bollard::models::{
     EndpointPortConfig, EndpointPortConfigProtocolEnum, EndpointPortConfigPublishModeEnum,
-    EndpointSpec, EndpointSpecModeEnum, HealthConfig, Limit, Mount, MountType, MountVolumeOptions,
-    NetworkAttachmentConfig, ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated,
-    ServiceSpecModeReplicatedJob, ServiceSpecUpdateConfig, ServiceSpecUpdateConfigOrderEnum,
-    TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecFile, TaskSpecContainerSpecSecrets,
-    TaskSpecPlacement, TaskSpecResources, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum,
+    EndpointSpec, EndpointSpecModeEnum, HealthConfig, Limit, Mount, MountTmpfsOptions, MountType,
+    MountVolumeOptions, NetworkAttachmentConfig, ServiceSpec, ServiceSpecMode,
+    ServiceSpecModeReplicated, ServiceSpecModeReplicatedJob, ServiceSpecUpdateConfig,
+    ServiceSpecUpdateConfigOrderEnum, TaskSpec, TaskSpecContainerSpec, TaskSpecContainerSpecFile,
+    TaskSpecContainerSpecPrivileges, TaskSpecContainerSpecSecrets, TaskSpecPlacement,
+    TaskSpecResources, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
 };
 use hmac::{KeyInit as _, Mac as _};
 use ninetrix_agentfile::AgentSpec;
+use ninetrix_agentfile::security::{Security, User};
 use sha2::{Digest as _, Sha256};
 
 use ninetrix_runner::launch::{self, Launch, Replica as LaunchReplica};
@@ -120,13 +121,14 @@ impl Secret {
         l
     }
 
-    /// The service's reference to it (needs the secret's ID, known once it exists).
-    fn reference(&self, id: &str) -> TaskSpecContainerSpecSecrets {
+    /// The service's reference to it (needs the secret's ID, known once it exists), readable
+    /// by `user` only.
+    fn reference(&self, id: &str, user: User) -> TaskSpecContainerSpecSecrets {
         TaskSpecContainerSpecSecrets {
             file: Some(TaskSpecContainerSpecFile {
                 name: Some(self.target.clone()),
-                uid: Some("0".into()),
-                gid: Some("0".into()),
+                uid: Some(user.uid.to_string()),
+                gid: Some(user.gid.to_string()),
                 mode: Some(0o400),
             }),
             secret_id: Some(id.to_string()),
@@ -304,7 +306,12 @@ pub(crate) fn api_service(
                 ),
                 labels: Some(labels(pool, "api")),
                 mounts: Some(mounts),
-                secrets: Some(secrets.iter().map(|(s, id)| s.reference(id)).collect()),
+                secrets: Some(
+                    secrets
+                        .iter()
+                        .map(|(s, id)| s.reference(id, User { uid: 0, gid: 0 }))
+                        .collect(),
+                ),
                 stop_grace_period: Some(10 * SECOND_NS),
                 init: Some(true),
                 health_check: Some(HealthConfig {
@@ -485,27 +492,35 @@ impl AgentService<'_> {
             name: Some(service_name(self.pool, &s.name)),
             labels: Some(service_labels),
             task_template: Some(TaskSpec {
-                container_spec: Some(TaskSpecContainerSpec {
-                    image: Some(self.image.to_string()),
-                    args: Some(vec!["runner".into()]),
-                    hostname: Some(format!("{}-{{{{.Task.Slot}}}}", s.name)),
-                    env: Some(env),
-                    labels: Some(container_labels),
-                    mounts: Some(mounts),
-                    secrets: Some(self.secrets.iter().map(|(s, id)| s.reference(id)).collect()),
-                    stop_grace_period: Some(STOP_TIMEOUT * SECOND_NS),
-                    init: Some(true),
-                    health_check: Some(HealthConfig {
-                        test: Some(vec!["NONE".into()]),
-                        ..HealthConfig::default()
-                    }),
-                    ..TaskSpecContainerSpec::default()
-                }),
+                container_spec: Some(harden(
+                    TaskSpecContainerSpec {
+                        image: Some(self.image.to_string()),
+                        args: Some(vec!["runner".into()]),
+                        hostname: Some(format!("{}-{{{{.Task.Slot}}}}", s.name)),
+                        env: Some(env),
+                        labels: Some(container_labels),
+                        mounts: Some(mounts),
+                        secrets: Some(
+                            self.secrets
+                                .iter()
+                                .map(|(sec, id)| sec.reference(id, s.security.user))
+                                .collect(),
+                        ),
+                        stop_grace_period: Some(STOP_TIMEOUT * SECOND_NS),
+                        init: Some(true),
+                        health_check: Some(HealthConfig {
+                            test: Some(vec!["NONE".into()]),
+                            ..HealthConfig::default()
+                        }),
+                        ..TaskSpecContainerSpec::default()
+                    },
+                    &s.security,
+                )),
                 resources: Some(TaskSpecResources {
                     limits: Some(Limit {
                         nano_cpus: crate::pool::spec::limits(s).0,
                         memory_bytes: crate::pool::spec::limits(s).1,
-                        ..Limit::default()
+                        pids: Some(i64::from(s.security.pids_limit)),
                     }),
                     ..TaskSpecResources::default()
                 }),
@@ -568,28 +583,36 @@ impl SidecarService<'_> {
             name: Some(sidecar_service_name(self.pool, &w.server)),
             labels: Some(service_labels),
             task_template: Some(TaskSpec {
-                container_spec: Some(TaskSpecContainerSpec {
-                    image: Some(self.image.to_string()),
-                    args: Some(w.cmd()),
-                    hostname: Some(mcp::sidecar_host(&w.server)),
-                    env: Some(w.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-                    labels: Some(container_labels),
-                    secrets: Some(self.secrets.iter().map(|(s, id)| s.reference(id)).collect()),
-                    init: Some(true),
-                    // The bridge's own health endpoint, as on one host, but checked every 5 s:
-                    // Swarm counts a task with a healthcheck as running only once it is
-                    // healthy, and the runners boot after that (an Engine before API 1.44 has
-                    // no faster start interval).
-                    health_check: Some(HealthConfig {
-                        test: Some(crate::pool::sidecar::health_test()),
-                        interval: Some(5 * SECOND_NS),
-                        timeout: Some(5 * SECOND_NS),
-                        start_period: Some(30 * SECOND_NS),
-                        retries: Some(3),
-                        ..HealthConfig::default()
-                    }),
-                    ..TaskSpecContainerSpec::default()
-                }),
+                container_spec: Some(harden(
+                    TaskSpecContainerSpec {
+                        image: Some(self.image.to_string()),
+                        args: Some(w.cmd()),
+                        hostname: Some(mcp::sidecar_host(&w.server)),
+                        env: Some(w.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+                        labels: Some(container_labels),
+                        secrets: Some(
+                            self.secrets
+                                .iter()
+                                .map(|(s, id)| s.reference(id, w.security.user))
+                                .collect(),
+                        ),
+                        init: Some(true),
+                        // The bridge's own health endpoint, as on one host, but checked every 5 s:
+                        // Swarm counts a task with a healthcheck as running only once it is
+                        // healthy, and the runners boot after that (an Engine before API 1.44 has
+                        // no faster start interval).
+                        health_check: Some(HealthConfig {
+                            test: Some(crate::pool::sidecar::health_test()),
+                            interval: Some(5 * SECOND_NS),
+                            timeout: Some(5 * SECOND_NS),
+                            start_period: Some(30 * SECOND_NS),
+                            retries: Some(3),
+                            ..HealthConfig::default()
+                        }),
+                        ..TaskSpecContainerSpec::default()
+                    },
+                    &w.security,
+                )),
                 restart_policy: Some(TaskSpecRestartPolicy {
                     condition: Some(TaskSpecRestartPolicyConditionEnum::ANY),
                     delay: Some(SECOND_NS),
@@ -623,6 +646,61 @@ impl SidecarService<'_> {
 
 /// An agent whose service would have a sidecar's name (agent `mcp-lines` beside the sidecar of
 /// server `lines`: both `ninetrix-<pool>-mcp-lines`), said as the error `up --swarm` gives.
+/// `cs` hardened as one host hardens its containers (pool/hardening.rs): `security`'s user, no
+/// capabilities but those it names, no new privileges, a read-only root, and a tmpfs `/tmp`. (The
+/// pids limit is a resource limit of the task; Swarm has no runtime setting: see
+/// [`runtime_refusal`].)
+fn harden(mut cs: TaskSpecContainerSpec, security: &Security) -> TaskSpecContainerSpec {
+    cs.user = Some(security.user.to_string());
+    cs.capability_drop = Some(vec!["ALL".into()]);
+    cs.capability_add = (!security.capabilities.is_empty()).then(|| security.capabilities.clone());
+    cs.read_only = Some(security.read_only_root);
+    cs.privileges = Some(TaskSpecContainerSpecPrivileges {
+        no_new_privileges: Some(true),
+        ..TaskSpecContainerSpecPrivileges::default()
+    });
+    let env = cs.env.get_or_insert_with(Vec::new);
+    if !env.iter().any(|e| e.starts_with("HOME=")) {
+        env.push(format!("HOME={}", crate::pool::hardening::HOME));
+    }
+    cs.mounts.get_or_insert_with(Vec::new).push(Mount {
+        target: Some("/tmp".into()),
+        typ: Some(MountType::TMPFS),
+        tmpfs_options: Some(MountTmpfsOptions {
+            mode: Some(0o1777),
+            ..MountTmpfsOptions::default()
+        }),
+        ..Mount::default()
+    });
+    cs
+}
+
+/// Why Swarm cannot run `af`'s agents as asked, if it cannot: a service cannot choose its
+/// container runtime, and ninetrix never falls back to the engine's default.
+pub(crate) fn runtime_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
+    let asks: Vec<String> = af
+        .agents
+        .iter()
+        .filter_map(|a| {
+            Some(format!(
+                "agent `{}` asks for `{}`",
+                a.name,
+                a.runtime.isolation.as_ref()?
+            ))
+        })
+        .collect();
+    (!asks.is_empty()).then(|| {
+        format!(
+            "{} (runtime.isolation), and a Swarm service cannot choose its container runtime \
+             (Docker's service API has no such setting); nothing was deployed. Make that runtime \
+             every node's default (`\"default-runtime\"` in /etc/docker/daemon.json) and remove \
+             `runtime.isolation`, or run the pool on one host (`ninetrix up`) or Kubernetes \
+             (`ninetrix k8s render`, which sets runtimeClassName)",
+            asks.join(", ")
+        )
+    })
+}
+
 pub(crate) fn name_clash(af: &ninetrix_agentfile::Agentfile, pool: &str) -> Option<String> {
     let sidecars = crate::pool::sidecar::Wanted::of(af);
     af.agents.iter().find_map(|agent| {
@@ -712,7 +790,7 @@ mod tests {
             tail,
             ["--secret", "LINES_TOKEN", "--", "/srv", "--dir", "/data"]
         );
-        assert_eq!(c.env.clone().unwrap(), ["MODE=fast"]);
+        assert_eq!(c.env.clone().unwrap(), ["MODE=fast", "HOME=/tmp"]);
         let mounted = &c.secrets.as_ref().unwrap()[0];
         assert_eq!(
             mounted.file.as_ref().unwrap().name.as_deref(),

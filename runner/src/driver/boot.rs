@@ -112,6 +112,11 @@ pub(super) async fn run_with<C: Checkpoints>(
     if let Some(warning) = crate::llm::unpriced_budget(spec) {
         tracing::warn!("{warning}");
     }
+    if let Err(why) = crate::tools::sandbox::check_writable(&config.workspace) {
+        events.emit(failure_event(&why));
+        events.flush(Duration::from_secs(2)).await;
+        return Exit::Config(why);
+    }
     let sandbox = Sandbox::new(spec, &config.workspace, std::env::vars());
     let mcp = match McpServers::new(spec, &config.secrets, &http, &config.workspace, &sandbox) {
         Ok(mcp) => mcp,

@@ -138,6 +138,25 @@ impl Sandbox {
     }
 }
 
+/// Checks that this process can write `workspace` (creating it if missing). A workspace volume
+/// that an earlier ninetrix created while containers ran as root is root's: the message says
+/// so and how to keep its files.
+pub fn check_writable(workspace: &Path) -> Result<(), String> {
+    let probe = workspace.join(".ninetrix-write-check");
+    let written = std::fs::create_dir_all(workspace)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::remove_file(&probe));
+    written.map_err(|e| {
+        format!(
+            "the workspace {} is not writable by this runner's user ({e}); a workspace volume \
+             created before containers ran as a non-root user belongs to root. Run the agent once \
+             with `security: {{ user: root }}` to keep its files as they are, or copy them out \
+             and remove the volume (`ninetrix down --volumes`) — see docs/security.md",
+            workspace.display()
+        )
+    })
+}
+
 /// The environment every tool process gets.
 fn base_env(
     agent_env: &std::collections::BTreeMap<String, String>,

@@ -1,0 +1,204 @@
+//! Containing an agent on the real Docker Engine (issue 39): under the hardened defaults a
+//! `shell` tool tries to write `/`, read a secret it was not given, raise a limit only a
+//! capability allows, and fork-bomb — each is refused, the refusal is in the tool's result, and
+//! the agent answers the next message; the secret it was given by name reaches it. An agentfile
+//! naming a runtime the engine lacks is refused before anything is created.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use ninetrix_proto::ThreadId;
+use support::docker::{Pool, SECRET, docker, inspect, text};
+
+/// Builds `tag`: `FROM scratch` with the host's `/bin/sh` and the shared libraries it loads, the
+/// smallest image a `shell` tool runs in (no registry is reachable here).
+fn shell_image(tag: &str) {
+    let ctx = tempfile::tempdir().unwrap();
+    let sh = std::fs::canonicalize("/bin/sh").unwrap();
+    let mut files = vec![(sh.clone(), "bin/sh".to_string())];
+    let ldd = Command::new("ldd").arg(&sh).output().unwrap();
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or `/lib64/ld-linux-x86-64.so.2 (0x…)`
+        let path = line
+            .split("=>")
+            .last()
+            .and_then(|s| s.split_whitespace().next())
+            .filter(|p| p.starts_with('/'));
+        if let Some(path) = path {
+            files.push((Path::new(path).to_path_buf(), path[1..].to_string()));
+        }
+    }
+    let mut dockerfile = String::from("FROM scratch\n");
+    for (from, to) in &files {
+        let dest = ctx.path().join(to);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(from, &dest).unwrap();
+        dockerfile.push_str(&format!("COPY {to} /{to}\n"));
+    }
+    std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", tag])
+        .arg(ctx.path())
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker build: {}", text(&out));
+}
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// What each `shell` call of the replica's thread returned, in order.
+fn shell_results(pool: &Pool, agent: &str) -> Vec<String> {
+    let client = pool.admin_client(&format!("ninetrix-api-{}", pool.name));
+    let thread: ThreadId = pool.state()["agents"][agent]["1"]["thread_id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    block_on(client.tool_calls(thread))
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.tool == "shell")
+        .map(|c| c.result.unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_hostile_shell_is_refused_each_time_and_the_agent_keeps_answering() {
+    let pool = Pool::new("sec");
+    let image = format!("ninetrix-test-shell:{}", pool.name);
+    shell_image(&image);
+    let call = |command: &str| {
+        format!(
+            "        - tool_calls: [{{ name: shell, args: {{ command: {} }} }}]\n",
+            serde_json::to_string(command).unwrap()
+        )
+    };
+    let script = [
+        call("echo pwned > /pwned; echo wrote=$?"),
+        call("read -r k < /run/secrets/TEST_SECRET; echo read=$? got=$k"),
+        call(
+            "while read -r k v; do case $k in CapEff:|CapPrm:|CapBnd:) echo $k$v;; esac; done < /proc/self/status",
+        ),
+        call("f() { f | f & }; f; echo bombed"),
+        call("echo kept > /workspace/ok; read -r x < /workspace/ok; echo $x given=$GIVEN"),
+    ]
+    .concat();
+    pool.write(&format!(
+        "agents:
+  worker:
+    runtime:
+      provider: scripted
+      image: {image}
+      tool_timeout: 30
+      script:
+{script}        - text: Done.
+    tools: [{{ name: shell, secrets: [GIVEN] }}]
+    secrets: [TEST_SECRET]
+"
+    ));
+    let given = "given-to-shell-7731";
+    let up = pool
+        .command(&["up", "-f", pool.file().to_str().unwrap()])
+        .env("GIVEN", given)
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "up: {}", text(&up));
+    let c = inspect(&pool.container("worker", 1));
+    assert_eq!(c["Config"]["User"], "65532:65532");
+    assert_eq!(c["HostConfig"]["ReadonlyRootfs"], true);
+
+    let out = pool.invoke("worker", "go", &["--timeout", "120"]);
+    assert!(out.status.success(), "invoke: {}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Done.");
+    let results = shell_results(&pool, "worker");
+    assert_eq!(results.len(), 5, "{results:#?}");
+    let has = |i: usize, needle: &str| {
+        assert!(
+            results[i].contains(needle),
+            "call {i}: {needle} in {:?}",
+            results[i]
+        );
+    };
+    // The root filesystem is read-only (and not the tool's to write in any case).
+    has(0, "wrote=");
+    assert!(!results[0].contains("wrote=0"), "{}", results[0]);
+    // The runner's secrets are out of the tool's reach (Landlock), though the runner reads them.
+    has(1, "got=\n");
+    assert!(!results[1].contains("read=0"), "{}", results[1]);
+    assert!(!results[1].contains(SECRET), "{}", results[1]);
+    // No capability now, and none to gain: the bounding set is empty too.
+    for set in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        has(2, &format!("{set}0000000000000000"));
+    }
+    // The fork bomb hit the pids limit and died with its call.
+    has(3, "bombed");
+    // The workspace is writable, and the secret given to `shell` by name arrived.
+    has(4, &format!("kept given={given}"));
+    assert!(
+        docker(&[
+            "exec",
+            &pool.container("worker", 1),
+            "/bin/sh",
+            "-c",
+            "echo alive"
+        ])
+        .contains("alive"),
+        "the container still runs"
+    );
+    // The agent keeps working: a second message gets its answer.
+    let again = pool.invoke("worker", "again", &["--timeout", "60"]);
+    assert!(again.status.success(), "invoke again: {}", text(&again));
+
+    // The agent image `up` built on the test's base image, then that base (the pool itself is
+    // removed by `Pool`'s drop).
+    let agent_image = c["Image"].as_str().unwrap_or_default().to_string();
+    drop(pool);
+    docker(&["image", "rm", "-f", &agent_image]);
+    docker(&["image", "rm", "-f", &image]);
+}
+
+#[test]
+fn a_runtime_the_engine_lacks_is_refused_before_anything_is_created() {
+    let pool = Pool::new("rt");
+    pool.write(
+        "agents:
+  boxed:
+    runtime: { provider: scripted, script: [hi], isolation: ninetrix-no-such-runtime }
+",
+    );
+    let out = pool.ninetrix(&["up", "-f", pool.file().to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("agent `boxed` asks for `ninetrix-no-such-runtime`")
+            && said.contains("it has: ")
+            && said.contains("nothing was created"),
+        "{said}"
+    );
+    let created = docker(&[
+        "ps",
+        "-a",
+        "-q",
+        "--filter",
+        &format!("label=dev.ninetrix.pool={}", pool.name),
+    ]);
+    assert!(created.trim().is_empty(), "containers: {created}");
+    let networks = docker(&[
+        "network",
+        "ls",
+        "-q",
+        "--filter",
+        &format!("name={}", pool.name),
+    ]);
+    assert!(networks.trim().is_empty(), "networks: {networks}");
+    assert!(!pool.state_file().exists(), "no pool file");
+}
