@@ -500,6 +500,9 @@ async fn events_of(s: &Setup, kind: &str) -> Vec<TraceEvent> {
 
 #[tokio::test]
 async fn a_server_that_dies_after_boot_is_marked_down_by_the_failed_call_and_up_when_it_answers() {
+    if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
+        return;
+    }
     let s = setup();
     let (mut server, url) = s.server();
     let spec = spec(&url, "notes__count_lines", "{ path: out.txt, text: x }");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ninetrix_client::{Client, ErrorCode};
 use ninetrix_proto::ThreadId;
-use support::docker::{Pool, inspect, text, wait_for};
+use support::docker::{Pool, block_on, inspect, text, wait_for};
 
 fn agentfile(replicas: u32) -> String {
     format!(
@@ -28,14 +28,6 @@ fn agentfile(replicas: u32) -> String {
 /// The admin client of the pool's local API.
 fn admin(pool: &Pool) -> Client {
     pool.admin_client(&format!("ninetrix-api-{}", pool.name))
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
 }
 
 /// Replica `n`'s thread in the pool file.

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use ninetrix_proto::ThreadId;
-use support::docker::{Pool, SECRET, docker, inspect, text};
+use support::docker::{Pool, SECRET, block_on, build_image, docker, inspect, text};
 
 /// Builds `tag`: `FROM scratch` with the host's `/bin/sh` and the shared libraries it loads, the
 /// smallest image a `shell` tool runs in (no registry is reachable here).
@@ -38,21 +38,7 @@ fn shell_image(tag: &str) {
         dockerfile.push_str(&format!("COPY {to} /{to}\n"));
     }
     std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
-    let out = Command::new("docker")
-        .args(["build", "-q", "-t", tag])
-        .arg(ctx.path())
-        .env("DOCKER_BUILDKIT", "0")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker build: {}", text(&out));
-}
-
-fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
+    build_image(ctx.path(), tag);
 }
 
 /// What each `shell` call of the replica's thread returned, in order.

@@ -350,13 +350,27 @@ pub(crate) fn lines_server_image(tag: &str) {
         "FROM scratch\nCOPY mcp-lines-server /mcp-lines-server\n",
     )
     .unwrap();
+    build_image(ctx.path(), tag);
+}
+
+/// Builds the context at `ctx` (its `Dockerfile`) as `tag`, with the classic builder: offline.
+pub(crate) fn build_image(ctx: &std::path::Path, tag: &str) {
     let out = Command::new("docker")
         .args(["build", "-q", "-t", tag])
-        .arg(ctx.path())
+        .arg(ctx)
         .env("DOCKER_BUILDKIT", "0")
         .output()
         .unwrap();
     assert!(out.status.success(), "docker build: {}", text(&out));
+}
+
+/// Runs `f` to completion on a current-thread runtime (a synchronous test asking the API).
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 /// The lines server's journal in `container` (run with `--dir /data`): the tools of the calls
