@@ -20,6 +20,7 @@ mod diagnostic;
 pub mod egress;
 pub mod mcp;
 pub mod names;
+pub mod network;
 pub mod providers;
 mod schema;
 pub mod security;

@@ -17,6 +17,16 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// The base URL its API is called at unless `base_url` names another; `None` for
+    /// `scripted`, which answers in process.
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            Provider::Anthropic => Some("https://api.anthropic.com"),
+            Provider::Openai => Some("https://api.openai.com/v1"),
+            Provider::Scripted => None,
+        }
+    }
+
     /// The name used in agentfiles.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::network::Network;
 use crate::security::Security;
 
 use super::context::ContextPolicy;
@@ -90,6 +91,13 @@ pub struct AgentSpec {
     /// How its containers are confined (`security:`, over the hardened defaults).
     #[serde(default)]
     pub security: Security,
+    /// Where its containers may connect (`network:`).
+    #[serde(default, skip_serializing_if = "is_open")]
+    pub network: Network,
+}
+
+fn is_open(n: &Network) -> bool {
+    !n.restricted()
 }
 
 impl AgentSpec {

@@ -32,6 +32,8 @@ pub(crate) const VERSION: &str = "dev.ninetrix.version";
 pub(crate) const RUN: &str = "dev.ninetrix.run";
 /// What a network or the API container is for (`network`, `api`).
 pub(crate) const ROLE: &str = "dev.ninetrix.role";
+/// The agent an egress proxy (or its internal network) serves (set only on those).
+pub(crate) const EGRESS: &str = "dev.ninetrix.egress";
 /// The MCP server a sidecar serves (set only on sidecars).
 pub(crate) const MCP_SERVER: &str = "dev.ninetrix.mcp-server";
 /// The absolute `$AGENTFILE_HOME` a local API container belongs to.

@@ -331,6 +331,44 @@ fn egress_proxy_refuses_a_bad_rule_with_exit_2_saying_what_to_write() {
 }
 
 #[test]
+fn k8s_render_refuses_an_egress_allow_list_it_cannot_express_and_sets_the_runtime_class() {
+    let ws = Workspace::new();
+    ws.write(
+        "agentfile.yaml",
+        "name: shop\nagents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n    \
+         network: { egress: [api.github.com] }\n",
+    );
+    ws.ninetrix()
+        .args(["k8s", "render", "-f", "agentfile.yaml"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "agent(s) a set `network.egress`, which `k8s render` cannot express",
+        ));
+    ws.write(
+        "agentfile.yaml",
+        "name: shop\nagents:\n  a:\n    runtime: { provider: scripted, script: [hi], isolation: runsc }\n",
+    );
+    let out = ws
+        .ninetrix()
+        .args(["k8s", "render", "-f", "agentfile.yaml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let manifests = text(&out.stdout);
+    assert!(
+        manifests.contains("\"runtimeClassName\": \"runsc\""),
+        "{manifests}"
+    );
+    assert!(
+        manifests.contains("\"readOnlyRootFilesystem\": true"),
+        "{manifests}"
+    );
+    assert!(manifests.contains("\"drop\": [\n"), "{manifests}");
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let ws = Workspace::new();
     ws.ninetrix()

@@ -76,6 +76,12 @@ pub enum Activity {
         /// `interrupted by message N` or `cancelled by NAME`.
         by: String,
     },
+    /// Not a runner: an agent's egress proxy (`ninetrix egress-proxy --health-file`), reporting
+    /// what it let through and what it refused, so `ps` shows refusals on the proxy's line.
+    Proxying {
+        /// `egress: 12 allowed, 2 refused (last: evil.example:443 from …)`.
+        line: String,
+    },
 }
 
 /// The report in the status file.
@@ -196,6 +202,7 @@ pub fn judge(report: &HealthReport, now_ms: i64) -> (bool, String) {
         }
         Activity::ModelSlot { wait } => wait.clone(),
         Activity::Stopping { turn, by } => format!("stopping turn {turn} ({by})"),
+        Activity::Proxying { line } => line.clone(),
     };
     for down in report.mcp.values() {
         line.push_str("; ");

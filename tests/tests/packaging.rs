@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use ninetrix_e2e::ninetrix_bin;
-use support::docker::{docker, inspect, text, wait_for};
+use support::docker::{bridge_gateway, docker, inspect, text, wait_for};
 
 /// The repository root (the e2e crate is `tests/`).
 fn repo() -> PathBuf {
@@ -255,27 +255,6 @@ fn get(rt: &tokio::runtime::Runtime, url: &str, token: Option<&str>) -> Option<u
         }
         request.send().await.ok().map(|r| r.status().as_u16())
     })
-}
-
-/// The host's address on Docker's default bridge (what `host-gateway` resolves to): the
-/// network's gateway, or, when IPAM does not say (the usual `docker0`), the subnet's first
-/// address, which Docker gives the bridge.
-fn bridge_gateway() -> String {
-    let ipam: serde_json::Value = serde_json::from_str(&docker(&[
-        "network",
-        "inspect",
-        "bridge",
-        "--format",
-        "{{json .IPAM.Config}}",
-    ]))
-    .expect("docker network inspect bridge");
-    let config = &ipam[0];
-    if let Some(gateway) = config["Gateway"].as_str().filter(|g| !g.is_empty()) {
-        return gateway.to_string();
-    }
-    let subnet = config["Subnet"].as_str().expect("the bridge has a subnet");
-    let network: std::net::Ipv4Addr = subnet.split('/').next().unwrap().parse().unwrap();
-    std::net::Ipv4Addr::from(u32::from(network) + 1).to_string()
 }
 
 /// Relays TCP connections from `gateway:<a free port>` to `target` (the test Postgres, which

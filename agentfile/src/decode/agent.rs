@@ -163,6 +163,7 @@ impl Cx {
             transfer_timeout,
             triggers: _,
             security,
+            network,
         } = own;
         // The `ask_<agent>` tools join the agent's tools before anything checks calls against
         // them (the script, `human_approval.actions`).
@@ -270,6 +271,7 @@ impl Cx {
             mcp_servers,
             collaborators: collaborator_names,
             security: security?,
+            network: network?,
         })
     }
 
@@ -409,6 +411,8 @@ pub(super) struct AgentIn {
     triggers: TriggersIn,
     /// `security:`, over the hardened defaults.
     security: Option<crate::security::Security>,
+    /// `network:`.
+    network: Option<crate::network::Network>,
 }
 
 impl AgentIn {
@@ -427,6 +431,7 @@ impl AgentIn {
             transfer_timeout: Some(None),
             triggers: TriggersIn::default(),
             security: Some(crate::security::Security::default()),
+            network: Some(crate::network::Network::default()),
         }
     }
 }
@@ -474,6 +479,10 @@ pub(super) const AGENT: Section<AgentIn> = Section {
         }),
         ("security", |cx, a, f| {
             a.security = cx.security(f.value, &f.path);
+            Some(())
+        }),
+        ("network", |cx, a, f| {
+            a.network = cx.network(f.value, &f.path);
             Some(())
         }),
         ("triggers", |cx, a, f| {

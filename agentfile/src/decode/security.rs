@@ -3,6 +3,8 @@
 //! container runtime), with their problems.
 
 use super::*;
+use crate::egress::EgressRule;
+use crate::network::Network;
 use crate::security::{self, Security, User};
 
 /// A problem with `security:` or `runtime.isolation`.
@@ -23,6 +25,10 @@ pub(super) enum SecurityProblem<'a> {
     RuntimeName(&'a str),
     /// `security:` on an MCP server that has no container of its own (no `image:`).
     NotASidecar(&'a str),
+    /// A `network.egress` entry that is not a rule, and why.
+    Egress(String),
+    /// A `network.egress` rule listed twice.
+    DuplicateEgress(String),
 }
 
 impl SecurityProblem<'_> {
@@ -35,6 +41,8 @@ impl SecurityProblem<'_> {
             | SecurityProblem::AllCapabilities
             | SecurityProblem::RuntimeName(_) => K::InvalidValue,
             SecurityProblem::NotASidecar(_) => K::InvalidMcpServer,
+            SecurityProblem::Egress(_) => K::InvalidValue,
+            SecurityProblem::DuplicateEgress(_) => K::DuplicateSetting,
             SecurityProblem::DuplicateCapability(_) => K::DuplicateSetting,
         }
     }
@@ -56,6 +64,8 @@ impl SecurityProblem<'_> {
             SecurityProblem::NotASidecar(server) => format!(
                 "MCP server `{server}` has no container of its own, so `security` does not apply"
             ),
+            SecurityProblem::Egress(why) => why.clone(),
+            SecurityProblem::DuplicateEgress(rule) => format!("`{rule}` is listed twice"),
         }
     }
 
@@ -89,6 +99,12 @@ impl SecurityProblem<'_> {
                  `security` confines; a `url:` server is not ninetrix's to confine, and a \
                  `command:` server runs in the agent's container under the agent's `security`"
                 .into(),
+            SecurityProblem::Egress(_) => "write a host (`api.github.com`), a wildcard for its \
+                 subdomains (`*.github.com`) or an IP (`10.0.0.5`, `[::1]`), each with an optional \
+                 `:PORT` or `:*` (without one: 443 and 80); the model's, the MCP servers' and the \
+                 API's hosts are allowed already"
+                .into(),
+            SecurityProblem::DuplicateEgress(_) => "list each rule once".into(),
         }
     }
 }
@@ -168,7 +184,42 @@ fn closest_capability(name: &str) -> Option<&'static str> {
     ninetrix_proto::suggest::closest(bare, security::CAPABILITIES).and_then(security::capability)
 }
 
+pub(super) const NETWORK: Section<Network> = Section {
+    what: "network",
+    keys: &[("egress", |cx, n, f| {
+        let mut rules: Vec<EgressRule> = Vec::new();
+        let mut ok = true;
+        for (i, (text, loc)) in cx.string_list(f.value, &f.path)?.into_iter().enumerate() {
+            let path = format!("{}[{i}]", f.path);
+            let problem = match EgressRule::parse(&text) {
+                Ok(rule) if rules.contains(&rule) => {
+                    SecurityProblem::DuplicateEgress(rule.to_string())
+                }
+                Ok(rule) => {
+                    rules.push(rule);
+                    continue;
+                }
+                Err(e) => SecurityProblem::Egress(e.to_string()),
+            };
+            cx.report(&path, loc, Problem::Security(problem));
+            ok = false;
+        }
+        n.egress = Some(rules);
+        ok.then_some(())
+    })],
+    unsupported: &[],
+};
+
 impl Cx {
+    /// `network:` at `node` (`path`).
+    pub(super) fn network(&mut self, node: &Node, path: &str) -> Option<Network> {
+        let mut n = Network::default();
+        if matches!(node.kind, Kind::Null) {
+            return Some(n);
+        }
+        self.dispatch(node, path, &NETWORK, &mut n)?.then_some(n)
+    }
+
     /// `security:` at `node` (`path`), over the hardened defaults.
     pub(super) fn security(&mut self, node: &Node, path: &str) -> Option<Security> {
         let mut s = Security::default();
@@ -265,5 +316,30 @@ mod tests {
         has("agents.a.security.capabilities[3]", "listed twice");
         has("agents.a.security.pids_limit", "32");
         assert_eq!(d.len(), 6, "{text:#?}");
+    }
+
+    #[test]
+    fn egress_rules_are_read_and_bad_ones_are_located_saying_what_to_write() {
+        let a = agent_of(
+            "runtime: { provider: scripted, script: [{text: hi}] }\n\
+             network: { egress: [\"*.github.com\", \"10.0.0.5:8443\"] }\n",
+        );
+        let rules: Vec<String> = a
+            .network
+            .egress
+            .unwrap()
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(rules, ["*.github.com", "10.0.0.5:8443"]);
+        let d = errors_of(
+            "runtime: { provider: scripted, script: [{text: hi}] }\n\
+             network: { egress: [\"https://api.github.com/x\", a.com, A.com] }\n",
+        );
+        assert_eq!(d.len(), 2, "{d:#?}");
+        assert_eq!(d[0].path, "agents.a.network.egress[0]");
+        assert!(d[0].message.contains("api.github.com"), "{}", d[0].message);
+        assert_eq!(d[1].path, "agents.a.network.egress[2]");
+        assert!(d[1].message.contains("listed twice"), "{}", d[1].message);
     }
 }

@@ -25,6 +25,10 @@ pub struct EgressProxyArgs {
     /// and after each refusal).
     #[arg(long, value_name = "PATH")]
     pub status_file: Option<PathBuf>,
+    /// Where to keep a health report like a runner's (every 5 s: the counts and the last
+    /// refusal), which `ps` shows on the proxy's line.
+    #[arg(long, value_name = "PATH")]
+    pub health_file: Option<PathBuf>,
 }
 
 /// Clap's check of an `--allow` value: a bad rule is a usage error (exit 2) with its message.
@@ -50,10 +54,14 @@ pub(crate) fn run(args: &EgressProxyArgs) -> anyhow::Result<ExitCode> {
             allow = %rules.join(" "),
             "egress proxy serving"
         );
+        let health = args
+            .health_file
+            .map(|path| ninetrix_runner::health::Health::new(Some(path)));
         crate::egress::serve(
             listener,
             args.allow,
             args.status_file,
+            health,
             shutdown.cancelled_owned(),
         )
         .await;

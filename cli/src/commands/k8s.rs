@@ -88,6 +88,25 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
     };
     check_names(&parsed.agentfile, &pool)
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
+    // A NetworkPolicy allows addresses, not host names: what `network.egress` says cannot be
+    // rendered faithfully, and an agent that asked for an allow-list never runs without one.
+    let restricted: Vec<&str> = parsed
+        .agentfile
+        .agents
+        .iter()
+        .filter(|a| a.network.restricted())
+        .map(|a| a.name.as_str())
+        .collect();
+    if !restricted.is_empty() {
+        anyhow::bail!(
+            "{}: agent(s) {} set `network.egress`, which `k8s render` cannot express (a \
+             NetworkPolicy allows addresses, not host names); nothing was rendered. Remove \
+             `network.egress` and restrict egress with your cluster's egress gateway or a \
+             FQDN-aware policy (Cilium, Calico), or run the pool on one host (`ninetrix up`)",
+            args.file.display(),
+            restricted.join(", ")
+        );
+    }
     let objects = render(&parsed.agentfile, &pool, &opts);
     for warning in not_rendered(&parsed.agentfile) {
         eprintln!("warning: {warning}");

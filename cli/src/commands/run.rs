@@ -91,6 +91,17 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!("network {}: {repair}", network.name);
     }
     api.join(&docker, &network.id).await?;
+    // A restricted agent runs behind its proxy, as its replicas do (the pool's, kept by `up`,
+    // or one made now).
+    let site = crate::pool::egress::Site {
+        docker: &docker,
+        pool: &pool,
+        pool_network: &network.id,
+        api: &api,
+        image: &runner_image,
+    };
+    let progress = crate::ui::progress::Progress::new(false);
+    let egress = crate::pool::egress::ensure(&site, &[&spec], false, &progress).await?;
 
     let thread = ThreadId::new_v7();
     let token = api.runner_token(thread, &pool, &spec.name, 0).await?;
@@ -105,6 +116,12 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         network: &network.id,
         config: &config,
         created: ninetrix_proto::boots::Created::New,
+        egress: egress
+            .get(&spec.name)
+            .map(|network| crate::pool::egress::Link {
+                network,
+                api_local: api.local.is_some(),
+            }),
     };
     let name = replica.name();
     let body = replica.body();

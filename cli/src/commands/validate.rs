@@ -150,6 +150,7 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     ));
     out.push_str(&per_agent("budgets:", af, budget_summary, style));
     out.push_str(&per_agent("security:", af, security_summary, style));
+    out.push_str(&per_agent("egress:", af, egress_summary, style));
     let gates: Vec<_> = af
         .agents
         .iter()
@@ -406,6 +407,25 @@ fn security_summary(a: &AgentSpec) -> Option<String> {
         text.push_str(&format!(" · shell is given {}", given.join(", ")));
     }
     Some(text)
+}
+
+/// A restricted agent's allow-list, each entry with why: `*.github.com (network.egress),
+/// api.openai.com:443 (the model gpt-4o)` and the API when it is reached through the proxy.
+fn egress_summary(a: &AgentSpec) -> Option<String> {
+    a.network.restricted().then(|| {
+        let list: Vec<String> = ninetrix_agentfile::network::allow_list(a, &[])
+            .iter()
+            .map(|e| format!("{} ({})", e.rule, e.why))
+            .collect();
+        let list = if list.is_empty() {
+            "nothing".to_string()
+        } else {
+            list.join(", ")
+        };
+        format!(
+            "only {list}, and the checkpoint API; everything else refused through the pool's egress proxy"
+        )
+    })
 }
 
 /// A model's pool-wide limits in words: `8 in flight, 600 requests/min, 2000000 tokens/min`.

@@ -17,6 +17,8 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinSet;
 
 use super::request::{self, Answer, Request};
+use ninetrix_runner::health::{Activity, Health};
+
 use super::status::{self, Attempt, Decision, EgressStatus};
 use super::upstream::{self, Resolver};
 
@@ -50,24 +52,38 @@ impl Default for Limits {
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 64 * 1024;
 
+/// How often the health report is rewritten (`ps` calls one older than 30 s stale).
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
 /// Serves on `listener` with the default [`Limits`] until `shutdown` completes (see
 /// [`serve_with`]).
 pub(crate) async fn serve(
     listener: TcpListener,
     rules: Vec<EgressRule>,
     status_file: Option<PathBuf>,
+    health: Option<Health>,
     shutdown: impl Future<Output = ()>,
 ) {
-    serve_with(listener, rules, status_file, Limits::default(), shutdown).await;
+    serve_with(
+        listener,
+        rules,
+        status_file,
+        health,
+        Limits::default(),
+        shutdown,
+    )
+    .await;
 }
 
 /// Serves on `listener` until `shutdown` completes, allowing what `rules` allow. The status
-/// file, if any, is written at start, after each refusal and at shutdown; at shutdown the
-/// connections still open are dropped.
+/// file, if any, is written at start, after each refusal and at shutdown; the health report, if
+/// any, every [`HEARTBEAT`] (what `ps` shows on the proxy's line); at shutdown the connections
+/// still open are dropped.
 pub(crate) async fn serve_with(
     listener: TcpListener,
     rules: Vec<EgressRule>,
     status_file: Option<PathBuf>,
+    health: Option<Health>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
@@ -84,9 +100,17 @@ pub(crate) async fn serve_with(
     shared.books.save(&EgressStatus::default()).await;
     let mut clients = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut heartbeat = tokio::time::interval(HEARTBEAT);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
+            _ = heartbeat.tick(), if health.is_some() => {
+                if let Some(health) = &health {
+                    let status = shared.books.status.lock().await.clone();
+                    health.set(Activity::Proxying { line: status.line() });
+                    health.heartbeat();
+                }
+            }
             Some(_) = clients.join_next(), if !clients.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
@@ -191,13 +215,15 @@ async fn client(shared: &Shared, mut stream: TcpStream, peer: SocketAddr) {
         Err(e) => return answer(stream, Answer::BadRequest, &e.to_string()).await,
     };
     let target = request.target();
-    let attempt = Attempt {
+    let mut attempt = Attempt {
         host: target.host.clone(),
         port: target.port,
         from: client_ip(peer).to_string(),
+        container: None,
         at_ms: now_ms(),
     };
     if !egress::allows(&shared.rules, &target.host, target.port) {
+        attempt.container = shared.resolver.container_of(client_ip(peer)).await;
         shared.books.record(Decision::Refused, attempt).await;
         return answer(stream, Answer::Forbidden, &request::refusal(target)).await;
     }

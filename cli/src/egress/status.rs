@@ -19,6 +19,9 @@ pub(crate) struct Attempt {
     pub(crate) port: u16,
     /// The client's IP address (the agent's container).
     pub(crate) from: String,
+    /// The client's container, when Docker's DNS names its address (refusals only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) container: Option<String>,
     /// When, in Unix milliseconds.
     pub(crate) at_ms: u64,
 }
@@ -98,6 +101,21 @@ pub(crate) enum StatusError {
 }
 
 impl EgressStatus {
+    /// One line for `ps`: `egress: 12 allowed, 2 refused (last: evil.example:443 from
+    /// tshop-worker-1)`.
+    pub(crate) fn line(&self) -> String {
+        let mut line = format!("egress: {} allowed, {} refused", self.allowed, self.refused);
+        if let Some(last) = self.last_refused.last() {
+            line.push_str(&format!(
+                " (last: {}:{} from {})",
+                last.host,
+                last.port,
+                last.container.as_deref().unwrap_or(&last.from)
+            ));
+        }
+        line
+    }
+
     /// Counts a refusal and keeps it among the last [`LAST_REFUSED`].
     pub(crate) fn record_refusal(&mut self, attempt: Attempt) {
         self.refused += 1;
@@ -156,6 +174,7 @@ mod tests {
             host: "evil.example".into(),
             port,
             from: "172.18.0.5".into(),
+            container: None,
             at_ms: 1_700_000_000_000,
         }
     }

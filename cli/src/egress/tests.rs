@@ -34,7 +34,7 @@ impl Proxy {
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let file = Some(status_file.clone());
-        let task = tokio::spawn(serve_with(listener, rules, file, limits, async {
+        let task = tokio::spawn(serve_with(listener, rules, file, None, limits, async {
             let _ = stopped.await;
         }));
         // The proxy writes its first status as it starts serving.

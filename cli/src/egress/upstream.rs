@@ -59,13 +59,27 @@ pub(crate) struct Resolver {
 }
 
 impl Resolver {
-    /// The addresses of `target`: its IP literal, or what its name resolves to.
-    async fn addresses(&self, target: &Target) -> Result<Vec<IpAddr>, UpstreamError> {
-        if let Some(ip) = target.ip() {
-            return Ok(vec![ip]);
-        }
-        let resolver = self
-            .cell
+    /// The container at `ip`, as Docker's embedded DNS names it (`<container>.<network>`: the
+    /// part before the first dot); `None` when nothing answers within a second.
+    pub(crate) async fn container_of(&self, ip: IpAddr) -> Option<String> {
+        let resolver = self.resolver().await.ok()?;
+        let lookup = tokio::time::timeout(Duration::from_secs(1), resolver.reverse_lookup(ip))
+            .await
+            .ok()?
+            .ok()?;
+        let name = lookup
+            .answers()
+            .iter()
+            .find_map(|record| match &record.data {
+                hickory_resolver::proto::rr::RData::PTR(ptr) => Some(ptr.0.to_string()),
+                _ => None,
+            })?;
+        let first = name.split('.').next().unwrap_or_default();
+        (!first.is_empty()).then(|| first.to_string())
+    }
+
+    async fn resolver(&self) -> Result<&TokioResolver, String> {
+        self.cell
             .get_or_init(|| async {
                 TokioResolver::builder_tokio()
                     .and_then(|b| b.build())
@@ -73,10 +87,28 @@ impl Resolver {
             })
             .await
             .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The addresses of `target`: its IP literal, or what its name resolves to.
+    async fn addresses(&self, target: &Target) -> Result<Vec<IpAddr>, UpstreamError> {
+        if let Some(ip) = target.ip() {
+            return Ok(vec![ip]);
+        }
+        let resolver = self
+            .resolver()
+            .await
             .map_err(|reason| UpstreamError::NoResolver {
                 host: target.host.clone(),
-                reason: reason.clone(),
+                reason,
             })?;
+        // The container's hosts file first, as the C library would: Docker writes `extra_hosts`
+        // there (`host.docker.internal`), and its embedded DNS does not serve them.
+        let hosts = std::fs::read_to_string(HOSTS_FILE).unwrap_or_default();
+        let listed = hosts_lookup(&hosts, &target.host);
+        if !listed.is_empty() {
+            return Ok(listed);
+        }
         // A name with a dot is looked up as written (a trailing dot makes it absolute): the
         // allow-list matched exactly this name, so search domains must not turn it into another.
         // A one-label name (`my-service`) is a local name and goes through the search list.
@@ -95,6 +127,26 @@ impl Resolver {
                 })?;
         Ok(lookup.iter().collect())
     }
+}
+
+/// The hosts file the proxy reads before DNS.
+const HOSTS_FILE: &str = "/etc/hosts";
+
+/// The addresses `hosts` (a hosts file's text) gives `name` (case-insensitive, a trailing dot
+/// ignored), in file order.
+fn hosts_lookup(hosts: &str, name: &str) -> Vec<IpAddr> {
+    let name = name.trim_end_matches('.');
+    hosts
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default())
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            let ip: IpAddr = fields.next()?.parse().ok()?;
+            fields
+                .any(|n| n.trim_end_matches('.').eq_ignore_ascii_case(name))
+                .then_some(ip)
+        })
+        .collect()
 }
 
 /// Connects to `target` within `timeout`: resolves it, then tries each address in turn.
@@ -133,4 +185,22 @@ pub(crate) async fn connect(
                 timeout,
             })
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hosts_file_names_the_hosts_docker_adds() {
+        let hosts = "127.0.0.1\tlocalhost\n# comment\n172.17.0.1\thost.docker.internal\n\
+                     10.0.0.5 a.example A2.example # trailing\n";
+        assert_eq!(
+            hosts_lookup(hosts, "host.docker.internal."),
+            ["172.17.0.1".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(hosts_lookup(hosts, "a2.example").len(), 1);
+        assert!(hosts_lookup(hosts, "comment").is_empty());
+        assert!(hosts_lookup(hosts, "elsewhere.example").is_empty());
+    }
 }

@@ -43,6 +43,8 @@ pub(crate) struct Target<'a> {
     pub(crate) secrets: &'a BTreeMap<String, BTreeMap<String, String>>,
     /// Seconds a container gets to checkpoint and exit when it is replaced or removed.
     pub(crate) stop_timeout: i32,
+    /// The internal network of each agent with `network.egress` (pool/egress.rs).
+    pub(crate) egress: &'a BTreeMap<String, String>,
 }
 
 /// A durable container that was (re)started, for the readiness wait.
@@ -342,6 +344,13 @@ async fn create_steps(
         } else {
             Created::New
         },
+        egress: t
+            .egress
+            .get(agent)
+            .map(|network| crate::pool::egress::Link {
+                network,
+                api_local: t.api.local.is_some(),
+            }),
     };
     let cname = replica.name();
     let created = t

@@ -82,7 +82,14 @@ pub(crate) async fn ensure_network(
     pool: &str,
     api: Option<&str>,
 ) -> anyhow::Result<PoolNetwork> {
-    let found = pool_networks(docker, pool).await?;
+    // The pool network and its duplicates share its name; the agents' internal egress networks
+    // (pool/egress.rs) carry the pool label too but are not candidates.
+    let name = crate::objects::network_name(pool);
+    let found: Vec<_> = pool_networks(docker, pool)
+        .await?
+        .into_iter()
+        .filter(|n| n.name == name)
+        .collect();
     if let Some((keep, rest)) = choose_network(&found) {
         let mut repairs = Vec::new();
         for dup in rest {
@@ -133,7 +140,6 @@ pub(crate) async fn ensure_network(
             repairs,
         });
     }
-    let name = crate::objects::network_name(pool);
     let labels: HashMap<String, String> = [
         (crate::objects::POOL.to_string(), pool.to_string()),
         (ROLE.to_string(), "network".to_string()),

@@ -9,6 +9,7 @@
 pub(crate) mod apply;
 pub(crate) mod condition;
 pub(crate) mod down;
+pub(crate) mod egress;
 pub(crate) mod engine;
 pub(crate) mod hardening;
 pub(crate) mod health;

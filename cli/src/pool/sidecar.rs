@@ -337,9 +337,10 @@ pub(crate) async fn observe(docker: &Docker, pool: &str) -> anyhow::Result<Vec<S
         .collect())
 }
 
-/// Whether a listed container is a sidecar (agents' reconciling leaves them out).
+/// Whether a listed container is a sidecar — an MCP server's or an egress proxy
+/// (pool/egress.rs) — which agents' reconciling leaves out.
 pub(crate) fn is_sidecar(c: &bollard::models::ContainerSummary) -> bool {
-    label(c, MCP_SERVER).is_some()
+    label(c, MCP_SERVER).is_some() || label(c, crate::objects::EGRESS).is_some()
 }
 
 /// Everything `up` needs to reconcile the pool's sidecars.

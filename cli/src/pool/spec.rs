@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::objects::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
 use crate::objects::{container_name, run_container_name, volume_name};
-use crate::pool::hardening;
+use crate::pool::{egress, hardening};
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -356,6 +356,9 @@ pub(crate) struct Replica<'a> {
     /// Why this container is created (`AGENTFILE_CREATED`, in the runner's `boot` events:
     /// `trace` tells a recreate from a pool back after `down` by it).
     pub(crate) created: Created,
+    /// For an agent with `network.egress`: its internal network, instead of `network`, and the
+    /// proxy settings (pool/egress.rs).
+    pub(crate) egress: Option<egress::Link<'a>>,
 }
 
 impl Replica<'_> {
@@ -422,6 +425,10 @@ impl Replica<'_> {
         // Before the agent's own `env:`, which wins over the host's.
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.push(format!("HOME={}", crate::pool::hardening::HOME));
+        if let Some(link) = &self.egress {
+            let direct = egress::direct_hosts(s, self.api_url, link.api_local);
+            env.extend(egress::runner_env(&direct));
+        }
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
         let restart = if s.execution.durability {
             RestartPolicy {
@@ -479,7 +486,11 @@ impl Replica<'_> {
             restart_policy: Some(restart),
             nano_cpus: limits(s).0,
             memory: limits(s).1,
-            network_mode: Some(self.network.to_string()),
+            network_mode: Some(
+                self.egress
+                    .map_or(self.network, |link| link.network)
+                    .to_string(),
+            ),
             extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
             mounts: Some(mounts),
             ..HostConfig::default()
@@ -666,6 +677,7 @@ mod tests {
             network: "n",
             config: &base,
             created: Created::New,
+            egress: None,
         }
         .body_with(&t.env);
         let env = body.env.unwrap();
@@ -699,6 +711,7 @@ mod tests {
                 network: "n",
                 config: &config,
                 created,
+                egress: None,
             }
             .body_with(&BTreeMap::new())
             .env
@@ -737,6 +750,7 @@ mod tests {
                 network: "n",
                 config: &config,
                 created: Created::Recreate,
+                egress: None,
             };
             let env =
                 launch::platform::from_lines(&replica.body_with(&BTreeMap::new()).env.unwrap());
@@ -776,6 +790,7 @@ mod tests {
             network: "0123456789ab",
             config: &config,
             created: Created::New,
+            egress: None,
         };
         let run = replica(Slot::Run).body();
         let labels = run.labels.clone().unwrap();

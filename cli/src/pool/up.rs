@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use bollard::Docker;
-use ninetrix_agentfile::Agentfile;
+use ninetrix_agentfile::{AgentSpec, Agentfile};
 use ninetrix_proto::api::TriggerSet;
 use ninetrix_proto::triggers::TriggerSpec;
 
@@ -104,6 +104,21 @@ pub(crate) async fn up(
         .await?;
     }
 
+    // Each restricted agent's way out, before its replicas (they start on its network).
+    let agents: Vec<&AgentSpec> = af
+        .agents
+        .iter()
+        .filter(|a| only.is_none_or(|o| o.agent == a.name))
+        .collect();
+    let site = crate::pool::egress::Site {
+        docker: &docker,
+        pool: &pool,
+        pool_network: &network.id,
+        api: &api,
+        image: &runner_image,
+    };
+    let egress = crate::pool::egress::ensure(&site, &agents, only.is_none(), &progress).await?;
+
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
     });
@@ -131,6 +146,7 @@ pub(crate) async fn up(
             .collect(),
         secrets: &secrets,
         stop_timeout: args.timeout,
+        egress: &egress,
     };
     // The pool's whole set of triggers, always (none for `reset`'s one replica).
     let triggers = only.is_none().then_some(&triggers);

@@ -675,6 +675,25 @@ fn harden(mut cs: TaskSpecContainerSpec, security: &Security) -> TaskSpecContain
     cs
 }
 
+/// Why Swarm cannot confine `af`'s agents' network as asked, if it cannot: the egress proxy
+/// runs on one host only so far, and an agent that asked for an allow-list never runs without.
+pub(crate) fn egress_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
+    let restricted: Vec<&str> = af
+        .agents
+        .iter()
+        .filter(|a| a.network.restricted())
+        .map(|a| a.name.as_str())
+        .collect();
+    (!restricted.is_empty()).then(|| {
+        format!(
+            "agent(s) {} set `network.egress`, and `up --swarm` does not run egress proxies yet; \
+             nothing was deployed. Run the pool on one host (`ninetrix up`), or remove \
+             `network.egress` and restrict egress with your own firewall",
+            restricted.join(", ")
+        )
+    })
+}
+
 /// Why Swarm cannot run `af`'s agents as asked, if it cannot: a service cannot choose its
 /// container runtime, and ninetrix never falls back to the engine's default.
 pub(crate) fn runtime_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
@@ -821,6 +840,29 @@ mod tests {
         assert_eq!(secrets[0].0.labels("shop")[AGENT], "mcp:lines");
         let text = serde_json::to_string(&spec).unwrap();
         assert!(!text.contains("tok-secret-value"), "{text}");
+    }
+
+    #[test]
+    fn swarm_refuses_a_runtime_or_an_egress_allow_list_it_cannot_keep() {
+        let plain = agentfile("agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n");
+        assert_eq!(runtime_refusal(&plain), None);
+        assert_eq!(egress_refusal(&plain), None);
+        let boxed = agentfile(
+            "agents:\n  a:\n    runtime: { provider: scripted, script: [hi], isolation: runsc }\n",
+        );
+        let why = runtime_refusal(&boxed).unwrap();
+        assert!(
+            why.contains("agent `a` asks for `runsc`") && why.contains("default-runtime"),
+            "{why}"
+        );
+        let fenced = agentfile(
+            "agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n    network: { egress: [a.com] }\n",
+        );
+        let why = egress_refusal(&fenced).unwrap();
+        assert!(
+            why.contains("network.egress") && why.contains("nothing was deployed"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -254,12 +254,8 @@ pub struct Endpoint {
 
 /// The base URL a provider is called at unless the agentfile names another.
 fn default_base(provider: Provider) -> &'static str {
-    match provider {
-        Provider::Anthropic => "https://api.anthropic.com",
-        Provider::Openai => "https://api.openai.com/v1",
-        // Never called: the scripted model answers in process.
-        Provider::Scripted => "scripted",
-    }
+    // `scripted` is never called: the scripted model answers in process.
+    provider.default_base_url().unwrap_or("scripted")
 }
 
 impl Endpoint {

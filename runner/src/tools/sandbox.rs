@@ -19,8 +19,8 @@
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreated,
-    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use ninetrix_agentfile::AgentSpec;
 
@@ -79,6 +79,9 @@ pub struct Sandbox {
     workspace: PathBuf,
     /// The environment every tool process gets.
     env: Vec<(String, String)>,
+    /// The egress proxy's port, when the agent's egress is restricted: the one TCP port a
+    /// confined tool may connect to.
+    proxy_port: Option<u16>,
 }
 
 impl Sandbox {
@@ -89,10 +92,12 @@ impl Sandbox {
         workspace: &Path,
         host_env: impl IntoIterator<Item = (String, String)>,
     ) -> Self {
+        let env = base_env(&spec.env, host_env);
         Sandbox {
             confine: spec.security.tool_sandbox,
             workspace: workspace.to_path_buf(),
-            env: base_env(&spec.env, host_env),
+            proxy_port: proxy_port(&env),
+            env,
         }
     }
 
@@ -103,6 +108,7 @@ impl Sandbox {
             confine: false,
             workspace: workspace.to_path_buf(),
             env: base_env(&Default::default(), std::iter::empty()),
+            proxy_port: None,
         }
     }
 
@@ -125,7 +131,7 @@ impl Sandbox {
         cmd.envs(extra.0.iter().map(|(k, v)| (k, v)));
         cmd.process_group(0);
         if self.confine {
-            let ruleset = ruleset(&self.workspace)?;
+            let ruleset = ruleset(&self.workspace, self.proxy_port)?;
             let mut slot = Some(ruleset);
             // SAFETY: runs in the child between fork and exec. It makes two system calls
             // (prctl and landlock_restrict_self) through the ruleset already built above, and
@@ -176,6 +182,16 @@ fn base_env(
     env
 }
 
+/// The port of the egress proxy `env` names (`HTTPS_PROXY`, else `HTTP_PROXY`, as
+/// `http://host:port`), if any.
+fn proxy_port(env: &[(String, String)]) -> Option<u16> {
+    let url = ["HTTPS_PROXY", "HTTP_PROXY"]
+        .iter()
+        .find_map(|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v))?;
+    let authority = url.split_once("://")?.1.split('/').next()?;
+    authority.rsplit_once(':')?.1.parse().ok()
+}
+
 /// Whether this kernel enforces Landlock; why not if it does not.
 pub fn landlock_supported() -> Result<(), String> {
     let probe = Ruleset::default()
@@ -189,8 +205,10 @@ pub fn landlock_supported() -> Result<(), String> {
 }
 
 /// The Landlock ruleset: read-only everywhere but `/run/secrets`, read-write in `workspace`,
-/// `/tmp` and `/dev`; signals and abstract sockets scoped to the domain where the kernel can.
-fn ruleset(workspace: &Path) -> Result<RulesetCreated, SandboxError> {
+/// `/tmp` and `/dev`; signals and abstract sockets scoped to the domain where the kernel can;
+/// with an egress proxy (`proxy_port`), TCP connections only to its port (Linux ≥ 6.7): the
+/// internal network still routes to the host's own addresses, and a tool must not reach them.
+fn ruleset(workspace: &Path, proxy_port: Option<u16>) -> Result<RulesetCreated, SandboxError> {
     landlock_supported().map_err(SandboxError::Unsupported)?;
     let all = AccessFs::from_all(ABI_WANTED);
     let read = AccessFs::from_read(ABI_WANTED);
@@ -210,14 +228,21 @@ fn ruleset(workspace: &Path) -> Result<RulesetCreated, SandboxError> {
         }
     }
     let writable = [workspace.to_path_buf(), "/tmp".into(), "/dev".into()];
-    let created = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
-        .scope(Scope::Signal | Scope::AbstractUnixSocket)?
+        .scope(Scope::Signal | Scope::AbstractUnixSocket)?;
+    if proxy_port.is_some() {
+        ruleset = ruleset.handle_access(AccessNet::ConnectTcp)?;
+    }
+    let mut created = ruleset
         .create()?
         .no_new_privs(true)
         .add_rules(path_beneath_rules(readable, read))?
         .add_rules(path_beneath_rules(writable, all))?;
+    if let Some(port) = proxy_port {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp))?;
+    }
     Ok(created)
 }
 
@@ -267,6 +292,8 @@ mod tests {
         );
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME", "LANG", "HTTPS_PROXY", "MODE"]);
+        assert_eq!(proxy_port(&env), Some(3128));
+        assert_eq!(proxy_port(&env[..3]), None);
     }
 
     /// A shell command in a confined sandbox: what it printed, or the sandbox's refusal.
@@ -275,6 +302,7 @@ mod tests {
             confine: true,
             workspace: workspace.to_path_buf(),
             env: base_env(&Default::default(), std::iter::empty()),
+            proxy_port: None,
         };
         let mut cmd = tokio::process::Command::new("/bin/sh");
         // As if the runner's own environment held a secret: the sandbox must drop it.

@@ -405,3 +405,24 @@ pub(crate) fn api_port(container: &str) -> Option<u16> {
         .and_then(|l| l.rsplit(':').next())
         .and_then(|p| p.trim().parse().ok())
 }
+
+/// The host's address on Docker's default bridge (what `host-gateway` resolves to): the
+/// network's gateway, or, when IPAM does not say (the usual `docker0`), the subnet's first
+/// address, which Docker gives the bridge.
+pub(crate) fn bridge_gateway() -> String {
+    let ipam: serde_json::Value = serde_json::from_str(&docker(&[
+        "network",
+        "inspect",
+        "bridge",
+        "--format",
+        "{{json .IPAM.Config}}",
+    ]))
+    .expect("docker network inspect bridge");
+    let config = &ipam[0];
+    if let Some(gateway) = config["Gateway"].as_str().filter(|g| !g.is_empty()) {
+        return gateway.to_string();
+    }
+    let subnet = config["Subnet"].as_str().expect("the bridge has a subnet");
+    let network: std::net::Ipv4Addr = subnet.split('/').next().unwrap().parse().unwrap();
+    std::net::Ipv4Addr::from(u32::from(network) + 1).to_string()
+}

@@ -1,0 +1,184 @@
+//! `network:`: where an agent's containers may connect. With `network.egress`, an agent's
+//! replicas sit on an internal Docker network whose only way out is the pool's egress proxy for
+//! that agent (`ninetrix egress-proxy`), which allows the hosts of [`allow_list`]: the agent's
+//! own rules plus what it needs to work — its model's and fallbacks' hosts, its HTTP MCP
+//! servers, the checkpoint API when that is not a container on the same network, and the
+//! OpenTelemetry collector. Pure.
+
+use serde::{Deserialize, Serialize};
+
+use crate::egress::EgressRule;
+use crate::mcp::McpTransport;
+use crate::schema::AgentSpec;
+
+/// An agent's network settings (`network:`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// The hosts it may reach besides what it needs (`network.egress`); `None`: any host the
+    /// Docker host reaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<EgressRule>>,
+}
+
+impl Network {
+    /// Whether its egress is restricted.
+    pub fn restricted(&self) -> bool {
+        self.egress.is_some()
+    }
+}
+
+/// One entry of an allow-list and why it is there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Allowed {
+    /// The rule.
+    pub rule: EgressRule,
+    /// Why: `network.egress`, `the model`, `fallback anthropic/…`, `MCP server docs`, …
+    pub why: String,
+}
+
+/// What the proxy of `agent` allows: its `network.egress` rules, then the hosts it needs —
+/// its model's and fallbacks' (the provider's default URL unless `base_url` names another), its
+/// HTTP MCP servers', and each of `also` (the checkpoint API when reached through the proxy, the
+/// OpenTelemetry endpoint), each with why. Empty when egress is not restricted.
+pub fn allow_list(agent: &AgentSpec, also: &[(&str, &str)]) -> Vec<Allowed> {
+    let Some(own) = &agent.network.egress else {
+        return Vec::new();
+    };
+    let mut out: Vec<Allowed> = own
+        .iter()
+        .map(|rule| Allowed {
+            rule: rule.clone(),
+            why: "network.egress".into(),
+        })
+        .collect();
+    let r = &agent.runtime;
+    let model_url = r
+        .base_url
+        .as_deref()
+        .or_else(|| r.provider.default_base_url());
+    let mut needed: Vec<(String, String)> = Vec::new();
+    if let Some(url) = model_url {
+        needed.push((url.to_string(), format!("the model {}", r.model)));
+    }
+    for f in &r.fallback {
+        if let Some(url) = f
+            .base_url
+            .as_deref()
+            .or_else(|| f.provider.default_base_url())
+        {
+            needed.push((
+                url.to_string(),
+                format!("fallback {}/{}", f.provider.as_str(), f.model),
+            ));
+        }
+    }
+    for (name, server) in &agent.mcp_servers {
+        if let McpTransport::Http { url, .. } = &server.transport {
+            needed.push((url.clone(), format!("MCP server {name}")));
+        }
+    }
+    needed.extend(also.iter().map(|(u, w)| (u.to_string(), w.to_string())));
+    for (url, why) in needed {
+        let Some(rule) = url_rule(&url) else { continue };
+        if !out.iter().any(|a| a.rule == rule) {
+            out.push(Allowed { rule, why });
+        }
+    }
+    out
+}
+
+/// The rule allowing exactly `url`'s host and port (the scheme's port when it names none);
+/// `None` for a URL without an http(s) scheme or host.
+pub fn url_rule(url: &str) -> Option<EgressRule> {
+    let (scheme, rest) = url.split_once("://")?;
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "https" => 443,
+        "http" => 80,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = if authority.starts_with('[') {
+        authority.contains("]:")
+    } else {
+        authority.contains(':')
+    };
+    let text = if has_port {
+        authority.to_string()
+    } else {
+        format!("{authority}:{default_port}")
+    };
+    EgressRule::parse(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(yaml: &str) -> AgentSpec {
+        crate::parse("agentfile.yaml", yaml)
+            .unwrap()
+            .agentfile
+            .agents
+            .remove(0)
+    }
+
+    #[test]
+    fn urls_become_rules_for_their_host_and_port() {
+        let rule = |u: &str| url_rule(u).map(|r| r.to_string());
+        assert_eq!(
+            rule("https://api.openai.com/v1").as_deref(),
+            Some("api.openai.com:443")
+        );
+        assert_eq!(
+            rule("http://host.docker.internal:8080").as_deref(),
+            Some("host.docker.internal:8080")
+        );
+        assert_eq!(
+            rule("http://u:p@10.0.0.5/x").as_deref(),
+            Some("10.0.0.5:80")
+        );
+        assert_eq!(rule("http://[::1]:4318/v1").as_deref(), Some("[::1]:4318"));
+        assert_eq!(rule("scripted"), None);
+        assert_eq!(rule("ftp://x"), None);
+    }
+
+    #[test]
+    fn the_allow_list_is_the_agents_rules_then_what_it_needs_each_once() {
+        let a = agent(
+            "mcp_servers:\n  docs: { url: \"https://mcp.example.com/mcp\" }\nagents:\n  a:\n    \
+             runtime:\n      provider: openai\n      model: gpt-4o\n      fallback: [{ provider: anthropic, model: claude-sonnet-4-6 }]\n    \
+             tools: [\"mcp://docs\"]\n    network: { egress: [\"*.github.com\", \"api.openai.com:443\"] }\n",
+        );
+        let list = allow_list(
+            &a,
+            &[("http://host.docker.internal:8080", "the checkpoint API")],
+        );
+        let shown: Vec<(String, &str)> = list
+            .iter()
+            .map(|a| (a.rule.to_string(), a.why.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("*.github.com".to_string(), "network.egress"),
+                ("api.openai.com:443".to_string(), "network.egress"),
+                (
+                    "api.anthropic.com:443".to_string(),
+                    "fallback anthropic/claude-sonnet-4-6"
+                ),
+                ("mcp.example.com:443".to_string(), "MCP server docs"),
+                (
+                    "host.docker.internal:8080".to_string(),
+                    "the checkpoint API"
+                ),
+            ]
+        );
+        let open = agent("agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n");
+        assert!(allow_list(&open, &[]).is_empty(), "unrestricted: no proxy");
+    }
+}

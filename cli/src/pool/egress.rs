@@ -1,0 +1,535 @@
+//! The egress proxies of a pool on one host. For each agent with `network.egress`, `up` keeps:
+//!
+//! - an internal network `ninetrix-<pool>-<agent>-egress` (Docker's `--internal`: no route
+//!   out), which the agent's replicas join instead of the pool network; the local API and the
+//!   agent's MCP sidecars join it too, so they are reached directly;
+//! - a proxy container `ninetrix-<pool>-<agent>-egress` (`ninetrix egress-proxy`, the runner
+//!   image), on the pool network and, as `egress-proxy`, on the internal one: the agent's only
+//!   way out, allowing [`ninetrix_agentfile::network::allow_list`]'s hosts. It reports into the
+//!   pool's health volume, so `ps` shows what it allowed and refused, and logs one JSON line per
+//!   connection (`ninetrix logs`).
+//!
+//! The runners get `HTTP(S)_PROXY` pointing at it and `NO_PROXY` for what is on the network
+//! ([`runner_env`]); tool processes inherit those (runner/src/tools/sandbox.rs). Pure parts
+//! ([`runner_env`], [`rules`], [`Proxy::body`]) are tested without Docker; [`ensure`] applies.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Context as _;
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, EndpointSettings, HealthConfig, HostConfig, Mount, MountType,
+    MountVolumeOptions, NetworkConnectRequest, NetworkCreateRequest, RestartPolicy,
+    RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectNetworkOptions, ListNetworksOptions,
+};
+use ninetrix_agentfile::AgentSpec;
+use ninetrix_agentfile::mcp::{self, McpTransport};
+use ninetrix_agentfile::network::{Allowed, allow_list};
+use ninetrix_agentfile::security::Security;
+use sha2::{Digest as _, Sha256};
+
+use crate::docker::is_not_found;
+use crate::objects::{AGENT, DURABLE, EGRESS, HASH, POOL, ROLE, VERSION};
+use crate::pool::hardening;
+use crate::pool::image::Image;
+use crate::pool::local_api::Api;
+use crate::ui::progress::Progress;
+
+/// The proxy's name on the agent's internal network.
+pub(crate) const ALIAS: &str = "egress-proxy";
+
+/// The port it listens on.
+pub(crate) const PORT: u16 = 3128;
+
+/// The role label of an egress network.
+const NETWORK_ROLE: &str = "egress";
+
+/// `ninetrix-<pool>-<agent>-egress`: the agent's internal network, and its proxy's container.
+pub(crate) fn name(pool: &str, agent: &str) -> String {
+    format!("ninetrix-{pool}-{agent}-egress")
+}
+
+/// The environment of a restricted agent's runner: the proxy for HTTP and HTTPS, and what is
+/// reached directly (`direct`: the local API, the agent's sidecars).
+pub(crate) fn runner_env(direct: &[String]) -> Vec<String> {
+    let proxy = format!("http://{ALIAS}:{PORT}");
+    let mut no_proxy = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    no_proxy.extend(direct.iter().cloned());
+    let no_proxy = no_proxy.join(",");
+    vec![
+        format!("HTTP_PROXY={proxy}"),
+        format!("HTTPS_PROXY={proxy}"),
+        format!("http_proxy={proxy}"),
+        format!("https_proxy={proxy}"),
+        format!("NO_PROXY={no_proxy}"),
+        format!("no_proxy={no_proxy}"),
+    ]
+}
+
+/// What `spec`'s runners reach directly on its internal network: the local API (`api_url`'s
+/// host, when `api_local`) and its MCP sidecars.
+pub(crate) fn direct_hosts(spec: &AgentSpec, api_url: &str, api_local: bool) -> Vec<String> {
+    let mut hosts = Vec::new();
+    if api_local && let Some(host) = url_host(api_url) {
+        hosts.push(host);
+    }
+    for (name, server) in &spec.mcp_servers {
+        if matches!(server.transport, McpTransport::Sidecar { .. }) {
+            hosts.push(mcp::sidecar_host(name));
+        }
+    }
+    hosts
+}
+
+/// The host of `url` (no port, brackets kept for IPv6).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next()?
+    } else {
+        authority.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+/// The allow-list of `spec`'s proxy: its own rules and what it needs, plus the checkpoint API
+/// when it is not a container on the network (`api_local` false) and the OpenTelemetry
+/// endpoint the runners export to (`otel`).
+pub(crate) fn rules(
+    spec: &AgentSpec,
+    api_url: &str,
+    api_local: bool,
+    otel: Option<&str>,
+) -> Vec<Allowed> {
+    let mut also: Vec<(&str, &str)> = Vec::new();
+    if !api_local {
+        also.push((api_url, "the checkpoint API"));
+    }
+    if let Some(endpoint) = otel {
+        also.push((endpoint, "the OpenTelemetry collector"));
+    }
+    allow_list(spec, &also)
+}
+
+/// How a restricted agent's runner reaches out: its internal network, and whether the API is
+/// a container on it (reached directly) or not (through the proxy).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Link<'a> {
+    /// The internal network's ID.
+    pub(crate) network: &'a str,
+    /// Whether the API is the local container.
+    pub(crate) api_local: bool,
+}
+
+/// One agent's proxy.
+pub(crate) struct Proxy<'a> {
+    /// The pool.
+    pub(crate) pool: &'a str,
+    /// The agent it serves.
+    pub(crate) agent: &'a str,
+    /// What it allows.
+    pub(crate) rules: Vec<Allowed>,
+}
+
+impl Proxy<'_> {
+    /// Its container's name (also its internal network's).
+    pub(crate) fn name(&self) -> String {
+        name(self.pool, self.agent)
+    }
+
+    /// The proxy's arguments (the image's entrypoint is the binary).
+    fn cmd(&self) -> Vec<String> {
+        let name = self.name();
+        let mut cmd = vec![
+            "egress-proxy".to_string(),
+            "--listen".to_string(),
+            format!("0.0.0.0:{PORT}"),
+            "--health-file".to_string(),
+            crate::pool::health::file_of(&name),
+            "--status-file".to_string(),
+            format!("{}.egress", crate::pool::health::file_of(&name)),
+        ];
+        for a in &self.rules {
+            cmd.push("--allow".into());
+            cmd.push(a.rule.to_string());
+        }
+        cmd
+    }
+
+    /// The configuration digest: the image and the arguments.
+    pub(crate) fn digest(&self, image_id: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(image_id.as_bytes());
+        for part in self.cmd() {
+            h.update([0]);
+            h.update(part.as_bytes());
+        }
+        h.finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The create body: the runner image serving the proxy on the pool network (`network`),
+    /// hardened, restarted unless stopped, reporting into the pool's health volume.
+    pub(crate) fn body(&self, image: &str, network: &str, digest: &str) -> ContainerCreateBody {
+        let labels: HashMap<String, String> = [
+            (POOL, self.pool.to_string()),
+            (AGENT, format!("egress:{}", self.agent)),
+            (EGRESS, self.agent.to_string()),
+            (DURABLE, "true".to_string()),
+            (HASH, digest.to_string()),
+            (VERSION, crate::objects::VERSION_VALUE.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let health = Mount {
+            target: Some(crate::pool::health::MOUNT.into()),
+            source: Some(crate::objects::health_volume_name(self.pool)),
+            typ: Some(MountType::VOLUME),
+            volume_options: Some(MountVolumeOptions {
+                labels: Some([(POOL.to_string(), self.pool.to_string())].into()),
+                ..MountVolumeOptions::default()
+            }),
+            ..Mount::default()
+        };
+        let security = Security::default();
+        let mut host_config = HostConfig {
+            init: Some(true),
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+                maximum_retry_count: None,
+            }),
+            network_mode: Some(network.to_string()),
+            // An API or model server on the host is reached as on the pool network.
+            extra_hosts: Some(vec!["host.docker.internal:host-gateway".into()]),
+            mounts: Some(vec![health]),
+            ..HostConfig::default()
+        };
+        hardening::apply(&mut host_config, &security, None);
+        ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(self.cmd()),
+            hostname: Some(ALIAS.into()),
+            user: Some(hardening::user(&security)),
+            env: Some(vec![format!("HOME={}", hardening::HOME)]),
+            labels: Some(labels),
+            host_config: Some(host_config),
+            // Its own report says how it is; no Docker healthcheck runs.
+            healthcheck: Some(HealthConfig {
+                test: Some(vec!["NONE".into()]),
+                ..HealthConfig::default()
+            }),
+            ..ContainerCreateBody::default()
+        }
+    }
+}
+
+/// Where the proxies go: the engine, the pool and its network, the API, the runner image.
+pub(crate) struct Site<'a> {
+    /// The engine.
+    pub(crate) docker: &'a Docker,
+    /// The pool.
+    pub(crate) pool: &'a str,
+    /// The pool network's ID (the proxies' way out).
+    pub(crate) pool_network: &'a str,
+    /// The checkpoint API (joined to each internal network when it is the local container).
+    pub(crate) api: &'a Api,
+    /// The runner image, which serves the proxy.
+    pub(crate) image: &'a Image,
+}
+
+/// Keeps the internal network and the proxy of each of `agents` with `network.egress`, and —
+/// with `prune`, when `agents` is the whole pool — removes those of agents that no longer have
+/// it. Returns each restricted agent's network ID.
+pub(crate) async fn ensure(
+    site: &Site<'_>,
+    agents: &[&AgentSpec],
+    prune: bool,
+    progress: &Progress,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let Site {
+        docker,
+        pool,
+        pool_network,
+        api,
+        image,
+    } = *site;
+    let otel = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok();
+    let mut networks = BTreeMap::new();
+    for spec in agents.iter().filter(|a| a.network.restricted()) {
+        let name = name(pool, &spec.name);
+        let network = ensure_network(docker, pool, &spec.name, &name).await?;
+        api.join(docker, &network).await?;
+        for (server, s) in &spec.mcp_servers {
+            if matches!(s.transport, McpTransport::Sidecar { .. }) {
+                let container = crate::objects::sidecar_container_name(pool, server);
+                connect(docker, &network, &container, &mcp::sidecar_host(server)).await?;
+            }
+        }
+        let proxy = Proxy {
+            pool,
+            agent: &spec.name,
+            rules: rules(
+                spec,
+                &api.container_url,
+                api.local.is_some(),
+                otel.as_deref(),
+            ),
+        };
+        let state = ensure_proxy(docker, &proxy, image, pool_network, &network).await?;
+        progress.step("Egress", &name, state);
+        networks.insert(spec.name.clone(), network);
+    }
+    if prune {
+        remove_unwanted(docker, pool, &networks, progress).await;
+    }
+    Ok(networks)
+}
+
+/// The internal network `name`, created if missing; its ID.
+async fn ensure_network(
+    docker: &Docker,
+    pool: &str,
+    agent: &str,
+    name: &str,
+) -> anyhow::Result<String> {
+    match docker
+        .inspect_network(name, None::<InspectNetworkOptions>)
+        .await
+    {
+        Ok(n) => return n.id.context("a network without an ID"),
+        Err(e) if is_not_found(&e) => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect network {name}")),
+    }
+    let labels: HashMap<String, String> = [
+        (POOL.to_string(), pool.to_string()),
+        (ROLE.to_string(), NETWORK_ROLE.to_string()),
+        (EGRESS.to_string(), agent.to_string()),
+    ]
+    .into();
+    let created = docker
+        .create_network(NetworkCreateRequest {
+            name: name.to_string(),
+            driver: Some("bridge".into()),
+            internal: Some(true),
+            labels: Some(labels),
+            ..NetworkCreateRequest::default()
+        })
+        .await
+        .with_context(|| format!("cannot create the internal network {name}"))?;
+    Ok(created.id)
+}
+
+/// Connects `container` to `network` as `alias` (already connected is fine).
+async fn connect(
+    docker: &Docker,
+    network: &str,
+    container: &str,
+    alias: &str,
+) -> anyhow::Result<()> {
+    let request = NetworkConnectRequest {
+        container: container.to_string(),
+        endpoint_config: Some(EndpointSettings {
+            aliases: Some(vec![alias.to_string()]),
+            ..EndpointSettings::default()
+        }),
+    };
+    match docker.connect_network(network, request).await {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 403 | 409,
+            ..
+        }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+            if message.contains("already exists") =>
+        {
+            Ok(())
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot connect {container} to network {network}"))
+        }
+    }
+}
+
+/// The proxy running with its current configuration: created (or recreated when its digest
+/// changed), joined to the internal network as [`ALIAS`], started. What was done.
+async fn ensure_proxy(
+    docker: &Docker,
+    proxy: &Proxy<'_>,
+    image: &Image,
+    pool_network: &str,
+    network: &str,
+) -> anyhow::Result<&'static str> {
+    let name = proxy.name();
+    let digest = proxy.digest(&image.id);
+    let state = match docker.inspect_container(&name, None).await {
+        Ok(info) => {
+            let same = info
+                .config
+                .as_ref()
+                .and_then(|c| c.labels.as_ref())
+                .and_then(|l| l.get(HASH))
+                == Some(&digest);
+            let running = info.state.as_ref().and_then(|s| s.running) == Some(true);
+            if same && running {
+                return Ok("Running");
+            }
+            crate::docker::stop_and_remove(docker, &name, 2).await?;
+            "Recreated"
+        }
+        Err(e) if is_not_found(&e) => "Created",
+        Err(e) => return Err(e).with_context(|| format!("cannot inspect {name}")),
+    };
+    docker
+        .create_container(
+            Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+            proxy.body(&image.tag, pool_network, &digest),
+        )
+        .await
+        .with_context(|| format!("cannot create the egress proxy {name}"))?;
+    connect(docker, network, &name, ALIAS).await?;
+    docker
+        .start_container(&name, None)
+        .await
+        .with_context(|| format!("cannot start the egress proxy {name}"))?;
+    Ok(state)
+}
+
+/// Removes the proxies and internal networks of the pool's agents that are not in `wanted`
+/// (their agent lost `network.egress` or left the agentfile). Best effort: what cannot be
+/// removed is said and left for `down`.
+async fn remove_unwanted(
+    docker: &Docker,
+    pool: &str,
+    wanted: &BTreeMap<String, String>,
+    progress: &Progress,
+) {
+    let filters: HashMap<String, Vec<String>> =
+        [("label".to_string(), vec![EGRESS.to_string()])].into();
+    let Ok(containers) = crate::pool::engine::pool_containers(docker, Some(pool)).await else {
+        return;
+    };
+    for c in containers {
+        let Some(agent) = crate::docker::label(&c, EGRESS) else {
+            continue;
+        };
+        if wanted.contains_key(agent) {
+            continue;
+        }
+        let id = c.id.clone().unwrap_or_default();
+        let name = name(pool, agent);
+        match crate::docker::stop_and_remove(docker, &id, 2).await {
+            Ok(()) => progress.step("Egress", &name, "Removed"),
+            Err(e) => progress.step("Egress", &name, &format!("not removed: {e:#}")),
+        }
+    }
+    let Ok(networks) = docker
+        .list_networks(Some(ListNetworksOptions {
+            filters: Some(filters),
+        }))
+        .await
+    else {
+        return;
+    };
+    for n in networks {
+        let labels = n.labels.unwrap_or_default();
+        let (Some(p), Some(agent)) = (labels.get(POOL), labels.get(EGRESS)) else {
+            continue;
+        };
+        if p != pool || wanted.contains_key(agent) {
+            continue;
+        }
+        if let Some(id) = n.id {
+            let _ = docker.remove_network(&id).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(yaml: &str) -> AgentSpec {
+        ninetrix_agentfile::parse("agentfile.yaml", yaml)
+            .unwrap()
+            .agentfile
+            .agents
+            .remove(0)
+    }
+
+    const RESTRICTED: &str = "mcp_servers:\n  lines: { image: img, command: [srv] }\nagents:\n  \
+        worker:\n    runtime: { provider: openai, model: gpt-4o }\n    \
+        tools: [\"mcp://lines\"]\n    network: { egress: [\"*.github.com\"] }\n";
+
+    #[test]
+    fn a_restricted_runner_uses_the_proxy_and_reaches_the_api_and_its_sidecars_directly() {
+        let spec = agent(RESTRICTED);
+        let direct = direct_hosts(&spec, "http://ninetrix-api:8080", true);
+        assert_eq!(direct, ["ninetrix-api", "mcp-lines"]);
+        let env = runner_env(&direct);
+        assert!(env.contains(&"HTTPS_PROXY=http://egress-proxy:3128".to_string()));
+        assert!(env.contains(&"NO_PROXY=localhost,127.0.0.1,ninetrix-api,mcp-lines".to_string()));
+        assert!(
+            direct_hosts(&spec, "http://host.docker.internal:8080", false)
+                .iter()
+                .all(|h| h != "host.docker.internal"),
+            "an API outside the network goes through the proxy"
+        );
+    }
+
+    #[test]
+    fn the_proxy_allows_the_agents_rules_its_model_and_an_api_outside_the_network() {
+        let spec = agent(RESTRICTED);
+        let shown = |list: Vec<Allowed>| -> Vec<String> {
+            list.into_iter().map(|a| a.rule.to_string()).collect()
+        };
+        assert_eq!(
+            shown(rules(&spec, "http://ninetrix-api:8080", true, None)),
+            ["*.github.com", "api.openai.com:443"]
+        );
+        assert_eq!(
+            shown(rules(
+                &spec,
+                "http://host.docker.internal:41234",
+                false,
+                Some("http://jaeger:4318")
+            )),
+            [
+                "*.github.com",
+                "api.openai.com:443",
+                "host.docker.internal:41234",
+                "jaeger:4318"
+            ]
+        );
+        let proxy = Proxy {
+            pool: "shop",
+            agent: "worker",
+            rules: rules(&spec, "http://ninetrix-api:8080", true, None),
+        };
+        let body = proxy.body("img:1", "netid", &proxy.digest("sha256:1"));
+        let cmd = body.cmd.unwrap();
+        assert_eq!(&cmd[..3], ["egress-proxy", "--listen", "0.0.0.0:3128"]);
+        assert!(cmd.windows(2).any(|w| w == ["--allow", "*.github.com"]));
+        let labels = body.labels.unwrap();
+        assert_eq!(labels[EGRESS], "worker");
+        assert_eq!(labels[AGENT], "egress:worker");
+        assert_eq!(body.user.as_deref(), Some("65532:65532"));
+        let hc = body.host_config.unwrap();
+        assert_eq!(
+            hc.network_mode.as_deref(),
+            Some("netid"),
+            "on the pool network"
+        );
+        assert_eq!(hc.readonly_rootfs, Some(true), "hardened");
+        assert!(hc.extra_hosts.unwrap()[0].starts_with("host.docker.internal"));
+        assert_ne!(proxy.digest("sha256:1"), proxy.digest("sha256:2"));
+    }
+}
