@@ -1,32 +1,15 @@
-//! `network:`: where an agent's containers may connect. With `network.egress`, an agent's
+//! The allow-list of an agent's egress (`network:`, whose type, [`Network`], lives with the
+//! other confinement settings in [`crate::security`]). With `network.egress`, an agent's
 //! replicas sit on an internal Docker network whose only way out is the pool's egress proxy for
 //! that agent (`ninetrix egress-proxy`), which allows the hosts of [`allow_list`]: the agent's
 //! own rules plus what it needs to work — its model's and fallbacks' hosts, its HTTP MCP
 //! servers, the checkpoint API when that is not a container on the same network, and the
 //! OpenTelemetry collector. Pure.
 
-use serde::{Deserialize, Serialize};
-
 use crate::egress::EgressRule;
 use crate::mcp::McpTransport;
 use crate::schema::AgentSpec;
-
-/// An agent's network settings (`network:`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Network {
-    /// The hosts it may reach besides what it needs (`network.egress`); `None`: any host the
-    /// Docker host reaches.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub egress: Option<Vec<EgressRule>>,
-}
-
-impl Network {
-    /// Whether its egress is restricted.
-    pub fn restricted(&self) -> bool {
-        self.egress.is_some()
-    }
-}
+pub use crate::security::Network;
 
 /// One entry of an allow-list and why it is there.
 #[derive(Clone, Debug, PartialEq, Eq)]

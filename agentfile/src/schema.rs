@@ -10,8 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::network::Network;
-use crate::security::Security;
+use crate::security::{Network, Security};
 
 use super::context::ContextPolicy;
 use super::mcp::{McpServer, McpSource, Verify};

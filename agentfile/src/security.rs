@@ -1,8 +1,8 @@
 //! How an agent's containers are confined: the resolved `security:` section (user, Linux
 //! capabilities, read-only root filesystem, pids limit, the tool sandbox) with the hardened
 //! defaults every container of a pool gets, the capability names Linux knows, and what a
-//! `security:` relaxes compared with those defaults (what `validate` and `ps --json` show).
-//! Pure: the Docker, Swarm and Kubernetes backends turn it into their own settings.
+//! `security:` relaxes compared with those defaults (what `validate` and `ps --json` show), and
+//! `network:` ([`Network`]; its allow-list is `crate::network`'s). Pure: the Docker, Swarm and Kubernetes backends turn it into their own settings.
 
 use serde::{Deserialize, Serialize};
 
@@ -154,6 +154,23 @@ impl Security {
                 "unsandboxed"
             },
         )
+    }
+}
+
+/// An agent's network settings (`network:`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// The hosts it may reach besides what it needs (`network.egress`); `None`: any host the
+    /// Docker host reaches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<Vec<crate::egress::EgressRule>>,
+}
+
+impl Network {
+    /// Whether its egress is restricted.
+    pub fn restricted(&self) -> bool {
+        self.egress.is_some()
     }
 }
 

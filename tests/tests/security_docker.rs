@@ -33,7 +33,9 @@ fn shell_image(tag: &str) {
             files.push((Path::new(path).to_path_buf(), path[1..].to_string()));
         }
     }
-    let mut dockerfile = String::from("FROM scratch\n");
+    // Labelled with its tag: two tests building it at once get two images, never one shared
+    // ID that one test's cleanup would pull from under the other.
+    let mut dockerfile = format!("FROM scratch\nLABEL dev.ninetrix.test={tag}\n");
     for (from, to) in &files {
         let dest = ctx.path().join(to);
         std::fs::create_dir_all(dest.parent().unwrap()).unwrap();

@@ -412,7 +412,7 @@ pub(super) struct AgentIn {
     /// `security:`, over the hardened defaults.
     security: Option<crate::security::Security>,
     /// `network:`.
-    network: Option<crate::network::Network>,
+    network: Option<crate::security::Network>,
 }
 
 impl AgentIn {
@@ -431,7 +431,7 @@ impl AgentIn {
             transfer_timeout: Some(None),
             triggers: TriggersIn::default(),
             security: Some(crate::security::Security::default()),
-            network: Some(crate::network::Network::default()),
+            network: Some(crate::security::Network::default()),
         }
     }
 }

@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::egress::EgressRule;
-use crate::network::Network;
-use crate::security::{self, Security, User};
+use crate::security::{self, Network, Security, User};
 
 /// A problem with `security:` or `runtime.isolation`.
 #[derive(Debug)]

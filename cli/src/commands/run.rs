@@ -118,7 +118,7 @@ pub(crate) async fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         created: ninetrix_proto::boots::Created::New,
         egress: egress
             .get(&spec.name)
-            .map(|network| crate::pool::egress::Link {
+            .map(|network| crate::pool::egress_env::Link {
                 network,
                 api_local: api.local.is_some(),
             }),

@@ -347,7 +347,7 @@ async fn create_steps(
         egress: t
             .egress
             .get(agent)
-            .map(|network| crate::pool::egress::Link {
+            .map(|network| crate::pool::egress_env::Link {
                 network,
                 api_local: t.api.local.is_some(),
             }),

@@ -11,7 +11,7 @@
 //! end and make the exit status 1, so one stuck network never leaves volumes, threads or the API
 //! behind.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use bollard::Docker;
 use bollard::models::ContainerSummary;
@@ -160,6 +160,10 @@ pub(crate) async fn down(
         }
     }
 
+    // Secrets volumes left by containers removed without `-v` (`docker rm -f`): secrets only,
+    // which the next `up` uploads again.
+    remove_secret_volumes(docker, pool, progress).await;
+
     if args.purge {
         let threads_gone =
             purge_threads(docker, home, pool, &locked.state, progress, failures).await;
@@ -299,6 +303,43 @@ async fn purge_threads(
         }
     };
     failed.is_empty() && memories
+}
+
+/// Removes the pool's secrets volumes that no container uses any more (best effort: one still
+/// in use belongs to a container `down` could not remove, which is reported already).
+async fn remove_secret_volumes(docker: &Docker, pool: &str, progress: &Progress) {
+    let filters: HashMap<String, Vec<String>> = [(
+        "label".to_string(),
+        vec![
+            format!("{}={pool}", crate::objects::POOL),
+            format!(
+                "{}={}",
+                crate::objects::ROLE,
+                crate::pool::hardening::SECRETS_ROLE
+            ),
+        ],
+    )]
+    .into();
+    let Ok(listed) = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(filters),
+        }))
+        .await
+    else {
+        return;
+    };
+    for v in listed.volumes.unwrap_or_default() {
+        if docker
+            .remove_volume(
+                &v.name,
+                None::<bollard::query_parameters::RemoveVolumeOptions>,
+            )
+            .await
+            .is_ok()
+        {
+            progress.step("Volume", &v.name, "Removed (secrets)");
+        }
+    }
 }
 
 /// Removes the pool's workspace volumes (see [`pool_volumes`]).

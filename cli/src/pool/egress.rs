@@ -10,8 +10,8 @@
 //!   connection (`ninetrix logs`).
 //!
 //! The runners get `HTTP(S)_PROXY` pointing at it and `NO_PROXY` for what is on the network
-//! ([`runner_env`]); tool processes inherit those (runner/src/tools/sandbox.rs). Pure parts
-//! ([`runner_env`], [`rules`], [`Proxy::body`]) are tested without Docker; [`ensure`] applies.
+//! (pool/egress_env.rs); tool processes inherit those (runner/src/tools/sandbox.rs). Pure parts
+//! ([`rules`], [`Proxy::body`]) are tested without Docker; [`ensure`] applies.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -33,16 +33,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::docker::is_not_found;
 use crate::objects::{AGENT, DURABLE, EGRESS, HASH, POOL, ROLE, VERSION};
+use crate::pool::egress_env::{ALIAS, PORT};
 use crate::pool::hardening;
 use crate::pool::image::Image;
 use crate::pool::local_api::Api;
 use crate::ui::progress::Progress;
-
-/// The proxy's name on the agent's internal network.
-pub(crate) const ALIAS: &str = "egress-proxy";
-
-/// The port it listens on.
-pub(crate) const PORT: u16 = 3128;
 
 /// The role label of an egress network.
 const NETWORK_ROLE: &str = "egress";
@@ -50,51 +45,6 @@ const NETWORK_ROLE: &str = "egress";
 /// `ninetrix-<pool>-<agent>-egress`: the agent's internal network, and its proxy's container.
 pub(crate) fn name(pool: &str, agent: &str) -> String {
     format!("ninetrix-{pool}-{agent}-egress")
-}
-
-/// The environment of a restricted agent's runner: the proxy for HTTP and HTTPS, and what is
-/// reached directly (`direct`: the local API, the agent's sidecars).
-pub(crate) fn runner_env(direct: &[String]) -> Vec<String> {
-    let proxy = format!("http://{ALIAS}:{PORT}");
-    let mut no_proxy = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-    no_proxy.extend(direct.iter().cloned());
-    let no_proxy = no_proxy.join(",");
-    vec![
-        format!("HTTP_PROXY={proxy}"),
-        format!("HTTPS_PROXY={proxy}"),
-        format!("http_proxy={proxy}"),
-        format!("https_proxy={proxy}"),
-        format!("NO_PROXY={no_proxy}"),
-        format!("no_proxy={no_proxy}"),
-    ]
-}
-
-/// What `spec`'s runners reach directly on its internal network: the local API (`api_url`'s
-/// host, when `api_local`) and its MCP sidecars.
-pub(crate) fn direct_hosts(spec: &AgentSpec, api_url: &str, api_local: bool) -> Vec<String> {
-    let mut hosts = Vec::new();
-    if api_local && let Some(host) = url_host(api_url) {
-        hosts.push(host);
-    }
-    for (name, server) in &spec.mcp_servers {
-        if matches!(server.transport, McpTransport::Sidecar { .. }) {
-            hosts.push(mcp::sidecar_host(name));
-        }
-    }
-    hosts
-}
-
-/// The host of `url` (no port, brackets kept for IPv6).
-fn url_host(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let authority = authority.rsplit('@').next()?;
-    let host = if authority.starts_with('[') {
-        authority.split_inclusive(']').next()?
-    } else {
-        authority.split(':').next()?
-    };
-    (!host.is_empty()).then(|| host.to_string())
 }
 
 /// The allow-list of `spec`'s proxy: its own rules and what it needs, plus the checkpoint API
@@ -114,16 +64,6 @@ pub(crate) fn rules(
         also.push((endpoint, "the OpenTelemetry collector"));
     }
     allow_list(spec, &also)
-}
-
-/// How a restricted agent's runner reaches out: its internal network, and whether the API is
-/// a container on it (reached directly) or not (through the proxy).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Link<'a> {
-    /// The internal network's ID.
-    pub(crate) network: &'a str,
-    /// Whether the API is the local container.
-    pub(crate) api_local: bool,
 }
 
 /// One agent's proxy.
@@ -213,7 +153,7 @@ impl Proxy<'_> {
             mounts: Some(vec![health]),
             ..HostConfig::default()
         };
-        hardening::apply(&mut host_config, &security, None);
+        hardening::apply(&mut host_config, &security, None, (POOL, self.pool));
         ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(self.cmd()),
@@ -471,6 +411,7 @@ mod tests {
 
     #[test]
     fn a_restricted_runner_uses_the_proxy_and_reaches_the_api_and_its_sidecars_directly() {
+        use crate::pool::egress_env::{direct_hosts, runner_env};
         let spec = agent(RESTRICTED);
         let direct = direct_hosts(&spec, "http://ninetrix-api:8080", true);
         assert_eq!(direct, ["ninetrix-api", "mcp-lines"]);

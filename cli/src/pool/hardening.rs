@@ -4,9 +4,10 @@
 //! a read-only root filesystem with a tmpfs `/tmp`, a pids limit, the container runtime
 //! (`runtime.isolation`), and `/run/secrets` as an anonymous volume, the one place a stopped
 //! container with a read-only root can be given files (Docker refuses archive uploads
-//! elsewhere). Pure: it fills a `HostConfig`.
+//! elsewhere), labelled so `down` finds it if a container was removed without it. Pure: it
+//! fills a `HostConfig`.
 
-use bollard::models::{HostConfig, Mount, MountType};
+use bollard::models::{HostConfig, Mount, MountType, MountVolumeOptions};
 use ninetrix_agentfile::security::Security;
 
 /// Where containers find their secrets.
@@ -20,9 +21,19 @@ const TMP_OPTIONS: &str = "rw,nosuid,nodev,mode=1777";
 /// image has (a numeric user has no home directory, and Docker would give it `/`).
 pub(crate) const HOME: &str = "/tmp";
 
+/// The role label of a secrets volume: `down` removes the pool's (an anonymous volume outlives
+/// a container removed without `-v`, as `docker rm -f` does).
+pub(crate) const SECRETS_ROLE: &str = "secrets";
+
 /// Applies `security` and `isolation` (the runtime's name, `None` for the engine's default) to
-/// `hc`, adding the `/run/secrets` volume to its mounts.
-pub(crate) fn apply(hc: &mut HostConfig, security: &Security, isolation: Option<&str>) {
+/// `hc`, adding the `/run/secrets` volume to its mounts, labelled with `owner` (its pool, or the
+/// local API's home) and the secrets role.
+pub(crate) fn apply(
+    hc: &mut HostConfig,
+    security: &Security,
+    isolation: Option<&str>,
+    owner: (&str, &str),
+) {
     hc.cap_drop = Some(vec!["ALL".into()]);
     hc.cap_add = (!security.capabilities.is_empty()).then(|| security.capabilities.clone());
     hc.security_opt = Some(vec!["no-new-privileges".into()]);
@@ -30,9 +41,17 @@ pub(crate) fn apply(hc: &mut HostConfig, security: &Security, isolation: Option<
     hc.pids_limit = Some(i64::from(security.pids_limit));
     hc.tmpfs = Some([("/tmp".to_string(), TMP_OPTIONS.to_string())].into());
     hc.runtime = isolation.map(str::to_string);
+    let labels = [
+        (owner.0.to_string(), owner.1.to_string()),
+        (crate::objects::ROLE.to_string(), SECRETS_ROLE.to_string()),
+    ];
     hc.mounts.get_or_insert_with(Vec::new).push(Mount {
         target: Some(SECRETS_DIR.into()),
         typ: Some(MountType::VOLUME),
+        volume_options: Some(MountVolumeOptions {
+            labels: Some(labels.into()),
+            ..MountVolumeOptions::default()
+        }),
         ..Mount::default()
     });
 }
@@ -50,7 +69,12 @@ mod tests {
     #[test]
     fn the_defaults_drop_everything_and_relaxing_is_explicit() {
         let mut hc = HostConfig::default();
-        apply(&mut hc, &Security::default(), None);
+        apply(
+            &mut hc,
+            &Security::default(),
+            None,
+            (crate::objects::POOL, "p"),
+        );
         assert_eq!(hc.cap_drop.as_deref(), Some(&["ALL".to_string()][..]));
         assert_eq!(hc.cap_add, None);
         assert_eq!(
@@ -77,7 +101,7 @@ mod tests {
             tool_sandbox: true,
         };
         let mut hc = HostConfig::default();
-        apply(&mut hc, &loose, Some("runsc"));
+        apply(&mut hc, &loose, Some("runsc"), (crate::objects::POOL, "p"));
         assert_eq!(
             hc.cap_add.as_deref(),
             Some(&["NET_BIND_SERVICE".to_string()][..])

@@ -963,7 +963,7 @@ fn local_body(image: &Image, name: &str, home_key: &str, host_port: u16) -> Cont
         user: User { uid: 0, gid: 0 },
         ..Security::default()
     };
-    hardening::apply(&mut host_config, &security, None);
+    hardening::apply(&mut host_config, &security, None, (HOME, home_key));
     ContainerCreateBody {
         user: Some(hardening::user(&security)),
         host_config: Some(host_config),

@@ -10,6 +10,7 @@ pub(crate) mod apply;
 pub(crate) mod condition;
 pub(crate) mod down;
 pub(crate) mod egress;
+pub(crate) mod egress_env;
 pub(crate) mod engine;
 pub(crate) mod hardening;
 pub(crate) mod health;

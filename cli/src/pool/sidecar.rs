@@ -164,7 +164,7 @@ impl Wanted {
             network_mode: Some(network.to_string()),
             ..HostConfig::default()
         };
-        hardening::apply(&mut host_config, &self.security, None);
+        hardening::apply(&mut host_config, &self.security, None, (POOL, pool));
         ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(self.cmd()),

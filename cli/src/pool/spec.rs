@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::objects::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
 use crate::objects::{container_name, run_container_name, volume_name};
-use crate::pool::{egress, hardening};
+use crate::pool::{egress_env, hardening};
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -357,8 +357,8 @@ pub(crate) struct Replica<'a> {
     /// `trace` tells a recreate from a pool back after `down` by it).
     pub(crate) created: Created,
     /// For an agent with `network.egress`: its internal network, instead of `network`, and the
-    /// proxy settings (pool/egress.rs).
-    pub(crate) egress: Option<egress::Link<'a>>,
+    /// proxy settings (pool/egress_env.rs).
+    pub(crate) egress: Option<egress_env::Link<'a>>,
 }
 
 impl Replica<'_> {
@@ -426,8 +426,8 @@ impl Replica<'_> {
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.push(format!("HOME={}", crate::pool::hardening::HOME));
         if let Some(link) = &self.egress {
-            let direct = egress::direct_hosts(s, self.api_url, link.api_local);
-            env.extend(egress::runner_env(&direct));
+            let direct = egress_env::direct_hosts(s, self.api_url, link.api_local);
+            env.extend(egress_env::runner_env(&direct));
         }
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
         let restart = if s.execution.durability {
@@ -499,6 +499,7 @@ impl Replica<'_> {
             &mut host_config,
             &s.security,
             s.runtime.isolation.as_deref(),
+            (POOL, self.pool),
         );
         ContainerCreateBody {
             image: Some(self.image.to_string()),

@@ -4,8 +4,8 @@
 //! runner token, the other secrets under `/run/secrets`. Confined (`security.tool_sandbox`, the
 //! default) it gets:
 //!
-//! - a fresh environment: `PATH`, `HOME=/tmp`, `LANG`, the agent's plain `env:`, the egress
-//!   proxy settings, and only the secrets it was given by name;
+//! - a fresh environment: the runner's `PATH`, `HOME=/tmp`, `LANG`, the agent's plain `env:`,
+//!   the egress proxy settings, and only the secrets it was given by name;
 //! - a Landlock domain (Linux ≥ 5.13; unprivileged, kernel-enforced, inherited by every child):
 //!   the workspace, `/tmp` and `/dev` read-write, the rest of the filesystem read-only, and
 //!   `/run/secrets` not at all; it can neither signal nor trace the runner (Landlock scopes
@@ -30,7 +30,7 @@ const ABI_WANTED: ABI = ABI::V6;
 /// Where the secrets are: hidden from confined tools.
 const SECRETS_DIR: &str = "/run/secrets";
 
-/// The `PATH` of a tool process: the usual one of Debian-like images.
+/// The `PATH` of a tool process when the runner has none: the usual one of Debian-like images.
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The proxy variables passed on to tools (set by `up` when the agent's egress is restricted).
@@ -148,7 +148,8 @@ impl Sandbox {
 /// that an earlier ninetrix created while containers ran as root is root's: the message says
 /// so and how to keep its files.
 pub fn check_writable(workspace: &Path) -> Result<(), String> {
-    let probe = workspace.join(".ninetrix-write-check");
+    // Named for this process: runners sharing a workspace (tests, sessions) never race on it.
+    let probe = workspace.join(format!(".ninetrix-write-check-{}", std::process::id()));
     let written = std::fs::create_dir_all(workspace)
         .and_then(|()| std::fs::write(&probe, b""))
         .and_then(|()| std::fs::remove_file(&probe));
@@ -168,15 +169,22 @@ fn base_env(
     agent_env: &std::collections::BTreeMap<String, String>,
     host_env: impl IntoIterator<Item = (String, String)>,
 ) -> Vec<(String, String)> {
+    let host_env: Vec<(String, String)> = host_env.into_iter().collect();
+    // The runner's own `PATH` (the image's, not a secret), else the usual one.
+    let path = host_env
+        .iter()
+        .find(|(k, v)| k == "PATH" && !v.is_empty())
+        .map_or(PATH, |(_, v)| v.as_str());
     let mut env = vec![
-        ("PATH".to_string(), PATH.to_string()),
+        ("PATH".to_string(), path.to_string()),
         ("HOME".to_string(), "/tmp".to_string()),
         ("LANG".to_string(), "C.UTF-8".to_string()),
     ];
     env.extend(
         host_env
-            .into_iter()
-            .filter(|(k, _)| PROXY_VARS.contains(&k.as_str())),
+            .iter()
+            .filter(|(k, _)| PROXY_VARS.contains(&k.as_str()))
+            .cloned(),
     );
     env.extend(agent_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
@@ -285,6 +293,7 @@ mod tests {
         let env = base_env(
             &[("MODE".to_string(), "fast".to_string())].into(),
             [
+                ("PATH".to_string(), "/opt/tools/bin:/usr/bin".to_string()),
                 ("HTTPS_PROXY".to_string(), "http://proxy:3128".to_string()),
                 ("AGENTFILE_RUNNER_TOKEN".to_string(), "secret".to_string()),
                 ("OPENAI_API_KEY".to_string(), "sk-secret".to_string()),
@@ -292,6 +301,7 @@ mod tests {
         );
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "HOME", "LANG", "HTTPS_PROXY", "MODE"]);
+        assert_eq!(env[0].1, "/opt/tools/bin:/usr/bin", "the runner's PATH");
         assert_eq!(proxy_port(&env), Some(3128));
         assert_eq!(proxy_port(&env[..3]), None);
     }

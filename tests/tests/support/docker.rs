@@ -168,13 +168,14 @@ impl Drop for Pool {
             "--filter",
             &format!("label=dev.ninetrix.pool={}", self.name),
         ]);
+        // `-v`: with their anonymous volumes (`/run/secrets`).
         for id in ids.split_whitespace() {
-            docker(&["rm", "-f", id]);
+            docker(&["rm", "-fv", id]);
         }
-        docker(&["rm", "-f", &format!("ninetrix-api-{}", self.name)]);
+        docker(&["rm", "-fv", &format!("ninetrix-api-{}", self.name)]);
         docker(&["volume", "rm", &format!("ninetrix-api-{}-data", self.name)]);
         if let Some(api) = derived {
-            docker(&["rm", "-f", &api]);
+            docker(&["rm", "-fv", &api]);
             docker(&["volume", "rm", &format!("{api}-data")]);
         }
         for n in docker(&[
