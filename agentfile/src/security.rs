@@ -2,7 +2,8 @@
 //! capabilities, read-only root filesystem, pids limit, the tool sandbox) with the hardened
 //! defaults every container of a pool gets, the capability names Linux knows, and what a
 //! `security:` relaxes compared with those defaults (what `validate` and `ps --json` show), and
-//! `network:` ([`Network`]; its allow-list is `crate::network`'s). Pure: the Docker, Swarm and Kubernetes backends turn it into their own settings.
+//! `network:` ([`Network`]; its allow-list is `crate::network`'s). Pure: the Docker, Swarm and
+//! Kubernetes backends turn it into their own settings.
 
 use serde::{Deserialize, Serialize};
 

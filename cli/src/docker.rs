@@ -94,6 +94,37 @@ pub(crate) fn choose_network(
     Some((keep, rest))
 }
 
+/// Connects `container` to `network` under `alias`; one already connected is fine.
+pub(crate) async fn connect_network(
+    docker: &Docker,
+    network: &str,
+    container: &str,
+    alias: &str,
+) -> anyhow::Result<()> {
+    let request = bollard::models::NetworkConnectRequest {
+        container: container.to_string(),
+        endpoint_config: Some(bollard::models::EndpointSettings {
+            aliases: Some(vec![alias.to_string()]),
+            ..bollard::models::EndpointSettings::default()
+        }),
+    };
+    match docker.connect_network(network, request).await {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 403 | 409,
+            ..
+        }) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+            if message.contains("already exists") =>
+        {
+            Ok(())
+        }
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot connect {container} to network {network}"))
+        }
+    }
+}
+
 /// The first 12 characters of a Docker ID, as `docker` prints them.
 pub(crate) fn short_id(id: &str) -> &str {
     id.get(..12).unwrap_or(id)

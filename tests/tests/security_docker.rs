@@ -46,22 +46,6 @@ fn shell_image(tag: &str) {
     build_image(ctx.path(), tag);
 }
 
-/// What each `shell` call of the replica's thread returned, in order.
-fn shell_results(pool: &Pool, agent: &str) -> Vec<String> {
-    let client = pool.admin_client(&format!("ninetrix-api-{}", pool.name));
-    let thread: ThreadId = pool.state()["agents"][agent]["1"]["thread_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    block_on(client.tool_calls(thread))
-        .unwrap()
-        .into_iter()
-        .filter(|c| c.tool == "shell")
-        .map(|c| c.result.unwrap_or_default())
-        .collect()
-}
-
 #[test]
 fn a_hostile_shell_is_refused_each_time_and_the_agent_keeps_answering() {
     let pool = Pool::new("sec");
@@ -110,7 +94,7 @@ fn a_hostile_shell_is_refused_each_time_and_the_agent_keeps_answering() {
     let out = pool.invoke("worker", "go", &["--timeout", "120"]);
     assert!(out.status.success(), "invoke: {}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Done.");
-    let results = shell_results(&pool, "worker");
+    let results = tool_results(&pool, "worker", "shell");
     assert_eq!(results.len(), 5, "{results:#?}");
     let has = |i: usize, needle: &str| {
         assert!(

@@ -18,8 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::Context as _;
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, EndpointSettings, HealthConfig, HostConfig, Mount, MountType,
-    MountVolumeOptions, NetworkConnectRequest, NetworkCreateRequest, RestartPolicy,
+    ContainerCreateBody, HealthConfig, HostConfig, NetworkCreateRequest, RestartPolicy,
     RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
@@ -130,16 +129,7 @@ impl Proxy<'_> {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let health = Mount {
-            target: Some(crate::pool::health::MOUNT.into()),
-            source: Some(crate::objects::health_volume_name(self.pool)),
-            typ: Some(MountType::VOLUME),
-            volume_options: Some(MountVolumeOptions {
-                labels: Some([(POOL.to_string(), self.pool.to_string())].into()),
-                ..MountVolumeOptions::default()
-            }),
-            ..Mount::default()
-        };
+        let health = crate::pool::health::volume_mount(self.pool);
         let security = Security::default();
         let mut host_config = HostConfig {
             init: Some(true),
@@ -211,7 +201,13 @@ pub(crate) async fn ensure(
         for (server, s) in &spec.mcp_servers {
             if matches!(s.transport, McpTransport::Sidecar { .. }) {
                 let container = crate::objects::sidecar_container_name(pool, server);
-                connect(docker, &network, &container, &mcp::sidecar_host(server)).await?;
+                crate::docker::connect_network(
+                    docker,
+                    &network,
+                    &container,
+                    &mcp::sidecar_host(server),
+                )
+                .await?;
             }
         }
         let proxy = Proxy {
@@ -268,37 +264,6 @@ async fn ensure_network(
     Ok(created.id)
 }
 
-/// Connects `container` to `network` as `alias` (already connected is fine).
-async fn connect(
-    docker: &Docker,
-    network: &str,
-    container: &str,
-    alias: &str,
-) -> anyhow::Result<()> {
-    let request = NetworkConnectRequest {
-        container: container.to_string(),
-        endpoint_config: Some(EndpointSettings {
-            aliases: Some(vec![alias.to_string()]),
-            ..EndpointSettings::default()
-        }),
-    };
-    match docker.connect_network(network, request).await {
-        Ok(()) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 403 | 409,
-            ..
-        }) => Ok(()),
-        Err(bollard::errors::Error::DockerResponseServerError { message, .. })
-            if message.contains("already exists") =>
-        {
-            Ok(())
-        }
-        Err(e) => {
-            Err(e).with_context(|| format!("cannot connect {container} to network {network}"))
-        }
-    }
-}
-
 /// The proxy running with its current configuration: created (or recreated when its digest
 /// changed), joined to the internal network as [`ALIAS`], started. What was done.
 async fn ensure_proxy(
@@ -335,7 +300,7 @@ async fn ensure_proxy(
         )
         .await
         .with_context(|| format!("cannot create the egress proxy {name}"))?;
-    connect(docker, network, &name, ALIAS).await?;
+    crate::docker::connect_network(docker, network, &name, ALIAS).await?;
     docker
         .start_container(&name, None)
         .await

@@ -51,6 +51,21 @@ pub(crate) fn file_of(container: &str) -> String {
     format!("{MOUNT}/{container}")
 }
 
+/// The mount of the pool's health volume at [`MOUNT`], labelled with the pool when Docker creates
+/// it (`down --purge` finds it by the label).
+pub(crate) fn volume_mount(pool: &str) -> bollard::models::Mount {
+    bollard::models::Mount {
+        target: Some(MOUNT.into()),
+        source: Some(crate::objects::health_volume_name(pool)),
+        typ: Some(bollard::models::MountType::VOLUME),
+        volume_options: Some(bollard::models::MountVolumeOptions {
+            labels: Some([(crate::objects::POOL.to_string(), pool.to_string())].into()),
+            ..bollard::models::MountVolumeOptions::default()
+        }),
+        ..bollard::models::Mount::default()
+    }
+}
+
 /// What was found of a runner's report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Seen {

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, EndpointSettings, HealthConfig, HostConfig,
-    Mount, MountType, NetworkConnectRequest, PortBinding, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, ContainerInspectResponse, HealthConfig, HostConfig, Mount, MountType,
+    PortBinding, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
@@ -546,30 +546,11 @@ impl Api {
 
     /// Joins the local API to a pool's network under the alias `ninetrix-api`.
     pub(crate) async fn join(&self, docker: &Docker, network: &str) -> anyhow::Result<()> {
-        let Some(name) = &self.local else {
-            return Ok(());
-        };
-        let request = NetworkConnectRequest {
-            container: name.clone(),
-            endpoint_config: Some(EndpointSettings {
-                aliases: Some(vec!["ninetrix-api".into()]),
-                ..EndpointSettings::default()
-            }),
-        };
-        match docker.connect_network(network, request).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 403 | 409,
-                ..
-            }) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError { message, .. })
-                if message.contains("already exists") =>
-            {
-                Ok(())
+        match &self.local {
+            Some(name) => {
+                crate::docker::connect_network(docker, network, name, "ninetrix-api").await
             }
-            Err(e) => {
-                Err(e).with_context(|| format!("cannot connect the API to network {network}"))
-            }
+            None => Ok(()),
         }
     }
 

@@ -443,16 +443,9 @@ impl Replica<'_> {
         };
         // Every container of the pool reports its health into the pool's health volume, which
         // `ps` reads in one request (pool/health.rs); no Docker healthcheck runs.
-        let health = Mount {
-            target: Some(crate::pool::health::MOUNT.into()),
-            source: Some(crate::objects::health_volume_name(self.pool)),
-            typ: Some(MountType::VOLUME),
-            volume_options: Some(MountVolumeOptions {
-                labels: Some([(POOL.to_string(), self.pool.to_string())].into()),
-                ..MountVolumeOptions::default()
-            }),
-            ..Mount::default()
-        };
+        // Every container of the pool reports its health into the pool's health volume, which
+        // `ps` reads in one request (pool/health.rs); no Docker healthcheck runs.
+        let health = crate::pool::health::volume_mount(self.pool);
         let mut mounts = vec![health];
         match self.slot {
             Slot::Replica(n) => mounts.push(Mount {
