@@ -328,7 +328,9 @@ fn an_agent_with_an_egress_allow_list_reaches_only_what_it_allows() {
         text(&logs)
     );
 
-    // `down` removes the proxy and the internal network with the pool.
+    // `down` removes the proxy and the internal network with the pool; then the agent image `up`
+    // built on the test's base image, and that base.
+    let agent_image = c["Image"].as_str().unwrap_or_default().to_string();
     drop(pool);
     assert!(
         docker(&["ps", "-aq", "--filter", &format!("name={proxy}")])
@@ -340,4 +342,6 @@ fn an_agent_with_an_egress_allow_list_reaches_only_what_it_allows() {
             .trim()
             .is_empty()
     );
+    docker(&["image", "rm", "-f", &agent_image]);
+    docker(&["image", "rm", "-f", &image]);
 }
