@@ -88,7 +88,7 @@ pub(crate) fn sidecar_container_name(pool: &str, server: &str) -> String {
 
 /// `ninetrix-<pool>-status`: the pool's health volume. (Pools of ninetrix before hardened
 /// containers had a root-owned `ninetrix-<pool>-health`, which a non-root runner cannot write;
-/// `down --volumes` removes it with the pool's other volumes, found by label.)
+/// `down --purge` removes it with the pool's other volumes, found by label.)
 pub(crate) fn health_volume_name(pool: &str) -> String {
     format!("ninetrix-{pool}-status")
 }
