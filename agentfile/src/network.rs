@@ -11,6 +11,16 @@ use crate::mcp::McpTransport;
 use crate::schema::AgentSpec;
 pub use crate::security::Network;
 
+/// The agents of `af` whose egress is restricted, by name (what Swarm and `k8s render`, which
+/// cannot run egress proxies yet, refuse).
+pub fn restricted_agents(af: &crate::Agentfile) -> Vec<&str> {
+    af.agents
+        .iter()
+        .filter(|a| a.network.restricted())
+        .map(|a| a.name.as_str())
+        .collect()
+}
+
 /// One entry of an allow-list and why it is there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Allowed {

@@ -90,13 +90,7 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     // A NetworkPolicy allows addresses, not host names: what `network.egress` says cannot be
     // rendered faithfully, and an agent that asked for an allow-list never runs without one.
-    let restricted: Vec<&str> = parsed
-        .agentfile
-        .agents
-        .iter()
-        .filter(|a| a.network.restricted())
-        .map(|a| a.name.as_str())
-        .collect();
+    let restricted = ninetrix_agentfile::network::restricted_agents(&parsed.agentfile);
     if !restricted.is_empty() {
         anyhow::bail!(
             "{}: agent(s) {} set `network.egress`, which `k8s render` cannot express (a \

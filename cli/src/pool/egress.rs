@@ -48,21 +48,33 @@ pub(crate) fn name(pool: &str, agent: &str) -> String {
 
 /// The allow-list of `spec`'s proxy: its own rules and what it needs, plus the checkpoint API
 /// when it is not a container on the network (`api_local` false) and the OpenTelemetry
-/// endpoint the runners export to (`otel`).
+/// endpoints the runners export to (`otel`: the `OTEL_EXPORTER_OTLP*_ENDPOINT` values `up`
+/// passes them).
 pub(crate) fn rules(
     spec: &AgentSpec,
     api_url: &str,
     api_local: bool,
-    otel: Option<&str>,
+    otel: &[String],
 ) -> Vec<Allowed> {
     let mut also: Vec<(&str, &str)> = Vec::new();
     if !api_local {
         also.push((api_url, "the checkpoint API"));
     }
-    if let Some(endpoint) = otel {
-        also.push((endpoint, "the OpenTelemetry collector"));
-    }
+    also.extend(
+        otel.iter()
+            .map(|endpoint| (endpoint.as_str(), "the OpenTelemetry collector")),
+    );
     allow_list(spec, &also)
+}
+
+/// The OTLP endpoints among the telemetry variables the runners get.
+fn otel_endpoints(telemetry: &crate::pool::spec::Telemetry) -> Vec<String> {
+    telemetry
+        .env
+        .iter()
+        .filter(|(k, _)| k.starts_with("OTEL_EXPORTER_OTLP") && k.ends_with("_ENDPOINT"))
+        .map(|(_, v)| v.clone())
+        .collect()
 }
 
 /// One agent's proxy.
@@ -192,7 +204,8 @@ pub(crate) async fn ensure(
         api,
         image,
     } = *site;
-    let otel = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").ok();
+    // The same variables the runners are given (pool/spec.rs), so what they export to is allowed.
+    let otel = otel_endpoints(&crate::pool::spec::Telemetry::from_host());
     let mut networks = BTreeMap::new();
     for spec in agents.iter().filter(|a| a.network.restricted()) {
         let name = name(pool, &spec.name);
@@ -213,12 +226,7 @@ pub(crate) async fn ensure(
         let proxy = Proxy {
             pool,
             agent: &spec.name,
-            rules: rules(
-                spec,
-                &api.container_url,
-                api.local.is_some(),
-                otel.as_deref(),
-            ),
+            rules: rules(spec, &api.container_url, api.local.is_some(), &otel),
         };
         let state = ensure_proxy(docker, &proxy, image, pool_network, &network).await?;
         progress.step("Egress", &name, state);
@@ -398,7 +406,7 @@ mod tests {
             list.into_iter().map(|a| a.rule.to_string()).collect()
         };
         assert_eq!(
-            shown(rules(&spec, "http://ninetrix-api:8080", true, None)),
+            shown(rules(&spec, "http://ninetrix-api:8080", true, &[])),
             ["*.github.com", "api.openai.com:443"]
         );
         assert_eq!(
@@ -406,7 +414,7 @@ mod tests {
                 &spec,
                 "http://host.docker.internal:41234",
                 false,
-                Some("http://jaeger:4318")
+                &["http://jaeger:4318".to_string()]
             )),
             [
                 "*.github.com",
@@ -418,7 +426,7 @@ mod tests {
         let proxy = Proxy {
             pool: "shop",
             agent: "worker",
-            rules: rules(&spec, "http://ninetrix-api:8080", true, None),
+            rules: rules(&spec, "http://ninetrix-api:8080", true, &[]),
         };
         let body = proxy.body("img:1", "netid", &proxy.digest("sha256:1"));
         let cmd = body.cmd.unwrap();

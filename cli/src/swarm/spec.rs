@@ -678,12 +678,7 @@ fn harden(mut cs: TaskSpecContainerSpec, security: &Security) -> TaskSpecContain
 /// Why Swarm cannot confine `af`'s agents' network as asked, if it cannot: the egress proxy
 /// runs on one host only so far, and an agent that asked for an allow-list never runs without.
 pub(crate) fn egress_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
-    let restricted: Vec<&str> = af
-        .agents
-        .iter()
-        .filter(|a| a.network.restricted())
-        .map(|a| a.name.as_str())
-        .collect();
+    let restricted = ninetrix_agentfile::network::restricted_agents(af);
     (!restricted.is_empty()).then(|| {
         format!(
             "agent(s) {} set `network.egress`, and `up --swarm` does not run egress proxies yet; \

@@ -200,16 +200,19 @@ fn proxy_port(env: &[(String, String)]) -> Option<u16> {
     authority.rsplit_once(':')?.1.parse().ok()
 }
 
-/// Whether this kernel enforces Landlock; why not if it does not.
+/// Whether this kernel enforces Landlock; why not if it does not. Asked once per process.
 pub fn landlock_supported() -> Result<(), String> {
-    let probe = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(AccessFs::from_all(ABI::V1))
-        .and_then(|r| r.create());
-    match probe {
-        Ok(_) => Ok(()),
-        Err(e) => Err(e.to_string()),
-    }
+    static SUPPORTED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    SUPPORTED
+        .get_or_init(|| {
+            Ruleset::default()
+                .set_compatibility(CompatLevel::HardRequirement)
+                .handle_access(AccessFs::from_all(ABI::V1))
+                .and_then(|r| r.create())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
 }
 
 /// The Landlock ruleset: read-only everywhere but `/run/secrets`, read-write in `workspace`,

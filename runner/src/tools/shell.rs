@@ -52,7 +52,7 @@ pub(crate) async fn run(ctx: &ToolContext, args: &Value) -> ToolOutput {
         Ok(Ok(status)) => status,
         Ok(Err(e)) => return ToolOutput::error(format!("cannot wait for /bin/sh: {e}")),
         Err(_) => {
-            let _ = child.kill().await;
+            // The group kill above took `sh` with it.
             return ToolOutput::error(format!(
                 "the command did not finish within {}s and was killed",
                 ctx.timeout.as_secs()
