@@ -150,6 +150,10 @@ pub struct SqliteStore {
     jobs: mpsc::Sender<Msg>,
     readers: SqlitePool,
     stop: CancellationToken,
+    /// The background checkpointer; [`SqliteStore::close`] waits for it before the writer's
+    /// last checkpoint, because SQLite's checkpoint lock takes no busy handler: a PASSIVE
+    /// checkpoint still running would make that TRUNCATE fail and leave the WAL at full size.
+    checkpointer: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
     writer_done: Arc<tokio::sync::Notify>,
     latest: Arc<LatestCache>,
     counters: Arc<Counters>,
@@ -188,7 +192,7 @@ impl SqliteStore {
         let stop = CancellationToken::new();
         let writer_done = Arc::new(tokio::sync::Notify::new());
         let checkpointer = SqliteConnection::connect_with(&connect).await?;
-        tokio::spawn(run_checkpointer(checkpointer, stop.clone()));
+        let checkpointer = tokio::spawn(run_checkpointer(checkpointer, stop.clone()));
         let max_batch = options.max_batch.max(1);
         let done = writer_done.clone();
         let counters = Arc::new(Counters::default());
@@ -209,6 +213,7 @@ impl SqliteStore {
             jobs,
             readers,
             stop,
+            checkpointer: Arc::new(std::sync::Mutex::new(Some(checkpointer))),
             writer_done,
             latest: Arc::new(LatestCache::new(options.latest_cache_bytes)),
             counters,
@@ -264,6 +269,14 @@ impl SqliteStore {
     pub(crate) async fn close(&self) {
         let done = self.writer_done.notified();
         self.stop.cancel();
+        let checkpointer = self
+            .checkpointer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(checkpointer) = checkpointer {
+            let _ = checkpointer.await;
+        }
         if self.jobs.send(Msg::Stop).await.is_ok() {
             done.await;
         }
@@ -343,7 +356,19 @@ fn run_writer(
     if !batch.is_empty() {
         commit_batch(&mut conn, &mut batch, counters);
     }
-    let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+    // The pragma answers (busy, WAL frames, frames checkpointed); busy = 1 means it could not
+    // finish and the WAL stays as it is until the next open checkpoints it.
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    }) {
+        Ok(0) => {}
+        Ok(_) => {
+            tracing::warn!("the last WAL checkpoint was blocked; the WAL is kept for the next open")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "the last WAL checkpoint failed; the WAL is kept for the next open")
+        }
+    }
     if let Err((_, e)) = conn.close() {
         tracing::warn!(error = %e, "closing the writer connection failed");
     }
