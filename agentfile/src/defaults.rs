@@ -38,3 +38,11 @@ pub const FALLBACK_AFTER_SECS: u64 = 30;
 pub const MIN_FALLBACK_AFTER_SECS: u64 = 1;
 /// The longest `runtime.fallback_after`: 1 hour.
 pub const MAX_FALLBACK_AFTER_SECS: u64 = 3600;
+/// `runtime.jobs.max_concurrent`: jobs of one agent running at once.
+pub const JOBS_MAX_CONCURRENT: u32 = 4;
+/// The largest `runtime.jobs.max_concurrent`.
+pub const MAX_JOBS_MAX_CONCURRENT: u32 = 64;
+/// `runtime.jobs.default_timeout` in seconds: 1 hour.
+pub const JOBS_DEFAULT_TIMEOUT_SECS: u64 = 3600;
+/// The longest job timeout: 7 days.
+pub const MAX_JOB_TIMEOUT_SECS: u64 = 7 * 86_400;

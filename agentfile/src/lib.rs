@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
     AgentSpec, Agentfile, ApprovalAction, BudgetPolicy, Effect, Execution, FallbackModel,
-    Governance, HandoffTarget, HumanApproval, Metadata, ModelLimits, OnBudgetExceeded, Provider,
-    Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
+    Governance, HandoffTarget, HumanApproval, Jobs, Metadata, ModelLimits, OnBudgetExceeded,
+    Provider, Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
 };
 
 /// A valid agentfile and its warnings.

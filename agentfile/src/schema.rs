@@ -192,6 +192,37 @@ pub struct Runtime {
     /// lacks it refuses to start the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
+    /// How its background jobs run (`runtime.jobs`); used when it has the job tools.
+    #[serde(default)]
+    pub jobs: Jobs,
+}
+
+/// How an agent's background jobs run (`runtime.jobs`): each job is a container of its own,
+/// started by the pool's job broker, that outlives the runner.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Jobs {
+    /// The image jobs run in; `None`: the agent's own image (which needs a `/bin/sh`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Most jobs of the agent running at once (all its replicas and sessions together).
+    pub max_concurrent: u32,
+    /// Seconds a job may run when `job_start` names no `timeout`.
+    pub default_timeout_secs: u64,
+    /// CPU and memory limits of each job.
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+impl Default for Jobs {
+    fn default() -> Self {
+        Self {
+            image: None,
+            max_concurrent: super::defaults::JOBS_MAX_CONCURRENT,
+            default_timeout_secs: super::defaults::JOBS_DEFAULT_TIMEOUT_SECS,
+            resources: Resources::default(),
+        }
+    }
 }
 
 fn is_unlimited(limits: &ModelLimits) -> bool {

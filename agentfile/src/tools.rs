@@ -88,6 +88,31 @@ pub const BUILTINS: &[Builtin] = &[
         effect: Effect::Idempotent,
         summary: "files under /memories that outlive the conversation, kept by the checkpoint API (view, create, str_replace, insert, delete, rename)",
     },
+    Builtin {
+        name: JOB_START,
+        effect: Effect::Write,
+        summary: "start a background job: a command in a container of its own that outlives the runner (the `jobs` toolset)",
+    },
+    Builtin {
+        name: "job_status",
+        effect: Effect::Read,
+        summary: "the state and exit code of the thread's background jobs",
+    },
+    Builtin {
+        name: "job_output",
+        effect: Effect::Read,
+        summary: "a background job's output (its last lines, or those since an earlier read)",
+    },
+    Builtin {
+        name: "job_wait",
+        effect: Effect::Read,
+        summary: "wait for a background job to end (at most the tool timeout per call)",
+    },
+    Builtin {
+        name: "job_kill",
+        effect: Effect::Idempotent,
+        summary: "stop a background job (SIGTERM, then SIGKILL after 10 seconds)",
+    },
     // No side effect: the runner never executes it. It stores the question, and the person's
     // answer becomes the call's result.
     Builtin {
@@ -100,6 +125,26 @@ pub const BUILTINS: &[Builtin] = &[
 /// The builtin that asks a person a question; its calls always wait for an answer, so
 /// `human_approval` never gates them.
 pub const ASK_HUMAN: &str = "ask_human";
+
+/// The builtin that starts a background job.
+pub const JOB_START: &str = "job_start";
+
+/// The background-job tools, which `tools: [jobs]` gives together.
+pub const JOB_TOOLS: &[&str] = &[
+    JOB_START,
+    "job_status",
+    "job_output",
+    "job_wait",
+    "job_kill",
+];
+
+/// The name of the toolset of [`JOB_TOOLS`].
+pub const JOBS_TOOLSET: &str = "jobs";
+
+/// Whether `name` is one of the background-job tools.
+pub fn is_job_tool(name: &str) -> bool {
+    JOB_TOOLS.contains(&name)
+}
 
 /// The builtin memory tool (Anthropic's memory tool's commands over files under `/memories`,
 /// stored in the checkpoint API per agent or per session).

@@ -68,6 +68,8 @@ pub mod var {
     pub const RUNNER_TOKEN: &str = "AGENTFILE_RUNNER_TOKEN";
     /// The agent token: asks for a replica's thread and serves sessions (a secret).
     pub const AGENT_TOKEN: &str = "AGENTFILE_AGENT_TOKEN";
+    /// The pool's job broker (`http://…`), for an agent with the job tools.
+    pub const JOBS_URL: &str = "AGENTFILE_JOBS_URL";
 }
 
 /// The workspace every backend mounts.
@@ -152,6 +154,9 @@ pub struct Launch {
     pub created: Option<Created>,
     /// Where the health report goes (the runner's default: `/run/ninetrix/health`).
     pub health_file: Option<String>,
+    /// The pool's job broker, for an agent with the job tools (`None`: its job tools answer
+    /// that this backend runs no jobs).
+    pub jobs_url: Option<String>,
 }
 
 impl Launch {
@@ -181,6 +186,9 @@ impl Launch {
         }
         if let Some(url) = &self.api_url {
             out.push(text(var::API_URL, url));
+        }
+        if let Some(url) = &self.jobs_url {
+            out.push(text(var::JOBS_URL, url));
         }
         match &self.replica {
             Some(Replica::Number(n)) => out.push(text(var::REPLICA, &n.to_string())),
@@ -274,6 +282,7 @@ impl Launch {
             instance: owned(var::INSTANCE).map(Instance::Id),
             created: trimmed(var::CREATED).map(Created::parse),
             health_file: owned(var::HEALTH_FILE),
+            jobs_url: owned(var::JOBS_URL),
         })
     }
 }
@@ -355,6 +364,7 @@ mod tests {
             instance: Some(Instance::Id("0195-a".into())),
             created: Some(Created::Recreate),
             health_file: Some("/run/ninetrix/pool/x".into()),
+            jobs_url: Some("http://ninetrix-p-jobs:7480".into()),
         }
     }
 

@@ -329,6 +329,7 @@ impl Cx {
                     .fallback_after
                     .map_or(defaults::FALLBACK_AFTER_SECS, |(secs, _)| secs),
                 isolation: r.isolation,
+                jobs: crate::Jobs::default(),
             },
             r.max_turns,
         ))

@@ -255,6 +255,7 @@ fn launch(spec: &AgentSpec, pool: &str) -> Launch {
         instance: Some(Instance::PodUid),
         created: None,
         health_file: Some(ninetrix_runner::health::DEFAULT_PATH.to_string()),
+        jobs_url: None,
     }
 }
 

@@ -386,6 +386,7 @@ impl Replica<'_> {
             instance: Some(Instance::Id(uuid::Uuid::now_v7().to_string())),
             created: Some(self.created),
             health_file: Some(crate::pool::health::file_of(name)),
+            jobs_url: None,
         }
     }
 

@@ -431,6 +431,7 @@ impl AgentService<'_> {
             instance: None,
             created: None,
             health_file: Some(crate::pool::health::file_of(HEALTH_NAME)),
+            jobs_url: None,
         }
     }
 
