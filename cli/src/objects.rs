@@ -32,6 +32,11 @@ pub(crate) const VERSION: &str = "dev.ninetrix.version";
 pub(crate) const RUN: &str = "dev.ninetrix.run";
 /// What a network or the API container is for (`network`, `api`).
 pub(crate) const ROLE: &str = "dev.ninetrix.role";
+/// [`ROLE`] of a background job's container (labelled with its pool, agent and the
+/// `ninetrix_proto::jobs::labels`).
+pub(crate) const JOB_ROLE: &str = "job";
+/// [`ROLE`] of a pool's job broker (`ninetrix-<pool>-jobs`).
+pub(crate) const JOB_BROKER_ROLE: &str = "job-broker";
 /// The agent an egress proxy (or its internal network) serves (set only on those).
 pub(crate) const EGRESS: &str = "dev.ninetrix.egress";
 /// The MCP server a sidecar serves (set only on sidecars).
