@@ -113,6 +113,9 @@ diagnostic_kinds! {
     McpNeedsImage = "mcp_needs_image",
     /// The `shell` tool in an agent without `runtime.image`: the runner's image has no shell.
     ShellNeedsImage = "shell_needs_image",
+    /// Job tools in an agent whose jobs have no image with a shell (neither
+    /// `runtime.jobs.image` nor `runtime.image`).
+    JobsNeedImage = "jobs_need_image",
     /// `governance.human_approval` that gates no call (a warning).
     ApprovalGatesNothing = "approval_gates_nothing",
     /// A `collaborators` entry that is no agent of the agentfile.

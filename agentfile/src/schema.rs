@@ -105,6 +105,47 @@ impl AgentSpec {
     pub fn offers(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t.offers(name))
     }
+
+    /// Whether it has any of the background-job tools (`tools: [jobs]`, one of them by name,
+    /// or `all`): its jobs then run as [`Runtime::jobs`] says.
+    pub fn has_job_tools(&self) -> bool {
+        self.tools.iter().any(|t| {
+            t.mcp.is_none() && t.handoff.is_none() && super::tools::is_job_tool(&t.name)
+        })
+    }
+
+    /// How its background jobs run, in words (`ninetrix validate`), when it has job tools:
+    /// `image python:3.12-slim · at most 4 at once · default timeout 1h · 2 cpu, 1Gi each ·
+    /// the workspace, no secrets`.
+    pub fn jobs_summary(&self) -> Option<String> {
+        if !self.has_job_tools() {
+            return None;
+        }
+        let jobs = &self.runtime.jobs;
+        let image = match (&jobs.image, &self.runtime.image) {
+            (Some(image), _) => image.clone(),
+            (None, Some(image)) => format!("{image} (the agent's)"),
+            (None, None) => "none".into(),
+        };
+        let mut limits = Vec::new();
+        if let Some(cpu) = jobs.resources.cpu {
+            limits.push(format!("{cpu} cpu"));
+        }
+        if let Some(bytes) = jobs.resources.memory_bytes {
+            limits.push(super::units::format_memory(bytes));
+        }
+        let limits = if limits.is_empty() {
+            "no cpu or memory limit".to_string()
+        } else {
+            format!("{} each", limits.join(", "))
+        };
+        Some(format!(
+            "image {image} · at most {} at once · default timeout {} · {limits} · the \
+             workspace, no secrets",
+            jobs.max_concurrent,
+            super::units::format_duration(jobs.default_timeout_secs),
+        ))
+    }
 }
 
 /// Who an agent is.
@@ -222,6 +263,15 @@ impl Default for Jobs {
             default_timeout_secs: super::defaults::JOBS_DEFAULT_TIMEOUT_SECS,
             resources: Resources::default(),
         }
+    }
+}
+
+impl Runtime {
+    /// The image its background jobs run in: `runtime.jobs.image`, else the agent's own
+    /// (`runtime.image`, which the runner is put into). An agent with job tools always has one
+    /// (validation refuses it otherwise).
+    pub fn job_image(&self) -> Option<&str> {
+        self.jobs.image.as_deref().or(self.image.as_deref())
     }
 }
 

@@ -146,6 +146,19 @@ pub fn is_job_tool(name: &str) -> bool {
     JOB_TOOLS.contains(&name)
 }
 
+/// ninetrix's toolsets: (its name, the builtins it gives).
+pub const TOOLSETS: &[(&str, &[&str])] = &[(JOBS_TOOLSET, JOB_TOOLS)];
+
+/// The builtins a name that is not itself a builtin gives: one of ninetrix's [`TOOLSETS`] or
+/// one of the public Ninetrix's names ([`NINETRIX_ALIASES`]); `None` for any other name.
+pub fn group(name: &str) -> Option<&'static [&'static str]> {
+    TOOLSETS
+        .iter()
+        .chain(NINETRIX_ALIASES)
+        .find(|(n, _)| *n == name)
+        .map(|(_, ours)| *ours)
+}
+
 /// The builtin memory tool (Anthropic's memory tool's commands over files under `/memories`,
 /// stored in the checkpoint API per agent or per session).
 pub const MEMORY: &str = "memory";

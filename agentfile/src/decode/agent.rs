@@ -180,6 +180,7 @@ impl Cx {
             let problem = Problem::TransferTimeoutUnused(&key.name);
             self.report(&join(&path, "transfer_timeout"), at, problem);
         }
+        let jobs_at = runtime.as_ref().and_then(RuntimeIn::jobs_at);
         let runtime = runtime.and_then(|r| self.runtime(r, &path, tools.as_deref()));
         let (mut runtime, runtime_max_turns) = match runtime {
             Some(r) => (Some(r.0), r.1),
@@ -222,6 +223,7 @@ impl Cx {
                 secret_names.push(name.clone());
             }
         }
+        let mut shell_reported = false;
         if runtime.as_ref().is_some_and(|r| r.image.is_none())
             && let Some(i) = tools
                 .iter()
@@ -230,7 +232,17 @@ impl Cx {
             let loc = tool_loc(node, i).unwrap_or(key.loc);
             self.report(&format!("{path}.tools[{i}]"), loc, Problem::ShellNeedsImage);
             ok = false;
+            shell_reported = true;
         }
+        ok &= self.agent_jobs(
+            &path,
+            key,
+            node,
+            &tools,
+            runtime.as_ref(),
+            jobs_at,
+            shell_reported,
+        );
         let no_image = runtime.as_ref().is_some_and(|r| r.image.is_none());
         let (mcp_servers, mcp_ok) =
             self.agent_mcp_servers(&path, key, node, &tools, no_image, &mut secret_names);

@@ -86,7 +86,7 @@ impl Target {
         if let Some(b) = tools::builtin(bare) {
             return Target::Builtins(vec![b.name]);
         }
-        if let Some((_, ours)) = tools::NINETRIX_ALIASES.iter().find(|(n, _)| *n == bare) {
+        if let Some(ours) = tools::group(bare) {
             return Target::Builtins(ours.to_vec());
         }
         Target::Other(written.to_string())

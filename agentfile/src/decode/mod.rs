@@ -12,6 +12,7 @@ mod approval;
 mod collaborators;
 mod context;
 mod endpoint;
+mod jobs;
 mod limits;
 mod mcp;
 mod problem;
@@ -110,6 +111,7 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &agent::METADATA,
     &runtime::RUNTIME,
     &runtime::RESOURCES,
+    &jobs::JOBS,
     &limits::LIMITS,
     &limits::POOL_LIMIT,
     &limits::FALLBACK,
@@ -139,6 +141,9 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("limits", "runtime"),
     ("fallback", "runtime"),
     ("fallback_after", "runtime"),
+    ("jobs", "runtime"),
+    ("max_concurrent", "runtime.jobs"),
+    ("default_timeout", "runtime.jobs"),
     ("max_in_flight", "runtime.limits"),
     ("requests_per_minute", "runtime.limits"),
     ("tokens_per_minute", "runtime.limits"),
@@ -438,6 +443,8 @@ enum DurationField {
     InterruptGrace,
     /// `runtime.fallback_after`.
     FallbackAfter,
+    /// `runtime.jobs.default_timeout`.
+    JobTimeout,
 }
 
 impl DurationField {
@@ -457,6 +464,7 @@ impl DurationField {
             DurationField::FallbackAfter => {
                 defaults::MIN_FALLBACK_AFTER_SECS..=defaults::MAX_FALLBACK_AFTER_SECS
             }
+            DurationField::JobTimeout => 1..=defaults::MAX_JOB_TIMEOUT_SECS,
         }
     }
 
@@ -480,6 +488,7 @@ impl DurationField {
             DurationField::Tolerance => "5m",
             DurationField::InterruptGrace => "10s",
             DurationField::FallbackAfter => "30s",
+            DurationField::JobTimeout => "1h",
         }
     }
 }
@@ -605,6 +614,10 @@ mod tests {
                 "agents:\n  a:\n    runtime:\n      resources:\n        KEY: VALUE\n",
                 "agents.a.runtime.resources",
             ),
+            "jobs" => (
+                "agents:\n  a:\n    runtime:\n      jobs:\n        KEY: VALUE\n",
+                "agents.a.runtime.jobs",
+            ),
             "context" => (
                 "agents:\n  a:\n    runtime:\n      context:\n        KEY: VALUE\n",
                 "agents.a.runtime.context",
@@ -716,6 +729,7 @@ mod tests {
             include_str!("collaborators.rs"),
             include_str!("context.rs"),
             include_str!("endpoint.rs"),
+            include_str!("jobs.rs"),
             include_str!("limits.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
@@ -763,6 +777,7 @@ mod tests {
                 "triggers" => "a trigger",
                 "runtime.resources" => "resources",
                 "runtime.limits" => "limits",
+                "runtime.jobs" => "jobs",
                 other => other,
             };
             let section = SECTIONS

@@ -133,6 +133,8 @@ pub(super) enum Problem<'a> {
     Context(ContextProblem<'a>),
     /// A problem with `security:` or `runtime.isolation` (its own module says how they read).
     Security(super::security::SecurityProblem<'a>),
+    /// A problem with `runtime.jobs` or the job tools (its own module says how they read).
+    Jobs(super::jobs::JobsProblem<'a>),
     /// `secrets:` on a tool entry other than `shell` (the entry's name as written).
     SecretsNotShell(&'a str),
     /// `cpu` not positive (or absurdly large).
@@ -256,7 +258,13 @@ pub(super) enum Problem<'a> {
     /// An effect that is not `read`, `idempotent` or `write`.
     UnknownEffect(&'a str),
     /// A tool listed twice.
-    DuplicateTool(&'a str),
+    /// A tool given by two entries of `tools`: its name, and how the first entry and this one
+    /// are written (`jobs` and `job_start`; the same for a name listed twice).
+    DuplicateTool {
+        name: &'a str,
+        first: &'a str,
+        again: &'a str,
+    },
     /// A tool that exists elsewhere but not in ninetrix yet.
     UnsupportedTool { name: &'a str, gap: ToolGap<'a> },
     /// A tool name nobody knows, and the closest known one.
@@ -486,6 +494,7 @@ impl Problem<'_> {
             Problem::EmptyFile => K::EmptyFile,
             Problem::Context(c) => c.kind(),
             Problem::Security(p) => p.kind(),
+            Problem::Jobs(p) => p.kind(),
             Problem::SecretsNotShell(_) => K::InvalidValue,
             Problem::NotAMapping(_) => K::NotAMapping,
             Problem::NoAgentsKey
@@ -550,7 +559,7 @@ impl Problem<'_> {
             | Problem::UnknownEffect(_)
             | Problem::UnknownMemoryScope(_)
             | Problem::ScopeNotMemory(_) => K::InvalidValue,
-            Problem::DuplicateTool(_) => K::DuplicateTool,
+            Problem::DuplicateTool { .. } => K::DuplicateTool,
             Problem::UnsupportedTool { .. } => K::UnsupportedTool,
             Problem::UnknownTool { .. } | Problem::VerifierNotATool(_) => K::UnknownTool,
             Problem::McpShape(..)
@@ -621,6 +630,7 @@ impl Problem<'_> {
     /// Warnings leave the agentfile valid; everything else is an error.
     pub(super) fn severity(&self) -> Severity {
         match self {
+            Problem::Jobs(p) => p.severity(),
             Problem::SecretInEnv { .. }
             | Problem::ScriptEndsWithToolCall
             | Problem::ApprovalGatesNothing
@@ -652,6 +662,7 @@ impl Problem<'_> {
             Problem::EmptyFile => "the agentfile is empty".into(),
             Problem::Context(c) => c.message(),
             Problem::Security(p) => p.message(),
+            Problem::Jobs(p) => p.message(),
             Problem::SecretsNotShell(name) => format!(
                 "`secrets` on tool `{name}`: only `shell` starts processes that can be given secrets"
             ),
@@ -800,7 +811,15 @@ impl Problem<'_> {
             }
             Problem::MissingToolName => "a tool needs `name`".into(),
             Problem::UnknownEffect(e) => format!("unknown effect `{e}`"),
-            Problem::DuplicateTool(name) => format!("tool `{name}` is listed twice"),
+            Problem::DuplicateTool { name, first, again } if first == again => {
+                match crate::tools::group(bare(again)) {
+                    Some(_) => format!("`{again}` is listed twice"),
+                    None => format!("tool `{name}` is listed twice"),
+                }
+            }
+            Problem::DuplicateTool { name, first, again } => {
+                format!("tool `{name}` is listed twice (`{first}` and `{again}` both give it)")
+            }
             Problem::UnsupportedTool { name, .. } => format!("tool `{name}` is not supported yet"),
             Problem::UnknownTool { name, .. } => format!("unknown tool `{name}`"),
             Problem::McpShape(server, shape) => match shape {
@@ -1063,6 +1082,7 @@ impl Problem<'_> {
         Some(match self {
             Problem::Context(c) => c.help(),
             Problem::Security(p) => p.help(),
+            Problem::Jobs(p) => p.help(),
             Problem::SecretsNotShell(_) => "remove `secrets` from this entry; give secrets to \
                 an MCP server in its `mcp_servers` entry (`secrets:`), or to `shell` with \
                 `{ name: shell, secrets: [NAME] }`"
@@ -1281,7 +1301,20 @@ impl Problem<'_> {
                                           (re-running is harmless) and `write` (never re-run \
                                           silently)"
                 .into(),
-            Problem::DuplicateTool(_) => "list each tool once".into(),
+            Problem::DuplicateTool { first, again, .. } => {
+                let group = [first, again]
+                    .into_iter()
+                    .find_map(|w| Some((bare(w), crate::tools::group(bare(w))?)))
+                    .filter(|(_, tools)| tools.len() > 1);
+                match group {
+                    Some((g, tools)) => format!(
+                        "list each tool once: `{g}` gives {}, so leave out the tools it gives, \
+                         or name the ones needed instead of `{g}`",
+                        tools.join(", ")
+                    ),
+                    None => "list each tool once".into(),
+                }
+            }
             Problem::UnsupportedTool { gap, .. } => {
                 let builtins = builtin_names();
                 match gap {
@@ -1416,6 +1449,10 @@ impl Problem<'_> {
                 DurationField::InterruptGrace => "e.g. `interrupt_grace: 30s` (the default is \
                                                   `10s`); a tool call still running after it \
                                                   when its turn is interrupted is stopped"
+                    .into(),
+                DurationField::JobTimeout => "e.g. `default_timeout: 30m` or \
+                                              `default_timeout: 2d` (the default is `1h`); a \
+                                              job still running at its timeout is killed"
                     .into(),
                 DurationField::FallbackAfter => "e.g. `fallback_after: 2m` (the default is \
                                                  `30s`); a model that keeps failing this long \
@@ -1741,6 +1778,11 @@ impl NameOf {
             NameOf::WebhookPath => "webhook path",
         }
     }
+}
+
+/// A tool name as written without `builtin://`.
+fn bare(written: &str) -> &str {
+    written.strip_prefix("builtin://").unwrap_or(written)
 }
 
 /// `text` with its first letter in upper case.

@@ -39,6 +39,8 @@ pub(super) struct RuntimeIn {
     fallback_after: Option<(u64, Loc)>,
     /// `runtime.isolation`: the container runtime, `None` for the engine's default.
     isolation: Option<String>,
+    /// `runtime.jobs`, and where its key is.
+    jobs: Option<(crate::Jobs, Loc)>,
     /// Every key decoded without error.
     ok: bool,
 }
@@ -66,6 +68,7 @@ impl RuntimeIn {
             fallback: None,
             fallback_after: None,
             isolation: None,
+            jobs: None,
             ok: true,
         }
     }
@@ -156,6 +159,10 @@ pub(super) const RUNTIME: Section<RuntimeIn> = Section {
             r.isolation = cx.isolation(&f)?;
             Some(())
         }),
+        ("jobs", |cx, r, f| {
+            r.jobs = Some((cx.jobs(f.value, &f.path)?, f.key.loc));
+            Some(())
+        }),
     ],
     unsupported: &[],
 };
@@ -172,12 +179,7 @@ pub(super) const RESOURCES: Section<ResourcesIn> = Section {
     what: "resources",
     keys: &[
         ("cpu", |cx, r, f| {
-            let c = cx.number(f.value, &f.path)?;
-            if !(c > 0.0 && c <= 1024.0) {
-                cx.report(&f.path, f.value.loc, Problem::Cpu(c));
-                return None;
-            }
-            r.resources.cpu = Some(c);
+            r.resources.cpu = Some(cx.cpu(&f)?);
             Some(())
         }),
         ("memory", |cx, r, f| {
@@ -250,6 +252,13 @@ pub(super) const TOOL_CALL: Section<CallIn> = Section {
     ],
     unsupported: &[],
 };
+
+impl RuntimeIn {
+    /// Where the `runtime.jobs` key is, when it is given.
+    pub(super) fn jobs_at(&self) -> Option<Loc> {
+        self.jobs.as_ref().map(|(_, at)| *at)
+    }
+}
 
 impl Cx {
     /// Decodes `runtime:`'s keys; [`Cx::runtime`] resolves them once the agent's tools are known.
@@ -329,7 +338,7 @@ impl Cx {
                     .fallback_after
                     .map_or(defaults::FALLBACK_AFTER_SECS, |(secs, _)| secs),
                 isolation: r.isolation,
-                jobs: crate::Jobs::default(),
+                jobs: r.jobs.map(|(jobs, _)| jobs).unwrap_or_default(),
             },
             r.max_turns,
         ))
@@ -395,8 +404,18 @@ impl Cx {
         }
     }
 
+    /// A number of CPUs: more than 0, at most 1,024.
+    pub(super) fn cpu(&mut self, f: &Field<'_>) -> Option<f64> {
+        let c = self.number(f.value, &f.path)?;
+        if !(c > 0.0 && c <= 1024.0) {
+            self.report(&f.path, f.value.loc, Problem::Cpu(c));
+            return None;
+        }
+        Some(c)
+    }
+
     /// A memory size such as `512Mi` (or a number of bytes), at least Docker's minimum.
-    fn memory(&mut self, f: &Field<'_>) -> Option<u64> {
+    pub(super) fn memory(&mut self, f: &Field<'_>) -> Option<u64> {
         let (p, v) = (&f.path, f.value);
         let text = match &v.kind {
             Kind::Str(s) => s.clone(),

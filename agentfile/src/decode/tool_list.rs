@@ -3,6 +3,7 @@
 
 use ninetrix_proto::api::MemoryScope;
 
+use super::jobs::JobsProblem;
 use super::mcp::{VERIFY, VerifyIn};
 use super::*;
 
@@ -18,6 +19,8 @@ impl Cx {
             return None;
         };
         let mut out: Vec<ToolSpec> = Vec::new();
+        // How the entry that gave each of `out` is written (`jobs` for `job_start`).
+        let mut given_by: Vec<String> = Vec::new();
         // Verifiers are resolved once the whole list is known: (index in `out`, verify, where).
         let mut verifiers: Vec<(usize, VerifyIn, Loc, String)> = Vec::new();
         let mut ok = true;
@@ -84,6 +87,10 @@ impl Cx {
                     ok = false;
                     continue;
                 };
+                if !self.job_entry_keys(&name, &resolved, &tool, secrets.as_ref(), &p) {
+                    ok = false;
+                    continue;
+                }
                 if let Some((_, at)) = &secrets
                     && !resolved.iter().all(|b| b.name == "shell")
                 {
@@ -110,9 +117,19 @@ impl Cx {
                     })
                     .collect()
             };
+            // One report per entry, however many of its tools are listed already.
+            let mut duplicate = false;
             for spec in specs {
-                if out.iter().any(|t| t.name == spec.name) {
-                    self.report(&p, name_loc, Problem::DuplicateTool(&spec.name));
+                if let Some(first) = out.iter().position(|t| t.name == spec.name) {
+                    if !duplicate {
+                        let problem = Problem::DuplicateTool {
+                            name: &spec.name,
+                            first: &given_by[first],
+                            again: &name,
+                        };
+                        self.report(&p, name_loc, problem);
+                    }
+                    duplicate = true;
                     ok = false;
                     continue;
                 }
@@ -120,6 +137,7 @@ impl Cx {
                     verifiers.push((out.len(), v, at, join(&p, "verify")));
                 }
                 out.push(spec);
+                given_by.push(name.clone());
             }
         }
         for (index, v, at, p) in verifiers {
@@ -131,7 +149,43 @@ impl Cx {
         ok.then_some(out)
     }
 
-    /// Resolves a tool name (ours, `builtin://x`, or a Ninetrix alias) to builtins.
+    /// The keys an entry that gives job tools (`name`, resolved to `resolved`) may not have:
+    /// `secrets` (jobs are given none), and on the `jobs` toolset `effect` and `verify` (its
+    /// tools differ). `false` when it has one (reported).
+    fn job_entry_keys(
+        &mut self,
+        name: &str,
+        resolved: &[&tools::Builtin],
+        tool: &ToolIn,
+        secrets: Option<&(Vec<String>, Loc)>,
+        path: &str,
+    ) -> bool {
+        let mut ok = true;
+        if !resolved.iter().any(|b| tools::is_job_tool(b.name)) {
+            return ok;
+        }
+        if let Some((_, at)) = secrets {
+            let problem = Problem::Jobs(JobsProblem::Secrets(name));
+            self.report(&join(path, "secrets"), *at, problem);
+            ok = false;
+        }
+        if name.strip_prefix("builtin://").unwrap_or(name) == tools::JOBS_TOOLSET {
+            let keys = [
+                ("effect", tool.effect_at),
+                ("verify", tool.verify.as_ref().map(|(_, at)| *at)),
+            ];
+            for (key, at) in keys {
+                if let Some(at) = at {
+                    let problem = Problem::Jobs(JobsProblem::ToolsetKey(key));
+                    self.report(&join(path, key), at, problem);
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+
+    /// Resolves a tool name (ours, `builtin://x`, a toolset, or a Ninetrix alias) to builtins.
     pub(super) fn tool_names(
         &mut self,
         name: &str,
@@ -142,7 +196,7 @@ impl Cx {
         if let Some(b) = tools::builtin(bare) {
             return Some(vec![b]);
         }
-        if let Some((_, ours)) = tools::NINETRIX_ALIASES.iter().find(|(n, _)| *n == bare) {
+        if let Some(ours) = tools::group(bare) {
             return Some(ours.iter().filter_map(|n| tools::builtin(n)).collect());
         }
         let gap = if let Some((scheme, _)) = name.split_once("://") {
@@ -165,6 +219,7 @@ impl Cx {
                 let all: Vec<&str> = tools::BUILTINS
                     .iter()
                     .map(|b| b.name)
+                    .chain(tools::TOOLSETS.iter().map(|(n, _)| *n))
                     .chain(tools::NINETRIX_ALIASES.iter().map(|(n, _)| *n))
                     .collect();
                 let closest = closest(bare, &all);
@@ -183,6 +238,8 @@ pub(super) struct ToolIn {
     name: Option<(String, Loc)>,
     /// The effect that overrides the builtin's (or the MCP server's).
     effect: Option<Effect>,
+    /// Where the `effect` key is.
+    effect_at: Option<Loc>,
     /// `source:` (the public Ninetrix's key for what the tool is; `name` then only labels it).
     source: Option<(String, Loc)>,
     /// For `mcp://<server>`: only these of its tools (`allow:`, or Ninetrix's `actions:`).
@@ -212,6 +269,7 @@ pub(super) const TOOL: Section<ToolIn> = Section {
         }),
         ("effect", |cx, tool, f| {
             tool.effect = Some(cx.effect(f.value, &f.path)?);
+            tool.effect_at = Some(f.key.loc);
             Some(())
         }),
         ("allow", allow),
