@@ -1140,7 +1140,7 @@ agents:
             "agents:\n  a:\n    tools: [ask_human, ask_user]\n",
             "duplicate_tool",
             (3, 24),
-            "tool `ask_human` is listed twice",
+            "tool `ask_human` is listed twice (`ask_human` and `ask_user` both give it)",
         );
     }
 }

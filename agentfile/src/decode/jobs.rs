@@ -229,3 +229,401 @@ fn is_jobs_name(written: &str) -> bool {
     let bare = written.strip_prefix("builtin://").unwrap_or(written);
     bare == tools::JOBS_TOOLSET || tools::is_job_tool(bare)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::schema::{AgentSpec, Jobs, Resources};
+    use crate::tools::{Effect, JOB_TOOLS};
+    use crate::{Diagnostic, Severity};
+
+    /// The scripted runtime line, with `extra` keys.
+    fn runtime(extra: &str) -> String {
+        format!("    runtime: {{ provider: scripted, script: [hi]{extra} }}\n")
+    }
+
+    fn agent_of(text: &str) -> AgentSpec {
+        valid(text).agentfile.agents.remove(0)
+    }
+
+    /// Each diagnostic as `path | message | help`, for needle searches.
+    fn lines(d: &[Diagnostic]) -> Vec<String> {
+        d.iter()
+            .map(|d| {
+                let help = d.help.clone().unwrap_or_default();
+                format!("{} | {} | {help}", d.path, d.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_jobs_toolset_gives_the_five_job_tools_with_their_effects() {
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [file_read, jobs]\n",
+            runtime(", image: debian:stable-slim")
+        ));
+        let names: Vec<&str> = a.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["file_read", "job_start", "job_status", "job_output", "job_wait", "job_kill"]);
+        let effects: Vec<Effect> = a.tools[1..].iter().map(|t| t.effect).collect();
+        use Effect::{Idempotent, Read, Write};
+        assert_eq!(effects, [Write, Read, Read, Read, Idempotent]);
+        assert!(a.tools.iter().all(|t| !t.effect_pinned && t.secrets.is_empty()));
+        assert!(a.has_job_tools());
+        // No `runtime.jobs`: the defaults, in the agent's own image.
+        assert_eq!(a.runtime.jobs, Jobs::default());
+        assert_eq!(
+            (a.runtime.jobs.max_concurrent, a.runtime.jobs.default_timeout_secs),
+            (4, 3600)
+        );
+        assert_eq!(a.runtime.job_image(), Some("debian:stable-slim"));
+        // `builtin://jobs` is the same toolset.
+        let b = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [\"builtin://jobs\"]\n",
+            runtime(", image: debian")
+        ));
+        assert_eq!(b.tools.len(), JOB_TOOLS.len());
+    }
+
+    #[test]
+    fn each_job_tool_can_be_named_alone_and_pinned() {
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [job_start, {{ name: job_kill, effect: write }}]\n",
+            runtime(", jobs: { image: \"python:3.12-slim\" }")
+        ));
+        let names: Vec<&str> = a.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["job_start", "job_kill"]);
+        assert!(a.tools[1].effect_pinned && a.tools[1].effect == Effect::Write);
+        assert_eq!(a.runtime.image, None);
+        assert_eq!(a.runtime.job_image(), Some("python:3.12-slim"));
+    }
+
+    #[test]
+    fn runtime_jobs_reads_every_key() {
+        let a = agent_of(
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      \
+             jobs:\n        image: ghcr.io/acme/builder:1.4\n        max_concurrent: 64\n        \
+             default_timeout: 7d\n        cpu: 1.5\n        memory: 2Gi\n    tools: [jobs]\n",
+        );
+        assert_eq!(
+            a.runtime.jobs,
+            Jobs {
+                image: Some("ghcr.io/acme/builder:1.4".into()),
+                max_concurrent: 64,
+                default_timeout_secs: 7 * 86_400,
+                resources: Resources {
+                    cpu: Some(1.5),
+                    memory_bytes: Some(2 << 30),
+                },
+            }
+        );
+        // The agent's own resources are its own.
+        assert_eq!(a.runtime.resources, Resources::default());
+        assert_eq!(
+            a.jobs_summary().unwrap(),
+            "image ghcr.io/acme/builder:1.4 · at most 64 at once · default timeout 7d · 1.5 cpu, \
+             2Gi each · the workspace, no secrets"
+        );
+        // Whole seconds, and the smallest values.
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n",
+            runtime(", image: debian, jobs: { max_concurrent: 1, default_timeout: 1 }")
+        ));
+        assert_eq!((a.runtime.jobs.max_concurrent, a.runtime.jobs.default_timeout_secs), (1, 1));
+        assert_eq!(
+            a.jobs_summary().unwrap(),
+            "image debian (the agent's) · at most 1 at once · default timeout 1s · no cpu or \
+             memory limit · the workspace, no secrets"
+        );
+    }
+
+    #[test]
+    fn the_resolved_jobs_round_trip_through_json() {
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n",
+            runtime(", jobs: { image: alpine, default_timeout: 30m, memory: 512Mi }")
+        ));
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(
+            json["runtime"]["jobs"],
+            serde_json::json!({
+                "image": "alpine",
+                "max_concurrent": 4,
+                "default_timeout_secs": 1800,
+                "resources": { "cpu": null, "memory_bytes": 536_870_912 }
+            })
+        );
+        let back: AgentSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(back, a);
+    }
+
+    #[test]
+    fn an_agent_without_job_tools_has_no_jobs_summary() {
+        let a = agent_of(&format!("agents:\n  a:\n{}    tools: [file_read]\n", runtime("")));
+        assert!(!a.has_job_tools());
+        assert_eq!(a.jobs_summary(), None);
+    }
+
+    #[test]
+    fn job_tools_without_an_image_with_a_shell_are_refused_at_their_entry() {
+        let text = format!("agents:\n  a:\n{}    tools: [file_read, jobs]\n", runtime(""));
+        let d = assert_error(
+            &text,
+            "jobs_need_image",
+            (4, 24),
+            "`jobs` gives the job tools, and jobs run their commands with `/bin/sh -c`, but this \
+             agent's jobs have no image with a shell (no `runtime.jobs.image`, and no \
+             `runtime.image`: the runner's own image has no shell)",
+        );
+        assert_eq!(d.path, "agents.a.tools[1]");
+        let help = d.help.unwrap();
+        assert!(help.contains("`runtime.jobs.image`") && help.contains("`runtime.image`"), "{help}");
+        // A mapping entry is found too, by `source` before `name`.
+        let text = format!(
+            "agents:\n  a:\n{}    tools:\n      - file_read\n      - {{ name: job_status }}\n",
+            runtime("")
+        );
+        let d = assert_error(&text, "jobs_need_image", (6, 9), "`job_status` gives the job tools, and jobs run their commands with `/bin/sh -c`, but this agent's jobs have no image with a shell (no `runtime.jobs.image`, and no `runtime.image`: the runner's own image has no shell)");
+        assert_eq!(d.path, "agents.a.tools[1]");
+    }
+
+    #[test]
+    fn a_missing_shell_is_reported_once() {
+        // `shell` needs `runtime.image` already, which would fix the jobs too.
+        let text = format!("agents:\n  a:\n{}    tools: [shell, jobs]\n", runtime(""));
+        assert_eq!(errors_at(&text), [("shell_needs_image", 4, 13)]);
+        let text = format!("agents:\n  a:\n{}    tools: all\n", runtime(""));
+        assert_eq!(
+            errors(&text).iter().map(|d| d.kind.code()).collect::<Vec<_>>(),
+            ["shell_needs_image"]
+        );
+        // With an image, `all` has every job tool.
+        let a = agent_of(&format!("agents:\n  a:\n{}    tools: all\n", runtime(", image: debian")));
+        assert!(JOB_TOOLS.iter().all(|n| a.offers(n)));
+    }
+
+    #[test]
+    fn runtime_jobs_without_job_tools_is_a_warning() {
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [file_read]\n",
+            runtime(", jobs: { max_concurrent: 2 }")
+        );
+        let w = one_warning(&text);
+        assert_eq!(
+            (w.kind.code(), w.path.as_str(), w.line, w.column),
+            ("setting_unused", "agents.a.runtime.jobs", 3, 50)
+        );
+        assert_eq!(w.message, "`runtime.jobs` has no effect: agent `a` has none of the job tools");
+        assert!(w.help.unwrap().starts_with("add `jobs` to the agent's `tools`"));
+        // `jobs: null` too: it was written for nothing.
+        let text = format!("agents:\n  a:\n{}", runtime(", jobs: null"));
+        assert_eq!(one_warning(&text).kind.code(), "setting_unused");
+        // With job tools, `null` is every default.
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n",
+            runtime(", image: debian, jobs: null")
+        ));
+        assert_eq!(a.runtime.jobs, Jobs::default());
+    }
+
+    #[test]
+    fn every_bad_jobs_setting_is_reported_at_its_value_with_help() {
+        let text = "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      \
+                    jobs:\n        image: \"Python:3.12\"\n        max_concurrent: 65\n        \
+                    default_timeout: 8d\n        cpu: 0\n        memory: 3Mi\n        \
+                    max_concurent: 2\n    tools: [jobs]\n";
+        let d = errors(text);
+        let got: Vec<(&str, &str, u32, u32)> = d
+            .iter()
+            .map(|d| (d.kind.code(), d.path.as_str(), d.line, d.column))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("invalid_value", "agents.a.runtime.jobs.image", 7, 16),
+                ("out_of_range", "agents.a.runtime.jobs.max_concurrent", 8, 25),
+                ("out_of_range", "agents.a.runtime.jobs.default_timeout", 9, 26),
+                ("out_of_range", "agents.a.runtime.jobs.cpu", 10, 14),
+                ("out_of_range", "agents.a.runtime.jobs.memory", 11, 17),
+                ("unknown_key", "agents.a.runtime.jobs.max_concurent", 12, 9),
+            ],
+            "{:#?}",
+            lines(&d)
+        );
+        assert!(d.iter().all(|d| d.help.is_some()), "{d:#?}");
+        let text = lines(&d);
+        let has = |path: &str, needle: &str| {
+            assert!(
+                text.iter().any(|t| t.starts_with(&format!("{path} |")) && t.contains(needle)),
+                "{path} / {needle}: {text:#?}"
+            );
+        };
+        has("agents.a.runtime.jobs.image", "found \"Python:3.12\"");
+        has("agents.a.runtime.jobs.image", "repository in lower case");
+        has("agents.a.runtime.jobs.max_concurrent", "between 1 and 64, found 65");
+        has("agents.a.runtime.jobs.default_timeout", "from 1 second to 7 days, found \"8d\"");
+        has("agents.a.runtime.jobs.default_timeout", "killed");
+        has("agents.a.runtime.jobs.cpu", "more than 0, found 0");
+        has("agents.a.runtime.jobs.memory", "below Docker's minimum");
+        has("agents.a.runtime.jobs.max_concurent", "did you mean `max_concurrent`?");
+    }
+
+    #[test]
+    fn bad_jobs_values_of_other_shapes() {
+        let bad = |jobs: &str| {
+            let text = format!(
+                "agents:\n  a:\n{}    tools: [jobs]\n",
+                runtime(&format!(", image: debian, jobs: {jobs}"))
+            );
+            let d = errors(&text);
+            assert_eq!(d.len(), 1, "{jobs}: {d:#?}");
+            (d[0].kind.code(), d[0].message.clone())
+        };
+        assert_eq!(bad("{ default_timeout: \"1 h\" }").0, "invalid_value");
+        assert_eq!(bad("{ default_timeout: 0 }").0, "out_of_range");
+        assert_eq!(bad("{ max_concurrent: 0 }").0, "out_of_range");
+        assert_eq!(bad("{ max_concurrent: two }").0, "wrong_type");
+        assert_eq!(bad("{ memory: lots }").0, "invalid_memory");
+        assert_eq!(bad("{ cpu: 2000 }").0, "out_of_range");
+        assert_eq!(bad("{ image: \"\" }").0, "invalid_value");
+        assert_eq!(bad("{ image: [debian] }").0, "wrong_type");
+        assert_eq!(bad("[debian]").0, "wrong_type");
+        let (code, message) = bad("{ resources: { cpu: 1 } }");
+        assert_eq!(code, "unknown_key");
+        assert_eq!(message, "unknown key `resources` in jobs");
+    }
+
+    #[test]
+    fn misplaced_jobs_keys_point_at_runtime_jobs() {
+        let d = errors(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n    jobs: {{ image: debian }}\n",
+            runtime(", image: debian")
+        ));
+        assert_eq!(d.len(), 1, "{d:#?}");
+        assert_eq!(d[0].help.as_deref(), Some("`jobs` belongs under `runtime`"));
+    }
+
+    #[test]
+    fn jobs_are_given_no_secrets() {
+        for entry in ["{ name: jobs, secrets: [DB_URL] }", "{ name: job_start, secrets: [DB_URL] }"] {
+            let text = format!(
+                "agents:\n  a:\n{}    tools:\n      - {entry}\n",
+                runtime(", image: debian")
+            );
+            let d = errors(&text);
+            assert_eq!(d.len(), 1, "{d:#?}");
+            assert_eq!(d[0].kind.code(), "invalid_value");
+            assert!(d[0].path.ends_with("tools[0].secrets"), "{}", d[0].path);
+            assert_eq!(d[0].line, 5);
+            assert!(
+                d[0].message.starts_with("jobs are given no secrets yet; `secrets` on `job"),
+                "{}",
+                d[0].message
+            );
+            assert!(d[0].help.as_ref().unwrap().contains("{ name: shell, secrets: [NAME] }"));
+        }
+    }
+
+    #[test]
+    fn effect_and_verify_do_not_apply_to_the_toolset() {
+        let text = format!(
+            "agents:\n  a:\n{}    tools:\n      - name: jobs\n        effect: read\n        \
+             verify: {{ tool: job_status, args: same }}\n",
+            runtime(", image: debian")
+        );
+        let d = errors(&text);
+        let got: Vec<(&str, &str, u32, u32)> = d
+            .iter()
+            .map(|d| (d.kind.code(), d.path.as_str(), d.line, d.column))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("invalid_value", "agents.a.tools[0].effect", 6, 9),
+                ("invalid_value", "agents.a.tools[0].verify", 7, 9),
+            ]
+        );
+        assert!(d[0].message.starts_with("`effect` cannot be pinned on the `jobs` toolset"));
+        assert!(d[0].help.as_ref().unwrap().contains("{ name: job_start, effect: … }"));
+        assert_eq!(d[1].message, "`verify` does not apply to the `jobs` toolset, only to one tool");
+        // On one job tool, `verify` is the ordinary verifier.
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools:\n      - {{ name: job_start, verify: {{ tool: job_status, args: same }} }}\n      - job_status\n",
+            runtime(", image: debian")
+        ));
+        assert_eq!(a.tools[0].verify.as_ref().unwrap().tool, "job_status");
+    }
+
+    #[test]
+    fn a_tool_given_twice_is_one_error_naming_both_entries() {
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [jobs, job_start, file_read]\n",
+            runtime(", image: debian")
+        );
+        let d = assert_error(
+            &text,
+            "duplicate_tool",
+            (4, 19),
+            "tool `job_start` is listed twice (`jobs` and `job_start` both give it)",
+        );
+        assert_eq!(
+            d.help.as_deref(),
+            Some(
+                "list each tool once: `jobs` gives job_start, job_status, job_output, job_wait, \
+                 job_kill, so leave out the tools it gives, or name the ones needed instead of \
+                 `jobs`"
+            )
+        );
+        // The toolset twice: one error, not one per tool.
+        let text = format!("agents:\n  a:\n{}    tools: [jobs, jobs]\n", runtime(", image: debian"));
+        assert_error(&text, "duplicate_tool", (4, 19), "`jobs` is listed twice");
+        // The other way round, and a plain name twice as before.
+        let text = format!("agents:\n  a:\n{}    tools: [job_kill, jobs]\n", runtime(", image: debian"));
+        assert_error(
+            &text,
+            "duplicate_tool",
+            (4, 23),
+            "tool `job_kill` is listed twice (`job_kill` and `jobs` both give it)",
+        );
+        let text = format!("agents:\n  a:\n{}    tools: [file_read, file_read]\n", runtime(""));
+        let d = assert_error(&text, "duplicate_tool", (4, 24), "tool `file_read` is listed twice");
+        assert_eq!(d.help.as_deref(), Some("list each tool once"));
+    }
+
+    #[test]
+    fn a_misspelt_toolset_gets_the_toolset() {
+        let text = format!("agents:\n  a:\n{}    tools: [job]\n", runtime(", image: debian"));
+        let d = errors(&text);
+        assert_eq!(d.len(), 1, "{d:#?}");
+        assert_eq!(d[0].kind.code(), "unknown_tool");
+        assert!(d[0].help.as_ref().unwrap().contains("`jobs`"), "{:?}", d[0].help);
+    }
+
+    #[test]
+    fn human_approval_can_gate_the_toolset() {
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n    governance:\n      human_approval: {{ actions: [jobs] }}\n",
+            runtime(", image: debian")
+        ));
+        for tool in JOB_TOOLS {
+            assert!(a.governance.gates(tool, Effect::Read), "{tool}");
+        }
+    }
+
+    #[test]
+    fn a_batch_agent_may_start_jobs_that_outlive_it() {
+        let parsed = valid(&format!(
+            "agents:\n  a:\n{}    tools: [jobs]\n    execution: {{ durability: false, task: build }}\n",
+            runtime(", jobs: { image: alpine }")
+        ));
+        assert!(parsed.warnings.diagnostics.is_empty(), "{:?}", parsed.warnings);
+        let a = &parsed.agentfile.agents[0];
+        assert!(!a.execution.durability && a.has_job_tools());
+        assert!(
+            parsed
+                .warnings
+                .diagnostics
+                .iter()
+                .all(|d| d.severity != Severity::Error)
+        );
+    }
+}
