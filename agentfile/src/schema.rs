@@ -109,9 +109,9 @@ impl AgentSpec {
     /// Whether it has any of the background-job tools (`tools: [jobs]`, one of them by name,
     /// or `all`): its jobs then run as [`Runtime::jobs`] says.
     pub fn has_job_tools(&self) -> bool {
-        self.tools.iter().any(|t| {
-            t.mcp.is_none() && t.handoff.is_none() && super::tools::is_job_tool(&t.name)
-        })
+        self.tools
+            .iter()
+            .any(|t| t.mcp.is_none() && t.handoff.is_none() && super::tools::is_job_tool(&t.name))
     }
 
     /// How its background jobs run, in words (`ninetrix validate`), when it has job tools:

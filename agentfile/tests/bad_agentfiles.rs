@@ -250,6 +250,20 @@ fn cases() -> Vec<Case> {
             "the `shell` tool runs /bin/sh, and the agent's container has none (no `runtime.image`: the runner's own image has no shell), so the agent could never start",
         ),
         case(
+            "the job tools in an agent whose jobs have no image",
+            &agent("    tools: [file_read, jobs]\n"),
+            "jobs_need_image",
+            (6, 24),
+            "`jobs` gives the job tools, and jobs run their commands with `/bin/sh -c`",
+        ),
+        case(
+            "an invalid runtime.jobs setting",
+            "agents:\n  a:\n    runtime:\n      provider: scripted\n      script: [hi]\n      jobs: { image: debian, max_concurrent: 100 }\n    tools: [jobs]\n",
+            "out_of_range",
+            (6, 46),
+            "`max_concurrent` must be between 1 and 64, found 100",
+        ),
+        case(
             "MCP server that is neither remote nor a command",
             &format!("mcp_servers:\n  t:\n    trusted: true\n{}", agent("")),
             "invalid_mcp_server",

@@ -57,12 +57,12 @@ impl JobsProblem<'_> {
                  but this agent's jobs have no image with a shell (no `runtime.jobs.image`, and \
                  no `runtime.image`: the runner's own image has no shell)"
             ),
-            JobsProblem::Unused(agent) => format!(
-                "`runtime.jobs` has no effect: agent `{agent}` has none of the job tools"
-            ),
-            JobsProblem::Secrets(entry) => format!(
-                "jobs are given no secrets yet; `secrets` on `{entry}` would reach no job"
-            ),
+            JobsProblem::Unused(agent) => {
+                format!("`runtime.jobs` has no effect: agent `{agent}` has none of the job tools")
+            }
+            JobsProblem::Secrets(entry) => {
+                format!("jobs are given no secrets yet; `secrets` on `{entry}` would reach no job")
+            }
             JobsProblem::ToolsetKey("effect") => "`effect` cannot be pinned on the `jobs` \
                 toolset: its tools have different classes (job_start write; job_status, \
                 job_output, job_wait read; job_kill idempotent)"
@@ -128,7 +128,8 @@ pub(super) const JOBS: Section<JobsIn> = Section {
             Some(())
         }),
         ("default_timeout", |cx, j, f| {
-            j.jobs.default_timeout_secs = cx.duration(f.value, &f.path, DurationField::JobTimeout)?;
+            j.jobs.default_timeout_secs =
+                cx.duration(f.value, &f.path, DurationField::JobTimeout)?;
             Some(())
         }),
         ("cpu", |cx, j, f| {
@@ -233,9 +234,9 @@ fn is_jobs_name(written: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
+    use crate::Diagnostic;
     use crate::schema::{AgentSpec, Jobs, Resources};
     use crate::tools::{Effect, JOB_TOOLS};
-    use crate::{Diagnostic, Severity};
 
     /// The scripted runtime line, with `extra` keys.
     fn runtime(extra: &str) -> String {
@@ -263,16 +264,33 @@ mod tests {
             runtime(", image: debian:stable-slim")
         ));
         let names: Vec<&str> = a.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["file_read", "job_start", "job_status", "job_output", "job_wait", "job_kill"]);
+        assert_eq!(
+            names,
+            [
+                "file_read",
+                "job_start",
+                "job_status",
+                "job_output",
+                "job_wait",
+                "job_kill"
+            ]
+        );
         let effects: Vec<Effect> = a.tools[1..].iter().map(|t| t.effect).collect();
         use Effect::{Idempotent, Read, Write};
         assert_eq!(effects, [Write, Read, Read, Read, Idempotent]);
-        assert!(a.tools.iter().all(|t| !t.effect_pinned && t.secrets.is_empty()));
+        assert!(
+            a.tools
+                .iter()
+                .all(|t| !t.effect_pinned && t.secrets.is_empty())
+        );
         assert!(a.has_job_tools());
         // No `runtime.jobs`: the defaults, in the agent's own image.
         assert_eq!(a.runtime.jobs, Jobs::default());
         assert_eq!(
-            (a.runtime.jobs.max_concurrent, a.runtime.jobs.default_timeout_secs),
+            (
+                a.runtime.jobs.max_concurrent,
+                a.runtime.jobs.default_timeout_secs
+            ),
             (4, 3600)
         );
         assert_eq!(a.runtime.job_image(), Some("debian:stable-slim"));
@@ -328,7 +346,13 @@ mod tests {
             "agents:\n  a:\n{}    tools: [jobs]\n",
             runtime(", image: debian, jobs: { max_concurrent: 1, default_timeout: 1 }")
         ));
-        assert_eq!((a.runtime.jobs.max_concurrent, a.runtime.jobs.default_timeout_secs), (1, 1));
+        assert_eq!(
+            (
+                a.runtime.jobs.max_concurrent,
+                a.runtime.jobs.default_timeout_secs
+            ),
+            (1, 1)
+        );
         assert_eq!(
             a.jobs_summary().unwrap(),
             "image debian (the agent's) · at most 1 at once · default timeout 1s · no cpu or \
@@ -358,14 +382,20 @@ mod tests {
 
     #[test]
     fn an_agent_without_job_tools_has_no_jobs_summary() {
-        let a = agent_of(&format!("agents:\n  a:\n{}    tools: [file_read]\n", runtime("")));
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: [file_read]\n",
+            runtime("")
+        ));
         assert!(!a.has_job_tools());
         assert_eq!(a.jobs_summary(), None);
     }
 
     #[test]
     fn job_tools_without_an_image_with_a_shell_are_refused_at_their_entry() {
-        let text = format!("agents:\n  a:\n{}    tools: [file_read, jobs]\n", runtime(""));
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [file_read, jobs]\n",
+            runtime("")
+        );
         let d = assert_error(
             &text,
             "jobs_need_image",
@@ -376,13 +406,21 @@ mod tests {
         );
         assert_eq!(d.path, "agents.a.tools[1]");
         let help = d.help.unwrap();
-        assert!(help.contains("`runtime.jobs.image`") && help.contains("`runtime.image`"), "{help}");
+        assert!(
+            help.contains("`runtime.jobs.image`") && help.contains("`runtime.image`"),
+            "{help}"
+        );
         // A mapping entry is found too, by `source` before `name`.
         let text = format!(
             "agents:\n  a:\n{}    tools:\n      - file_read\n      - {{ name: job_status }}\n",
             runtime("")
         );
-        let d = assert_error(&text, "jobs_need_image", (6, 9), "`job_status` gives the job tools, and jobs run their commands with `/bin/sh -c`, but this agent's jobs have no image with a shell (no `runtime.jobs.image`, and no `runtime.image`: the runner's own image has no shell)");
+        let d = assert_error(
+            &text,
+            "jobs_need_image",
+            (6, 9),
+            "`job_status` gives the job tools, and jobs run their commands with `/bin/sh -c`, but this agent's jobs have no image with a shell (no `runtime.jobs.image`, and no `runtime.image`: the runner's own image has no shell)",
+        );
         assert_eq!(d.path, "agents.a.tools[1]");
     }
 
@@ -393,11 +431,17 @@ mod tests {
         assert_eq!(errors_at(&text), [("shell_needs_image", 4, 13)]);
         let text = format!("agents:\n  a:\n{}    tools: all\n", runtime(""));
         assert_eq!(
-            errors(&text).iter().map(|d| d.kind.code()).collect::<Vec<_>>(),
+            errors(&text)
+                .iter()
+                .map(|d| d.kind.code())
+                .collect::<Vec<_>>(),
             ["shell_needs_image"]
         );
         // With an image, `all` has every job tool.
-        let a = agent_of(&format!("agents:\n  a:\n{}    tools: all\n", runtime(", image: debian")));
+        let a = agent_of(&format!(
+            "agents:\n  a:\n{}    tools: all\n",
+            runtime(", image: debian")
+        ));
         assert!(JOB_TOOLS.iter().all(|n| a.offers(n)));
     }
 
@@ -412,8 +456,15 @@ mod tests {
             (w.kind.code(), w.path.as_str(), w.line, w.column),
             ("setting_unused", "agents.a.runtime.jobs", 3, 50)
         );
-        assert_eq!(w.message, "`runtime.jobs` has no effect: agent `a` has none of the job tools");
-        assert!(w.help.unwrap().starts_with("add `jobs` to the agent's `tools`"));
+        assert_eq!(
+            w.message,
+            "`runtime.jobs` has no effect: agent `a` has none of the job tools"
+        );
+        assert!(
+            w.help
+                .unwrap()
+                .starts_with("add `jobs` to the agent's `tools`")
+        );
         // `jobs: null` too: it was written for nothing.
         let text = format!("agents:\n  a:\n{}", runtime(", jobs: null"));
         assert_eq!(one_warning(&text).kind.code(), "setting_unused");
@@ -440,8 +491,18 @@ mod tests {
             got,
             [
                 ("invalid_value", "agents.a.runtime.jobs.image", 7, 16),
-                ("out_of_range", "agents.a.runtime.jobs.max_concurrent", 8, 25),
-                ("out_of_range", "agents.a.runtime.jobs.default_timeout", 9, 26),
+                (
+                    "out_of_range",
+                    "agents.a.runtime.jobs.max_concurrent",
+                    8,
+                    25
+                ),
+                (
+                    "out_of_range",
+                    "agents.a.runtime.jobs.default_timeout",
+                    9,
+                    26
+                ),
                 ("out_of_range", "agents.a.runtime.jobs.cpu", 10, 14),
                 ("out_of_range", "agents.a.runtime.jobs.memory", 11, 17),
                 ("unknown_key", "agents.a.runtime.jobs.max_concurent", 12, 9),
@@ -453,18 +514,28 @@ mod tests {
         let text = lines(&d);
         let has = |path: &str, needle: &str| {
             assert!(
-                text.iter().any(|t| t.starts_with(&format!("{path} |")) && t.contains(needle)),
+                text.iter()
+                    .any(|t| t.starts_with(&format!("{path} |")) && t.contains(needle)),
                 "{path} / {needle}: {text:#?}"
             );
         };
         has("agents.a.runtime.jobs.image", "found \"Python:3.12\"");
         has("agents.a.runtime.jobs.image", "repository in lower case");
-        has("agents.a.runtime.jobs.max_concurrent", "between 1 and 64, found 65");
-        has("agents.a.runtime.jobs.default_timeout", "from 1 second to 7 days, found \"8d\"");
+        has(
+            "agents.a.runtime.jobs.max_concurrent",
+            "between 1 and 64, found 65",
+        );
+        has(
+            "agents.a.runtime.jobs.default_timeout",
+            "from 1 second to 7 days, found \"8d\"",
+        );
         has("agents.a.runtime.jobs.default_timeout", "killed");
         has("agents.a.runtime.jobs.cpu", "more than 0, found 0");
         has("agents.a.runtime.jobs.memory", "below Docker's minimum");
-        has("agents.a.runtime.jobs.max_concurent", "did you mean `max_concurrent`?");
+        has(
+            "agents.a.runtime.jobs.max_concurent",
+            "did you mean `max_concurrent`?",
+        );
     }
 
     #[test]
@@ -504,7 +575,10 @@ mod tests {
 
     #[test]
     fn jobs_are_given_no_secrets() {
-        for entry in ["{ name: jobs, secrets: [DB_URL] }", "{ name: job_start, secrets: [DB_URL] }"] {
+        for entry in [
+            "{ name: jobs, secrets: [DB_URL] }",
+            "{ name: job_start, secrets: [DB_URL] }",
+        ] {
             let text = format!(
                 "agents:\n  a:\n{}    tools:\n      - {entry}\n",
                 runtime(", image: debian")
@@ -515,11 +589,17 @@ mod tests {
             assert!(d[0].path.ends_with("tools[0].secrets"), "{}", d[0].path);
             assert_eq!(d[0].line, 5);
             assert!(
-                d[0].message.starts_with("jobs are given no secrets yet; `secrets` on `job"),
+                d[0].message
+                    .starts_with("jobs are given no secrets yet; `secrets` on `job"),
                 "{}",
                 d[0].message
             );
-            assert!(d[0].help.as_ref().unwrap().contains("{ name: shell, secrets: [NAME] }"));
+            assert!(
+                d[0].help
+                    .as_ref()
+                    .unwrap()
+                    .contains("{ name: shell, secrets: [NAME] }")
+            );
         }
     }
 
@@ -542,9 +622,20 @@ mod tests {
                 ("invalid_value", "agents.a.tools[0].verify", 7, 9),
             ]
         );
-        assert!(d[0].message.starts_with("`effect` cannot be pinned on the `jobs` toolset"));
-        assert!(d[0].help.as_ref().unwrap().contains("{ name: job_start, effect: … }"));
-        assert_eq!(d[1].message, "`verify` does not apply to the `jobs` toolset, only to one tool");
+        assert!(
+            d[0].message
+                .starts_with("`effect` cannot be pinned on the `jobs` toolset")
+        );
+        assert!(
+            d[0].help
+                .as_ref()
+                .unwrap()
+                .contains("{ name: job_start, effect: … }")
+        );
+        assert_eq!(
+            d[1].message,
+            "`verify` does not apply to the `jobs` toolset, only to one tool"
+        );
         // On one job tool, `verify` is the ordinary verifier.
         let a = agent_of(&format!(
             "agents:\n  a:\n{}    tools:\n      - {{ name: job_start, verify: {{ tool: job_status, args: same }} }}\n      - job_status\n",
@@ -574,28 +665,49 @@ mod tests {
             )
         );
         // The toolset twice: one error, not one per tool.
-        let text = format!("agents:\n  a:\n{}    tools: [jobs, jobs]\n", runtime(", image: debian"));
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [jobs, jobs]\n",
+            runtime(", image: debian")
+        );
         assert_error(&text, "duplicate_tool", (4, 19), "`jobs` is listed twice");
         // The other way round, and a plain name twice as before.
-        let text = format!("agents:\n  a:\n{}    tools: [job_kill, jobs]\n", runtime(", image: debian"));
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [job_kill, jobs]\n",
+            runtime(", image: debian")
+        );
         assert_error(
             &text,
             "duplicate_tool",
             (4, 23),
             "tool `job_kill` is listed twice (`job_kill` and `jobs` both give it)",
         );
-        let text = format!("agents:\n  a:\n{}    tools: [file_read, file_read]\n", runtime(""));
-        let d = assert_error(&text, "duplicate_tool", (4, 24), "tool `file_read` is listed twice");
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [file_read, file_read]\n",
+            runtime("")
+        );
+        let d = assert_error(
+            &text,
+            "duplicate_tool",
+            (4, 24),
+            "tool `file_read` is listed twice",
+        );
         assert_eq!(d.help.as_deref(), Some("list each tool once"));
     }
 
     #[test]
     fn a_misspelt_toolset_gets_the_toolset() {
-        let text = format!("agents:\n  a:\n{}    tools: [job]\n", runtime(", image: debian"));
+        let text = format!(
+            "agents:\n  a:\n{}    tools: [job]\n",
+            runtime(", image: debian")
+        );
         let d = errors(&text);
         assert_eq!(d.len(), 1, "{d:#?}");
         assert_eq!(d[0].kind.code(), "unknown_tool");
-        assert!(d[0].help.as_ref().unwrap().contains("`jobs`"), "{:?}", d[0].help);
+        assert!(
+            d[0].help.as_ref().unwrap().contains("`jobs`"),
+            "{:?}",
+            d[0].help
+        );
     }
 
     #[test]
@@ -615,15 +727,13 @@ mod tests {
             "agents:\n  a:\n{}    tools: [jobs]\n    execution: {{ durability: false, task: build }}\n",
             runtime(", jobs: { image: alpine }")
         ));
-        assert!(parsed.warnings.diagnostics.is_empty(), "{:?}", parsed.warnings);
+        assert!(
+            parsed.warnings.diagnostics.is_empty(),
+            "{:?}",
+            parsed.warnings
+        );
         let a = &parsed.agentfile.agents[0];
         assert!(!a.execution.durability && a.has_job_tools());
-        assert!(
-            parsed
-                .warnings
-                .diagnostics
-                .iter()
-                .all(|d| d.severity != Severity::Error)
-        );
+        assert_eq!(a.runtime.job_image(), Some("alpine"));
     }
 }

@@ -151,6 +151,8 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     out.push_str(&per_agent("budgets:", af, budget_summary, style));
     out.push_str(&per_agent("security:", af, security_summary, style));
     out.push_str(&per_agent("egress:", af, egress_summary, style));
+    // Agents with job tools: the image, concurrency, timeout and resources of their jobs.
+    out.push_str(&per_agent("jobs:", af, AgentSpec::jobs_summary, style));
     let gates: Vec<_> = af
         .agents
         .iter()
