@@ -266,6 +266,9 @@ function timelineItem(e) {
       return el("li", { class: "stopped" }, `⏹ stopping turn ${d.turn_seq}: ${stoppedWords(d.by)}${running}`);
     }
     case "cancel_missed": return el("li", { class: "dim" }, `cancel (message ${d.seq}) by ${d.by} found no turn running (turn ${d.last_turn} had ended)`);
+    case "job_started": return el("li", {}, `job ${d.name} (${d.job}) started: `, el("code", {}, d.command || ""));
+    case "job_finished": return el("li", { class: d.exit_code === 0 ? "" : "warn" }, `job ${d.name} (${d.job}) ${d.timed_out ? "timed out" : `exited ${d.exit_code}`}`);
+    case "job_reattached": return el("li", { class: "dim" }, `re-attached to job ${d.name} (${d.job}): ${d.state}${d.exit_code === undefined ? "" : ` (code ${d.exit_code})`}`);
     case "turn_completed":
       if (d.stopped_by) {
         return el("li", { class: "stopped", "data-stopped": d.stopped_by.kind }, `turn ${d.turn_seq} ${stoppedWords(d.stopped_by)}`, d.reply ? ": " : "", d.reply || "");
@@ -350,7 +353,7 @@ async function threadView(id) {
     };
     for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "compacted", "compaction_skipped", "tool_call",
       "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "steered", "turn_stopping", "cancel_missed",
-      "turn_completed", "error"]) {
+      "job_started", "job_finished", "job_reattached", "turn_completed", "error"]) {
       live.addEventListener(kind, onEvent);
     }
   } catch (e) {

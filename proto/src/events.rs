@@ -82,6 +82,13 @@ pub enum TraceEvent {
     /// A cancel found no turn running (the turn it was sent for had ended first): nothing was
     /// stopped (stored with the commit that moves the inbox past it).
     CancelMissed(CancelMissed),
+    /// A `job_start` call's job runs (its container made and started by the pool's job broker).
+    JobStarted(JobEvent),
+    /// A job this thread started was seen ended (by a job tool, or at a boot).
+    JobFinished(JobEvent),
+    /// A runner booted and found a job of its thread (running, or ended while it was down), or
+    /// resolved a `job_start` a crash had left without an outcome to the job it had made.
+    JobReattached(JobEvent),
     /// A budget has no room: the turn spent more than `governance.max_budget_per_run`, or a
     /// budget kept by the API (session, agent's day, pool's day) is spent. The turn was stopped
     /// (or, with `on_budget_exceeded: ask_human`, asks a person to raise it).
@@ -710,6 +717,25 @@ pub struct CancelMissed {
     pub last_turn: u64,
 }
 
+/// `job_started`, `job_finished` and `job_reattached`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEvent {
+    /// The job's ID (from the ledger key of the call that started it).
+    pub job: String,
+    /// Its name.
+    pub name: String,
+    /// Its command (at most 200 bytes).
+    pub command: String,
+    /// `created`, `running` or `exited`.
+    pub state: String,
+    /// Its exit code, once it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// Whether its timeout ended it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+}
+
 /// `budget_exceeded`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BudgetExceeded {
@@ -807,6 +833,9 @@ impl TraceEvent {
             TraceEvent::Steered(_) => "steered",
             TraceEvent::TurnStopping(_) => "turn_stopping",
             TraceEvent::CancelMissed(_) => "cancel_missed",
+            TraceEvent::JobStarted(_) => "job_started",
+            TraceEvent::JobFinished(_) => "job_finished",
+            TraceEvent::JobReattached(_) => "job_reattached",
             TraceEvent::BudgetExceeded(_) => "budget_exceeded",
             TraceEvent::ModelFallback(_) => "model_fallback",
             TraceEvent::ModelWaited(_) => "model_waited",

@@ -116,6 +116,9 @@ pub struct Config {
     /// Where the thread's OpenTelemetry spans go (set by `ninetrix runner` when an OTLP endpoint
     /// is configured; never from the environment here). `None`: no spans are built.
     pub telemetry: Option<crate::telemetry::Exporter>,
+    /// The pool's job broker (`AGENTFILE_JOBS_URL`), for an agent with the job tools; `None`:
+    /// its job tools answer that this pool runs no jobs.
+    pub jobs_url: Option<String>,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.
@@ -273,5 +276,6 @@ pub fn from_vars(
         }),
         created: launch.created,
         telemetry: None,
+        jobs_url: launch.jobs_url,
     })
 }

@@ -348,6 +348,21 @@ fn log(event: &TraceEvent) {
             c.by,
             c.last_turn
         ),
+        TraceEvent::JobStarted(j) => {
+            tracing::info!("job {} ({}) started: {}", j.name, j.job, j.command)
+        }
+        TraceEvent::JobFinished(j) => tracing::info!(
+            "job {} ({}) ended{}{}",
+            j.name,
+            j.job,
+            j.exit_code
+                .map(|c| format!(" with code {c}"))
+                .unwrap_or_default(),
+            if j.timed_out { " at its timeout" } else { "" }
+        ),
+        TraceEvent::JobReattached(j) => {
+            tracing::info!("re-attached to job {} ({}): {}", j.name, j.job, j.state)
+        }
         TraceEvent::Compacted(c) => tracing::info!(
             "compacted turns {}–{} by {} ({}): {} → {} tokens",
             c.turns[0],

@@ -19,6 +19,7 @@ pub mod events;
 pub mod health;
 pub mod history;
 pub mod inbox;
+pub mod jobs;
 pub mod launch;
 pub mod ledger;
 pub mod limits;

@@ -271,6 +271,35 @@ impl Renderer {
                 c.by,
                 c.last_turn
             ),
+            TraceEvent::JobStarted(j) => format!(
+                "  ├─ {} job {} ({}) started: {}",
+                self.rel(at),
+                j.name,
+                j.job,
+                j.command
+            ),
+            TraceEvent::JobFinished(j) => format!(
+                "  ├─ {} job {} ({}) {}",
+                self.rel(at),
+                j.name,
+                j.job,
+                match (j.exit_code, j.timed_out) {
+                    (_, true) => s.error("timed out"),
+                    (Some(0), _) => s.ok("exited 0"),
+                    (Some(c), _) => s.error(&format!("exited {c}")),
+                    (None, _) => "ended".to_string(),
+                }
+            ),
+            TraceEvent::JobReattached(j) => format!(
+                "  · {} re-attached to job {} ({}): {}{}",
+                self.rel(at),
+                j.name,
+                j.job,
+                j.state,
+                j.exit_code
+                    .map(|c| format!(" (code {c})"))
+                    .unwrap_or_default()
+            ),
             TraceEvent::TurnCompleted(t) => {
                 let line = format!(
                     "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",

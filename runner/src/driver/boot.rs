@@ -153,6 +153,7 @@ pub(super) async fn run_with<C: Checkpoints>(
     let (llm, summarizer) = models(&config, &http, &health, permits, epoch);
     let llm = llm.showing_waits_on(replica.clone());
     let summarizer = summarizer.map(|s| s.showing_waits_on(replica));
+    let http_for_jobs = http.clone();
     let mut runner = Runner {
         llm,
         summarizer,
@@ -183,6 +184,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         boot_count,
         controls: None,
         read_ahead: Vec::new(),
+        jobs: job_broker(&config, &http_for_jobs),
         config,
     };
     runner.measure_overhead();
@@ -190,6 +192,21 @@ pub(super) async fn run_with<C: Checkpoints>(
     runner.mcp.close().await;
     runner.events.flush(Duration::from_secs(2)).await;
     exit
+}
+
+/// The job broker of this thread: the backend's (`AGENTFILE_JOBS_URL`), called with the thread's
+/// own token; `None` without one or without the checkpoint API (a batch job that records
+/// nothing has no ledger to name its jobs by).
+fn job_broker(config: &Config, http: &reqwest::Client) -> Option<super::jobs::Jobs> {
+    let url = config.jobs_url.as_deref()?;
+    let api = config.api.as_ref()?;
+    Some(super::jobs::Jobs::new(crate::jobs::Broker::new(
+        http.clone(),
+        url,
+        api.token.clone(),
+        config.thread_id,
+        config.replica,
+    )))
 }
 
 impl<C: Checkpoints> Runner<C> {

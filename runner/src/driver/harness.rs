@@ -374,6 +374,7 @@ pub(super) fn config(spec: AgentSpec, workspace: &Path) -> Config {
         instance: None,
         created: None,
         telemetry: None,
+        jobs_url: None,
         spec,
     }
 }

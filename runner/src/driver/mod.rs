@@ -37,6 +37,7 @@ mod commit;
 mod controls;
 #[cfg(test)]
 mod harness;
+mod jobs;
 mod tool_calls;
 mod waits;
 
@@ -173,6 +174,8 @@ struct Runner<C: Checkpoints> {
     /// What the runner read of the inbox when it took the current turn's message: the start
     /// of that turn's [`Controls`].
     read_ahead: Vec<ninetrix_proto::api::InboxMessage>,
+    /// The thread's background jobs, when the backend runs a job broker for the agent.
+    jobs: Option<jobs::Jobs>,
 }
 
 /// Serves this runner's own thread until shutdown, fencing, a batch job's end, or a failure:
@@ -272,6 +275,8 @@ impl<C: Checkpoints> Runner<C> {
             Ok(resume) => resume,
             Err(exit) => return exit,
         };
+        // The thread's jobs went on while no runner served it: the trace says what was found.
+        self.reattach_jobs().await;
         let resumed = match self.execute(resume).await {
             Ok(f) => f,
             Err(stop) => return self.stopped(stop),

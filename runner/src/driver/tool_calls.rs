@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use ninetrix_proto::events::{self as ev, TraceEvent};
 
-use ninetrix_agentfile::tools::MEMORY;
+use ninetrix_agentfile::tools::{JOB_START, MEMORY, is_job_tool};
 use ninetrix_proto::api::MemoryOpRequest;
 
 use crate::checkpoints::{CheckpointError, Checkpoints};
@@ -73,16 +73,24 @@ impl<C: Checkpoints> Runner<C> {
                 content: content.clone(),
                 is_error: *is_error,
             },
-            Decision::OutcomeUnknown => {
-                let text = history::outcome_unknown_text(&call.name);
-                self.verified(&call, text).await
-            }
+            Decision::OutcomeUnknown => match self.recovered_job(&call).await {
+                Some(out) => out,
+                None => {
+                    let text = history::outcome_unknown_text(&call.name);
+                    self.verified(&call, text).await
+                }
+            },
             Decision::Execute { .. } => match self.execute_tool(&call).await? {
                 Executed::Answered(out) => out,
                 Executed::Lost(why) if call.effect == EffectClass::Write => {
                     mode = ev::ToolMode::OutcomeUnknown;
-                    let text = history::outcome_lost_text(&call.name, &why);
-                    self.verified(&call, text).await
+                    match self.recovered_job(&call).await {
+                        Some(out) => out,
+                        None => {
+                            let text = history::outcome_lost_text(&call.name, &why);
+                            self.verified(&call, text).await
+                        }
+                    }
                 }
                 Executed::Lost(why) => ToolOutput::error(format!(
                     "{why}. No answer came, so it may or may not have run; this tool is safe to \
@@ -114,6 +122,15 @@ impl<C: Checkpoints> Runner<C> {
         })
     }
 
+    /// A `job_start` whose outcome is unknown, resolved by asking the job broker what became of
+    /// the job its key names; `None` for any other call, or when the broker cannot say.
+    async fn recovered_job(&self, call: &PlannedCall) -> Option<ToolOutput> {
+        if call.name != JOB_START {
+            return None;
+        }
+        self.recover_job_start(call).await
+    }
+
     /// The answer to a `write` whose outcome is unknown: `notice`, and — when the agentfile
     /// names a verifier — what the verifier (a read, run now) says about the write's effect, so
     /// the model decides on evidence. The whole answer becomes the call's recorded outcome, so a
@@ -128,7 +145,7 @@ impl<C: Checkpoints> Runner<C> {
         // bridged process): a verifier that could not be sent is tried again for a while.
         let mut wait = Duration::from_millis(500);
         let answer = loop {
-            match self.call_tool(tool, args, &key).await {
+            match self.call_tool(tool, args, &key, call.turn_seq).await {
                 Executed::Answered(out) => break out,
                 Executed::Lost(why) => break ToolOutput::error(why),
                 Executed::NotSent(why) => {
@@ -167,7 +184,7 @@ impl<C: Checkpoints> Runner<C> {
     /// Runs the tool; on SIGTERM it may finish within a grace period, else the runner stops
     /// (the intent stays without an outcome; the next boot applies the ambiguity rule).
     pub(super) async fn execute_tool(&self, call: &PlannedCall) -> Result<Executed, Stop> {
-        let work = self.call_tool(&call.name, &call.args, &call.key);
+        let work = self.call_tool(&call.name, &call.args, &call.key, call.turn_seq);
         tokio::pin!(work);
         tokio::select! {
             out = &mut work => Ok(out),
@@ -181,15 +198,20 @@ impl<C: Checkpoints> Runner<C> {
     }
 
     /// Calls a tool by the model's name: an MCP tool on its server (with its ledger key), `memory`
-    /// through the checkpoint API (with its ledger key), else a builtin.
+    /// through the checkpoint API (with its ledger key), a job tool through the job broker (with
+    /// its ledger key and turn `turn`), else a builtin.
     pub(super) async fn call_tool(
         &self,
         name: &str,
         args: &serde_json::Value,
         key: &str,
+        turn: u64,
     ) -> Executed {
         if name == MEMORY && self.mcp.routes(name).is_none() {
             return self.memory(args, key).await;
+        }
+        if is_job_tool(name) && self.mcp.routes(name).is_none() {
+            return self.job_tool(name, args, key, turn).await;
         }
         let Some((server, tool)) = self.mcp.routes(name) else {
             return Executed::Answered(tools::run(name, args, &self.tool_ctx).await);

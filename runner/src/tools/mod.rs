@@ -1,5 +1,6 @@
 //! Builtin tools (docs/design.md §10): file tools confined to the workspace, `http_request`, `shell`,
-//! and the definition of `memory` (whose commands the driver runs through the checkpoint API).
+//! and the definitions of `memory` (whose commands the driver runs through the checkpoint API)
+//! and of the job tools (run by the driver through the pool's job broker, `crate::jobs`).
 //! A tool's failure is a result the model sees (`is_error`), never a crash of the runner. Every
 //! call runs under the agent's `tool_timeout`.
 
@@ -158,6 +159,37 @@ fn definition(name: &str) -> Option<ToolDef> {
             json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
         ),
         "memory" => (memory::DESCRIPTION, memory::parameters()),
+        "job_start" => (
+            "Start a background job: a shell command (/bin/sh -c) run in the workspace in a container of its own. It goes on while you work, and survives restarts of this conversation's runner; use it for builds, test suites, downloads, servers. Answers the job's ID at once; follow it with job_status, job_output, job_wait, job_kill.",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "The command, run with /bin/sh -c in the workspace"},
+                "name": {"type": "string", "description": "A name to refer to it by (letters, digits, - _ .)"},
+                "timeout": {"type": ["number", "string"], "description": "The longest it may run: seconds, or e.g. \"10m\", \"2h\" (default: the agent's runtime.jobs.default_timeout)"}
+            }, "required": ["command"]}),
+        ),
+        "job_status" => (
+            "The state (created, running, exited) and exit code of a background job, or of every job of this conversation when `job` is left out.",
+            json!({"type": "object", "properties": {"job": {"type": "string", "description": "The job's name or ID"}}}),
+        ),
+        "job_output" => (
+            "A background job's output (stdout and stderr), by line: the last `tail` lines, or the lines after `since` (the `next read` of an earlier answer). At most 64 KiB: the last lines.",
+            json!({"type": "object", "properties": {
+                "job": {"type": "string", "description": "The job's name or ID"},
+                "tail": {"type": "integer", "minimum": 0},
+                "since": {"type": "integer", "minimum": 0}
+            }, "required": ["job"]}),
+        ),
+        "job_wait" => (
+            "Wait for a background job to end, at most `timeout` seconds (and at most the tool timeout); answers its state and exit code. Call again to keep waiting.",
+            json!({"type": "object", "properties": {
+                "job": {"type": "string", "description": "The job's name or ID"},
+                "timeout": {"type": "number", "minimum": 0}
+            }, "required": ["job"]}),
+        ),
+        "job_kill" => (
+            "Stop a background job (SIGTERM, then SIGKILL after 10 seconds); its output so far stays readable.",
+            json!({"type": "object", "properties": {"job": {"type": "string", "description": "The job's name or ID"}}, "required": ["job"]}),
+        ),
         _ => return None,
     };
     Some(ToolDef {
