@@ -54,6 +54,10 @@ pub(crate) fn direct_hosts(
     hosts
 }
 
+/// How `ps` (AGENT column) and `logs` (prefix) name the job broker, as an egress proxy is
+/// `egress:<agent>` (a `:` no agent name has).
+pub(crate) const BROKER_SHOWN: &str = "jobs:broker";
+
 /// Whether a listed container is a background job's.
 pub(crate) fn is_job(c: &ContainerSummary) -> bool {
     label(c, ROLE) == Some(JOB_ROLE)
