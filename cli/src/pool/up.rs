@@ -105,12 +105,7 @@ pub(crate) async fn up(
         .await?;
     }
 
-    // Each restricted agent's way out, before its replicas (they start on its network).
-    let agents: Vec<&AgentSpec> = af
-        .agents
-        .iter()
-        .filter(|a| only.is_none_or(|o| o.agent == a.name))
-        .collect();
+    // Each restricted agent's way out and the job broker, before the replicas.
     let site = crate::pool::egress::Site {
         docker: &docker,
         pool: &pool,
@@ -118,31 +113,7 @@ pub(crate) async fn up(
         api: &api,
         image: &runner_image,
     };
-    let egress = crate::pool::egress::ensure(&site, &agents, only.is_none(), &progress).await?;
-    // The job broker next, like the proxies before the replicas (a runner that starts first
-    // retries its job tools until the broker answers). `reset`'s one replica leaves it alone.
-    if only.is_none() {
-        let tags: HashMap<String, String> = images
-            .iter()
-            .map(|(agent, img)| (agent.clone(), img.tag.clone()))
-            .collect();
-        let inputs = broker::Inputs {
-            pool: &pool,
-            pool_network: &network.id,
-            egress: &egress,
-            images: &tags,
-            api_url: &api.container_url,
-            api_local: api.local.is_some(),
-        };
-        let wanted = wanted_broker(&af, &inputs);
-        let site = broker::Site {
-            docker: &docker,
-            pool: &pool,
-            pool_network: &network.id,
-            image: &runner_image,
-        };
-        broker::ensure(&site, wanted.as_ref(), args.force_recreate, &progress).await?;
-    }
+    let egress = ways_out(&site, &af, only, &images, args.force_recreate, &progress).await?;
 
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
@@ -438,6 +409,50 @@ fn desired(
             }
         })
         .collect()
+}
+
+/// What the replicas need before they start: each restricted agent's internal network and
+/// egress proxy (they start on that network; `reset`'s one replica: its agent's alone, nothing
+/// pruned), then the job broker (pool/broker.rs), which `reset` leaves alone (a runner that
+/// starts before it retries its job tools until it answers). Each restricted agent's network.
+async fn ways_out(
+    site: &crate::pool::egress::Site<'_>,
+    af: &Agentfile,
+    only: Option<&Only>,
+    images: &HashMap<String, Image>,
+    force: bool,
+    progress: &Progress,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let agents: Vec<&AgentSpec> = af
+        .agents
+        .iter()
+        .filter(|a| only.is_none_or(|o| o.agent == a.name))
+        .collect();
+    let egress = crate::pool::egress::ensure(site, &agents, only.is_none(), progress).await?;
+    if only.is_some() {
+        return Ok(egress);
+    }
+    let tags: HashMap<String, String> = images
+        .iter()
+        .map(|(agent, img)| (agent.clone(), img.tag.clone()))
+        .collect();
+    let inputs = broker::Inputs {
+        pool: site.pool,
+        pool_network: site.pool_network,
+        egress: &egress,
+        images: &tags,
+        api_url: &site.api.container_url,
+        api_local: site.api.local.is_some(),
+    };
+    let wanted = wanted_broker(af, &inputs);
+    let broker_site = broker::Site {
+        docker: site.docker,
+        pool: site.pool,
+        pool_network: site.pool_network,
+        image: site.image,
+    };
+    broker::ensure(&broker_site, wanted.as_ref(), force, progress).await?;
+    Ok(egress)
 }
 
 /// The job broker `af` wants (`None`: no agent has the job tools).
