@@ -331,6 +331,25 @@ fn egress_proxy_refuses_a_bad_rule_with_exit_2_saying_what_to_write() {
 }
 
 #[test]
+fn k8s_render_refuses_background_jobs_naming_the_agent() {
+    let ws = Workspace::new();
+    ws.write(
+        "agentfile.yaml",
+        "name: shop\nagents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n  \
+         builder:\n    runtime: { provider: scripted, script: [hi] }\n    tools: [job_start]\n",
+    );
+    ws.ninetrix()
+        .args(["k8s", "render", "-f", "agentfile.yaml"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "agent(s) builder have the background-job tools",
+        ))
+        .stderr(predicate::str::contains("one Docker host"));
+}
+
+#[test]
 fn k8s_render_refuses_an_egress_allow_list_it_cannot_express_and_sets_the_runtime_class() {
     let ws = Workspace::new();
     ws.write(

@@ -90,6 +90,10 @@ impl Backend {
         settings: &LogsSettings,
     ) -> anyhow::Result<ExitCode> {
         match self {
+            Backend::Swarm if settings.job.is_some() => anyhow::bail!(
+                "pool `{pool}` runs on Docker Swarm, which runs no background jobs (they need \
+                 one Docker host for now); `ninetrix logs` without --job shows its services"
+            ),
             Backend::Swarm => crate::swarm::logs::run(docker, pool, settings).await,
             Backend::Host => crate::pool::logs::run(docker, pool, settings).await,
         }
@@ -214,9 +218,11 @@ impl Backend {
     pub(crate) async fn is_down(self, docker: &Docker, pool: &str) -> bool {
         match self {
             Backend::Swarm => false,
+            // Job containers `down --keep-jobs` left (or stopped ones kept for their output)
+            // are no pool that is up.
             Backend::Host => crate::pool::engine::pool_containers(docker, Some(pool))
                 .await
-                .is_ok_and(|c| c.is_empty()),
+                .is_ok_and(|c| c.iter().all(crate::pool::jobs::is_job)),
         }
     }
 }

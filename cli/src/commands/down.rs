@@ -27,9 +27,16 @@ pub struct DownArgs {
     /// Seconds each runner gets to checkpoint and exit before it is killed.
     #[arg(short = 't', long = "timeout", default_value_t = DEFAULT_STOP_SECS, value_name = "SECS")]
     pub timeout: i32,
-    /// Also delete the pool state, every thread of the pool in the API and the workspace volumes.
+    /// Also delete the pool state, every thread of the pool in the API, the workspace volumes
+    /// and the background jobs' containers (their output).
     #[arg(long)]
     pub purge: bool,
+    /// Leave the pool's running background jobs running (and the networks they are on). By
+    /// default they are stopped (SIGTERM, killed after 10 s) and their containers kept with their
+    /// output (`ninetrix logs --agent A --job NAME`) until `down --purge`. Not with --purge,
+    /// which removes every job.
+    #[arg(long, conflicts_with = "purge")]
+    pub keep_jobs: bool,
     /// Also remove this home's local API container (it serves every pool of the home).
     #[arg(long)]
     pub api: bool,
@@ -45,6 +52,7 @@ impl DownArgs {
             timeout: self.timeout,
             purge: self.purge,
             api: self.api,
+            keep_jobs: self.keep_jobs,
         }
     }
 }

@@ -101,6 +101,19 @@ fn render_cmd(args: &RenderArgs) -> anyhow::Result<ExitCode> {
             restricted.join(", ")
         );
     }
+    // Background jobs are sibling containers made through one engine's socket, mounting their
+    // replica's workspace volume: nothing a cluster gives a pod. An agent given the job tools
+    // never runs without them.
+    let with_jobs = crate::pool::jobs::job_agents(&parsed.agentfile);
+    if !with_jobs.is_empty() {
+        anyhow::bail!(
+            "{}: agent(s) {} have the background-job tools (`job_start`, …), which `k8s render` \
+             cannot run: background jobs need one Docker host for now; nothing was rendered. \
+             Run the pool on one host (`ninetrix up`), or remove the job tools",
+            args.file.display(),
+            with_jobs.join(", ")
+        );
+    }
     let objects = render(&parsed.agentfile, &pool, &opts);
     for warning in not_rendered(&parsed.agentfile) {
         eprintln!("warning: {warning}");

@@ -1,6 +1,7 @@
 //! `ninetrix logs`: every container of a pool, Compose-style (`agent-n | line`), stdout and
 //! stderr, lines reassembled from Docker's frames, merged by time; `--follow` re-attaches across
-//! restarts without repeating lines and prints restart markers.
+//! restarts without repeating lines and prints restart markers. Background jobs' output is not
+//! mixed in: `--agent A --job NAME` shows one job's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +24,10 @@ pub struct LogsArgs {
     /// Only this agent's containers.
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,
+    /// Only this background job of --agent: its name (several of one name: the newest) or its
+    /// 16-hex ID (`ninetrix ps` lists an agent's jobs as `job:<name>`).
+    #[arg(long, value_name = "NAME", requires = "agent")]
+    pub job: Option<String>,
     /// Keep following, across restarts.
     #[arg(short, long)]
     pub follow: bool,
@@ -51,6 +56,7 @@ impl LogsArgs {
     pub(crate) fn settings(&self) -> LogsSettings {
         LogsSettings {
             agent: self.agent.clone(),
+            job: self.job.clone(),
             follow: self.follow,
             since: self.since.clone(),
             tail: self.tail.clone(),

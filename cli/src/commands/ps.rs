@@ -2,8 +2,10 @@
 //! backend reports them (`pool/status.rs` for one host: Docker's status Compose-style with the
 //! health verdict and the runner's reason, restarts, exit code, OOM, "gave up"; `swarm/status.rs`
 //! for Swarm: one row per replica slot). A durable agent that is not running is listed without
-//! `-a`: that is exactly what `ps` is for. Finished batch jobs need `-a`. A pool on Swarm is
-//! listed by task, in its own table before the containers.
+//! `-a`: that is exactly what `ps` is for. Finished batch jobs need `-a`. Background jobs are
+//! listed under their agent as `job:<name>` (running ones always, finished ones with `-a`;
+//! `--json`: entries with a `job` object), and the pool's job broker as `jobs:broker`. A pool on
+//! Swarm is listed by task, in its own table before the containers.
 
 use std::process::ExitCode;
 
@@ -19,8 +21,8 @@ pub struct PsArgs {
     /// Only this pool.
     #[arg(short, long, value_name = "POOL", value_parser = pool_name)]
     pub pool: Option<String>,
-    /// Also finished batch jobs and `ninetrix run` containers (durable agents that stopped are
-    /// always listed).
+    /// Also finished batch agents, `ninetrix run` containers and finished background jobs
+    /// (durable agents that stopped and running background jobs are always listed).
     #[arg(short, long)]
     pub all: bool,
     /// As JSON.
@@ -45,10 +47,12 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Backend::Host.rows(&docker, &home, &settings).await?;
     let swarm_rows = Backend::Swarm.rows(&docker, &home, &settings).await?;
     let on_swarm_only = args.pool.is_some() && !swarm_rows.is_empty();
+    // An agent's jobs after its replicas.
     rows.sort_by(|a, b| {
-        (&a.pool, &a.agent, a.replica, &a.container).cmp(&(
+        (&a.pool, &a.agent, a.job.is_some(), a.replica, &a.container).cmp(&(
             &b.pool,
             &b.agent,
+            b.job.is_some(),
             b.replica,
             &b.container,
         ))
@@ -103,7 +107,11 @@ async fn spend(home: &std::path::Path, rows: &mut [Row]) {
     for pool in pools {
         match api.spend_by_thread(&pool).await {
             Ok(spend) => {
-                for row in rows.iter_mut().filter(|r| r.pool.as_deref() == Some(&pool)) {
+                // A job's thread is its replica's: its spend is counted there.
+                for row in rows
+                    .iter_mut()
+                    .filter(|r| r.pool.as_deref() == Some(&pool) && r.job.is_none())
+                {
                     row.spent_usd = row.thread_id.as_ref().and_then(|t| spend.get(t).copied());
                 }
             }

@@ -18,6 +18,8 @@ use serde_json::json;
 pub(crate) struct LogsSettings {
     /// Only this agent's sources.
     pub(crate) agent: Option<String>,
+    /// Only this background job of `agent` (its name or ID; one host only).
+    pub(crate) job: Option<String>,
     /// Keep following, across restarts.
     pub(crate) follow: bool,
     /// Only lines since this time (RFC 3339) or for this long (10m, 2h).

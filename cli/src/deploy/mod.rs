@@ -55,4 +55,6 @@ pub(crate) struct DownSettings {
     pub(crate) purge: bool,
     /// `--api` was given (a pool that is gone already is then no failure).
     pub(crate) api: bool,
+    /// Leave the pool's running background jobs running (one host; not with `purge`).
+    pub(crate) keep_jobs: bool,
 }

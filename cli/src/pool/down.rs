@@ -7,6 +7,10 @@
 //! containers stop, the pool's triggers are removed from the API (if it runs), so nothing fires
 //! into a pool being taken down.
 //!
+//! Background jobs' containers (pool/jobs.rs) are stopped, not removed — their output stays for
+//! `logs --job` — unless `--keep-jobs` leaves the running ones running (and their networks), or
+//! `--purge` removes them all. The job broker goes with the other containers.
+//!
 //! Every step runs even when an earlier one failed; the failures are reported together at the
 //! end and make the exit status 1, so one stuck network never leaves volumes, threads or the API
 //! behind.
@@ -114,6 +118,10 @@ pub(crate) async fn down(
     // The triggers before the containers: nothing fires into a pool being taken down.
     remove_triggers(home, pool, progress).await;
 
+    // Background jobs are the broker's containers, not replicas: stopped, kept or removed on
+    // their own terms (pool/jobs.rs); the broker goes with the other containers.
+    let (job_containers, containers): (Vec<_>, Vec<_>) =
+        containers.into_iter().partition(crate::pool::jobs::is_job);
     let mut removals = futures_util::stream::iter(containers.iter().map(|c| async move {
         let n = name(c);
         let r = crate::docker::stop_and_remove(
@@ -133,6 +141,13 @@ pub(crate) async fn down(
         removed_names.push(n);
     }
     drop(removals);
+    let kept = take_down_jobs(docker, &job_containers, args, progress, failures).await;
+    removed_names.extend(
+        job_containers
+            .iter()
+            .map(name)
+            .filter(|n| !kept.contains(n)),
+    );
 
     // The networks (duplicates too), re-listed: a container removal detaches its endpoint.
     let local = local_name(home);
@@ -144,6 +159,21 @@ pub(crate) async fn down(
         }
     };
     for net in &networks {
+        // A job left running keeps its network (the next `up` finds it by label).
+        let running_jobs: Vec<&str> = net
+            .endpoints
+            .iter()
+            .map(String::as_str)
+            .filter(|e| kept.iter().any(|k| k == e))
+            .collect();
+        if !running_jobs.is_empty() {
+            progress.step(
+                "Network",
+                &net.name,
+                &format!("Kept (--keep-jobs: {} run on it)", running_jobs.join(", ")),
+            );
+            continue;
+        }
         // The local API is attached to every pool's network; detach it first.
         let _ = docker
             .disconnect_network(
@@ -180,6 +210,68 @@ pub(crate) async fn down(
     }
     Ok(())
 }
+
+/// Stops the pool's running jobs (Docker stop, 10 s), or with `--purge` removes every job's
+/// container, or with `--keep-jobs` leaves the running ones. Returns the names of the job
+/// containers left running.
+async fn take_down_jobs(
+    docker: &Docker,
+    jobs: &[ContainerSummary],
+    args: &DownSettings,
+    progress: &Progress,
+    failures: &mut Failures,
+) -> Vec<String> {
+    use crate::pool::jobs::{JobFate, Listed, fate};
+    let mut kept = Vec::new();
+    let mut work = Vec::new();
+    for c in jobs {
+        let Some(job) = Listed::of(c) else { continue };
+        match fate(job.running(), args.keep_jobs, args.purge) {
+            JobFate::Keep if job.running() => {
+                progress.step("Job", &job.shown_name(), "Kept running (--keep-jobs)");
+                kept.push(job.container.clone());
+            }
+            JobFate::Keep => {}
+            f => work.push((job, f)),
+        }
+    }
+    let mut done = futures_util::stream::iter(work.into_iter().map(|(job, f)| async move {
+        let r = match f {
+            JobFate::Remove => {
+                crate::docker::stop_and_remove(docker, &job.container_id, JOB_STOP_SECS).await
+            }
+            _ => docker
+                .stop_container(
+                    &job.container_id,
+                    Some(
+                        bollard::query_parameters::StopContainerOptionsBuilder::default()
+                            .t(JOB_STOP_SECS)
+                            .build(),
+                    ),
+                )
+                .await
+                .or_else(|e| if is_not_found(&e) { Ok(()) } else { Err(e) })
+                .map_err(anyhow::Error::from),
+        };
+        (job, f, r)
+    }))
+    .buffer_unordered(PARALLEL_REMOVALS);
+    while let Some((job, f, r)) = done.next().await {
+        let what = format!("job {} ({})", job.job.name, job.container);
+        if failures.check(&what, r).is_some() {
+            let said = if f == JobFate::Remove {
+                "Removed"
+            } else {
+                "Stopped (its output stays: `ninetrix logs --job`)"
+            };
+            progress.step("Job", &job.shown_name(), said);
+        }
+    }
+    kept
+}
+
+/// Seconds a background job gets to exit before it is killed by `down`.
+const JOB_STOP_SECS: i32 = 10;
 
 /// What `down` says of a pool that has no state, container or network.
 pub(crate) fn no_pool(pool: &str, pools_dir: &std::path::Path, known: &[String]) -> String {

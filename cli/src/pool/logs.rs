@@ -1,6 +1,7 @@
 //! `ninetrix logs` of a pool on one host: every container of the pool, Compose-style (`agent-n |
 //! line`), stdout and stderr, lines reassembled from Docker's frames, merged by time; `--follow`
-//! re-attaches across restarts without repeating lines and prints restart markers.
+//! re-attaches across restarts without repeating lines and prints restart markers. Background
+//! jobs are left out, except the one `--agent A --job NAME` names (pool/jobs.rs picks it).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use crate::deploy::logs::{
 };
 use crate::docker::label;
 use crate::pool::engine::pool_containers;
-use crate::pool::spec;
+use crate::pool::{jobs, spec};
 
 /// Prints (and with `follow`, follows) the logs of the pool's containers.
 pub(crate) async fn run(
@@ -27,11 +28,28 @@ pub(crate) async fn run(
 ) -> anyhow::Result<ExitCode> {
     let docker = docker.clone();
     let mut containers = pool_containers(&docker, Some(pool)).await?;
-    containers.retain(|c| {
-        args.agent
-            .as_deref()
-            .is_none_or(|a| label(c, crate::objects::AGENT) == Some(a))
-    });
+    match (&args.job, &args.agent) {
+        (Some(wanted), Some(agent)) => {
+            let listed: Vec<jobs::Listed> =
+                containers.iter().filter_map(jobs::Listed::of).collect();
+            let (job, note) = jobs::pick(&listed, pool, agent, wanted)?;
+            if let Some(note) = note {
+                eprintln!("note: {note}");
+            }
+            let id = job.container_id.clone();
+            containers.retain(|c| c.id.as_deref() == Some(id.as_str()));
+        }
+        _ => {
+            // Jobs' output is the job's (`--job`); the agents' logs are the runners'.
+            containers.retain(|c| {
+                !jobs::is_job(c)
+                    && args
+                        .agent
+                        .as_deref()
+                        .is_none_or(|a| label(c, crate::objects::AGENT) == Some(a))
+            });
+        }
+    }
     if containers.is_empty() {
         bail!(
             "pool `{pool}` has no containers{}; run `ninetrix up`",
@@ -54,9 +72,14 @@ pub(crate) async fn run(
         .map(|(i, c)| {
             let agent = label(c, crate::objects::AGENT).unwrap_or("?").to_string();
             let replica = label(c, crate::objects::REPLICA).unwrap_or("?").to_string();
-            // An MCP sidecar has no replica: it is `mcp:<server>`.
+            // An MCP sidecar has no replica: it is `mcp:<server>`; the job broker is
+            // `jobs:broker`, a job `job:<name>`.
             let prefix = if crate::pool::sidecar::is_sidecar(c) {
                 agent.clone()
+            } else if jobs::is_broker(c) {
+                jobs::BROKER_SHOWN.to_string()
+            } else if let Some(job) = jobs::Listed::of(c) {
+                job.shown_name()
             } else {
                 format!("{agent}-{replica}")
             };

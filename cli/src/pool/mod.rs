@@ -3,10 +3,13 @@
 //! state file ([`state`]), images ([`image`]), the checkpoint API a pool uses ([`local_api`]),
 //! which pool a command means ([`resolve`]), `up`'s readiness wait ([`ready`]) and what a
 //! container is doing as people read it ([`condition`]), with the runners' health reports
-//! ([`health`]), and the MCP servers' sidecar containers ([`sidecar`]). Everything
+//! ([`health`]), the MCP servers' sidecar containers ([`sidecar`]), and background jobs: the
+//! pool's job broker ([`broker`]) and its job containers as `ps`, `logs` and `down` see them
+//! ([`jobs`]). Everything
 //! goes through the Engine API (bollard); nothing shells out to the `docker` CLI.
 
 pub(crate) mod apply;
+pub(crate) mod broker;
 pub(crate) mod condition;
 pub(crate) mod down;
 pub(crate) mod egress;
@@ -15,6 +18,7 @@ pub(crate) mod engine;
 pub(crate) mod hardening;
 pub(crate) mod health;
 pub(crate) mod image;
+pub(crate) mod jobs;
 pub(crate) mod local_api;
 pub(crate) mod logs;
 pub(crate) mod observed;

@@ -386,7 +386,10 @@ impl Replica<'_> {
             instance: Some(Instance::Id(uuid::Uuid::now_v7().to_string())),
             created: Some(self.created),
             health_file: Some(crate::pool::health::file_of(name)),
-            jobs_url: None,
+            // The pool's job broker, for an agent with the job tools (a `ninetrix run`
+            // container has a throwaway workspace no job could mount: none).
+            jobs_url: (crate::pool::jobs::has_jobs(self.spec) && self.slot != Slot::Run)
+                .then(|| crate::jobs::config::url(self.pool)),
         }
     }
 
@@ -427,7 +430,8 @@ impl Replica<'_> {
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
         env.push(format!("HOME={}", crate::pool::hardening::HOME));
         if let Some(link) = &self.egress {
-            let direct = egress_env::direct_hosts(s, self.api_url, link.api_local);
+            let direct =
+                crate::pool::jobs::direct_hosts(s, self.pool, self.api_url, link.api_local);
             env.extend(egress_env::runner_env(&direct));
         }
         env.extend(s.env.iter().map(|(k, v)| format!("{k}={v}")));
@@ -849,5 +853,64 @@ mod tests {
         assert_eq!(volume_labels[REPLICA], "2");
         let host = replica(Slot::Replica(2)).body().host_config.unwrap();
         assert_eq!(host.network_mode.as_deref(), Some("0123456789ab"));
+    }
+
+    #[test]
+    fn a_runner_with_the_job_tools_is_told_the_broker_and_reaches_it_past_the_proxy() {
+        let mut spec = agent(
+            "    runtime: { provider: openai, model: gpt-4o }\n    \
+             network: { egress: [\"*.github.com\"] }\n",
+        );
+        let config = Config::default();
+        let thread = ThreadId::new_v7();
+        let env = |spec: &AgentSpec, slot| {
+            let body = Replica {
+                pool: "p",
+                spec,
+                slot,
+                thread,
+                image: "img",
+                api_url: "http://ninetrix-api:8080",
+                network: "n",
+                config: &config,
+                created: Created::New,
+                egress: Some(egress_env::Link {
+                    network: "inner",
+                    api_local: true,
+                }),
+            }
+            .body_with(&BTreeMap::new());
+            body.env.unwrap()
+        };
+        let var = |env: &[String], name: &str| {
+            env.iter()
+                .find_map(|e| e.strip_prefix(&format!("{name}=")).map(str::to_string))
+        };
+        let plain = env(&spec, Slot::Replica(1));
+        assert_eq!(var(&plain, launch::var::JOBS_URL), None);
+        assert_eq!(
+            var(&plain, "NO_PROXY").as_deref(),
+            Some("localhost,127.0.0.1,ninetrix-api")
+        );
+        crate::pool::jobs::tests::with_job_tools(&mut spec);
+        let with_jobs = env(&spec, Slot::Replica(1));
+        assert_eq!(
+            var(&with_jobs, launch::var::JOBS_URL).as_deref(),
+            Some("http://ninetrix-p-jobs:7480")
+        );
+        assert_eq!(
+            var(&with_jobs, "NO_PROXY").as_deref(),
+            Some("localhost,127.0.0.1,ninetrix-api,ninetrix-p-jobs")
+        );
+        let read = Launch::from_vars(&launch::platform::from_lines(&with_jobs)).unwrap();
+        assert_eq!(
+            read.jobs_url.as_deref(),
+            Some("http://ninetrix-p-jobs:7480")
+        );
+        assert_eq!(
+            var(&env(&spec, Slot::Run), launch::var::JOBS_URL),
+            None,
+            "a `ninetrix run` has no workspace a job could mount"
+        );
     }
 }

@@ -14,13 +14,14 @@ use crate::docker::{label, name};
 use crate::pool::condition::{self, Condition};
 use crate::pool::engine::pool_containers;
 use crate::pool::health::{self, Health};
+use crate::pool::jobs::{self, JobShown};
 
 /// What `ps` was asked for.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct StatusSettings {
     /// Only this pool.
     pub(crate) pool: Option<String>,
-    /// Also finished batch jobs and `ninetrix run` containers.
+    /// Also finished batch jobs, `ninetrix run` containers and finished background jobs.
     pub(crate) all: bool,
 }
 
@@ -63,6 +64,9 @@ pub(crate) struct Row {
     /// How the container is confined, as Docker reports it (`ps --json` only; one host).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) security: Option<SecurityShown>,
+    /// For a background job's container (listed under its agent, never a replica): the job.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) job: Option<JobShown>,
 }
 
 /// A container's confinement as Docker has it (docs/security.md), for `ps --json`.
@@ -150,8 +154,20 @@ impl Row {
         ]
     }
 
-    /// The container table's cells.
+    /// The container table's cells (a job's container is `job:<name>`, without replica or
+    /// restarts).
     pub(crate) fn cells(&self) -> [String; 7] {
+        if let Some(job) = &self.job {
+            return [
+                format!("job:{}", job.name),
+                self.agent.clone().unwrap_or_default(),
+                "-".into(),
+                self.thread_id.clone().unwrap_or_default(),
+                "-".into(),
+                self.exit(),
+                self.status.clone(),
+            ];
+        }
         [
             self.container.clone(),
             self.agent.clone().unwrap_or_default(),
@@ -278,6 +294,7 @@ pub(crate) async fn rows(
         let mine: Vec<bollard::models::ContainerSummary> = containers
             .iter()
             .filter(|c| label(c, crate::objects::POOL) == Some(pool.as_str()))
+            .filter(|c| !jobs::is_job(c))
             .cloned()
             .collect();
         let present: std::collections::BTreeSet<(String, u32)> = mine
@@ -312,12 +329,21 @@ pub(crate) async fn rows(
                 context: None,
                 spent_usd: None,
                 security: None,
+                job: None,
             });
         }
     }
     let mut found = Vec::new();
     let mut securities = Vec::new();
+    let mut job_rows = Vec::new();
     for c in containers {
+        // A job's container is the broker's: listed under its agent, never judged as a replica.
+        if let Some(listed) = jobs::Listed::of(&c) {
+            if settings.all || listed.running() || listed.job.state == "created" {
+                job_rows.push(job_row(listed));
+            }
+            continue;
+        }
         let id = c.id.clone().unwrap_or_default();
         let info = match docker.inspect_container(&id, None).await {
             Ok(info) => info,
@@ -338,9 +364,15 @@ pub(crate) async fn rows(
             continue;
         }
         let owned = |key| label(&c, key).map(str::to_string);
+        // The broker is no agent's: named by what it is, as an egress proxy is.
+        let agent = if jobs::is_broker(&c) {
+            Some(jobs::BROKER_SHOWN.to_string())
+        } else {
+            owned(crate::objects::AGENT)
+        };
         rows.push(Row {
             pool: owned(crate::objects::POOL),
-            agent: owned(crate::objects::AGENT),
+            agent,
             replica: label(&c, crate::objects::REPLICA).and_then(|r| r.parse().ok()),
             container: name(&c),
             thread_id: owned(crate::objects::THREAD),
@@ -358,10 +390,39 @@ pub(crate) async fn rows(
             context: facts.context.as_ref().map(ContextShown::from),
             spent_usd: None,
             security,
+            job: None,
         });
     }
     rows.extend(missing_rows);
+    rows.extend(job_rows);
     Ok(rows)
+}
+
+/// A job's row: under its agent, its state and age as Docker says them (`Up 5 minutes`,
+/// `Exited (0) 2 hours ago`); no replica, restarts or health of its own.
+fn job_row(listed: jobs::Listed) -> Row {
+    Row {
+        pool: Some(listed.pool),
+        agent: Some(listed.agent),
+        replica: None,
+        container: listed.container,
+        thread_id: listed.job.thread.clone(),
+        state: Some(listed.job.state.clone()),
+        status: listed.status,
+        health: None,
+        reason: None,
+        answers: false,
+        restarts: 0,
+        exit_code: listed.job.exit_code,
+        oom_killed: false,
+        gave_up: false,
+        durable: false,
+        node: None,
+        context: None,
+        spent_usd: None,
+        security: None,
+        job: Some(listed.job),
+    }
 }
 
 /// How many running containers of a pool `ps` tries to read the pool's health reports through
@@ -374,9 +435,11 @@ async fn judge_reports(
     docker: &bollard::Docker,
     found: &mut [(bollard::models::ContainerSummary, condition::Facts)],
 ) {
+    // The broker writes no health report (its Docker state is its condition).
+    let reports_health = |c: &bollard::models::ContainerSummary| !jobs::is_broker(c);
     let mut pools: Vec<String> = found
         .iter()
-        .filter(|(_, f)| f.wants_report())
+        .filter(|(c, f)| f.wants_report() && reports_health(c))
         .filter_map(|(c, _)| label(c, crate::objects::POOL).map(str::to_string))
         .collect();
     pools.sort();
@@ -385,7 +448,9 @@ async fn judge_reports(
         let through: Vec<String> = found
             .iter()
             .filter(|(c, f)| {
-                f.wants_report() && label(c, crate::objects::POOL) == Some(pool.as_str())
+                f.wants_report()
+                    && reports_health(c)
+                    && label(c, crate::objects::POOL) == Some(pool.as_str())
             })
             .filter_map(|(c, _)| c.id.clone())
             .take(HEALTH_READ_TRIES)
@@ -398,10 +463,9 @@ async fn judge_reports(
             }
         }
         let now = chrono::Utc::now().timestamp_millis();
-        for (c, facts) in found
-            .iter_mut()
-            .filter(|(c, _)| label(c, crate::objects::POOL) == Some(pool.as_str()))
-        {
+        for (c, facts) in found.iter_mut().filter(|(c, _)| {
+            reports_health(c) && label(c, crate::objects::POOL) == Some(pool.as_str())
+        }) {
             let seen = match &reports {
                 Ok(r) => r.get(&name(c)).cloned().unwrap_or(health::Seen::Missing),
                 Err(e) => health::Seen::Unreadable(format!(
@@ -465,6 +529,7 @@ mod tests {
             context: None,
             spent_usd: None,
             security: None,
+            job: None,
         };
         assert_eq!(row("running", Some(0), false).exit(), "-");
         assert_eq!(row("exited", Some(2), false).exit(), "2");
@@ -497,5 +562,74 @@ mod tests {
         );
         assert!(listed(false, false, false, &up));
         assert!(listed(true, false, true, &done));
+    }
+
+    #[test]
+    fn a_background_job_is_a_row_under_its_agent_never_a_replica() {
+        use crate::objects::{AGENT, JOB_ROLE, POOL, ROLE};
+        use ninetrix_proto::jobs::labels;
+        let c = bollard::models::ContainerSummary {
+            id: Some("c1".into()),
+            names: Some(vec!["/ninetrix-p-job-0123456789abcdef".into()]),
+            labels: Some(
+                [
+                    (POOL, "p"),
+                    (AGENT, "writer"),
+                    (ROLE, JOB_ROLE),
+                    (labels::ID, "0123456789abcdef"),
+                    (labels::NAME, "build"),
+                    (labels::THREAD, "t1"),
+                    (labels::REPLICA, "1"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ),
+            state: Some(bollard::models::ContainerSummaryStateEnum::EXITED),
+            status: Some("Exited (2) 3 minutes ago".into()),
+            created: Some(1_700_000_000),
+            ..Default::default()
+        };
+        let row = job_row(jobs::Listed::of(&c).unwrap());
+        assert_eq!(row.replica, None);
+        assert!(!row.durable && !row.gave_up && row.restarts == 0);
+        assert_eq!(
+            row.cells(),
+            [
+                "job:build",
+                "writer",
+                "-",
+                "t1",
+                "-",
+                "2",
+                "Exited (2) 3 minutes ago"
+            ]
+            .map(String::from)
+        );
+        let json = serde_json::to_value(&row).unwrap();
+        assert_eq!(json["container"], "ninetrix-p-job-0123456789abcdef");
+        assert_eq!(
+            json["job"],
+            serde_json::json!({
+                "id": "0123456789abcdef",
+                "name": "build",
+                "state": "exited",
+                "exit_code": 2,
+                "thread": "t1",
+                "created": "2023-11-14T22:13:20Z"
+            })
+        );
+        // Not a replica the pool file should have a container for.
+        let present: std::collections::BTreeSet<(String, u32)> = [c]
+            .iter()
+            .filter(|c| !jobs::is_job(c))
+            .filter_map(|c| {
+                Some((
+                    label(c, AGENT)?.to_string(),
+                    label(c, crate::objects::REPLICA)?.parse().ok()?,
+                ))
+            })
+            .collect();
+        assert!(present.is_empty());
     }
 }

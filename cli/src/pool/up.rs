@@ -19,6 +19,7 @@ use ninetrix_proto::triggers::TriggerSpec;
 
 use crate::deploy::{Only, UpSettings};
 use crate::pool::apply::{self, Target};
+use crate::pool::broker::{self, Broker};
 use crate::pool::image::{self, Image};
 use crate::pool::local_api::{self, Api};
 use crate::pool::observed::observe;
@@ -104,12 +105,7 @@ pub(crate) async fn up(
         .await?;
     }
 
-    // Each restricted agent's way out, before its replicas (they start on its network).
-    let agents: Vec<&AgentSpec> = af
-        .agents
-        .iter()
-        .filter(|a| only.is_none_or(|o| o.agent == a.name))
-        .collect();
+    // Each restricted agent's way out and the job broker, before the replicas.
     let site = crate::pool::egress::Site {
         docker: &docker,
         pool: &pool,
@@ -117,7 +113,7 @@ pub(crate) async fn up(
         api: &api,
         image: &runner_image,
     };
-    let egress = crate::pool::egress::ensure(&site, &agents, only.is_none(), &progress).await?;
+    let egress = ways_out(&site, &af, only, &images, args.force_recreate, &progress).await?;
 
     let desired = desired(&af, &secrets, &api.container_url, |agent| {
         images.get(agent).map(|i| i.id.clone())
@@ -415,6 +411,109 @@ fn desired(
         .collect()
 }
 
+/// What the replicas need before they start: each restricted agent's internal network and
+/// egress proxy (they start on that network; `reset`'s one replica: its agent's alone, nothing
+/// pruned), then the job broker (pool/broker.rs), which `reset` leaves alone (a runner that
+/// starts before it retries its job tools until it answers). Each restricted agent's network.
+async fn ways_out(
+    site: &crate::pool::egress::Site<'_>,
+    af: &Agentfile,
+    only: Option<&Only>,
+    images: &HashMap<String, Image>,
+    force: bool,
+    progress: &Progress,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    let agents: Vec<&AgentSpec> = af
+        .agents
+        .iter()
+        .filter(|a| only.is_none_or(|o| o.agent == a.name))
+        .collect();
+    let egress = crate::pool::egress::ensure(site, &agents, only.is_none(), progress).await?;
+    if only.is_some() {
+        return Ok(egress);
+    }
+    let tags: HashMap<String, String> = images
+        .iter()
+        .map(|(agent, img)| (agent.clone(), img.tag.clone()))
+        .collect();
+    let inputs = broker::Inputs {
+        pool: site.pool,
+        pool_network: site.pool_network,
+        egress: &egress,
+        images: &tags,
+        api_url: &site.api.container_url,
+        api_local: site.api.local.is_some(),
+    };
+    let wanted = wanted_broker(af, &inputs);
+    let broker_site = broker::Site {
+        docker: site.docker,
+        pool: site.pool,
+        pool_network: site.pool_network,
+        image: site.image,
+    };
+    broker::ensure(&broker_site, wanted.as_ref(), force, progress).await?;
+    Ok(egress)
+}
+
+/// The job broker `af` wants (`None`: no agent has the job tools).
+fn wanted_broker(af: &Agentfile, inputs: &broker::Inputs<'_>) -> Option<Broker> {
+    Some(Broker {
+        config: broker::config(af, inputs)?,
+        api_url: inputs.api_url.to_string(),
+        socket: broker::socket_source(std::env::var("DOCKER_HOST").ok().as_deref()),
+    })
+}
+
+/// The `up --dry-run` line of the job broker, against the networks and runner image that exist
+/// now (a network or image not made yet stands in as `unmade <name>`: the broker shows as
+/// (re)created).
+async fn planned_broker(
+    docker: &Docker,
+    af: &Agentfile,
+    pool: &str,
+    tags: &HashMap<String, String>,
+    runner_id: Option<&str>,
+    options: Options,
+) -> anyhow::Result<Option<String>> {
+    let networks = crate::pool::engine::pool_networks(docker, pool).await?;
+    let id_of = |name: String| {
+        networks
+            .iter()
+            .find(|n| n.name == name)
+            .map_or_else(|| format!("unmade {name}"), |n| n.id.clone())
+    };
+    let pool_network = id_of(crate::objects::network_name(pool));
+    let egress: BTreeMap<String, String> = af
+        .agents
+        .iter()
+        .filter(|a| a.network.restricted())
+        .map(|a| {
+            (
+                a.name.clone(),
+                id_of(crate::pool::egress::name(pool, &a.name)),
+            )
+        })
+        .collect();
+    let inputs = broker::Inputs {
+        pool,
+        pool_network: &pool_network,
+        egress: &egress,
+        images: tags,
+        api_url: &local_api::planned_container_url(),
+        api_local: std::env::var("AGENTFILE_API_URL").is_ok_and(|u| u.is_empty())
+            || std::env::var_os("AGENTFILE_API_URL").is_none(),
+    };
+    let wanted = wanted_broker(af, &inputs);
+    let digest = wanted
+        .as_ref()
+        .map(|b| b.digest(runner_id.unwrap_or("unbuilt runner image")));
+    let seen = broker::observe(docker, pool).await?;
+    Ok(
+        broker::decide(digest.as_deref(), seen.as_ref(), options.force_recreate)
+            .line(&crate::jobs::config::container_name(pool)),
+    )
+}
+
 /// `up --dry-run`: the plan against the images that exist now, printed one line per op with its
 /// cause. Reads Docker and the pool state; writes nothing.
 async fn dry_run(
@@ -484,6 +583,18 @@ async fn dry_run(
             d
         })
         .collect();
+    // The job broker, as `up` keeps it before the replicas.
+    sidecar_lines.extend(
+        planned_broker(
+            docker,
+            af,
+            pool,
+            &tags,
+            ids.get(&runner).map(String::as_str),
+            options,
+        )
+        .await?,
+    );
     let state = state::read(home, pool)?;
     let observed = observe(docker, pool).await?;
     let plan = plan::plan(&desired, &observed, &state, &unbuilt, options);

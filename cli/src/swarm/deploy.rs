@@ -45,7 +45,10 @@ pub(crate) async fn up(args: &UpSettings) -> anyhow::Result<ExitCode> {
     for wanted in &sidecars {
         sidecar_values.insert(wanted.server.clone(), wanted.host_secrets()?);
     }
-    if let Some(refusal) = sw::runtime_refusal(&af).or_else(|| sw::egress_refusal(&af)) {
+    if let Some(refusal) = sw::runtime_refusal(&af)
+        .or_else(|| sw::egress_refusal(&af))
+        .or_else(|| sw::jobs_refusal(&af))
+    {
         anyhow::bail!("{refusal}");
     }
     if let Some(clash) = sw::name_clash(&af, &pool) {

@@ -690,6 +690,21 @@ pub(crate) fn egress_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<Strin
     })
 }
 
+/// Why Swarm cannot run `af`'s background jobs, if it has any: the job broker makes sibling
+/// containers through one engine's socket, and a job mounts its replica's workspace volume, so
+/// jobs need one Docker host for now; an agent given the job tools never runs without them.
+pub(crate) fn jobs_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
+    let with_jobs = crate::pool::jobs::job_agents(af);
+    (!with_jobs.is_empty()).then(|| {
+        format!(
+            "agent(s) {} have the background-job tools (`job_start`, …), and `up --swarm` does \
+             not run background jobs: they need one Docker host for now; nothing was deployed. \
+             Run the pool on one host (`ninetrix up`), or remove the job tools",
+            with_jobs.join(", ")
+        )
+    })
+}
+
 /// Why Swarm cannot run `af`'s agents as asked, if it cannot: a service cannot choose its
 /// container runtime, and ninetrix never falls back to the engine's default.
 pub(crate) fn runtime_refusal(af: &ninetrix_agentfile::Agentfile) -> Option<String> {
@@ -857,6 +872,19 @@ mod tests {
         let why = egress_refusal(&fenced).unwrap();
         assert!(
             why.contains("network.egress") && why.contains("nothing was deployed"),
+            "{why}"
+        );
+        assert_eq!(jobs_refusal(&plain), None);
+        let mut jobs = agentfile(
+            "agents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n  \
+             builder:\n    runtime: { provider: scripted, script: [hi] }\n",
+        );
+        crate::pool::jobs::tests::with_job_tools(&mut jobs.agents[1]);
+        let why = jobs_refusal(&jobs).unwrap();
+        assert!(
+            why.starts_with("agent(s) builder have the background-job tools")
+                && why.contains("one Docker host")
+                && why.contains("nothing was deployed"),
             "{why}"
         );
     }

@@ -73,6 +73,7 @@ pub(crate) async fn rows(
                     .as_ref()
                     .map(crate::pool::status::ContextShown::from),
                 spent_usd: None,
+                job: None,
                 security: None,
             });
         }
