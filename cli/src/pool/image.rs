@@ -187,6 +187,40 @@ pub(crate) async fn runner_image(
     Ok((Image { tag, id }, true))
 }
 
+/// Makes sure `image` (named by the agentfile's key `key`) is in the engine: pulled when it is
+/// missing; offline that fails with an error naming the image and the key.
+pub(crate) async fn ensure_local(docker: &Docker, image: &str, key: &str) -> anyhow::Result<()> {
+    if inspect(docker, image).await?.is_some() {
+        return Ok(());
+    }
+    let (repo, tag) = image
+        .rsplit_once(':')
+        .filter(|(_, t)| !t.contains('/'))
+        .unwrap_or((image, "latest"));
+    let options = CreateImageOptionsBuilder::default()
+        .from_image(repo)
+        .tag(tag)
+        .build();
+    let mut pull = docker.create_image(Some(options), None, None);
+    let mut failure = None;
+    while let Some(item) = pull.next().await {
+        if let Err(e) = item {
+            failure = Some(e.to_string());
+            break;
+        }
+    }
+    if let Some(why) = failure.or(inspect(docker, image)
+        .await?
+        .is_none()
+        .then(|| "the pull did not produce it".to_string()))
+    {
+        bail!(
+            "the image {image} ({key}) is not available locally and could not be pulled ({why}); load it first (`docker pull {image}` where a registry is reachable, or `docker load`)"
+        );
+    }
+    Ok(())
+}
+
 /// An agent image: `base` plus this binary. A base missing locally is pulled; offline that fails
 /// with an error naming the image.
 pub(crate) async fn agent_image(
@@ -194,33 +228,7 @@ pub(crate) async fn agent_image(
     base: &str,
     binary: &Binary,
 ) -> anyhow::Result<Image> {
-    if inspect(docker, base).await?.is_none() {
-        let (repo, tag) = base
-            .rsplit_once(':')
-            .filter(|(_, t)| !t.contains('/'))
-            .unwrap_or((base, "latest"));
-        let options = CreateImageOptionsBuilder::default()
-            .from_image(repo)
-            .tag(tag)
-            .build();
-        let mut pull = docker.create_image(Some(options), None, None);
-        let mut failure = None;
-        while let Some(item) = pull.next().await {
-            if let Err(e) = item {
-                failure = Some(e.to_string());
-                break;
-            }
-        }
-        if let Some(why) = failure.or(inspect(docker, base)
-            .await?
-            .is_none()
-            .then(|| "the pull did not produce it".to_string()))
-        {
-            bail!(
-                "the base image {base} (runtime.image) is not available locally and could not be pulled ({why}); load it first (`docker pull {base}` where a registry is reachable, or `docker load`)"
-            );
-        }
-    }
+    ensure_local(docker, base, "runtime.image").await?;
     let tag = agent_tag(base, binary);
     if let Some(id) = inspect(docker, &tag).await? {
         return Ok(Image { tag, id });

@@ -444,6 +444,12 @@ async fn ways_out(
         api_url: &site.api.container_url,
         api_local: site.api.local.is_some(),
     };
+    // A job image of its own must be in the engine before a runner asks for a job in it.
+    for agent in af.agents.iter().filter(|a| a.has_job_tools()) {
+        if let Some(image) = &agent.runtime.jobs.image {
+            crate::pool::image::ensure_local(site.docker, image, "runtime.jobs.image").await?;
+        }
+    }
     let wanted = wanted_broker(af, &inputs);
     let broker_site = broker::Site {
         docker: site.docker,
