@@ -96,7 +96,10 @@ fn invoke_in_background(pool: &Pool, agent: &str, message: &str) -> std::process
     ]);
     c.env("AGENTFILE_HOME", pool.home())
         .env_remove("AGENTFILE_API_URL")
-        .env("NINETRIX_API_CONTAINER", format!("ninetrix-api-{}", pool.name))
+        .env(
+            "NINETRIX_API_CONTAINER",
+            format!("ninetrix-api-{}", pool.name),
+        )
         .env("NINETRIX_API_PORT", "0")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -127,18 +130,32 @@ fn a_job_outlives_two_kills_and_a_recreate_of_its_runner() {
             "job_start",
             serde_json::json!({"command": command, "name": "long"}),
         ),
-        call("job_wait", serde_json::json!({"job": "long", "timeout": 290})),
+        call(
+            "job_wait",
+            serde_json::json!({"job": "long", "timeout": 290}),
+        ),
         call("job_output", serde_json::json!({"job": "long"})),
     ]
     .concat();
-    pool.write(&format!("agents:\n{}", agent("worker", &image, &script, "")));
+    pool.write(&format!(
+        "agents:\n{}",
+        agent("worker", &image, &script, "")
+    ));
     pool.up(&[]);
     let runner = pool.container("worker", 1);
     let broker = format!("ninetrix-{}-jobs", pool.name);
     // The broker holds the socket; the runner does not.
     let mounts = |c: &str| inspect(c)["Mounts"].to_string();
-    assert!(mounts(&broker).contains("docker.sock"), "{}", mounts(&broker));
-    assert!(!mounts(&runner).contains("docker.sock"), "{}", mounts(&runner));
+    assert!(
+        mounts(&broker).contains("docker.sock"),
+        "{}",
+        mounts(&broker)
+    );
+    assert!(
+        !mounts(&runner).contains("docker.sock"),
+        "{}",
+        mounts(&runner)
+    );
 
     let invoke = invoke_in_background(&pool, "worker", "build it");
     wait_for("the job runs", Duration::from_secs(60), || {
@@ -196,7 +213,9 @@ fn a_job_outlives_two_kills_and_a_recreate_of_its_runner() {
         "{}",
         text(&ps)
     );
-    let logs = pool.ninetrix(&["logs", "-p", &pool.name, "--agent", "worker", "--job", "long"]);
+    let logs = pool.ninetrix(&[
+        "logs", "-p", &pool.name, "--agent", "worker", "--job", "long",
+    ]);
     assert!(
         String::from_utf8_lossy(&logs.stdout).contains("line 60"),
         "{}",
@@ -249,7 +268,13 @@ fn a_runner_killed_at_each_step_of_a_job_start_makes_one_job_or_none() {
         );
         let started = results(&pool, &agent, "job_start");
         assert_eq!(started.len(), 1, "{point}: {started:#?}");
-        let runs = docker(&["exec", &runner, "/bin/sh", "-c", "cat /workspace/runs || true"]);
+        let runs = docker(&[
+            "exec",
+            &runner,
+            "/bin/sh",
+            "-c",
+            "cat /workspace/runs || true",
+        ]);
         let mine: Vec<String> = jobs(&pool)
             .into_iter()
             .filter(|j| inspect(j)["Config"]["Labels"]["dev.ninetrix.agent"] == agent.as_str())
@@ -367,7 +392,10 @@ fn remove_images(base: &str) {
         "images",
         "-q",
         "--filter",
-        &format!("label=dev.ninetrix.test={}", base.rsplit(':').next().unwrap_or(base)),
+        &format!(
+            "label=dev.ninetrix.test={}",
+            base.rsplit(':').next().unwrap_or(base)
+        ),
     ]);
     for id in built.split_whitespace() {
         docker(&["image", "rm", "-f", id]);

@@ -8,49 +8,16 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
-use support::docker::{Pool, SECRET, block_on, build_image, docker, inspect, text, wait_for};
-
-/// Builds `tag`: `FROM scratch` with the host's `/bin/sh` and the shared libraries it loads, the
-/// smallest image a `shell` tool runs in (no registry is reachable here).
-fn shell_image(tag: &str) {
-    let ctx = tempfile::tempdir().unwrap();
-    let sh = std::fs::canonicalize("/bin/sh").unwrap();
-    let mut files = vec![(sh.clone(), "bin/sh".to_string())];
-    let ldd = Command::new("ldd").arg(&sh).output().unwrap();
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or `/lib64/ld-linux-x86-64.so.2 (0x…)`
-        let path = line
-            .split("=>")
-            .last()
-            .and_then(|s| s.split_whitespace().next())
-            .filter(|p| p.starts_with('/'));
-        if let Some(path) = path {
-            files.push((Path::new(path).to_path_buf(), path[1..].to_string()));
-        }
-    }
-    // Labelled with its tag: two tests building it at once get two images, never one shared
-    // ID that one test's cleanup would pull from under the other.
-    let mut dockerfile = format!("FROM scratch\nLABEL dev.ninetrix.test={tag}\n");
-    for (from, to) in &files {
-        let dest = ctx.path().join(to);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(from, &dest).unwrap();
-        dockerfile.push_str(&format!("COPY {to} /{to}\n"));
-    }
-    std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
-    build_image(ctx.path(), tag);
-}
+use support::docker::{Pool, SECRET, block_on, docker, inspect, text, wait_for};
 
 #[test]
 fn a_hostile_shell_is_refused_each_time_and_the_agent_keeps_answering() {
     let pool = Pool::new("sec");
     let image = format!("ninetrix-test-shell:{}", pool.name);
-    shell_image(&image);
+    support::docker::shell_image(&image, &[]);
     let call = |command: &str| {
         format!(
             "        - tool_calls: [{{ name: shell, args: {{ command: {} }} }}]\n",
@@ -236,7 +203,7 @@ fn an_agent_with_an_egress_allow_list_reaches_only_what_it_allows() {
         )
     };
     let image = format!("ninetrix-test-shell:{}", pool.name);
-    shell_image(&image);
+    support::docker::shell_image(&image, &[]);
     let around = format!(
         "        - tool_calls: [{{ name: shell, args: {{ command: \"HTTP_PROXY= http_proxy= HTTPS_PROXY= https_proxy= /ninetrix health --url http://{gateway}:{allowed}/; echo rc=$?\" }} }}]\n"
     );

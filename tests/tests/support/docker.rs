@@ -427,3 +427,47 @@ pub(crate) fn bridge_gateway() -> String {
     let network: std::net::Ipv4Addr = subnet.split('/').next().unwrap().parse().unwrap();
     std::net::Ipv4Addr::from(u32::from(network) + 1).to_string()
 }
+
+/// Builds `tag`: `FROM scratch` with the host's `/bin/sh`, the programs `extra` names (from
+/// `/bin`, e.g. `sleep`) and the shared libraries they load — the smallest image a `shell` tool
+/// or a job runs in (no registry is reachable here).
+pub(crate) fn shell_image(tag: &str, extra: &[&str]) {
+    let ctx = tempfile::tempdir().unwrap();
+    let mut files: Vec<(std::path::PathBuf, String)> = Vec::new();
+    let mut add = |program: &str, at: &str| {
+        let bin = std::fs::canonicalize(program).unwrap();
+        files.push((bin.clone(), at.to_string()));
+        let ldd = Command::new("ldd").arg(&bin).output().unwrap();
+        for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+            // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or `/lib64/ld-linux-x86-64.so.2 (0x…)`
+            let path = line
+                .split("=>")
+                .last()
+                .and_then(|s| s.split_whitespace().next())
+                .filter(|p| p.starts_with('/'));
+            if let Some(path) = path {
+                files.push((
+                    std::path::Path::new(path).to_path_buf(),
+                    path[1..].to_string(),
+                ));
+            }
+        }
+    };
+    add("/bin/sh", "bin/sh");
+    for program in extra {
+        add(&format!("/bin/{program}"), &format!("bin/{program}"));
+    }
+    files.sort_by(|a, b| a.1.cmp(&b.1));
+    files.dedup_by(|a, b| a.1 == b.1);
+    // Labelled with its tag: two tests building it at once get two images, never one shared
+    // ID that one test's cleanup would pull from under the other.
+    let mut dockerfile = format!("FROM scratch\nLABEL dev.ninetrix.test={tag}\n");
+    for (from, to) in &files {
+        let dest = ctx.path().join(to);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(from, &dest).unwrap();
+        dockerfile.push_str(&format!("COPY {to} /{to}\n"));
+    }
+    std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
+    build_image(ctx.path(), tag);
+}
