@@ -11,6 +11,7 @@ pub mod commands;
 mod deploy;
 mod docker;
 mod egress;
+mod hardening;
 mod home;
 // The broker is being built on branches; its contract lands first.
 #[allow(dead_code)]

@@ -27,9 +27,9 @@ use ninetrix_agentfile::security::{Security, User};
 use sha2::{Digest as _, Sha256};
 
 use crate::docker::is_not_found;
+use crate::hardening;
 use crate::jobs::config::{AgentJobs, BrokerConfig, CONFIG_VAR, PORT, container_name};
 use crate::objects::{HASH, JOB_BROKER_ROLE, POOL, ROLE, VERSION};
-use crate::pool::hardening;
 use crate::pool::jobs::has_jobs;
 use crate::ui::progress::Progress;
 

@@ -407,7 +407,7 @@ async fn remove_secret_volumes(docker: &Docker, pool: &str, progress: &Progress)
             format!(
                 "{}={}",
                 crate::objects::ROLE,
-                crate::pool::hardening::SECRETS_ROLE
+                crate::hardening::SECRETS_ROLE
             ),
         ],
     )]

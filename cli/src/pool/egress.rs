@@ -31,9 +31,9 @@ use ninetrix_agentfile::security::Security;
 use sha2::{Digest as _, Sha256};
 
 use crate::docker::is_not_found;
+use crate::hardening;
 use crate::objects::{AGENT, DURABLE, EGRESS, HASH, POOL, ROLE, VERSION};
 use crate::pool::egress_env::{ALIAS, PORT};
-use crate::pool::hardening;
 use crate::pool::image::Image;
 use crate::pool::local_api::Api;
 use crate::ui::progress::Progress;

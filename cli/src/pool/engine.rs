@@ -182,7 +182,7 @@ pub(crate) async fn upload_secrets(
             id,
             Some(
                 UploadToContainerOptionsBuilder::default()
-                    .path(crate::pool::hardening::SECRETS_DIR)
+                    .path(crate::hardening::SECRETS_DIR)
                     .build(),
             ),
             bollard::body_full(crate::pool::local_api::secrets_tar(&files)?.into()),

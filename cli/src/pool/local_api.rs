@@ -34,9 +34,9 @@ use ninetrix_proto::api::{
 };
 
 use crate::docker::is_not_found;
+use crate::hardening;
 use crate::objects::api_container_name;
 use crate::objects::{HOME, TELEMETRY};
-use crate::pool::hardening;
 use crate::pool::image::Image;
 use ninetrix_agentfile::security::{Security, User};
 
@@ -363,7 +363,7 @@ impl Api {
                     &name,
                     Some(
                         bollard::query_parameters::UploadToContainerOptionsBuilder::default()
-                            .path(crate::pool::hardening::SECRETS_DIR)
+                            .path(crate::hardening::SECRETS_DIR)
                             .build(),
                     ),
                     bollard::body_full(tar.into()),

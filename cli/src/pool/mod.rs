@@ -15,7 +15,6 @@ pub(crate) mod down;
 pub(crate) mod egress;
 pub(crate) mod egress_env;
 pub(crate) mod engine;
-pub(crate) mod hardening;
 pub(crate) mod health;
 pub(crate) mod image;
 pub(crate) mod jobs;

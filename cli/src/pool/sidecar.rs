@@ -22,11 +22,11 @@ use ninetrix_agentfile::mcp::{self, McpTransport};
 use sha2::{Digest, Sha256};
 
 use crate::docker::{label, stop_and_remove};
+use crate::hardening;
 use crate::objects::MCP_SERVER;
 use crate::objects::sidecar_container_name;
 use crate::objects::{AGENT, DURABLE, HASH, POOL, VERSION};
 use crate::pool::engine::{pool_containers, upload_secrets};
-use crate::pool::hardening;
 use crate::pool::image::Image;
 use crate::pool::spec::{MissingSecret, host_values};
 use crate::ui::progress::Progress;

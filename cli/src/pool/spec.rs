@@ -6,9 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::hardening;
 use crate::objects::{AGENT, DURABLE, HASH, PARTS, POOL, REPLICA, RUN, THREAD, VERSION};
 use crate::objects::{container_name, run_container_name, volume_name};
-use crate::pool::{egress_env, hardening};
+use crate::pool::egress_env;
 use bollard::models::{
     ContainerCreateBody, HealthConfig, HostConfig, Mount, MountType, MountVolumeOptions,
     NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
@@ -428,7 +429,7 @@ impl Replica<'_> {
         let mut env = self.launch(replica_env, &name).to_lines();
         // Before the agent's own `env:`, which wins over the host's.
         env.extend(telemetry_env.iter().map(|(k, v)| format!("{k}={v}")));
-        env.push(format!("HOME={}", crate::pool::hardening::HOME));
+        env.push(format!("HOME={}", crate::hardening::HOME));
         if let Some(link) = &self.egress {
             let direct =
                 crate::pool::jobs::direct_hosts(s, self.pool, self.api_url, link.api_local);

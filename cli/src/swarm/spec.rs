@@ -662,7 +662,7 @@ fn harden(mut cs: TaskSpecContainerSpec, security: &Security) -> TaskSpecContain
     });
     let env = cs.env.get_or_insert_with(Vec::new);
     if !env.iter().any(|e| e.starts_with("HOME=")) {
-        env.push(format!("HOME={}", crate::pool::hardening::HOME));
+        env.push(format!("HOME={}", crate::hardening::HOME));
     }
     cs.mounts.get_or_insert_with(Vec::new).push(Mount {
         target: Some("/tmp".into()),

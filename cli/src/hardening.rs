@@ -1,7 +1,7 @@
-//! The hardened settings every container of a pool is created with on one host — runners, MCP
-//! sidecars, the egress proxy and the local API: a non-root user (from `security:`), every
-//! capability dropped (the ones `security.capabilities` names added back), no new privileges,
-//! a read-only root filesystem with a tmpfs `/tmp`, a pids limit, the container runtime
+//! The hardened settings every container ninetrix creates on one host is made with — runners,
+//! MCP sidecars, egress proxies, the job broker, background jobs and the local API: a non-root
+//! user (from `security:`), every capability dropped (the ones `security.capabilities` names
+//! added back), no new privileges, a read-only root filesystem with a tmpfs `/tmp`, a pids limit, the container runtime
 //! (`runtime.isolation`), and `/run/secrets` as an anonymous volume, the one place a stopped
 //! container with a read-only root can be given files (Docker refuses archive uploads
 //! elsewhere), labelled so `down` finds it if a container was removed without it. Pure: it
