@@ -336,7 +336,7 @@ fn k8s_render_refuses_background_jobs_naming_the_agent() {
     ws.write(
         "agentfile.yaml",
         "name: shop\nagents:\n  a:\n    runtime: { provider: scripted, script: [hi] }\n  \
-         builder:\n    runtime: { provider: scripted, script: [hi] }\n    tools: [job_start]\n",
+         builder:\n    runtime: { provider: scripted, script: [hi], image: \"debian:12-slim\" }\n    tools: [job_start]\n",
     );
     ws.ninetrix()
         .args(["k8s", "render", "-f", "agentfile.yaml"])
