@@ -12,8 +12,6 @@ mod deploy;
 mod docker;
 mod egress;
 mod home;
-// The broker is being built on branches; its contract lands first.
-#[allow(dead_code)]
 mod jobs;
 mod k8s;
 mod objects;
