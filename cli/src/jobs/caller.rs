@@ -98,7 +98,7 @@ pub(crate) fn authorise(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::jobs::config::AgentJobs;
 
