@@ -199,8 +199,7 @@ async fn list(
 ) -> Result<Json<Vec<JobView>>, BrokerError> {
     let pool = &broker.config.pool;
     let thread = caller.thread.to_string();
-    let mut listed = engine::list(&broker.docker, pool, &[(labels::THREAD, &thread)], &[]).await?;
-    listed.sort_by_key(|c| (c.created.unwrap_or_default(), crate::docker::name(c)));
+    let listed = engine::list(&broker.docker, pool, &[(labels::THREAD, &thread)], &[]).await?;
     let mut views = Vec::with_capacity(listed.len());
     for c in listed {
         let Some(id) = crate::docker::label(&c, labels::ID).and_then(|id| id.parse::<JobId>().ok())
@@ -214,6 +213,14 @@ async fn list(
             Err(e) => return Err(e),
         }
     }
+    // Oldest first, by the creation time the inspect gives to the nanosecond (a listing's is
+    // in whole seconds).
+    views.sort_by_key(|v| {
+        (
+            chrono::DateTime::parse_from_rfc3339(&v.created_at).ok(),
+            v.id.clone(),
+        )
+    });
     Ok(Json(views))
 }
 
