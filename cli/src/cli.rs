@@ -111,7 +111,8 @@ impl Command {
             | Command::Runner
             | Command::Health(_)
             | Command::McpBridge(_)
-            | Command::EgressProxy(_) => None,
+            | Command::EgressProxy(_)
+            | Command::JobBroker(_) => None,
         }
     }
 
@@ -143,7 +144,8 @@ impl Command {
             | Command::Runner
             | Command::Health(_)
             | Command::McpBridge(_)
-            | Command::EgressProxy(_) => None,
+            | Command::EgressProxy(_)
+            | Command::JobBroker(_) => None,
         }
     }
 
@@ -304,6 +306,9 @@ pub enum Command {
     /// The egress proxy sidecar: CONNECT and plain HTTP to the allowed destinations only.
     #[command(hide = true)]
     EgressProxy(crate::commands::egress_proxy::EgressProxyArgs),
+    /// The pool's job broker: runs background jobs in sibling containers for the runners.
+    #[command(hide = true)]
+    JobBroker(crate::commands::job_broker::JobBrokerArgs),
 }
 
 /// Clap's check of a `-p/--pool` value.

@@ -1,4 +1,4 @@
-//! The runner routes (`/v1/runners/threads/{id}/…`): claim, latest, checkpoints, commit, the ledger, the
+//! The runner routes (`/v1/runners/threads/{id}/…`): claim, identity, latest, checkpoints, commit, the ledger, the
 //! inbox long-poll, the requests-to-people long-poll and trace events. Called with the thread's runner token (or the admin token).
 
 use std::time::Duration;
@@ -7,7 +7,8 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
     CommitResponse, EventsAppended, EventsRequest, Handoff, HandoffRequest, InboxMessage,
-    ReplicaThread, SessionWork, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    ReplicaThread, SessionWork, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent,
+    ToolCallRecord,
 };
 use reqwest::Method;
 
@@ -51,6 +52,13 @@ impl Client {
     /// `GET …/latest`: the thread at its latest version; `None` for a thread with no checkpoint.
     pub async fn latest(&self, thread: ThreadId) -> Result<Option<ThreadState>, ClientError> {
         self.call_optional::<(), _>(Method::GET, &path(thread, "/latest"), &[], None, None)
+            .await
+    }
+
+    /// `GET …/identity`: the thread's labels (pool, agent, replica, session key) as stored when
+    /// it was created. With a runner token, this says whom the token stands for.
+    pub async fn thread_identity(&self, thread: ThreadId) -> Result<ThreadLabels, ClientError> {
+        self.call::<(), _>(Method::GET, &path(thread, "/identity"), &[], None, None)
             .await
     }
 

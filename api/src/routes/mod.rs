@@ -65,6 +65,7 @@ fn documented() -> OpenApiRouter<App> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(runner::claim))
         .routes(routes!(runner::latest))
+        .routes(routes!(runner::identity))
         .routes(routes!(runner::append_checkpoint))
         .routes(routes!(runner::commit))
         .routes(routes!(runner::record_intent, runner::turn_tool_calls))

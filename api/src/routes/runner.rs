@@ -8,7 +8,7 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     CheckpointCreated, CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest,
     CommitResponse, ErrorBody, ErrorCode, EventsAppended, EventsRequest, InboxMessage,
-    MAX_STORED_INT, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    MAX_STORED_INT, ThreadLabels, ThreadState, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
 };
 use ninetrix_proto::deltas::{Delta, DeltaBatch, MAX_DELTA_CHARS};
 use serde::Deserialize;
@@ -66,6 +66,25 @@ pub(crate) async fn claim(
         app.leases.freed(key);
     }
     Ok(axum::Json(claim))
+}
+
+/// Who the thread is: its labels (pool, agent, replica, session key) as they were stored when
+/// it was created (they never change). What a pool's job broker asks with a runner's own token
+/// to learn which agent, pool and workspace that runner's requests are for, so it trusts no
+/// label a request states.
+#[utoipa::path(get, path = "/v1/runners/threads/{thread_id}/identity", tag = "runner",
+    params(("thread_id" = uuid::Uuid, Path, description = "The thread")),
+    responses((status = 200, body = ThreadLabels, description = "the thread's labels, as stored when it was created"), (status = 404, body = ErrorBody, description = "`not_found`: no such thread"),
+        (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: neither the admin token nor the runner token of this thread")),
+    security(("bearer" = [])))]
+pub(crate) async fn identity(
+    ThreadCaller(id): ThreadCaller,
+    State(app): State<App>,
+) -> Result<axum::Json<ThreadLabels>, ApiError> {
+    match app.store.thread(id).await? {
+        Some(thread) => Ok(axum::Json(thread.labels)),
+        None => Err(ApiError::NotFound(format!("thread {id} not found"))),
+    }
 }
 
 /// The assembled state at the latest checkpoint: full history and small state. 404 before the

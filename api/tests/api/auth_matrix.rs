@@ -66,6 +66,13 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/identity",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
             method: Method::POST,
             path: "/v1/runners/threads/{t}/checkpoints",
             access: Runner,

@@ -10,6 +10,7 @@ mod conformance;
 mod console;
 mod deltas;
 mod handoffs;
+mod identity;
 mod limits;
 mod memory;
 mod model;

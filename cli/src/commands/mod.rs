@@ -12,6 +12,7 @@ pub mod egress_proxy;
 pub mod health;
 pub mod init;
 pub mod invoke;
+pub mod job_broker;
 pub mod k8s;
 pub mod logs;
 pub mod mcp_bridge;
@@ -41,7 +42,7 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
 }
 
 /// Runs `work` on a small runtime with a token that SIGINT/SIGTERM cancels (the long-running
-/// in-container commands: `runner`, `mcp-bridge`, `egress-proxy`).
+/// in-container commands: `runner`, `mcp-bridge`, `egress-proxy`, `job-broker`).
 fn until_signal<T, F: std::future::Future<Output = T>>(
     work: impl FnOnce(tokio_util::sync::CancellationToken) -> F,
 ) -> anyhow::Result<T> {
@@ -79,6 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Health(args) => health::run(&args),
         Command::McpBridge(args) => mcp_bridge::run(&args),
         Command::EgressProxy(args) => egress_proxy::run(&args),
+        Command::JobBroker(args) => job_broker::run(&args),
         Command::Build(args) => block_on(build::run(&args)),
         Command::Up(args) => block_on(up::run(&args)),
         Command::Down(args) => block_on(down::run(&args)),
