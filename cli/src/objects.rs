@@ -36,8 +36,6 @@ pub(crate) const ROLE: &str = "dev.ninetrix.role";
 /// `ninetrix_proto::jobs::labels`).
 pub(crate) const JOB_ROLE: &str = "job";
 /// [`ROLE`] of a pool's job broker (`ninetrix-<pool>-jobs`).
-// Used by `up`'s pool integration (issue 40), built on another branch.
-#[allow(dead_code)]
 pub(crate) const JOB_BROKER_ROLE: &str = "job-broker";
 /// The agent an egress proxy (or its internal network) serves (set only on those).
 pub(crate) const EGRESS: &str = "dev.ninetrix.egress";

@@ -15,15 +15,11 @@ pub(crate) const CONFIG_VAR: &str = "AGENTFILE_JOBS_CONFIG";
 pub(crate) const PORT: u16 = 7480;
 
 /// The broker's container (and host name on the pool's networks).
-// Used by `up`'s pool integration (issue 40), built on another branch.
-#[allow(dead_code)]
 pub(crate) fn container_name(pool: &str) -> String {
     format!("ninetrix-{pool}-jobs")
 }
 
 /// The URL runners of `pool` reach the broker at (`AGENTFILE_JOBS_URL`).
-// Used by `up`'s pool integration (issue 40), built on another branch.
-#[allow(dead_code)]
 pub(crate) fn url(pool: &str) -> String {
     format!("http://{}:{PORT}", container_name(pool))
 }

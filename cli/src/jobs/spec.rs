@@ -16,8 +16,8 @@ use ninetrix_proto::jobs::{CreateJob, JobId, labels};
 use super::caller::{Caller, WORKSPACE};
 use super::config::{AgentJobs, workspace_volume};
 use super::error::BrokerError;
+use crate::hardening;
 use crate::objects;
-use crate::pool::hardening;
 
 /// Longest ledger key a job records.
 const MAX_KEY: usize = 256;

@@ -228,8 +228,9 @@ impl<C: Checkpoints> Runner<C> {
     }
 
     /// `job_wait`: waits in pieces of at most a broker wait each, until the job ends or the
-    /// wait (at most the tool timeout, less a margin) is over. Re-run after a crash, it waits
-    /// again: the job went on meanwhile.
+    /// wait (at most the tool timeout, less a margin) is over. The broker going away meanwhile (a
+    /// recreate by `up`) is waited out within the same deadline; re-run after a crash of the
+    /// runner, it waits again: the job went on meanwhile.
     async fn job_wait(&self, jobs: &Jobs, args: &Value) -> Result<Executed, Executed> {
         let most = self
             .tool_ctx
@@ -239,18 +240,26 @@ impl<C: Checkpoints> Runner<C> {
             .max(1);
         let secs =
             jobs::wait_secs(args, most).map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
-        let job = self.named_job(jobs, args).await?;
+        let wanted = jobs::job_arg(args).map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
         let started = Instant::now();
         let deadline = started + Duration::from_secs(secs);
-        let mut job = job;
+        let list = self
+            .patiently(deadline, || jobs.broker.list())
+            .await
+            .map_err(failed)?;
+        let mut job = jobs::find(&list, wanted)
+            .cloned()
+            .map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
         while job.state != JobState::Exited {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            job = jobs
-                .broker
-                .wait_once(&job.id, left.as_secs().max(1))
+            let id = job.id.clone();
+            job = self
+                .patiently(deadline, || {
+                    jobs.broker.wait_once(&id, left.as_secs().max(1))
+                })
                 .await
                 .map_err(failed)?;
         }
@@ -259,6 +268,28 @@ impl<C: Checkpoints> Runner<C> {
             &job,
             started.elapsed().as_secs(),
         ))))
+    }
+
+    /// Runs `call` until it is answered (a refusal is an answer), retrying while the broker is
+    /// unreachable or drops the request, until `deadline` or shutdown.
+    async fn patiently<T, F, Fut>(&self, deadline: Instant, mut call: F) -> Result<T, JobsError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, JobsError>>,
+    {
+        let mut pause = Duration::from_millis(500);
+        loop {
+            match call().await {
+                Err(e @ (JobsError::NotSent(_) | JobsError::Lost(_)))
+                    if Instant::now() + pause < deadline && !self.shutdown.is_cancelled() =>
+                {
+                    tracing::warn!("{e}; trying again in {} ms", pause.as_millis());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(4));
+                }
+                other => return other,
+            }
+        }
     }
 
     async fn job_kill(&self, jobs: &Jobs, args: &Value) -> Result<Executed, Executed> {
