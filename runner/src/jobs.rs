@@ -325,9 +325,11 @@ pub fn find<'a>(jobs: &'a [JobView], wanted: &str) -> Result<&'a JobView, String
     if let Some(job) = jobs.iter().rev().find(|j| j.name == wanted) {
         return Ok(job);
     }
+    let gone = "If it was started, its container has been removed (`ninetrix down --purge`, or by \
+                hand): what became of it is unknown, and nothing starts it again.";
     if jobs.is_empty() {
         return Err(format!(
-            "no job `{wanted}`: this conversation has started no job (job_start starts one)"
+            "no job `{wanted}`: this conversation has no job now (job_start starts one). {gone}"
         ));
     }
     let names: Vec<String> = jobs
@@ -335,9 +337,15 @@ pub fn find<'a>(jobs: &'a [JobView], wanted: &str) -> Result<&'a JobView, String
         .map(|j| format!("{} ({})", j.name, j.id))
         .collect();
     Err(format!(
-        "no job `{wanted}`; this conversation's jobs: {}",
+        "no job `{wanted}`; this conversation's jobs: {}. {gone}",
         names.join(", ")
     ))
+}
+
+/// What a tool answers for a job `wanted` that no longer exists but this runner saw: the
+/// broker's answer `why`, then the job as it was last seen — its outcome is unknown.
+pub fn vanished_text(why: &str, last: &JobView) -> String {
+    format!("{why}\nLast seen by this runner: {}", summary(last))
 }
 
 /// A job as the model reads it.
@@ -528,7 +536,13 @@ mod tests {
         );
         let err = find(&jobs, "deploy").unwrap_err();
         assert!(err.contains("build (00000000000000a2)"), "{err}");
-        assert!(find(&[], "x").unwrap_err().contains("started no job"));
+        assert!(
+            find(&[], "x")
+                .unwrap_err()
+                .contains("nothing starts it again")
+        );
+        let last = vanished_text("no job `build`", &jobs[1]);
+        assert!(last.contains("Last seen by this runner") && last.contains("00000000000000a2"));
     }
 
     #[test]

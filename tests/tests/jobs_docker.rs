@@ -413,10 +413,7 @@ fn remove_images(base: &str) {
         "images",
         "-q",
         "--filter",
-        &format!(
-            "label=dev.ninetrix.test={}",
-            base.rsplit(':').next().unwrap_or(base)
-        ),
+        &format!("label=dev.ninetrix.test={base}"),
     ]);
     for id in built.split_whitespace() {
         docker(&["image", "rm", "-f", id]);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ninetrix_agentfile::tools::JOB_START;
 use ninetrix_proto::events::{JobEvent, TraceEvent};
-use ninetrix_proto::jobs::{CreateJob, JobId, JobState, JobView};
+use ninetrix_proto::jobs::{CreateJob, JobErrorCode, JobId, JobState, JobView};
 use serde_json::Value;
 
 use crate::checkpoints::Checkpoints;
@@ -23,11 +23,13 @@ use super::tool_calls::Executed;
 /// The time kept for `job_wait`'s answer within the tool timeout.
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
 
-/// The jobs of one runner: the broker of its thread, and the jobs it has traced as ended.
+/// The jobs of one runner: the broker of its thread, the jobs it has traced as ended, and each
+/// job as it last saw it (what a job whose container vanished is reported with).
 #[derive(Debug)]
 pub(super) struct Jobs {
     broker: Broker,
     finished: Mutex<HashSet<JobId>>,
+    seen: Mutex<Vec<JobView>>,
 }
 
 impl Jobs {
@@ -35,6 +37,32 @@ impl Jobs {
         Self {
             broker,
             finished: Mutex::new(HashSet::new()),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Remembers `jobs` as seen now.
+    fn saw(&self, jobs: &[JobView]) {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for job in jobs {
+            seen.retain(|s| s.id != job.id);
+            seen.push(job.clone());
+        }
+    }
+
+    /// The answer for `wanted`, which the broker does not know (`why`): with the job as last
+    /// seen when this runner saw it.
+    fn missing(&self, wanted: &str, why: String) -> String {
+        let seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match jobs::find(&seen, wanted) {
+            Ok(last) => jobs::vanished_text(&why, last),
+            Err(_) => why,
         }
     }
 }
@@ -176,6 +204,7 @@ impl<C: Checkpoints> Runner<C> {
 
     /// Traces `job_finished` the first time this runner sees `job` ended.
     fn note_finished(&self, jobs: &Jobs, job: &JobView) {
+        jobs.saw(std::slice::from_ref(job));
         if job.state != JobState::Exited {
             return;
         }
@@ -193,9 +222,10 @@ impl<C: Checkpoints> Runner<C> {
     async fn named_job(&self, jobs: &Jobs, args: &Value) -> Result<JobView, Executed> {
         let wanted = jobs::job_arg(args).map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
         let list = jobs.broker.list().await.map_err(failed)?;
+        jobs.saw(&list);
         jobs::find(&list, wanted)
             .cloned()
-            .map_err(|w| Executed::Answered(ToolOutput::error(w)))
+            .map_err(|w| Executed::Answered(ToolOutput::error(jobs.missing(wanted, w))))
     }
 
     async fn job_status(&self, jobs: &Jobs, args: &Value) -> Result<Executed, Executed> {
@@ -247,21 +277,31 @@ impl<C: Checkpoints> Runner<C> {
             .patiently(deadline, || jobs.broker.list())
             .await
             .map_err(failed)?;
+        jobs.saw(&list);
         let mut job = jobs::find(&list, wanted)
             .cloned()
-            .map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
+            .map_err(|w| Executed::Answered(ToolOutput::error(jobs.missing(wanted, w))))?;
         while job.state != JobState::Exited {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
             let id = job.id.clone();
-            job = self
+            job = match self
                 .patiently(deadline, || {
                     jobs.broker.wait_once(&id, left.as_secs().max(1))
                 })
                 .await
-                .map_err(failed)?;
+            {
+                Ok(job) => job,
+                // Its container was removed while the runner waited.
+                Err(JobsError::Refused(r)) if r.code == JobErrorCode::NotFound => {
+                    return Err(Executed::Answered(ToolOutput::error(
+                        jobs.missing(wanted, r.message),
+                    )));
+                }
+                Err(e) => return Err(failed(e)),
+            };
         }
         self.note_finished(jobs, &job);
         Ok(Executed::Answered(ToolOutput::ok(jobs::waited_text(
