@@ -56,6 +56,27 @@ pub(crate) const COMPONENT: &str = "dev.ninetrix.component";
 /// Swarm: on a secret, the name the runner reads it by (`/run/secrets/<NAME>`).
 pub(crate) const SECRET: &str = "dev.ninetrix.secret";
 
+/// The [`HASH`] label of a pool container made from `image_id` and `parts` (its arguments,
+/// environment, mounts…): 16 hex digits of SHA-256 over them, each part after a NUL. A change to
+/// any part changes it, so `up` recreates the container.
+pub(crate) fn config_digest<'a>(
+    image_id: &str,
+    parts: impl IntoIterator<Item = &'a str>,
+) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(image_id.as_bytes());
+    for part in parts {
+        h.update([0]);
+        h.update(part.as_bytes());
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 // Names: one host.
 
 /// `ninetrix-<pool>-<agent>-<n>`.

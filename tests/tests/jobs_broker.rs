@@ -21,7 +21,7 @@ use ninetrix_proto::api::RunnerTokenRequest;
 use ninetrix_proto::jobs::{JobOutput, JobState, JobView, THREAD_HEADER};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::docker::{build_image, docker};
+use support::docker::docker;
 
 const ADMIN: &str = "jobs-broker-admin-token-0123456789";
 
@@ -63,59 +63,6 @@ impl Drop for BrokerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// `FROM scratch` with the host's `/bin/sh` and `sleep` and the libraries they load, and a
-/// `/workspace` of mode 1777 (as a pool's images have), which Docker copies into an empty
-/// volume mounted there: no registry is reachable here.
-fn shell_image(tag: &str) {
-    let ctx = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
-    for program in ["/bin/sh", "/bin/sleep"] {
-        let real = std::fs::canonicalize(program).unwrap();
-        files.push((real.clone(), program[1..].to_string()));
-        let ldd = Command::new("ldd").arg(&real).output().unwrap();
-        for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-            let path = line
-                .split("=>")
-                .last()
-                .and_then(|s| s.split_whitespace().next())
-                .filter(|p| p.starts_with('/'));
-            if let Some(path) = path {
-                files.push((Path::new(path).to_path_buf(), path[1..].to_string()));
-            }
-        }
-    }
-    files.sort();
-    files.dedup();
-    let mut dockerfile = format!("FROM scratch\nLABEL dev.ninetrix.test={tag}\n");
-    for (from, to) in &files {
-        let dest = ctx.path().join(to);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        std::fs::copy(from, &dest).unwrap();
-        dockerfile.push_str(&format!("COPY {to} /{to}\n"));
-    }
-    // A tar keeps the directory's own mode (COPY of a directory would not).
-    let skeleton = ctx.path().join("skeleton");
-    std::fs::create_dir_all(skeleton.join("workspace")).unwrap();
-    let status = Command::new("chmod")
-        .args(["1777"])
-        .arg(skeleton.join("workspace"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let status = Command::new("tar")
-        .arg("-C")
-        .arg(&skeleton)
-        .arg("-cf")
-        .arg(ctx.path().join("skeleton.tar"))
-        .arg("workspace")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    dockerfile.push_str("ADD skeleton.tar /\n");
-    std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
-    build_image(ctx.path(), tag);
 }
 
 fn free_port() -> u16 {
@@ -266,7 +213,7 @@ async fn jobs_run_beside_the_runner_in_its_workspace_within_their_limits() {
         volumes: vec![format!("ninetrix-{pool}-coder-1-workspace")],
         pool: pool.clone(),
     };
-    shell_image(&made.image);
+    support::docker::shell_image(&made.image, &["sleep"]);
     docker(&[
         "network",
         "create",

@@ -82,8 +82,8 @@ fn agent(name: &str, image: &str, script: &str, extra: &str) -> String {
 
 /// The `ninetrix invoke` of `message` to `agent`, run in the background.
 fn invoke_in_background(pool: &Pool, agent: &str, message: &str) -> std::process::Child {
-    let mut c = std::process::Command::new(ninetrix_e2e::ninetrix_bin());
-    c.args([
+    let id = format!("{agent}-{message}");
+    pool.command(&[
         "invoke",
         "-p",
         &pool.name,
@@ -94,18 +94,12 @@ fn invoke_in_background(pool: &Pool, agent: &str, message: &str) -> std::process
         "--timeout",
         "600",
         "--id",
-        &format!("{agent}-{message}"),
-    ]);
-    c.env("AGENTFILE_HOME", pool.home())
-        .env_remove("AGENTFILE_API_URL")
-        .env(
-            "NINETRIX_API_CONTAINER",
-            format!("ninetrix-api-{}", pool.name),
-        )
-        .env("NINETRIX_API_PORT", "0")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    c.spawn().unwrap()
+        &id,
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
 }
 
 /// Waits until `container` runs again after a kill (its restart count past `restarts`).

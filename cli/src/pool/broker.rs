@@ -24,7 +24,6 @@ use bollard::models::{
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use ninetrix_agentfile::Agentfile;
 use ninetrix_agentfile::security::{Security, User};
-use sha2::{Digest as _, Sha256};
 
 use crate::docker::is_not_found;
 use crate::hardening;
@@ -168,21 +167,9 @@ impl Broker {
 
     /// The configuration digest: the image, the arguments, the environment and the socket.
     pub(crate) fn digest(&self, image_id: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(image_id.as_bytes());
-        for part in Self::cmd()
-            .iter()
-            .chain(self.env().iter())
-            .chain(std::iter::once(&self.socket))
-        {
-            h.update([0]);
-            h.update(part.as_bytes());
-        }
-        h.finalize()
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let (cmd, env) = (Self::cmd(), self.env());
+        let parts = cmd.iter().chain(&env).chain(std::iter::once(&self.socket));
+        crate::objects::config_digest(image_id, parts.map(String::as_str))
     }
 
     /// The create body: the runner image serving the broker on the pool network (`network`),

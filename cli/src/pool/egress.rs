@@ -28,7 +28,6 @@ use ninetrix_agentfile::AgentSpec;
 use ninetrix_agentfile::mcp::{self, McpTransport};
 use ninetrix_agentfile::network::{Allowed, allow_list};
 use ninetrix_agentfile::security::Security;
-use sha2::{Digest as _, Sha256};
 
 use crate::docker::is_not_found;
 use crate::hardening;
@@ -114,17 +113,7 @@ impl Proxy<'_> {
 
     /// The configuration digest: the image and the arguments.
     pub(crate) fn digest(&self, image_id: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(image_id.as_bytes());
-        for part in self.cmd() {
-            h.update([0]);
-            h.update(part.as_bytes());
-        }
-        h.finalize()
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::objects::config_digest(image_id, self.cmd().iter().map(String::as_str))
     }
 
     /// The create body: the runner image serving the proxy on the pool network (`network`),

@@ -429,8 +429,8 @@ pub(crate) fn bridge_gateway() -> String {
 }
 
 /// Builds `tag`: `FROM scratch` with the host's `/bin/sh`, the programs `extra` names (from
-/// `/bin`, e.g. `sleep`) and the shared libraries they load — the smallest image a `shell` tool
-/// or a job runs in (no registry is reachable here).
+/// `/bin`, e.g. `sleep`), the shared libraries they load and a `/workspace` of mode 1777 — the
+/// smallest image a `shell` tool or a job runs in (no registry is reachable here).
 pub(crate) fn shell_image(tag: &str, extra: &[&str]) {
     let ctx = tempfile::tempdir().unwrap();
     let mut files: Vec<(std::path::PathBuf, String)> = Vec::new();
@@ -468,6 +468,25 @@ pub(crate) fn shell_image(tag: &str, extra: &[&str]) {
         std::fs::copy(from, &dest).unwrap();
         dockerfile.push_str(&format!("COPY {to} /{to}\n"));
     }
+    // A `/workspace` of mode 1777, as a pool's images have, which Docker copies into an empty
+    // volume mounted there (a tar keeps the directory's own mode; COPY of a directory would not).
+    let skeleton = ctx.path().join("skeleton");
+    std::fs::create_dir_all(skeleton.join("workspace")).unwrap();
+    std::fs::set_permissions(
+        skeleton.join("workspace"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let status = Command::new("tar")
+        .arg("-C")
+        .arg(&skeleton)
+        .arg("-cf")
+        .arg(ctx.path().join("skeleton.tar"))
+        .arg("workspace")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dockerfile.push_str("ADD skeleton.tar /\n");
     std::fs::write(ctx.path().join("Dockerfile"), dockerfile).unwrap();
     build_image(ctx.path(), tag);
 }
