@@ -47,15 +47,25 @@ pub(crate) async fn run(args: &PsArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Backend::Host.rows(&docker, &home, &settings).await?;
     let swarm_rows = Backend::Swarm.rows(&docker, &home, &settings).await?;
     let on_swarm_only = args.pool.is_some() && !swarm_rows.is_empty();
-    // An agent's jobs after its replicas.
+    // An agent's jobs after its replicas, oldest first.
+    let created = |r: &Row| r.job.as_ref().map(|j| j.created.clone());
     rows.sort_by(|a, b| {
-        (&a.pool, &a.agent, a.job.is_some(), a.replica, &a.container).cmp(&(
-            &b.pool,
-            &b.agent,
-            b.job.is_some(),
-            b.replica,
-            &b.container,
-        ))
+        (
+            &a.pool,
+            &a.agent,
+            a.job.is_some(),
+            a.replica,
+            created(a),
+            &a.container,
+        )
+            .cmp(&(
+                &b.pool,
+                &b.agent,
+                b.job.is_some(),
+                b.replica,
+                created(b),
+                &b.container,
+            ))
     });
     if args.json {
         spend(&home, &mut rows).await;

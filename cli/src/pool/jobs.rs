@@ -18,9 +18,7 @@ use crate::objects::{AGENT, JOB_BROKER_ROLE, JOB_ROLE, POOL, ROLE};
 
 /// Whether `spec` has any of the background-job tools.
 pub(crate) fn has_jobs(spec: &AgentSpec) -> bool {
-    spec.tools
-        .iter()
-        .any(|t| ninetrix_agentfile::tools::is_job_tool(&t.name))
+    spec.has_job_tools()
 }
 
 /// The agents of `af` with the job tools, by name (what Swarm and `k8s render` refuse).
