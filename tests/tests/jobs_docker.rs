@@ -166,8 +166,14 @@ fn a_job_outlives_two_kills_and_a_recreate_of_its_runner() {
     restarted(&runner, 0);
     kill_host_pid(&runner);
     restarted(&runner, 1);
-    // …and once recreated by `up`, while the job goes on.
-    assert_eq!(inspect(&job)["State"]["Running"], true, "the job ran on");
+    // …and once recreated by `up`, while the job goes on (the runner's deaths never touched
+    // it: started once, never restarted; whether it still runs depends on how fast the host
+    // restarted the runner, so that is not asserted).
+    assert_eq!(
+        inspect(&job)["RestartCount"],
+        0,
+        "the job is its own container"
+    );
     pool.up(&["--force-recreate"]);
     // `invoke` says so when the runner it waits on is gone (as it was for a moment); asked again
     // with the message's ID it waits for the reply without queueing it twice.
