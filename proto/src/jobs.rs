@@ -218,6 +218,9 @@ pub struct JobOutput {
     pub cut: bool,
 }
 
+/// The longest job name (the model's `name`), in bytes.
+pub const MAX_NAME: usize = 64;
+
 /// Most bytes of output one answer carries.
 pub const MAX_OUTPUT: usize = 64 * 1024;
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::jobs::{
-    self as wire, CreateJob, JobError, JobId, JobOutput, JobState, JobView, OutputQuery, WaitJob,
+    self as wire, CreateJob, JobError, JobId, JobOutput, JobState, JobView, MAX_NAME, OutputQuery,
+    WaitJob,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -236,11 +237,8 @@ pub mod faults {
     }
 }
 
-/// Most bytes of a job's command kept in a trace event.
-const COMMAND_PREVIEW: usize = 200;
-
-/// The longest a job's name may be.
-const MAX_NAME: usize = 64;
+/// Most characters of a job's command kept in a trace event.
+pub const COMMAND_PREVIEW: usize = 200;
 
 /// `job_start`'s arguments, read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,21 +323,27 @@ pub fn find<'a>(jobs: &'a [JobView], wanted: &str) -> Result<&'a JobView, String
     if let Some(job) = jobs.iter().rev().find(|j| j.name == wanted) {
         return Ok(job);
     }
-    let gone = "If it was started, its container has been removed (`ninetrix down --purge`, or by \
-                hand): what became of it is unknown, and nothing starts it again.";
     if jobs.is_empty() {
-        return Err(format!(
-            "no job `{wanted}`: this conversation has no job now (job_start starts one). {gone}"
-        ));
+        return Err(no_such_job(wanted));
     }
     let names: Vec<String> = jobs
         .iter()
         .map(|j| format!("{} ({})", j.name, j.id))
         .collect();
     Err(format!(
-        "no job `{wanted}`; this conversation's jobs: {}. {gone}",
+        "{} This conversation's jobs: {}.",
+        no_such_job(wanted),
         names.join(", ")
     ))
+}
+
+/// What a tool answers for a job `wanted` the broker does not have.
+pub fn no_such_job(wanted: &str) -> String {
+    format!(
+        "no job `{wanted}` exists now. If it was started, its container has been removed \
+         (`ninetrix down --purge`, or by hand): what became of it is unknown, and nothing starts \
+         it again."
+    )
 }
 
 /// What a tool answers for a job `wanted` that no longer exists but this runner saw: the
@@ -428,19 +432,6 @@ pub fn waited_text(job: &JobView, waited_secs: u64) -> String {
         ));
     }
     out.to_string()
-}
-
-/// The command as a trace event keeps it.
-pub fn command_preview(command: &str) -> String {
-    let mut cut = command.len().min(COMMAND_PREVIEW);
-    while !command.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    if cut < command.len() {
-        format!("{}…", &command[..cut])
-    } else {
-        command.to_string()
-    }
 }
 
 /// The arguments of `job_output`, read.
@@ -569,9 +560,6 @@ mod tests {
         assert_eq!(wait_secs(&json!({"timeout": 500}), 100).unwrap(), 100);
         assert_eq!(wait_secs(&json!({"timeout": 5}), 100).unwrap(), 5);
         assert!(wait_secs(&json!({"timeout": "x"}), 100).is_err());
-        let long = "é".repeat(300);
-        let preview = command_preview(&long);
-        assert!(preview.ends_with('…') && preview.len() <= COMMAND_PREVIEW + 3);
         assert_eq!(
             output_query(&json!({"tail": 5})).unwrap(),
             OutputQuery {

@@ -11,7 +11,7 @@ use bollard::models::{
     RestartPolicyNameEnum,
 };
 use ninetrix_agentfile::defaults::MAX_JOB_TIMEOUT_SECS;
-use ninetrix_proto::jobs::{CreateJob, JobId, labels};
+use ninetrix_proto::jobs::{CreateJob, JobId, MAX_NAME, labels};
 
 use super::caller::{Caller, WORKSPACE};
 use super::config::{AgentJobs, workspace_volume};
@@ -21,8 +21,6 @@ use crate::objects;
 
 /// Longest ledger key a job records.
 const MAX_KEY: usize = 256;
-/// Longest job name.
-const MAX_NAME: usize = 200;
 
 /// The seconds a job may run: the request's, else the agent's default, at most 7 days.
 pub(crate) fn timeout_secs(request: &CreateJob, jobs: &AgentJobs) -> Result<u64, BrokerError> {

@@ -29,7 +29,6 @@ use crate::docker::is_not_found;
 use crate::hardening;
 use crate::jobs::config::{AgentJobs, BrokerConfig, CONFIG_VAR, PORT, container_name};
 use crate::objects::{HASH, JOB_BROKER_ROLE, POOL, ROLE, VERSION};
-use crate::pool::jobs::has_jobs;
 use crate::ui::progress::Progress;
 
 /// Where the Docker socket is inside the broker (and on a host whose `DOCKER_HOST` is not a
@@ -58,7 +57,7 @@ pub(crate) fn config(af: &Agentfile, inputs: &Inputs<'_>) -> Option<BrokerConfig
     let agents: BTreeMap<String, AgentJobs> = af
         .agents
         .iter()
-        .filter(|a| has_jobs(a))
+        .filter(|a| a.has_job_tools())
         .map(|a| {
             let jobs = &a.runtime.jobs;
             let internal = inputs.egress.get(&a.name);

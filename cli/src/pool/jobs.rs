@@ -16,24 +16,13 @@ use serde::Serialize;
 use crate::docker::{label, name};
 use crate::objects::{AGENT, JOB_BROKER_ROLE, JOB_ROLE, POOL, ROLE};
 
-/// Whether `spec` has any of the background-job tools.
-pub(crate) fn has_jobs(spec: &AgentSpec) -> bool {
-    spec.has_job_tools()
-}
-
 /// The agents of `af` with the job tools, by name (what Swarm and `k8s render` refuse).
 pub(crate) fn job_agents(af: &Agentfile) -> Vec<&str> {
     af.agents
         .iter()
-        .filter(|a| has_jobs(a))
+        .filter(|a| a.has_job_tools())
         .map(|a| a.name.as_str())
         .collect()
-}
-
-/// The host name runners of `pool` reach the broker by (the host of
-/// [`crate::jobs::config::url`]).
-pub(crate) fn broker_host(pool: &str) -> String {
-    crate::jobs::config::container_name(pool)
 }
 
 /// What a runner of `spec` with `network.egress` reaches directly on its internal network (its
@@ -46,8 +35,9 @@ pub(crate) fn direct_hosts(
     api_local: bool,
 ) -> Vec<String> {
     let mut hosts = crate::pool::egress_env::direct_hosts(spec, api_url, api_local);
-    if has_jobs(spec) {
-        hosts.push(broker_host(pool));
+    if spec.has_job_tools() {
+        // The broker's container name is its host name (`jobs::config::url`).
+        hosts.push(crate::jobs::config::container_name(pool));
     }
     hosts
 }

@@ -389,7 +389,7 @@ impl Replica<'_> {
             health_file: Some(crate::pool::health::file_of(name)),
             // The pool's job broker, for an agent with the job tools (a `ninetrix run`
             // container has a throwaway workspace no job could mount: none).
-            jobs_url: (crate::pool::jobs::has_jobs(self.spec) && self.slot != Slot::Run)
+            jobs_url: (self.spec.has_job_tools() && self.slot != Slot::Run)
                 .then(|| crate::jobs::config::url(self.pool)),
         }
     }

@@ -3,7 +3,6 @@
 //! without an outcome by a crash comes to (the job it made, started if it was not, or *not run*
 //! — never a second job); and the re-attach at boot, which traces the thread's jobs as found.
 
-use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -23,12 +22,12 @@ use super::tool_calls::Executed;
 /// The time kept for `job_wait`'s answer within the tool timeout.
 const WAIT_MARGIN: Duration = Duration::from_secs(5);
 
-/// The jobs of one runner: the broker of its thread, the jobs it has traced as ended, and each
-/// job as it last saw it (what a job whose container vanished is reported with).
+/// The jobs of one runner: the broker of its thread, and each job as this runner last saw it
+/// (what tells a job that just ended from one already traced as ended, and what a job whose
+/// container vanished is reported with).
 #[derive(Debug)]
 pub(super) struct Jobs {
     broker: Broker,
-    finished: Mutex<HashSet<JobId>>,
     seen: Mutex<Vec<JobView>>,
 }
 
@@ -36,21 +35,28 @@ impl Jobs {
     pub(super) fn new(broker: Broker) -> Self {
         Self {
             broker,
-            finished: Mutex::new(HashSet::new()),
             seen: Mutex::new(Vec::new()),
         }
     }
 
-    /// Remembers `jobs` as seen now.
-    fn saw(&self, jobs: &[JobView]) {
+    /// Remembers `jobs` as seen now; answers those this runner sees ended for the first time.
+    fn saw(&self, jobs: &[JobView]) -> Vec<JobView> {
         let mut seen = self
             .seen
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ended = Vec::new();
         for job in jobs {
-            seen.retain(|s| s.id != job.id);
+            let before = seen
+                .iter()
+                .position(|s| s.id == job.id)
+                .map(|i| seen.remove(i));
+            if job.state == JobState::Exited && before.is_none_or(|b| b.state != JobState::Exited) {
+                ended.push(job.clone());
+            }
             seen.push(job.clone());
         }
+        ended
     }
 
     /// The answer for `wanted`, which the broker does not know (`why`): with the job as last
@@ -72,7 +78,7 @@ fn event(job: &JobView) -> JobEvent {
     JobEvent {
         job: job.id.to_string(),
         name: job.name.clone(),
-        command: jobs::command_preview(&job.command),
+        command: crate::engine::preview(&job.command, jobs::COMMAND_PREVIEW),
         state: job.state.as_str().to_string(),
         exit_code: job.exit_code,
         timed_out: job.timed_out,
@@ -175,7 +181,7 @@ impl<C: Checkpoints> Runner<C> {
                     job
                 };
                 self.events.emit(TraceEvent::JobReattached(event(&job)));
-                self.note_finished(jobs, &job);
+                self.observe(jobs, std::slice::from_ref(&job));
                 Some(ToolOutput::ok(jobs::started_text(&job)))
             }
             Err(e) => {
@@ -188,41 +194,46 @@ impl<C: Checkpoints> Runner<C> {
     /// At boot: traces each job of the thread as found (running, or ended while the runner was
     /// down). Jobs go on without their runner; this only tells the trace and the log.
     pub(super) async fn reattach_jobs(&self) {
-        let Some(jobs) = &self.jobs else {
+        // A thread's first boot has no jobs to find.
+        let Some(jobs) = self.jobs.as_ref().filter(|_| self.boot_count > 1) else {
             return;
         };
         match jobs.broker.list().await {
             Ok(list) => {
                 for job in &list {
                     self.events.emit(TraceEvent::JobReattached(event(job)));
-                    self.note_finished(jobs, job);
+                    self.observe(jobs, std::slice::from_ref(job));
                 }
             }
             Err(e) => tracing::warn!("cannot list this thread's jobs at boot: {e}"),
         }
     }
 
-    /// Traces `job_finished` the first time this runner sees `job` ended.
-    fn note_finished(&self, jobs: &Jobs, job: &JobView) {
-        jobs.saw(std::slice::from_ref(job));
-        if job.state != JobState::Exited {
-            return;
-        }
-        let first = jobs
-            .finished
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(job.id.clone());
-        if first {
-            self.events.emit(TraceEvent::JobFinished(event(job)));
+    /// Remembers `list` as seen, tracing `job_finished` for each job this runner sees ended for
+    /// the first time.
+    fn observe(&self, jobs: &Jobs, list: &[JobView]) {
+        for job in jobs.saw(list) {
+            self.events.emit(TraceEvent::JobFinished(event(&job)));
         }
     }
 
-    /// The job the `job` argument names among the thread's.
+    /// The job the `job` argument names among the thread's: by ID, one request for that job;
+    /// by name, the thread's list.
     async fn named_job(&self, jobs: &Jobs, args: &Value) -> Result<JobView, Executed> {
         let wanted = jobs::job_arg(args).map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
+        if let Ok(id) = wanted.parse::<JobId>() {
+            return match jobs.broker.get(&id).await.map_err(failed)? {
+                Some(job) => {
+                    self.observe(jobs, std::slice::from_ref(&job));
+                    Ok(job)
+                }
+                None => Err(Executed::Answered(ToolOutput::error(
+                    jobs.missing(wanted, jobs::no_such_job(wanted)),
+                ))),
+            };
+        }
         let list = jobs.broker.list().await.map_err(failed)?;
-        jobs.saw(&list);
+        self.observe(jobs, &list);
         jobs::find(&list, wanted)
             .cloned()
             .map_err(|w| Executed::Answered(ToolOutput::error(jobs.missing(wanted, w))))
@@ -231,16 +242,13 @@ impl<C: Checkpoints> Runner<C> {
     async fn job_status(&self, jobs: &Jobs, args: &Value) -> Result<Executed, Executed> {
         if args.get("job").is_none_or(Value::is_null) {
             let list = jobs.broker.list().await.map_err(failed)?;
-            for job in &list {
-                self.note_finished(jobs, job);
-            }
+            self.observe(jobs, &list);
             let all: Vec<Value> = list.iter().map(jobs::summary).collect();
             return Ok(Executed::Answered(ToolOutput::ok(
                 serde_json::json!({ "jobs": all }).to_string(),
             )));
         }
         let job = self.named_job(jobs, args).await?;
-        self.note_finished(jobs, &job);
         Ok(Executed::Answered(ToolOutput::ok(
             jobs::summary(&job).to_string(),
         )))
@@ -251,7 +259,7 @@ impl<C: Checkpoints> Runner<C> {
             jobs::output_query(args).map_err(|w| Executed::Answered(ToolOutput::error(w)))?;
         let job = self.named_job(jobs, args).await?;
         let out = jobs.broker.output(&job.id, &query).await.map_err(failed)?;
-        self.note_finished(jobs, &out.job);
+        self.observe(jobs, std::slice::from_ref(&out.job));
         Ok(Executed::Answered(ToolOutput::ok(crate::tools::storable(
             jobs::output_text(&out),
         ))))
@@ -277,7 +285,7 @@ impl<C: Checkpoints> Runner<C> {
             .patiently(deadline, || jobs.broker.list())
             .await
             .map_err(failed)?;
-        jobs.saw(&list);
+        self.observe(jobs, &list);
         let mut job = jobs::find(&list, wanted)
             .cloned()
             .map_err(|w| Executed::Answered(ToolOutput::error(jobs.missing(wanted, w))))?;
@@ -303,7 +311,7 @@ impl<C: Checkpoints> Runner<C> {
                 Err(e) => return Err(failed(e)),
             };
         }
-        self.note_finished(jobs, &job);
+        self.observe(jobs, std::slice::from_ref(&job));
         Ok(Executed::Answered(ToolOutput::ok(jobs::waited_text(
             &job,
             started.elapsed().as_secs(),
@@ -335,9 +343,60 @@ impl<C: Checkpoints> Runner<C> {
     async fn job_kill(&self, jobs: &Jobs, args: &Value) -> Result<Executed, Executed> {
         let job = self.named_job(jobs, args).await?;
         let job = jobs.broker.kill(&job.id).await.map_err(failed)?;
-        self.note_finished(jobs, &job);
+        self.observe(jobs, std::slice::from_ref(&job));
         Ok(Executed::Answered(ToolOutput::ok(
             jobs::summary(&job).to_string(),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ninetrix_proto::ThreadId;
+
+    use super::*;
+    use crate::config::SecretValue;
+
+    fn view(id: &str, state: JobState) -> JobView {
+        JobView {
+            id: id.parse().unwrap(),
+            name: "build".into(),
+            key: "k".into(),
+            command: "make".into(),
+            state,
+            exit_code: (state == JobState::Exited).then_some(0),
+            created_at: "2026-11-28T00:00:00Z".into(),
+            started_at: None,
+            finished_at: None,
+            deadline: "2026-11-28T01:00:00Z".into(),
+            timed_out: false,
+            oom_killed: false,
+        }
+    }
+
+    #[test]
+    fn a_job_is_seen_ended_once() {
+        let jobs = Jobs::new(Broker::new(
+            reqwest::Client::new(),
+            "http://broker:7480",
+            SecretValue::new("t"),
+            ThreadId::new_v7(),
+            Some(1),
+        ));
+        let (a, b) = ("00000000000000a1", "00000000000000b2");
+        assert!(jobs.saw(&[view(a, JobState::Running)]).is_empty());
+        let ended = jobs.saw(&[view(a, JobState::Exited), view(b, JobState::Exited)]);
+        assert_eq!(
+            ended.len(),
+            2,
+            "one that ended while watched, one found ended"
+        );
+        assert!(jobs.saw(&[view(a, JobState::Exited)]).is_empty());
+        let last = jobs.missing(b, "gone".into());
+        assert!(
+            last.starts_with("gone\nLast seen") && last.contains("exited"),
+            "{last}"
+        );
+        assert_eq!(jobs.missing("other", "gone".into()), "gone");
     }
 }
