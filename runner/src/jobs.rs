@@ -461,25 +461,31 @@ pub fn wait_secs(args: &Value, most: u64) -> Result<u64, String> {
     }
 }
 
+/// A job named `name` in `state` (`make`, created at midnight), for tests.
+#[cfg(test)]
+pub(crate) fn sample(id: &str, name: &str, state: JobState) -> JobView {
+    JobView {
+        id: id.parse().unwrap(),
+        name: name.into(),
+        key: "k".into(),
+        command: "make".into(),
+        state,
+        exit_code: (state == JobState::Exited).then_some(0),
+        created_at: "2026-11-28T00:00:00Z".into(),
+        started_at: None,
+        finished_at: None,
+        deadline: "2026-11-28T01:00:00Z".into(),
+        timed_out: false,
+        oom_killed: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn view(id: &str, name: &str) -> JobView {
-        JobView {
-            id: id.parse().unwrap(),
-            name: name.into(),
-            key: "k".into(),
-            command: "make".into(),
-            state: JobState::Running,
-            exit_code: None,
-            created_at: "2026-11-28T00:00:00Z".into(),
-            started_at: None,
-            finished_at: None,
-            deadline: "2026-11-28T01:00:00Z".into(),
-            timed_out: false,
-            oom_killed: false,
-        }
+        sample(id, name, JobState::Running)
     }
 
     #[test]

@@ -402,16 +402,10 @@ pub(crate) mod tests {
     /// Gives `spec` the job tools (as `tools: [jobs]` would).
     pub(crate) fn with_job_tools(spec: &mut AgentSpec) {
         for name in ninetrix_agentfile::tools::JOB_TOOLS {
-            spec.tools.push(ninetrix_agentfile::ToolSpec {
-                name: (*name).to_string(),
-                effect: ninetrix_agentfile::tools::Effect::Write,
-                effect_pinned: false,
-                mcp: None,
-                verify: None,
-                handoff: None,
-                scope: None,
-                secrets: Vec::new(),
-            });
+            let builtin =
+                ninetrix_agentfile::tools::builtin(name).expect("a job tool is a builtin");
+            spec.tools
+                .push(ninetrix_agentfile::ToolSpec::builtin(builtin));
         }
     }
 }

@@ -358,20 +358,7 @@ mod tests {
     use crate::config::SecretValue;
 
     fn view(id: &str, state: JobState) -> JobView {
-        JobView {
-            id: id.parse().unwrap(),
-            name: "build".into(),
-            key: "k".into(),
-            command: "make".into(),
-            state,
-            exit_code: (state == JobState::Exited).then_some(0),
-            created_at: "2026-11-28T00:00:00Z".into(),
-            started_at: None,
-            finished_at: None,
-            deadline: "2026-11-28T01:00:00Z".into(),
-            timed_out: false,
-            oom_killed: false,
-        }
+        crate::jobs::sample(id, "build", state)
     }
 
     #[test]
