@@ -25,6 +25,15 @@ pub const MAX_DELEGATION_DEPTH_LIMIT: u32 = 32;
 /// `execution.interrupt_grace` in seconds: how long a tool call that runs when its turn is
 /// interrupted or cancelled may take to finish before it is stopped.
 pub const INTERRUPT_GRACE_SECS: u64 = 10;
+
+/// `execution.snapshots.max_bytes` when unset: 512 MiB of files in one snapshot.
+pub const SNAPSHOT_MAX_BYTES: u64 = 512 * 1024 * 1024;
+
+/// `execution.snapshots.max_files` when unset.
+pub const SNAPSHOT_MAX_FILES: u64 = 20_000;
+
+/// `execution.snapshots.keep_turns` when unset: the snapshots of the last 100 turns.
+pub const SNAPSHOT_KEEP_TURNS: u32 = 100;
 /// The longest `execution.interrupt_grace`: 10 minutes.
 pub const MAX_INTERRUPT_GRACE_SECS: u64 = 600;
 /// `transfer_timeout` in seconds (as in Ninetrix).

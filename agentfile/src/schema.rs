@@ -473,6 +473,40 @@ pub struct Execution {
     /// with its outcome unknown.
     #[serde(default = "default_interrupt_grace_secs")]
     pub interrupt_grace_secs: u64,
+    /// Snapshots of the workspace at each turn's end (`execution.snapshots`), for fork, rewind
+    /// and diff; `None`: off (`snapshots: false`, and always for a batch job).
+    #[serde(default = "default_snapshots")]
+    pub snapshots: Option<Snapshots>,
+}
+
+fn default_snapshots() -> Option<Snapshots> {
+    Some(Snapshots::default())
+}
+
+/// `execution.snapshots`: the bounds of the workspace snapshot taken at each turn's end. A
+/// workspace past `max_bytes` or `max_files` gets no snapshot for that turn (a
+/// `snapshot_skipped` event names the limit), and a fork or a rewind to that turn is refused:
+/// its files cannot be restored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshots {
+    /// Most bytes of files in one snapshot (`max_bytes`, a size like `512Mi`).
+    pub max_bytes: u64,
+    /// Most files in one snapshot (`max_files`).
+    pub max_files: u64,
+    /// The snapshots of this many most recent turns are kept; older ones are dropped (their
+    /// conversation can still be gone back to, their files cannot) (`keep_turns`).
+    pub keep_turns: u32,
+}
+
+impl Default for Snapshots {
+    fn default() -> Self {
+        Snapshots {
+            max_bytes: super::defaults::SNAPSHOT_MAX_BYTES,
+            max_files: super::defaults::SNAPSHOT_MAX_FILES,
+            keep_turns: super::defaults::SNAPSHOT_KEEP_TURNS,
+        }
+    }
 }
 
 fn default_interrupt_grace_secs() -> u64 {

@@ -12,6 +12,7 @@
 
 mod admin;
 mod error;
+mod forks;
 pub mod http;
 mod limits;
 mod memory;
@@ -142,8 +143,23 @@ impl Client {
         body: Option<&B>,
         limit: Limit,
     ) -> Result<reqwest::Response, ClientError> {
+        let mut req = self.request(method, path, query, limit);
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        self.finish(req).await
+    }
+
+    /// A request with the client's timeout, token and trace context.
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        query: &[(&str, String)],
+        limit: Limit,
+    ) -> reqwest::RequestBuilder {
         let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method.clone(), &url);
+        let mut req = self.http.request(method, &url);
         match limit {
             Limit::Default => req = req.timeout(self.timeout),
             Limit::After(d) => req = req.timeout(d),
@@ -158,9 +174,11 @@ impl Client {
         if let Some(tp) = &self.traceparent {
             req = req.header("traceparent", tp);
         }
-        if let Some(body) = body {
-            req = req.json(body);
-        }
+        req
+    }
+
+    /// Sends a built request: the response if its status is a success, else the API's error.
+    async fn finish(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
         let resp = req
             .send()
             .await

@@ -291,6 +291,7 @@ async fn every_route_answers_its_typed_method() {
                 events: Vec::new(),
                 approvals: Vec::new(),
                 handoff_reply: None,
+                turn_end: None,
             },
         )
         .await

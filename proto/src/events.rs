@@ -125,8 +125,127 @@ pub enum TraceEvent {
     /// This turn's reply went back to the agent that handed the task over (stored with the step
     /// that ends the turn).
     HandoffReplied(HandoffReplied),
+    /// This thread was forked from another at the end of one of its turns (stored by the API
+    /// with the fork's first version).
+    Forked(Forked),
+    /// A thread was forked from this one (stored by the API in the parent's events).
+    ForkCreated(ForkCreated),
+    /// The thread went back to the end of an earlier turn (stored with the rewind's commit);
+    /// the turns after it stay in the store on the branch it left.
+    Rewound(Rewound),
+    /// A rewind was not done, and nothing changed: its files could not be restored, or the
+    /// turn cannot be gone back to.
+    RewindFailed(RewindFailed),
+    /// The workspace's snapshot at a turn's end (stored with the turn's last commit).
+    SnapshotTaken(SnapshotTaken),
+    /// A turn's end has no snapshot of the workspace: past `execution.snapshots`' limits, or a
+    /// file could not be read. The turn itself ended normally.
+    SnapshotSkipped(SnapshotSkipped),
+    /// A runner made its workspace equal the snapshot its checkpoint names (a fork's first boot,
+    /// or finishing a rewind a crash interrupted).
+    WorkspaceRestored(WorkspaceRestored),
     /// Something failed (the model for good, or the runner itself).
     Error(ErrorEvent),
+}
+
+/// `forked`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forked {
+    /// The thread it was forked from.
+    pub parent: ThreadId,
+    /// The parent's turn whose end it starts from.
+    pub at_turn: u64,
+    /// Messages it starts with.
+    pub history_len: u64,
+    /// The files its runner restores first, if the turn has a snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::snapshots::SnapshotRef>,
+    /// Effects of the parent after `at_turn` that the fork does not undo.
+    #[serde(default)]
+    pub undone: u64,
+}
+
+/// `fork_created`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkCreated {
+    /// The fork.
+    pub thread_id: ThreadId,
+    /// This thread's turn it starts from.
+    pub at_turn: u64,
+    /// Its session key.
+    pub session: String,
+}
+
+/// `rewound`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rewound {
+    /// The turns started before the rewind (the last of the branch left).
+    pub from_turn: u64,
+    /// The turn whose end the thread went back to.
+    pub to_turn: u64,
+    /// Messages of the history the rewind left (they stay in the store).
+    pub left_messages: u64,
+    /// The snapshot the workspace was restored to (`None`: the turn had none; files untouched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::snapshots::SnapshotRef>,
+    /// Files written back.
+    #[serde(default)]
+    pub files_written: u64,
+    /// Files removed (made after the turn).
+    #[serde(default)]
+    pub files_removed: u64,
+    /// Effects of the turns left that the rewind does not undo.
+    #[serde(default)]
+    pub undone: u64,
+}
+
+/// `rewind_failed`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewindFailed {
+    /// The turn it was to go back to.
+    pub to_turn: u64,
+    /// Why nothing was rewound.
+    pub why: String,
+}
+
+/// `snapshot_taken`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotTaken {
+    /// The turn that ended.
+    pub turn_seq: u64,
+    /// The snapshot.
+    pub snapshot: crate::snapshots::SnapshotRef,
+    /// Objects the store did not have (new or changed files, and the nodes above them).
+    pub uploaded_objects: u64,
+    /// Their bytes.
+    pub uploaded_bytes: u64,
+    /// Files read because their size or time changed since the last snapshot.
+    pub hashed_files: u64,
+    /// Symlinks and other entries that are not regular files or directories (not kept).
+    #[serde(default)]
+    pub skipped_entries: u64,
+    /// How long it took.
+    pub ms: u64,
+}
+
+/// `snapshot_skipped`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotSkipped {
+    /// The turn that ended.
+    pub turn_seq: u64,
+    /// Why (the limit passed and the key that sets it, or the file that could not be read).
+    pub why: String,
+}
+
+/// `workspace_restored`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRestored {
+    /// The snapshot restored.
+    pub snapshot: crate::snapshots::SnapshotRef,
+    /// Files written.
+    pub files_written: u64,
+    /// Files removed.
+    pub files_removed: u64,
 }
 
 /// `approval_requested`.
@@ -849,6 +968,13 @@ impl TraceEvent {
             TraceEvent::HandoffRefused(_) => "handoff_refused",
             TraceEvent::HandoffReceived(_) => "handoff_received",
             TraceEvent::HandoffReplied(_) => "handoff_replied",
+            TraceEvent::Forked(_) => "forked",
+            TraceEvent::ForkCreated(_) => "fork_created",
+            TraceEvent::Rewound(_) => "rewound",
+            TraceEvent::RewindFailed(_) => "rewind_failed",
+            TraceEvent::SnapshotTaken(_) => "snapshot_taken",
+            TraceEvent::SnapshotSkipped(_) => "snapshot_skipped",
+            TraceEvent::WorkspaceRestored(_) => "workspace_restored",
             TraceEvent::Error(_) => "error",
         }
     }

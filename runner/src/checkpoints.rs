@@ -712,6 +712,7 @@ mod tests {
             events: Vec::new(),
             approvals: Vec::new(),
             handoff_reply: None,
+            turn_end: None,
         }
     }
 

@@ -363,6 +363,62 @@ fn log(event: &TraceEvent) {
         TraceEvent::JobReattached(j) => {
             tracing::info!("re-attached to job {} ({}): {}", j.name, j.job, j.state)
         }
+        TraceEvent::Forked(f) => tracing::info!(
+            "forked from thread {} at turn {} ({} messages{})",
+            f.parent,
+            f.at_turn,
+            f.history_len,
+            if f.undone > 0 {
+                format!("; {} effects of the parent not undone", f.undone)
+            } else {
+                String::new()
+            }
+        ),
+        TraceEvent::ForkCreated(f) => tracing::info!(
+            "thread {} (session {}) forked from turn {}",
+            f.thread_id,
+            f.session,
+            f.at_turn
+        ),
+        TraceEvent::Rewound(r) => tracing::info!(
+            "rewound from turn {} to turn {}: {} messages left on a branch, {} files written, {} removed{}",
+            r.from_turn,
+            r.to_turn,
+            r.left_messages,
+            r.files_written,
+            r.files_removed,
+            if r.undone > 0 {
+                format!("; {} effects not undone", r.undone)
+            } else {
+                String::new()
+            }
+        ),
+        TraceEvent::RewindFailed(r) => {
+            tracing::warn!("rewind to turn {} not done: {}", r.to_turn, r.why)
+        }
+        TraceEvent::SnapshotTaken(s) => tracing::info!(
+            "turn {} snapshot {}: {} files, {} bytes ({} objects, {} bytes new) in {} ms",
+            s.turn_seq,
+            s.snapshot.root.short(),
+            s.snapshot.files,
+            s.snapshot.bytes,
+            s.uploaded_objects,
+            s.uploaded_bytes,
+            s.ms
+        ),
+        TraceEvent::SnapshotSkipped(s) => {
+            tracing::warn!(
+                "turn {} has no snapshot of its files: {}",
+                s.turn_seq,
+                s.why
+            )
+        }
+        TraceEvent::WorkspaceRestored(w) => tracing::info!(
+            "workspace restored to snapshot {}: {} files written, {} removed",
+            w.snapshot.root.short(),
+            w.files_written,
+            w.files_removed
+        ),
         TraceEvent::Compacted(c) => tracing::info!(
             "compacted turns {}–{} by {} ({}): {} → {} tokens",
             c.turns[0],

@@ -118,6 +118,7 @@ mod tests {
             control: None,
             mode,
             by: None,
+            to_turn: None,
         }
     }
 

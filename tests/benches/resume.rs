@@ -132,6 +132,7 @@ async fn seed(
             events: Vec::new(),
             approvals: Vec::new(),
             handoff_reply: None,
+            turn_end: None,
         };
         let started = Instant::now();
         client.commit(thread, &request).await.unwrap();

@@ -77,6 +77,7 @@ fn floor_steps(epoch: u64, version: u64, turn: u64) -> Vec<CommitRequest> {
         events: Vec::new(),
         approvals: Vec::new(),
         handoff_reply: None,
+        turn_end: None,
     };
     let mut first = step(
         version,

@@ -59,6 +59,7 @@ impl Cx {
             transfer_timeout_secs: defaults::TRANSFER_TIMEOUT_SECS,
             on_message_while_busy: e.on_message_while_busy.unwrap_or_default(),
             interrupt_grace_secs: e.interrupt_grace.unwrap_or(defaults::INTERRUPT_GRACE_SECS),
+            snapshots: Some(crate::schema::Snapshots::default()),
         })
     }
 

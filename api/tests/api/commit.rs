@@ -87,6 +87,7 @@ fn step(epoch: u64, parent: u64, append: Vec<Message>, state: CheckpointState) -
         events: Vec::new(),
         approvals: Vec::new(),
         handoff_reply: None,
+        turn_end: None,
     }
 }
 

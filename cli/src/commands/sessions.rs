@@ -213,6 +213,7 @@ mod tests {
             updated_at: now - chrono::Duration::seconds(idle_secs),
             context: None,
             spent_usd: 0.0,
+            forked_from: None,
         }
     }
 

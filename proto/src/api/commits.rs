@@ -107,6 +107,10 @@ pub struct CommitRequest {
     /// turn: the caller's waiting call gets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_reply: Option<HandoffReply>,
+    /// On the commit that ends a turn: the turn's end, with the workspace's snapshot. The API
+    /// keeps it so the turn can be forked from, rewound to and diffed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_end: Option<TurnEnd>,
 }
 
 /// The answer to a commit.

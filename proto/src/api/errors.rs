@@ -151,6 +151,13 @@ error_codes! {
     /// 422: a route that needs the thread's pool and agent (its memory) on a thread that has
     /// none (one made by an enqueue alone, or minted without them).
     UnlabelledThread = "unlabelled_thread",
+    /// 409: a snapshot names objects the store does not have (a node's files or children, or a
+    /// commit's `turn_end.snapshot`). The message lists the first of them: upload them and send
+    /// the request again.
+    MissingObjects = "missing_objects",
+    /// 409: a fork or a rewind to a turn whose workspace snapshot was dropped
+    /// (`execution.snapshots.keep_turns`): its files cannot be restored, so nothing is done.
+    SnapshotDropped = "snapshot_dropped",
     /// 408: the request body stalled: no bytes arrived for longer than the server's body
     /// timeout (`ninetrix api --body-timeout`). The connection is closed; send the request again.
     RequestTimeout = "request_timeout",

@@ -151,6 +151,10 @@ pub enum Control {
     /// the turn of the earliest message not yet answered. Found with no such turn, it does
     /// nothing (and says so).
     Cancel,
+    /// Go back to the end of the message's `to_turn` — the conversation and, when that turn has
+    /// a snapshot, the workspace (`ninetrix rewind`; queued only by `POST
+    /// /v1/threads/{id}/rewind`, which checks the turn first).
+    Rewind,
 }
 
 impl Control {
@@ -159,6 +163,7 @@ impl Control {
         match self {
             Control::Compact => "compact",
             Control::Cancel => "cancel",
+            Control::Rewind => "rewind",
         }
     }
 
@@ -167,6 +172,7 @@ impl Control {
         match s {
             "compact" => Some(Control::Compact),
             "cancel" => Some(Control::Cancel),
+            "rewind" => Some(Control::Rewind),
             _ => None,
         }
     }
@@ -215,6 +221,14 @@ pub struct InboxMessage {
     /// Who sent a cancel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The turn a `rewind` control goes back to.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "int::stored_opt"
+    )]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub to_turn: Option<u64>,
 }
 
 impl InboxMessage {

@@ -140,6 +140,12 @@ pub struct CheckpointState {
     )]
     #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub next_message: Option<u64>,
+    /// The snapshot the workspace must hold before the next turn runs, set by the commit of a
+    /// rewind (or a fork's first version) and cleared when a turn starts. A runner that boots
+    /// and finds its workspace not marked with it (a crash during the restore) restores it
+    /// again first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::snapshots::SnapshotRef>,
 }
 
 impl CheckpointState {
@@ -405,6 +411,9 @@ pub struct ThreadSummary {
     /// older runner).
     #[serde(default)]
     pub spent_usd: f64,
+    /// Where it was forked from, for a fork (`POST /v1/threads/{id}/fork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
 }
 
 /// One version in a thread's chain.

@@ -64,6 +64,7 @@ impl<C: Checkpoints> Runner<C> {
             None
         };
         let req = CommitRequest {
+            turn_end: None,
             epoch: self.epoch,
             parent_version: self.version,
             truncate_to: plan.truncate_to,

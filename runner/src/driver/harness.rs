@@ -101,6 +101,7 @@ impl TestStore {
             control,
             mode,
             by: control.map(|_| "ana".to_string()),
+            to_turn: None,
         });
         drop(inbox);
         self.shared.arrived.notify_waiters();

@@ -226,6 +226,7 @@ impl Engine {
         self.state.take(seq);
         match control {
             Control::Cancel => Vec::new(),
+            Control::Rewind => todo!("issue 41: the runner carries out a rewind"),
             Control::Compact => {
                 let input = self.input_estimate();
                 let policy = &self.cfg.context;

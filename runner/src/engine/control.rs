@@ -491,6 +491,7 @@ mod tests {
                     control,
                     mode,
                     by: control.map(|_| "ana".to_string()),
+                    to_turn: None,
                 });
             }
 

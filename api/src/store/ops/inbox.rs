@@ -123,6 +123,7 @@ impl InboxRow {
                 .control
                 .map(|c| Control::parse(&c).ok_or_else(|| corrupt("inbox control", &c)))
                 .transpose()?,
+            to_turn: None,
             mode: MessageMode::parse(&self.mode)
                 .ok_or_else(|| corrupt("inbox mode", &self.mode))?,
             by: self.sender,

@@ -104,6 +104,7 @@ impl ThreadRow {
                 })
                 .transpose()?,
             spent_usd: crate::limit_rules::usd(self.spent_nanos),
+            forked_from: None,
         })
     }
 }

@@ -1,0 +1,266 @@
+//! Going back in a conversation (issue 41): the turns a thread has ended
+//! (`GET /v1/threads/{id}/turns`), a fork at one of them (`POST /v1/threads/{id}/fork`), a rewind
+//! to one (`POST /v1/threads/{id}/rewind`, carried out by the runner:
+//! `GET /v1/runners/threads/{id}/turns/{n}`), the files a turn changed
+//! (`GET /v1/threads/{id}/turns/{n}/diff`), and the content-addressed objects that hold a
+//! workspace's snapshots (`/v1/runners/threads/{id}/objects/…`).
+//!
+//! A turn is named by its `turn_seq`, which only grows in a thread: a rewind does not reuse the
+//! numbers of the turns it leaves, so a ledger key (which includes the turn) never names two
+//! different calls.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::int;
+use super::*;
+use crate::effects::Effect;
+use crate::ids::ThreadId;
+use crate::message::Message;
+use crate::snapshots::{FileChange, ObjectId, SnapshotRef};
+#[cfg(feature = "openapi")]
+use utoipa::ToSchema;
+
+/// `POST /v1/threads/{id}/fork`: a new thread whose history is this one's up to the end of turn
+/// `at_turn` (shared in the store, not copied), served as a session of the same agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The turn whose end the fork starts from (it must have ended).
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 9223372036854775807_i64)
+    )]
+    pub at_turn: u64,
+    /// The fork's session key (a session key's rules; a key the agent already uses is 409
+    /// `busy`). Absent: `fork-` and 8 hex characters of the new thread's ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
+    pub session: Option<String>,
+}
+
+/// The answer to a fork.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ForkResponse {
+    /// The new thread.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// Its session key (`ninetrix invoke --session KEY`).
+    pub session: String,
+    /// Where it came from.
+    pub forked_from: ForkOrigin,
+    /// Messages in its history (the shared prefix, and the note about effects it does not undo
+    /// when there are any).
+    pub history_len: u64,
+    /// The files its runner restores before its first turn (`None`: the turn has no snapshot, as
+    /// for an agent with `execution.snapshots: false`; the fork starts with an empty workspace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+    /// Effects of the parent after the fork point that the fork does not undo (also in the
+    /// fork's history as a system note).
+    #[serde(default)]
+    pub undone: Vec<UndoneEffect>,
+}
+
+/// Where a forked thread came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ForkOrigin {
+    /// The thread it was forked from.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub parent: ThreadId,
+    /// The turn of the parent whose end it starts from.
+    pub at_turn: u64,
+}
+
+/// `POST /v1/threads/{id}/rewind`: the same thread goes back to the end of turn `to_turn` —
+/// its conversation and, when the turn has a snapshot, its workspace. Queued in the inbox as a
+/// `rewind` control and carried out by the runner between turns; refused (409 `busy`) while a
+/// turn runs or messages wait.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RewindRequest {
+    /// The turn to go back to: any turn the thread ended, on its current branch or on one a
+    /// rewind left (a rewind of a rewind).
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(minimum = 1, maximum = 9223372036854775807_i64)
+    )]
+    pub to_turn: u64,
+    /// A key that makes retries safe (1 to 128 characters), as for a message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
+    pub dedupe_key: Option<String>,
+}
+
+/// The answer to a rewind: queued for the runner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct RewindQueued {
+    /// The inbox seq of the `rewind` control.
+    pub seq: u64,
+    /// True when the dedupe key was seen before and nothing new was queued.
+    pub duplicate: bool,
+    /// The turns started so far (the next turn after the rewind is the one after this).
+    pub from_turn: u64,
+    /// The turn it goes back to.
+    pub to_turn: u64,
+    /// The files the runner restores (`None`: the turn has no snapshot; the workspace is left as
+    /// it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+}
+
+/// An effect that happened after the point a fork or a rewind goes back to, and that going back
+/// does not undo: anything that reached outside the workspace (a `write` or `idempotent` call —
+/// `bash`, an MCP tool, a job, a handoff) — the workspace's own files are restored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct UndoneEffect {
+    /// The turn it ran in.
+    pub turn_seq: u64,
+    /// The tool.
+    pub tool: String,
+    /// Its effect class.
+    pub effect: Effect,
+    /// Where it stands: `completed`, `failed`, or `intent` (its outcome is unknown).
+    pub status: ToolCallStatus,
+    /// The start of its arguments (at most 120 characters).
+    pub args: String,
+}
+
+/// One ended turn, as `GET /v1/threads/{id}/turns` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TurnSummary {
+    /// The turn.
+    pub turn_seq: u64,
+    /// The thread that ran it: this one, or (for a fork's shared turns) an ancestor.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The version that ended it (in `thread_id`).
+    pub version: u64,
+    /// Messages in the history at its end.
+    pub history_len: u64,
+    /// Whether its end is part of the current history (false: a rewind left it on a branch).
+    pub live: bool,
+    /// The snapshot of the workspace at its end, while kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+    /// Whether its snapshot was dropped (`execution.snapshots.keep_turns`).
+    #[serde(default)]
+    pub snapshot_dropped: bool,
+    /// When it ended.
+    pub ended_at: DateTime<Utc>,
+}
+
+/// `GET /v1/threads/{id}/turns`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TurnList {
+    /// Every ended turn, oldest first (a fork's shared turns included).
+    pub turns: Vec<TurnSummary>,
+    /// Where the thread came from, for a fork.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+    /// The threads forked from this one.
+    #[serde(default)]
+    pub forks: Vec<ForkChild>,
+}
+
+/// A thread forked from another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ForkChild {
+    /// The fork.
+    #[cfg_attr(feature = "openapi", schema(value_type = uuid::Uuid))]
+    pub thread_id: ThreadId,
+    /// The parent's turn it starts from.
+    pub at_turn: u64,
+    /// Its session key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+/// `GET /v1/runners/threads/{id}/turns/{n}`: what a rewind to turn `n` goes back to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TurnPoint {
+    /// The turn.
+    pub turn_seq: u64,
+    /// The history at its end.
+    pub history: Vec<Message>,
+    /// The state at its end.
+    pub state: CheckpointState,
+    /// The snapshot of the workspace at its end (`None`: none was taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+    /// Whether its snapshot was dropped (a rewind then refuses: fail-closed).
+    #[serde(default)]
+    pub snapshot_dropped: bool,
+    /// Effects of this thread's later turns that going back does not undo.
+    #[serde(default)]
+    pub undone: Vec<UndoneEffect>,
+}
+
+/// `GET /v1/threads/{id}/turns/{n}/diff`: the files turn `n` changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct TurnDiff {
+    /// The turn.
+    pub turn_seq: u64,
+    /// The turn compared against: the one before it on the same history that has a snapshot
+    /// (`None`: none; every file counts as added).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<u64>,
+    /// The turn's snapshot.
+    pub snapshot: SnapshotRef,
+    /// The files that differ, in path order (at most 10,000).
+    pub changes: Vec<FileChange>,
+    /// Whether `changes` was cut at 10,000.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// What the commit that ends a turn tells the API about it (`CommitRequest.turn_end`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TurnEnd {
+    /// The turn that ends (the state's `turn_seq`).
+    #[serde(deserialize_with = "int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
+    pub turn_seq: u64,
+    /// The workspace's snapshot at its end: its root and every object below must be stored
+    /// (409 `missing_objects` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotRef>,
+    /// Keep the snapshots of this many turns (this one included) and drop older ones
+    /// (`execution.snapshots.keep_turns`). Absent: keep all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000000))]
+    pub keep_turns: Option<u32>,
+}
+
+/// `POST /v1/runners/threads/{id}/objects/missing`: which of these objects the store lacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct MissingObjectsRequest {
+    /// Object IDs (at most 10,000).
+    #[cfg_attr(feature = "openapi", schema(max_items = 10000))]
+    pub ids: Vec<ObjectId>,
+}
+
+/// The answer: the IDs asked about that are not stored, in the order asked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct MissingObjectsResponse {
+    /// Not stored.
+    pub missing: Vec<ObjectId>,
+}
