@@ -264,3 +264,149 @@ pub struct MissingObjectsResponse {
     /// Not stored.
     pub missing: Vec<ObjectId>,
 }
+
+/// The builtin tools that only change files inside the workspace (`file_write` refuses paths
+/// that leave it): a snapshot restore undoes them, so going back does not list them.
+pub const WORKSPACE_ONLY_TOOLS: &[&str] = &["file_write"];
+
+/// The most effects a note lists by name; the rest are counted.
+pub const MAX_UNDONE_LISTED: usize = 50;
+
+/// Whether a ledger record is an effect going back does not undo: anything but a `read`, and
+/// not a workspace-only tool when the workspace's files are restored.
+pub fn not_undone(record: &ToolCallRecord, files_restored: bool) -> bool {
+    record.effect != Effect::Read
+        && !(files_restored && WORKSPACE_ONLY_TOOLS.contains(&record.tool.as_str()))
+}
+
+impl UndoneEffect {
+    /// The record as a fork or a rewind reports it (arguments cut to 120 characters).
+    pub fn of(record: &ToolCallRecord) -> UndoneEffect {
+        let args = record.args.to_string();
+        let args = match args.char_indices().nth(120) {
+            Some((at, _)) => format!("{}…", &args[..at]),
+            None => args,
+        };
+        UndoneEffect {
+            turn_seq: record.turn_seq,
+            tool: record.tool.clone(),
+            effect: record.effect,
+            status: record.status,
+            args,
+        }
+    }
+}
+
+/// How a conversation went back, for [`undone_note`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GoneBack {
+    /// A fork of `parent` at the end of turn `at_turn`.
+    Fork {
+        /// The thread forked from.
+        parent: ThreadId,
+        /// Its turn.
+        at_turn: u64,
+    },
+    /// A rewind of this thread to the end of turn `to_turn`.
+    Rewind {
+        /// The turn gone back to.
+        to_turn: u64,
+    },
+}
+
+/// The system note the model reads after a fork or a rewind, naming the effects that happened
+/// after the point gone back to and that going back did not undo (`None` when there are none:
+/// nothing needs saying). `files_restored`: whether the workspace was restored too.
+pub fn undone_note(how: GoneBack, files_restored: bool, undone: &[UndoneEffect]) -> Option<String> {
+    if undone.is_empty() {
+        return None;
+    }
+    let (what, after) = match how {
+        GoneBack::Fork { parent, at_turn } => (
+            format!(
+                "This conversation is a fork of thread {parent} at the end of its turn {at_turn}."
+            ),
+            format!("After turn {at_turn}, the original conversation went on"),
+        ),
+        GoneBack::Rewind { to_turn } => (
+            format!("This conversation was rewound to the end of turn {to_turn}."),
+            format!("The turns after turn {to_turn} that were left behind"),
+        ),
+    };
+    let files = if files_restored {
+        " The workspace's files are as they were then."
+    } else {
+        ""
+    };
+    let mut lines = vec![format!(
+        "{what}{files} {after} and made these changes outside the workspace, which were NOT \
+         undone and still hold:"
+    )];
+    for u in undone.iter().take(MAX_UNDONE_LISTED) {
+        let status = match u.status {
+            ToolCallStatus::Completed => "done",
+            ToolCallStatus::Failed => "failed",
+            ToolCallStatus::Intent => "started; outcome unknown",
+        };
+        lines.push(format!(
+            "- turn {}: {} {} ({status})",
+            u.turn_seq, u.tool, u.args
+        ));
+    }
+    if undone.len() > MAX_UNDONE_LISTED {
+        lines.push(format!("- and {} more", undone.len() - MAX_UNDONE_LISTED));
+    }
+    Some(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(tool: &str, effect: Effect, status: ToolCallStatus) -> ToolCallRecord {
+        ToolCallRecord {
+            key: "k".into(),
+            turn_seq: 4,
+            tool: tool.into(),
+            args: serde_json::json!({"path": "x"}),
+            effect,
+            status,
+            result: None,
+            intent_epoch: 1,
+            completed_epoch: None,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            completed_at: None,
+        }
+    }
+
+    #[test]
+    fn reads_and_restored_workspace_writes_are_not_listed() {
+        let read = record("file_read", Effect::Read, ToolCallStatus::Completed);
+        let file = record("file_write", Effect::Idempotent, ToolCallStatus::Completed);
+        let shell = record("shell", Effect::Write, ToolCallStatus::Intent);
+        assert!(!not_undone(&read, true));
+        assert!(!not_undone(&file, true));
+        assert!(not_undone(&file, false));
+        assert!(not_undone(&shell, true));
+    }
+
+    #[test]
+    fn the_note_names_each_effect_and_says_nothing_when_there_is_none() {
+        let how = GoneBack::Rewind { to_turn: 3 };
+        assert_eq!(undone_note(how, true, &[]), None);
+        let shell = UndoneEffect::of(&record("shell", Effect::Write, ToolCallStatus::Intent));
+        let note = undone_note(how, true, &[shell]).unwrap();
+        assert!(note.contains("rewound to the end of turn 3"), "{note}");
+        assert!(note.contains("files are as they were"), "{note}");
+        assert!(
+            note.contains("- turn 4: shell {\"path\":\"x\"} (started; outcome unknown)"),
+            "{note}"
+        );
+        let many: Vec<_> = (0..60)
+            .map(|_| UndoneEffect::of(&record("shell", Effect::Write, ToolCallStatus::Completed)))
+            .collect();
+        let note = undone_note(how, false, &many).unwrap();
+        assert!(note.ends_with("- and 10 more"), "{note}");
+        assert!(!note.contains("as they were"));
+    }
+}
