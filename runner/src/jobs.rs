@@ -221,16 +221,21 @@ pub mod faults {
     pub const AFTER_START: &str = "job_after_start";
 
     /// Aborts the process (as SIGKILL would leave it) at `point` if it is the armed one, once per
-    /// workspace: a marker file there keeps the restarted runner from dying at it again. Unset —
+    /// workspace: a marker file there (`.ninetrix/crashed-at-<point>`) keeps the restarted runner
+    /// from dying at it again. Unset —
     /// always, outside tests — it costs one lookup.
     pub fn crash(point: &str, workspace: &Path) {
         if std::env::var(CRASH_AT_ENV).ok().as_deref() != Some(point) {
             return;
         }
-        let marker = workspace.join(format!(".ninetrix-crashed-at-{point}"));
+        // Inside `.ninetrix/`, which snapshots never hold and restores never touch: a rewind
+        // that restores the workspace keeps it.
+        let dir = workspace.join(ninetrix_proto::snapshots::RESERVED_DIR);
+        let marker = dir.join(format!("crashed-at-{point}"));
         if marker.exists() {
             return;
         }
+        let _ = std::fs::create_dir_all(&dir);
         let _ = std::fs::write(&marker, b"");
         eprintln!("{CRASH_AT_ENV}={point}: aborting at the kill point");
         std::process::abort();
