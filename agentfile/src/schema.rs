@@ -780,7 +780,10 @@ mod tests {
             max_files: 10,
             keep_turns: 1,
         };
-        assert_eq!(s.describe(), "each turn, ≤ 10 files / 1.5 GiB, last 1 turns kept");
+        assert_eq!(
+            s.describe(),
+            "each turn, ≤ 10 files / 1.5 GiB, last 1 turns kept"
+        );
     }
 
     #[test]

@@ -512,9 +512,12 @@ fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
         max_delegation_depth: own.max_delegation_depth.or(shared.max_delegation_depth),
         on_message_while_busy: own.on_message_while_busy.or(shared.on_message_while_busy),
         interrupt_grace: own.interrupt_grace.or(shared.interrupt_grace),
-        snapshots: own
-            .snapshots
-            .or_else(|| shared.snapshots.as_ref().map(snapshots::SnapshotsIn::inherited)),
+        snapshots: own.snapshots.or_else(|| {
+            shared
+                .snapshots
+                .as_ref()
+                .map(snapshots::SnapshotsIn::inherited)
+        }),
     }
 }
 

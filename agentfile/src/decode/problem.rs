@@ -786,9 +786,9 @@ impl Problem<'_> {
                 "`{key}` has no effect: no agent has a budget beyond the run (per session, per \
                  day or the pool's per day)"
             ),
-            Problem::SnapshotBytes(t) => format!(
-                "`max_bytes` must be between 1Mi and 64Gi, found `{t}`"
-            ),
+            Problem::SnapshotBytes(t) => {
+                format!("`max_bytes` must be between 1Mi and 64Gi, found `{t}`")
+            }
             Problem::SnapshotsUnused(Some(agent)) => format!(
                 "`snapshots` has no effect: agent `{agent}` is a batch job (`durability: false`), \
                  whose runs are never forked, rewound or diffed, so no snapshot is taken"

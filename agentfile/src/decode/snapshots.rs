@@ -129,7 +129,11 @@ impl Cx {
         if !durable {
             if let Some(s) = written.filter(|s| !s.shared && s.value.is_some()) {
                 let path = join(agent_path, "execution.snapshots");
-                self.report(&path, s.at, Problem::SnapshotsUnused(Some(leaf(agent_path))));
+                self.report(
+                    &path,
+                    s.at,
+                    Problem::SnapshotsUnused(Some(leaf(agent_path))),
+                );
             }
             return None;
         }
@@ -161,7 +165,12 @@ mod tests {
     }
 
     fn snapshots_of(text: &str, agent: &str) -> Option<Snapshots> {
-        valid(text).agentfile.agent(agent).unwrap().execution.snapshots
+        valid(text)
+            .agentfile
+            .agent(agent)
+            .unwrap()
+            .execution
+            .snapshots
     }
 
     #[test]
@@ -169,13 +178,16 @@ mod tests {
         let defaults = Some(Snapshots::default());
         let none = format!("agents:\n  a:\n{SCRIPTED}");
         assert_eq!(snapshots_of(&none, "a"), defaults);
-        assert_eq!(snapshots_of(&file("      snapshots: true\n", ""), "a"), defaults);
-        assert_eq!(snapshots_of(&file("      snapshots:\n", ""), "a"), defaults);
-        assert_eq!(snapshots_of(&file("      snapshots: false\n", ""), "a"), None);
-        let map = file(
-            "      snapshots: { max_bytes: 2Gi, keep_turns: 10 }\n",
-            "",
+        assert_eq!(
+            snapshots_of(&file("      snapshots: true\n", ""), "a"),
+            defaults
         );
+        assert_eq!(snapshots_of(&file("      snapshots:\n", ""), "a"), defaults);
+        assert_eq!(
+            snapshots_of(&file("      snapshots: false\n", ""), "a"),
+            None
+        );
+        let map = file("      snapshots: { max_bytes: 2Gi, keep_turns: 10 }\n", "");
         assert_eq!(
             snapshots_of(&map, "a"),
             Some(Snapshots {
@@ -306,14 +318,22 @@ mod tests {
             (w.kind.code(), w.path.as_str(), w.line, w.column),
             ("setting_unused", "agents.a.execution.snapshots", 7, 7)
         );
-        assert!(w.message.contains("agent `a` is a batch job"), "{}", w.message);
+        assert!(
+            w.message.contains("agent `a` is a batch job"),
+            "{}",
+            w.message
+        );
         // The top level's, when every agent is a batch job: said once, at the top level.
         let w = one_warning(&file(batch, "execution:\n  snapshots: true\n"));
         assert_eq!(
             (w.kind.code(), w.path.as_str(), w.line, w.column),
             ("setting_unused", "execution.snapshots", 8, 3)
         );
-        assert!(w.message.contains("every agent is a batch job"), "{}", w.message);
+        assert!(
+            w.message.contains("every agent is a batch job"),
+            "{}",
+            w.message
+        );
         // Used by a durable agent: no warning.
         let text = format!(
             "execution:\n  snapshots: {{ keep_turns: 5 }}\nagents:\n  a:\n{SCRIPTED}    \

@@ -199,7 +199,11 @@ mod tests {
         d.truncated = true;
         d.against = None;
         let lines = diff_lines("writer-1", &d);
-        assert!(lines[0].ends_with("so every file counts as added"), "{}", lines[0]);
+        assert!(
+            lines[0].ends_with("so every file counts as added"),
+            "{}",
+            lines[0]
+        );
         assert!(lines[4].contains("the first 10,000 listed"));
         d.changes.clear();
         assert_eq!(diff_lines("writer-1", &d)[1], "turn 5 changed no file");

@@ -307,7 +307,11 @@ pub(crate) fn of_labels(
     let target = match (&labels.session, labels.replica) {
         (Some(key), _) => Target::Session(key.clone()),
         (None, Some(n)) => Target::Replica(n),
-        (None, None) => return Err(mismatch(format!("agent `{a}`'s, but of no replica or session"))),
+        (None, None) => {
+            return Err(mismatch(format!(
+                "agent `{a}`'s, but of no replica or session"
+            )));
+        }
     };
     Ok((p.clone(), target))
 }
@@ -490,10 +494,18 @@ agents:
                  --thread-id {thread}` shows whose it is)"
             )
         );
-        let err = of_labels(thread, &labels("writer", Some(1), None), "writer", Some("other"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("not a thread of agent `writer` in pool other"), "{err}");
+        let err = of_labels(
+            thread,
+            &labels("writer", Some(1), None),
+            "writer",
+            Some("other"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("not a thread of agent `writer` in pool other"),
+            "{err}"
+        );
         let bare = ThreadLabels::default();
         assert!(of_labels(thread, &bare, "writer", None).is_err());
     }

@@ -148,9 +148,7 @@ pub(crate) enum Outcome {
 /// there.
 pub(crate) fn outcome(to_turn: u64, events: &[Event]) -> Option<Outcome> {
     events.iter().find_map(|e| match e.decode() {
-        Decoded::Known(TraceEvent::Rewound(r)) if r.to_turn == to_turn => {
-            Some(Outcome::Rewound(r))
-        }
+        Decoded::Known(TraceEvent::Rewound(r)) if r.to_turn == to_turn => Some(Outcome::Rewound(r)),
         Decoded::Known(TraceEvent::RewindFailed(f)) if f.to_turn == to_turn => {
             Some(Outcome::Failed(f))
         }
@@ -453,7 +451,11 @@ mod tests {
              store; a rewind to turn 4 comes back to them)"
         );
         assert!(lines[1].starts_with("its workspace files are restored to turn 2's snapshot"));
-        assert!(lines[2].starts_with("NOT undone — 1 effect(s)"), "{}", lines[2]);
+        assert!(
+            lines[2].starts_with("NOT undone — 1 effect(s)"),
+            "{}",
+            lines[2]
+        );
         assert_eq!(
             lines[3],
             "  turn 3: shell {\"command\":\"git push\"} (write; done)"

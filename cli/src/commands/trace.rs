@@ -234,10 +234,7 @@ mod tests {
     #[test]
     fn a_forks_trace_says_where_it_came_from() {
         let parent = ThreadId::from(uuid::Uuid::from_u128(7));
-        let line = fork_origin_line(&ninetrix_proto::api::ForkOrigin {
-            parent,
-            at_turn: 3,
-        });
+        let line = fork_origin_line(&ninetrix_proto::api::ForkOrigin { parent, at_turn: 3 });
         assert_eq!(
             line,
             format!(

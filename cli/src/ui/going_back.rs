@@ -109,9 +109,7 @@ mod tests {
                 "turn 5: shell {\"command\":\"git push\"} (write; started, outcome unknown)",
             ]
         );
-        let many: Vec<_> = (0..25)
-            .map(|_| effect(4, ToolCallStatus::Failed))
-            .collect();
+        let many: Vec<_> = (0..25).map(|_| effect(4, ToolCallStatus::Failed)).collect();
         let lines = undone_lines(&many);
         assert_eq!(lines.len(), 21);
         assert_eq!(lines[20], "… and 5 more");

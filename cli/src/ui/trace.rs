@@ -324,12 +324,19 @@ impl Renderer {
                 f.session
             ),
             TraceEvent::Rewound(r) => format!(
-                "  ⟲ {} rewound to turn {}: turns {}–{} left on a branch ({} messages kept in the store){}{}",
+                "  ⟲ {} rewound to turn {}{}{}{}",
                 self.rel(at),
                 r.to_turn,
-                r.to_turn + 1,
-                r.from_turn,
-                r.left_messages,
+                if r.from_turn > r.to_turn {
+                    format!(
+                        ": turns {}–{} left on a branch ({} messages kept in the store)",
+                        r.to_turn + 1,
+                        r.from_turn,
+                        r.left_messages
+                    )
+                } else {
+                    String::new()
+                },
                 match &r.snapshot {
                     Some(s) => format!(
                         "; files of snapshot {} ({} written, {} removed)",
@@ -353,13 +360,13 @@ impl Renderer {
                 r.why
             ),
             TraceEvent::SnapshotTaken(t) => format!(
-                "  ├─ {} snapshot {} · {} files, {} bytes · {} new objects ({} bytes) · {} ms",
+                "  ├─ {} snapshot {} · {} files, {} · {} new objects ({}) · {} ms",
                 self.rel(at),
                 t.snapshot.root.short(),
                 t.snapshot.files,
-                t.snapshot.bytes,
+                crate::ui::going_back::size(t.snapshot.bytes),
                 t.uploaded_objects,
-                t.uploaded_bytes,
+                crate::ui::going_back::size(t.uploaded_bytes),
                 t.ms
             ),
             TraceEvent::SnapshotSkipped(k) => format!(
@@ -562,6 +569,59 @@ mod tests {
                    "host": {"process": process, "container": container, "created": created,
                             "replica": replica}}),
         )
+    }
+
+    #[test]
+    fn going_back_reads_as_a_branch_left_and_files_restored() {
+        let root = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let snapshot = json!({"root": root, "files": 3, "bytes": 4096});
+        let events = [
+            ev(
+                1,
+                "forked",
+                0,
+                json!({"parent": "00000000-0000-0000-0000-000000000001",
+                "at_turn": 3, "history_len": 12, "snapshot": snapshot, "undone": 1}),
+            ),
+            ev(
+                2,
+                "snapshot_taken",
+                10,
+                json!({"turn_seq": 4, "snapshot": snapshot,
+                "uploaded_objects": 2, "uploaded_bytes": 1536, "hashed_files": 1, "ms": 4}),
+            ),
+            ev(
+                3,
+                "rewound",
+                20,
+                json!({"from_turn": 6, "to_turn": 2, "left_messages": 12,
+                "snapshot": snapshot, "files_written": 2, "files_removed": 1, "undone": 1}),
+            ),
+            ev(
+                4,
+                "rewound",
+                30,
+                json!({"from_turn": 2, "to_turn": 2, "left_messages": 0}),
+            ),
+        ];
+        let mut r = Renderer::new(Style { color: false }, 200);
+        let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
+        assert!(
+            lines[0].contains("forked from thread 00000000-0000-0000-0000-000000000001 at turn 3"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("3 files, 4 KiB · 2 new objects (1.5 KiB)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("rewound to turn 2: turns 3–6 left on a branch (12 messages kept in the store); files of snapshot aaaaaaaaaaaa (2 written, 1 removed); 1 effects not undone"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].ends_with("rewound to turn 2; files untouched (no snapshot)"),
+            "{lines:?}"
+        );
     }
 
     #[test]
