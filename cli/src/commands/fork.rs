@@ -89,7 +89,7 @@ pub(crate) fn forked_lines(pool: &str, agent: &str, whose: &str, f: &ForkRespons
         );
     }
     lines.push(format!(
-        "next: ninetrix invoke -p {pool} --agent {agent} --session {} \"…\"",
+        "next: ninetrix invoke -p {pool} --agent {agent} --session {} -m \"…\"",
         shell_quote(&f.session)
     ));
     lines
@@ -233,7 +233,7 @@ mod tests {
         );
         assert_eq!(
             lines[5],
-            "next: ninetrix invoke -p shop --agent writer --session 'try postgres' \"…\""
+            "next: ninetrix invoke -p shop --agent writer --session 'try postgres' -m \"…\""
         );
         let lines = forked_lines("shop", "writer", "writer-1", &response(None, vec![]));
         assert!(lines[1].contains("13 message(s)"));

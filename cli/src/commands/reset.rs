@@ -468,7 +468,6 @@ agents:
             agent: Some(agent.into()),
             replica,
             session: session.map(str::to_string),
-            ..ThreadLabels::default()
         };
         assert_eq!(
             of_labels(thread, &labels("writer", Some(2), None), "writer", None),
