@@ -146,6 +146,18 @@ impl AgentSpec {
             super::units::format_duration(jobs.default_timeout_secs),
         ))
     }
+
+    /// How its workspace is snapshotted, in words (`ninetrix validate`), for a durable agent:
+    /// `each turn, ≤ 20000 files / 512 MiB, last 100 turns kept`, or `off`.
+    pub fn snapshots_summary(&self) -> Option<String> {
+        if !self.execution.durability {
+            return None;
+        }
+        Some(match &self.execution.snapshots {
+            None => "off".into(),
+            Some(s) => s.describe(),
+        })
+    }
 }
 
 /// Who an agent is.
@@ -499,6 +511,21 @@ pub struct Snapshots {
     pub keep_turns: u32,
 }
 
+impl Snapshots {
+    /// In words: `each turn, ≤ 20000 files / 512 MiB, last 100 turns kept`.
+    pub fn describe(&self) -> String {
+        let size = super::units::format_memory(self.max_bytes);
+        let split = size
+            .find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(size.len());
+        let (number, unit) = size.split_at(split);
+        format!(
+            "each turn, ≤ {} files / {number} {unit}B, last {} turns kept",
+            self.max_files, self.keep_turns
+        )
+    }
+}
+
 impl Default for Snapshots {
     fn default() -> Self {
         Snapshots {
@@ -739,6 +766,23 @@ mod tests {
         assert_eq!(
             Governance::default().approval_timeout_secs(),
             HumanApproval::DEFAULT_TIMEOUT_SECS
+        );
+    }
+
+    #[test]
+    fn snapshots_read_as_validate_shows_them() {
+        assert_eq!(
+            Snapshots::default().describe(),
+            "each turn, ≤ 20000 files / 512 MiB, last 100 turns kept"
+        );
+        let s = Snapshots {
+            max_bytes: 3 << 29,
+            max_files: 10,
+            keep_turns: 1,
+        };
+        assert_eq!(
+            s.describe(),
+            "each turn, ≤ 10 files / 1.5 GiB, last 1 turns kept"
         );
     }
 

@@ -1,4 +1,5 @@
-// The ninetrix web console: threads and their crash lineage (a turn that runs can be cancelled),
+// The ninetrix web console: threads and their crash lineage (a turn that runs can be cancelled;
+// a fork says where it came from, a rewind marks the branch it left),
 // the approvals inbox, triggers, the agents' memories. It calls the same API routes as the CLI;
 // the sign-in is an HttpOnly cookie the page never sees, and every request that changes
 // something carries the X-Ninetrix-Console header (CSRF). No framework, no build step: text goes
@@ -274,9 +275,63 @@ function timelineItem(e) {
         return el("li", { class: "stopped", "data-stopped": d.stopped_by.kind }, `turn ${d.turn_seq} ${stoppedWords(d.stopped_by)}`, d.reply ? ": " : "", d.reply || "");
       }
       return el("li", { class: d.ok ? "reply" : "error" }, `reply${d.ok ? "" : " (failed)"}: `, d.reply || "");
+    case "forked": return el("li", { class: "fork" }, "⑂ forked from thread ", threadLink(d.parent), ` at turn ${d.at_turn} (${d.history_len} messages${d.snapshot ? `, files of snapshot ${short(d.snapshot.root)}` : ", no snapshot: empty workspace"})${d.undone ? ` · ${d.undone} effect(s) of the parent not undone` : ""}`);
+    case "fork_created": return el("li", { class: "fork" }, `⑂ forked at turn ${d.at_turn}: `, threadLink(d.thread_id), ` (session ${d.session})`);
+    case "rewound": return el("li", { class: "rewound", "data-rewound": String(d.to_turn) },
+      d.from_turn > d.to_turn
+        ? `⟲ rewound to turn ${d.to_turn}: turns ${d.to_turn + 1}–${d.from_turn} left on a branch (${d.left_messages} messages kept)`
+        : `⟲ rewound to turn ${d.to_turn}`,
+      d.snapshot ? ` · files of snapshot ${short(d.snapshot.root)} (${d.files_written} written, ${d.files_removed} removed)` : " · files untouched (no snapshot)",
+      d.undone ? ` · ${d.undone} effect(s) not undone` : "");
+    case "rewind_failed": return el("li", { class: "error" }, `rewind to turn ${d.to_turn} not done: ${d.why}`);
+    case "snapshot_taken": return el("li", { class: "dim" }, `snapshot ${short(d.snapshot.root)} · ${d.snapshot.files} files, ${size(d.snapshot.bytes)} · ${d.uploaded_objects} new objects (${size(d.uploaded_bytes)}) · ${d.ms} ms`);
+    case "snapshot_skipped": return el("li", { class: "warn" }, `no snapshot: ${d.why}`);
+    case "workspace_restored": return el("li", { class: "dim" }, `workspace restored to snapshot ${short(d.snapshot.root)} (${d.files_written} written, ${d.files_removed} removed)`);
     case "error": return el("li", { class: "error" }, d.message || "error");
     default: return null;
   }
+}
+
+// A snapshot's object ID as people see it (its first 12 characters, as the CLI shows it).
+function short(id) {
+  return String(id || "").slice(0, 12);
+}
+
+// A size as the CLI says it: 120 B, 1.5 KiB, 4 MiB.
+function size(bytes) {
+  const units = [["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
+  for (const [unit, step] of units) {
+    if (bytes >= step) return `${(bytes / step).toFixed(1).replace(/\.0$/, "")} ${unit}`;
+  }
+  return `${bytes} B`;
+}
+
+// A link to a thread's view (its ID as text).
+function threadLink(id) {
+  return el("a", { href: `#/threads/${encodeURIComponent(id)}`, class: "mono" }, String(id));
+}
+
+// Where a thread came from and what was forked from it, and its ended turns with their
+// snapshots (`GET /v1/threads/{id}/turns`); turns a rewind left are marked.
+function turnsPanel(list) {
+  const panel = el("div", { class: "turns", id: "turns" });
+  if (list.forked_from) {
+    panel.append(el("p", { class: "fork", id: "forked-from" }, "forked from ", threadLink(list.forked_from.parent), ` at turn ${list.forked_from.at_turn}`));
+  }
+  if ((list.forks || []).length) {
+    panel.append(el("p", { class: "fork", id: "forks" }, "forks: ",
+      ...list.forks.map((f, i) => [i ? ", " : "", threadLink(f.thread_id), ` at turn ${f.at_turn}${f.session ? ` (session ${f.session})` : ""}`])));
+  }
+  if ((list.turns || []).length) {
+    const rows = list.turns.map((t) => el("tr", { class: t.live ? "" : "left", "data-turn": String(t.turn_seq) },
+      el("td", {}, String(t.turn_seq)),
+      el("td", {}, t.live ? "" : "left on a branch"),
+      el("td", {}, t.snapshot ? `${t.snapshot.files} files, ${size(t.snapshot.bytes)}` : t.snapshot_dropped ? "dropped (keep_turns)" : "none"),
+      el("td", { class: "dim" }, ago(t.ended_at))));
+    panel.append(el("details", {}, el("summary", {}, `${list.turns.length} ended turn(s)`),
+      el("table", {}, el("tr", {}, ...["turn", "branch", "snapshot", "ended"].map((h) => el("th", {}, h))), ...rows)));
+  }
+  return panel;
 }
 
 function renderTimeline(list, events) {
@@ -300,7 +355,8 @@ async function threadView(id) {
   const actions = el("p", { class: "actions" });
   const list = el("ul", { class: "timeline", id: "timeline" });
   const liveNote = el("span", { class: "live" });
-  const view = el("section", {}, title, status, actions, liveNote, list);
+  const turns = el("div");
+  const view = el("section", {}, title, status, actions, turns, liveNote, list);
   show(view);
   const path = `/v1/threads/${encodeURIComponent(id)}`;
   // The thread's line and, while it is in a turn, the Cancel button (read again when a turn
@@ -329,6 +385,9 @@ async function threadView(id) {
   try {
     const t = await api("GET", path);
     describe(t);
+    // An API without the turns route (older than fork and rewind) shows no turns panel.
+    const showTurns = () => api("GET", `${path}/turns`).then((l) => turns.replaceChildren(turnsPanel(l))).catch(() => {});
+    await showTurns();
     const events = [];
     let after = 0;
     for (;;) {
@@ -350,10 +409,13 @@ async function threadView(id) {
       if (["turn_started", "turn_resumed", "turn_completed", "cancel_missed", "approval_requested"].includes(e.type)) {
         api("GET", path).then(describe).catch(() => {});
       }
+      // A turn ended, a rewind or a fork: the turns panel changed.
+      if (["turn_completed", "rewound", "fork_created"].includes(e.type)) showTurns();
     };
     for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "compacted", "compaction_skipped", "tool_call",
       "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "steered", "turn_stopping", "cancel_missed",
-      "job_started", "job_finished", "job_reattached", "turn_completed", "error"]) {
+      "job_started", "job_finished", "job_reattached", "forked", "fork_created", "rewound", "rewind_failed", "snapshot_taken",
+      "snapshot_skipped", "workspace_restored", "turn_completed", "error"]) {
       live.addEventListener(kind, onEvent);
     }
   } catch (e) {

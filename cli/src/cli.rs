@@ -94,6 +94,9 @@ impl Command {
             Command::Reset(a) => Some(&mut a.conversation.file),
             Command::Compact(a) => Some(&mut a.conversation.file),
             Command::Cancel(a) => Some(&mut a.conversation.file),
+            Command::Fork(a) => Some(&mut a.conversation.file),
+            Command::Rewind(a) => Some(&mut a.conversation.file),
+            Command::Diff(a) => Some(&mut a.conversation.file),
             Command::Invoke(a) => Some(&mut a.file),
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
@@ -125,6 +128,9 @@ impl Command {
             Command::Reset(a) => Some(&mut a.conversation.pool),
             Command::Compact(a) => Some(&mut a.conversation.pool),
             Command::Cancel(a) => Some(&mut a.conversation.pool),
+            Command::Fork(a) => Some(&mut a.conversation.pool),
+            Command::Rewind(a) => Some(&mut a.conversation.pool),
+            Command::Diff(a) => Some(&mut a.conversation.pool),
             Command::Ps(a) => Some(&mut a.pool),
             Command::Invoke(a) => Some(&mut a.pool),
             Command::Trace(a) => Some(&mut a.pool),
@@ -258,6 +264,32 @@ pub enum Command {
     /// the turn did. Waits until the turn has stopped unless `--no-wait`; exit 124 if it has not
     /// within `--timeout`. A cancel that finds no turn running stops nothing.
     Cancel(crate::commands::cancel::CancelArgs),
+    /// Fork a conversation at the end of a turn: a new session of the same agent that continues
+    /// from there, the original untouched.
+    ///
+    /// The fork's history is the parent's up to the end of turn `--at-turn` (shared in the store,
+    /// not copied); its runner restores that turn's workspace snapshot before its first turn (no
+    /// snapshot: it starts with an empty workspace). What the parent did outside its workspace
+    /// after that turn (a `write` or `idempotent` tool call) is not undone: the fork lists it, and
+    /// its model reads a note naming it. With --thread only the API is needed
+    /// (AGENTFILE_API_URL and AGENTFILE_ADMIN_TOKEN, or this home's local API).
+    Fork(crate::commands::fork::ForkArgs),
+    /// Go back: a conversation continues from the end of an earlier turn.
+    ///
+    /// The turns after it stay in the store on the branch the rewind leaves (a rewind to one of
+    /// them comes back); the workspace's files are restored to that turn's snapshot (none: they
+    /// are left as they are); effects outside the workspace are not undone. Asks first (`--yes`
+    /// skips the question; without a terminal it is required). Refused while a turn runs or
+    /// messages wait (exit 75: `ninetrix cancel` stops a turn). The rewind is queued in the
+    /// thread's inbox and carried out by its runner between turns; waits for it unless
+    /// `--no-wait`, and says `queued` when the runner has not taken it in time.
+    Rewind(crate::commands::rewind::RewindArgs),
+    /// Show the files a turn changed in the workspace: added, modified, removed, with sizes.
+    ///
+    /// Compares the turn's workspace snapshot with the one of the nearest earlier turn of its
+    /// history that has one. A turn without a snapshot (dropped after
+    /// `execution.snapshots.keep_turns`, or never taken) says why.
+    Diff(crate::commands::diff::DiffArgs),
     /// Send a message to an agent's inbox and (by default) wait for its reply.
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.

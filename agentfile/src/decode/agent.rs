@@ -84,6 +84,9 @@ impl Cx {
         if complete && !agents.iter().any(|a| a.governance.budgets().is_some()) {
             self.unused_budget_settings(&shared.governance, "governance");
         }
+        if complete && !agents.iter().any(|a| a.execution.durability) {
+            self.unused_shared_snapshots(shared.execution.snapshots.as_ref());
+        }
         let triggers = self.resolve_triggers(triggers, agent_triggers, &targets);
         Some(Agentfile {
             name,

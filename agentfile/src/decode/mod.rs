@@ -19,6 +19,7 @@ mod problem;
 mod runtime;
 mod security;
 mod settings;
+mod snapshots;
 #[cfg(test)]
 mod testing;
 mod tool_list;
@@ -120,6 +121,7 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &runtime::SCRIPT_STEP,
     &runtime::TOOL_CALL,
     &settings::EXECUTION,
+    &snapshots::SNAPSHOTS,
     &settings::GOVERNANCE,
     &approval::HUMAN_APPROVAL,
     &tool_list::TOOL,
@@ -156,6 +158,9 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("resume", "execution"),
     ("on_message_while_busy", "execution"),
     ("interrupt_grace", "execution"),
+    ("snapshots", "execution"),
+    ("max_files", "execution.snapshots"),
+    ("keep_turns", "execution.snapshots"),
     ("max_budget_per_run", "governance"),
     ("max_budget_per_session", "governance"),
     ("max_budget_per_day", "governance"),
@@ -206,6 +211,7 @@ struct ExecutionIn {
     max_delegation_depth: Option<u32>,
     on_message_while_busy: Option<ninetrix_proto::api::MessageMode>,
     interrupt_grace: Option<u64>,
+    snapshots: Option<snapshots::SnapshotsIn>,
 }
 
 impl ExecutionIn {
@@ -506,6 +512,12 @@ fn merge_execution(own: ExecutionIn, shared: &ExecutionIn) -> ExecutionIn {
         max_delegation_depth: own.max_delegation_depth.or(shared.max_delegation_depth),
         on_message_while_busy: own.on_message_while_busy.or(shared.on_message_while_busy),
         interrupt_grace: own.interrupt_grace.or(shared.interrupt_grace),
+        snapshots: own.snapshots.or_else(|| {
+            shared
+                .snapshots
+                .as_ref()
+                .map(snapshots::SnapshotsIn::inherited)
+        }),
     }
 }
 
@@ -647,6 +659,10 @@ mod tests {
                 "agents:\n  a:\n    execution:\n      KEY: VALUE\n",
                 "agents.a.execution",
             ),
+            "snapshots" => (
+                "agents:\n  a:\n    execution:\n      snapshots:\n        KEY: VALUE\n",
+                "agents.a.execution.snapshots",
+            ),
             "governance" => (
                 "agents:\n  a:\n    governance:\n      KEY: VALUE\n",
                 "agents.a.governance",
@@ -733,6 +749,7 @@ mod tests {
             include_str!("limits.rs"),
             include_str!("runtime.rs"),
             include_str!("settings.rs"),
+            include_str!("snapshots.rs"),
             include_str!("tool_list.rs"),
             include_str!("mcp.rs"),
             include_str!("triggers.rs"),
@@ -778,6 +795,7 @@ mod tests {
                 "runtime.resources" => "resources",
                 "runtime.limits" => "limits",
                 "runtime.jobs" => "jobs",
+                "execution.snapshots" => "snapshots",
                 other => other,
             };
             let section = SECTIONS

@@ -253,6 +253,11 @@ pub(super) enum Problem<'a> {
     TooManyFallbacks(usize),
     /// `runtime.fallback_after` without a `fallback` (a warning).
     FallbackAfterUnused,
+    /// `execution.snapshots.max_bytes` outside 1Mi to 64Gi (as written).
+    SnapshotBytes(&'a str),
+    /// `execution.snapshots` asking for snapshots where none are taken (a warning): on batch
+    /// agent `Some(name)`, or at the top level (`None`) when every agent is a batch job.
+    SnapshotsUnused(Option<&'a str>),
     /// A `{ name, effect }` tool without `name`.
     MissingToolName,
     /// An effect that is not `read`, `idempotent` or `write`.
@@ -515,12 +520,14 @@ impl Problem<'_> {
             | Problem::Temperature(_)
             | Problem::Cpu(_)
             | Problem::MemoryTooSmall(_)
+            | Problem::SnapshotBytes(_)
             | Problem::BudgetNotPositive { .. }
             | Problem::TooManyFallbacks(_) => K::OutOfRange,
             Problem::PoolBudgetAtAgent => K::MisplacedKey,
             Problem::UnknownBudgetAction { .. } => K::InvalidValue,
             Problem::BudgetSettingUnused { .. }
             | Problem::PoolLimitUnused(_)
+            | Problem::SnapshotsUnused(_)
             | Problem::FallbackAfterUnused => K::SettingUnused,
             Problem::EmptyLimits => K::EmptyValue,
             Problem::PoolLimitNoProvider
@@ -639,6 +646,7 @@ impl Problem<'_> {
             | Problem::BudgetSettingUnused { .. }
             | Problem::PoolLimitUnused(_)
             | Problem::LimitsConflict { .. }
+            | Problem::SnapshotsUnused(_)
             | Problem::FallbackAfterUnused => Severity::Warning,
             _ => Severity::Error,
         }
@@ -778,6 +786,17 @@ impl Problem<'_> {
                 "`{key}` has no effect: no agent has a budget beyond the run (per session, per \
                  day or the pool's per day)"
             ),
+            Problem::SnapshotBytes(t) => {
+                format!("`max_bytes` must be between 1Mi and 64Gi, found `{t}`")
+            }
+            Problem::SnapshotsUnused(Some(agent)) => format!(
+                "`snapshots` has no effect: agent `{agent}` is a batch job (`durability: false`), \
+                 whose runs are never forked, rewound or diffed, so no snapshot is taken"
+            ),
+            Problem::SnapshotsUnused(None) => "`snapshots` has no effect: every agent is a batch \
+                job (`durability: false`), whose runs are never forked, rewound or diffed, so no \
+                snapshot is taken"
+                .into(),
             Problem::EmptyLimits => "`limits` sets no limit".into(),
             Problem::PoolLimitNoProvider => "a `limits` entry needs `provider`".into(),
             Problem::PoolLimitNoNumber => "this `limits` entry sets no limit".into(),
@@ -1242,6 +1261,14 @@ impl Problem<'_> {
                  `max_pool_budget_per_day`, which the checkpoint API keeps; `max_budget_per_run` \
                  is the runner's and always stops the turn. Set one of them, or remove `{key}`"
             ),
+            Problem::SnapshotBytes(_) => "give the most bytes of files one snapshot may hold, \
+                from `1Mi` to `64Gi` (units are powers of 1024), e.g. `max_bytes: 512Mi` (the \
+                default); a workspace past it gets no snapshot for that turn"
+                .into(),
+            Problem::SnapshotsUnused(_) => "snapshots are taken at the end of a durable agent's \
+                turns, for `ninetrix fork`, `rewind` and `diff`; remove `snapshots` here, or set \
+                it on a durable agent"
+                .into(),
             Problem::EmptyLimits | Problem::PoolLimitNoNumber => {
                 "give at least one of `max_in_flight`, `requests_per_minute` and \
                  `tokens_per_minute`, e.g. `max_in_flight: 8`, or remove it"

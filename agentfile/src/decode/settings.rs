@@ -59,7 +59,7 @@ impl Cx {
             transfer_timeout_secs: defaults::TRANSFER_TIMEOUT_SECS,
             on_message_while_busy: e.on_message_while_busy.unwrap_or_default(),
             interrupt_grace_secs: e.interrupt_grace.unwrap_or(defaults::INTERRUPT_GRACE_SECS),
-            snapshots: Some(crate::schema::Snapshots::default()),
+            snapshots: self.snapshots(e.snapshots.as_ref(), durability, agent_path),
         })
     }
 
@@ -324,6 +324,10 @@ pub(super) const EXECUTION: Section<ExecutionIn> = Section {
         ("interrupt_grace", |cx, e, f| {
             e.interrupt_grace =
                 Some(cx.duration(f.value, &f.path, DurationField::InterruptGrace)?);
+            Some(())
+        }),
+        ("snapshots", |cx, e, f| {
+            e.snapshots = Some(cx.snapshots_in(&f)?);
             Some(())
         }),
         ("resume", |cx, e, f| {

@@ -38,6 +38,20 @@ impl PoolView {
         Ok(PoolView { name, state, api })
     }
 
+    /// The API that a command naming a thread by its ID uses (`trace --thread-id`, `fork
+    /// --thread`, …): the ID is enough, so no pool is needed. A pool named with `-p` (or an
+    /// agentfile present) decides it, errors included; with neither, the only pool's API if there
+    /// is one, else `AGENTFILE_API_URL` (+ `AGENTFILE_ADMIN_TOKEN`) or this home's local API.
+    pub(crate) async fn thread_api(file: &Path, pool: Option<&str>) -> anyhow::Result<Api> {
+        if pool.is_some() || file.exists() {
+            return Ok(PoolView::open(file, pool).await?.api);
+        }
+        match PoolView::open(file, None).await {
+            Ok(view) => Ok(view.api),
+            Err(_) => Api::any(&crate::home::agentfile_home()?).await,
+        }
+    }
+
     /// Where the pool runs.
     pub(crate) fn backend(&self) -> Backend {
         Backend::of(&self.state)

@@ -7,8 +7,10 @@ pub mod approvals;
 pub mod build;
 pub mod cancel;
 pub mod compact;
+pub mod diff;
 pub mod down;
 pub mod egress_proxy;
+pub mod fork;
 pub mod health;
 pub mod init;
 pub mod invoke;
@@ -19,6 +21,7 @@ pub mod mcp_bridge;
 pub mod memory;
 pub mod ps;
 pub mod reset;
+pub mod rewind;
 pub mod run;
 pub mod runner;
 pub mod sessions;
@@ -88,6 +91,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reset(args) => block_on(reset::run(&args)),
         Command::Compact(args) => block_on(compact::run(&args)),
         Command::Cancel(args) => block_on(cancel::run(&args)),
+        Command::Fork(args) => block_on(fork::run(&args)),
+        Command::Rewind(args) => block_on(rewind::run(&args)),
+        Command::Diff(args) => block_on(diff::run(&args)),
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),

@@ -16,10 +16,12 @@ use std::process::ExitCode;
 use clap::Args;
 use ninetrix_agentfile::Agentfile;
 use ninetrix_proto::ThreadId;
+use ninetrix_proto::api::ThreadLabels;
 
 use crate::backend::view::PoolView;
 use crate::cli::pool_name;
 use crate::deploy::Only;
+use crate::pool::local_api::Api;
 use crate::pool::spec::DEFAULT_STOP_SECS;
 use crate::ui::progress::Progress;
 
@@ -43,6 +45,10 @@ pub struct ConversationArgs {
     /// The session (its key) whose conversation it is.
     #[arg(long, value_name = "KEY")]
     pub session: Option<String>,
+    /// The thread (its ID) whose conversation it is, instead of --replica or --session: a
+    /// thread of the agent, e.g. a fork's.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["replica", "session"])]
+    pub thread: Option<ThreadId>,
 }
 
 /// A conversation found: the pool, the agentfile read, which conversation, and its thread.
@@ -57,10 +63,53 @@ pub(crate) struct Conversation {
     pub(crate) thread: ThreadId,
 }
 
+/// A conversation located through the API alone: enough for the commands that only talk to the
+/// API (`fork`, `rewind`, `diff`).
+pub(crate) struct Located {
+    /// The API.
+    pub(crate) api: Api,
+    /// The pool, as the thread's labels (or the pool found) name it.
+    pub(crate) pool: String,
+    /// A replica's or a session's.
+    pub(crate) target: Target,
+    /// Its thread.
+    pub(crate) thread: ThreadId,
+}
+
 impl ConversationArgs {
+    /// Locates the conversation. With `--thread` only the API is needed (the thread's labels say
+    /// whose it is; see [`PoolView::thread_api`]); otherwise as [`ConversationArgs::find`].
+    pub(crate) async fn locate(&self) -> anyhow::Result<Located> {
+        let Some(thread) = self.thread else {
+            let c = self.find().await?;
+            return Ok(Located {
+                api: c.view.api,
+                pool: c.view.name,
+                target: c.target,
+                thread: c.thread,
+            });
+        };
+        let api = PoolView::thread_api(&self.file, self.pool.as_deref()).await?;
+        let labels = match api.thread(thread).await? {
+            Some(t) => t.labels,
+            None => anyhow::bail!(
+                "thread {thread} does not exist in the checkpoint API at {}; `ninetrix sessions` \
+                 lists a pool's threads",
+                api.url
+            ),
+        };
+        let (pool, target) = of_labels(thread, &labels, &self.agent, self.pool.as_deref())?;
+        Ok(Located {
+            api,
+            pool,
+            target,
+            thread,
+        })
+    }
+
     /// Finds the conversation: the pool, its agentfile, the replica or session the arguments
     /// name, and its thread (a session's from the API; a replica's from the backend — on Swarm
-    /// the API's replica mapping).
+    /// the API's replica mapping; `--thread`'s checked against the pool and the agent).
     pub(crate) async fn find(&self) -> anyhow::Result<Conversation> {
         let view = PoolView::open(&self.file, self.pool.as_deref()).await?;
         let pool = view.name.clone();
@@ -76,6 +125,21 @@ impl ConversationArgs {
         };
         let af = crate::pool::load(&file)?.agentfile;
         let agent = &self.agent;
+        if let Some(thread) = self.thread {
+            let Some(summary) = view.api.thread(thread).await? else {
+                anyhow::bail!(
+                    "thread {thread} does not exist in the checkpoint API of pool {pool}; \
+                     `ninetrix sessions -p {pool}` lists its threads"
+                );
+            };
+            let (_, target) = of_labels(thread, &summary.labels, agent, Some(&pool))?;
+            return Ok(Conversation {
+                view,
+                file,
+                target,
+                thread,
+            });
+        }
         let target = target(&af, &pool, agent, self.replica, self.session.as_deref())?;
         let thread = match &target {
             Target::Session(key) => match view.api.find_session(&pool, agent, key).await? {
@@ -161,6 +225,18 @@ pub(crate) enum ResetError {
         replica: u32,
         count: u32,
     },
+    /// `--thread` names a thread that is not the agent's (in the pool named).
+    #[error(
+        "thread {thread} is {found}, not a thread of agent `{agent}`{}: name the agent it \
+         belongs to with --agent (`ninetrix trace --thread-id {thread}` shows whose it is)",
+        pool.as_ref().map(|p| format!(" in pool {p}")).unwrap_or_default()
+    )]
+    NotThe {
+        thread: ThreadId,
+        agent: String,
+        pool: Option<String>,
+        found: String,
+    },
     /// No one was asked and `--yes` was not given.
     #[error(
         "`ninetrix reset` deletes {what} for good, and stdin is not a terminal to ask on: pass \
@@ -206,6 +282,38 @@ pub(crate) fn target(
             count,
         }),
     }
+}
+
+/// Whose thread `thread` is, from its labels: its pool and whether a replica's or a session's.
+/// Refused when it is not `agent`'s, or not of the pool named (`pool`).
+pub(crate) fn of_labels(
+    thread: ThreadId,
+    labels: &ThreadLabels,
+    agent: &str,
+    pool: Option<&str>,
+) -> Result<(String, Target), ResetError> {
+    let mismatch = |found: String| ResetError::NotThe {
+        thread,
+        agent: agent.to_string(),
+        pool: pool.map(str::to_string),
+        found,
+    };
+    let (Some(p), Some(a)) = (&labels.pool, &labels.agent) else {
+        return Err(mismatch("a thread of no pool's agent".into()));
+    };
+    if a != agent || pool.is_some_and(|want| want != p) {
+        return Err(mismatch(format!("agent `{a}`'s, in pool {p}")));
+    }
+    let target = match (&labels.session, labels.replica) {
+        (Some(key), _) => Target::Session(key.clone()),
+        (None, Some(n)) => Target::Replica(n),
+        (None, None) => {
+            return Err(mismatch(format!(
+                "agent `{a}`'s, but of no replica or session"
+            )));
+        }
+    };
+    Ok((p.clone(), target))
 }
 
 /// What to do before purging.
@@ -350,6 +458,55 @@ agents:
             "{}",
             err(t("job", None, None))
         );
+    }
+
+    #[test]
+    fn a_thread_named_by_id_is_the_agents_replica_or_session_or_refused() {
+        let thread = ThreadId::from(uuid::Uuid::from_u128(9));
+        let labels = |agent: &str, replica, session: Option<&str>| ThreadLabels {
+            pool: Some("shop".into()),
+            agent: Some(agent.into()),
+            replica,
+            session: session.map(str::to_string),
+        };
+        assert_eq!(
+            of_labels(thread, &labels("writer", Some(2), None), "writer", None),
+            Ok(("shop".into(), Target::Replica(2)))
+        );
+        assert_eq!(
+            of_labels(
+                thread,
+                &labels("writer", Some(1), Some("fork-0193abcd")),
+                "writer",
+                Some("shop")
+            ),
+            Ok(("shop".into(), Target::Session("fork-0193abcd".into())))
+        );
+        let err = of_labels(thread, &labels("editor", Some(1), None), "writer", None)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "thread {thread} is agent `editor`'s, in pool shop, not a thread of agent \
+                 `writer`: name the agent it belongs to with --agent (`ninetrix trace \
+                 --thread-id {thread}` shows whose it is)"
+            )
+        );
+        let err = of_labels(
+            thread,
+            &labels("writer", Some(1), None),
+            "writer",
+            Some("other"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("not a thread of agent `writer` in pool other"),
+            "{err}"
+        );
+        let bare = ThreadLabels::default();
+        assert!(of_labels(thread, &bare, "writer", None).is_err());
     }
 
     #[test]

@@ -109,18 +109,23 @@ fn json(
 
 /// The table: AGENT, SESSION (the key), THREAD, OWNER (`agent-N`, the replica that serves it with
 /// the current replica counts; `-` for an agent the pool no longer runs), STATUS, SPENT (what its
-/// model calls cost, ever, as the checkpoint API counts it), LAST ACTIVITY.
+/// model calls cost, ever, as the checkpoint API counts it), LAST ACTIVITY, and — when a session
+/// is a fork (`ninetrix fork`) — FORKED FROM (`fork of <thread> @ turn N`).
 pub(crate) fn render(
     sessions: &[ThreadSummary],
     replicas: &BTreeMap<String, u32>,
     now: DateTime<Utc>,
 ) -> String {
-    let rows: Vec<[String; 7]> = sessions
+    let rows: Vec<[String; 8]> = sessions
         .iter()
         .map(|t| {
             let agent = t.labels.agent.clone().unwrap_or_else(|| "-".into());
             let key = t.labels.session.clone().unwrap_or_default();
             let owner = owner_of(t, replicas).unwrap_or_else(|| "-".into());
+            let origin = t.forked_from.as_ref().map_or_else(
+                || "-".to_string(),
+                |f| format!("fork of {} @ turn {}", f.parent, f.at_turn),
+            );
             [
                 agent,
                 one_line(&key),
@@ -129,21 +134,29 @@ pub(crate) fn render(
                 t.status.as_str().to_string(),
                 usd(t.spent_usd),
                 format!("{} ago", ago(now - t.updated_at)),
+                origin,
             ]
         })
         .collect();
-    crate::ui::table::table(
-        [
-            "AGENT",
-            "SESSION",
-            "THREAD",
-            "OWNER",
-            "STATUS",
-            "SPENT",
-            "LAST ACTIVITY",
-        ],
-        &rows,
-    )
+    let header = [
+        "AGENT",
+        "SESSION",
+        "THREAD",
+        "OWNER",
+        "STATUS",
+        "SPENT",
+        "LAST ACTIVITY",
+        "FORKED FROM",
+    ];
+    if sessions.iter().any(|t| t.forked_from.is_some()) {
+        return crate::ui::table::table(header, &rows);
+    }
+    // No fork: the column would be all dashes.
+    let rows: Vec<[String; 7]> = rows
+        .into_iter()
+        .map(|r| std::array::from_fn(|i| r[i].clone()))
+        .collect();
+    crate::ui::table::table(std::array::from_fn(|i| header[i]), &rows)
 }
 
 /// A key on one line, at most 40 characters: a longer one loses its middle, so keys that share a
@@ -253,6 +266,29 @@ mod tests {
                 && lines[3].contains(" -  ")
                 && lines[3].contains("$12.35")
                 && lines[3].ends_with("2h ago"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_fork_shows_where_it_came_from_and_no_fork_no_column() {
+        let now: DateTime<Utc> = "2026-11-24T12:00:00Z".parse().unwrap();
+        let replicas = BTreeMap::from([("bot".to_string(), 1)]);
+        let mut rows = [
+            session("bot", "alice", ThreadStatus::Idle, 90),
+            session("bot", "fork-0193abcd", ThreadStatus::Idle, 30),
+        ];
+        assert!(!render(&rows, &replicas, now).contains("FORKED FROM"));
+        rows[1].forked_from = Some(ninetrix_proto::api::ForkOrigin {
+            parent: rows[0].thread_id,
+            at_turn: 3,
+        });
+        let text = render(&rows, &replicas, now);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("FORKED FROM"), "{text}");
+        assert!(lines[1].ends_with("ago         -"), "{text}");
+        assert!(
+            lines[2].ends_with(&format!("fork of {} @ turn 3", rows[0].thread_id)),
             "{text}"
         );
     }

@@ -11,7 +11,6 @@ use ninetrix_proto::ThreadId;
 
 use crate::backend::view::PoolView;
 use crate::cli::pool_name;
-use crate::pool::local_api::Api;
 use crate::ui::handoff_tree;
 use crate::ui::style::Style;
 use crate::ui::trace::{JsonEvent, Renderer};
@@ -72,17 +71,7 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             let thread: ThreadId = t
                 .parse()
                 .with_context(|| format!("--thread-id `{t}` is not a thread ID (a UUID)"))?;
-            // A pool named (or an agentfile present) decides the API, errors included. With
-            // neither, the only pool's API if there is one, else `AGENTFILE_API_URL` or the
-            // local API: the thread ID is enough.
-            let api = if args.pool.is_some() || args.file.exists() {
-                PoolView::open(&args.file, args.pool.as_deref()).await?.api
-            } else {
-                match PoolView::open(&args.file, None).await {
-                    Ok(view) => view.api,
-                    Err(_) => Api::any(&crate::home::agentfile_home()?).await?,
-                }
-            };
+            let api = PoolView::thread_api(&args.file, args.pool.as_deref()).await?;
             (api, thread)
         }
         (None, Some(agent)) => {
@@ -133,6 +122,9 @@ pub(crate) async fn run(args: &TraceArgs) -> anyhow::Result<ExitCode> {
             info.version,
             info.boot_count
         );
+        if let Some(origin) = &info.forked_from {
+            outln!("{}", fork_origin_line(origin));
+        }
     }
     if args.follow_handoffs {
         let root_events = api.events(thread, 0).await?;
@@ -214,6 +206,15 @@ fn context_lines(
     out
 }
 
+/// Where a fork came from, the line under a fork's header.
+fn fork_origin_line(origin: &ninetrix_proto::api::ForkOrigin) -> String {
+    format!(
+        "forked from thread {} at the end of its turn {} (`ninetrix trace --thread-id {}` shows \
+         the turns before)",
+        origin.parent, origin.at_turn, origin.parent
+    )
+}
+
 /// How wide trace lines may be: on a terminal, `COLUMNS`, else the terminal's width, else 120;
 /// piped or redirected to a file, unlimited — nothing is cut where no screen wraps it.
 fn line_width(tty: bool, columns: Option<String>, terminal: Option<usize>) -> usize {
@@ -229,6 +230,19 @@ fn line_width(tty: bool, columns: Option<String>, terminal: Option<usize>) -> us
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forks_trace_says_where_it_came_from() {
+        let parent = ThreadId::from(uuid::Uuid::from_u128(7));
+        let line = fork_origin_line(&ninetrix_proto::api::ForkOrigin { parent, at_turn: 3 });
+        assert_eq!(
+            line,
+            format!(
+                "forked from thread {parent} at the end of its turn 3 (`ninetrix trace \
+                 --thread-id {parent}` shows the turns before)"
+            )
+        );
+    }
 
     #[test]
     fn lines_are_cut_to_the_terminal_only_on_a_terminal() {

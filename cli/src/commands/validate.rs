@@ -148,6 +148,13 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
         limits_summary,
         style,
     ));
+    // Every durable agent's workspace snapshots (what fork, rewind and diff work with).
+    out.push_str(&per_agent(
+        "snapshots:",
+        af,
+        AgentSpec::snapshots_summary,
+        style,
+    ));
     out.push_str(&per_agent("budgets:", af, budget_summary, style));
     out.push_str(&per_agent("security:", af, security_summary, style));
     out.push_str(&per_agent("egress:", af, egress_summary, style));

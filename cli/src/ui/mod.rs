@@ -1,6 +1,7 @@
 //! Rendering: colours, `up`'s live progress, tables, the trace tree, triggers, and a reply as it
 //! streams.
 
+pub(crate) mod going_back;
 pub(crate) mod handoff_tree;
 pub(crate) mod handoffs;
 pub(crate) mod progress;

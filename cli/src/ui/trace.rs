@@ -87,6 +87,96 @@ impl Renderer {
         )
     }
 
+    /// The line of a fork, a rewind or a snapshot event (`None` for any other event).
+    fn going_back(&self, event: &TraceEvent, at: DateTime<Utc>) -> Option<String> {
+        let s = self.style;
+        Some(match event {
+            TraceEvent::Forked(f) => format!(
+                "  · {} forked from thread {} at turn {} ({} messages{}{})",
+                self.rel(at),
+                f.parent,
+                f.at_turn,
+                f.history_len,
+                f.snapshot
+                    .as_ref()
+                    .map(|s| format!(", files of snapshot {}", s.root.short()))
+                    .unwrap_or_default(),
+                if f.undone > 0 {
+                    format!("; {} effects of the parent after it not undone", f.undone)
+                } else {
+                    String::new()
+                }
+            ),
+            TraceEvent::ForkCreated(f) => format!(
+                "  · {} forked at turn {}: thread {} (session {})",
+                self.rel(at),
+                f.at_turn,
+                f.thread_id,
+                f.session
+            ),
+            TraceEvent::Rewound(r) => format!(
+                "  ⟲ {} rewound to turn {}{}{}{}",
+                self.rel(at),
+                r.to_turn,
+                if r.from_turn > r.to_turn {
+                    format!(
+                        ": turns {}–{} left on a branch ({} messages kept in the store)",
+                        r.to_turn + 1,
+                        r.from_turn,
+                        r.left_messages
+                    )
+                } else {
+                    String::new()
+                },
+                match &r.snapshot {
+                    Some(s) => format!(
+                        "; files of snapshot {} ({} written, {} removed)",
+                        s.root.short(),
+                        r.files_written,
+                        r.files_removed
+                    ),
+                    None => "; files untouched (no snapshot)".to_string(),
+                },
+                if r.undone > 0 {
+                    format!("; {} effects not undone", r.undone)
+                } else {
+                    String::new()
+                }
+            ),
+            TraceEvent::RewindFailed(r) => format!(
+                "  · {} rewind to turn {} {}: {}",
+                self.rel(at),
+                r.to_turn,
+                s.error("not done"),
+                r.why
+            ),
+            TraceEvent::SnapshotTaken(t) => format!(
+                "  ├─ {} snapshot {} · {} files, {} · {} new objects ({}) · {} ms",
+                self.rel(at),
+                t.snapshot.root.short(),
+                t.snapshot.files,
+                crate::ui::going_back::size(t.snapshot.bytes),
+                t.uploaded_objects,
+                crate::ui::going_back::size(t.uploaded_bytes),
+                t.ms
+            ),
+            TraceEvent::SnapshotSkipped(k) => format!(
+                "  ├─ {} {}: {}",
+                self.rel(at),
+                s.error("no snapshot"),
+                k.why
+            ),
+            TraceEvent::WorkspaceRestored(w) => format!(
+                "  · {} workspace restored to snapshot {} ({} written, {} removed)",
+                self.rel(at),
+                w.snapshot.root.short(),
+                w.files_written,
+                w.files_removed
+            ),
+            _ => return None,
+        })
+    }
+
     /// The line for one event, or `None` for events that only update the renderer's state.
     pub(crate) fn line(&mut self, e: &Event) -> Option<String> {
         let s = self.style;
@@ -300,81 +390,13 @@ impl Renderer {
                     .map(|c| format!(" (code {c})"))
                     .unwrap_or_default()
             ),
-            TraceEvent::Forked(f) => format!(
-                "  · {} forked from thread {} at turn {} ({} messages{}{})",
-                self.rel(at),
-                f.parent,
-                f.at_turn,
-                f.history_len,
-                f.snapshot
-                    .as_ref()
-                    .map(|s| format!(", files of snapshot {}", s.root.short()))
-                    .unwrap_or_default(),
-                if f.undone > 0 {
-                    format!("; {} effects of the parent after it not undone", f.undone)
-                } else {
-                    String::new()
-                }
-            ),
-            TraceEvent::ForkCreated(f) => format!(
-                "  · {} forked at turn {}: thread {} (session {})",
-                self.rel(at),
-                f.at_turn,
-                f.thread_id,
-                f.session
-            ),
-            TraceEvent::Rewound(r) => format!(
-                "  ⟲ {} rewound to turn {}: turns {}–{} left on a branch ({} messages kept in the store){}{}",
-                self.rel(at),
-                r.to_turn,
-                r.to_turn + 1,
-                r.from_turn,
-                r.left_messages,
-                match &r.snapshot {
-                    Some(s) => format!(
-                        "; files of snapshot {} ({} written, {} removed)",
-                        s.root.short(),
-                        r.files_written,
-                        r.files_removed
-                    ),
-                    None => "; files untouched (no snapshot)".to_string(),
-                },
-                if r.undone > 0 {
-                    format!("; {} effects not undone", r.undone)
-                } else {
-                    String::new()
-                }
-            ),
-            TraceEvent::RewindFailed(r) => format!(
-                "  · {} rewind to turn {} {}: {}",
-                self.rel(at),
-                r.to_turn,
-                s.error("not done"),
-                r.why
-            ),
-            TraceEvent::SnapshotTaken(t) => format!(
-                "  ├─ {} snapshot {} · {} files, {} bytes · {} new objects ({} bytes) · {} ms",
-                self.rel(at),
-                t.snapshot.root.short(),
-                t.snapshot.files,
-                t.snapshot.bytes,
-                t.uploaded_objects,
-                t.uploaded_bytes,
-                t.ms
-            ),
-            TraceEvent::SnapshotSkipped(k) => format!(
-                "  ├─ {} {}: {}",
-                self.rel(at),
-                s.error("no snapshot"),
-                k.why
-            ),
-            TraceEvent::WorkspaceRestored(w) => format!(
-                "  · {} workspace restored to snapshot {} ({} written, {} removed)",
-                self.rel(at),
-                w.snapshot.root.short(),
-                w.files_written,
-                w.files_removed
-            ),
+            ev @ (TraceEvent::Forked(_)
+            | TraceEvent::ForkCreated(_)
+            | TraceEvent::Rewound(_)
+            | TraceEvent::RewindFailed(_)
+            | TraceEvent::SnapshotTaken(_)
+            | TraceEvent::SnapshotSkipped(_)
+            | TraceEvent::WorkspaceRestored(_)) => self.going_back(&ev, at)?,
             TraceEvent::TurnCompleted(t) => {
                 let line = format!(
                     "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",
@@ -562,6 +584,59 @@ mod tests {
                    "host": {"process": process, "container": container, "created": created,
                             "replica": replica}}),
         )
+    }
+
+    #[test]
+    fn going_back_reads_as_a_branch_left_and_files_restored() {
+        let root = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let snapshot = json!({"root": root, "files": 3, "bytes": 4096});
+        let events = [
+            ev(
+                1,
+                "forked",
+                0,
+                json!({"parent": "00000000-0000-0000-0000-000000000001",
+                "at_turn": 3, "history_len": 12, "snapshot": snapshot, "undone": 1}),
+            ),
+            ev(
+                2,
+                "snapshot_taken",
+                10,
+                json!({"turn_seq": 4, "snapshot": snapshot,
+                "uploaded_objects": 2, "uploaded_bytes": 1536, "hashed_files": 1, "ms": 4}),
+            ),
+            ev(
+                3,
+                "rewound",
+                20,
+                json!({"from_turn": 6, "to_turn": 2, "left_messages": 12,
+                "snapshot": snapshot, "files_written": 2, "files_removed": 1, "undone": 1}),
+            ),
+            ev(
+                4,
+                "rewound",
+                30,
+                json!({"from_turn": 2, "to_turn": 2, "left_messages": 0}),
+            ),
+        ];
+        let mut r = Renderer::new(Style { color: false }, 200);
+        let lines: Vec<String> = events.iter().filter_map(|e| r.line(e)).collect();
+        assert!(
+            lines[0].contains("forked from thread 00000000-0000-0000-0000-000000000001 at turn 3"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("3 files, 4 KiB · 2 new objects (1.5 KiB)"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("rewound to turn 2: turns 3–6 left on a branch (12 messages kept in the store); files of snapshot aaaaaaaaaaaa (2 written, 1 removed); 1 effects not undone"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[3].ends_with("rewound to turn 2; files untouched (no snapshot)"),
+            "{lines:?}"
+        );
     }
 
     #[test]
