@@ -16,9 +16,11 @@ use std::time::Duration;
 use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Handoff,
-    HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
+    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Control,
+    Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
+    TurnPoint,
 };
+use ninetrix_proto::snapshots::{ObjectId, ObjectKind};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -56,6 +58,8 @@ struct Shared {
     approvals: Mutex<Vec<Approval>>,
     /// Woken when a request is decided.
     decided: Notify,
+    /// Every object stored, in order.
+    puts: Mutex<Vec<(ObjectId, ObjectKind)>>,
 }
 
 impl TestStore {
@@ -74,6 +78,7 @@ impl TestStore {
                 stored: watch::channel(0).0,
                 approvals: Mutex::new(Vec::new()),
                 decided: Notify::new(),
+                puts: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -157,6 +162,36 @@ impl TestStore {
                 raise: a.raise.clone(),
             });
         }
+    }
+
+    /// The objects stored so far, in order.
+    pub(super) fn puts(&self) -> Vec<(ObjectId, ObjectKind)> {
+        self.shared.puts.lock().unwrap().clone()
+    }
+
+    /// Forgets a stored object (a dropped snapshot's).
+    pub(super) fn drop_object(&self, id: &ObjectId) {
+        self.memory.drop_object(id);
+    }
+
+    /// Puts a `rewind` control to turn `to_turn` in the inbox (queued by `ana`).
+    pub(super) fn rewind(&self, to_turn: u64) -> u64 {
+        let mut inbox = self.shared.inbox.lock().unwrap();
+        let seq = inbox.len() as u64 + 1;
+        inbox.push(InboxMessage {
+            seq,
+            content: String::new(),
+            dedupe_key: None,
+            created_at: chrono::Utc::now(),
+            handoff: None,
+            control: Some(Control::Rewind),
+            mode: ninetrix_proto::api::MessageMode::Queue,
+            by: Some("ana".to_string()),
+            to_turn: Some(to_turn),
+        });
+        drop(inbox);
+        self.shared.arrived.notify_waiters();
+        seq
     }
 
     /// Purges the thread: every later call answers `purged`, as the API's 410 does.
@@ -338,6 +373,32 @@ impl Checkpoints for TestStore {
     async fn events(&self, _epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
         self.store_events(events);
         Ok(())
+    }
+
+    async fn turn_point(&self, turn_seq: u64) -> Result<TurnPoint, CheckpointError> {
+        self.check()?;
+        self.memory.turn_point(turn_seq).await
+    }
+
+    async fn missing_objects(&self, ids: Vec<ObjectId>) -> Result<Vec<ObjectId>, CheckpointError> {
+        self.check()?;
+        self.memory.missing_objects(ids).await
+    }
+
+    async fn put_object(
+        &self,
+        id: &ObjectId,
+        kind: ObjectKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        self.check()?;
+        self.shared.puts.lock().unwrap().push((id.clone(), kind));
+        self.memory.put_object(id, kind, bytes).await
+    }
+
+    async fn get_object(&self, id: &ObjectId) -> Result<Vec<u8>, CheckpointError> {
+        self.check()?;
+        self.memory.get_object(id).await
     }
 }
 
