@@ -185,6 +185,11 @@ pub(super) async fn run_with<C: Checkpoints>(
         controls: None,
         read_ahead: Vec::new(),
         jobs: job_broker(&config, &http_for_jobs),
+        snapshots: crate::snapshots::Snapshotter::new(
+            &config.workspace,
+            super::snapshots::excluded(&config),
+        ),
+        staged: None,
         config,
     };
     runner.measure_overhead();
@@ -343,6 +348,11 @@ impl<C: Checkpoints> Runner<C> {
         // remaining steps, which may take long.
         let (restore, resume) = split_at_resume(effects);
         if let Err(stop) = self.execute(restore).await {
+            return Err(self.stopped(stop));
+        }
+        // The files the checkpoint says the workspace holds (a fork's first boot, a rewind's
+        // restore a crash interrupted), before anything runs on them.
+        if let Err(stop) = self.restore_at_boot().await {
             return Err(self.stopped(stop));
         }
         let resuming = resume.first().and_then(|e| match e {

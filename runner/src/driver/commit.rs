@@ -6,8 +6,9 @@ use ninetrix_proto::api::{ApprovalKind, CommitRequest, NewApproval, ThreadStatus
 use ninetrix_proto::events::{self as ev, TraceEvent};
 use sha2::{Digest, Sha256};
 
-use crate::checkpoints::Checkpoints;
+use crate::checkpoints::{CheckpointError, Checkpoints};
 use crate::engine::{ApprovalAsk, CommitPlan};
+use crate::snapshots::SnapshotError;
 use crate::tools;
 
 use super::{Runner, Stop};
@@ -26,6 +27,14 @@ impl<C: Checkpoints> Runner<C> {
         plan: CommitPlan,
         riding: Vec<TraceEvent>,
     ) -> Result<(), Stop> {
+        // The turn's end carries the workspace's snapshot, taken now; its event rides along.
+        let (turn_end, mut taken, snapshot_event) = match plan.ends_turn {
+            Some(turn_seq) => {
+                let (end, taken, event) = self.end_of_turn(turn_seq).await?;
+                (Some(end), taken, event)
+            }
+            None => (None, None, None),
+        };
         let queued = self.events.take().await;
         let checkpoint = TraceEvent::Checkpoint(ev::Checkpoint {
             version: self.version + 1,
@@ -50,21 +59,28 @@ impl<C: Checkpoints> Runner<C> {
                 })
             })
             .collect();
-        let riding: Vec<TraceEvent> = requested.into_iter().chain(riding).collect();
-        let mut events = queued.clone();
-        events.extend(
-            std::iter::once(&checkpoint)
-                .chain(&riding)
-                .map(|e| e.to_new_event(now)),
-        );
+        let mut riding: Vec<TraceEvent> = requested
+            .into_iter()
+            .chain(snapshot_event)
+            .chain(riding)
+            .collect();
+        let stored = |riding: &[TraceEvent]| {
+            let mut events = queued.clone();
+            events.extend(
+                std::iter::once(&checkpoint)
+                    .chain(riding)
+                    .map(|e| e.to_new_event(now)),
+            );
+            events
+        };
         let mut state = plan.state;
         state.attempt = if matches!(state.status, ThreadStatus::InTurn | ThreadStatus::Waiting) {
             self.attempt.clone()
         } else {
             None
         };
-        let req = CommitRequest {
-            turn_end: None,
+        let mut req = CommitRequest {
+            turn_end,
             epoch: self.epoch,
             parent_version: self.version,
             truncate_to: plan.truncate_to,
@@ -72,11 +88,55 @@ impl<C: Checkpoints> Runner<C> {
             state,
             intents: plan.intents,
             outcomes: plan.outcomes,
-            events,
+            events: stored(&riding),
             approvals,
             handoff_reply: plan.handoff_reply,
         };
-        let done = match self.store.commit(&req).await {
+        let mut result = self.store.commit(&req).await;
+        if let (Err(CheckpointError::MissingObjects(why)), Some(taken)) = (&result, &mut taken) {
+            // An object of the snapshot was dropped meanwhile: upload what is missing and
+            // commit again, once; then without the snapshot, saying why.
+            let turn_seq = taken_turn(&req);
+            tracing::warn!(
+                "the store lost objects of turn {turn_seq}'s snapshot ({why}): uploading them again"
+            );
+            let again = match self.snapshots.upload(&self.store, taken).await {
+                Ok(()) => {
+                    replace_snapshot_event(
+                        &mut riding,
+                        super::snapshots::taken_event(turn_seq, taken),
+                    );
+                    req.events = stored(&riding);
+                    self.store.commit(&req).await
+                }
+                Err(SnapshotError::Store(
+                    e @ (CheckpointError::Fenced(_)
+                    | CheckpointError::Purged(_)
+                    | CheckpointError::Unreachable(_)),
+                )) => Err(e),
+                Err(e) => Err(CheckpointError::MissingObjects(e.to_string())),
+            };
+            result = match again {
+                Err(CheckpointError::MissingObjects(why)) => {
+                    replace_snapshot_event(
+                        &mut riding,
+                        super::snapshots::skipped_event(
+                            turn_seq,
+                            format!(
+                                "the store lost objects of the snapshot twice while the turn ended ({why})"
+                            ),
+                        ),
+                    );
+                    if let Some(end) = &mut req.turn_end {
+                        end.snapshot = None;
+                    }
+                    req.events = stored(&riding);
+                    self.store.commit(&req).await
+                }
+                other => other,
+            };
+        }
+        let done = match result {
             Ok(done) => {
                 self.events.settle(Vec::new()).await;
                 for e in std::iter::once(&checkpoint).chain(&riding) {
@@ -132,6 +192,25 @@ impl<C: Checkpoints> Runner<C> {
             done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
         }
         e
+    }
+}
+
+/// The turn a commit ends.
+fn taken_turn(req: &CommitRequest) -> u64 {
+    req.turn_end
+        .as_ref()
+        .map_or(req.state.turn_seq, |t| t.turn_seq)
+}
+
+/// Puts `event` where the snapshot's event rides.
+fn replace_snapshot_event(riding: &mut [TraceEvent], event: TraceEvent) {
+    if let Some(e) = riding.iter_mut().find(|e| {
+        matches!(
+            e,
+            TraceEvent::SnapshotTaken(_) | TraceEvent::SnapshotSkipped(_)
+        )
+    }) {
+        *e = event;
     }
 }
 

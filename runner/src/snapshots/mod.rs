@@ -111,6 +111,11 @@ impl Snapshotter {
             .unwrap_or(false)
     }
 
+    /// Removes what a restore staged (after a stage that failed: nothing will apply it).
+    pub fn discard_staging(&self) {
+        let _ = std::fs::remove_dir_all(self.reserved().join(STAGING));
+    }
+
     fn reserved(&self) -> PathBuf {
         self.root.join(RESERVED_DIR)
     }
