@@ -60,6 +60,9 @@ struct Shared {
     decided: Notify,
     /// Every object stored, in order.
     puts: Mutex<Vec<(ObjectId, ObjectKind)>>,
+    /// An object the store loses just before each of the next N commits that end a turn with
+    /// a snapshot (a snapshot's object dropped while the runner uploaded).
+    lose: Mutex<Option<(ObjectId, u32)>>,
 }
 
 impl TestStore {
@@ -79,6 +82,7 @@ impl TestStore {
                 approvals: Mutex::new(Vec::new()),
                 decided: Notify::new(),
                 puts: Mutex::new(Vec::new()),
+                lose: Mutex::new(None),
             }),
         }
     }
@@ -172,6 +176,12 @@ impl TestStore {
     /// Forgets a stored object (a dropped snapshot's).
     pub(super) fn drop_object(&self, id: &ObjectId) {
         self.memory.drop_object(id);
+    }
+
+    /// Loses `id` just before each of the next `times` commits that end a turn with a
+    /// snapshot.
+    pub(super) fn lose_at_turn_ends(&self, id: ObjectId, times: u32) {
+        *self.shared.lose.lock().unwrap() = Some((id, times));
     }
 
     /// Puts a `rewind` control to turn `to_turn` in the inbox (queued by `ana`).
@@ -290,6 +300,19 @@ impl Checkpoints for TestStore {
         let n = self.commits() + 1;
         if *self.shared.hold.lock().unwrap() == Some(n) {
             std::future::pending::<()>().await;
+        }
+        if request
+            .turn_end
+            .as_ref()
+            .is_some_and(|t| t.snapshot.is_some())
+        {
+            let mut lose = self.shared.lose.lock().unwrap();
+            if let Some((id, times)) = lose.as_mut()
+                && *times > 0
+            {
+                *times -= 1;
+                self.memory.drop_object(id);
+            }
         }
         let done = self.memory.commit(request).await?;
         self.keep_approvals(request);
@@ -495,6 +518,8 @@ impl Driver {
         let _ = self.task.await;
     }
 }
+
+mod snapshots;
 
 mod tests {
     use super::*;
