@@ -2,13 +2,16 @@
 //! the requests to people it makes (ID, masked arguments, hash), and the ledger check after it.
 
 use ninetrix_proto::ApprovalId;
-use ninetrix_proto::api::{ApprovalKind, CommitRequest, NewApproval, ThreadStatus, ToolCallStatus};
+use ninetrix_proto::api::{
+    ApprovalKind, CommitRequest, CommitResponse, NewApproval, NewEvent, ThreadStatus,
+    ToolCallStatus,
+};
 use ninetrix_proto::events::{self as ev, TraceEvent};
 use sha2::{Digest, Sha256};
 
 use crate::checkpoints::{CheckpointError, Checkpoints};
 use crate::engine::{ApprovalAsk, CommitPlan};
-use crate::snapshots::SnapshotError;
+use crate::snapshots::{SnapshotError, Taken};
 use crate::tools;
 
 use super::{Runner, Stop};
@@ -94,47 +97,10 @@ impl<C: Checkpoints> Runner<C> {
         };
         let mut result = self.store.commit(&req).await;
         if let (Err(CheckpointError::MissingObjects(why)), Some(taken)) = (&result, &mut taken) {
-            // An object of the snapshot was dropped meanwhile: upload what is missing and
-            // commit again, once; then without the snapshot, saying why.
-            let turn_seq = taken_turn(&req);
-            tracing::warn!(
-                "the store lost objects of turn {turn_seq}'s snapshot ({why}): uploading them again"
-            );
-            let again = match self.snapshots.upload(&self.store, taken).await {
-                Ok(()) => {
-                    replace_snapshot_event(
-                        &mut riding,
-                        super::snapshots::taken_event(turn_seq, taken),
-                    );
-                    req.events = stored(&riding);
-                    self.store.commit(&req).await
-                }
-                Err(SnapshotError::Store(
-                    e @ (CheckpointError::Fenced(_)
-                    | CheckpointError::Purged(_)
-                    | CheckpointError::Unreachable(_)),
-                )) => Err(e),
-                Err(e) => Err(CheckpointError::MissingObjects(e.to_string())),
-            };
-            result = match again {
-                Err(CheckpointError::MissingObjects(why)) => {
-                    replace_snapshot_event(
-                        &mut riding,
-                        super::snapshots::skipped_event(
-                            turn_seq,
-                            format!(
-                                "the store lost objects of the snapshot twice while the turn ended ({why})"
-                            ),
-                        ),
-                    );
-                    if let Some(end) = &mut req.turn_end {
-                        end.snapshot = None;
-                    }
-                    req.events = stored(&riding);
-                    self.store.commit(&req).await
-                }
-                other => other,
-            };
+            let why = why.clone();
+            result = self
+                .commit_again(&mut req, taken, &mut riding, &stored, &why)
+                .await;
         }
         let done = match result {
             Ok(done) => {
@@ -167,6 +133,52 @@ impl<C: Checkpoints> Runner<C> {
         Ok(())
     }
 
+    /// A turn's end whose snapshot lost an object before its commit (`why`): what is missing
+    /// is uploaded and the commit sent again, once; then it is sent without the snapshot, with
+    /// a `snapshot_skipped` saying why instead of its `snapshot_taken`.
+    async fn commit_again(
+        &mut self,
+        req: &mut CommitRequest,
+        taken: &mut Taken,
+        riding: &mut [TraceEvent],
+        stored: &impl Fn(&[TraceEvent]) -> Vec<NewEvent>,
+        why: &str,
+    ) -> Result<CommitResponse, CheckpointError> {
+        let turn_seq = req
+            .turn_end
+            .as_ref()
+            .map_or(req.state.turn_seq, |t| t.turn_seq);
+        tracing::warn!(
+            "the store lost objects of turn {turn_seq}'s snapshot ({why}): uploading them again"
+        );
+        let again = match self.snapshots.upload(&self.store, taken).await {
+            Ok(()) => {
+                replace_snapshot_event(riding, super::snapshots::taken_event(turn_seq, taken));
+                req.events = stored(riding);
+                self.store.commit(req).await
+            }
+            Err(SnapshotError::Store(
+                e @ (CheckpointError::Fenced(_)
+                | CheckpointError::Purged(_)
+                | CheckpointError::Unreachable(_)),
+            )) => Err(e),
+            Err(e) => Err(CheckpointError::MissingObjects(e.to_string())),
+        };
+        let Err(CheckpointError::MissingObjects(why)) = again else {
+            return again;
+        };
+        let skipped = super::snapshots::skipped_event(
+            turn_seq,
+            format!("the store lost objects of the snapshot twice while the turn ended ({why})"),
+        );
+        replace_snapshot_event(riding, skipped);
+        if let Some(end) = &mut req.turn_end {
+            end.snapshot = None;
+        }
+        req.events = stored(riding);
+        self.store.commit(req).await
+    }
+
     /// The stored form of a request to a person: a new ID, the arguments masked for people, and
     /// the hash of the arguments as the model gave them.
     pub(super) fn request(&self, ask: &ApprovalAsk) -> NewApproval {
@@ -193,13 +205,6 @@ impl<C: Checkpoints> Runner<C> {
         }
         e
     }
-}
-
-/// The turn a commit ends.
-fn taken_turn(req: &CommitRequest) -> u64 {
-    req.turn_end
-        .as_ref()
-        .map_or(req.state.turn_seq, |t| t.turn_seq)
 }
 
 /// Puts `event` where the snapshot's event rides.
