@@ -1066,4 +1066,91 @@ mod tests {
             Err(CheckpointError::NoLedgerEntry(_))
         ));
     }
+
+    #[tokio::test]
+    async fn memory_keeps_objects_by_the_apis_rules_and_answers_turn_points() {
+        use ninetrix_proto::snapshots::{FileEntry, build};
+        let store = MemoryCheckpoints::new(ThreadId::new_v7());
+        let tree = build(vec![FileEntry {
+            path: "a".into(),
+            mode: 0o644,
+            size: 1,
+            blob: ObjectId::of(b"x"),
+        }]);
+        let (root, node) = tree.nodes[0].clone();
+        // A node before its blob, and bytes that are not their ID, are refused.
+        assert!(matches!(
+            store
+                .put_object(&root, ObjectKind::Node, node.clone())
+                .await,
+            Err(CheckpointError::MissingObjects(_))
+        ));
+        assert!(matches!(
+            store
+                .put_object(&root, ObjectKind::Blob, b"y".to_vec())
+                .await,
+            Err(CheckpointError::Refused(_))
+        ));
+        let blob = ObjectId::of(b"x");
+        assert_eq!(
+            store
+                .missing_objects(vec![blob.clone(), root.clone()])
+                .await
+                .unwrap(),
+            [blob.clone(), root.clone()]
+        );
+        store
+            .put_object(&blob, ObjectKind::Blob, b"x".to_vec())
+            .await
+            .unwrap();
+        store
+            .put_object(&root, ObjectKind::Node, node)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .missing_objects(vec![blob.clone(), root.clone()])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.get_object(&blob).await.unwrap(), b"x");
+
+        // A turn's end is recorded by its commit; one naming a lost object is refused whole.
+        store.claim(&ClaimRequest::default()).await.unwrap();
+        let mut end = write(1, 0);
+        end.state.turn_seq = 1;
+        end.turn_end = Some(TurnEnd {
+            turn_seq: 1,
+            snapshot: Some(tree.snapshot.clone()),
+            keep_turns: Some(1),
+        });
+        store.commit(&end).await.unwrap();
+        let point = store.turn_point(1).await.unwrap();
+        assert_eq!(point.snapshot, Some(tree.snapshot.clone()));
+        assert_eq!(point.history.len(), 1);
+        assert!(matches!(
+            store.turn_point(2).await,
+            Err(CheckpointError::NotFound(_))
+        ));
+        store.drop_object(&blob);
+        let mut again = write(1, 1);
+        again.turn_end = Some(TurnEnd {
+            turn_seq: 2,
+            ..end.turn_end.clone().unwrap()
+        });
+        assert!(matches!(
+            store.commit(&again).await,
+            Err(CheckpointError::MissingObjects(_))
+        ));
+        assert_eq!(store.latest().await.unwrap().unwrap().version, 1);
+        // keep_turns: 1 drops turn 1's snapshot once turn 2 has one.
+        store
+            .put_object(&blob, ObjectKind::Blob, b"x".to_vec())
+            .await
+            .unwrap();
+        store.commit(&again).await.unwrap();
+        let point = store.turn_point(1).await.unwrap();
+        assert!(point.snapshot_dropped && point.snapshot.is_none());
+    }
 }
