@@ -20,8 +20,9 @@ use ninetrix_proto::api::{
     Approval, CheckpointState, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse,
     EventsRequest, Handoff, HandoffRequest, InboxMessage, LeaseRelease, LeaseRenewed, LeaseRequest,
     LeaseResponse, MemoryOpRequest, MemoryOpResult, NewEvent, ThreadState, ToolCallRecord,
-    ToolCallStatus,
+    ToolCallStatus, TurnEnd, TurnPoint, UndoneEffect, not_undone,
 };
+use ninetrix_proto::snapshots::{Node, ObjectId, ObjectKind, SnapshotRef};
 use ninetrix_proto::{LeaseId, Message, ThreadId};
 
 /// How many inbox messages one read takes (the API's most): enough to see an urgent message
@@ -57,6 +58,13 @@ pub enum CheckpointError {
     /// The store has no API behind it (a batch job run in memory) and this needs one.
     #[error("{0}")]
     NoApi(String),
+    /// A snapshot names objects the store does not have (409 `missing_objects`): upload them
+    /// and ask again. An answer, not an outage.
+    #[error("objects missing from the store: {0}")]
+    MissingObjects(String),
+    /// The store has no such object or turn (404 `not_found`). An answer, not an outage.
+    #[error("not found: {0}")]
+    NotFound(String),
 }
 
 impl From<ClientError> for CheckpointError {
@@ -70,6 +78,7 @@ impl From<ClientError> for CheckpointError {
             Some(ErrorCode::VersionConflict) => CheckpointError::VersionConflict(message),
             Some(ErrorCode::AlreadyCompleted) => CheckpointError::AlreadyCompleted(message),
             Some(ErrorCode::Purged) => CheckpointError::Purged(message),
+            Some(ErrorCode::MissingObjects) => CheckpointError::MissingObjects(message),
             _ => CheckpointError::Refused(e),
         }
     }
@@ -124,6 +133,31 @@ pub trait Checkpoints: Clone + Send + Sync + 'static {
         after: u64,
         wait: Duration,
     ) -> impl Future<Output = Result<Vec<InboxMessage>, CheckpointError>> + Send;
+    /// What a rewind to the end of turn `turn_seq` goes back to: its history, state and
+    /// snapshot, and the later effects going back does not undo (`NotFound`: no such turn).
+    fn turn_point(
+        &self,
+        turn_seq: u64,
+    ) -> impl Future<Output = Result<TurnPoint, CheckpointError>> + Send;
+    /// Which of `ids` (at most [`ninetrix_proto::snapshots::MAX_IDS_PER_REQUEST`]) the store
+    /// lacks, in the order asked.
+    fn missing_objects(
+        &self,
+        ids: Vec<ObjectId>,
+    ) -> impl Future<Output = Result<Vec<ObjectId>, CheckpointError>> + Send;
+    /// Stores one object (`id` is the SHA-256 of `bytes`; a node's objects are stored first,
+    /// else `MissingObjects`). Storing one again is harmless.
+    fn put_object(
+        &self,
+        id: &ObjectId,
+        kind: ObjectKind,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send;
+    /// One object's bytes (`NotFound`: the store does not have it).
+    fn get_object(
+        &self,
+        id: &ObjectId,
+    ) -> impl Future<Output = Result<Vec<u8>, CheckpointError>> + Send;
     /// Appends trace events: one attempt with a short timeout (events never hold up a turn).
     fn events(
         &self,
@@ -412,6 +446,34 @@ impl Checkpoints for HttpCheckpoints {
             .await
     }
 
+    async fn turn_point(&self, turn_seq: u64) -> Result<TurnPoint, CheckpointError> {
+        self.retrying(|| self.client.turn_point(self.thread, turn_seq))
+            .await
+            .map_err(not_found)
+    }
+
+    async fn missing_objects(&self, ids: Vec<ObjectId>) -> Result<Vec<ObjectId>, CheckpointError> {
+        self.retrying(|| self.client.missing_objects(self.thread, ids.clone()))
+            .await
+    }
+
+    /// Retried like every other call: storing an object again is harmless.
+    async fn put_object(
+        &self,
+        id: &ObjectId,
+        kind: ObjectKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        self.retrying(|| self.client.put_object(self.thread, id, kind, bytes.clone()))
+            .await
+    }
+
+    async fn get_object(&self, id: &ObjectId) -> Result<Vec<u8>, CheckpointError> {
+        self.retrying(|| self.client.get_object(self.thread, id))
+            .await
+            .map_err(not_found)
+    }
+
     /// Retried like every other call: the API applies a command once per `op_key`, so a retry
     /// whose first attempt was applied (its answer lost) gets that attempt's result.
     async fn memory(&self, request: &MemoryOpRequest) -> Result<MemoryOpResult, CheckpointError> {
@@ -439,6 +501,16 @@ impl Checkpoints for HttpCheckpoints {
                 e if e.is_transient() => CheckpointError::Unreachable(e.to_string()),
                 e => e.into(),
             })
+    }
+}
+
+/// A 404 of a turn or an object as the answer it is.
+fn not_found(e: CheckpointError) -> CheckpointError {
+    match e {
+        CheckpointError::Refused(e) if e.code() == Some(&ErrorCode::NotFound) => {
+            CheckpointError::NotFound(api_failure_text(&e))
+        }
+        other => other,
     }
 }
 
@@ -514,6 +586,19 @@ struct Memory {
     history: Vec<Message>,
     state: CheckpointState,
     ledger: HashMap<String, ToolCallRecord>,
+    /// Snapshot objects by ID.
+    objects: HashMap<ObjectId, Vec<u8>>,
+    /// Each ended turn (by its number), as its commit's `turn_end` recorded it.
+    turns: std::collections::BTreeMap<u64, EndedTurn>,
+}
+
+/// A turn's end as the store keeps it: what a rewind to it goes back to.
+#[derive(Clone, Debug)]
+struct EndedTurn {
+    history: Vec<Message>,
+    state: CheckpointState,
+    snapshot: Option<SnapshotRef>,
+    dropped: bool,
 }
 
 impl MemoryCheckpoints {
@@ -527,6 +612,8 @@ impl MemoryCheckpoints {
             history: Vec::new(),
             state: CheckpointState::default(),
             ledger: HashMap::new(),
+            objects: HashMap::new(),
+            turns: std::collections::BTreeMap::new(),
         };
         Self {
             inner: Arc::new(Mutex::new(memory)),
@@ -539,6 +626,60 @@ impl MemoryCheckpoints {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forgets a stored object, as the API's collection of dropped snapshots would (for tests
+    /// of a commit whose snapshot lost an object meanwhile).
+    pub fn drop_object(&self, id: &ObjectId) {
+        self.lock().objects.remove(id);
+    }
+
+    /// The first object under `root` the store lacks, if any (a node that does not decode
+    /// counts as missing: it cannot name what is below it).
+    fn first_missing(m: &Memory, root: &ObjectId) -> Option<ObjectId> {
+        let mut stack = vec![root.clone()];
+        while let Some(id) = stack.pop() {
+            let Some(bytes) = m.objects.get(&id) else {
+                return Some(id);
+            };
+            match Node::decode(bytes) {
+                Ok(Node::Leaf(files)) => {
+                    if let Some(f) = files.iter().find(|f| !m.objects.contains_key(&f.blob)) {
+                        return Some(f.blob.clone());
+                    }
+                }
+                Ok(Node::Branch(children)) => stack.extend(children.into_iter().map(|c| c.id)),
+                Err(_) => return Some(id),
+            }
+        }
+        None
+    }
+
+    /// Records a turn's end (after its commit is applied) and drops the snapshots older than
+    /// the last `keep_turns` turns that have one.
+    fn end_turn(m: &mut Memory, end: &TurnEnd) {
+        let ended = EndedTurn {
+            history: m.history.clone(),
+            state: m.state.clone(),
+            snapshot: end.snapshot.clone(),
+            dropped: false,
+        };
+        m.turns.insert(end.turn_seq, ended);
+        if let Some(keep) = end.keep_turns {
+            let keep = keep as usize;
+            let mut with: Vec<u64> = m
+                .turns
+                .iter()
+                .filter(|(_, t)| t.snapshot.is_some() && !t.dropped)
+                .map(|(n, _)| *n)
+                .collect();
+            with.reverse();
+            for n in with.into_iter().skip(keep) {
+                if let Some(t) = m.turns.get_mut(&n) {
+                    t.dropped = true;
+                }
+            }
+        }
     }
 
     fn fence(m: &Memory, epoch: u64) -> Result<(), CheckpointError> {
@@ -583,6 +724,17 @@ impl Checkpoints for MemoryCheckpoints {
             return Err(CheckpointError::VersionConflict(format!(
                 "parent {} is not the latest version {}",
                 request.parent_version, m.version
+            )));
+        }
+        if let Some(root) = request
+            .turn_end
+            .as_ref()
+            .and_then(|t| t.snapshot.as_ref())
+            .map(|s| &s.root)
+            && let Some(missing) = Self::first_missing(&m, root)
+        {
+            return Err(CheckpointError::MissingObjects(format!(
+                "the snapshot {root} names {missing}, which is not stored"
             )));
         }
         let mut ledger = m.ledger.clone();
@@ -637,6 +789,9 @@ impl Checkpoints for MemoryCheckpoints {
         m.state = request.state.clone();
         m.ledger = ledger;
         m.version += 1;
+        if let Some(end) = &request.turn_end {
+            Self::end_turn(&mut m, end);
+        }
         Ok(CommitResponse {
             version: m.version,
             history_len: m.history.len() as u64,
@@ -651,6 +806,84 @@ impl Checkpoints for MemoryCheckpoints {
             .filter(|r| r.turn_seq == turn_seq)
             .cloned()
             .collect())
+    }
+
+    /// The turn as its end was recorded, with the effects of every later turn (by number: turn
+    /// numbers only grow) that going back does not undo.
+    async fn turn_point(&self, turn_seq: u64) -> Result<TurnPoint, CheckpointError> {
+        let m = self.lock();
+        let Some(turn) = m.turns.get(&turn_seq) else {
+            return Err(CheckpointError::NotFound(format!(
+                "turn {turn_seq} has not ended in this thread"
+            )));
+        };
+        let restored = turn.snapshot.is_some() && !turn.dropped;
+        let mut later: Vec<&ToolCallRecord> = m
+            .ledger
+            .values()
+            .filter(|r| r.turn_seq > turn_seq && not_undone(r, restored))
+            .collect();
+        later.sort_by_key(|r| (r.turn_seq, r.created_at));
+        Ok(TurnPoint {
+            turn_seq,
+            history: turn.history.clone(),
+            state: turn.state.clone(),
+            snapshot: turn.snapshot.clone().filter(|_| !turn.dropped),
+            snapshot_dropped: turn.dropped,
+            undone: later.into_iter().map(UndoneEffect::of).collect(),
+        })
+    }
+
+    async fn missing_objects(&self, ids: Vec<ObjectId>) -> Result<Vec<ObjectId>, CheckpointError> {
+        let m = self.lock();
+        Ok(ids
+            .into_iter()
+            .filter(|id| !m.objects.contains_key(id))
+            .collect())
+    }
+
+    /// The API's rules: the ID is the bytes' SHA-256, a node decodes and names only stored
+    /// objects.
+    async fn put_object(
+        &self,
+        id: &ObjectId,
+        kind: ObjectKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        let mut m = self.lock();
+        if ObjectId::of(&bytes) != *id {
+            return Err(CheckpointError::Refused(ClientError::Api {
+                status: 400,
+                code: ErrorCode::Other("bad_object".into()),
+                message: format!("object {id} is not the SHA-256 of its bytes"),
+                running: None,
+            }));
+        }
+        if kind == ObjectKind::Node {
+            let node = Node::decode(&bytes).map_err(|why| {
+                CheckpointError::Refused(ClientError::Api {
+                    status: 400,
+                    code: ErrorCode::Other("bad_object".into()),
+                    message: why,
+                    running: None,
+                })
+            })?;
+            if let Some(missing) = node.refs().into_iter().find(|r| !m.objects.contains_key(r)) {
+                return Err(CheckpointError::MissingObjects(format!(
+                    "node {id} names {missing}, which is not stored"
+                )));
+            }
+        }
+        m.objects.insert(id.clone(), bytes);
+        Ok(())
+    }
+
+    async fn get_object(&self, id: &ObjectId) -> Result<Vec<u8>, CheckpointError> {
+        self.lock()
+            .objects
+            .get(id)
+            .cloned()
+            .ok_or_else(|| CheckpointError::NotFound(format!("object {id} is not stored")))
     }
 
     /// Nobody can decide a request without the API: a turn that asks a person cannot go on.
@@ -832,5 +1065,92 @@ mod tests {
             store.commit(&step).await,
             Err(CheckpointError::NoLedgerEntry(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn memory_keeps_objects_by_the_apis_rules_and_answers_turn_points() {
+        use ninetrix_proto::snapshots::{FileEntry, build};
+        let store = MemoryCheckpoints::new(ThreadId::new_v7());
+        let tree = build(vec![FileEntry {
+            path: "a".into(),
+            mode: 0o644,
+            size: 1,
+            blob: ObjectId::of(b"x"),
+        }]);
+        let (root, node) = tree.nodes[0].clone();
+        // A node before its blob, and bytes that are not their ID, are refused.
+        assert!(matches!(
+            store
+                .put_object(&root, ObjectKind::Node, node.clone())
+                .await,
+            Err(CheckpointError::MissingObjects(_))
+        ));
+        assert!(matches!(
+            store
+                .put_object(&root, ObjectKind::Blob, b"y".to_vec())
+                .await,
+            Err(CheckpointError::Refused(_))
+        ));
+        let blob = ObjectId::of(b"x");
+        assert_eq!(
+            store
+                .missing_objects(vec![blob.clone(), root.clone()])
+                .await
+                .unwrap(),
+            [blob.clone(), root.clone()]
+        );
+        store
+            .put_object(&blob, ObjectKind::Blob, b"x".to_vec())
+            .await
+            .unwrap();
+        store
+            .put_object(&root, ObjectKind::Node, node)
+            .await
+            .unwrap();
+        assert!(
+            store
+                .missing_objects(vec![blob.clone(), root.clone()])
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.get_object(&blob).await.unwrap(), b"x");
+
+        // A turn's end is recorded by its commit; one naming a lost object is refused whole.
+        store.claim(&ClaimRequest::default()).await.unwrap();
+        let mut end = write(1, 0);
+        end.state.turn_seq = 1;
+        end.turn_end = Some(TurnEnd {
+            turn_seq: 1,
+            snapshot: Some(tree.snapshot.clone()),
+            keep_turns: Some(1),
+        });
+        store.commit(&end).await.unwrap();
+        let point = store.turn_point(1).await.unwrap();
+        assert_eq!(point.snapshot, Some(tree.snapshot.clone()));
+        assert_eq!(point.history.len(), 1);
+        assert!(matches!(
+            store.turn_point(2).await,
+            Err(CheckpointError::NotFound(_))
+        ));
+        store.drop_object(&blob);
+        let mut again = write(1, 1);
+        again.turn_end = Some(TurnEnd {
+            turn_seq: 2,
+            ..end.turn_end.clone().unwrap()
+        });
+        assert!(matches!(
+            store.commit(&again).await,
+            Err(CheckpointError::MissingObjects(_))
+        ));
+        assert_eq!(store.latest().await.unwrap().unwrap().version, 1);
+        // keep_turns: 1 drops turn 1's snapshot once turn 2 has one.
+        store
+            .put_object(&blob, ObjectKind::Blob, b"x".to_vec())
+            .await
+            .unwrap();
+        store.commit(&again).await.unwrap();
+        let point = store.turn_point(1).await.unwrap();
+        assert!(point.snapshot_dropped && point.snapshot.is_none());
     }
 }

@@ -632,6 +632,32 @@ mod tests {
         async fn inbox(&self, _: u64, _: Duration) -> Result<Vec<InboxMessage>, CheckpointError> {
             unreachable!("the event sender only sends events")
         }
+        async fn turn_point(
+            &self,
+            _: u64,
+        ) -> Result<ninetrix_proto::api::TurnPoint, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn missing_objects(
+            &self,
+            _: Vec<ninetrix_proto::snapshots::ObjectId>,
+        ) -> Result<Vec<ninetrix_proto::snapshots::ObjectId>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn put_object(
+            &self,
+            _: &ninetrix_proto::snapshots::ObjectId,
+            _: ninetrix_proto::snapshots::ObjectKind,
+            _: Vec<u8>,
+        ) -> Result<(), CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
+        async fn get_object(
+            &self,
+            _: &ninetrix_proto::snapshots::ObjectId,
+        ) -> Result<Vec<u8>, CheckpointError> {
+            unreachable!("the event sender only sends events")
+        }
         async fn events(&self, _: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
             let mut stored = self.0.lock().unwrap();
             stored.extend(events.iter().map(numbered));

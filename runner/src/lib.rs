@@ -29,6 +29,7 @@ pub mod notify;
 pub mod process;
 pub mod replica;
 pub mod sessions;
+pub mod snapshots;
 pub mod telemetry;
 pub mod tools;
 

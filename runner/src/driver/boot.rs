@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ninetrix_proto::api::{ClaimRequest, ThreadStatus, TurnAttempt};
+use ninetrix_proto::api::{Approval, ClaimRequest, ThreadStatus, ToolCallRecord, TurnAttempt};
 use ninetrix_proto::events::{self as ev, TraceEvent};
 use tokio_util::sync::CancellationToken;
 
@@ -185,6 +185,11 @@ pub(super) async fn run_with<C: Checkpoints>(
         controls: None,
         read_ahead: Vec::new(),
         jobs: job_broker(&config, &http_for_jobs),
+        snapshots: crate::snapshots::Snapshotter::new(
+            &config.workspace,
+            super::snapshots::excluded(&config),
+        ),
+        staged: None,
         config,
     };
     runner.measure_overhead();
@@ -257,24 +262,9 @@ impl<C: Checkpoints> Runner<C> {
                 let in_turn =
                     matches!(s.state.status, ThreadStatus::InTurn | ThreadStatus::Waiting);
                 let (ledger, approvals) = if in_turn {
-                    let turn = s.state.turn_seq;
-                    let ledger = match self.store.turn_ledger(turn).await {
-                        Ok(records) => records,
-                        Err(e) => {
-                            return Err(self.stopped(Stop::Failure(format!(
-                                "cannot fetch the ledger of turn {turn}: {e}"
-                            ))));
-                        }
-                    };
-                    let approvals = match self.store.approvals(turn, 0, Duration::ZERO).await {
-                        Ok(a) => a,
-                        Err(e) => {
-                            return Err(self.stopped(Stop::Failure(format!(
-                                "cannot fetch the requests to people of turn {turn}: {e}"
-                            ))));
-                        }
-                    };
-                    (ledger, approvals)
+                    self.turn_records(s.state.turn_seq)
+                        .await
+                        .map_err(|stop| self.stopped(stop))?
                 } else {
                     (Vec::new(), Vec::new())
                 };
@@ -345,6 +335,11 @@ impl<C: Checkpoints> Runner<C> {
         if let Err(stop) = self.execute(restore).await {
             return Err(self.stopped(stop));
         }
+        // The files the checkpoint says the workspace holds (a fork's first boot, a rewind's
+        // restore a crash interrupted), before anything runs on them.
+        if let Err(stop) = self.restore_at_boot().await {
+            return Err(self.stopped(stop));
+        }
         let resuming = resume.first().and_then(|e| match e {
             Effect::Event(TraceEvent::TurnResumed(t)) => Some(t.turn_seq),
             _ => None,
@@ -359,6 +354,24 @@ impl<C: Checkpoints> Runner<C> {
             self.health.set(Activity::Resuming { turn });
         }
         Ok(resume)
+    }
+
+    /// The ledger records and the requests to people of the interrupted turn `turn`.
+    async fn turn_records(&self, turn: u64) -> Result<(Vec<ToolCallRecord>, Vec<Approval>), Stop> {
+        let ledger =
+            self.store.turn_ledger(turn).await.map_err(|e| {
+                Stop::Failure(format!("cannot fetch the ledger of turn {turn}: {e}"))
+            })?;
+        let approvals = self
+            .store
+            .approvals(turn, 0, Duration::ZERO)
+            .await
+            .map_err(|e| {
+                Stop::Failure(format!(
+                    "cannot fetch the requests to people of turn {turn}: {e}"
+                ))
+            })?;
+        Ok((ledger, approvals))
     }
 
     /// This runner's attempt at a turn it takes up now.

@@ -2,12 +2,16 @@
 //! the requests to people it makes (ID, masked arguments, hash), and the ledger check after it.
 
 use ninetrix_proto::ApprovalId;
-use ninetrix_proto::api::{ApprovalKind, CommitRequest, NewApproval, ThreadStatus, ToolCallStatus};
+use ninetrix_proto::api::{
+    ApprovalKind, CommitRequest, CommitResponse, NewApproval, NewEvent, ThreadStatus,
+    ToolCallStatus,
+};
 use ninetrix_proto::events::{self as ev, TraceEvent};
 use sha2::{Digest, Sha256};
 
-use crate::checkpoints::Checkpoints;
+use crate::checkpoints::{CheckpointError, Checkpoints};
 use crate::engine::{ApprovalAsk, CommitPlan};
+use crate::snapshots::{SnapshotError, Taken};
 use crate::tools;
 
 use super::{Runner, Stop};
@@ -26,6 +30,14 @@ impl<C: Checkpoints> Runner<C> {
         plan: CommitPlan,
         riding: Vec<TraceEvent>,
     ) -> Result<(), Stop> {
+        // The turn's end carries the workspace's snapshot, taken now; its event rides along.
+        let (turn_end, mut taken, snapshot_event) = match plan.ends_turn {
+            Some(turn_seq) => {
+                let (end, taken, event) = self.end_of_turn(turn_seq).await?;
+                (Some(end), taken, event)
+            }
+            None => (None, None, None),
+        };
         let queued = self.events.take().await;
         let checkpoint = TraceEvent::Checkpoint(ev::Checkpoint {
             version: self.version + 1,
@@ -50,21 +62,28 @@ impl<C: Checkpoints> Runner<C> {
                 })
             })
             .collect();
-        let riding: Vec<TraceEvent> = requested.into_iter().chain(riding).collect();
-        let mut events = queued.clone();
-        events.extend(
-            std::iter::once(&checkpoint)
-                .chain(&riding)
-                .map(|e| e.to_new_event(now)),
-        );
+        let mut riding: Vec<TraceEvent> = requested
+            .into_iter()
+            .chain(snapshot_event)
+            .chain(riding)
+            .collect();
+        let stored = |riding: &[TraceEvent]| {
+            let mut events = queued.clone();
+            events.extend(
+                std::iter::once(&checkpoint)
+                    .chain(riding)
+                    .map(|e| e.to_new_event(now)),
+            );
+            events
+        };
         let mut state = plan.state;
         state.attempt = if matches!(state.status, ThreadStatus::InTurn | ThreadStatus::Waiting) {
             self.attempt.clone()
         } else {
             None
         };
-        let req = CommitRequest {
-            turn_end: None,
+        let mut req = CommitRequest {
+            turn_end,
             epoch: self.epoch,
             parent_version: self.version,
             truncate_to: plan.truncate_to,
@@ -72,11 +91,18 @@ impl<C: Checkpoints> Runner<C> {
             state,
             intents: plan.intents,
             outcomes: plan.outcomes,
-            events,
+            events: stored(&riding),
             approvals,
             handoff_reply: plan.handoff_reply,
         };
-        let done = match self.store.commit(&req).await {
+        let mut result = self.store.commit(&req).await;
+        if let (Err(CheckpointError::MissingObjects(why)), Some(taken)) = (&result, &mut taken) {
+            let why = why.clone();
+            result = self
+                .commit_again(&mut req, taken, &mut riding, &stored, &why)
+                .await;
+        }
+        let done = match result {
             Ok(done) => {
                 self.events.settle(Vec::new()).await;
                 for e in std::iter::once(&checkpoint).chain(&riding) {
@@ -107,6 +133,52 @@ impl<C: Checkpoints> Runner<C> {
         Ok(())
     }
 
+    /// A turn's end whose snapshot lost an object before its commit (`why`): what is missing
+    /// is uploaded and the commit sent again, once; then it is sent without the snapshot, with
+    /// a `snapshot_skipped` saying why instead of its `snapshot_taken`.
+    async fn commit_again(
+        &mut self,
+        req: &mut CommitRequest,
+        taken: &mut Taken,
+        riding: &mut [TraceEvent],
+        stored: &impl Fn(&[TraceEvent]) -> Vec<NewEvent>,
+        why: &str,
+    ) -> Result<CommitResponse, CheckpointError> {
+        let turn_seq = req
+            .turn_end
+            .as_ref()
+            .map_or(req.state.turn_seq, |t| t.turn_seq);
+        tracing::warn!(
+            "the store lost objects of turn {turn_seq}'s snapshot ({why}): uploading them again"
+        );
+        let again = match self.snapshots.upload(&self.store, taken).await {
+            Ok(()) => {
+                replace_snapshot_event(riding, super::snapshots::taken_event(turn_seq, taken));
+                req.events = stored(riding);
+                self.store.commit(req).await
+            }
+            Err(SnapshotError::Store(
+                e @ (CheckpointError::Fenced(_)
+                | CheckpointError::Purged(_)
+                | CheckpointError::Unreachable(_)),
+            )) => Err(e),
+            Err(e) => Err(CheckpointError::MissingObjects(e.to_string())),
+        };
+        let Err(CheckpointError::MissingObjects(why)) = again else {
+            return again;
+        };
+        let skipped = super::snapshots::skipped_event(
+            turn_seq,
+            format!("the store lost objects of the snapshot twice while the turn ended ({why})"),
+        );
+        replace_snapshot_event(riding, skipped);
+        if let Some(end) = &mut req.turn_end {
+            end.snapshot = None;
+        }
+        req.events = stored(riding);
+        self.store.commit(req).await
+    }
+
     /// The stored form of a request to a person: a new ID, the arguments masked for people, and
     /// the hash of the arguments as the model gave them.
     pub(super) fn request(&self, ask: &ApprovalAsk) -> NewApproval {
@@ -132,6 +204,18 @@ impl<C: Checkpoints> Runner<C> {
             done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
         }
         e
+    }
+}
+
+/// Puts `event` where the snapshot's event rides.
+fn replace_snapshot_event(riding: &mut [TraceEvent], event: TraceEvent) {
+    if let Some(e) = riding.iter_mut().find(|e| {
+        matches!(
+            e,
+            TraceEvent::SnapshotTaken(_) | TraceEvent::SnapshotSkipped(_)
+        )
+    }) {
+        *e = event;
     }
 }
 

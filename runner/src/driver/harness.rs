@@ -16,9 +16,11 @@ use std::time::Duration;
 use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Handoff,
-    HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
+    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Control,
+    Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
+    TurnPoint,
 };
+use ninetrix_proto::snapshots::{ObjectId, ObjectKind};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -56,6 +58,11 @@ struct Shared {
     approvals: Mutex<Vec<Approval>>,
     /// Woken when a request is decided.
     decided: Notify,
+    /// Every object stored, in order.
+    puts: Mutex<Vec<(ObjectId, ObjectKind)>>,
+    /// An object the store loses just before each of the next N commits that end a turn with
+    /// a snapshot (a snapshot's object dropped while the runner uploaded).
+    lose: Mutex<Option<(ObjectId, u32)>>,
 }
 
 impl TestStore {
@@ -74,6 +81,8 @@ impl TestStore {
                 stored: watch::channel(0).0,
                 approvals: Mutex::new(Vec::new()),
                 decided: Notify::new(),
+                puts: Mutex::new(Vec::new()),
+                lose: Mutex::new(None),
             }),
         }
     }
@@ -157,6 +166,42 @@ impl TestStore {
                 raise: a.raise.clone(),
             });
         }
+    }
+
+    /// The objects stored so far, in order.
+    pub(super) fn puts(&self) -> Vec<(ObjectId, ObjectKind)> {
+        self.shared.puts.lock().unwrap().clone()
+    }
+
+    /// Forgets a stored object (a dropped snapshot's).
+    pub(super) fn drop_object(&self, id: &ObjectId) {
+        self.memory.drop_object(id);
+    }
+
+    /// Loses `id` just before each of the next `times` commits that end a turn with a
+    /// snapshot.
+    pub(super) fn lose_at_turn_ends(&self, id: ObjectId, times: u32) {
+        *self.shared.lose.lock().unwrap() = Some((id, times));
+    }
+
+    /// Puts a `rewind` control to turn `to_turn` in the inbox (queued by `ana`).
+    pub(super) fn rewind(&self, to_turn: u64) -> u64 {
+        let mut inbox = self.shared.inbox.lock().unwrap();
+        let seq = inbox.len() as u64 + 1;
+        inbox.push(InboxMessage {
+            seq,
+            content: String::new(),
+            dedupe_key: None,
+            created_at: chrono::Utc::now(),
+            handoff: None,
+            control: Some(Control::Rewind),
+            mode: ninetrix_proto::api::MessageMode::Queue,
+            by: Some("ana".to_string()),
+            to_turn: Some(to_turn),
+        });
+        drop(inbox);
+        self.shared.arrived.notify_waiters();
+        seq
     }
 
     /// Purges the thread: every later call answers `purged`, as the API's 410 does.
@@ -256,6 +301,19 @@ impl Checkpoints for TestStore {
         if *self.shared.hold.lock().unwrap() == Some(n) {
             std::future::pending::<()>().await;
         }
+        if request
+            .turn_end
+            .as_ref()
+            .is_some_and(|t| t.snapshot.is_some())
+        {
+            let mut lose = self.shared.lose.lock().unwrap();
+            if let Some((id, times)) = lose.as_mut()
+                && *times > 0
+            {
+                *times -= 1;
+                self.memory.drop_object(id);
+            }
+        }
         let done = self.memory.commit(request).await?;
         self.keep_approvals(request);
         self.shared.commits.send_replace(n);
@@ -338,6 +396,32 @@ impl Checkpoints for TestStore {
     async fn events(&self, _epoch: u64, events: Vec<NewEvent>) -> Result<(), CheckpointError> {
         self.store_events(events);
         Ok(())
+    }
+
+    async fn turn_point(&self, turn_seq: u64) -> Result<TurnPoint, CheckpointError> {
+        self.check()?;
+        self.memory.turn_point(turn_seq).await
+    }
+
+    async fn missing_objects(&self, ids: Vec<ObjectId>) -> Result<Vec<ObjectId>, CheckpointError> {
+        self.check()?;
+        self.memory.missing_objects(ids).await
+    }
+
+    async fn put_object(
+        &self,
+        id: &ObjectId,
+        kind: ObjectKind,
+        bytes: Vec<u8>,
+    ) -> Result<(), CheckpointError> {
+        self.check()?;
+        self.shared.puts.lock().unwrap().push((id.clone(), kind));
+        self.memory.put_object(id, kind, bytes).await
+    }
+
+    async fn get_object(&self, id: &ObjectId) -> Result<Vec<u8>, CheckpointError> {
+        self.check()?;
+        self.memory.get_object(id).await
     }
 }
 
@@ -434,6 +518,8 @@ impl Driver {
         let _ = self.task.await;
     }
 }
+
+mod snapshots;
 
 mod tests {
     use super::*;

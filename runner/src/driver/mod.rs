@@ -38,6 +38,7 @@ mod controls;
 #[cfg(test)]
 mod harness;
 mod jobs;
+mod snapshots;
 mod tool_calls;
 mod waits;
 
@@ -176,6 +177,10 @@ struct Runner<C: Checkpoints> {
     read_ahead: Vec<ninetrix_proto::api::InboxMessage>,
     /// The thread's background jobs, when the backend runs a job broker for the agent.
     jobs: Option<jobs::Jobs>,
+    /// The thread's workspace as snapshots see it (with the hashes this runner knows).
+    snapshots: crate::snapshots::Snapshotter,
+    /// The files a rewind staged, applied once its commit is stored.
+    staged: Option<crate::snapshots::Staged>,
 }
 
 /// Serves this runner's own thread until shutdown, fencing, a batch job's end, or a failure:
@@ -327,6 +332,7 @@ impl<C: Checkpoints> Runner<C> {
                     seq: message.seq,
                     control,
                     by: message.by.unwrap_or_else(|| inbox::ANONYMOUS.to_string()),
+                    to_turn: message.to_turn,
                 }),
                 None => {
                     self.read_ahead = messages;
@@ -499,6 +505,11 @@ impl<C: Checkpoints> Runner<C> {
                     };
                     queue.extend(self.engine.apply(input));
                 }
+                Effect::FetchTurnPoint { to_turn } => {
+                    let input = self.fetch_turn_point(to_turn).await?;
+                    queue.extend(self.engine.apply(input));
+                }
+                Effect::RestoreWorkspace(snapshot) => self.restore_workspace(snapshot).await?,
                 Effect::Event(e) => {
                     let e = self.stamped(e);
                     self.events.emit(e)

@@ -218,7 +218,13 @@ impl Engine {
 
     /// An instruction taken from the inbox between turns (`seq`): carried out, and the cursor
     /// moved past it in the same commit.
-    pub(super) fn on_control(&mut self, seq: u64, control: Control, by: String) -> Vec<Effect> {
+    pub(super) fn on_control(
+        &mut self,
+        seq: u64,
+        control: Control,
+        by: String,
+        to_turn: Option<u64>,
+    ) -> Vec<Effect> {
         if control == Control::Cancel {
             // Taken between turns: the turn it was sent for had ended.
             return self.cancel_missed(seq, by);
@@ -226,7 +232,7 @@ impl Engine {
         self.state.take(seq);
         match control {
             Control::Cancel => Vec::new(),
-            Control::Rewind => todo!("issue 41: the runner carries out a rewind"),
+            Control::Rewind => self.ask_rewind(to_turn),
             Control::Compact => {
                 let input = self.input_estimate();
                 let policy = &self.cfg.context;
@@ -649,6 +655,7 @@ mod tests {
             seq: 5,
             control: ninetrix_proto::api::Control::Compact,
             by: "ana".into(),
+            to_turn: None,
         });
         let Some(Effect::Compact { plan, .. }) = out.last() else {
             panic!("{:?}", kinds(&out))
@@ -669,6 +676,7 @@ mod tests {
             seq: 6,
             control: ninetrix_proto::api::Control::Compact,
             by: "ana".into(),
+            to_turn: None,
         });
         assert_eq!(kinds(&out), ["commit", "event:compaction_skipped"]);
         assert_eq!(commits(&out)[0].state.inbox_cursor, 6);
@@ -726,6 +734,7 @@ mod tests {
             seq: 4,
             control: ninetrix_proto::api::Control::Compact,
             by: "ana".into(),
+            to_turn: None,
         });
         let out = e.apply(summary(
             &"a summary far longer than one short turn ".repeat(20),

@@ -408,6 +408,7 @@ mod tests {
             seq: 2,
             control: ninetrix_proto::api::Control::Cancel,
             by: "ana".into(),
+            to_turn: None,
         });
         assert_eq!(kinds(&out), ["commit", "event:cancel_missed"]);
         assert_eq!(commits(&out)[0].state.inbox_cursor, 2);
@@ -594,6 +595,7 @@ mod tests {
                             seq: m.seq,
                             control,
                             by: "ana".into(),
+                            to_turn: None,
                         }),
                         None => {
                             self.steered.insert(m.seq, false);

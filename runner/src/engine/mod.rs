@@ -47,7 +47,8 @@
 //! - `delegation` — handoffs to collaborators: the chain, the batch, the answers;
 //! - `compaction` — the context window: when a round compacts first, the compaction's commit,
 //!   and a round the provider refused as too long;
-//! - `control` — control of a running turn: a steer joins it, an interrupt or a cancel stops it.
+//! - `control` — control of a running turn: a steer joins it, an interrupt or a cancel stops it;
+//! - `rewind` — a rewind between turns: the history of the turn gone back to, its commit.
 
 use std::collections::HashMap;
 
@@ -59,10 +60,12 @@ use ninetrix_proto::api::{
     CommitOutcome, HandoffOrigin, HandoffReply, OnBudgetExceeded, ThreadStatus, ToolCallRecord,
 };
 use ninetrix_proto::events::{StoppedBy, TraceEvent};
+use ninetrix_proto::snapshots::SnapshotRef;
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
 pub use budget::BUDGET_TOOL;
 pub use control::{not_run, stopped_while_running};
+pub use rewind::{RewindTo, common_prefix};
 
 use crate::context;
 use crate::ledger::{self, Decision, Entry};
@@ -74,6 +77,7 @@ mod compaction;
 mod control;
 mod delegation;
 mod restore;
+mod rewind;
 #[cfg(test)]
 mod testkit;
 mod turn;
@@ -223,7 +227,12 @@ pub enum Input {
         control: ninetrix_proto::api::Control,
         /// Who sent it (for a cancel).
         by: String,
+        /// The turn a rewind goes back to.
+        to_turn: Option<u64>,
     },
+    /// What an [`Effect::FetchTurnPoint`] found: the turn gone back to with its staged files,
+    /// or why the rewind cannot be done (then nothing changes).
+    Rewind(Result<RewindTo, String>),
     /// A message sent with mode `steer` while the turn runs: it joins the turn before its next
     /// model round (nothing, between turns: it is then the next turn's message).
     Steer {
@@ -365,6 +374,9 @@ pub struct CommitPlan {
     pub approvals: Vec<ApprovalAsk>,
     /// The reply to the handoff the turn did, on the commit that ends it.
     pub handoff_reply: Option<HandoffReply>,
+    /// On the commit that ends a turn: that turn (the driver adds the workspace's snapshot and
+    /// sends the turn's end with it).
+    pub ends_turn: Option<u64>,
 }
 
 /// Something the driver must do.
@@ -404,6 +416,15 @@ pub enum Effect {
         /// The summarising call's input (`None`: no model call, as for `clear_tool_results`).
         input: Option<Vec<Message>>,
     },
+    /// Fetch what a rewind goes back to (the end of `to_turn`) and stage its files, then
+    /// answer with [`Input::Rewind`].
+    FetchTurnPoint {
+        /// The turn.
+        to_turn: u64,
+    },
+    /// Make the workspace equal the snapshot staged for the rewind just committed (and mark
+    /// it so).
+    RestoreWorkspace(SnapshotRef),
     /// Emit a trace event.
     Event(TraceEvent),
     /// The turn is over.
@@ -461,6 +482,8 @@ pub struct Engine {
     /// The turn ends without its input, stored or not (a budget stopped it before the model
     /// answered it): see [`Engine::end_turn`].
     forget_input: bool,
+    /// The turn a rewind taken from the inbox goes back to, while the driver fetches it.
+    rewinding: Option<u64>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -514,6 +537,7 @@ impl Engine {
             stopping: None,
             steered: Vec::new(),
             forget_input: false,
+            rewinding: None,
         }
     }
 
@@ -551,7 +575,13 @@ impl Engine {
             }
             Input::ContextTooLong(why) => self.on_overflow(&why),
             Input::OverBudget(spent) => self.on_over_budget(spent),
-            Input::Control { seq, control, by } => self.on_control(seq, control, by),
+            Input::Control {
+                seq,
+                control,
+                by,
+                to_turn,
+            } => self.on_control(seq, control, by, to_turn),
+            Input::Rewind(found) => self.on_rewind(found),
             Input::Steer { seq, content } => self.on_steer(seq, content),
             Input::Stop(by) => self.on_stop(by),
             Input::Compacted(done) => self.on_compacted(done),
@@ -589,6 +619,7 @@ impl Engine {
             outcomes: std::mem::take(&mut self.outcomes),
             approvals: std::mem::take(&mut self.asks),
             handoff_reply: None,
+            ends_turn: None,
         }))
     }
 

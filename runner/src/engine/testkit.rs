@@ -96,6 +96,8 @@ pub(super) fn kinds(effects: &[Effect]) -> Vec<String> {
             Effect::AwaitApprovals { keys, .. } => format!("await:{}", keys.len()),
             Effect::Delegate { calls, .. } => format!("delegate:{}", calls.len()),
             Effect::Compact { plan, .. } => format!("compact:{}", plan.strategy.as_str()),
+            Effect::FetchTurnPoint { to_turn } => format!("turn_point:{to_turn}"),
+            Effect::RestoreWorkspace(_) => "restore".into(),
         })
         .collect()
 }

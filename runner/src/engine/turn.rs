@@ -51,6 +51,8 @@ impl Engine {
         self.state.take(seq);
         self.state.turn_message = Some(seq);
         self.state.next_message = None;
+        // A restored workspace is the turn's to change now.
+        self.state.workspace = None;
         let mut out = vec![event(TraceEvent::TurnStarted(TurnStarted {
             turn_seq: self.state.turn_seq,
             seq,
@@ -255,6 +257,9 @@ impl Engine {
         // A handed-over task's reply goes back with the step that ends the turn.
         let origin = self.state.handoff.take();
         let mut commit = self.commit();
+        if let Effect::Commit(plan) = &mut commit {
+            plan.ends_turn = Some(self.state.turn_seq);
+        }
         let mut out = Vec::new();
         let mut replied = None;
         if let (Some(origin), Effect::Commit(plan)) = (origin, &mut commit) {
