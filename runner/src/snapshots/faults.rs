@@ -5,10 +5,6 @@
 
 use std::path::Path;
 
-use ninetrix_proto::snapshots::RESERVED_DIR;
-
-use crate::jobs::faults::CRASH_AT_ENV;
-
 /// A rewind's files are staged; its commit is not made.
 pub const REWIND_BEFORE_COMMIT: &str = "rewind_before_commit";
 /// A rewind is committed; none of its files are applied.
@@ -23,18 +19,7 @@ pub async fn reached(point: &'static str, workspace: &Path) {
     if held::take(workspace, point) {
         std::future::pending::<()>().await;
     }
-    if std::env::var(CRASH_AT_ENV).ok().as_deref() != Some(point) {
-        return;
-    }
-    let dir = workspace.join(RESERVED_DIR);
-    let marker = dir.join(format!("crashed-at-{point}"));
-    if marker.exists() {
-        return;
-    }
-    let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(&marker, b"");
-    eprintln!("{CRASH_AT_ENV}={point}: aborting at the kill point");
-    std::process::abort();
+    crate::jobs::faults::crash(point, workspace);
 }
 
 /// Points held for a workspace (tests only).
