@@ -1,5 +1,6 @@
 //! The commit: one durable step of a runner — a version, ledger intents and outcomes, requests
-//! to people, events and a handoff's reply — checked first, then written in one transaction.
+//! to people, events, a handoff's reply and a turn's end (with its workspace snapshot) —
+//! checked first, then written in one transaction.
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{CommitRequest, CommitResponse, ErrorCode};
@@ -14,6 +15,7 @@ use super::events::insert_events;
 use super::handoffs::record_handoff_reply;
 use super::ledger::{IntentWrite, insert_intent, record_outcome, tool_call_row};
 use super::threads::fenced_thread;
+use super::turns::record_turn_end;
 
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
@@ -57,6 +59,16 @@ pub(crate) async fn commit<C: Conn>(
     check_approvals(&req.approvals)?;
     let thread = fenced_thread(c, id, req.epoch).await?;
     let created = append_version(c, id, &thread, &VersionWrite::from(req), now).await?;
+    if let Some(end) = &req.turn_end {
+        let last = req.append.last().map(|m| m.id.to_string());
+        let at = (
+            req.state.turn_seq,
+            created.version,
+            created.history_len,
+            last,
+        );
+        record_turn_end(c, id, &thread, end, at, now).await?;
+    }
     let mut keys = Vec::with_capacity(req.intents.len());
     for intent in &req.intents {
         let fields = IntentWrite {
