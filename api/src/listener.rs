@@ -869,8 +869,18 @@ mod tests {
         let path = "/v1/runners/threads/0193/objects/ab12";
         assert_eq!(limit_for(&Method::PUT, path, 100), object);
         assert_eq!(limit_for(&Method::POST, path, 100), 100);
-        assert_eq!(limit_for(&Method::PUT, "/v1/runners/threads/0193/objects/missing", 100), 100);
-        assert_eq!(limit_for(&Method::PUT, "/v1/runners/threads/0193/tool-calls/k", 100), 100);
+        assert_eq!(
+            limit_for(
+                &Method::PUT,
+                "/v1/runners/threads/0193/objects/missing",
+                100
+            ),
+            100
+        );
+        assert_eq!(
+            limit_for(&Method::PUT, "/v1/runners/threads/0193/tool-calls/k", 100),
+            100
+        );
     }
 
     #[test]

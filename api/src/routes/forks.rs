@@ -59,7 +59,9 @@ fn turn_field(field: &str, turn: u64) -> Result<u64, ApiError> {
         return Err(ApiError::Rejected {
             status: StatusCode::UNPROCESSABLE_ENTITY,
             code: ErrorCode::InvalidBody,
-            message: format!("`{field}` is a turn, 1 or more (GET /v1/threads/{{thread_id}}/turns lists them)"),
+            message: format!(
+                "`{field}` is a turn, 1 or more (GET /v1/threads/{{thread_id}}/turns lists them)"
+            ),
         });
     }
     Ok(turn)
@@ -162,7 +164,9 @@ pub(crate) async fn diff(
     State(app): State<App>,
     ApiPath((id, turn)): ApiPath<(ThreadId, u64)>,
 ) -> Result<axum::Json<TurnDiff>, ApiError> {
-    Ok(axum::Json(app.store.turn_diff(id, turn_param(turn)?).await?))
+    Ok(axum::Json(
+        app.store.turn_diff(id, turn_param(turn)?).await?,
+    ))
 }
 
 /// What a rewind to turn `turn` goes back to: the history and state at its end (from whichever
@@ -180,7 +184,9 @@ pub(crate) async fn turn_point(
     State(app): State<App>,
     ApiPath((_, turn)): ApiPath<(ThreadId, u64)>,
 ) -> Result<axum::Json<TurnPoint>, ApiError> {
-    Ok(axum::Json(app.store.turn_point(id, turn_param(turn)?).await?))
+    Ok(axum::Json(
+        app.store.turn_point(id, turn_param(turn)?).await?,
+    ))
 }
 
 /// Which of these objects the thread's pool does not store (at most 10,000 IDs), in the order
@@ -198,7 +204,9 @@ pub(crate) async fn missing_objects(
     State(app): State<App>,
     ApiJson(request): ApiJson<MissingObjectsRequest>,
 ) -> Result<axum::Json<MissingObjectsResponse>, ApiError> {
-    Ok(axum::Json(app.store.missing_objects(id, request.ids).await?))
+    Ok(axum::Json(
+        app.store.missing_objects(id, request.ids).await?,
+    ))
 }
 
 /// Query of an object upload.

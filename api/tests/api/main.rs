@@ -9,6 +9,7 @@ mod commit;
 mod conformance;
 mod console;
 mod deltas;
+mod fork_model;
 mod handoffs;
 mod identity;
 mod limits;
