@@ -10,6 +10,7 @@ mod conformance;
 mod console;
 mod deltas;
 mod fork_model;
+mod forks;
 mod handoffs;
 mod identity;
 mod limits;
