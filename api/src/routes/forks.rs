@@ -215,6 +215,7 @@ pub(crate) async fn missing_objects(
 #[serde(deny_unknown_fields)]
 pub(crate) struct KindQuery {
     /// What the object is: a file's bytes (`blob`) or a tree node (`node`).
+    #[param(inline)]
     kind: ObjectKind,
 }
 

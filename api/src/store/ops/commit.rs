@@ -17,6 +17,9 @@ use super::ledger::{IntentWrite, insert_intent, record_outcome, tool_call_row};
 use super::threads::fenced_thread;
 use super::turns::record_turn_end;
 
+/// The most turns `turn_end.keep_turns` may keep (its schema's maximum).
+const MAX_KEEP_TURNS: u32 = 1_000_000;
+
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
 pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
@@ -32,6 +35,16 @@ pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
             message: format!(
                 "`handoff_reply.cost_usd` must be a non-negative number, not {}",
                 reply.cost_usd
+            ),
+        });
+    }
+    if let Some(keep) = req.turn_end.as_ref().and_then(|end| end.keep_turns)
+        && !(1..=MAX_KEEP_TURNS).contains(&keep)
+    {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidBody,
+            message: format!(
+                "`turn_end.keep_turns` is {keep}; it is 1 to {MAX_KEEP_TURNS} (the turn that ends keeps its snapshot); leave it out to keep every snapshot"
             ),
         });
     }
