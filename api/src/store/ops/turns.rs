@@ -271,11 +271,11 @@ async fn turn_row<C: Conn>(
     } else {
         crate::store::conn::AssertSqlSafe(sql)
     };
-    Ok(query_as(sql)
+    query_as(sql)
         .bind(thread)
         .bind(turn)
         .fetch_optional(&mut *c)
-        .await?)
+        .await
 }
 
 /// Every ended turn of `thread`, by turn: its own, and for a fork its parent's up to the fork's
