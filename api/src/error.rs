@@ -124,7 +124,22 @@ impl ApiError {
                 StoreError::KeyReused(_) => {
                     (StatusCode::CONFLICT, ErrorCode::KeyReused, e.to_string())
                 }
-                StoreError::Busy { .. } => (StatusCode::CONFLICT, ErrorCode::Busy, e.to_string()),
+                StoreError::Busy { .. } | StoreError::RewindBusy { .. } => {
+                    (StatusCode::CONFLICT, ErrorCode::Busy, e.to_string())
+                }
+                StoreError::MissingObjects(_) => (
+                    StatusCode::CONFLICT,
+                    ErrorCode::MissingObjects,
+                    e.to_string(),
+                ),
+                StoreError::SnapshotDropped(_) => (
+                    StatusCode::CONFLICT,
+                    ErrorCode::SnapshotDropped,
+                    e.to_string(),
+                ),
+                StoreError::Absent(_) => {
+                    (StatusCode::NOT_FOUND, ErrorCode::NotFound, e.to_string())
+                }
                 StoreError::UnsupportedUrl | StoreError::Database(_) | StoreError::Corrupt(_) => (
                     StatusCode::INTERNAL_SERVER_ERROR,
                     ErrorCode::Internal,
@@ -142,7 +157,9 @@ impl IntoResponse for ApiError {
             tracing::error!(error = %self, "request failed");
         }
         let running = match &self {
-            ApiError::Store(StoreError::Busy { running, .. }) => Some(*running),
+            ApiError::Store(
+                StoreError::Busy { running, .. } | StoreError::RewindBusy { running, .. },
+            ) => Some(*running),
             _ => None,
         };
         (

@@ -64,6 +64,44 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// A raw body sent as `application/octet-stream` (a snapshot object).
+pub(crate) struct OctetStream(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for OctetStream {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let mime = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase());
+        if mime.as_deref() != Some("application/octet-stream") {
+            return Err(ApiError::Rejected {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                code: ErrorCode::UnsupportedMediaType,
+                message: "Expected request with `Content-Type: application/octet-stream` (the object's bytes)".into(),
+            });
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::Rejected {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    code: ErrorCode::TooLarge,
+                    message: "the object is larger than an object may be (32 MiB)".into(),
+                }
+            } else {
+                ApiError::BadRequest {
+                    code: ErrorCode::BadBody,
+                    message: rejection.body_text(),
+                }
+            }
+        })?;
+        Ok(OctetStream(bytes))
+    }
+}
+
 /// The JSON path (`append[2].blocks[0].text`, or `(key of) args` for an object key) of the first
 /// string in `body` that holds U+0000, if any. A raw NUL byte is not valid JSON, so only the
 /// escape `\u0000` can carry one: bodies without it are not parsed again.

@@ -19,6 +19,7 @@ pub mod console_sessions;
 pub mod error;
 mod extract;
 pub mod faults;
+mod fork_rules;
 mod hook_guard;
 mod hooks;
 mod hub;

@@ -276,6 +276,7 @@ pub(crate) async fn refuse_oversized(
     request: Request,
     next: Next,
 ) -> Response {
+    let limit = limit_for(request.method(), request.uri().path(), limit);
     match declared_length(&request) {
         Some(length) if length > limit as u64 => {
             let mut response = ApiError::Rejected {
@@ -292,6 +293,19 @@ pub(crate) async fn refuse_oversized(
             response
         }
         _ => next.run(request).await,
+    }
+}
+
+/// The body limit of a request: `--body-limit`, but for the upload of a snapshot object
+/// (`PUT /v1/runners/threads/{id}/objects/{object}`), whose limit is an object's.
+pub(crate) fn limit_for(method: &axum::http::Method, path: &str, limit: usize) -> usize {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let upload = method == axum::http::Method::PUT
+        && matches!(parts.as_slice(), ["v1", "runners", "threads", _, "objects", object] if *object != "missing");
+    if upload {
+        ninetrix_proto::snapshots::MAX_OBJECT_BYTES as usize
+    } else {
+        limit
     }
 }
 
@@ -845,6 +859,27 @@ mod tests {
                 .as_mut()
                 .poll(&mut Context::from_waker(waker))
                 .is_ready()
+        );
+    }
+
+    #[test]
+    fn only_an_object_upload_has_the_limit_of_an_object() {
+        use axum::http::Method;
+        let object = ninetrix_proto::snapshots::MAX_OBJECT_BYTES as usize;
+        let path = "/v1/runners/threads/0193/objects/ab12";
+        assert_eq!(limit_for(&Method::PUT, path, 100), object);
+        assert_eq!(limit_for(&Method::POST, path, 100), 100);
+        assert_eq!(
+            limit_for(
+                &Method::PUT,
+                "/v1/runners/threads/0193/objects/missing",
+                100
+            ),
+            100
+        );
+        assert_eq!(
+            limit_for(&Method::PUT, "/v1/runners/threads/0193/tool-calls/k", 100),
+            100
         );
     }
 

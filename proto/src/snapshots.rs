@@ -204,8 +204,12 @@ pub struct SnapshotRef {
     /// The root node.
     pub root: ObjectId,
     /// Files in it.
+    #[serde(deserialize_with = "crate::api::int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub files: u64,
     /// Their bytes.
+    #[serde(deserialize_with = "crate::api::int::stored")]
+    #[cfg_attr(feature = "openapi", schema(maximum = 9223372036854775807_i64))]
     pub bytes: u64,
 }
 

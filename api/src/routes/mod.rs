@@ -3,6 +3,7 @@
 
 mod admin;
 mod approvals;
+mod forks;
 mod handoffs;
 mod health;
 mod limits;
@@ -114,6 +115,7 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))
+        .merge(forks::routes())
 }
 
 /// The OpenAPI document, generated from the route annotations.

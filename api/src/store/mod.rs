@@ -22,14 +22,16 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, BudgetSpent, CancelRequest, CancelResponse, CheckpointCreated,
     CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest,
-    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, Handoff, HandoffRequest,
-    InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile, MemoryFileContent,
-    MemoryOpRequest, MemoryOpResult, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus,
-    ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent,
-    TriggerSet, TriggersApplied, VersionDetail, VersionSummary,
+    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, ForkRequest, ForkResponse,
+    Handoff, HandoffRequest, InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile,
+    MemoryFileContent, MemoryOpRequest, MemoryOpResult, MissingObjectsResponse, RewindQueued,
+    RewindRequest, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
+    ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent, TriggerSet,
+    TriggersApplied, TurnDiff, TurnList, TurnPoint, VersionDetail, VersionSummary,
 };
 
 pub use crate::limit_rules::LimiterKey;
+use ninetrix_proto::snapshots::{ObjectId, ObjectKind};
 use ninetrix_proto::{ApprovalId, LeaseId, ThreadId};
 pub use ops::Decided;
 pub use ops::LeaseOutcome;
@@ -131,6 +133,31 @@ pub enum StoreError {
         /// Whether that turn has started (else a message waits after the cursor for it).
         started: bool,
     },
+    /// A rewind found the thread in a turn or about to start one (409 `busy`, the body naming
+    /// the turn): nothing was queued.
+    #[error(
+        "thread {thread} is {} turn {} (message {}); a rewind is refused while a turn runs or messages wait: rewind once the thread is idle (or cancel the turn first)",
+        if *started { "in" } else { "about to start" },
+        running.turn_seq,
+        running.seq
+    )]
+    RewindBusy {
+        /// The thread.
+        thread: ThreadId,
+        /// The turn it is in, or about to start.
+        running: RunningTurn,
+        /// Whether that turn has started.
+        started: bool,
+    },
+    /// Objects a snapshot refers to are not stored (409 `missing_objects`): which, and what to do.
+    #[error("{0}")]
+    MissingObjects(String),
+    /// A fork or a rewind to a turn whose snapshot was dropped (409 `snapshot_dropped`).
+    #[error("{0}")]
+    SnapshotDropped(String),
+    /// Nothing there (404), with a message that says what there is instead.
+    #[error("{0}")]
+    Absent(String),
     /// A ledger key or an inbox `dedupe_key` is stored with another payload (409 `key_reused`).
     #[error("{0}")]
     KeyReused(String),
@@ -540,7 +567,39 @@ store_ops! {
         = |c| version(c, id, version);
 
     /// The ledger of a thread.
-    read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| tool_calls(c, id);
+    read fn tool_calls(id: ThreadId) -> Vec<ToolCallRecord> = |c| listed_tool_calls(c, id);
+
+    /// Forks the thread at the end of one of its turns (see `ops::fork`); also returns the
+    /// threads whose events changed.
+    write fn fork(parent: ThreadId, request: ForkRequest) -> (ForkResponse, Vec<ThreadId>)
+        = |c| fork(c, parent, &request, now_ms());
+
+    /// Queues a rewind of the thread to the end of one of its turns (see `ops::rewind`); also
+    /// returns whom to wake.
+    write fn rewind(id: ThreadId, request: RewindRequest) -> (RewindQueued, Wake)
+        = |c| rewind(c, id, &request, now_ms());
+
+    /// The thread's ended turns (a fork's shared turns included), its origin and its forks.
+    read fn turns(id: ThreadId) -> TurnList = |c| turns(c, id);
+
+    /// The history, state and snapshot at the end of turn `turn`, and the effects after it that
+    /// going back does not undo.
+    read fn turn_point(id: ThreadId, turn: u64) -> TurnPoint = |c| turn_point(c, id, turn);
+
+    /// The files turn `turn` changed.
+    read fn turn_diff(id: ThreadId, turn: u64) -> TurnDiff = |c| turn_diff(c, id, turn);
+
+    /// Which of `ids` the thread's pool does not store.
+    read fn missing_objects(id: ThreadId, ids: Vec<ObjectId>) -> MissingObjectsResponse
+        = |c| missing_objects(c, id, &ids);
+
+    /// Stores a snapshot object in the thread's pool, once (see `ops::put_object`).
+    write fn put_object(id: ThreadId, object: ObjectId, kind: ObjectKind, bytes: Vec<u8>) -> ()
+        = |c| put_object(c, id, &object, kind, &bytes, now_ms());
+
+    /// One object of the thread's pool.
+    read fn get_object(id: ThreadId, object: ObjectId) -> Option<Vec<u8>>
+        = |c| get_object(c, id, &object);
 
     /// The sessions of an agent that replica `replica` of `replicas` owns and that have work
     /// (messages after the cursor, or a turn in progress), each with its stored inbox cursor.

@@ -39,6 +39,9 @@ enum Access {
     Public,
 }
 
+/// The object the object routes name (the SHA-256 of `x`).
+const OBJECT: &str = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881";
+
 struct Route {
     method: Method,
     path: &'static str,
@@ -155,6 +158,65 @@ fn routes() -> Vec<Route> {
             access: Runner,
             ok: StatusCode::OK,
             body: none,
+        },
+        // Going back (issue 41): the thread has ended no turn, so the turn routes answer 404
+        // and a rewind finds its waiting message (409 busy) — past the access check all the
+        // same; an object upload sent as JSON is 415 once the caller may make it.
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/turns/1",
+            access: Runner,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/runners/threads/{t}/objects/missing",
+            access: Runner,
+            ok: StatusCode::OK,
+            body: |_| Some(json!({"ids": [OBJECT]})),
+        },
+        Route {
+            method: Method::PUT,
+            path: "/v1/runners/threads/{t}/objects/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881?kind=blob",
+            access: Runner,
+            ok: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            body: |_| Some(json!({})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/runners/threads/{t}/objects/2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881",
+            access: Runner,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/turns",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/turns/1/diff",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/threads/{t}/fork",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: |_| Some(json!({"at_turn": 1})),
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/threads/{t}/rewind",
+            access: Admin,
+            ok: StatusCode::CONFLICT,
+            body: |_| Some(json!({"to_turn": 1})),
         },
         Route {
             method: Method::POST,
@@ -750,7 +812,9 @@ async fn the_openapi_document_lists_every_route() {
                 .replace("pools/p/triggers", "pools/{pool}/triggers")
                 .replace("triggers/nightly", "triggers/{name}")
                 .replace("hooks/p/gh", "hooks/{pool}/{path}")
-                .replace("replicas/1", "replicas/{replica}");
+                .replace("replicas/1", "replicas/{replica}")
+                .replace(OBJECT, "{object}")
+                .replace("turns/1", "turns/{turn}");
             format!("{} {path}", r.method)
         })
         .collect();

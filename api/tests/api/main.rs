@@ -9,6 +9,8 @@ mod commit;
 mod conformance;
 mod console;
 mod deltas;
+mod fork_model;
+mod forks;
 mod handoffs;
 mod identity;
 mod limits;

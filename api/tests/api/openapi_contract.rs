@@ -46,7 +46,10 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   (`unlabelled_thread`, `memory_limit`): `POST …/memory` too (the memory tests check those);
 ///   and a message may not be a `cancel` (`control: cancel`: 422, a cancel has its own route),
 ///   which its schema does not state either: `POST /v1/threads/{id}/messages` too (the
-///   turn-control tests check it). A message sent with mode `reject` to a busy thread is `409
+///   turn-control tests check it); and a fork needs a thread with a pool and an agent
+///   (`unlabelled_thread`), an object upload bytes whose SHA-256 is the ID in its path (`422`,
+///   both hashes named): `POST /v1/threads/{id}/fork` and `PUT …/objects/{object}` too (the fork
+///   tests check those). A message sent with mode `reject` to a busy thread is `409
 ///   busy`, which depends on the thread's state like the other 409s. A model lease's budgets
 ///   name a time zone the IANA database must know (`422`, the field named): `POST
 ///   …/model-leases` too (the limits tests check it);
@@ -59,7 +62,7 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/messages|PUT /v1/pools/[^/]+/triggers)$'\n\
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/(messages|fork)|PUT /v1/pools/[^/]+/triggers|PUT /v1/runners/threads/[^/]+/objects/[^/]+)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n\
     [[operations]]\n\
     include-name-regex = '^GET /v1/threads/[^/]+/spend$'\n\

@@ -4,9 +4,10 @@
 //! rusqlite connection of SQLite's writer thread (`rsq.rs`). So every operation is one ordinary
 //! generic function, and the backend is the connection it is called with.
 //!
-//! Arguments are integers and text, either of which may be NULL: everything the schema stores is
-//! BIGINT or text (JSON is text, times are Unix milliseconds). A NULL keeps its type, so Postgres
-//! is told the same parameter types as when each value was bound to sqlx directly.
+//! Arguments are integers, text and bytes, any of which may be NULL: everything the schema stores
+//! is BIGINT or text (JSON is text, times are Unix milliseconds), but for the bytes of snapshot
+//! objects (BLOB on SQLite, BYTEA on Postgres). A NULL keeps its type, so Postgres is told the
+//! same parameter types as when each value was bound to sqlx directly.
 
 pub(crate) mod pooled;
 pub(crate) mod rsq;
@@ -42,6 +43,8 @@ pub(crate) enum Arg {
     Int(Option<i64>),
     /// Text.
     Text(Option<String>),
+    /// Bytes (a BLOB or BYTEA).
+    Bytes(Option<Vec<u8>>),
 }
 
 /// A value a query binds.
@@ -77,6 +80,13 @@ impl Bind for &String {
     const NULL: Arg = Arg::Text(None);
     fn arg(self) -> Arg {
         Arg::Text(Some(self.clone()))
+    }
+}
+
+impl Bind for &[u8] {
+    const NULL: Arg = Arg::Bytes(None);
+    fn arg(self) -> Arg {
+        Arg::Bytes(Some(self.to_vec()))
     }
 }
 

@@ -19,6 +19,7 @@ macro_rules! pooled_conn {
                     query = match arg {
                         Arg::Int(v) => query.bind(v),
                         Arg::Text(v) => query.bind(v),
+                        Arg::Bytes(v) => query.bind(v),
                     };
                 }
                 Ok(query.execute(&mut *self).await?.rows_affected())
@@ -63,12 +64,14 @@ where
     T: for<'r> sqlx::FromRow<'r, DB::Row>,
     Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
     Option<String>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<Vec<u8>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
 {
     let mut query = sqlx::query_as::<DB, T>(sqlx::AssertSqlSafe(q.sql.0));
     for arg in q.args {
         query = match arg {
             Arg::Int(v) => query.bind(v),
             Arg::Text(v) => query.bind(v),
+            Arg::Bytes(v) => query.bind(v),
         };
     }
     query

@@ -17,6 +17,7 @@ fn value(arg: &Arg) -> Value {
     match arg {
         Arg::Int(v) => v.map_or(Value::Null, Value::Integer),
         Arg::Text(v) => v.clone().map_or(Value::Null, Value::Text),
+        Arg::Bytes(v) => v.clone().map_or(Value::Null, Value::Blob),
     }
 }
 

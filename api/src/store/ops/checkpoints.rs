@@ -15,6 +15,7 @@ use crate::store::conn::{Conn, query, query_as, rsq};
 use crate::store::latest::LatestCache;
 use crate::store::{StoreError, StoreResult, latest};
 
+use super::history;
 use super::threads::{SELECT_THREAD, ThreadRow, fenced_thread, live};
 
 #[derive(sqlx::FromRow)]
@@ -231,7 +232,9 @@ pub(super) async fn append_version<C: Conn>(
 }
 
 /// The calls the live history before `len` leaves open (see [`OpenCalls`]): its tail
-/// read backwards to the last message that is not a tool message.
+/// read backwards to the last message that is not a tool message. Only the thread's own rows
+/// are read: a fork's shared prefix ends at a turn's end, where no call is open (forks are made
+/// only there), so a tail that reaches the prefix has nothing open before it.
 async fn open_calls<C: Conn>(c: &mut C, id: ThreadId, len: i64) -> StoreResult<OpenCalls> {
     let mut tail: Vec<ninetrix_proto::message::Message> = Vec::new();
     let mut before = len;
@@ -367,9 +370,10 @@ async fn extend_history<C: Conn>(
     }))
 }
 
-/// The live history read whole: rows in position order straight off an index (SQLite's
-/// primary key, Postgres' partial index of live rows), appended as they arrive. (An
-/// ordered aggregate would sort megabytes of JSON.)
+/// The live history read whole: the rows of each segment (a fork's shared prefix first, see
+/// `history`) in position order straight off an index (SQLite's primary key, Postgres' partial
+/// index of live rows), appended as they arrive. (An ordered aggregate would sort megabytes of
+/// JSON.)
 async fn live_history<C: Conn>(
     c: &mut C,
     id: ThreadId,
@@ -378,10 +382,11 @@ async fn live_history<C: Conn>(
     len: i64,
 ) -> StoreResult<latest::Cached> {
     let mut history = latest::Joined::default();
-    query_as("SELECT body FROM messages WHERE thread_id = $1 AND superseded_by IS NULL ORDER BY position")
-        .bind(id.to_string())
-        .fetch_each(&mut *c, |(body,): (String,)| history.push(&body))
-        .await?;
+    let segments = history::segments(c, &id.to_string(), head, len, true).await?;
+    history::for_each_row(c, &segments, history::Column::Body, |body| {
+        history.push(body.as_deref().unwrap_or_default())
+    })
+    .await?;
     if i64::try_from(history.len()).ok() != Some(len) {
         return Err(corrupt(
             "history",
@@ -419,14 +424,8 @@ pub(crate) async fn version<C: Conn>(
     .fetch_optional(&mut *c)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let bodies: Vec<(String,)> = query_as(
-        "SELECT body FROM messages WHERE thread_id = $1 AND version <= $2 AND (superseded_by IS NULL OR superseded_by > $2) ORDER BY position",
-    )
-    .bind(id.to_string())
-    .bind(v)
-    .fetch_all(&mut *c)
-    .await?;
-    let history = decode_messages(bodies.into_iter().map(|(b,)| b).collect())?;
+    let segments = history::segments(c, &id.to_string(), v, row.history_len, false).await?;
+    let history = decode_messages(history::bodies(c, &segments).await?)?;
     Ok(Some(VersionDetail {
         summary: row.summary()?,
         history,

@@ -1,5 +1,6 @@
 //! The commit: one durable step of a runner — a version, ledger intents and outcomes, requests
-//! to people, events and a handoff's reply — checked first, then written in one transaction.
+//! to people, events, a handoff's reply and a turn's end (with its workspace snapshot) —
+//! checked first, then written in one transaction.
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{CommitRequest, CommitResponse, ErrorCode};
@@ -14,6 +15,10 @@ use super::events::insert_events;
 use super::handoffs::record_handoff_reply;
 use super::ledger::{IntentWrite, insert_intent, record_outcome, tool_call_row};
 use super::threads::fenced_thread;
+use super::turns::record_turn_end;
+
+/// The most turns `turn_end.keep_turns` may keep (its schema's maximum).
+const MAX_KEEP_TURNS: u32 = 1_000_000;
 
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
@@ -30,6 +35,16 @@ pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
             message: format!(
                 "`handoff_reply.cost_usd` must be a non-negative number, not {}",
                 reply.cost_usd
+            ),
+        });
+    }
+    if let Some(keep) = req.turn_end.as_ref().and_then(|end| end.keep_turns)
+        && !(1..=MAX_KEEP_TURNS).contains(&keep)
+    {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidBody,
+            message: format!(
+                "`turn_end.keep_turns` is {keep}; it is 1 to {MAX_KEEP_TURNS} (the turn that ends keeps its snapshot); leave it out to keep every snapshot"
             ),
         });
     }
@@ -57,6 +72,16 @@ pub(crate) async fn commit<C: Conn>(
     check_approvals(&req.approvals)?;
     let thread = fenced_thread(c, id, req.epoch).await?;
     let created = append_version(c, id, &thread, &VersionWrite::from(req), now).await?;
+    if let Some(end) = &req.turn_end {
+        let last = req.append.last().map(|m| m.id.to_string());
+        let at = (
+            req.state.turn_seq,
+            created.version,
+            created.history_len,
+            last,
+        );
+        record_turn_end(c, id, &thread, end, at, now).await?;
+    }
     let mut keys = Vec::with_capacity(req.intents.len());
     for intent in &req.intents {
         let fields = IntentWrite {

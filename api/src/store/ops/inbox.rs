@@ -89,6 +89,7 @@ pub(crate) struct InboxRow {
     pub(crate) control: Option<String>,
     pub(crate) mode: String,
     pub(crate) sender: Option<String>,
+    pub(crate) to_turn: Option<i64>,
 }
 
 impl rsq::FromRow for InboxRow {
@@ -102,6 +103,7 @@ impl rsq::FromRow for InboxRow {
             control: row.get("control")?,
             mode: row.get("mode")?,
             sender: row.get("sender")?,
+            to_turn: row.get("to_turn")?,
         })
     }
 }
@@ -123,7 +125,7 @@ impl InboxRow {
                 .control
                 .map(|c| Control::parse(&c).ok_or_else(|| corrupt("inbox control", &c)))
                 .transpose()?,
-            to_turn: None,
+            to_turn: self.to_turn.map(to_u64),
             mode: MessageMode::parse(&self.mode)
                 .ok_or_else(|| corrupt("inbox mode", &self.mode))?,
             by: self.sender,
@@ -262,20 +264,20 @@ pub(super) async fn latest_state<C: Conn>(
     state.map(|(s,)| decode_state(&s)).transpose()
 }
 
-/// Where a thread stands for a message arriving now (see [`running_turn`]); `last` is its last
-/// inbox seq before that message.
-async fn thread_turn<C: Conn>(
+/// Where a thread stands for a message arriving now (see [`running_turn`]): its stored
+/// `status`, `inbox_cursor` and head `version`; `last` is its last inbox seq before that message.
+pub(super) async fn thread_turn<C: Conn>(
     c: &mut C,
     id: ThreadId,
-    row: &Enqueued,
+    (status, inbox_cursor, version): (&str, i64, i64),
     last: i64,
 ) -> StoreResult<Option<RunningTurn>> {
-    let in_turn = in_turn(&row.status);
-    let waits = last > row.inbox_cursor;
+    let in_turn = in_turn(status);
+    let waits = last > inbox_cursor;
     if !in_turn && !waits {
         return Ok(None);
     }
-    let state = latest_state(c, id, row.version).await?;
+    let state = latest_state(c, id, version).await?;
     let pending = if in_turn {
         None
     } else {
@@ -284,7 +286,7 @@ async fn thread_turn<C: Conn>(
         let taken = state.as_ref().map_or(0, |s| s.inbox_taken.len());
         let seqs: Vec<(i64,)> = query_as("SELECT seq FROM inbox WHERE thread_id = $1 AND seq > $2 AND seq <= $3 AND control IS NULL ORDER BY seq LIMIT $4")
             .bind(id.to_string())
-            .bind(row.inbox_cursor)
+            .bind(inbox_cursor)
             .bind(last)
             .bind(i64::try_from(taken).unwrap_or(i64::MAX).saturating_add(1))
             .fetch_all(&mut *c)
@@ -294,8 +296,8 @@ async fn thread_turn<C: Conn>(
             .find(|&seq| !state.as_ref().is_some_and(|s| s.taken(seq)))
     };
     Ok(running_turn(
-        &row.status,
-        to_u64(row.inbox_cursor),
+        status,
+        to_u64(inbox_cursor),
         state.as_ref(),
         pending,
     ))
@@ -319,7 +321,13 @@ pub(super) async fn insert_inbox<C: Conn>(
         .bind(now)
         .fetch_one(&mut *c)
         .await?;
-    let running = thread_turn(c, id, &next, next.inbox_seq - 1).await?;
+    let running = thread_turn(
+        c,
+        id,
+        (&next.status, next.inbox_cursor, next.version),
+        next.inbox_seq - 1,
+    )
+    .await?;
     let default = next
         .on_busy
         .as_deref()
@@ -379,7 +387,7 @@ pub(crate) async fn inbox_after<C: Conn>(
 ) -> StoreResult<Vec<InboxMessage>> {
     // A runner idle on a purged thread long-polls its inbox: told here, it stops.
     not_purged(c, id).await?;
-    let rows: Vec<InboxRow> = query_as("SELECT seq, content, dedupe_key, created_at, origin, control, mode, sender FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
+    let rows: Vec<InboxRow> = query_as("SELECT seq, content, dedupe_key, created_at, origin, control, mode, sender, to_turn FROM inbox WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3")
         .bind(id.to_string())
         .bind(to_i64(after, "after")?)
         .bind(i64::from(limit))

@@ -10,7 +10,10 @@ use crate::store::codec::{corrupt, encode, time, to_i64, to_u64};
 use crate::store::conn::{AssertSqlSafe, Conn, query, query_as, rsq};
 use crate::store::{StoreError, StoreResult};
 
-use super::threads::{fenced_thread, not_purged};
+use super::threads::{fenced_thread, fork_origin, not_purged};
+
+/// The deepest chain of forks a ledger read follows.
+const MAX_FORK_DEPTH: usize = 10_000;
 
 #[derive(sqlx::FromRow)]
 pub(crate) struct ToolCallRow {
@@ -215,33 +218,73 @@ pub(super) async fn record_outcome<C: Conn>(
     }
 }
 
+/// The ledger records of turn `turn_seq` of a thread, oldest first. A fork's turns up to the one
+/// it was forked at ran in its parent: their records are the parent's (recursively), so a replay
+/// finds what already happened.
 pub(crate) async fn turn_tool_calls<C: Conn>(
     c: &mut C,
     id: ThreadId,
     turn_seq: u64,
 ) -> StoreResult<Vec<ToolCallRecord>> {
     not_purged(c, id).await?;
+    let turn = to_i64(turn_seq, "turn_seq")?;
+    let mut at = id.to_string();
+    for _ in 0..MAX_FORK_DEPTH {
+        match fork_origin(c, &at).await? {
+            Some((parent, fork_turn)) if turn <= fork_turn => at = parent,
+            _ => break,
+        }
+    }
     let sql = format!(
         "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND turn_seq = $2 ORDER BY created_at, key"
     );
     let rows: Vec<ToolCallRow> = query_as(AssertSqlSafe(sql))
-        .bind(id.to_string())
-        .bind(to_i64(turn_seq, "turn_seq")?)
+        .bind(at)
+        .bind(turn)
         .fetch_all(&mut *c)
         .await?;
     rows.into_iter().map(ToolCallRow::record).collect()
 }
 
+/// A thread's own ledger, oldest first.
 pub(crate) async fn tool_calls<C: Conn>(
     c: &mut C,
     id: ThreadId,
 ) -> StoreResult<Vec<ToolCallRecord>> {
+    own_tool_calls(c, &id.to_string(), i64::MAX).await
+}
+
+async fn own_tool_calls<C: Conn>(
+    c: &mut C,
+    thread: &str,
+    up_to_turn: i64,
+) -> StoreResult<Vec<ToolCallRecord>> {
     let sql = format!(
-        "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 ORDER BY created_at, key"
+        "SELECT {TOOL_CALL_COLUMNS} FROM tool_calls WHERE thread_id = $1 AND turn_seq <= $2 ORDER BY created_at, key"
     );
     let rows: Vec<ToolCallRow> = query_as(AssertSqlSafe(sql))
-        .bind(id.to_string())
+        .bind(thread)
+        .bind(up_to_turn)
         .fetch_all(&mut *c)
         .await?;
     rows.into_iter().map(ToolCallRow::record).collect()
+}
+
+/// A thread's ledger as the admin lists it: for a fork, the records of the turns it shares with
+/// its parent (the parent's, recursively) first, then its own.
+pub(crate) async fn listed_tool_calls<C: Conn>(
+    c: &mut C,
+    id: ThreadId,
+) -> StoreResult<Vec<ToolCallRecord>> {
+    let mut parts = vec![own_tool_calls(c, &id.to_string(), i64::MAX).await?];
+    let (mut at, mut limit) = (id.to_string(), i64::MAX);
+    for _ in 0..MAX_FORK_DEPTH {
+        let Some((parent, fork_turn)) = fork_origin(c, &at).await? else {
+            break;
+        };
+        limit = limit.min(fork_turn);
+        parts.push(own_tool_calls(c, &parent, limit).await?);
+        at = parent;
+    }
+    Ok(parts.into_iter().rev().flatten().collect())
 }

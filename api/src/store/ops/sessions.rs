@@ -36,9 +36,33 @@ pub(crate) async fn open_session<C: Conn>(
     // Concurrent first opens of one key race to this insert: on Postgres the losers wait
     // for the winner's commit on the unique index `threads_by_session`, insert nothing,
     // and read the winner's thread (a new statement sees it), instead of failing.
-    let id = ThreadId::new_v7();
+    let inserted = insert_session(c, ThreadId::new_v7(), pool, agent, key, now).await?;
+    let row: ThreadRow = query_as(for_write::<C>(concat!(
+        "SELECT ",
+        thread_columns!(),
+        " FROM threads WHERE pool = $1 AND agent = $2 AND session = $3"
+    )))
+    .bind(pool)
+    .bind(agent)
+    .bind(key)
+    .fetch_optional(&mut *c)
+    .await?
+    .ok_or(StoreError::NotFound("session"))?;
+    Ok((row.summary()?, inserted))
+}
+
+/// Inserts thread `id` as session `key` of (pool, agent), with the replica that owns it, unless
+/// the key has a thread already; `true` when inserted.
+pub(super) async fn insert_session<C: Conn>(
+    c: &mut C,
+    id: ThreadId,
+    pool: &str,
+    agent: &str,
+    key: &str,
+    now: i64,
+) -> StoreResult<bool> {
     let replicas = agent_replicas(c, pool, agent).await?;
-    let inserted = query(
+    Ok(query(
         "INSERT INTO threads (thread_id, pool, agent, session, session_replicas, session_replica, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT DO NOTHING",
     )
@@ -52,19 +76,7 @@ pub(crate) async fn open_session<C: Conn>(
     .execute(&mut *c)
     .await?
     .rows_affected()
-        == 1;
-    let row: ThreadRow = query_as(for_write::<C>(concat!(
-        "SELECT ",
-        thread_columns!(),
-        " FROM threads WHERE pool = $1 AND agent = $2 AND session = $3"
-    )))
-    .bind(pool)
-    .bind(agent)
-    .bind(key)
-    .fetch_optional(&mut *c)
-    .await?
-    .ok_or(StoreError::NotFound("session"))?;
-    Ok((row.summary()?, inserted))
+        == 1)
 }
 
 /// How many replicas (pool, agent) runs as `up` last recorded it (1 when never).

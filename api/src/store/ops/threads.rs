@@ -1,29 +1,18 @@
-//! Threads: a thread's row (its labels, epoch, head version and counters), created on first use
-//! and claimed by a runner (a new epoch fences the previous one); the fencing read every runner
-//! write starts with; listing; and the purge that leaves a tombstone.
+//! Threads: a thread's row (its labels, epoch, head version and counters, where a fork came
+//! from), created on first use and claimed by a runner (a new epoch fences the previous one); the
+//! fencing read every runner write starts with; and listing.
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    ClaimRequest, ClaimResponse, MessageMode, ThreadLabels, ThreadStatus, ThreadSummary,
+    ClaimRequest, ClaimResponse, ForkOrigin, MessageMode, ThreadLabels, ThreadStatus, ThreadSummary,
 };
 
 use crate::store::codec::{corrupt, labels, parse_id, time, to_u64};
-use crate::store::conn::{AssertSqlSafe, Conn, for_write, query, query_as, rsq};
+use crate::store::conn::{Conn, for_write, query, query_as, rsq};
 use crate::store::{StoreError, StoreResult, ThreadFilter};
 
 /// The status of a purged thread's row (see [`purged!`]).
 pub(crate) const PURGED: &str = purged!();
-
-/// What a purge found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purge {
-    /// The thread's rows are gone now; its tombstone stays.
-    Done,
-    /// It was purged before.
-    Already,
-    /// No such thread.
-    NotFound,
-}
 
 /// The row of a thread that may be used: a tombstone is [`StoreError::Purged`].
 pub(crate) fn live(id: ThreadId, row: ThreadRow) -> StoreResult<ThreadRow> {
@@ -56,6 +45,10 @@ pub(crate) struct ThreadRow {
     pub(crate) context: Option<String>,
     /// What its model calls cost, ever, in nano-dollars.
     pub(crate) spent_nanos: i64,
+    /// The thread it was forked from, for a fork.
+    pub(crate) fork_parent: Option<String>,
+    /// The parent's turn it was forked at.
+    pub(crate) fork_turn: Option<i64>,
 }
 
 impl rsq::FromRow for ThreadRow {
@@ -78,6 +71,8 @@ impl rsq::FromRow for ThreadRow {
             updated_at: row.get("updated_at")?,
             context: row.get("context")?,
             spent_nanos: row.get("spent_nanos")?,
+            fork_parent: row.get("fork_parent")?,
+            fork_turn: row.get("fork_turn")?,
         })
     }
 }
@@ -104,7 +99,13 @@ impl ThreadRow {
                 })
                 .transpose()?,
             spent_usd: crate::limit_rules::usd(self.spent_nanos),
-            forked_from: None,
+            forked_from: match (self.fork_parent, self.fork_turn) {
+                (Some(parent), Some(turn)) => Some(ForkOrigin {
+                    parent: parse_id(&parent)?,
+                    at_turn: to_u64(turn),
+                }),
+                _ => None,
+            },
         })
     }
 }
@@ -212,52 +213,20 @@ pub(super) async fn fenced_thread<C: Conn>(
     Ok(row)
 }
 
-/// Deletes everything of the thread and leaves its row as a tombstone (status
-/// `purged`, no labels, its epoch kept), so its ID is never used again. The row is
-/// locked first: on Postgres a write in flight commits before the rows go, and every
-/// write after finds the tombstone.
-pub(crate) async fn purge<C: Conn>(
+/// A thread's fork origin (the parent and its turn), for a fork.
+pub(super) async fn fork_origin<C: Conn>(
     c: &mut C,
-    id: ThreadId,
-    now: i64,
-    crash: fn(&str),
-) -> StoreResult<Purge> {
-    let row: Option<ThreadRow> = query_as(for_write::<C>(SELECT_THREAD))
-        .bind(id.to_string())
-        .fetch_optional(&mut *c)
-        .await?;
-    match row {
-        None => return Ok(Purge::NotFound),
-        Some(r) if r.status == PURGED => return Ok(Purge::Already),
-        Some(_) => {}
-    }
-    for table in [
-        "messages",
-        "versions",
-        "tool_calls",
-        "approvals",
-        "handoffs",
-        "inbox",
-        "events",
-        "memory_ops",
-        "model_leases",
-    ] {
-        let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
-        query(AssertSqlSafe(sql))
-            .bind(id.to_string())
-            .execute(&mut *c)
+    thread: &str,
+) -> StoreResult<Option<(String, i64)>> {
+    let row: Option<(Option<String>, Option<i64>)> =
+        query_as("SELECT fork_parent, fork_turn FROM threads WHERE thread_id = $1")
+            .bind(thread)
+            .fetch_optional(&mut *c)
             .await?;
-    }
-    query(concat!(
-        "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
-        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, spent_nanos = 0, updated_at = $2 WHERE thread_id = $1"
-    ))
-    .bind(id.to_string())
-    .bind(now)
-    .execute(&mut *c)
-    .await?;
-    crash("purge_before_commit");
-    Ok(Purge::Done)
+    Ok(match row {
+        Some((Some(p), Some(t))) => Some((p, t)),
+        _ => None,
+    })
 }
 
 pub(super) const SELECT_THREAD: &str = concat!(

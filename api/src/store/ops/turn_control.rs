@@ -52,6 +52,14 @@ pub(crate) async fn enqueue<C: Conn>(
             ),
         });
     }
+    if req.control == Some(Control::Rewind) {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidBody,
+            message: format!(
+                "a rewind is not sent as a message: use POST /v1/threads/{id}/rewind (`ninetrix rewind`), which checks the turn and that the thread is idle first"
+            ),
+        });
+    }
     if let Some(key) = &req.dedupe_key {
         check_key("dedupe_key", key)?;
     }
