@@ -1,7 +1,7 @@
 //! `ninetrix fork`: a new conversation of the same agent whose history is another's up to the
 //! end of turn N — a replica's (`--replica N`), a session's (`--session KEY`) or a thread named by
 //! its ID (`--thread ID`). The API's `POST /v1/threads/{id}/fork` makes it a session of the agent
-//! (`--as-session NEW`, else `fork-` and 8 hex characters of its thread ID) that shares the parent's
+//! (`--as-session NEW`, else `fork-` and the last 8 hex characters of its thread ID) that shares the parent's
 //! messages in the store rather than copying them; its runner restores turn N's workspace
 //! snapshot before its first turn. The parent is untouched.
 //!
@@ -28,7 +28,7 @@ pub struct ForkArgs {
     /// The turn whose end the fork starts from (a turn that ended).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub at_turn: u64,
-    /// The fork's session key [default: `fork-` and 8 hex characters of its thread ID]
+    /// The fork's session key [default: `fork-` and the last 8 hex characters of its thread ID]
     #[arg(long, value_name = "NEW", value_parser = session_key)]
     pub as_session: Option<String>,
     /// Print the API's answer as one JSON object.

@@ -35,7 +35,8 @@ pub struct ForkRequest {
     )]
     pub at_turn: u64,
     /// The fork's session key (a session key's rules; a key the agent already uses is 409
-    /// `busy`). Absent: `fork-` and 8 hex characters of the new thread's ID.
+    /// `key_reused`). Absent: `fork-` and the last 8 hex characters of the new thread's ID (the
+    /// random part of a UUID v7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub session: Option<String>,
