@@ -11,6 +11,10 @@ use ninetrix_proto::ThreadId;
 
 use crate::launch::{Instance, Launch, Replica, var};
 
+/// The directory of a replica's workspace that holds the workspaces of the sessions it serves
+/// (`sessions/<thread>`): never part of the replica's own thread's snapshots.
+pub const SESSIONS_DIR: &str = "sessions";
+
 /// A configuration error: exit code 2.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

@@ -188,7 +188,7 @@ impl Service {
         config.workspace = self
             .config
             .workspace
-            .join("sessions")
+            .join(crate::config::SESSIONS_DIR)
             .join(w.thread_id.to_string());
         let http = self.http.clone();
         let health = self.health.clone();

@@ -15,15 +15,12 @@ use crate::snapshots::{SnapshotError, Taken, faults};
 
 use super::{Runner, Stop};
 
-/// The top-level directory of a replica's workspace that holds its sessions' workspaces: not
-/// part of the replica's own thread's snapshots.
-const SESSIONS_DIR: &str = "sessions";
-
-/// The top-level names a thread's snapshots leave out: a replica that serves sessions keeps
-/// their workspaces under `sessions/`, which are theirs, not its own thread's.
+/// The top-level names a thread's snapshots leave out: a replica keeps its sessions'
+/// workspaces under `sessions/`, which are theirs, not its own thread's — left out whether or
+/// not this runner serves sessions now (one that did before may have left them there).
 pub(super) fn excluded(config: &crate::config::Config) -> Vec<String> {
-    if config.session.is_none() && config.agent_token.is_some() {
-        vec![SESSIONS_DIR.to_string()]
+    if config.session.is_none() {
+        vec![crate::config::SESSIONS_DIR.to_string()]
     } else {
         Vec::new()
     }

@@ -31,14 +31,16 @@ fn write(workspace: &Path, path: &str, content: &str) {
     std::fs::write(path, content).unwrap();
 }
 
-/// Every regular file of the workspace (outside `.ninetrix/`) with its text.
+/// Every regular file of the workspace (outside `.ninetrix/`) with its text. Polled while a
+/// restore runs, so a file the walk saw and the restore then moved is left out (the caller
+/// polls again).
 fn files(workspace: &Path) -> BTreeMap<String, String> {
     let scan = crate::snapshots::scan::walk(workspace, &[]).unwrap();
     scan.files
         .into_iter()
-        .map(|f| {
-            let text = std::fs::read_to_string(workspace.join(&f.path)).unwrap();
-            (f.path, text)
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(workspace.join(&f.path)).ok()?;
+            Some((f.path, text))
         })
         .collect()
 }
@@ -280,6 +282,9 @@ async fn a_rewind_restores_the_history_and_the_files_and_turn_numbers_keep_growi
     let ws = dir.path();
     let store = TestStore::new();
     let driver = Driver::start(&store, &agent_done(ws));
+    // A session this replica serves keeps its workspace under `sessions/`: never the replica's
+    // own thread's to snapshot or restore over.
+    write(ws, "sessions/other/s.txt", "theirs");
     two_turns(
         &store,
         ws,
@@ -310,7 +315,17 @@ async fn a_rewind_restores_the_history_and_the_files_and_turn_numbers_keep_growi
     .await;
     assert_eq!(
         files(ws),
-        tree(&[("a", "1"), ("keep/k", "k"), ("same", "s")])
+        tree(&[
+            ("a", "1"),
+            ("keep/k", "k"),
+            ("same", "s"),
+            ("sessions/other/s.txt", "theirs")
+        ])
+    );
+    assert_eq!(
+        at_one.snapshot.as_ref().unwrap().files,
+        3,
+        "sessions/ is not the replica's"
     );
     assert!(!ws.join("c").exists(), "the emptied directory is gone");
     let mode = std::fs::metadata(ws.join("same")).unwrap().permissions();
