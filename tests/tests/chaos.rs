@@ -40,6 +40,13 @@
 //! that every purged thread stays purged (its reads, a claim and its versions are `410 purged`)
 //! and that its runner stops by itself.
 //!
+//! Rewinds too: one conversation of the appender's sessions is sent a rewind to a random ended
+//! turn now and then (issue 41) — refused while a turn runs or a message waits, else carried
+//! out by whichever session replica serves it, through its kills and the API's. The checks add
+//! that every rewind the API accepted was done or failed exactly once, that after a last turn
+//! its workspace holds exactly the files of that turn's snapshot (never a half-restored mix),
+//! and that no turn number was used twice.
+//!
 //! The session replicas start as Swarm tasks do, with their replica number only: each (re)start
 //! asks the API for the replica's thread, through the API's kills too; the checks add that each
 //! replica has exactly one thread.
@@ -59,6 +66,7 @@ use ninetrix_e2e::{ApiProcess, Lcg, env_or, seed_from_env, signal};
 use ninetrix_proto::api::{
     ApprovalStatus, DecisionRequest, ErrorCode, ThreadStatus, ToolCallStatus, Verdict,
 };
+use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Role, ThreadId};
 use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
@@ -343,6 +351,19 @@ async fn chaos() {
             .thread_id;
         conversations.push((t, Vec::new()));
     }
+    let mut rewinding = Rewinding {
+        thread: admin
+            .client
+            .open_session(SESSION_POOL, &agent, "rewinding")
+            .await
+            .unwrap()
+            .thread_id,
+        sent: 0,
+        asked: 0,
+        accepted: HashSet::new(),
+        refused: 0,
+        pending: None,
+    };
     let triggers = Triggers::register(&url).await;
     let mut deliveries: Vec<String> = Vec::new();
     let mut session_kills = 0usize;
@@ -388,6 +409,8 @@ async fn chaos() {
             admin.send(*thread, &content, &format!("s{n}")).await;
             sent.push(content);
         }
+        // The rewinding conversation: a message, or now and then a rewind.
+        rewinding.step(&admin, &mut rng).await;
         // A webhook delivery, sometimes a redelivery (the same id).
         if !deliveries.is_empty() && rng.next(5) == 0 {
             let old = deliveries[rng.next(deliveries.len() as u64) as usize].clone();
@@ -531,6 +554,7 @@ async fn chaos() {
         }
     }
     check_conversations(&admin, &conversations, seed).await;
+    let (rewinds, rewinds_failed) = rewinding.check(&admin, dir.path(), seed).await;
     // The session replicas found their threads by replica number through every kill (theirs and
     // the API's, some in the middle of the first ask): one thread per replica, no orphan.
     for n in 1..=2u32 {
@@ -587,7 +611,7 @@ async fn chaos() {
         compactions += check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions and {purged} threads purged mid-turn; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions, {purged} threads purged mid-turn, {rewinds} rewinds done ({rewinds_failed} failed, {} refused); all invariants hold",
         counts[0],
         counts[1],
         counts[2],
@@ -603,9 +627,170 @@ async fn chaos() {
             .map(|s| s.sent.len())
             .sum::<usize>(),
         conversations.len(),
-        deliveries.len()
+        deliveries.len(),
+        rewinding.refused
     );
     drop(session_replicas);
+}
+
+/// A conversation of the appender's sessions that is rewound now and then.
+struct Rewinding {
+    thread: ThreadId,
+    /// Messages sent.
+    sent: usize,
+    /// Rewinds asked for (each its own dedupe key).
+    asked: usize,
+    /// The inbox seqs of the rewinds the API stored.
+    accepted: HashSet<u64>,
+    /// Rewinds refused (a turn ran or a message waited).
+    refused: usize,
+    /// A rewind whose answer was lost, to ask again with the same key.
+    pending: Option<ninetrix_proto::api::RewindRequest>,
+}
+
+impl Rewinding {
+    /// One round: a message, or (one round in three, once it has turns) a rewind to a random
+    /// ended turn. A rewind whose answer was lost (the API killed) is asked again with its key.
+    async fn step(&mut self, admin: &Admin, rng: &mut Lcg) {
+        if self.sent > 0 && rng.next(3) == 0 {
+            let Ok(list) = admin.client.turns(self.thread).await else {
+                return;
+            };
+            if list.turns.is_empty() {
+                return;
+            }
+            let request = self.pending.take().unwrap_or_else(|| {
+                self.asked += 1;
+                ninetrix_proto::api::RewindRequest {
+                    to_turn: list.turns[rng.next(list.turns.len() as u64) as usize].turn_seq,
+                    dedupe_key: Some(format!("rewind-{}", self.asked)),
+                }
+            });
+            match admin.client.rewind(self.thread, &request).await {
+                Ok(queued) => {
+                    self.accepted.insert(queued.seq);
+                }
+                // No answer (the API was killed): it may be stored; asked again with its key.
+                Err(e) if e.is_transient() => self.pending = Some(request),
+                Err(_) => self.refused += 1,
+            }
+        } else {
+            let n = self.sent;
+            self.sent += 1;
+            let _ = admin
+                .client
+                .enqueue(
+                    self.thread,
+                    &ninetrix_proto::api::EnqueueRequest {
+                        content: format!("rewinding: message {n}"),
+                        dedupe_key: Some(format!("rw{n}")),
+                        control: None,
+                        mode: None,
+                    },
+                )
+                .await;
+        }
+    }
+
+    /// After one last message: every accepted rewind was done or failed once, the workspace
+    /// holds the last turn's snapshot exactly, no turn number was used twice. Returns the rewinds
+    /// done and failed.
+    async fn check(&mut self, admin: &Admin, dir: &std::path::Path, seed: u64) -> (usize, usize) {
+        // A rewind whose answer was lost: ask once more (the API is up now) to learn its fate.
+        if let Some(request) = self.pending.take() {
+            match admin.client.rewind(self.thread, &request).await {
+                Ok(queued) => {
+                    self.accepted.insert(queued.seq);
+                }
+                Err(_) => self.refused += 1,
+            }
+        }
+        let last = admin
+            .client
+            .enqueue(
+                self.thread,
+                &ninetrix_proto::api::EnqueueRequest {
+                    content: "rewinding: the last message".into(),
+                    dedupe_key: Some("rw-last".into()),
+                    control: None,
+                    mode: None,
+                },
+            )
+            .await
+            .unwrap()
+            .seq;
+        // A session whose task failed during the faults (an API kill) rests up to a minute,
+        // with jitter, before its replica takes it again — possibly twice.
+        admin
+            .wait_done(self.thread, last, Duration::from_secs(240))
+            .await;
+        let trace = admin.trace(self.thread).await;
+        let done = trace
+            .iter()
+            .filter(|e| matches!(e, TraceEvent::Rewound(_)))
+            .count();
+        let failed = trace
+            .iter()
+            .filter(|e| matches!(e, TraceEvent::RewindFailed(_)))
+            .count();
+        assert_eq!(
+            done + failed,
+            self.accepted.len(),
+            "seed {seed}: each accepted rewind is done or failed once ({done} done, {failed} failed)"
+        );
+        let list = admin.client.turns(self.thread).await.unwrap();
+        let seqs: HashSet<u64> = list.turns.iter().map(|t| t.turn_seq).collect();
+        assert_eq!(
+            seqs.len(),
+            list.turns.len(),
+            "seed {seed}: a turn number used twice"
+        );
+        let newest = list
+            .turns
+            .iter()
+            .filter(|t| t.thread_id == self.thread)
+            .max_by_key(|t| t.turn_seq)
+            .unwrap();
+        assert!(newest.live, "seed {seed}: the last turn is the live one");
+        let snapshot = newest
+            .snapshot
+            .clone()
+            .unwrap_or_else(|| panic!("seed {seed}: the last turn has no snapshot"));
+        // Its files, read from the store, against the session's workspace on disk.
+        let mut want = std::collections::BTreeMap::new();
+        let mut stack = vec![snapshot.root.clone()];
+        while let Some(id) = stack.pop() {
+            let bytes = admin.client.get_object(self.thread, &id).await.unwrap();
+            match ninetrix_proto::snapshots::Node::decode(&bytes).unwrap() {
+                ninetrix_proto::snapshots::Node::Leaf(files) => {
+                    for f in files {
+                        let body = admin.client.get_object(self.thread, &f.blob).await.unwrap();
+                        want.insert(f.path, body);
+                    }
+                }
+                ninetrix_proto::snapshots::Node::Branch(children) => {
+                    stack.extend(children.into_iter().map(|c| c.id));
+                }
+            }
+        }
+        let owner = ninetrix_proto::sessions::owner("rewinding", 2);
+        let ws = dir
+            .join(format!("session-replica-{owner}"))
+            .join("sessions")
+            .join(self.thread.to_string());
+        let mut have = std::collections::BTreeMap::new();
+        for e in std::fs::read_dir(&ws).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            if name != ninetrix_proto::snapshots::RESERVED_DIR {
+                have.insert(name, std::fs::read(e.path()).unwrap());
+            }
+        }
+        assert_eq!(
+            have, want,
+            "seed {seed}: the rewinding conversation's files are its last turn's snapshot"
+        );
+        (done, failed)
+    }
 }
 
 /// Checks one slot's thread; returns its compactions.
@@ -636,12 +821,15 @@ async fn check(
             "seed {seed}: thread {t}: `{content}` applied {n} times"
         );
     }
-    // A turn starts at a user message; one right after a tool result is a steer that joined
-    // the turn running then.
+    // A turn starts at a user message; one right after a tool result, or right after the
+    // turn's input (a steer that arrived before the turn's first model round), is a steer that
+    // joined the turn running then.
     let inputs: Vec<usize> = h
         .iter()
         .enumerate()
-        .filter(|(i, m)| m.role == Role::User && (*i == 0 || h[i - 1].role != Role::Tool))
+        .filter(|(i, m)| {
+            m.role == Role::User && (*i == 0 || !matches!(h[i - 1].role, Role::Tool | Role::User))
+        })
         .map(|(i, _)| i)
         .collect();
     for (k, start) in inputs.iter().enumerate() {
