@@ -279,7 +279,7 @@ function timelineItem(e) {
     case "fork_created": return el("li", { class: "fork" }, `⑂ forked at turn ${d.at_turn}: `, threadLink(d.thread_id), ` (session ${d.session})`);
     case "rewound": return el("li", { class: "rewound", "data-rewound": String(d.to_turn) },
       d.from_turn > d.to_turn
-        ? `⟲ rewound to turn ${d.to_turn}: turns ${d.to_turn + 1}–${d.from_turn} left on a branch (${d.left_messages} messages kept)`
+        ? `⟲ rewound to turn ${d.to_turn}: ${d.from_turn === d.to_turn + 1 ? `turn ${d.from_turn}` : `turns ${d.to_turn + 1}–${d.from_turn}`} left on a branch (${d.left_messages} messages kept)`
         : `⟲ rewound to turn ${d.to_turn}`,
       d.snapshot ? ` · files of snapshot ${short(d.snapshot.root)} (${d.files_written} written, ${d.files_removed} removed)` : " · files untouched (no snapshot)",
       d.undone ? ` · ${d.undone} effect(s) not undone` : "");

@@ -96,11 +96,12 @@ pub(crate) fn leaving_lines(whose: &str, l: &Leaving) -> Vec<String> {
     let n = l.to_turn;
     let mut lines = vec![if l.last_turn > n {
         format!(
-            "{whose} goes back to the end of turn {n}: turns {}–{} are left on a branch (kept in \
-             the store; a rewind to turn {} comes back to them)",
-            n + 1,
+            "{whose} goes back to the end of turn {n}: {} {} left on a branch (kept in the \
+             store; a rewind to turn {} comes back to {})",
+            going_back::turns(n + 1, l.last_turn),
+            if l.last_turn == n + 1 { "is" } else { "are" },
             l.last_turn,
-            l.last_turn
+            if l.last_turn == n + 1 { "it" } else { "them" }
         )
     } else {
         format!(
@@ -160,11 +161,10 @@ pub(crate) fn outcome(to_turn: u64, events: &[Event]) -> Option<Outcome> {
 pub(crate) fn rewound_lines(whose: &str, r: &Rewound) -> Vec<String> {
     let mut lines = vec![if r.from_turn > r.to_turn {
         format!(
-            "⟲ {whose} rewound to the end of turn {}: turns {}–{} left on a branch ({} messages \
-             kept in the store)",
+            "⟲ {whose} rewound to the end of turn {}: {} left on a branch ({} messages kept in \
+             the store)",
             r.to_turn,
-            r.to_turn + 1,
-            r.from_turn,
+            going_back::turns(r.to_turn + 1, r.from_turn),
             r.left_messages
         )
     } else {

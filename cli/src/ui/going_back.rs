@@ -69,9 +69,24 @@ pub(crate) fn undone_lines(undone: &[UndoneEffect]) -> Vec<String> {
     lines
 }
 
+/// The turns from `first` to `last` as words: `turn 4`, or `turns 4–7`.
+pub(crate) fn turns(first: u64, last: u64) -> String {
+    if first == last {
+        format!("turn {first}")
+    } else {
+        format!("turns {first}–{last}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_turn_is_not_a_range() {
+        assert_eq!(turns(2, 2), "turn 2");
+        assert_eq!(turns(3, 5), "turns 3–5");
+    }
     use ninetrix_proto::effects::Effect;
     use ninetrix_proto::snapshots::ObjectId;
 

@@ -120,9 +120,8 @@ impl Renderer {
                 r.to_turn,
                 if r.from_turn > r.to_turn {
                     format!(
-                        ": turns {}–{} left on a branch ({} messages kept in the store)",
-                        r.to_turn + 1,
-                        r.from_turn,
+                        ": {} left on a branch ({} messages kept in the store)",
+                        crate::ui::going_back::turns(r.to_turn + 1, r.from_turn),
                         r.left_messages
                     )
                 } else {
