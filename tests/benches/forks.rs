@@ -2,10 +2,13 @@
 //!
 //! - **Snapshot per turn**: a runner whose workspace holds 10,000 files of 1 KB, and whose every
 //!   turn overwrites one of them; each turn's `snapshot_taken` says how long the snapshot took and
-//!   what it uploaded, and the database's growth per turn is measured (the first turn, which
-//!   uploads everything, apart).
+//!   what it uploaded (the first turn, which uploads everything, apart), and the database file's
+//!   growth over the later turns is measured.
 //! - **Fork time** of a 1,000-turn thread (2 KB per turn): `POST …/fork` at its last turn and at
-//!   its middle, 20 times each, and the bytes each fork adds to the database.
+//!   its middle, 20 times each, and the bytes the forks add to the database file.
+//!
+//! Database sizes are read with the API stopped by SIGTERM, which checkpoints and truncates its
+//! write-ahead log, then started again on the same address and file (the runner rides it out).
 //!
 //! Run: `cargo build --release -p ninetrix-cli && cargo bench -p ninetrix-e2e --bench forks`
 
@@ -50,13 +53,42 @@ fn spec() -> Value {
     })
 }
 
-/// Bytes of the database and its WAL.
-fn db_bytes(dir: &std::path::Path) -> u64 {
-    ["api.db", "api.db-wal"]
-        .iter()
-        .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
-        .map(|m| m.len())
-        .sum()
+/// The API on one address and database file.
+struct Api {
+    listen: String,
+    db: String,
+    process: ApiProcess,
+}
+
+impl Api {
+    fn start(dir: &std::path::Path) -> Api {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let db = format!("sqlite://{}", dir.join("api.db").display());
+        let process = ApiProcess::start_on(&listen, &["--database", &db, "--insecure-dev"]);
+        Api {
+            listen,
+            db,
+            process,
+        }
+    }
+
+    /// The database file's bytes with nothing in its write-ahead log: the API stopped by SIGTERM
+    /// (which checkpoints and truncates the log) and started again.
+    fn settled_bytes(&mut self, dir: &std::path::Path) -> u64 {
+        ninetrix_e2e::signal(self.process.child.id(), "-TERM");
+        let _ = self.process.child.wait();
+        let bytes = std::fs::metadata(dir.join("api.db")).unwrap().len();
+        let wal = std::fs::metadata(dir.join("api.db-wal")).map_or(0, |m| m.len());
+        assert_eq!(wal, 0, "the write-ahead log is truncated at shutdown");
+        self.process =
+            ApiProcess::start_on(&self.listen, &["--database", &self.db, "--insecure-dev"]);
+        bytes
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -64,7 +96,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-async fn snapshots(api: &ApiProcess, client: &Client, dir: &std::path::Path) {
+async fn snapshots(api: &mut Api, client: &Client, dir: &std::path::Path) {
     let ws = dir.join("workspace");
     std::fs::create_dir_all(ws.join("files")).unwrap();
     for i in 0..FILES {
@@ -77,7 +109,7 @@ async fn snapshots(api: &ApiProcess, client: &Client, dir: &std::path::Path) {
     let thread = ThreadId::new_v7();
     let mut runner = std::process::Command::new(ninetrix_bin())
         .arg("runner")
-        .env("AGENTFILE_API_URL", &api.url)
+        .env("AGENTFILE_API_URL", &api.process.url)
         .env("AGENTFILE_RUNNER_TOKEN", "x")
         .env("AGENTFILE_THREAD_ID", thread.to_string())
         .env("AGENTFILE_POOL", "bench")
@@ -87,10 +119,12 @@ async fn snapshots(api: &ApiProcess, client: &Client, dir: &std::path::Path) {
         .spawn()
         .unwrap();
     let mut taken = Vec::new();
-    let mut growth = Vec::new();
+    let mut after_first = 0;
     let mut seen = 0;
     for i in 1..=TURNS {
-        let before = db_bytes(dir);
+        if i == 2 {
+            after_first = api.settled_bytes(dir);
+        }
         client
             .enqueue(
                 thread,
@@ -119,33 +153,33 @@ async fn snapshots(api: &ApiProcess, client: &Client, dir: &std::path::Path) {
             assert!(Instant::now() < deadline, "turn {i} did not complete");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        growth.push(db_bytes(dir).saturating_sub(before));
     }
+    let last = api.settled_bytes(dir);
     let _ = runner.kill();
     let _ = runner.wait();
     let first = &taken[0];
     println!(
-        "snapshot, first turn ({} files, {} bytes): {} ms, {} objects / {} bytes uploaded, database +{} bytes",
+        "snapshot, first turn ({} files, {} bytes): {} ms, {} objects / {} bytes uploaded",
         first.snapshot.files,
         first.snapshot.bytes,
         first.ms,
         first.uploaded_objects,
         first.uploaded_bytes,
-        growth[0]
     );
     let rest = &taken[1..];
     println!(
-        "snapshot, later turns (one file of {FILE_BYTES} bytes changed each; median of {}): {:.0} ms, {:.0} files hashed, {:.0} objects / {:.0} bytes uploaded, database +{:.0} bytes per turn",
+        "snapshot, later turns (one file of {FILE_BYTES} bytes changed each; median of {}): {:.0} ms, {:.0} files hashed, {:.0} objects / {:.0} bytes uploaded; the database file grew {} bytes over those {} turns (their messages, versions and events included)",
         rest.len(),
         median(rest.iter().map(|s| s.ms as f64).collect()),
         median(rest.iter().map(|s| s.hashed_files as f64).collect()),
         median(rest.iter().map(|s| s.uploaded_objects as f64).collect()),
         median(rest.iter().map(|s| s.uploaded_bytes as f64).collect()),
-        median(growth[1..].iter().map(|&g| g as f64).collect()),
+        last.saturating_sub(after_first),
+        rest.len(),
     );
 }
 
-async fn fork_time(client: &Client, dir: &std::path::Path) {
+async fn fork_time(api: &mut Api, client: &Client, dir: &std::path::Path) {
     let thread = ThreadId::new_v7();
     let epoch = client
         .claim(
@@ -191,7 +225,7 @@ async fn fork_time(client: &Client, dir: &std::path::Path) {
     }
     for at in [FORK_TURNS, FORK_TURNS / 2] {
         let mut ms = Vec::new();
-        let before = db_bytes(dir);
+        let before = api.settled_bytes(dir);
         for _ in 0..FORKS {
             let started = Instant::now();
             let fork = client
@@ -209,10 +243,10 @@ async fn fork_time(client: &Client, dir: &std::path::Path) {
         }
         // The first read of a fork's history joins the shared prefix.
         println!(
-            "fork of a {FORK_TURNS}-turn thread at turn {at}: median {:.1} ms, max {:.1} ms over {FORKS}; database +{} bytes per fork",
+            "fork of a {FORK_TURNS}-turn thread at turn {at}: median {:.1} ms, max {:.1} ms over {FORKS}; the database file grew {} bytes for the {FORKS} forks",
             median(ms.clone()),
             ms.iter().copied().fold(0.0, f64::max),
-            db_bytes(dir).saturating_sub(before) / FORKS as u64
+            api.settled_bytes(dir).saturating_sub(before)
         );
     }
 }
@@ -220,9 +254,12 @@ async fn fork_time(client: &Client, dir: &std::path::Path) {
 #[tokio::main]
 async fn main() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("api.db").display());
-    let api = ApiProcess::start(&["--database", &db, "--insecure-dev"]);
-    let client = Client::new(ninetrix_client::http_client(), &api.url, None);
-    snapshots(&api, &client, dir.path()).await;
-    fork_time(&client, dir.path()).await;
+    let mut api = Api::start(dir.path());
+    let client = Client::new(ninetrix_client::http_client(), &api.process.url, None);
+    snapshots(&mut api, &client, dir.path()).await;
+    // The forks on a database of their own, so its sizes are theirs.
+    let forks = tempfile::tempdir().unwrap();
+    let mut api = Api::start(forks.path());
+    let client = Client::new(ninetrix_client::http_client(), &api.process.url, None);
+    fork_time(&mut api, &client, forks.path()).await;
 }
