@@ -326,7 +326,7 @@ function turnsPanel(list) {
     const rows = list.turns.map((t) => el("tr", { class: t.live ? "" : "left", "data-turn": String(t.turn_seq) },
       el("td", {}, String(t.turn_seq)),
       el("td", {}, t.live ? "" : "left on a branch"),
-      el("td", {}, t.snapshot ? `${t.snapshot.files} files, ${size(t.snapshot.bytes)}` : t.snapshot_dropped ? "dropped (keep_turns)" : "none"),
+      el("td", {}, t.snapshot ? `${t.snapshot.files} files, ${size(t.snapshot.bytes)}` : t.snapshot_dropped ? "dropped (keep_turns)" : t.snapshot_skipped ? `skipped: ${t.snapshot_skipped}` : "none"),
       el("td", { class: "dim" }, ago(t.ended_at))));
     panel.append(el("details", {}, el("summary", {}, `${list.turns.length} ended turn(s)`),
       el("table", {}, el("tr", {}, ...["turn", "branch", "snapshot", "ended"].map((h) => el("th", {}, h))), ...rows)));

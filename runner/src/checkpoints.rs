@@ -599,6 +599,8 @@ struct EndedTurn {
     state: CheckpointState,
     snapshot: Option<SnapshotRef>,
     dropped: bool,
+    /// Why it has no snapshot though the agent takes them.
+    skipped: Option<String>,
 }
 
 impl MemoryCheckpoints {
@@ -663,6 +665,10 @@ impl MemoryCheckpoints {
             state: m.state.clone(),
             snapshot: end.snapshot.clone(),
             dropped: false,
+            skipped: end
+                .snapshot_skipped
+                .clone()
+                .filter(|_| end.snapshot.is_none()),
         };
         m.turns.insert(end.turn_seq, ended);
         if let Some(keep) = end.keep_turns {
@@ -830,6 +836,7 @@ impl Checkpoints for MemoryCheckpoints {
             state: turn.state.clone(),
             snapshot: turn.snapshot.clone().filter(|_| !turn.dropped),
             snapshot_dropped: turn.dropped,
+            snapshot_skipped: turn.skipped.clone(),
             undone: later.into_iter().map(UndoneEffect::of).collect(),
         })
     }
@@ -1123,6 +1130,7 @@ mod tests {
         end.turn_end = Some(TurnEnd {
             turn_seq: 1,
             snapshot: Some(tree.snapshot.clone()),
+            snapshot_skipped: None,
             keep_turns: Some(1),
         });
         store.commit(&end).await.unwrap();

@@ -218,6 +218,7 @@ async fn fork_time(api: &mut Api, client: &Client, dir: &std::path::Path) {
             turn_end: Some(TurnEnd {
                 turn_seq: t,
                 snapshot: None,
+                snapshot_skipped: None,
                 keep_turns: None,
             }),
         };

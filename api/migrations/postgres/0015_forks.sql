@@ -17,7 +17,8 @@ CREATE INDEX threads_by_base ON threads (base_thread) WHERE base_thread IS NOT N
 -- One row per ended turn, written by the commit that carries `turn_end`: the version that ended
 -- it, the history's length and last message ID then (whether its end is still part of the
 -- current history), and the workspace's snapshot (`snapshot_root` holds one reference to its
--- root object while `snapshot_dropped` is 0).
+-- root object while `snapshot_dropped` is 0), or why it has none though its agent takes them
+-- (`snapshot_skipped`: going back to it is refused).
 CREATE TABLE turns (
     thread_id        TEXT NOT NULL,
     turn_seq         BIGINT NOT NULL,
@@ -28,6 +29,7 @@ CREATE TABLE turns (
     snapshot_files   BIGINT,
     snapshot_bytes   BIGINT,
     snapshot_dropped BIGINT NOT NULL DEFAULT 0,
+    snapshot_skipped TEXT,
     ended_at         BIGINT NOT NULL,
     PRIMARY KEY (thread_id, turn_seq)
 );

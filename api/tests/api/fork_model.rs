@@ -67,6 +67,7 @@ async fn end_turn(store: &Store, m: &mut Model, truncate_to: Option<u64>, append
         turn_end: Some(TurnEnd {
             turn_seq: m.turn_seq,
             snapshot: None,
+            snapshot_skipped: None,
             keep_turns: None,
         }),
     };

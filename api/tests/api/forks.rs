@@ -79,6 +79,19 @@ async fn end_turn(
     snapshot: Option<SnapshotRef>,
     keep_turns: Option<u32>,
 ) -> Result<CommitResponse, ClientError> {
+    end_turn_skipped(c, r, n, intents, snapshot, keep_turns, None).await
+}
+
+/// [`end_turn`], saying why the turn has no snapshot (`skipped`).
+async fn end_turn_skipped(
+    c: &Client,
+    r: &mut Runner,
+    n: usize,
+    intents: Vec<(&str, Effect)>,
+    snapshot: Option<SnapshotRef>,
+    keep_turns: Option<u32>,
+    skipped: Option<&str>,
+) -> Result<CommitResponse, ClientError> {
     let turn = r.turn + 1;
     let append: Vec<Message> = (0..n)
         .map(|i| {
@@ -114,6 +127,7 @@ async fn end_turn(
         turn_end: Some(TurnEnd {
             turn_seq: turn,
             snapshot,
+            snapshot_skipped: skipped.map(str::to_string),
             keep_turns,
         }),
     };
@@ -427,6 +441,47 @@ async fn a_rewind_is_refused_while_busy_or_for_a_turn_it_cannot_go_back_to(backe
     assert!(message.contains("1, 2, 3, 4"), "{message}");
     let err = c.rewind(r.thread, &rewind(1, None)).await.unwrap_err();
     assert_eq!(refusal(&err).1, ErrorCode::SnapshotDropped);
+    // A turn whose snapshot was skipped (past the limits): its files cannot be restored either,
+    // so neither a rewind nor a fork goes back to it (fail-closed); a turn of an agent that takes
+    // no snapshots can be gone back to (its files are left as they are).
+    let mut s = session(&c, "p", "skipped").await;
+    end_turn_skipped(
+        &c,
+        &mut s,
+        2,
+        vec![],
+        None,
+        Some(2),
+        Some("20001 files: past execution.snapshots.max_files: 20000"),
+    )
+    .await
+    .unwrap();
+    end_turn(&c, &mut s, 2, vec![], None, None).await.unwrap();
+    let listed = c.turns(s.thread).await.unwrap();
+    assert_eq!(
+        listed.turns[0].snapshot_skipped.as_deref(),
+        Some("20001 files: past execution.snapshots.max_files: 20000")
+    );
+    assert_eq!(listed.turns[1].snapshot_skipped, None);
+    let err = c.rewind(s.thread, &rewind(1, None)).await.unwrap_err();
+    let (status, code, message) = refusal(&err);
+    assert_eq!((status, code), (409, ErrorCode::SnapshotDropped));
+    assert!(message.contains("was not taken: 20001 files"), "{message}");
+    let fork_at = |at_turn| ForkRequest {
+        at_turn,
+        session: None,
+    };
+    let err = c.fork(s.thread, &fork_at(1)).await.unwrap_err();
+    assert_eq!(refusal(&err).1, ErrorCode::SnapshotDropped);
+    assert!(
+        c.turn_point(s.thread, 1)
+            .await
+            .unwrap()
+            .snapshot_skipped
+            .is_some()
+    );
+    c.rewind(s.thread, &rewind(2, None)).await.unwrap();
+    c.fork(s.thread, &fork_at(2)).await.unwrap();
     // A message waiting for the model: busy, naming the turn it starts.
     c.enqueue(r.thread, &enqueued("hi", None)).await.unwrap();
     let err = c.rewind(r.thread, &rewind(3, None)).await.unwrap_err();
@@ -463,6 +518,7 @@ async fn a_rewind_is_refused_while_busy_or_for_a_turn_it_cannot_go_back_to(backe
         turn_end: Some(TurnEnd {
             turn_seq: 5,
             snapshot: None,
+            snapshot_skipped: None,
             keep_turns: None,
         }),
         ..step
@@ -581,6 +637,7 @@ async fn a_turn_point_has_the_history_state_and_the_effects_not_undone(backend: 
                 turn_end: Some(TurnEnd {
                     turn_seq: bad,
                     snapshot: None,
+                    snapshot_skipped: None,
                     keep_turns: None,
                 }),
             },

@@ -104,8 +104,8 @@ pub(crate) fn refusal(e: &ClientError, at_turn: u64) -> Option<String> {
     let what = match code {
         ErrorCode::NotFound => format!("turn {at_turn} did not end, so it cannot be forked"),
         ErrorCode::SnapshotDropped => format!(
-            "turn {at_turn}'s snapshot was dropped (execution.snapshots.keep_turns), so its files \
-             cannot be restored"
+            "turn {at_turn}'s files cannot be restored (its snapshot was dropped by \
+             execution.snapshots.keep_turns, or never taken)"
         ),
         ErrorCode::KeyReused | ErrorCode::Busy => {
             "the session key is in use by another thread of the agent: choose another with \

@@ -225,9 +225,8 @@ pub(crate) fn refusal(
         ),
         ErrorCode::SnapshotDropped => (
             format!(
-                "refused: {message}. Turn {to_turn}'s snapshot was dropped \
-                 (execution.snapshots.keep_turns), so its files cannot be restored and nothing \
-                 was queued; `ninetrix fork --at-turn {to_turn}` is refused for the same reason"
+                "refused: {message}. Turn {to_turn}'s files cannot be restored, so nothing was \
+                 queued; `ninetrix fork --at-turn {to_turn}` is refused for the same reason"
             ),
             crate::EXIT_FAILURE,
         ),
@@ -264,14 +263,19 @@ pub(crate) async fn run(args: &RewindArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let leaving = Leaving::of(&turns, n, undone);
-    if let Some(t) = turns.turns.iter().find(|t| t.turn_seq == n)
-        && t.snapshot_dropped
-    {
-        eprintln!(
-            "refused: turn {n}'s snapshot was dropped (execution.snapshots.keep_turns), so its \
-             files cannot be restored; nothing was queued"
-        );
-        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    if let Some(t) = turns.turns.iter().find(|t| t.turn_seq == n) {
+        let why = match (&t.snapshot_skipped, t.snapshot_dropped) {
+            (_, true) => Some("was dropped (execution.snapshots.keep_turns)".to_string()),
+            (Some(skipped), _) => Some(format!("was not taken ({skipped})")),
+            (None, false) => None,
+        };
+        if let Some(why) = why {
+            eprintln!(
+                "refused: turn {n}'s snapshot {why}, so its files cannot be restored; nothing \
+                 was queued"
+            );
+            return Ok(ExitCode::from(crate::EXIT_FAILURE));
+        }
     }
     let lines = leaving_lines(&whose, &leaving);
     match ask(args.yes, std::io::stdin().is_terminal()) {
@@ -414,6 +418,7 @@ mod tests {
             live,
             snapshot,
             snapshot_dropped: false,
+            snapshot_skipped: None,
             ended_at: chrono::Utc::now(),
         }
     }
@@ -547,9 +552,16 @@ mod tests {
         let (text, code) = refusal(&missing, "writer-1", 9, cancel).unwrap();
         assert_eq!(code, crate::EXIT_FAILURE);
         assert!(text.contains("ended: 1–4"));
-        let dropped = api(ErrorCode::SnapshotDropped, "dropped", None);
+        let dropped = api(
+            ErrorCode::SnapshotDropped,
+            "the workspace snapshot of turn 2 was dropped (`execution.snapshots.keep_turns`)",
+            None,
+        );
         let (text, _) = refusal(&dropped, "writer-1", 2, cancel).unwrap();
-        assert!(text.contains("keep_turns"), "{text}");
+        assert!(
+            text.contains("keep_turns") && text.contains("cannot be restored"),
+            "{text}"
+        );
         assert_eq!(
             refusal(&api(ErrorCode::Internal, "x", None), "w", 1, cancel),
             None

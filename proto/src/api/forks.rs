@@ -156,6 +156,11 @@ pub struct TurnSummary {
     /// Whether its snapshot was dropped (`execution.snapshots.keep_turns`).
     #[serde(default)]
     pub snapshot_dropped: bool,
+    /// Why it has no snapshot although its agent takes them (past `execution.snapshots`'
+    /// limits, a file that could not be read): its files cannot be restored, so a fork or a
+    /// rewind to it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_skipped: Option<String>,
     /// When it ended.
     pub ended_at: DateTime<Utc>,
 }
@@ -204,6 +209,10 @@ pub struct TurnPoint {
     /// Whether its snapshot was dropped (a rewind then refuses: fail-closed).
     #[serde(default)]
     pub snapshot_dropped: bool,
+    /// Why it has no snapshot although its agent takes them (a rewind then refuses:
+    /// fail-closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_skipped: Option<String>,
     /// Effects of this thread's later turns that going back does not undo.
     #[serde(default)]
     pub undone: Vec<UndoneEffect>,
@@ -241,6 +250,13 @@ pub struct TurnEnd {
     /// (409 `missing_objects` otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<SnapshotRef>,
+    /// Why there is no snapshot although the agent takes them (a limit passed, a file that
+    /// could not be read; at most 1,000 characters): a fork or a rewind to this turn is then
+    /// refused, since its files cannot be restored. Absent with no snapshot: the agent takes
+    /// none (`execution.snapshots: false`), and going back leaves the files as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
+    pub snapshot_skipped: Option<String>,
     /// Keep the snapshots of this many turns (this one included) and drop older ones
     /// (`execution.snapshots.keep_turns`). Absent: keep all.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -167,13 +167,14 @@ impl<C: Checkpoints> Runner<C> {
         let Err(CheckpointError::MissingObjects(why)) = again else {
             return again;
         };
-        let skipped = super::snapshots::skipped_event(
-            turn_seq,
-            format!("the store lost objects of the snapshot twice while the turn ended ({why})"),
-        );
+        let why = super::snapshots::skipped_why(format_args!(
+            "the store lost objects of the snapshot twice while the turn ended ({why})"
+        ));
+        let skipped = super::snapshots::skipped_event(turn_seq, why.clone());
         replace_snapshot_event(riding, skipped);
         if let Some(end) = &mut req.turn_end {
             end.snapshot = None;
+            end.snapshot_skipped = Some(why);
         }
         req.events = stored(riding);
         self.store.commit(req).await

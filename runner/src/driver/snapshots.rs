@@ -39,6 +39,18 @@ pub(super) fn taken_event(turn_seq: u64, taken: &Taken) -> TraceEvent {
     })
 }
 
+/// Why a turn's end has no snapshot, as the API keeps it (at most [`MAX_SKIPPED`] characters).
+pub(super) fn skipped_why(why: impl std::fmt::Display) -> String {
+    let why = why.to_string();
+    match why.char_indices().nth(MAX_SKIPPED - 1) {
+        Some((at, _)) => format!("{}…", &why[..at]),
+        None => why,
+    }
+}
+
+/// The longest reason a turn's end carries (`turn_end.snapshot_skipped`'s limit).
+const MAX_SKIPPED: usize = 1_000;
+
 /// The `snapshot_skipped` event.
 pub(super) fn skipped_event(turn_seq: u64, why: String) -> TraceEvent {
     TraceEvent::SnapshotSkipped(ev::SnapshotSkipped { turn_seq, why })
@@ -64,6 +76,7 @@ impl<C: Checkpoints> Runner<C> {
             let end = TurnEnd {
                 turn_seq,
                 snapshot: None,
+                snapshot_skipped: None,
                 keep_turns: None,
             };
             return Ok((end, None, None));
@@ -78,6 +91,7 @@ impl<C: Checkpoints> Runner<C> {
                 let end = TurnEnd {
                     turn_seq,
                     snapshot: Some(taken.snapshot().clone()),
+                    snapshot_skipped: None,
                     keep_turns,
                 };
                 let event = taken_event(turn_seq, &taken);
@@ -85,12 +99,14 @@ impl<C: Checkpoints> Runner<C> {
             }
             Err(e) if e.stops() => Err(stop_of(e)),
             Err(e) => {
+                let why = skipped_why(e);
                 let end = TurnEnd {
                     turn_seq,
                     snapshot: None,
+                    snapshot_skipped: Some(why.clone()),
                     keep_turns,
                 };
-                Ok((end, None, Some(skipped_event(turn_seq, e.to_string()))))
+                Ok((end, None, Some(skipped_event(turn_seq, why))))
             }
         }
     }
@@ -116,6 +132,12 @@ impl<C: Checkpoints> Runner<C> {
                 "the snapshot of turn {to_turn}'s files was dropped (execution.snapshots.\
                  keep_turns keeps only the latest turns' files): they cannot be restored, so \
                  nothing was rewound"
+            ))));
+        }
+        if let Some(why) = &point.snapshot_skipped {
+            return Ok(Input::Rewind(Err(format!(
+                "turn {to_turn} has no snapshot of its files ({why}): they cannot be restored, \
+                 so nothing was rewound"
             ))));
         }
         let (mut files_written, mut files_removed) = (0, 0);

@@ -176,6 +176,7 @@ mod tests {
                 state,
                 snapshot: Some(snapshot()),
                 snapshot_dropped: false,
+                snapshot_skipped: None,
                 undone: vec![shell],
             },
             files_written: 2,

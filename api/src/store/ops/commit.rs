@@ -20,6 +20,9 @@ use super::turns::record_turn_end;
 /// The most turns `turn_end.keep_turns` may keep (its schema's maximum).
 const MAX_KEEP_TURNS: u32 = 1_000_000;
 
+/// The longest `turn_end.snapshot_skipped` (its schema's maximum).
+const MAX_SKIPPED: usize = 1_000;
+
 /// Every key, argument list, event and message of a commit, checked before anything is read
 /// or written.
 pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
@@ -45,6 +48,20 @@ pub(crate) fn check_commit(req: &CommitRequest) -> StoreResult<()> {
             code: ErrorCode::InvalidBody,
             message: format!(
                 "`turn_end.keep_turns` is {keep}; it is 1 to {MAX_KEEP_TURNS} (the turn that ends keeps its snapshot); leave it out to keep every snapshot"
+            ),
+        });
+    }
+    if let Some(why) = req
+        .turn_end
+        .as_ref()
+        .and_then(|end| end.snapshot_skipped.as_deref())
+        && why.chars().count() > MAX_SKIPPED
+    {
+        return Err(StoreError::Invalid {
+            code: ErrorCode::InvalidBody,
+            message: format!(
+                "`turn_end.snapshot_skipped` is {} characters; it is at most {MAX_SKIPPED}",
+                why.chars().count()
             ),
         });
     }

@@ -26,13 +26,20 @@ use super::events::insert_events;
 use super::inbox::{NewMessage, Wake, in_turn, insert_inbox, thread_turn};
 use super::ledger::tool_calls;
 use super::sessions::insert_session;
-use super::turns::{find_turn, live_thread, record_turn_end};
+use super::turns::{TurnRow, find_turn, live_thread, record_turn_end};
 
-/// The refusal of a fork or a rewind to a turn whose snapshot was dropped.
-fn dropped(thread: ThreadId, turn: u64) -> StoreError {
-    StoreError::SnapshotDropped(format!(
-        "the workspace snapshot of turn {turn} of thread {thread} was dropped (`execution.snapshots.keep_turns`): its files cannot be restored, so nothing was done; pick a later turn (GET /v1/threads/{thread}/turns lists those with a snapshot)"
-    ))
+/// The refusal of a fork or a rewind to a turn whose files cannot be restored (fail-closed): its
+/// snapshot was dropped, or never taken though its agent takes them. `None`: the turn can be
+/// gone back to.
+fn unrestorable(thread: ThreadId, turn: &TurnRow, n: u64) -> Option<StoreError> {
+    let why = if turn.dropped() {
+        "was dropped (`execution.snapshots.keep_turns`)".to_string()
+    } else {
+        format!("was not taken: {}", turn.skipped()?)
+    };
+    Some(StoreError::SnapshotDropped(format!(
+        "the workspace snapshot of turn {n} of thread {thread} {why}: its files cannot be restored, so nothing was done; pick another turn (GET /v1/threads/{thread}/turns lists those with a snapshot)"
+    )))
 }
 
 /// `POST /v1/threads/{id}/fork`. Returns the answer and the threads whose events changed.
@@ -52,8 +59,8 @@ pub(crate) async fn fork<C: Conn>(
         });
     };
     let (turn, _) = find_turn(c, parent, req.at_turn).await?;
-    if turn.dropped() {
-        return Err(dropped(parent, req.at_turn));
+    if let Some(refused) = unrestorable(parent, &turn, req.at_turn) {
+        return Err(refused);
     }
     let snapshot = turn.snapshot()?;
     let id = ThreadId::new_v7();
@@ -134,6 +141,7 @@ pub(crate) async fn fork<C: Conn>(
     let end = TurnEnd {
         turn_seq: req.at_turn,
         snapshot: snapshot.clone(),
+        snapshot_skipped: None,
         keep_turns: None,
     };
     record_turn_end(
@@ -245,8 +253,8 @@ pub(crate) async fn rewind<C: Conn>(
         });
     }
     let (turn, _) = find_turn(c, id, req.to_turn).await?;
-    if turn.dropped() {
-        return Err(dropped(id, req.to_turn));
+    if let Some(refused) = unrestorable(id, &turn, req.to_turn) {
+        return Err(refused);
     }
     let message = NewMessage {
         content: &content,

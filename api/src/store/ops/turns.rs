@@ -40,6 +40,7 @@ pub(crate) struct TurnRow {
     pub(crate) snapshot_files: Option<i64>,
     pub(crate) snapshot_bytes: Option<i64>,
     pub(crate) snapshot_dropped: i64,
+    pub(crate) snapshot_skipped: Option<String>,
     pub(crate) ended_at: i64,
 }
 
@@ -55,12 +56,13 @@ impl rsq::FromRow for TurnRow {
             snapshot_files: row.get("snapshot_files")?,
             snapshot_bytes: row.get("snapshot_bytes")?,
             snapshot_dropped: row.get("snapshot_dropped")?,
+            snapshot_skipped: row.get("snapshot_skipped")?,
             ended_at: row.get("ended_at")?,
         })
     }
 }
 
-const TURN_COLUMNS: &str = "thread_id, turn_seq, version, history_len, last_message_id, snapshot_root, snapshot_files, snapshot_bytes, snapshot_dropped, ended_at";
+const TURN_COLUMNS: &str = "thread_id, turn_seq, version, history_len, last_message_id, snapshot_root, snapshot_files, snapshot_bytes, snapshot_dropped, snapshot_skipped, ended_at";
 
 impl TurnRow {
     /// Its snapshot while kept.
@@ -84,6 +86,11 @@ impl TurnRow {
 
     pub(crate) fn dropped(&self) -> bool {
         self.snapshot_dropped != 0
+    }
+
+    /// Why it has no snapshot though its agent takes them.
+    pub(crate) fn skipped(&self) -> Option<&str> {
+        self.snapshot_skipped.as_deref()
     }
 
     fn ended(&self) -> EndedTurn {
@@ -185,10 +192,11 @@ pub(super) async fn record_turn_end<C: Conn>(
     };
     let old = turn_row(c, &id.to_string(), turn, true).await?;
     query(
-        "INSERT INTO turns (thread_id, turn_seq, version, history_len, last_message_id, snapshot_root, snapshot_files, snapshot_bytes, snapshot_dropped, ended_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9) ON CONFLICT (thread_id, turn_seq) DO UPDATE SET version = excluded.version, \
+        "INSERT INTO turns (thread_id, turn_seq, version, history_len, last_message_id, snapshot_root, snapshot_files, snapshot_bytes, snapshot_dropped, snapshot_skipped, ended_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $10, $9) ON CONFLICT (thread_id, turn_seq) DO UPDATE SET version = excluded.version, \
          history_len = excluded.history_len, last_message_id = excluded.last_message_id, snapshot_root = excluded.snapshot_root, \
-         snapshot_files = excluded.snapshot_files, snapshot_bytes = excluded.snapshot_bytes, snapshot_dropped = 0, ended_at = excluded.ended_at",
+         snapshot_files = excluded.snapshot_files, snapshot_bytes = excluded.snapshot_bytes, snapshot_dropped = 0, \
+         snapshot_skipped = excluded.snapshot_skipped, ended_at = excluded.ended_at",
     )
     .bind(id.to_string())
     .bind(turn)
@@ -199,6 +207,11 @@ pub(super) async fn record_turn_end<C: Conn>(
     .bind(end.snapshot.as_ref().map(|s| to_i64(s.files, "files")).transpose()?)
     .bind(end.snapshot.as_ref().map(|s| to_i64(s.bytes, "bytes")).transpose()?)
     .bind(now)
+    .bind(
+        end.snapshot_skipped
+            .as_deref()
+            .filter(|_| end.snapshot.is_none()),
+    )
     .execute(&mut *c)
     .await?;
     if let Some(snapshot) = &end.snapshot {
@@ -369,6 +382,7 @@ pub(crate) async fn turns<C: Conn>(c: &mut C, id: ThreadId) -> StoreResult<TurnL
             ),
             snapshot: row.snapshot()?,
             snapshot_dropped: row.dropped(),
+            snapshot_skipped: row.snapshot_skipped.clone(),
             ended_at: time(row.ended_at),
         });
     }
@@ -416,6 +430,7 @@ pub(crate) async fn turn_point<C: Conn>(c: &mut C, id: ThreadId, n: u64) -> Stor
         state,
         undone: undone(&records, n, snapshot.is_some()),
         snapshot_dropped: turn.dropped(),
+        snapshot_skipped: turn.snapshot_skipped.clone(),
         snapshot,
     })
 }

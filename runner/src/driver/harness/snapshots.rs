@@ -174,6 +174,23 @@ async fn a_workspace_past_its_limits_has_no_snapshot_and_the_turn_still_ends() {
         point.snapshot, None,
         "the turn's end is recorded without one"
     );
+    assert_eq!(
+        point.snapshot_skipped.as_deref(),
+        Some(why),
+        "and with why, so going back to it is refused"
+    );
+    let before = store.thread().await;
+    store.rewind(1);
+    store.until_event("rewind_failed", 1).await;
+    let failed = &store.events_of("rewind_failed")[0];
+    assert!(
+        failed["why"]
+            .as_str()
+            .unwrap()
+            .contains("has no snapshot of its files"),
+        "{failed}"
+    );
+    assert_eq!(ids(&store.thread().await.history), ids(&before.history));
 
     std::fs::remove_file(ws.join("c")).unwrap();
     write(ws, "a", "more than ten bytes");
