@@ -104,6 +104,11 @@ impl<C: Checkpoints> Runner<C> {
         }
         let done = match result {
             Ok(done) => {
+                if let Some(taken) = &taken
+                    && req.turn_end.as_ref().is_some_and(|e| e.snapshot.is_some())
+                {
+                    self.snapshots.hold(taken);
+                }
                 self.events.settle(Vec::new()).await;
                 for e in std::iter::once(&checkpoint).chain(&riding) {
                     self.events.log_only(e);
@@ -151,6 +156,7 @@ impl<C: Checkpoints> Runner<C> {
         tracing::warn!(
             "the store lost objects of turn {turn_seq}'s snapshot ({why}): uploading them again"
         );
+        self.snapshots.forget();
         let again = match self.snapshots.upload(&self.store, taken).await {
             Ok(()) => {
                 replace_snapshot_event(riding, super::snapshots::taken_event(turn_seq, taken));

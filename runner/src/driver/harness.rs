@@ -9,7 +9,7 @@
 //! the one `sleep` lets 120 s of paused time pass to show that nothing more happens.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +60,8 @@ struct Shared {
     decided: Notify,
     /// Every object stored, in order.
     puts: Mutex<Vec<(ObjectId, ObjectKind)>>,
+    /// Object IDs the runner asked the store about (`objects/missing`), summed.
+    asked: AtomicU64,
     /// An object the store loses just before each of the next N commits that end a turn with
     /// a snapshot (a snapshot's object dropped while the runner uploaded).
     lose: Mutex<Option<(ObjectId, u32)>>,
@@ -82,6 +84,7 @@ impl TestStore {
                 approvals: Mutex::new(Vec::new()),
                 decided: Notify::new(),
                 puts: Mutex::new(Vec::new()),
+                asked: AtomicU64::new(0),
                 lose: Mutex::new(None),
             }),
         }
@@ -171,6 +174,11 @@ impl TestStore {
     /// The objects stored so far, in order.
     pub(super) fn puts(&self) -> Vec<(ObjectId, ObjectKind)> {
         self.shared.puts.lock().unwrap().clone()
+    }
+
+    /// Object IDs the runner has asked the store about so far.
+    pub(super) fn asked(&self) -> u64 {
+        self.shared.asked.load(Ordering::SeqCst)
     }
 
     /// Forgets a stored object (a dropped snapshot's).
@@ -405,6 +413,9 @@ impl Checkpoints for TestStore {
 
     async fn missing_objects(&self, ids: Vec<ObjectId>) -> Result<Vec<ObjectId>, CheckpointError> {
         self.check()?;
+        self.shared
+            .asked
+            .fetch_add(ids.len() as u64, Ordering::SeqCst);
         self.memory.missing_objects(ids).await
     }
 

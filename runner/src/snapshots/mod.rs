@@ -18,6 +18,7 @@
 //!
 //! [`check_path`]: ninetrix_proto::snapshots::check_path
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -86,6 +87,10 @@ pub struct Snapshotter {
     /// sessions' own workspaces).
     excluded: Arc<Vec<String>>,
     cache: Arc<Mutex<scan::HashCache>>,
+    /// The objects of the last snapshot this process committed with a turn's end: the store
+    /// holds them while that turn's row does, and nothing but a later turn's end of this thread
+    /// (this runner's own commit) drops it. The next upload asks the store about the others only.
+    held: Arc<Mutex<HashSet<ObjectId>>>,
 }
 
 impl Snapshotter {
@@ -95,7 +100,25 @@ impl Snapshotter {
             root: root.to_path_buf(),
             excluded: Arc::new(excluded),
             cache: Arc::new(Mutex::new(scan::HashCache::default())),
+            held: Arc::new(Mutex::new(HashSet::new())),
         }
+    }
+
+    /// Records that the turn's end carrying `taken` was committed: the store holds its objects.
+    pub fn hold(&self, taken: &Taken) {
+        *self.held_set() = taken.ids().collect();
+    }
+
+    /// Forgets what the store was thought to hold (it answered that an object is missing): the
+    /// next upload asks about every object.
+    pub fn forget(&self) {
+        self.held_set().clear();
+    }
+
+    fn held_set(&self) -> std::sync::MutexGuard<'_, HashSet<ObjectId>> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The workspace.

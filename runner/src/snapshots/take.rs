@@ -39,6 +39,14 @@ impl Taken {
     pub fn snapshot(&self) -> &SnapshotRef {
         &self.tree.snapshot
     }
+
+    /// Every object of it: its blobs and its nodes.
+    pub fn ids(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.sources
+            .keys()
+            .cloned()
+            .chain(self.tree.nodes.iter().map(|(id, _)| id.clone()))
+    }
 }
 
 impl Snapshotter {
@@ -73,18 +81,18 @@ impl Snapshotter {
     }
 
     /// Uploads the objects of `taken` the store lacks (again after a commit found one missing:
-    /// only what is missing now goes).
+    /// only what is missing now goes). The store is asked only about objects the last committed
+    /// snapshot did not have ([`Snapshotter::hold`]): a turn that changed one file of ten
+    /// thousand asks about a handful, and one that changed nothing asks nothing.
     pub async fn upload<C: Checkpoints>(
         &self,
         store: &C,
         taken: &mut Taken,
     ) -> Result<(), SnapshotError> {
-        let ids: Vec<ObjectId> = taken
-            .sources
-            .keys()
-            .cloned()
-            .chain(taken.tree.nodes.iter().map(|(id, _)| id.clone()))
-            .collect();
+        let ids: Vec<ObjectId> = {
+            let held = self.held_set();
+            taken.ids().filter(|id| !held.contains(id)).collect()
+        };
         let mut missing = HashSet::new();
         for batch in ids.chunks(MAX_IDS_PER_REQUEST) {
             missing.extend(store.missing_objects(batch.to_vec()).await?);

@@ -133,8 +133,14 @@ async fn ten_thousand_files_with_one_changed_upload_about_that_file_and_a_few_no
     let first = &store.events_of("snapshot_taken")[0];
     assert_eq!(first["snapshot"]["files"], 10_000);
     assert!(first["uploaded_objects"].as_u64().unwrap() > 10_000);
+    let asked = store.asked();
     write(ws, "d7/f4357.txt", "changed");
     turn(&store, 2).await;
+    assert!(
+        store.asked() - asked <= 6,
+        "only the objects turn 1's snapshot did not have are asked about: {}",
+        store.asked() - asked
+    );
     let second = &store.events_of("snapshot_taken")[1];
     assert_eq!(second["hashed_files"], 1);
     let uploaded = second["uploaded_objects"].as_u64().unwrap();
