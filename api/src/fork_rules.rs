@@ -1,11 +1,10 @@
 //! The rules of going back in a conversation (issue 41), as pure functions: what a snapshot
 //! object must be to be stored, which ended turns are still part of the current history, which
-//! turn a diff compares against, which later effects going back does not undo, and a fork's
-//! default session key. The store (`store/ops/turns.rs`, `forks.rs`, `objects.rs`) reads and
+//! turn a diff compares against, and a fork's default session key (which later effects going
+//! back does not undo is `ninetrix_proto::api::undone_after`, shared with the CLI). The store (`store/ops/turns.rs`, `forks.rs`, `objects.rs`) reads and
 //! writes; these decide.
 
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{ToolCallRecord, UndoneEffect, not_undone};
 use ninetrix_proto::snapshots::{MAX_OBJECT_BYTES, Node, ObjectId, ObjectKind, check_path};
 
 /// How many missing objects an answer names (the rest are counted).
@@ -108,21 +107,7 @@ pub(crate) fn diff_base(turn_seq: u64, turns: &[EndedTurn], ids: &[Option<String
         .max()
 }
 
-/// The effects of `records` (a thread's ledger, oldest first) after turn `after` that going
-/// back to its end does not undo (`files_restored`: the workspace is restored too).
-pub(crate) fn undone(
-    records: &[ToolCallRecord],
-    after: u64,
-    files_restored: bool,
-) -> Vec<UndoneEffect> {
-    records
-        .iter()
-        .filter(|r| r.turn_seq > after && not_undone(r, files_restored))
-        .map(UndoneEffect::of)
-        .collect()
-}
-
-/// A fork's session key when none is given: `fork-` and the first 8 hex digits of its ID — the
+/// A fork's session key when none is given: `fork-` and the last 8 hex digits of its ID — the
 /// random part of a UUID v7, so two forks made in one millisecond differ.
 pub(crate) fn fork_session_key(id: ThreadId) -> String {
     let hex = id.as_uuid().simple().to_string();
@@ -153,8 +138,6 @@ pub(crate) fn ended_turns_text(turns: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ninetrix_proto::api::ToolCallStatus;
-    use ninetrix_proto::effects::Effect;
     use ninetrix_proto::snapshots::{FileEntry, build};
 
     fn ids(xs: &[&str]) -> Vec<Option<String>> {
@@ -219,39 +202,6 @@ mod tests {
         // Turn 3 is on a branch a rewind left; turn 2 has no snapshot: turn 1.
         assert_eq!(diff_base(4, &turns, &h), Some(1));
         assert_eq!(diff_base(1, &turns, &h), None);
-    }
-
-    #[test]
-    fn going_back_lists_later_effects_outside_the_workspace() {
-        let rec = |turn_seq, tool: &str, effect| ToolCallRecord {
-            key: format!("{turn_seq}{tool}"),
-            turn_seq,
-            tool: tool.into(),
-            args: serde_json::json!({}),
-            effect,
-            status: ToolCallStatus::Completed,
-            result: None,
-            intent_epoch: 1,
-            completed_epoch: None,
-            created_at: chrono::DateTime::UNIX_EPOCH,
-            completed_at: None,
-        };
-        let records = [
-            rec(2, "shell", Effect::Write),
-            rec(3, "file_read", Effect::Read),
-            rec(3, "file_write", Effect::Idempotent),
-            rec(4, "shell", Effect::Write),
-        ];
-        let tools = |u: Vec<UndoneEffect>| {
-            u.into_iter()
-                .map(|u| (u.turn_seq, u.tool))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(tools(undone(&records, 2, true)), [(4, "shell".to_string())]);
-        assert_eq!(
-            tools(undone(&records, 2, false)),
-            [(3, "file_write".to_string()), (4, "shell".to_string())]
-        );
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use ninetrix_client::{ClientError, ErrorCode};
 use ninetrix_proto::ThreadId;
-use ninetrix_proto::api::{Event, RewindRequest, TurnList, UndoneEffect};
+use ninetrix_proto::api::{Event, RewindRequest, TurnList, UndoneEffect, undone_after};
 use ninetrix_proto::events::{Decoded, RewindFailed, Rewound, TraceEvent};
 use ninetrix_proto::snapshots::SnapshotRef;
 
@@ -250,33 +250,37 @@ pub(crate) async fn run(args: &RewindArgs) -> anyhow::Result<ExitCode> {
         .turns(thread)
         .await
         .map_err(|e| api.explain(e, &format!("reading the turns of thread {thread}")))?;
-    // The effects after the turn (the API's account, as the runner will get it); a refusal here
-    // (the turn did not end, its snapshot was dropped) is the rewind's own.
-    let undone = match client.turn_point(thread, n).await {
-        Ok(point) => point.undone,
-        Err(e) => match refusal(&e, &whose, n, "") {
-            Some((text, code)) => {
-                eprintln!("{text}");
-                return Ok(ExitCode::from(code));
+    let Some(target_turn) = turns.turns.iter().find(|t| t.turn_seq == n) else {
+        eprintln!(
+            "refused: turn {n} did not end in {whose}'s conversation ({}); nothing was queued",
+            match turns.turns.last() {
+                Some(last) => format!("its last ended turn is {}", last.turn_seq),
+                None => "it has ended no turn yet".to_string(),
             }
-            None => return Err(api.explain(e, &format!("reading turn {n} of thread {thread}"))),
-        },
+        );
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
     };
-    let leaving = Leaving::of(&turns, n, undone);
-    if let Some(t) = turns.turns.iter().find(|t| t.turn_seq == n) {
-        let why = match (&t.snapshot_skipped, t.snapshot_dropped) {
-            (_, true) => Some("was dropped (execution.snapshots.keep_turns)".to_string()),
-            (Some(skipped), _) => Some(format!("was not taken ({skipped})")),
-            (None, false) => None,
-        };
-        if let Some(why) = why {
-            eprintln!(
-                "refused: turn {n}'s snapshot {why}, so its files cannot be restored; nothing \
-                 was queued"
-            );
-            return Ok(ExitCode::from(crate::EXIT_FAILURE));
-        }
+    let unrestorable = match (&target_turn.snapshot_skipped, target_turn.snapshot_dropped) {
+        (_, true) => Some("was dropped (execution.snapshots.keep_turns)".to_string()),
+        (Some(skipped), _) => Some(format!("was not taken ({skipped})")),
+        (None, false) => None,
+    };
+    if let Some(why) = unrestorable {
+        eprintln!(
+            "refused: turn {n}'s snapshot {why}, so its files cannot be restored; nothing was \
+             queued"
+        );
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }
+    // The effects after the turn, by the rule the API gives the runner (from the ledger, not
+    // the turn's whole history).
+    let mut records = client
+        .tool_calls(thread)
+        .await
+        .map_err(|e| api.explain(e, &format!("reading the ledger of thread {thread}")))?;
+    records.sort_by_key(|r| (r.turn_seq, r.created_at));
+    let undone = undone_after(&records, n, target_turn.snapshot.is_some());
+    let leaving = Leaving::of(&turns, n, undone);
     let lines = leaving_lines(&whose, &leaving);
     match ask(args.yes, std::io::stdin().is_terminal()) {
         Ask::Go => {

@@ -296,6 +296,21 @@ pub fn not_undone(record: &ToolCallRecord, files_restored: bool) -> bool {
         && !(files_restored && WORKSPACE_ONLY_TOOLS.contains(&record.tool.as_str()))
 }
 
+/// The effects of `records` (a thread's ledger, oldest first) after turn `after` that going back
+/// to its end does not undo (`files_restored`: the workspace is restored too) — what a fork's
+/// note, a turn point and `ninetrix rewind`'s question list.
+pub fn undone_after(
+    records: &[ToolCallRecord],
+    after: u64,
+    files_restored: bool,
+) -> Vec<UndoneEffect> {
+    records
+        .iter()
+        .filter(|r| r.turn_seq > after && not_undone(r, files_restored))
+        .map(UndoneEffect::of)
+        .collect()
+}
+
 impl UndoneEffect {
     /// The record as a fork or a rewind reports it (arguments cut to 120 characters).
     pub fn of(record: &ToolCallRecord) -> UndoneEffect {
@@ -405,6 +420,33 @@ mod tests {
         assert!(!not_undone(&file, true));
         assert!(not_undone(&file, false));
         assert!(not_undone(&shell, true));
+    }
+
+    #[test]
+    fn going_back_lists_later_effects_outside_the_workspace() {
+        let rec = |turn_seq, tool: &str, effect| ToolCallRecord {
+            turn_seq,
+            ..record(tool, effect, ToolCallStatus::Completed)
+        };
+        let records = [
+            rec(2, "shell", Effect::Write),
+            rec(3, "file_read", Effect::Read),
+            rec(3, "file_write", Effect::Idempotent),
+            rec(4, "shell", Effect::Write),
+        ];
+        let tools = |u: Vec<UndoneEffect>| {
+            u.into_iter()
+                .map(|u| (u.turn_seq, u.tool))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            tools(undone_after(&records, 2, true)),
+            [(4, "shell".to_string())]
+        );
+        assert_eq!(
+            tools(undone_after(&records, 2, false)),
+            [(3, "file_write".to_string()), (4, "shell".to_string())]
+        );
     }
 
     #[test]

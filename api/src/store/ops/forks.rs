@@ -15,7 +15,7 @@ use ninetrix_proto::api::{
 use ninetrix_proto::events::{ForkCreated, Forked, TraceEvent};
 use ninetrix_proto::message::{Message, Role};
 
-use crate::fork_rules::{fork_session_key, undone};
+use crate::fork_rules::fork_session_key;
 use crate::store::checks::check_key;
 use crate::store::codec::{time, to_i64, to_u64};
 use crate::store::conn::{Conn, query, query_as};
@@ -98,7 +98,7 @@ pub(crate) async fn fork<C: Conn>(
     .execute(&mut *c)
     .await?;
     let records = tool_calls(c, parent).await?;
-    let undone = undone(&records, req.at_turn, snapshot.is_some());
+    let undone = ninetrix_proto::api::undone_after(&records, req.at_turn, snapshot.is_some());
     let how = GoneBack::Fork {
         parent,
         at_turn: req.at_turn,

@@ -13,9 +13,7 @@ use ninetrix_proto::api::{
 };
 use ninetrix_proto::snapshots::{Node, ObjectId, SnapshotRef, diff};
 
-use crate::fork_rules::{
-    EndedTurn, MAX_DIFF_CHANGES, diff_base, ended_turns_text, turn_live, undone,
-};
+use crate::fork_rules::{EndedTurn, MAX_DIFF_CHANGES, diff_base, ended_turns_text, turn_live};
 use crate::store::codec::{corrupt, decode_messages, decode_state, parse_id, time, to_i64, to_u64};
 use crate::store::conn::{Conn, for_write, query, query_as, rsq};
 use crate::store::{StoreError, StoreResult};
@@ -428,7 +426,7 @@ pub(crate) async fn turn_point<C: Conn>(c: &mut C, id: ThreadId, n: u64) -> Stor
         turn_seq: n,
         history,
         state,
-        undone: undone(&records, n, snapshot.is_some()),
+        undone: ninetrix_proto::api::undone_after(&records, n, snapshot.is_some()),
         snapshot_dropped: turn.dropped(),
         snapshot_skipped: turn.snapshot_skipped.clone(),
         snapshot,
