@@ -119,8 +119,8 @@ pub(crate) fn leaving_lines(whose: &str, l: &Leaving) -> Vec<String> {
     });
     if l.undone.is_empty() {
         lines.push(format!(
-            "nothing the later turns did outside the workspace needs undoing (no write after \
-             turn {n})"
+            "nothing the turns after turn {n} did reached outside the workspace: nothing is left \
+             that the rewind cannot undo"
         ));
     } else {
         lines.push(format!(
@@ -476,7 +476,11 @@ mod tests {
             lines[1],
             "turn 4 has no snapshot: the workspace files are left as they are"
         );
-        assert!(lines[2].starts_with("nothing the later turns did"));
+        assert!(
+            lines[2].starts_with("nothing the turns after turn"),
+            "{}",
+            lines[2]
+        );
     }
 
     #[test]
