@@ -242,7 +242,6 @@ async fn fork_time(api: &mut Api, client: &Client, dir: &std::path::Path) {
             ms.push(started.elapsed().as_secs_f64() * 1000.0);
             assert_eq!(fork.history_len, 2 * at);
         }
-        // The first read of a fork's history joins the shared prefix.
         println!(
             "fork of a {FORK_TURNS}-turn thread at turn {at}: median {:.1} ms, max {:.1} ms over {FORKS}; the database file grew {} bytes for the {FORKS} forks",
             median(ms.clone()),

@@ -82,11 +82,7 @@ pub(crate) fn forked_lines(pool: &str, agent: &str, whose: &str, f: &ForkRespons
             "  not undone — {} effect(s) of the parent after turn {n} that still hold:",
             f.undone.len()
         ));
-        lines.extend(
-            going_back::undone_lines(&f.undone)
-                .into_iter()
-                .map(|l| format!("    {l}")),
-        );
+        lines.extend(going_back::undone_lines(&f.undone, "    "));
     }
     lines.push(format!(
         "next: ninetrix invoke -p {pool} --agent {agent} --session {} -m \"…\"",

@@ -127,11 +127,7 @@ pub(crate) fn leaving_lines(whose: &str, l: &Leaving) -> Vec<String> {
             "NOT undone — {} effect(s) of the turns left that still hold (the model is told):",
             l.undone.len()
         ));
-        lines.extend(
-            going_back::undone_lines(&l.undone)
-                .into_iter()
-                .map(|line| format!("  {line}")),
-        );
+        lines.extend(going_back::undone_lines(&l.undone, "  "));
     }
     lines
 }

@@ -47,14 +47,14 @@ fn status(s: ToolCallStatus) -> &'static str {
 }
 
 /// One line per effect not undone, `turn 5: shell {"command":"git push"} (done)`, the first
-/// [`MAX_LISTED`] by name and the rest counted.
-pub(crate) fn undone_lines(undone: &[UndoneEffect]) -> Vec<String> {
+/// [`MAX_LISTED`] by name and the rest counted, each after `indent`.
+pub(crate) fn undone_lines(undone: &[UndoneEffect], indent: &str) -> Vec<String> {
     let mut lines: Vec<String> = undone
         .iter()
         .take(MAX_LISTED)
         .map(|u| {
             format!(
-                "turn {}: {} {} ({}; {})",
+                "{indent}turn {}: {} {} ({}; {})",
                 u.turn_seq,
                 u.tool,
                 crate::ui::one_line(&u.args, 80),
@@ -64,7 +64,7 @@ pub(crate) fn undone_lines(undone: &[UndoneEffect]) -> Vec<String> {
         })
         .collect();
     if undone.len() > MAX_LISTED {
-        lines.push(format!("… and {} more", undone.len() - MAX_LISTED));
+        lines.push(format!("{indent}… and {} more", undone.len() - MAX_LISTED));
     }
     lines
 }
@@ -113,10 +113,13 @@ mod tests {
             status,
             args: "{\"command\":\"git push\"}".into(),
         };
-        let lines = undone_lines(&[
-            effect(4, ToolCallStatus::Completed),
-            effect(5, ToolCallStatus::Intent),
-        ]);
+        let lines = undone_lines(
+            &[
+                effect(4, ToolCallStatus::Completed),
+                effect(5, ToolCallStatus::Intent),
+            ],
+            "",
+        );
         assert_eq!(
             lines,
             [
@@ -125,8 +128,8 @@ mod tests {
             ]
         );
         let many: Vec<_> = (0..25).map(|_| effect(4, ToolCallStatus::Failed)).collect();
-        let lines = undone_lines(&many);
+        let lines = undone_lines(&many, "  ");
         assert_eq!(lines.len(), 21);
-        assert_eq!(lines[20], "… and 5 more");
+        assert_eq!(lines[20], "  … and 5 more", "indented like the rest");
     }
 }
