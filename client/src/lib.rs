@@ -16,6 +16,7 @@ mod forks;
 pub mod http;
 mod limits;
 mod memory;
+mod replays;
 mod runner;
 pub mod sse;
 mod triggers;

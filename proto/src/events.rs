@@ -144,8 +144,44 @@ pub enum TraceEvent {
     /// A runner made its workspace equal the snapshot its checkpoint names (a fork's first boot,
     /// or finishing a rewind a crash interrupted).
     WorkspaceRestored(WorkspaceRestored),
+    /// This thread is a replay of another's recorded turns (stored by the API with the replay's
+    /// first version).
+    ReplayStarted(ReplayStarted),
+    /// A replay answered a tool call from the recording, ran it live (a differing read, with
+    /// live reads on), or did not run it.
+    ReplayAnswered(ReplayAnswered),
     /// Something failed (the model for good, or the runner itself).
     Error(ErrorEvent),
+}
+
+/// `replay_started`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayStarted {
+    /// The recorded thread.
+    pub source: ThreadId,
+    /// The first turn replayed.
+    pub from_turn: u64,
+    /// The last turn replayed.
+    pub to_turn: u64,
+    /// How many recorded turns are replayed (its inbox holds their inputs).
+    pub turns: u64,
+    /// What they are replayed against.
+    pub candidate: String,
+}
+
+/// `replay_answered`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayAnswered {
+    /// The tool, by the model's name.
+    pub name: String,
+    /// Its arguments (the start of them, secrets masked).
+    pub args: String,
+    /// How the replay answered it.
+    pub verdict: crate::replay::ReplayVerdict,
+    /// The candidate's effect class for it.
+    pub effect: Effect,
+    /// The turn.
+    pub turn_seq: u64,
 }
 
 /// `forked`.
@@ -975,6 +1011,8 @@ impl TraceEvent {
             TraceEvent::SnapshotTaken(_) => "snapshot_taken",
             TraceEvent::SnapshotSkipped(_) => "snapshot_skipped",
             TraceEvent::WorkspaceRestored(_) => "workspace_restored",
+            TraceEvent::ReplayStarted(_) => "replay_started",
+            TraceEvent::ReplayAnswered(_) => "replay_answered",
             TraceEvent::Error(_) => "error",
         }
     }

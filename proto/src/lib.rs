@@ -19,6 +19,7 @@ pub mod handoffs;
 pub mod ids;
 pub mod jobs;
 pub mod message;
+pub mod replay;
 pub mod sessions;
 pub mod snapshots;
 pub mod suggest;

@@ -123,6 +123,9 @@ pub struct Config {
     /// The pool's job broker (`AGENTFILE_JOBS_URL`), for an agent with the job tools; `None`:
     /// its job tools answer that this pool runs no jobs.
     pub jobs_url: Option<String>,
+    /// For a replay's scratch thread (set by `ninetrix replay`, never from the environment): the
+    /// recorded turns its tool calls are answered from. `None`: an ordinary thread.
+    pub replay: Option<std::sync::Arc<crate::replay::Replay>>,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.
@@ -281,5 +284,6 @@ pub fn from_vars(
         created: launch.created,
         telemetry: None,
         jobs_url: launch.jobs_url,
+        replay: None,
     })
 }

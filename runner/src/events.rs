@@ -363,6 +363,17 @@ fn log(event: &TraceEvent) {
         TraceEvent::JobReattached(j) => {
             tracing::info!("re-attached to job {} ({}): {}", j.name, j.job, j.state)
         }
+        TraceEvent::ReplayStarted(r) => tracing::info!(
+            "replaying turns {}..{} of thread {} ({} turns) against {}",
+            r.from_turn,
+            r.to_turn,
+            r.source,
+            r.turns,
+            r.candidate
+        ),
+        TraceEvent::ReplayAnswered(r) => {
+            tracing::info!("replay: {}({}) {}", r.name, r.args, r.verdict.as_str())
+        }
         TraceEvent::Forked(f) => tracing::info!(
             "forked from thread {} at turn {} ({} messages{})",
             f.parent,

@@ -641,6 +641,8 @@ impl Reply<'_> {
             | TraceEvent::SnapshotTaken(_)
             | TraceEvent::SnapshotSkipped(_)
             | TraceEvent::WorkspaceRestored(_)
+            | TraceEvent::ReplayStarted(_)
+            | TraceEvent::ReplayAnswered(_)
             | TraceEvent::Boot(_)
             | TraceEvent::Ready(_)
             | TraceEvent::Repair(_)

@@ -227,6 +227,7 @@ mod tests {
             context: None,
             spent_usd: 0.0,
             forked_from: None,
+            replay_of: None,
         }
     }
 

@@ -119,6 +119,8 @@ fn ready(event: &Decoded) -> Option<bool> {
             | TraceEvent::SnapshotTaken(_)
             | TraceEvent::SnapshotSkipped(_)
             | TraceEvent::WorkspaceRestored(_)
+            | TraceEvent::ReplayStarted(_)
+            | TraceEvent::ReplayAnswered(_)
             | TraceEvent::Outage(_)
             | TraceEvent::ToolCall(_)
             | TraceEvent::ToolReplayed(_)

@@ -172,6 +172,31 @@ impl Renderer {
                 w.files_written,
                 w.files_removed
             ),
+            TraceEvent::ReplayStarted(r) => format!(
+                "  · {} replay of turns {}..{} of thread {} ({} turn(s)) against {}",
+                self.rel(at),
+                r.from_turn,
+                r.to_turn,
+                r.source,
+                r.turns,
+                r.candidate
+            ),
+            TraceEvent::ReplayAnswered(r) => format!(
+                "  · {} {}({}) {}",
+                self.rel(at),
+                r.name,
+                r.args,
+                match r.verdict {
+                    ninetrix_proto::replay::ReplayVerdict::Recorded =>
+                        s.ok("answered from the recording").to_string(),
+                    ninetrix_proto::replay::ReplayVerdict::RecordedAnswer => s
+                        .ok("answered with the recorded person's answer")
+                        .to_string(),
+                    ninetrix_proto::replay::ReplayVerdict::Live => "ran live (a read)".to_string(),
+                    ninetrix_proto::replay::ReplayVerdict::NotRun =>
+                        s.error("not run: not in the recording").to_string(),
+                }
+            ),
             _ => return None,
         })
     }
@@ -395,7 +420,9 @@ impl Renderer {
             | TraceEvent::RewindFailed(_)
             | TraceEvent::SnapshotTaken(_)
             | TraceEvent::SnapshotSkipped(_)
-            | TraceEvent::WorkspaceRestored(_)) => self.going_back(&ev, at)?,
+            | TraceEvent::WorkspaceRestored(_)
+            | TraceEvent::ReplayStarted(_)
+            | TraceEvent::ReplayAnswered(_)) => self.going_back(&ev, at)?,
             TraceEvent::TurnCompleted(t) => {
                 let line = format!(
                     "  └─ {} {} in {:.0} ms · checkpoint v{} · {}",

@@ -414,6 +414,9 @@ pub struct ThreadSummary {
     /// Where it was forked from, for a fork (`POST /v1/threads/{id}/fork`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// What it replays, for a replay's scratch thread (`POST /v1/threads/{id}/replays`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<super::ReplayOrigin>,
 }
 
 /// One version in a thread's chain.

@@ -471,6 +471,7 @@ pub(super) fn config(spec: AgentSpec, workspace: &Path) -> Config {
         created: None,
         telemetry: None,
         jobs_url: None,
+        replay: None,
         spec,
     }
 }

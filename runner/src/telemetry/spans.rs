@@ -236,6 +236,8 @@ impl Spans {
             | TraceEvent::SnapshotTaken(_)
             | TraceEvent::SnapshotSkipped(_)
             | TraceEvent::WorkspaceRestored(_)
+            | TraceEvent::ReplayStarted(_)
+            | TraceEvent::ReplayAnswered(_)
             | TraceEvent::Resume(_)
             | TraceEvent::Outage(_)
             | TraceEvent::McpTools(_)

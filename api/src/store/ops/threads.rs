@@ -106,6 +106,8 @@ impl ThreadRow {
                 }),
                 _ => None,
             },
+            // Filled by the replay columns (issue 42).
+            replay_of: None,
         })
     }
 }
