@@ -125,7 +125,7 @@ pub struct Config {
     pub jobs_url: Option<String>,
     /// For a replay's scratch thread (set by `ninetrix replay`, never from the environment): the
     /// recorded turns its tool calls are answered from. `None`: an ordinary thread.
-    pub replay: Option<std::sync::Arc<crate::replay::Replay>>,
+    pub replay: Option<std::sync::Arc<crate::recording::Replay>>,
 }
 
 /// Reads the configuration from the process environment and `/run/secrets`.

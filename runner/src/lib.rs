@@ -27,6 +27,7 @@ pub mod llm;
 pub mod mcp;
 pub mod notify;
 pub mod process;
+pub mod recording;
 pub mod replay;
 pub mod replica;
 pub mod sessions;

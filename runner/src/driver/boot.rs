@@ -143,6 +143,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         context: spec.runtime.context.clone(),
         budgets: spec.governance.budgets(),
         on_budget_exceeded: spec.governance.on_budget_exceeded,
+        replay: config.replay.clone(),
     });
     let notifier = spec.governance.human_approval.as_ref().and_then(|h| {
         let url = h.notify_url.clone()?;

@@ -205,12 +205,37 @@ impl<C: Checkpoints> Runner<C> {
         }
     }
 
-    /// The event with what only the driver knows filled in (a finished turn's duration).
+    /// The event with what only the driver knows filled in: a finished turn's duration, and a
+    /// replay answer's arguments previewed with the agent's secrets masked (the engine gives
+    /// them whole, as JSON).
     pub(super) fn stamped(&self, mut e: TraceEvent) -> TraceEvent {
-        if let TraceEvent::TurnCompleted(done) = &mut e {
-            done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
+        match &mut e {
+            TraceEvent::TurnCompleted(done) => {
+                done.duration_ms = self.turn_started.elapsed().as_secs_f64() * 1000.0;
+            }
+            TraceEvent::ReplayAnswered(answered) => {
+                let args = serde_json::from_str(&answered.args)
+                    .unwrap_or_else(|_| serde_json::Value::String(answered.args.clone()));
+                answered.args = self.args_preview(&args);
+            }
+            _ => {}
         }
         e
+    }
+
+    /// The replay kill point a commit reaches once it is stored (`None`: none, or not a replay):
+    /// `replay_after_turn` for one that ends a turn, `replay_mid_turn` for one before the end
+    /// that stores an answer taken from the recording.
+    pub(super) fn replay_kill_point(&self, plan: &CommitPlan) -> Option<&'static str> {
+        self.config.replay.as_ref()?;
+        if plan.ends_turn.is_some() {
+            return Some(crate::recording::REPLAY_AFTER_TURN);
+        }
+        plan.append
+            .iter()
+            .flat_map(|m| m.tool_result_ids())
+            .any(|id| self.engine.answered_from_recording(id))
+            .then_some(crate::recording::REPLAY_MID_TURN)
     }
 }
 

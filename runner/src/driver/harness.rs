@@ -16,9 +16,9 @@ use std::time::Duration;
 use ninetrix_agentfile::AgentSpec;
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, Control,
-    Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadState, ThreadStatus, ToolCallRecord,
-    TurnPoint,
+    Approval, ApprovalKind, ApprovalStatus, ClaimRequest, ClaimResponse, CommitRequest,
+    CommitResponse, Control, Handoff, HandoffRequest, InboxMessage, NewEvent, ThreadState,
+    ThreadStatus, ToolCallRecord, TurnPoint,
 };
 use ninetrix_proto::snapshots::{ObjectId, ObjectKind};
 use tokio::sync::{Notify, watch};
@@ -65,6 +65,8 @@ struct Shared {
     /// An object the store loses just before each of the next N commits that end a turn with
     /// a snapshot (a snapshot's object dropped while the runner uploaded).
     lose: Mutex<Option<(ObjectId, u32)>>,
+    /// Handoffs the runner tried to file.
+    handoffs_opened: AtomicU64,
 }
 
 impl TestStore {
@@ -86,6 +88,7 @@ impl TestStore {
                 puts: Mutex::new(Vec::new()),
                 asked: AtomicU64::new(0),
                 lose: Mutex::new(None),
+                handoffs_opened: AtomicU64::new(0),
             }),
         }
     }
@@ -137,6 +140,24 @@ impl TestStore {
             }
         }
         self.shared.decided.notify_waiters();
+    }
+
+    /// Answers every pending question with `text`, as `alice`, and wakes the long-polls.
+    pub(super) fn answer(&self, text: &str) {
+        for a in self.shared.approvals.lock().unwrap().iter_mut() {
+            if a.status == ApprovalStatus::Pending && a.kind == ApprovalKind::Question {
+                a.status = ApprovalStatus::Answered;
+                a.decided_at = Some(chrono::Utc::now());
+                a.decided_by = Some("alice".into());
+                a.answer = Some(text.into());
+            }
+        }
+        self.shared.decided.notify_waiters();
+    }
+
+    /// Handoffs the runner tried to file so far.
+    pub(super) fn handoffs_opened(&self) -> u64 {
+        self.shared.handoffs_opened.load(Ordering::SeqCst)
     }
 
     /// Keeps a commit's requests to people, pending (a key already stored keeps its request).
@@ -365,6 +386,7 @@ impl Checkpoints for TestStore {
     }
 
     async fn open_handoff(&self, request: &HandoffRequest) -> Result<Handoff, CheckpointError> {
+        self.shared.handoffs_opened.fetch_add(1, Ordering::SeqCst);
         self.memory.open_handoff(request).await
     }
 
@@ -489,11 +511,26 @@ impl Driver {
         Driver::start_with(store, config, None)
     }
 
+    /// Boots a driver on `store`'s thread that stops once its inbox is served and no turn is
+    /// left, as a session's (and a replay's) runner does.
+    pub(super) fn start_until_idle(store: &TestStore, config: &Config) -> Driver {
+        Driver::spawn(store, config, None, true)
+    }
+
     /// Boots a driver on `store`'s thread whose model calls lease from `permits`.
     pub(super) fn start_with(
         store: &TestStore,
         config: &Config,
         permits: Option<Arc<dyn crate::limits::Permits>>,
+    ) -> Driver {
+        Driver::spawn(store, config, permits, false)
+    }
+
+    fn spawn(
+        store: &TestStore,
+        config: &Config,
+        permits: Option<Arc<dyn crate::limits::Permits>>,
+        until_idle: bool,
     ) -> Driver {
         let health = Health::new(None);
         let shutdown = CancellationToken::new();
@@ -507,7 +544,7 @@ impl Driver {
             reqwest::Client::new(),
             health.clone(),
             shutdown.clone(),
-            false,
+            until_idle,
         ));
         Driver {
             task,
@@ -531,6 +568,7 @@ impl Driver {
     }
 }
 
+mod replay;
 mod snapshots;
 
 mod tests {

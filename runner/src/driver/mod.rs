@@ -427,8 +427,12 @@ impl<C: Checkpoints> Runner<C> {
                             riding.push(self.stamped(e));
                         }
                     }
+                    let point = self.replay_kill_point(&plan);
                     self.commit(*plan, riding).await?;
                     self.health.set_context(self.engine.state().context.clone());
+                    if let Some(point) = point {
+                        crate::snapshots::faults::reached(point, self.snapshots.root()).await;
+                    }
                 }
                 Effect::CallLlm => {
                     if self.shutdown.is_cancelled() {

@@ -66,13 +66,16 @@ fn stop_of(e: SnapshotError) -> Stop {
 impl<C: Checkpoints> Runner<C> {
     /// The end of turn `turn_seq` for its last commit, with the snapshot taken and its event
     /// (`snapshot_taken`, or `snapshot_skipped` saying why there is none). An agent without
-    /// snapshots, and a batch job, send the turn's end alone.
+    /// snapshots, a batch job and a replay send the turn's end alone.
     pub(super) async fn end_of_turn(
         &mut self,
         turn_seq: u64,
     ) -> Result<(TurnEnd, Option<Taken>, Option<TraceEvent>), Stop> {
         let exec = &self.config.spec.execution;
-        let Some(limits) = exec.snapshots.filter(|_| exec.durability) else {
+        // A replay takes none: nothing in its scratch workspace changes but through live reads,
+        // which read.
+        let replaying = self.config.replay.is_some();
+        let Some(limits) = exec.snapshots.filter(|_| exec.durability && !replaying) else {
             let end = TurnEnd {
                 turn_seq,
                 snapshot: None,

@@ -55,8 +55,14 @@ impl Engine {
     }
 
     /// What a call asks of a person, if anything: a question (`ask_human`), an approval (a call
-    /// the agentfile gates and the ledger has no outcome for — a replayed call already ran).
+    /// the agentfile gates and the ledger has no outcome for — a replayed call already ran);
+    /// nothing in replay mode.
     pub(super) fn kind_of(&self, call: &PlannedCall) -> Option<ApprovalKind> {
+        // A replay asks nobody: its questions are answered from the recording, and a call a
+        // gate would hold is not run (see `replay`).
+        if self.replaying() {
+            return None;
+        }
         if call.name == ASK_HUMAN {
             return Some(ApprovalKind::Question);
         }

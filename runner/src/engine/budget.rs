@@ -39,7 +39,8 @@ impl Engine {
         }))];
         let amount = self.raise_amount(&spent.scope);
         match (self.cfg.on_budget_exceeded, amount) {
-            (OnBudgetExceeded::AskHuman, Some(amount)) => {
+            // A replay asks nobody to raise a budget: it stops as `stop` would.
+            (OnBudgetExceeded::AskHuman, Some(amount)) if !self.replaying() => {
                 self.ask_for_raise(&spent, amount);
                 out.extend(self.advance());
             }

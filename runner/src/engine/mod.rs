@@ -48,9 +48,12 @@
 //! - `compaction` — the context window: when a round compacts first, the compaction's commit,
 //!   and a round the provider refused as too long;
 //! - `control` — control of a running turn: a steer joins it, an interrupt or a cancel stops it;
-//! - `rewind` — a rewind between turns: the history of the turn gone back to, its commit.
+//! - `rewind` — a rewind between turns: the history of the turn gone back to, its commit;
+//! - `replay` — replay mode: each call answered from the recorded turn (or run live, a read),
+//!   never by people or collaborators.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use ninetrix_agentfile::{
     Effect as EffectClass, HandoffTarget, HumanApproval, ResumeMode, ToolSpec, tools,
@@ -59,7 +62,7 @@ use ninetrix_proto::api::{
     Approval, ApprovalKind, BudgetPolicy, BudgetRaise, BudgetSpent, CheckpointState, CommitIntent,
     CommitOutcome, HandoffOrigin, HandoffReply, OnBudgetExceeded, ThreadStatus, ToolCallRecord,
 };
-use ninetrix_proto::events::{StoppedBy, TraceEvent};
+use ninetrix_proto::events::{ReplayAnswered, StoppedBy, TraceEvent};
 use ninetrix_proto::snapshots::SnapshotRef;
 use ninetrix_proto::{Block, Message, Role, ThreadId};
 
@@ -69,6 +72,7 @@ pub use rewind::{RewindTo, common_prefix};
 
 use crate::context;
 use crate::ledger::{self, Decision, Entry};
+use crate::recording::Replay;
 use ninetrix_agentfile::context::ContextPolicy;
 
 mod approvals;
@@ -76,6 +80,7 @@ mod budget;
 mod compaction;
 mod control;
 mod delegation;
+mod replay;
 mod restore;
 mod rewind;
 #[cfg(test)]
@@ -117,6 +122,9 @@ pub struct EngineConfig {
     pub budgets: Option<BudgetPolicy>,
     /// What a spent budget beyond the run does (`governance.on_budget_exceeded`).
     pub on_budget_exceeded: OnBudgetExceeded,
+    /// Replay mode (`Config.replay`): the recorded turns every call of a known tool is answered
+    /// from, by `ninetrix_proto::replay::answer` (see `replay`). `None`: an ordinary thread.
+    pub replay: Option<Arc<Replay>>,
 }
 
 /// Tokens and cost of one model call.
@@ -484,6 +492,9 @@ pub struct Engine {
     forget_input: bool,
     /// The turn a rewind taken from the inbox goes back to, while the driver fetches it.
     rewinding: Option<u64>,
+    /// Replay mode: the current turn's calls (by call ID) answered with a result taken from the
+    /// recording (`recorded` or `recorded_answer`), for the driver's kill point.
+    from_recording: HashSet<String>,
 }
 
 fn event(event: TraceEvent) -> Effect {
@@ -510,6 +521,14 @@ enum NextCall {
         call_id: String,
         content: String,
         is_error: bool,
+    },
+    /// Replay mode: a call answered by the oracle without running (from the recording, or not
+    /// run), with the `replay_answered` event that says so.
+    Replayed {
+        call_id: String,
+        content: String,
+        is_error: bool,
+        answered: ReplayAnswered,
     },
 }
 
@@ -538,6 +557,7 @@ impl Engine {
             steered: Vec::new(),
             forget_input: false,
             rewinding: None,
+            from_recording: HashSet::new(),
         }
     }
 
@@ -688,6 +708,19 @@ impl Engine {
             .verify
             .as_ref()
             .map(|v| (v.tool.clone(), v.args.apply(&args)));
+        if let Some(replay) = &self.cfg.replay {
+            let asked = replay::Asked {
+                anchor,
+                message: a,
+                index,
+                occurrence,
+                effect,
+                handoff: spec.handoff.is_some(),
+            };
+            if let Some(answered) = self.replay_answer(replay, &asked, &call_id, &name, &args) {
+                return answered;
+            }
+        }
         if let Some((content, is_error)) = self.answer_without_running(&key) {
             return NextCall::Settled {
                 call_id,
@@ -768,6 +801,20 @@ impl Engine {
         args: &serde_json::Value,
     ) -> usize {
         let canonical = ledger::canonical_json(args);
+        self.earlier_calls(anchor, message, index, |n2, a2| {
+            n2 == name && ledger::canonical_json(a2) == canonical
+        })
+    }
+
+    /// How many calls of this turn before call `index` of message `message` (the turn starts
+    /// at `anchor`) `pick` picks (by tool and arguments).
+    fn earlier_calls(
+        &self,
+        anchor: usize,
+        message: usize,
+        index: usize,
+        pick: impl Fn(&str, &serde_json::Value) -> bool,
+    ) -> usize {
         let mut n = 0;
         for (i, m) in self
             .history
@@ -788,8 +835,7 @@ impl Engine {
                 if let Block::ToolCall {
                     name: n2, args: a2, ..
                 } = b
-                    && n2 == name
-                    && ledger::canonical_json(a2) == canonical
+                    && pick(n2, a2)
                 {
                     n += 1;
                 }

@@ -25,6 +25,7 @@ pub(super) fn config() -> EngineConfig {
         context: Default::default(),
         budgets: None,
         on_budget_exceeded: Default::default(),
+        replay: None,
     }
 }
 

@@ -8,6 +8,7 @@ use ninetrix_proto::events::{
     BudgetExceeded, HandoffReceived, HandoffReplied, LlmCall, MaxTurnsReached, TraceEvent,
     TurnCompleted, TurnStarted, UnknownTool,
 };
+use ninetrix_proto::replay::ReplayVerdict;
 use ninetrix_proto::{Message, Role};
 
 use super::{
@@ -35,6 +36,7 @@ impl Engine {
         self.ledger.clear();
         self.requests.clear();
         self.delegated.clear();
+        self.from_recording.clear();
         let received = handoff.as_ref().map(|h| {
             event(TraceEvent::HandoffReceived(HandoffReceived {
                 delivery_key: h.delivery_key.clone(),
@@ -344,6 +346,18 @@ impl Engine {
                             .push(history::tool_result(&call_id, content, is_error));
                         continue;
                     }
+                    NextCall::Replayed {
+                        call_id,
+                        content,
+                        is_error,
+                        answered,
+                    } => {
+                        self.note_replayed(&call_id, answered.verdict);
+                        self.history
+                            .push(history::tool_result(&call_id, content, is_error));
+                        out.push(event(TraceEvent::ReplayAnswered(answered)));
+                        continue;
+                    }
                     NextCall::Unknown { call_id, name } => {
                         let available: Vec<String> =
                             self.cfg.tools.iter().map(|t| t.name.clone()).collect();
@@ -391,6 +405,15 @@ impl Engine {
                         return out;
                     }
                     NextCall::Known(call) => {
+                        if self.replaying() {
+                            // The one call a replay runs: a read the recording does not have.
+                            out.push(event(TraceEvent::ReplayAnswered(self.replay_event(
+                                &call.name,
+                                &call.args,
+                                ReplayVerdict::Live,
+                                call.effect,
+                            ))));
+                        }
                         // A write runs only once its intent is stored: when no commit carried
                         // it yet, this one does.
                         if call.effect == EffectClass::Write && !self.ledger.contains_key(&call.key)

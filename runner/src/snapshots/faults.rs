@@ -1,5 +1,6 @@
 //! The kill points of a rewind and a restore (`NINETRIX_RUNNER_CRASH_AT`, as for background
-//! jobs): the runner aborts there once per workspace (a marker under `.ninetrix/` keeps the
+//! jobs), and the driver's way to reach any kill point — a replay's are named in
+//! `crate::recording`: the runner aborts there once per workspace (a marker under `.ninetrix/` keeps the
 //! restarted runner from dying at it again). In the driver harness a point can instead be held
 //! for one workspace: the driver waits there forever and the test aborts its task.
 
