@@ -8,10 +8,10 @@
 
 use ninetrix_agentfile::tools::ASK_HUMAN;
 use ninetrix_proto::effects::Effect as EffectClass;
-use ninetrix_proto::events::ReplayAnswered;
+use ninetrix_proto::events::{ReplayAnswered, TraceEvent};
 use ninetrix_proto::replay::{self as oracle, NOT_RUN, OracleAnswer, ReplayVerdict, ReplayedCall};
 
-use super::{Engine, NextCall};
+use super::{Effect, Engine, NextCall, PlannedCall};
 use crate::ledger;
 use crate::recording::Replay;
 
@@ -123,14 +123,36 @@ impl Engine {
         self.from_recording.contains(call_id)
     }
 
-    /// Notes a replay answer joining the history.
-    pub(super) fn note_replayed(&mut self, call_id: &str, verdict: ReplayVerdict) {
+    /// A replay answer joins the history; its `replay_answered` event is returned.
+    pub(super) fn take_replayed(
+        &mut self,
+        call_id: &str,
+        content: String,
+        is_error: bool,
+        answered: ReplayAnswered,
+    ) -> Effect {
         if matches!(
-            verdict,
+            answered.verdict,
             ReplayVerdict::Recorded | ReplayVerdict::RecordedAnswer
         ) {
             self.from_recording.insert(call_id.to_string());
         }
+        self.history
+            .push(crate::history::tool_result(call_id, content, is_error));
+        Effect::Event(TraceEvent::ReplayAnswered(answered))
+    }
+
+    /// In replay mode, the `replay_answered` event of a call about to run: the one kind a
+    /// replay runs, a read the recording does not have (`live`).
+    pub(super) fn live_event(&self, call: &PlannedCall) -> Option<Effect> {
+        self.replaying().then(|| {
+            Effect::Event(TraceEvent::ReplayAnswered(self.replay_event(
+                &call.name,
+                &call.args,
+                ReplayVerdict::Live,
+                call.effect,
+            )))
+        })
     }
 
     /// Whether the engine is in replay mode.

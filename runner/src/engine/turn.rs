@@ -8,7 +8,6 @@ use ninetrix_proto::events::{
     BudgetExceeded, HandoffReceived, HandoffReplied, LlmCall, MaxTurnsReached, TraceEvent,
     TurnCompleted, TurnStarted, UnknownTool,
 };
-use ninetrix_proto::replay::ReplayVerdict;
 use ninetrix_proto::{Message, Role};
 
 use super::{
@@ -352,10 +351,7 @@ impl Engine {
                         is_error,
                         answered,
                     } => {
-                        self.note_replayed(&call_id, answered.verdict);
-                        self.history
-                            .push(history::tool_result(&call_id, content, is_error));
-                        out.push(event(TraceEvent::ReplayAnswered(answered)));
+                        out.push(self.take_replayed(&call_id, content, is_error, answered));
                         continue;
                     }
                     NextCall::Unknown { call_id, name } => {
@@ -405,15 +401,7 @@ impl Engine {
                         return out;
                     }
                     NextCall::Known(call) => {
-                        if self.replaying() {
-                            // The one call a replay runs: a read the recording does not have.
-                            out.push(event(TraceEvent::ReplayAnswered(self.replay_event(
-                                &call.name,
-                                &call.args,
-                                ReplayVerdict::Live,
-                                call.effect,
-                            ))));
-                        }
+                        out.extend(self.live_event(&call));
                         // A write runs only once its intent is stored: when no commit carried
                         // it yet, this one does.
                         if call.effect == EffectClass::Write && !self.ledger.contains_key(&call.key)
