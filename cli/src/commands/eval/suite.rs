@@ -831,6 +831,20 @@ cases:
         assert_eq!(lines[49], "… and 11 more failed check(s)");
     }
 
+    /// The suite docs/replay.md shows is one `eval` reads.
+    #[test]
+    fn the_documented_suite_is_valid() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/replay.md"),
+        )
+        .unwrap();
+        let start = doc.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+        let end = start + doc[start..].find("```").unwrap();
+        let s = parse(&doc[start..end]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.name, "support-regressions");
+        assert_eq!(s.cases[0].expect[0].calls, vec!["file_write".to_string()]);
+    }
+
     #[test]
     fn typos_get_the_closest_key() {
         assert_eq!(
