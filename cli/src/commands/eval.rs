@@ -21,11 +21,10 @@ use ninetrix_proto::api::{EvalCaseResult, EvalRunRequest};
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::view::PoolView;
 use crate::cli::pool_name;
 use crate::commands::replay::{
-    Case, EXIT_STOPPED, Ended, TurnRange, candidate, describe, hex, read_instructions, replay_case,
-    resume_command, short_name,
+    Case, EXIT_STOPPED, Ended, TurnRange, candidate, describe, hex, locate_thread,
+    read_instructions, replay_case, resume_command, short_name, thread_api,
 };
 use crate::commands::reset::{ConversationArgs, Target};
 use crate::ui::replay as render;
@@ -168,7 +167,7 @@ async fn eval(
             origin,
         });
     }
-    let api = PoolView::thread_api(&suite.agentfile, pool.as_deref()).await?;
+    let api = thread_api(&suite.agentfile, pool.as_deref()).await?;
     if suite.marked {
         match api.client().eval_suite(&suite.name).await {
             Ok(s) => {
@@ -237,8 +236,7 @@ async fn eval(
             session,
             thread,
         };
-        let located = conversation
-            .locate()
+        let located = locate_thread(&conversation)
             .await
             .map_err(|e| e.context(format!("finding {}", p.origin)))?;
         let spec = specs

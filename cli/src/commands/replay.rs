@@ -37,8 +37,9 @@ use ninetrix_runner::replay::Replay;
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::view::PoolView;
 use crate::commands::invoke::shell_quote;
-use crate::commands::reset::{Conversation, ConversationArgs, Located, agentfile_path};
+use crate::commands::reset::{Conversation, ConversationArgs, Located, agentfile_path, of_labels};
 use crate::pool::local_api::Api;
 use crate::ui::replay as render;
 
@@ -590,7 +591,7 @@ pub(crate) async fn source_and_file(c: &ConversationArgs) -> anyhow::Result<(Loc
         };
         return Ok((located, file));
     }
-    let located = c.locate().await?;
+    let located = locate_thread(c).await?;
     let home = crate::home::agentfile_home()?;
     let state = crate::pool::state::read(&home, &located.pool)?;
     let Some(file) = agentfile_path(&c.file, state.agentfile.as_deref()) else {
@@ -601,6 +602,43 @@ pub(crate) async fn source_and_file(c: &ConversationArgs) -> anyhow::Result<(Loc
         .into());
     };
     Ok((located, file))
+}
+
+/// The API for a thread named by its ID: the pool's (`-p`, or the agentfile's when its pool has
+/// state here), else — with no `-p` — `AGENTFILE_API_URL` or this home's local API, so `--thread`
+/// with a candidate agentfile of a pool that never ran here needs only the API.
+pub(crate) async fn thread_api(file: &Path, pool: Option<&str>) -> anyhow::Result<Api> {
+    match PoolView::thread_api(file, pool).await {
+        Ok(api) => Ok(api),
+        Err(e) if pool.is_none() => Api::any(&crate::home::agentfile_home()?)
+            .await
+            .map_err(|_| e),
+        Err(e) => Err(e),
+    }
+}
+
+/// The conversation `--thread` names, through [`thread_api`]: its pool and whose it is, from
+/// its labels (refused when it is not the agent's).
+pub(crate) async fn locate_thread(c: &ConversationArgs) -> anyhow::Result<Located> {
+    let Some(thread) = c.thread else {
+        return c.locate().await;
+    };
+    let api = thread_api(&c.file, c.pool.as_deref()).await?;
+    let labels = match api.thread(thread).await? {
+        Some(t) => t.labels,
+        None => anyhow::bail!(
+            "thread {thread} does not exist in the checkpoint API at {}; `ninetrix sessions` \
+             lists a pool's threads",
+            api.url
+        ),
+    };
+    let (pool, target) = of_labels(thread, &labels, &c.agent, c.pool.as_deref())?;
+    Ok(Located {
+        api,
+        pool,
+        target,
+        thread,
+    })
 }
 
 /// Reads an instructions file (its text replaces the agent's instructions).
