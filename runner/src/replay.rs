@@ -24,21 +24,3 @@ impl Replay {
             .and_then(|i| self.recorded.get(i))
     }
 }
-
-/// Runs a replay's scratch thread in process (`ninetrix replay`): claims it with `config`'s
-/// runner token, answers every message of its inbox (the replayed turns' inputs) and returns once
-/// none is left, as a session's runner does. `config.replay` says where the answers come from.
-///
-/// A minimal version for the CLI to code against; the runner's replay mode owns the real one.
-pub async fn run_replay(
-    config: crate::Config,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> crate::Exit {
-    crate::driver::run_session(
-        config,
-        ninetrix_client::http_client(),
-        crate::health::Health::new(None),
-        shutdown,
-    )
-    .await
-}

@@ -415,10 +415,7 @@ pub(crate) async fn replay_case(
     print_progress(&recorded, &replayed, 0);
     if replayed.len() < recorded.len() {
         let config = runner_config(case, api, replay, recorded.clone()).await?;
-        let mut runner = tokio::spawn(ninetrix_runner::replay::run_replay(
-            config,
-            shutdown.clone(),
-        ));
+        let mut runner = tokio::spawn(run_replay(config, shutdown.clone()));
         let exit = loop {
             tokio::select! {
                 exit = &mut runner => break exit,
@@ -463,6 +460,23 @@ pub(crate) async fn replay_case(
         &recorded,
         &replayed,
     ))))
+}
+
+/// Runs the replay's runner in process until its inbox is served, as a session's runner is
+/// served. This stands for `ninetrix_runner::replay::run_replay(config, shutdown)`, which the
+/// runner's replay mode provides: it lives here until then because a `replay → driver` edge in
+/// the runner crate closes a module cycle with `config → replay` (`cargo xtask layout`).
+async fn run_replay(
+    config: ninetrix_runner::Config,
+    shutdown: CancellationToken,
+) -> ninetrix_runner::Exit {
+    ninetrix_runner::driver::run_session(
+        config,
+        ninetrix_client::http_client(),
+        ninetrix_runner::health::Health::new(None),
+        shutdown,
+    )
+    .await
 }
 
 /// Prints a progress line for each replayed turn from index `from` on.
