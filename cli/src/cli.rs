@@ -97,6 +97,7 @@ impl Command {
             Command::Fork(a) => Some(&mut a.conversation.file),
             Command::Rewind(a) => Some(&mut a.conversation.file),
             Command::Diff(a) => Some(&mut a.conversation.file),
+            Command::Replay(a) => Some(&mut a.conversation.file),
             Command::Invoke(a) => Some(&mut a.file),
             Command::Trace(a) => Some(&mut a.file),
             Command::Logs(a) => Some(&mut a.file),
@@ -106,6 +107,7 @@ impl Command {
             Command::Memory(a) => Some(&mut a.file),
             Command::Triggers(a) => Some(&mut a.file),
             Command::Api(_)
+            | Command::Eval(_)
             | Command::K8s(_)
             | Command::Ps(_)
             | Command::Approve(_)
@@ -131,6 +133,8 @@ impl Command {
             Command::Fork(a) => Some(&mut a.conversation.pool),
             Command::Rewind(a) => Some(&mut a.conversation.pool),
             Command::Diff(a) => Some(&mut a.conversation.pool),
+            Command::Replay(a) => Some(&mut a.conversation.pool),
+            Command::Eval(a) => Some(&mut a.pool),
             Command::Ps(a) => Some(&mut a.pool),
             Command::Invoke(a) => Some(&mut a.pool),
             Command::Trace(a) => Some(&mut a.pool),
@@ -290,6 +294,33 @@ pub enum Command {
     /// history that has one. A turn without a snapshot (dropped after
     /// `execution.snapshots.keep_turns`, or never taken) says why.
     Diff(crate::commands::diff::DiffArgs),
+    /// Replay a conversation's recorded turns against a candidate agent, with no side effects,
+    /// and report where it diverges.
+    ///
+    /// The turns' user messages are sent again, in order, to the candidate — the agent of the
+    /// agentfile `-f` (else the one `up` recorded), with `--model` and `--instructions` over it —
+    /// in a scratch thread of its own namespace that starts from the conversation's history
+    /// before the first replayed turn; the runner runs in this process. Tool calls are answered
+    /// from the recording: the same call gets the recorded result; a differing `read` runs only
+    /// with `--live-reads`; anything else is not run (the model gets an error saying so).
+    /// Approvals and questions take the recorded decisions; nobody is asked. The recorded thread
+    /// is only read. Re-running the same command resumes the same replay (`--fresh`: a new one).
+    /// Exit 1 when `--max-divergent-turns` is passed; 130 when stopped (the command resumes).
+    /// With --thread only the API is needed (AGENTFILE_API_URL and AGENTFILE_ADMIN_TOKEN).
+    #[command(mut_arg("file", |a| a.help(
+        "The candidate agentfile, also the pool's [default: agentfile.yaml, else the one `up` \
+         recorded for the pool]"
+    )))]
+    Replay(crate::commands::replay::ReplayArgs),
+    /// Replay an eval suite's conversations against a candidate and check the answers.
+    ///
+    /// SUITE.yaml names the candidate agentfile, the conversations (sessions, replicas or
+    /// threads, and ranges of their turns) and optional checks per turn (calls made, answer
+    /// contents, cost); the threads marked into the suite in the console are replayed too. Each
+    /// case runs as `ninetrix replay` does; the run is stored with the suite (the console shows
+    /// its table). Exit 1 when a case fails, 2 when the suite file is invalid. docs/replay.md
+    /// has the format.
+    Eval(crate::commands::eval::EvalArgs),
     /// Send a message to an agent's inbox and (by default) wait for its reply.
     Invoke(InvokeArgs),
     /// Show a thread's story: boots, repairs, turns, model and tool calls.

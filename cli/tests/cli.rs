@@ -482,6 +482,57 @@ fn init_derives_the_pool_name_from_the_directory() {
     assert_eq!(v["pool"], "my-agents");
 }
 
+/// A bad eval suite is refused before anything runs: exit 2, every problem at its
+/// `file:line:col` with a hint, nothing on stdout.
+#[test]
+fn eval_refuses_a_bad_suite_file_with_each_problem_located() {
+    let ws = Workspace::new();
+    ws.write(
+        "suite.yaml",
+        "suite: support\nagentfile: candidate.yaml\ncases:\n  - sesion: k\n    turns: 4..2\n",
+    );
+    let out = ws
+        .ninetrix()
+        .args(["eval", "suite.yaml"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .get_output()
+        .clone();
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(
+            "suite.yaml:4:5: unknown key `sesion` in a case\n  help: did you mean `session`?"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .contains("suite.yaml:5:12: `4..2` is empty: its first turn (4) is after its last (2)"),
+        "{stderr}"
+    );
+    ws.ninetrix()
+        .args(["eval", "missing.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "cannot read the suite file missing.yaml",
+        ));
+}
+
+/// `replay`'s usage errors exit 2 and say what a range of turns looks like.
+#[test]
+fn replay_refuses_a_bad_range_of_turns() {
+    Workspace::new()
+        .ninetrix()
+        .args(["replay", "--agent", "a", "--turns", "5..2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "`5..2` is empty: its first turn (5) is after its last (2)",
+        ));
+}
+
 /// Every command's `--help`, so a change of wording is a reviewed change.
 #[test]
 fn every_command_has_a_help_page() {
@@ -501,6 +552,8 @@ fn every_command_has_a_help_page() {
         "fork",
         "rewind",
         "diff",
+        "replay",
+        "eval",
         "invoke",
         "trace",
         "logs",

@@ -10,6 +10,7 @@ pub mod compact;
 pub mod diff;
 pub mod down;
 pub mod egress_proxy;
+pub mod eval;
 pub mod fork;
 pub mod health;
 pub mod init;
@@ -20,6 +21,7 @@ pub mod logs;
 pub mod mcp_bridge;
 pub mod memory;
 pub mod ps;
+pub mod replay;
 pub mod reset;
 pub mod rewind;
 pub mod run;
@@ -45,7 +47,8 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
 }
 
 /// Runs `work` on a small runtime with a token that SIGINT/SIGTERM cancels (the long-running
-/// in-container commands: `runner`, `mcp-bridge`, `egress-proxy`, `job-broker`).
+/// in-container commands: `runner`, `mcp-bridge`, `egress-proxy`, `job-broker`; and `replay` and
+/// `eval`, which run a runner in process).
 fn until_signal<T, F: std::future::Future<Output = T>>(
     work: impl FnOnce(tokio_util::sync::CancellationToken) -> F,
 ) -> anyhow::Result<T> {
@@ -94,6 +97,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Fork(args) => block_on(fork::run(&args)),
         Command::Rewind(args) => block_on(rewind::run(&args)),
         Command::Diff(args) => block_on(diff::run(&args)),
+        Command::Replay(args) => replay::run(&args),
+        Command::Eval(args) => eval::run(&args),
         Command::Invoke(args) => block_on(invoke::run(&args)),
         Command::Trace(args) => block_on(trace::run(&args)),
         Command::Sessions(args) => block_on(sessions::run(&args)),

@@ -5,6 +5,7 @@ pub(crate) mod going_back;
 pub(crate) mod handoff_tree;
 pub(crate) mod handoffs;
 pub(crate) mod progress;
+pub(crate) mod replay;
 pub(crate) mod streamed;
 pub(crate) mod style;
 pub(crate) mod table;
