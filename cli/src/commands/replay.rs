@@ -411,27 +411,31 @@ pub(crate) async fn replay_case(
             .map_err(|e| api.explain(e, &format!("reading turn {n} of thread {source}")))?;
         recorded.push(turn);
     }
-    let mut replayed = replayed_turns(api, replay).await?;
+    let mut replayed = Vec::new();
+    fetch_replayed(api, replay, &mut replayed).await?;
     print_progress(&recorded, &replayed, 0);
     if replayed.len() < recorded.len() {
         let config = runner_config(case, api, replay, recorded.clone()).await?;
-        let mut runner = tokio::spawn(run_replay(config, shutdown.clone()));
+        let mut runner = tokio::spawn(ninetrix_runner::replay::run_replay(
+            config,
+            shutdown.clone(),
+        ));
         let exit = loop {
             tokio::select! {
                 exit = &mut runner => break exit,
                 () = tokio::time::sleep(POLL) => {
                     // A blip while polling only delays a progress line.
-                    if let Ok(now) = replayed_turns(api, replay).await {
-                        print_progress(&recorded, &now, replayed.len());
-                        replayed = now;
+                    let from = replayed.len();
+                    if fetch_replayed(api, replay, &mut replayed).await.is_ok() {
+                        print_progress(&recorded, &replayed, from);
                     }
                 }
             }
         };
         let exit = exit.context("the replay's runner task failed")?;
-        let now = replayed_turns(api, replay).await?;
-        print_progress(&recorded, &now, replayed.len());
-        replayed = now;
+        let from = replayed.len();
+        fetch_replayed(api, replay, &mut replayed).await?;
+        print_progress(&recorded, &replayed, from);
         if shutdown.is_cancelled() && replayed.len() < recorded.len() {
             return Ok(Ended::Stopped(replay));
         }
@@ -462,23 +466,6 @@ pub(crate) async fn replay_case(
     ))))
 }
 
-/// Runs the replay's runner in process until its inbox is served, as a session's runner is
-/// served. This stands for `ninetrix_runner::replay::run_replay(config, shutdown)`, which the
-/// runner's replay mode provides: it lives here until then because a `replay → driver` edge in
-/// the runner crate closes a module cycle with `config → replay` (`cargo xtask layout`).
-async fn run_replay(
-    config: ninetrix_runner::Config,
-    shutdown: CancellationToken,
-) -> ninetrix_runner::Exit {
-    ninetrix_runner::driver::run_session(
-        config,
-        ninetrix_client::http_client(),
-        ninetrix_runner::health::Health::new(None),
-        shutdown,
-    )
-    .await
-}
-
 /// Prints a progress line for each replayed turn from index `from` on.
 fn print_progress(recorded: &[RecordedTurn], replayed: &[RecordedTurn], from: usize) {
     for (i, r) in replayed.iter().enumerate().skip(from) {
@@ -489,9 +476,14 @@ fn print_progress(recorded: &[RecordedTurn], replayed: &[RecordedTurn], from: us
     }
 }
 
-/// The replay's own ended turns (not the history it shares with its source), each as recorded,
-/// in order.
-async fn replayed_turns(api: &Api, replay: ThreadId) -> anyhow::Result<Vec<RecordedTurn>> {
+/// Adds to `replayed` (the replay's own ended turns fetched so far, in order) the ones that
+/// ended since, each as recorded: one request for the turn list, and one per new turn (an ended
+/// turn does not change, so none is fetched twice).
+async fn fetch_replayed(
+    api: &Api,
+    replay: ThreadId,
+    replayed: &mut Vec<RecordedTurn>,
+) -> anyhow::Result<()> {
     let client = api.client();
     let list = client
         .turns(replay)
@@ -502,18 +494,18 @@ async fn replayed_turns(api: &Api, replay: ThreadId) -> anyhow::Result<Vec<Recor
         .iter()
         .filter(|t| t.live && t.thread_id == replay)
         .map(|t| t.turn_seq)
+        .filter(|n| !replayed.iter().any(|r| r.turn_seq == *n))
         .collect();
     own.sort_unstable();
-    let mut out = Vec::with_capacity(own.len());
     for n in own {
-        out.push(
+        replayed.push(
             client
                 .recorded_turn(replay, n)
                 .await
                 .map_err(|e| api.explain(e, &format!("reading turn {n} of replay {replay}")))?,
         );
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `$AGENTFILE_HOME/replays/<replay>/`: the replay's workspace (`workspace/`) and health file.
