@@ -3,11 +3,13 @@
 
 mod admin;
 mod approvals;
+mod evals;
 mod forks;
 mod handoffs;
 mod health;
 mod limits;
 mod memory;
+mod replays;
 mod runner;
 mod sessions;
 mod triggers;
@@ -115,6 +117,13 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))
+        .routes(routes!(replays::create))
+        .routes(routes!(replays::record))
+        .routes(routes!(evals::list))
+        .routes(routes!(evals::get))
+        .routes(routes!(evals::add_member))
+        .routes(routes!(evals::remove_member))
+        .routes(routes!(evals::store_run))
         .merge(forks::routes())
 }
 
