@@ -19,6 +19,7 @@ mod model;
 mod openapi_contract;
 mod otel;
 mod replicas;
+mod replays;
 mod sessions;
 mod size;
 mod support;
