@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ninetrix_proto::api::{
     ErrorBody, ErrorCode, EvalMember, EvalMemberRequest, EvalRunRequest, EvalRunStored,
-    EvalSuite, EvalSuiteList,
+    EvalSuite, EvalSuiteList, MAX_STORED_INT,
 };
 use ninetrix_proto::replay::check_suite_name;
 
@@ -76,7 +76,7 @@ fn check_run(req: &EvalRunRequest) -> Result<(), ApiError> {
     responses((status = 200, body = EvalSuiteList, description = "the suites, by name"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn list(
+pub(crate) async fn list_evals(
     _: Admin,
     State(app): State<App>,
 ) -> Result<axum::Json<EvalSuiteList>, ApiError> {
@@ -85,13 +85,13 @@ pub(crate) async fn list(
 
 /// One suite: the threads marked into it, in the order they were marked, and its last run.
 #[utoipa::path(get, path = "/v1/evals/{suite}", tag = "admin",
-    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)")),
+    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)", pattern = "^[a-z0-9][a-z0-9_-]{0,62}$")),
     responses((status = 200, body = EvalSuite, description = "its members and last run"),
         (status = 400, body = ErrorBody, description = "`invalid_path`: not a suite name"),
         (status = 404, body = ErrorBody, description = "`not_found`: the suite has neither members nor runs"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn get(
+pub(crate) async fn get_eval(
     _: Admin,
     State(app): State<App>,
     ApiPath(suite): ApiPath<String>,
@@ -108,7 +108,7 @@ pub(crate) async fn get(
 /// Mark a thread (and a range of its turns) into the suite, made when first named. Marking the
 /// same thread and range again changes nothing and answers the member marked before.
 #[utoipa::path(post, path = "/v1/evals/{suite}/members", tag = "admin",
-    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)")),
+    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)", pattern = "^[a-z0-9][a-z0-9_-]{0,62}$")),
     request_body = EvalMemberRequest,
     responses((status = 201, body = EvalMember, description = "marked now"),
         (status = 200, body = EvalMember, description = "marked before: nothing changed"),
@@ -117,7 +117,7 @@ pub(crate) async fn get(
         (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown fields"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn add_member(
+pub(crate) async fn add_eval_member(
     _: Admin,
     State(app): State<App>,
     ApiPath(suite): ApiPath<String>,
@@ -148,19 +148,25 @@ pub(crate) async fn add_member(
 
 /// Remove a member from the suite (its thread is untouched).
 #[utoipa::path(delete, path = "/v1/evals/{suite}/members/{id}", tag = "admin",
-    params(("suite" = String, Path, description = "The suite"),
+    params(("suite" = String, Path, description = "The suite", pattern = "^[a-z0-9][a-z0-9_-]{0,62}$"),
         ("id" = u64, Path, description = "The member's ID in the suite", maximum = 9223372036854775807_i64)),
     responses((status = 204, description = "removed"),
         (status = 400, body = ErrorBody, description = "`invalid_path`: not a suite name or an ID"),
         (status = 404, body = ErrorBody, description = "`not_found`: the suite has no such member"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn remove_member(
+pub(crate) async fn remove_eval_member(
     _: Admin,
     State(app): State<App>,
     ApiPath((suite, id)): ApiPath<(String, u64)>,
 ) -> Result<StatusCode, ApiError> {
     suite_param(&suite)?;
+    if id > MAX_STORED_INT {
+        return Err(ApiError::BadRequest {
+            code: ErrorCode::InvalidPath,
+            message: format!("member {id} is larger than {MAX_STORED_INT}"),
+        });
+    }
     app.store.remove_eval_member(suite, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -168,7 +174,7 @@ pub(crate) async fn remove_member(
 /// Store one run of the suite (what `ninetrix eval` measured), once per key: a key stored before
 /// answers that run (`duplicate: true`) and stores nothing.
 #[utoipa::path(post, path = "/v1/evals/{suite}/runs", tag = "admin",
-    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)")),
+    params(("suite" = String, Path, description = "The suite (lowercase letters, digits, `-`, `_`; at most 63)", pattern = "^[a-z0-9][a-z0-9_-]{0,62}$")),
     request_body = EvalRunRequest,
     responses((status = 201, body = EvalRunStored, description = "stored"),
         (status = 200, body = EvalRunStored, description = "a run with this key was stored before: nothing new"),
@@ -176,7 +182,7 @@ pub(crate) async fn remove_member(
         (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown fields"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn store_run(
+pub(crate) async fn store_eval_run(
     _: Admin,
     State(app): State<App>,
     ApiPath(suite): ApiPath<String>,

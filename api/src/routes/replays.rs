@@ -106,7 +106,7 @@ fn check_request(req: &ReplayRequest) -> Result<(), ApiError> {
         (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown fields; `unlabelled_thread`: the thread has no pool and agent"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn create(
+pub(crate) async fn create_replay(
     _: Admin,
     State(app): State<App>,
     ApiPath(id): ApiPath<ThreadId>,
@@ -134,7 +134,7 @@ pub(crate) async fn create(
         (status = 404, body = ErrorBody, description = "`not_found`: no such thread, or the turn did not end (the message names the turns that did)"),
         (status = 410, body = ErrorBody, description = "`purged`: the thread was purged; its ID is never used again"), (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
-pub(crate) async fn record(
+pub(crate) async fn record_turn(
     _: Admin,
     State(app): State<App>,
     ApiPath((id, turn)): ApiPath<(ThreadId, u64)>,
