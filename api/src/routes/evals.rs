@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use ninetrix_proto::api::{
-    ErrorBody, ErrorCode, EvalMember, EvalMemberRequest, EvalRunRequest, EvalRunStored,
-    EvalSuite, EvalSuiteList, MAX_STORED_INT,
+    ErrorBody, ErrorCode, EvalMember, EvalMemberRequest, EvalRunRequest, EvalRunStored, EvalSuite,
+    EvalSuiteList, MAX_STORED_INT,
 };
 use ninetrix_proto::replay::check_suite_name;
 
@@ -40,7 +40,10 @@ fn check_run(req: &EvalRunRequest) -> Result<(), ApiError> {
     if req.cases.len() > MAX_CASES {
         return Err(bad_field(
             "cases",
-            format!("has {} cases; a run holds at most {MAX_CASES}", req.cases.len()),
+            format!(
+                "has {} cases; a run holds at most {MAX_CASES}",
+                req.cases.len()
+            ),
         ));
     }
     for (i, case) in req.cases.iter().enumerate() {
@@ -124,7 +127,10 @@ pub(crate) async fn add_eval_member(
     ApiJson(request): ApiJson<EvalMemberRequest>,
 ) -> Result<Response, ApiError> {
     suite_param(&suite)?;
-    for (field, turn) in [("from_turn", request.from_turn), ("to_turn", request.to_turn)] {
+    for (field, turn) in [
+        ("from_turn", request.from_turn),
+        ("to_turn", request.to_turn),
+    ] {
         if turn == Some(0) {
             return Err(bad_field(field, "is 0; turns count from 1".to_string()));
         }

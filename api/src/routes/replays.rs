@@ -42,7 +42,10 @@ pub(crate) fn check_key(field: &str, key: &str) -> Result<(), ApiError> {
     if let Some(c) = ninetrix_proto::text::first_unsafe(key) {
         return Err(bad_field(
             field,
-            format!("contains {:?} (U+{:04X}); use printable characters", c, c as u32),
+            format!(
+                "contains {:?} (U+{:04X}); use printable characters",
+                c, c as u32
+            ),
         ));
     }
     Ok(())

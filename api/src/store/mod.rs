@@ -26,9 +26,10 @@ use ninetrix_proto::api::{
     EvalRunStored, EvalSuite, EvalSuiteList, Event, EventsRequest, ForkRequest, ForkResponse,
     Handoff, HandoffRequest, InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile,
     MemoryFileContent, MemoryOpRequest, MemoryOpResult, MissingObjectsResponse, RecordedTurn,
-    ReplayCreated, ReplayRequest, RewindQueued, RewindRequest, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent, TriggerSet,
-    TriggersApplied, TurnDiff, TurnList, TurnPoint, VersionDetail, VersionSummary,
+    ReplayCreated, ReplayRequest, RewindQueued, RewindRequest, RunningTurn, Spend, ThreadLabels,
+    ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    Trigger, TriggerEvent, TriggerSet, TriggersApplied, TurnDiff, TurnList, TurnPoint,
+    VersionDetail, VersionSummary,
 };
 
 pub use crate::limit_rules::LimiterKey;

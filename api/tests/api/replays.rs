@@ -135,7 +135,11 @@ async fn recorded_turn(
             });
         }
         Extra::AnsweredQuestion => {
-            append.push(call(&format!("c{n}q"), "ask_human", json!({"question": "colour?"})));
+            append.push(call(
+                &format!("c{n}q"),
+                "ask_human",
+                json!({"question": "colour?"}),
+            ));
             append.push(result(&format!("c{n}q"), "blue", false));
             approvals.push(NewApproval {
                 id: ApprovalId::new_v7(),
@@ -250,9 +254,14 @@ async fn five_turns(c: &Client, key: &str) -> (Runner, SnapshotRef) {
         size: 3,
         blob: ObjectId::of(b"one"),
     }]);
-    c.put_object(r.thread, &ObjectId::of(b"one"), ObjectKind::Blob, b"one".to_vec())
-        .await
-        .unwrap();
+    c.put_object(
+        r.thread,
+        &ObjectId::of(b"one"),
+        ObjectKind::Blob,
+        b"one".to_vec(),
+    )
+    .await
+    .unwrap();
     for (id, bytes) in &tree.nodes {
         c.put_object(r.thread, id, ObjectKind::Node, bytes.clone())
             .await
@@ -333,7 +342,11 @@ async fn a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_unt
         "the history is shared, not copied"
     );
     let latest = c.latest(made.replay).await.unwrap().unwrap();
-    assert_eq!(latest.history, history[..4], "the source's at the end of turn 1");
+    assert_eq!(
+        latest.history,
+        history[..4],
+        "the source's at the end of turn 1"
+    );
     assert_eq!(latest.state.turn_seq, 1);
     assert_eq!(latest.state.workspace.as_ref(), Some(&snapshot));
     let inbox = c
@@ -355,17 +368,28 @@ async fn a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_unt
     let summary = c.thread(made.replay).await.unwrap().unwrap();
     assert_eq!(summary.labels.pool.as_deref(), Some("p"));
     assert_eq!(summary.labels.agent.as_deref(), Some("a"));
-    assert_eq!((summary.labels.replica, summary.labels.session.as_deref()), (None, None));
+    assert_eq!(
+        (summary.labels.replica, summary.labels.session.as_deref()),
+        (None, None)
+    );
     assert_eq!(summary.forked_from, None, "a replay is not a fork");
     let origin = summary.replay_of.expect("replay_of");
     assert_eq!(
-        (origin.source, origin.from_turn, origin.to_turn, origin.candidate.as_str()),
+        (
+            origin.source,
+            origin.from_turn,
+            origin.to_turn,
+            origin.candidate.as_str()
+        ),
         (source.thread, 2, 4, "model gpt-x")
     );
     let events = c.events_after(made.replay, 0).await.unwrap();
     match events.first().map(|e| e.decode()) {
         Some(Decoded::Known(TraceEvent::ReplayStarted(s))) => {
-            assert_eq!((s.source, s.from_turn, s.to_turn, s.turns), (source.thread, 2, 4, 3));
+            assert_eq!(
+                (s.source, s.from_turn, s.to_turn, s.turns),
+                (source.thread, 2, 4, 3)
+            );
         }
         other => panic!("the first event is replay_started, not {other:?}"),
     }
@@ -389,11 +413,20 @@ async fn a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_unt
         })
         .await
         .unwrap();
-    let listed = pool.iter().find(|t| t.thread_id == made.replay).expect("listed");
-    assert_eq!(listed.replay_of.as_ref().map(|o| o.source), Some(source.thread));
+    let listed = pool
+        .iter()
+        .find(|t| t.thread_id == made.replay)
+        .expect("listed");
+    assert_eq!(
+        listed.replay_of.as_ref().map(|o| o.source),
+        Some(source.thread)
+    );
     // The source: no version, no event, no inbox row, no updated_at change.
     assert_eq!(c.thread(source.thread).await.unwrap().unwrap(), before);
-    assert_eq!(c.events_after(source.thread, 0).await.unwrap(), source_events);
+    assert_eq!(
+        c.events_after(source.thread, 0).await.unwrap(),
+        source_events
+    );
     assert_eq!(
         c.inbox(source.thread, 0, std::time::Duration::ZERO, 100)
             .await
@@ -406,7 +439,12 @@ async fn a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_unt
     let again = c.replay(source.thread, &replay(2, 4, "k1")).await.unwrap();
     assert!(again.existing);
     assert_eq!(
-        (again.replay, &again.turns, again.history_len, &again.snapshot),
+        (
+            again.replay,
+            &again.turns,
+            again.history_len,
+            &again.snapshot
+        ),
         (made.replay, &made.turns, made.history_len, &made.snapshot)
     );
     assert_eq!(count(&api, "SELECT COUNT(*) FROM threads").await, threads);
@@ -440,7 +478,12 @@ async fn a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_unt
     let latest = c.latest(made.replay).await.unwrap().unwrap();
     assert_eq!(latest.history, history[..4]);
     assert_eq!(
-        c.thread(made.replay).await.unwrap().unwrap().replay_of.map(|o| o.source),
+        c.thread(made.replay)
+            .await
+            .unwrap()
+            .unwrap()
+            .replay_of
+            .map(|o| o.source),
         Some(source.thread)
     );
     assert!(c.purge(made.replay).await.unwrap());
@@ -479,7 +522,10 @@ async fn replays_are_refused_with_the_field_or_the_turns_named(backend: Backend)
         let err = c.replay(source.thread, &request).await.unwrap_err();
         let (status, code, message) = refusal(&err);
         assert_eq!((status, code), (400, ErrorCode::InvalidBody), "{message}");
-        assert!(message.contains(&format!("`{field}`")), "{field}: {message}");
+        assert!(
+            message.contains(&format!("`{field}`")),
+            "{field}: {message}"
+        );
     }
     let err = c
         .replay(ThreadId::new_v7(), &replay(1, 2, "k"))
@@ -524,10 +570,7 @@ async fn a_replay_of_a_forks_inherited_turns_reads_them_from_the_parent(backend:
         .await
         .unwrap();
     let parent_history = c.latest(source.thread).await.unwrap().unwrap().history;
-    let made = c
-        .replay(fork.thread_id, &replay(2, 3, "fk"))
-        .await
-        .unwrap();
+    let made = c.replay(fork.thread_id, &replay(2, 3, "fk")).await.unwrap();
     assert_eq!(made.turns, [2, 3]);
     assert_eq!(made.history_len, 4);
     let latest = c.latest(made.replay).await.unwrap().unwrap();
@@ -566,29 +609,44 @@ async fn a_record_has_the_calls_people_cost_and_model_and_says_which_turns_a_rew
     assert_eq!(two.messages.len(), 6);
     assert_eq!(two.calls.len(), 2);
     assert_eq!(
-        (two.calls[0].name.as_str(), two.calls[0].result.as_str(), two.calls[0].effect),
+        (
+            two.calls[0].name.as_str(),
+            two.calls[0].result.as_str(),
+            two.calls[0].effect
+        ),
         ("read_file", "content 2", Some(Effect::Read))
     );
     let shell = &two.calls[1];
-    assert_eq!((shell.name.as_str(), shell.is_error, shell.effect), ("shell", true, None));
+    assert_eq!(
+        (shell.name.as_str(), shell.is_error, shell.effect),
+        ("shell", true, None)
+    );
     let person = shell.person.as_ref().expect("the rejection");
     assert_eq!(
         (person.kind, person.status, person.by.as_deref()),
-        (ApprovalKind::Approval, ApprovalStatus::Rejected, Some("alice"))
+        (
+            ApprovalKind::Approval,
+            ApprovalStatus::Rejected,
+            Some("alice")
+        )
     );
-    assert_eq!(
-        (two.usage.input_tokens, two.usage.output_tokens),
-        (20, 2)
-    );
+    assert_eq!((two.usage.input_tokens, two.usage.output_tokens), (20, 2));
     assert_eq!(two.latency_ms, Some(201), "200.6 ms rounded");
     assert_eq!(two.model.as_deref(), Some("model-2"));
     let three = c.recorded_turn(r.thread, 3).await.unwrap();
     let ask = &three.calls[1];
-    assert_eq!((ask.name.as_str(), ask.result.as_str()), ("ask_human", "blue"));
+    assert_eq!(
+        (ask.name.as_str(), ask.result.as_str()),
+        ("ask_human", "blue")
+    );
     let person = ask.person.as_ref().expect("the answer");
     assert_eq!(
         (person.kind, person.status, person.by.as_deref()),
-        (ApprovalKind::Question, ApprovalStatus::Answered, Some("bob"))
+        (
+            ApprovalKind::Question,
+            ApprovalStatus::Answered,
+            Some("bob")
+        )
     );
     // Turn 4 started with a compaction's record ahead of its input: the input is still its first.
     let four = c.recorded_turn(r.thread, 4).await.unwrap();
@@ -606,9 +664,17 @@ async fn a_record_has_the_calls_people_cost_and_model_and_says_which_turns_a_rew
     assert_eq!(five.input, "question 5");
     let four = c.recorded_turn(r.thread, 4).await.unwrap();
     assert!(four.live);
-    assert_eq!(four.messages.len(), 4, "the new turn 4 has no compaction record");
+    assert_eq!(
+        four.messages.len(),
+        4,
+        "the new turn 4 has no compaction record"
+    );
     let made = c.replay(r.thread, &replay(1, 5, "after")).await.unwrap();
-    assert_eq!(made.turns, [1, 2, 3, 4], "a turn a rewind left is not replayed");
+    assert_eq!(
+        made.turns,
+        [1, 2, 3, 4],
+        "a turn a rewind left is not replayed"
+    );
 
     let err = c.recorded_turn(r.thread, 9).await.unwrap_err();
     let (status, _, message) = refusal(&err);
@@ -634,9 +700,7 @@ fn case(thread: ThreadId, replay: ThreadId, passed: bool) -> EvalCaseResult {
     }
 }
 
-async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
-    backend: Backend,
-) {
+async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(backend: Backend) {
     let Some(api) = TestApi::start(backend).await else {
         return;
     };
@@ -656,7 +720,10 @@ async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
         .add_eval_member("regress", &member(one, None, None))
         .await
         .unwrap();
-    assert_eq!(first, again, "marking the same thread and range again is a no-op");
+    assert_eq!(
+        first, again,
+        "marking the same thread and range again is a no-op"
+    );
     let ranged = c
         .add_eval_member("regress", &member(one, Some(2), Some(3)))
         .await
@@ -676,8 +743,18 @@ async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
     assert_eq!(other.labels.session.as_deref(), Some("e2"));
     for (suite, request, status, code) in [
         ("Bad", member(one, None, None), 400, ErrorCode::InvalidPath),
-        ("regress", member(one, Some(3), Some(2)), 400, ErrorCode::InvalidBody),
-        ("regress", member(ThreadId::new_v7(), None, None), 404, ErrorCode::NotFound),
+        (
+            "regress",
+            member(one, Some(3), Some(2)),
+            400,
+            ErrorCode::InvalidBody,
+        ),
+        (
+            "regress",
+            member(ThreadId::new_v7(), None, None),
+            404,
+            ErrorCode::NotFound,
+        ),
     ] {
         let err = c.add_eval_member(suite, &request).await.unwrap_err();
         let (got, code_got, message) = refusal(&err);
@@ -696,7 +773,10 @@ async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
         cases: vec![case(one, ThreadId::new_v7(), passed)],
         passed,
     };
-    let stored = c.store_eval_run("regress", &run("r1", false)).await.unwrap();
+    let stored = c
+        .store_eval_run("regress", &run("r1", false))
+        .await
+        .unwrap();
     assert!(!stored.duplicate);
     let dup = c.store_eval_run("regress", &run("r1", true)).await.unwrap();
     assert_eq!((dup.id, dup.duplicate), (stored.id, true));
@@ -736,7 +816,10 @@ async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
         let err = c.store_eval_run("regress", &request).await.unwrap_err();
         let (status, code, message) = refusal(&err);
         assert_eq!((status, code), (400, ErrorCode::InvalidBody), "{message}");
-        assert!(message.contains(&format!("`{field}`")), "{field}: {message}");
+        assert!(
+            message.contains(&format!("`{field}`")),
+            "{field}: {message}"
+        );
     }
     let suite = c.eval_suite("regress").await.unwrap();
     let last = suite.last_run.expect("a last run");
@@ -760,7 +843,10 @@ async fn eval_suites_mark_threads_once_store_runs_once_and_lose_purged_members(
         .unwrap();
     let m = c.eval_suite("only-members").await.unwrap().members[0].id;
     assert!(c.remove_eval_member("only-members", m).await.unwrap());
-    assert_eq!(refusal(&c.eval_suite("only-members").await.unwrap_err()).0, 404);
+    assert_eq!(
+        refusal(&c.eval_suite("only-members").await.unwrap_err()).0,
+        404
+    );
     let names: Vec<String> = c
         .eval_suites()
         .await

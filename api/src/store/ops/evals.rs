@@ -157,10 +157,7 @@ pub(crate) async fn add_eval_member<C: Conn>(
     now: i64,
 ) -> StoreResult<(EvalMember, bool)> {
     live_thread(c, req.thread, false).await?;
-    let from = req
-        .from_turn
-        .map(|t| to_i64(t, "from_turn"))
-        .transpose()?;
+    let from = req.from_turn.map(|t| to_i64(t, "from_turn")).transpose()?;
     let to = req.to_turn.map(|t| to_i64(t, "to_turn")).transpose()?;
     lock_suite(c, suite, now).await?;
     if let Some(member) = member_by_range(c, suite, req.thread, from, to).await? {

@@ -11,8 +11,8 @@
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    Approval, ApprovalKind, CheckpointState, ErrorCode, PersonDecision, RecordedTurn, ReplayCreated,
-    ReplayOrigin, ReplayRequest, ThreadStatus, TurnEnd, Usage,
+    Approval, ApprovalKind, CheckpointState, ErrorCode, PersonDecision, RecordedTurn,
+    ReplayCreated, ReplayOrigin, ReplayRequest, ThreadStatus, TurnEnd, Usage,
 };
 use ninetrix_proto::events::{Decoded, ReplayStarted, TraceEvent};
 use ninetrix_proto::message::{Message, Role};
@@ -98,16 +98,15 @@ async fn turn_messages<C: Conn>(c: &mut C, row: &TurnRow) -> StoreResult<Vec<Mes
         .unwrap_or(len)
         .min(len);
     let start = (anchor - 1).max(0);
-    let segments: Vec<Segment> =
-        history::segments(c, &row.thread_id, row.version, len, false)
-            .await?
-            .into_iter()
-            .filter(|s| s.to > start)
-            .map(|s| Segment {
-                from: s.from.max(start),
-                ..s
-            })
-            .collect();
+    let segments: Vec<Segment> = history::segments(c, &row.thread_id, row.version, len, false)
+        .await?
+        .into_iter()
+        .filter(|s| s.to > start)
+        .map(|s| Segment {
+            from: s.from.max(start),
+            ..s
+        })
+        .collect();
     let mut messages = decode_messages(history::bodies(c, &segments).await?)?;
     if anchor >= 1 && messages.first().is_some_and(|m| m.role != Role::User) {
         messages.remove(0);
@@ -239,13 +238,7 @@ pub(crate) async fn create_replay<C: Conn>(
     let live: Vec<TurnRow> = chain_turns(c, &thread.thread_id)
         .await?
         .into_iter()
-        .filter(|t| {
-            turn_live(
-                to_u64(t.history_len),
-                t.last_message_id.as_deref(),
-                &ids,
-            )
-        })
+        .filter(|t| turn_live(to_u64(t.history_len), t.last_message_id.as_deref(), &ids))
         .collect();
     let replayed: Vec<&TurnRow> = live
         .iter()
