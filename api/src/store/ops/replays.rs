@@ -206,6 +206,85 @@ async fn existing<C: Conn>(
     })
 }
 
+/// The rest of a new replay, after its row: its first version (the base turn's end as a fresh
+/// idle state), its own row for the base turn (holding its reference on the snapshot) and its
+/// inbox (one message per replayed turn, in order). Returns its history's length and snapshot.
+async fn fill_replay<C: Conn>(
+    c: &mut C,
+    id: ThreadId,
+    base: Option<&TurnRow>,
+    base_len: i64,
+    inputs: &[(u64, String)],
+    now: i64,
+) -> StoreResult<(u64, Option<SnapshotRef>)> {
+    let snapshot: Option<SnapshotRef> = match base {
+        Some(b) => b.snapshot()?,
+        None => None,
+    };
+    let context = match base {
+        Some(b) => b.state(c).await?.context,
+        None => None,
+    };
+    let base_turn = base.map_or(0, |b| to_u64(b.turn_seq));
+    let state = CheckpointState {
+        turn_seq: base_turn,
+        turn_start_history_len: to_u64(base_len),
+        status: ThreadStatus::Idle,
+        inbox_cursor: 0,
+        usage: Usage::default(),
+        handoff: None,
+        attempt: None,
+        context,
+        inbox_taken: Vec::new(),
+        turn_message: None,
+        next_message: None,
+        workspace: snapshot.clone(),
+    };
+    let row = live_thread(c, id, true).await?;
+    let write = VersionWrite {
+        epoch: 0,
+        parent_version: 0,
+        truncate_to: None,
+        append: &[],
+        state: &state,
+    };
+    let created = append_version(c, id, &row, &write, now).await?;
+    if let Some(b) = base {
+        // Its own row for the base turn: it holds the replay's reference on the snapshot its
+        // runner restores, so the source's `keep_turns` (or purge) cannot drop those files.
+        let end = TurnEnd {
+            turn_seq: base_turn,
+            snapshot: snapshot.clone(),
+            snapshot_skipped: None,
+            keep_turns: None,
+        };
+        let last = b.last_message_id.clone();
+        record_turn_end(
+            c,
+            id,
+            &row,
+            &end,
+            (base_turn, created.version, created.history_len, last),
+            now,
+        )
+        .await?;
+    }
+    for (n, input) in inputs {
+        let key = replay_dedupe_key(*n);
+        let message = NewMessage {
+            content: input,
+            dedupe_key: Some(&key),
+            origin: None,
+            control: None,
+            mode: None,
+            sender: None,
+            refusable: false,
+        };
+        insert_inbox(c, id, &message, now).await?;
+    }
+    Ok((created.history_len, snapshot))
+}
+
 /// `POST /v1/threads/{id}/replays` (the route checked the fields). Writes the replay thread, its
 /// first version, its base turn's row (holding its reference on the snapshot), its inbox and its
 /// `replay_started` event — and nothing on the source. `crash` is called before the commit
@@ -292,71 +371,7 @@ pub(crate) async fn create_replay<C: Conn>(
             None => Err(corrupt("replay", "its key is taken by no live replay")),
         };
     }
-    let snapshot: Option<SnapshotRef> = match base {
-        Some(b) => b.snapshot()?,
-        None => None,
-    };
-    let context = match base {
-        Some(b) => b.state(c).await?.context,
-        None => None,
-    };
-    let base_turn = base.map_or(0, |b| to_u64(b.turn_seq));
-    let state = CheckpointState {
-        turn_seq: base_turn,
-        turn_start_history_len: to_u64(base_len),
-        status: ThreadStatus::Idle,
-        inbox_cursor: 0,
-        usage: Usage::default(),
-        handoff: None,
-        attempt: None,
-        context,
-        inbox_taken: Vec::new(),
-        turn_message: None,
-        next_message: None,
-        workspace: snapshot.clone(),
-    };
-    let row = live_thread(c, id, true).await?;
-    let write = VersionWrite {
-        epoch: 0,
-        parent_version: 0,
-        truncate_to: None,
-        append: &[],
-        state: &state,
-    };
-    let created = append_version(c, id, &row, &write, now).await?;
-    if let Some(b) = base {
-        // Its own row for the base turn: it holds the replay's reference on the snapshot its
-        // runner restores, so the source's `keep_turns` (or purge) cannot drop those files.
-        let end = TurnEnd {
-            turn_seq: base_turn,
-            snapshot: snapshot.clone(),
-            snapshot_skipped: None,
-            keep_turns: None,
-        };
-        let last = b.last_message_id.clone();
-        record_turn_end(
-            c,
-            id,
-            &row,
-            &end,
-            (base_turn, created.version, created.history_len, last),
-            now,
-        )
-        .await?;
-    }
-    for (n, input) in &inputs {
-        let key = replay_dedupe_key(*n);
-        let message = NewMessage {
-            content: input,
-            dedupe_key: Some(&key),
-            origin: None,
-            control: None,
-            mode: None,
-            sender: None,
-            refusable: false,
-        };
-        insert_inbox(c, id, &message, now).await?;
-    }
+    let (history_len, snapshot) = fill_replay(c, id, base, base_len, &inputs, now).await?;
     let origin = ReplayOrigin {
         source,
         from_turn: req.from_turn,
@@ -382,7 +397,7 @@ pub(crate) async fn create_replay<C: Conn>(
         origin,
         turns,
         existing: false,
-        history_len: created.history_len,
+        history_len,
         snapshot,
     })
 }
