@@ -1,6 +1,7 @@
 // The ninetrix web console: threads and their crash lineage (a turn that runs can be cancelled;
-// a fork says where it came from, a rewind marks the branch it left),
-// the approvals inbox, triggers, the agents' memories. It calls the same API routes as the CLI;
+// a fork says where it came from, a rewind marks the branch it left, a replay what it replays;
+// a thread can be marked into an eval suite), the approvals inbox, triggers, the agents'
+// memories, eval suites with their last run's table. It calls the same API routes as the CLI;
 // the sign-in is an HttpOnly cookie the page never sees, and every request that changes
 // something carries the X-Ninetrix-Console header (CSRF). No framework, no build step: text goes
 // into the page with textContent only, never as HTML.
@@ -287,6 +288,8 @@ function timelineItem(e) {
     case "snapshot_taken": return el("li", { class: "dim" }, `snapshot ${short(d.snapshot.root)} · ${d.snapshot.files} files, ${size(d.snapshot.bytes)} · ${d.uploaded_objects} new objects (${size(d.uploaded_bytes)}) · ${d.ms} ms`);
     case "snapshot_skipped": return el("li", { class: "warn" }, `no snapshot: ${d.why}`);
     case "workspace_restored": return el("li", { class: "dim" }, `workspace restored to snapshot ${short(d.snapshot.root)} (${d.files_written} written, ${d.files_removed} removed)`);
+    case "replay_started": return el("li", { class: "replay" }, "▷ replay of thread ", threadLink(d.source), ` turns ${d.from_turn}–${d.to_turn} (${d.turns} turn(s)) against ${d.candidate || "the candidate"}`);
+    case "replay_answered": return el("li", { class: d.verdict === "not_run" ? "warn" : "dim" }, `${d.name}: ${replayVerdict(d.verdict)}`);
     case "error": return el("li", { class: "error" }, d.message || "error");
     default: return null;
   }
@@ -356,7 +359,9 @@ async function threadView(id) {
   const list = el("ul", { class: "timeline", id: "timeline" });
   const liveNote = el("span", { class: "live" });
   const turns = el("div");
-  const view = el("section", {}, title, status, actions, turns, liveNote, list);
+  const origin = el("div");
+  const evalForm = el("div");
+  const view = el("section", {}, title, status, origin, actions, evalForm, turns, liveNote, list);
   show(view);
   const path = `/v1/threads/${encodeURIComponent(id)}`;
   // The thread's line and, while it is in a turn, the Cancel button (read again when a turn
@@ -385,6 +390,8 @@ async function threadView(id) {
   try {
     const t = await api("GET", path);
     describe(t);
+    if (t.replay_of) origin.replaceChildren(replayOrigin(t.replay_of));
+    if (session && session.kind === "admin") evalForm.replaceChildren(addToSuite(id));
     // An API without the turns route (older than fork and rewind) shows no turns panel.
     const showTurns = () => api("GET", `${path}/turns`).then((l) => turns.replaceChildren(turnsPanel(l))).catch(() => {});
     await showTurns();
@@ -415,9 +422,118 @@ async function threadView(id) {
     for (const kind of ["boot", "ready", "repair", "turn_started", "turn_resumed", "llm_call", "llm_retry", "compacted", "compaction_skipped", "tool_call",
       "tool_replayed", "approval_requested", "approval_decided", "handoff_sent", "handoff_settled", "steered", "turn_stopping", "cancel_missed",
       "job_started", "job_finished", "job_reattached", "forked", "fork_created", "rewound", "rewind_failed", "snapshot_taken",
-      "snapshot_skipped", "workspace_restored", "turn_completed", "error"]) {
+      "snapshot_skipped", "workspace_restored", "replay_started", "replay_answered", "turn_completed", "error"]) {
       live.addEventListener(kind, onEvent);
     }
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// What a replay thread replays: its source (a link), the turns and the candidate.
+function replayOrigin(o) {
+  return el("p", { class: "replay", id: "replay-of" }, "replay of thread ", threadLink(o.source),
+    ` · turns ${o.from_turn}–${o.to_turn} · against ${o.candidate || "(no candidate named)"}`);
+}
+
+function replayVerdict(v) {
+  return { recorded: "answered from the recording", recorded_answer: "the recorded answer", live: "run live (a read)", not_run: "not run (a replay runs no new writes)" }[v] || v;
+}
+
+// "Add to eval suite": a suite name and an optional turn range, POSTed as a member; the API's
+// answer (the member, or its refusal) is shown under the form.
+function addToSuite(thread) {
+  const suite = el("input", { name: "suite", required: "", placeholder: "suite (e.g. regressions)" });
+  const from = el("input", { name: "from_turn", type: "number", min: "1", placeholder: "from turn" });
+  const to = el("input", { name: "to_turn", type: "number", min: "1", placeholder: "to turn" });
+  const note = el("span", { role: "status", id: "eval-note" });
+  const submit = async (ev) => {
+    ev.preventDefault();
+    const body = { thread };
+    if (from.value) body.from_turn = Number(from.value);
+    if (to.value) body.to_turn = Number(to.value);
+    note.className = "dim";
+    note.textContent = "adding…";
+    try {
+      const m = await api("POST", `/v1/evals/${encodeURIComponent(suite.value)}/members`, body);
+      note.className = "";
+      note.replaceChildren(`member ${m.id} of `, el("a", { href: `#/evals/${encodeURIComponent(suite.value)}` }, suite.value),
+        m.from_turn || m.to_turn ? ` (turns ${m.from_turn || "first"}–${m.to_turn || "last"})` : "");
+    } catch (e) {
+      note.className = "error";
+      note.textContent = e.message;
+    }
+  };
+  return el("form", { class: "eval-add", id: "eval-add", onsubmit: submit },
+    el("strong", {}, "Add to eval suite "), suite, " ", from, " ", to, " ", el("button", { type: "submit" }, "Add"), " ", note);
+}
+
+// ---- evals ----
+
+// Every suite: its members, when it last ran and whether that run passed.
+async function evalsView() {
+  const view = el("section", {}, el("h1", {}, "Eval suites"));
+  show(view);
+  try {
+    const list = await api("GET", "/v1/evals");
+    if (!list.suites.length) {
+      view.append(el("p", { class: "dim" }, "No suite yet: mark a thread into one from its page (Add to eval suite)."));
+      return;
+    }
+    view.append(el("table", { id: "suites" },
+      el("tr", {}, ...["suite", "members", "last run", "passed"].map((h) => el("th", {}, h))),
+      ...list.suites.map((s) => el("tr", { "data-suite": s.name },
+        el("td", {}, el("a", { href: `#/evals/${encodeURIComponent(s.name)}` }, s.name)),
+        el("td", {}, String(s.members)),
+        el("td", { class: "dim" }, s.last_run_at ? ago(s.last_run_at) : "never"),
+        el("td", {}, s.last_run_passed === undefined ? "" : s.last_run_passed ? "passed" : "failed")))));
+  } catch (e) {
+    view.append(failure(e));
+  }
+}
+
+// One suite: its members (each with a Remove button) and the last run's table.
+async function evalView(name) {
+  const view = el("section", {}, el("h1", {}, "Eval suite ", el("span", { class: "mono" }, name)));
+  show(view);
+  const path = `/v1/evals/${encodeURIComponent(name)}`;
+  try {
+    const s = await api("GET", path);
+    const note = el("p", { role: "status", id: "remove-note" });
+    const remove = (m) => async (ev) => {
+      ev.target.disabled = true;
+      try {
+        await api("DELETE", `${path}/members/${m.id}`);
+        ev.target.closest("tr").remove();
+      } catch (e) {
+        note.className = "error";
+        note.textContent = e.message;
+        ev.target.disabled = false;
+      }
+    };
+    view.append(el("h2", {}, "Members"), note, el("table", { id: "members" },
+      el("tr", {}, ...["thread", "agent", "turns", "added", ""].map((h) => el("th", {}, h))),
+      ...s.members.map((m) => el("tr", { "data-member": String(m.id) },
+        el("td", {}, threadLink(m.thread)),
+        el("td", {}, `${m.labels.agent || "-"}${m.labels.session ? `/${m.labels.session}` : ""}`),
+        el("td", {}, `${m.from_turn || "first"}–${m.to_turn || "last"}`),
+        el("td", { class: "dim" }, ago(m.added_at)),
+        el("td", {}, el("button", { onclick: remove(m), "data-action": "remove" }, "Remove"))))));
+    const run = s.last_run;
+    if (!run) {
+      view.append(el("p", { class: "dim" }, "Not run yet: ", el("code", {}, `ninetrix eval SUITE.yaml`), "."));
+      return;
+    }
+    view.append(el("h2", {}, `Last run · ${run.passed ? "passed" : "failed"} · ${ago(run.created_at)} · ${run.candidate}`),
+      el("table", { id: "last-run" },
+        el("tr", {}, ...["case", "turns", "divergent turns", "failed checks", "cost", "result"].map((h) => el("th", {}, h))),
+        ...run.cases.map((c) => el("tr", { class: c.passed ? "" : "failed" },
+          el("td", {}, c.name, " ", threadLink(c.replay)),
+          el("td", {}, String(c.turns)),
+          el("td", {}, String(c.divergent_turns)),
+          el("td", {}, c.failed_checks.length ? el("ul", {}, ...c.failed_checks.map((f) => el("li", {}, f))) : "none"),
+          el("td", {}, `$${Number(c.cost_usd).toFixed(4)}`),
+          el("td", {}, c.passed ? "passed" : "failed")))));
   } catch (e) {
     view.append(failure(e));
   }
@@ -614,6 +730,8 @@ function route() {
   else if (parts[0] === "triggers" && parts[2]) triggerView(parts[1], parts[2]);
   else if (parts[0] === "triggers") triggersView();
   else if (parts[0] === "memory") memoryView();
+  else if (parts[0] === "evals" && parts[1]) evalView(parts[1]);
+  else if (parts[0] === "evals") evalsView();
 }
 
 window.addEventListener("hashchange", route);

@@ -13,7 +13,9 @@
 //! `lease_before_commit` / `lease_after_commit` (a model lease granted: its row written, before
 //! the commit; after it, before the answer) and `release_before_commit` /
 //! `release_after_commit` (a lease's first release: its tokens, spend and back-off written,
-//! before the commit; after it, before the answer). Unset —
+//! before the commit; after it, before the answer), and `replay_before_commit` /
+//! `replay_after_commit` (a replay made: its thread, first version, base turn, inbox and
+//! `replay_started` event written, before the commit; after it, before the answer). Unset —
 //! always, outside tests — a point costs one comparison.
 //!
 //! `NINETRIX_API_CLOCK_SKEW_SECS=<seconds>` moves the scheduler's clock (only the scheduler's)

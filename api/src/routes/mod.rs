@@ -3,11 +3,13 @@
 
 mod admin;
 mod approvals;
+mod evals;
 mod forks;
 mod handoffs;
 mod health;
 mod limits;
 mod memory;
+mod replays;
 mod runner;
 mod sessions;
 mod triggers;
@@ -115,6 +117,13 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
         .routes(routes!(health::openapi))
+        .routes(routes!(replays::create_replay))
+        .routes(routes!(replays::record_turn))
+        .routes(routes!(evals::list_evals))
+        .routes(routes!(evals::get_eval))
+        .routes(routes!(evals::add_eval_member))
+        .routes(routes!(evals::remove_eval_member))
+        .routes(routes!(evals::store_eval_run))
         .merge(forks::routes())
 }
 

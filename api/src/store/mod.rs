@@ -22,12 +22,14 @@ use chrono::{DateTime, Utc};
 use ninetrix_proto::api::{
     Approval, ApprovalStatus, BudgetSpent, CancelRequest, CancelResponse, CheckpointCreated,
     CheckpointRequest, ClaimRequest, ClaimResponse, CommitRequest, CommitResponse, DecisionRequest,
-    EnqueueRequest, EnqueueResponse, ErrorCode, Event, EventsRequest, ForkRequest, ForkResponse,
+    EnqueueRequest, EnqueueResponse, ErrorCode, EvalMember, EvalMemberRequest, EvalRunRequest,
+    EvalRunStored, EvalSuite, EvalSuiteList, Event, EventsRequest, ForkRequest, ForkResponse,
     Handoff, HandoffRequest, InboxMessage, LeaseRelease, LeaseRequest, MemoryCommand, MemoryFile,
-    MemoryFileContent, MemoryOpRequest, MemoryOpResult, MissingObjectsResponse, RewindQueued,
-    RewindRequest, RunningTurn, Spend, ThreadLabels, ThreadState, ThreadStatus, ThreadSummary,
-    ToolCallCompletion, ToolCallIntent, ToolCallRecord, Trigger, TriggerEvent, TriggerSet,
-    TriggersApplied, TurnDiff, TurnList, TurnPoint, VersionDetail, VersionSummary,
+    MemoryFileContent, MemoryOpRequest, MemoryOpResult, MissingObjectsResponse, RecordedTurn,
+    ReplayCreated, ReplayRequest, RewindQueued, RewindRequest, RunningTurn, Spend, ThreadLabels,
+    ThreadState, ThreadStatus, ThreadSummary, ToolCallCompletion, ToolCallIntent, ToolCallRecord,
+    Trigger, TriggerEvent, TriggerSet, TriggersApplied, TurnDiff, TurnList, TurnPoint,
+    VersionDetail, VersionSummary,
 };
 
 pub use crate::limit_rules::LimiterKey;
@@ -578,6 +580,35 @@ store_ops! {
     /// returns whom to wake.
     write fn rewind(id: ThreadId, request: RewindRequest) -> (RewindQueued, Wake)
         = |c| rewind(c, id, &request, now_ms());
+
+    /// Makes (or finds again, by its key) the replay of turns of `source` (see
+    /// `ops::create_replay`). `crash` is called before the commit of a replay made now
+    /// (`replay_before_commit`).
+    write fn create_replay(source: ThreadId, request: ReplayRequest, crash: fn(&str)) -> ReplayCreated
+        = |c| create_replay(c, source, &request, now_ms(), crash);
+
+    /// Turn `turn` of the thread as it happened: input, messages, calls with their results and
+    /// decisions, answer, cost, latency, model.
+    read fn recorded_turn(id: ThreadId, turn: u64) -> RecordedTurn
+        = |c| recorded_turn(c, id, turn, now_ms());
+
+    /// Marks a thread (and a range of its turns) into a suite; `true` when marked now.
+    write fn add_eval_member(suite: String, request: EvalMemberRequest) -> (EvalMember, bool)
+        = |c| add_eval_member(c, &suite, &request, now_ms());
+
+    /// Removes a member from a suite (404 when absent).
+    write fn remove_eval_member(suite: String, id: u64) -> ()
+        = |c| remove_eval_member(c, &suite, id);
+
+    /// Stores an eval run, once per key.
+    write fn store_eval_run(suite: String, request: EvalRunRequest) -> EvalRunStored
+        = |c| store_eval_run(c, &suite, &request, now_ms());
+
+    /// One suite: its members and last run (`None`: neither).
+    read fn eval_suite(suite: String) -> Option<EvalSuite> = |c| eval_suite(c, &suite);
+
+    /// Every suite with members or runs, by name.
+    read fn eval_suites() -> EvalSuiteList = |c| eval_suites(c);
 
     /// The thread's ended turns (a fork's shared turns included), its origin and its forks.
     read fn turns(id: ThreadId) -> TurnList = |c| turns(c, id);

@@ -213,6 +213,55 @@ fn routes() -> Vec<Route> {
         },
         Route {
             method: Method::POST,
+            path: "/v1/threads/{t}/replays",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: |_| Some(json!({"from_turn": 1, "to_turn": 1, "key": "k", "candidate": "c"})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/threads/{t}/turns/1/record",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/evals",
+            access: Admin,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::GET,
+            path: "/v1/evals/s",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/evals/s/members",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: |_| Some(json!({"thread": "01936f5e-7c1a-7d3e-9f4b-2a6c8e0d1f35"})),
+        },
+        Route {
+            method: Method::DELETE,
+            path: "/v1/evals/s/members/9",
+            access: Admin,
+            ok: StatusCode::NOT_FOUND,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/v1/evals/s/runs",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"key": "r", "candidate": "c", "cases": [], "passed": true})),
+        },
+        Route {
+            method: Method::POST,
             path: "/v1/threads/{t}/rewind",
             access: Admin,
             ok: StatusCode::CONFLICT,
@@ -814,7 +863,9 @@ async fn the_openapi_document_lists_every_route() {
                 .replace("hooks/p/gh", "hooks/{pool}/{path}")
                 .replace("replicas/1", "replicas/{replica}")
                 .replace(OBJECT, "{object}")
-                .replace("turns/1", "turns/{turn}");
+                .replace("turns/1", "turns/{turn}")
+                .replace("members/9", "members/{id}")
+                .replace("evals/s", "evals/{suite}");
             format!("{} {path}", r.method)
         })
         .collect();

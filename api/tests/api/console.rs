@@ -96,3 +96,40 @@ async fn the_cookie_is_a_session_that_signing_out_ends() {
     assert_eq!(who["kind"], "none");
     api.stop().await;
 }
+
+/// The console's eval pieces (issue 42), as served: the Evals view in the navigation, the
+/// thread page's "Add to eval suite" form posting a member and showing the API's answer, what a
+/// replay thread replays, and a suite's members (Remove) and last run's table — all through the
+/// admin routes, with no token in the page. (The browser test in `tests/` drives the console's
+/// other views in Chromium; these are checked here, as served.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_serves_the_eval_views_and_no_token() {
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let get = |path: &'static str| {
+        let url = format!("{}{path}", api.url);
+        let client = api.client.clone();
+        async move { client.get(url).send().await.unwrap().text().await.unwrap() }
+    };
+    let index = get("/console/").await;
+    assert!(
+        index.contains(r##"href="#/evals" data-view="evals""##),
+        "{index}"
+    );
+    let app = get("/console/app.js").await;
+    for piece in [
+        "Add to eval suite",
+        "`/v1/evals/${encodeURIComponent(suite.value)}/members`",
+        "t.replay_of",
+        "replay of thread ",
+        "`${path}/members/${m.id}`",
+        "\"divergent turns\", \"failed checks\"",
+        "s.last_run",
+        "parts[0] === \"evals\"",
+    ] {
+        assert!(app.contains(piece), "app.js lacks {piece}");
+    }
+    for page in [&index, &app] {
+        assert!(!page.contains(ADMIN), "no token in a page");
+    }
+    api.stop().await;
+}

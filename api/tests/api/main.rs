@@ -18,6 +18,7 @@ mod memory;
 mod model;
 mod openapi_contract;
 mod otel;
+mod replays;
 mod replicas;
 mod sessions;
 mod size;

@@ -53,6 +53,11 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   busy`, which depends on the thread's state like the other 409s. A model lease's budgets
 ///   name a time zone the IANA database must know (`422`, the field named): `POST
 ///   …/model-leases` too (the limits tests check it);
+/// - a replay's range must run forwards and its candidate be one line (`from_turn` after
+///   `to_turn`, a control character: `400 invalid_body`, the field named), an eval member's range
+///   too, and an eval run's costs are 0 or more: `POST /v1/threads/{id}/replays`,
+///   `POST /v1/evals/{suite}/members` and `…/runs` may answer a schema-valid body 400 (the
+///   replay tests check those rules);
 /// - and for the same reason a thread's spend in a time zone the database does not know is `400
 ///   invalid_query`: `GET /v1/threads/{id}/spend` may answer a schema-valid `timezone` 400.
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
@@ -65,7 +70,7 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/(messages|fork)|PUT /v1/pools/[^/]+/triggers|PUT /v1/runners/threads/[^/]+/objects/[^/]+)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n\
     [[operations]]\n\
-    include-name-regex = '^GET /v1/threads/[^/]+/spend$'\n\
+    include-name-regex = '^(GET /v1/threads/[^/]+/spend|POST /v1/threads/[^/]+/replays|POST /v1/evals/[^/]+/(members|runs))$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"400\", \"401\", \"403\", \"404\", \"409\", \"410\", \"429\", \"5xx\"]\n";
 
 /// The schemathesis command (`$NINETRIX_SCHEMATHESIS` or `schemathesis`), or `None` when the

@@ -15,13 +15,15 @@
 //! `objects` (snapshot objects and their references) on `threads`; `turns` (ended turns, their
 //! snapshots, the turn list, a turn's end, a diff) on `history`, `objects` and `ledger`; `purge` on
 //! `threads` and `turns`; `forks`
-//! on `turns`, `sessions`, `inbox` and `checkpoints`; `commit` on all of the writes a runner's
+//! on `turns`, `sessions`, `inbox` and `checkpoints`; `replays` (replay threads and recorded
+//! turns) on `turns`, `history`, `ledger`, `approvals`, `inbox`, `events` and `checkpoints`;
+//! `evals` (eval suites, members, runs) on `turns`; `commit` on all of the writes a runner's
 //! step makes.
 
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {
     () => {
-        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at, context, spent_nanos, fork_parent, fork_turn"
+        "thread_id, pool, agent, replica, session, epoch, boot_count, version, history_len, status, inbox_seq, inbox_cursor, event_seq, created_at, updated_at, context, spent_nanos, fork_parent, fork_turn, replay_source, replay_from, replay_to, replay_candidate"
     };
 }
 
@@ -36,6 +38,7 @@ macro_rules! purged {
 mod approvals;
 mod checkpoints;
 mod commit;
+mod evals;
 mod events;
 mod forks;
 mod handoffs;
@@ -46,6 +49,7 @@ mod limits;
 mod memory;
 mod objects;
 mod purge;
+mod replays;
 mod sessions;
 mod threads;
 mod triggers;
@@ -56,6 +60,9 @@ pub use approvals::Decided;
 pub(crate) use approvals::{approval, decide, list_approvals, turn_approvals};
 pub(crate) use checkpoints::{append_checkpoint, latest_json, version, versions};
 pub(crate) use commit::commit;
+pub(crate) use evals::{
+    add_eval_member, eval_suite, eval_suites, remove_eval_member, store_eval_run,
+};
 pub(crate) use events::{append_events, events_after};
 pub(crate) use forks::{fork, rewind};
 pub(crate) use handoffs::{list_handoffs, open_handoff, turn_handoffs};
@@ -71,6 +78,7 @@ pub(crate) use memory::{
 pub(crate) use objects::{get_object, missing_objects, put_object};
 pub use purge::Purge;
 pub(crate) use purge::purge;
+pub(crate) use replays::{create_replay, recorded_turn};
 pub(crate) use sessions::{open_session, replica_thread, replicas, session_work, set_replicas};
 pub(crate) use threads::{ensure_thread, list_threads, thread};
 pub(crate) use triggers::{

@@ -1,6 +1,8 @@
 //! The purge: every row of a thread deleted but its tombstone (so its ID is never used again) —
 //! except the messages other threads' histories share (a fork's prefix is its base's rows), kept
-//! until the last thread leaning on them is purged too.
+//! until the last thread leaning on them is purged too (a replay leans on its source's as a fork
+//! does, so purging a source leaves its replays readable). A purge also removes the thread's eval
+//! memberships, and a purged replay's key, so the same key makes a new replay.
 
 use ninetrix_proto::ThreadId;
 
@@ -55,6 +57,7 @@ pub(crate) async fn purge<C: Conn>(
         "events",
         "memory_ops",
         "model_leases",
+        "eval_members",
     ] {
         let sql = format!("DELETE FROM {table} WHERE thread_id = $1");
         query(AssertSqlSafe(sql))
@@ -64,7 +67,7 @@ pub(crate) async fn purge<C: Conn>(
     }
     query(concat!(
         "UPDATE threads SET status = '", purged!(), "', pool = NULL, agent = NULL, replica = NULL, session = NULL, version = 0, ",
-        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, spent_nanos = 0, updated_at = $2 WHERE thread_id = $1"
+        "history_len = 0, inbox_seq = 0, inbox_cursor = 0, event_seq = 0, context = NULL, on_busy = NULL, spent_nanos = 0, replay_key = NULL, updated_at = $2 WHERE thread_id = $1"
     ))
     .bind(id.to_string())
     .bind(now)

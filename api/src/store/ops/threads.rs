@@ -1,10 +1,11 @@
 //! Threads: a thread's row (its labels, epoch, head version and counters, where a fork came
-//! from), created on first use and claimed by a runner (a new epoch fences the previous one); the
+//! from, what a replay replays), created on first use and claimed by a runner (a new epoch fences the previous one); the
 //! fencing read every runner write starts with; and listing.
 
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
-    ClaimRequest, ClaimResponse, ForkOrigin, MessageMode, ThreadLabels, ThreadStatus, ThreadSummary,
+    ClaimRequest, ClaimResponse, ForkOrigin, MessageMode, ReplayOrigin, ThreadLabels, ThreadStatus,
+    ThreadSummary,
 };
 
 use crate::store::codec::{corrupt, labels, parse_id, time, to_u64};
@@ -49,6 +50,14 @@ pub(crate) struct ThreadRow {
     pub(crate) fork_parent: Option<String>,
     /// The parent's turn it was forked at.
     pub(crate) fork_turn: Option<i64>,
+    /// The recorded thread, for a replay.
+    pub(crate) replay_source: Option<String>,
+    /// The first turn it replays.
+    pub(crate) replay_from: Option<i64>,
+    /// The last turn it replays.
+    pub(crate) replay_to: Option<i64>,
+    /// What it replays them against.
+    pub(crate) replay_candidate: Option<String>,
 }
 
 impl rsq::FromRow for ThreadRow {
@@ -73,6 +82,10 @@ impl rsq::FromRow for ThreadRow {
             spent_nanos: row.get("spent_nanos")?,
             fork_parent: row.get("fork_parent")?,
             fork_turn: row.get("fork_turn")?,
+            replay_source: row.get("replay_source")?,
+            replay_from: row.get("replay_from")?,
+            replay_to: row.get("replay_to")?,
+            replay_candidate: row.get("replay_candidate")?,
         })
     }
 }
@@ -106,8 +119,15 @@ impl ThreadRow {
                 }),
                 _ => None,
             },
-            // Filled by the replay columns (issue 42).
-            replay_of: None,
+            replay_of: match (self.replay_source, self.replay_from, self.replay_to) {
+                (Some(source), Some(from), Some(to)) => Some(ReplayOrigin {
+                    source: parse_id(&source)?,
+                    from_turn: to_u64(from),
+                    to_turn: to_u64(to),
+                    candidate: self.replay_candidate.unwrap_or_default(),
+                }),
+                _ => None,
+            },
         })
     }
 }
