@@ -412,7 +412,7 @@ pub(crate) async fn replay_case(
         recorded.push(turn);
     }
     let mut replayed = Vec::new();
-    fetch_replayed(api, replay, &mut replayed).await?;
+    fetch_replayed(api, &created, &mut replayed).await?;
     print_progress(&recorded, &replayed, 0);
     if replayed.len() < recorded.len() {
         let config = runner_config(case, api, replay, recorded.clone()).await?;
@@ -426,7 +426,7 @@ pub(crate) async fn replay_case(
                 () = tokio::time::sleep(POLL) => {
                     // A blip while polling only delays a progress line.
                     let from = replayed.len();
-                    if fetch_replayed(api, replay, &mut replayed).await.is_ok() {
+                    if fetch_replayed(api, &created, &mut replayed).await.is_ok() {
                         print_progress(&recorded, &replayed, from);
                     }
                 }
@@ -434,7 +434,7 @@ pub(crate) async fn replay_case(
         };
         let exit = exit.context("the replay's runner task failed")?;
         let from = replayed.len();
-        fetch_replayed(api, replay, &mut replayed).await?;
+        fetch_replayed(api, &created, &mut replayed).await?;
         print_progress(&recorded, &replayed, from);
         if shutdown.is_cancelled() && replayed.len() < recorded.len() {
             return Ok(Ended::Stopped(replay));
@@ -476,14 +476,16 @@ fn print_progress(recorded: &[RecordedTurn], replayed: &[RecordedTurn], from: us
     }
 }
 
-/// Adds to `replayed` (the replay's own ended turns fetched so far, in order) the ones that
-/// ended since, each as recorded: one request for the turn list, and one per new turn (an ended
-/// turn does not change, so none is fetched twice).
+/// Adds to `replayed` (the turns the replay's runner ended so far, in order: its own turns after
+/// `base_turn`, the source's turn it starts from) the ones that ended since, each as recorded:
+/// one request for the turn list, and one per new turn (an ended turn does not change, so none is
+/// fetched twice).
 async fn fetch_replayed(
     api: &Api,
-    replay: ThreadId,
+    replay: &ReplayCreated,
     replayed: &mut Vec<RecordedTurn>,
 ) -> anyhow::Result<()> {
+    let (base_turn, replay) = (replay.base_turn, replay.replay);
     let client = api.client();
     let list = client
         .turns(replay)
@@ -492,7 +494,7 @@ async fn fetch_replayed(
     let mut own: Vec<u64> = list
         .turns
         .iter()
-        .filter(|t| t.live && t.thread_id == replay)
+        .filter(|t| t.live && t.thread_id == replay && t.turn_seq > base_turn)
         .map(|t| t.turn_seq)
         .filter(|n| !replayed.iter().any(|r| r.turn_seq == *n))
         .collect();
@@ -611,15 +613,15 @@ pub(crate) async fn source_and_file(c: &ConversationArgs) -> anyhow::Result<(Loc
 }
 
 /// The API for a thread named by its ID: the pool's (`-p`, or the agentfile's when its pool has
-/// state here), else — with no `-p` — `AGENTFILE_API_URL` or this home's local API, so `--thread`
-/// with a candidate agentfile of a pool that never ran here needs only the API.
+/// state here), else `AGENTFILE_API_URL` or this home's local API, so `--thread` with a candidate
+/// agentfile of a pool that never ran here needs only the API (the thread's labels then say
+/// whether it is that pool's: [`locate_thread`]).
 pub(crate) async fn thread_api(file: &Path, pool: Option<&str>) -> anyhow::Result<Api> {
     match PoolView::thread_api(file, pool).await {
         Ok(api) => Ok(api),
-        Err(e) if pool.is_none() => Api::any(&crate::home::agentfile_home()?)
+        Err(e) => Api::any(&crate::home::agentfile_home()?)
             .await
             .map_err(|_| e),
-        Err(e) => Err(e),
     }
 }
 

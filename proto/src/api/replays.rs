@@ -89,6 +89,10 @@ pub struct ReplayCreated {
     pub turns: Vec<u64>,
     /// True when the key named a replay made before: nothing new was made (it is resumed).
     pub existing: bool,
+    /// The source's turn whose end the replay starts from (0: the beginning). The replay's own
+    /// turns are numbered after it; its turn list also shows this one (its row holds the
+    /// replay's reference on the snapshot), which its runner did not run.
+    pub base_turn: u64,
     /// Messages in its history before its first turn (shared with the source, not copied).
     pub history_len: u64,
     /// The files its runner restores before its first turn (the end of the live turn before

@@ -187,9 +187,12 @@ async fn existing<C: Conn>(
             .bind(row.thread_id.as_str())
             .fetch_optional(&mut *c)
             .await?;
-    let snapshot = match state {
-        Some((s,)) => decode_state(&s)?.workspace,
-        None => None,
+    let (snapshot, base_turn) = match state {
+        Some((s,)) => {
+            let state = decode_state(&s)?;
+            (state.workspace, state.turn_seq)
+        }
+        None => (None, 0),
     };
     Ok(ReplayCreated {
         replay: crate::store::codec::parse_id(&row.thread_id)?,
@@ -201,6 +204,7 @@ async fn existing<C: Conn>(
         },
         turns,
         existing: true,
+        base_turn,
         history_len: to_u64(row.base_len.unwrap_or(0)),
         snapshot,
     })
@@ -397,6 +401,7 @@ pub(crate) async fn create_replay<C: Conn>(
         origin,
         turns,
         existing: false,
+        base_turn: base.map_or(0, |b| to_u64(b.turn_seq)),
         history_len,
         snapshot,
     })
