@@ -169,31 +169,7 @@ async fn eval(
     }
     let api = thread_api(&suite.agentfile, pool.as_deref()).await?;
     if suite.marked {
-        match api.client().eval_suite(&suite.name).await {
-            Ok(s) => {
-                for m in s.members {
-                    let origin = format!("thread {} (marked into the suite)", m.thread);
-                    let agent = match m.labels.agent.as_deref() {
-                        Some(a) => a.to_string(),
-                        None => case_agent(None, suite.agent.as_deref(), &af, &origin)?,
-                    };
-                    planned.push(Planned {
-                        source: Source::Thread(m.thread),
-                        agent,
-                        turns: TurnRange {
-                            from: m.from_turn,
-                            to: m.to_turn,
-                        },
-                        expect: Vec::new(),
-                        origin,
-                    });
-                }
-            }
-            Err(e) if e.code() == Some(&ErrorCode::NotFound) => {}
-            Err(e) => {
-                return Err(api.explain(e, &format!("reading eval suite `{}`", suite.name)));
-            }
-        }
+        planned.extend(marked_cases(&api, suite, &af).await?);
     }
     // One candidate per agent, checked before anything runs.
     let file_label = suite.agentfile.display().to_string();
@@ -223,68 +199,15 @@ async fn eval(
     );
     let mut results = Vec::new();
     for p in &planned {
-        let (session, replica, thread) = match &p.source {
-            Source::Session(k) => (Some(k.clone()), None, None),
-            Source::Replica(n) => (None, Some(*n), None),
-            Source::Thread(t) => (None, None, Some(*t)),
-        };
-        let conversation = ConversationArgs {
-            file: suite.agentfile.clone(),
-            pool: pool.clone(),
-            agent: p.agent.clone(),
-            replica,
-            session,
-            thread,
-        };
-        let located = locate_thread(&conversation)
-            .await
-            .map_err(|e| e.context(format!("finding {}", p.origin)))?;
         let spec = specs
             .iter()
             .find(|(a, _)| a == &p.agent)
             .map(|(_, s)| s)
             .ok_or_else(|| anyhow::anyhow!("no candidate for agent `{}`", p.agent))?;
-        let name = case_name(&p.agent, &located.target);
-        eprintln!("case {name}:");
-        let case = Case {
-            located: &located,
-            agent: &p.agent,
-            whose: located.target.whose(&p.agent),
-            turns: p.turns,
-            spec,
-            candidate: &described,
-            live_reads: suite.live_reads,
-            fresh: false,
-        };
-        let report = match replay_case(&case, &shutdown).await? {
-            Ended::Done(r) => r,
-            Ended::Refused(line) => anyhow::bail!("{} ({name}): {line}", p.origin),
-            Ended::Stopped(replay) => {
-                let argv: Vec<String> = std::env::args().collect();
-                eprintln!(
-                    "stopped during case {name} (replay {replay} is kept); to resume the eval, \
-                     run the same command:\n  {}",
-                    resume_command(&argv)
-                );
-                return Ok(ExitCode::from(EXIT_STOPPED));
-            }
-        };
-        let mut failed = suite::check(&report, &p.expect);
-        let passed = verdict(
-            &mut failed,
-            report.divergent_turns,
-            suite.max_divergent_turns,
-        );
-        results.push(EvalCaseResult {
-            thread: located.thread,
-            name,
-            replay: report.replay,
-            turns: report.turns.len() as u64,
-            divergent_turns: report.divergent_turns,
-            failed_checks: failed,
-            cost_usd: report.replayed.cost_usd,
-            passed,
-        });
+        match run_case(p, suite, pool.as_deref(), spec, &described, &shutdown).await? {
+            Some(result) => results.push(result),
+            None => return Ok(ExitCode::from(EXIT_STOPPED)),
+        }
     }
     let passed = results.iter().all(|c| c.passed);
     let request = EvalRunRequest {
@@ -325,6 +248,111 @@ async fn eval(
     } else {
         ExitCode::from(crate::EXIT_FAILURE)
     })
+}
+
+/// The threads marked into the suite (in the console, or through the API), as cases without
+/// checks; none when nobody marked any (the suite is unknown to the API).
+async fn marked_cases(
+    api: &crate::pool::local_api::Api,
+    suite: &Suite,
+    af: &Agentfile,
+) -> anyhow::Result<Vec<Planned>> {
+    let mut marked = Vec::new();
+    match api.client().eval_suite(&suite.name).await {
+        Ok(s) => {
+            for m in s.members {
+                let origin = format!("thread {} (marked into the suite)", m.thread);
+                let agent = match m.labels.agent.as_deref() {
+                    Some(a) => a.to_string(),
+                    None => case_agent(None, suite.agent.as_deref(), af, &origin)?,
+                };
+                marked.push(Planned {
+                    source: Source::Thread(m.thread),
+                    agent,
+                    turns: TurnRange {
+                        from: m.from_turn,
+                        to: m.to_turn,
+                    },
+                    expect: Vec::new(),
+                    origin,
+                });
+            }
+        }
+        Err(e) if e.code() == Some(&ErrorCode::NotFound) => {}
+        Err(e) => {
+            return Err(api.explain(e, &format!("reading eval suite `{}`", suite.name)));
+        }
+    }
+    Ok(marked)
+}
+
+/// Runs one planned case as a replay and checks it: its result, or `None` when Ctrl-C stopped it
+/// (the line that resumes the eval is printed).
+async fn run_case(
+    p: &Planned,
+    suite: &Suite,
+    pool: Option<&str>,
+    spec: &AgentSpec,
+    described: &str,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<EvalCaseResult>> {
+    let (session, replica, thread) = match &p.source {
+        Source::Session(k) => (Some(k.clone()), None, None),
+        Source::Replica(n) => (None, Some(*n), None),
+        Source::Thread(t) => (None, None, Some(*t)),
+    };
+    let conversation = ConversationArgs {
+        file: suite.agentfile.clone(),
+        pool: pool.map(str::to_string),
+        agent: p.agent.clone(),
+        replica,
+        session,
+        thread,
+    };
+    let located = locate_thread(&conversation)
+        .await
+        .map_err(|e| e.context(format!("finding {}", p.origin)))?;
+    let name = case_name(&p.agent, &located.target);
+    eprintln!("case {name}:");
+    let case = Case {
+        located: &located,
+        agent: &p.agent,
+        whose: located.target.whose(&p.agent),
+        turns: p.turns,
+        spec,
+        candidate: described,
+        live_reads: suite.live_reads,
+        fresh: false,
+    };
+    let report = match replay_case(&case, shutdown).await? {
+        Ended::Done(r) => r,
+        Ended::Refused(line) => anyhow::bail!("{} ({name}): {line}", p.origin),
+        Ended::Stopped(replay) => {
+            let argv: Vec<String> = std::env::args().collect();
+            eprintln!(
+                "stopped during case {name} (replay {replay} is kept); to resume the eval, \
+                 run the same command:\n  {}",
+                resume_command(&argv)
+            );
+            return Ok(None);
+        }
+    };
+    let mut failed = suite::check(&report, &p.expect);
+    let passed = verdict(
+        &mut failed,
+        report.divergent_turns,
+        suite.max_divergent_turns,
+    );
+    Ok(Some(EvalCaseResult {
+        thread: located.thread,
+        name,
+        replay: report.replay,
+        turns: report.turns.len() as u64,
+        divergent_turns: report.divergent_turns,
+        failed_checks: failed,
+        cost_usd: report.replayed.cost_usd,
+        passed,
+    }))
 }
 
 #[cfg(test)]
