@@ -11,7 +11,9 @@
 //!   is executed (the journal proves it), and `--max-divergent-turns 0` fails the command.
 //! - With `--live-reads`, a read the recording does not have runs for real, and still no write.
 //! - Killed in the middle of a turn and after a turn (`replay_mid_turn`, `replay_after_turn`),
-//!   the same command resumes the same replay and finishes it once.
+//!   the same command resumes the same replay and finishes it once; with the API killed before
+//!   and after the commit that makes a replay (`replay_before_commit`, `replay_after_commit`),
+//!   the same command makes it or finds it, and one replay exists.
 
 mod support;
 
@@ -482,7 +484,7 @@ async fn a_replay_killed_mid_turn_or_after_a_turn_resumes_with_the_same_command(
     if ninetrix_testkit::require(ninetrix_testkit::Need::Mcp).is_none() {
         return;
     }
-    let r = record().await;
+    let mut r = record().await;
     let before = untouched(&r).await;
     // Each kill point on its own range, so each is its own replay (its key is the source, the
     // range and the candidate): the same command again resumes it.
@@ -548,7 +550,71 @@ async fn a_replay_killed_mid_turn_or_after_a_turn_resumes_with_the_same_command(
                 .collect();
         assert_eq!(own, (1..=TURNS as u64).collect::<Vec<_>>(), "{point}");
     }
+    // The API killed before and after the commit that makes a replay: the same command then
+    // makes it (before: nothing was stored) or finds it (after), and only one exists.
+    for (point, range) in [
+        ("replay_before_commit", "3..30"),
+        ("replay_after_commit", "4..30"),
+    ] {
+        let home = r.s.dir.path().join(format!("home-{point}"));
+        let args = ["--turns", range];
+        let made = replays_of(&r).await.len();
+        restart_api(&mut r, &[("NINETRIX_API_CRASH_AT", point)]);
+        let out = replay(&r, &r.file, &home, &args, &[]);
+        assert!(
+            !out.status.success(),
+            "{point}: the API died making the replay"
+        );
+        let deadline = Instant::now() + TURN;
+        let died = loop {
+            if let Some(status) = r.s.api.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{point}: the API did not stop: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(
+            !died.success(),
+            "{point}: the API aborted at its kill point"
+        );
+        restart_api(&mut r, &[]);
+        let after_kill = replays_of(&r).await.len();
+        let expected = made + usize::from(point == "replay_after_commit");
+        assert_eq!(
+            after_kill, expected,
+            "{point}: stored before the kill or not"
+        );
+        let out = replay(&r, &r.file, &home, &args, &[]);
+        assert!(
+            out.status.success(),
+            "{point}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(report(&out).divergent_turns, 0, "{point}");
+        assert_eq!(
+            replays_of(&r).await.len(),
+            made + 1,
+            "{point}: one replay, made once"
+        );
+    }
     assert_eq!(untouched(&r).await, before);
+}
+
+/// Stops the API (SIGKILL) and starts it again on the same address and database, with `env`.
+fn restart_api(r: &mut Recorded, env: &[(&str, &str)]) {
+    let listen = r.s.api.url.trim_start_matches("http://").to_string();
+    let db = format!("sqlite://{}", r.s.dir.path().join("api.db").display());
+    let _ = r.s.api.child.kill();
+    let _ = r.s.api.child.wait();
+    r.s.api = ninetrix_e2e::ApiProcess::start_with_env(
+        &listen,
+        &["--database", &db, "--insecure-dev"],
+        env,
+    );
 }
 
 /// The replays made of the recorded thread, oldest first.
