@@ -55,7 +55,7 @@ enum Clerk {
 fn rounds(clerk: Clerk, i: usize) -> Vec<Value> {
     let count =
         json!([{"name": "notes__count_lines", "args": {"path": "log.txt", "text": "entry 2"}}]);
-    if i % 3 == 0 && ![ASK_TURN, GATED_TURN, HANDOFF_TURN, 15].contains(&i) {
+    if i.is_multiple_of(3) && ![ASK_TURN, GATED_TURN, HANDOFF_TURN, 15].contains(&i) {
         return vec![
             json!([{"name": "file_read", "args": {"path": "notes.md"}}]),
             count,
