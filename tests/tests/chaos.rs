@@ -47,6 +47,18 @@
 //! its workspace holds exactly the files of that turn's snapshot (never a half-restored mix),
 //! and that no turn number was used twice.
 //!
+//! Replays too (issue 42): once one of the appender's conversations has ended 4 turns,
+//! `ninetrix replay --agent appender --thread <it> -f <the appender as an agentfile> --turns 1..4
+//! --json` runs as a child process while the runners and the API die (the replay's runner rides
+//! out the API's outages; a run whose own calls to the API failed exits non-zero and the same
+//! command runs again), and is itself SIGKILLed now and then and run again. After the faults the
+//! same command runs once more (`support::chaos_replay`). The checks add that this final run
+//! succeeds and reports the 4 turns, each replayed; that exactly one replay thread exists for
+//! the command's key; that its own turns are 1..=4, each ended once, its inbox only the recorded
+//! inputs; that it asked no person, handed nothing over, ran nothing (its ledger is empty, its
+//! workspace untouched); that the source's turns 1..=4 are as they were before the replay began;
+//! and, where those turns have the appender's plain shape, that none diverged.
+//!
 //! The session replicas start as Swarm tasks do, with their replica number only: each (re)start
 //! asks the API for the replica's thread, through the API's kills too; the checks add that each
 //! replica has exactly one thread.
@@ -68,6 +80,7 @@ use ninetrix_proto::api::{
 };
 use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Role, ThreadId};
+use support::chaos_replay::{self, Replaying};
 use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
 
@@ -365,6 +378,8 @@ async fn chaos() {
         pending: None,
     };
     let triggers = Triggers::register(&url).await;
+    // `ninetrix replay` of a conversation's first turns, run (and re-run) through the faults.
+    let mut replaying = Replaying::new(dir.path(), &url, SESSION_POOL, &agent, seed);
     let mut deliveries: Vec<String> = Vec::new();
     let mut session_kills = 0usize;
     // Doomed threads: each gets a runner and a message, and is purged while it works —
@@ -411,6 +426,9 @@ async fn chaos() {
         }
         // The rewinding conversation: a message, or now and then a rewind.
         rewinding.step(&admin, &mut rng).await;
+        // The replay: started once a conversation has ended its turns, run again after a
+        // failure (the API was down), SIGKILLed now and then.
+        replaying.step(&admin, &conversations).await;
         // A webhook delivery, sometimes a redelivery (the same id).
         if !deliveries.is_empty() && rng.next(5) == 0 {
             let old = deliveries[rng.next(deliveries.len() as u64) as usize].clone();
@@ -553,7 +571,18 @@ async fn chaos() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // Too few faults for a conversation to end the replayed turns: one is given them now.
+    if !replaying.started() {
+        let (thread, sent) = &mut conversations[0];
+        while (sent.len() as u64) < chaos_replay::K {
+            let n = sent.len();
+            let content = format!("conversation 0: message {n}");
+            admin.send(*thread, &content, &format!("s{n}")).await;
+            sent.push(content);
+        }
+    }
     check_conversations(&admin, &conversations, seed).await;
+    let replayed = replaying.check(&admin, &conversations, seed).await;
     let (rewinds, rewinds_failed) = rewinding.check(&admin, dir.path(), seed).await;
     // The session replicas found their threads by replica number through every kill (theirs and
     // the API's, some in the middle of the first ask): one thread per replica, no orphan.
@@ -576,7 +605,8 @@ async fn chaos() {
         .await
         .unwrap()
         .into_iter()
-        .filter(|t| t.labels.session.is_none())
+        // A replay has the pool's and agent's labels only (no replica, no session).
+        .filter(|t| t.labels.session.is_none() && t.replay_of.is_none())
         .collect();
     assert_eq!(
         replica_threads.len(),
@@ -611,7 +641,7 @@ async fn chaos() {
         compactions += check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions, {purged} threads purged mid-turn, {rewinds} rewinds done ({rewinds_failed} failed, {} refused); all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions, {purged} threads purged mid-turn, {rewinds} rewinds done ({rewinds_failed} failed, {} refused), {replayed}; all invariants hold",
         counts[0],
         counts[1],
         counts[2],
