@@ -736,6 +736,23 @@ async fn replay(args: &ReplayArgs, shutdown: CancellationToken) -> anyhow::Resul
         );
         return Ok(ExitCode::from(crate::EXIT_FAILURE));
     }
+    // A replay whose runner stopped early is not a result: say so, and fail (the same command
+    // resumes it).
+    let done = report
+        .turns
+        .iter()
+        .filter(|t| t.replay_turn.is_some())
+        .count();
+    if done < report.turns.len() {
+        let argv: Vec<String> = std::env::args().collect();
+        eprintln!(
+            "replay {} stopped after {done} of {} turn(s); to finish it, run the same command:\n  {}",
+            report.replay,
+            report.turns.len(),
+            resume_command(&argv)
+        );
+        return Ok(ExitCode::from(crate::EXIT_FAILURE));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
