@@ -14,9 +14,8 @@ use ninetrix_proto::snapshots::{
 };
 use ninetrix_proto::{Message, Role, ThreadId};
 use serde_json::json;
-use sqlx::Connection as _;
 
-use crate::support::{ADMIN, Backend, TestApi, both_backends};
+use crate::support::{ADMIN, Backend, TestApi, both_backends, count, refusal};
 
 both_backends!(
     forks_at_every_turn_read_their_history_and_share_one_copy_of_it,
@@ -136,35 +135,6 @@ async fn end_turn_skipped(
     r.turn = turn;
     r.history.extend(append);
     Ok(done)
-}
-
-fn refusal(e: &ClientError) -> (u16, ErrorCode, String) {
-    match e {
-        ClientError::Api {
-            status,
-            code,
-            message,
-            ..
-        } => (*status, code.clone(), message.clone()),
-        other => panic!("not an API error: {other}"),
-    }
-}
-
-/// A number the database answers `sql` with.
-async fn count(api: &TestApi, sql: &str) -> i64 {
-    if api.db.url.starts_with("sqlite:") {
-        let mut c = sqlx::SqliteConnection::connect(&api.db.url).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-    } else {
-        let mut c = sqlx::PgConnection::connect(&api.db.url).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-    }
 }
 
 fn file(path: &str, content: &str) -> FileEntry {

@@ -4,7 +4,7 @@
 //! fork's inherited turns; the record of a turn (calls, effects, people, usage, latency, model,
 //! live) after a rewind; eval suites' members and runs; purges.
 
-use ninetrix_client::{Client, ClientError, ErrorCode, ThreadQuery, Token};
+use ninetrix_client::{Client, ErrorCode, ThreadQuery, Token};
 use ninetrix_proto::api::{
     ApprovalKind, ApprovalStatus, CheckpointState, CommitIntent, CommitOutcome, CommitRequest,
     DecisionRequest, EvalCaseResult, EvalMemberRequest, EvalRunRequest, ForkRequest, NewApproval,
@@ -16,9 +16,8 @@ use ninetrix_proto::message::Block;
 use ninetrix_proto::snapshots::{FileEntry, ObjectId, ObjectKind, SnapshotRef, build};
 use ninetrix_proto::{ApprovalId, Message, Role, ThreadId};
 use serde_json::json;
-use sqlx::Connection as _;
 
-use crate::support::{ADMIN, Backend, TestApi, both_backends};
+use crate::support::{ADMIN, Backend, TestApi, both_backends, count, refusal};
 
 both_backends!(
     a_replay_shares_the_history_queues_the_inputs_and_leaves_the_source_untouched,
@@ -274,35 +273,6 @@ async fn five_turns(c: &Client, key: &str) -> (Runner, SnapshotRef) {
     recorded_turn(c, &mut r, Extra::None, vec![summary], None).await;
     recorded_turn(c, &mut r, Extra::None, vec![], None).await;
     (r, tree.snapshot)
-}
-
-fn refusal(e: &ClientError) -> (u16, ErrorCode, String) {
-    match e {
-        ClientError::Api {
-            status,
-            code,
-            message,
-            ..
-        } => (*status, code.clone(), message.clone()),
-        other => panic!("not an API error: {other}"),
-    }
-}
-
-/// A number the database answers `sql` with.
-async fn count(api: &TestApi, sql: &str) -> i64 {
-    if api.db.url.starts_with("sqlite:") {
-        let mut c = sqlx::SqliteConnection::connect(&api.db.url).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-    } else {
-        let mut c = sqlx::PgConnection::connect(&api.db.url).await.unwrap();
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-            .fetch_one(&mut c)
-            .await
-            .unwrap()
-    }
 }
 
 fn replay(from_turn: u64, to_turn: u64, key: &str) -> ReplayRequest {

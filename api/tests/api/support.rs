@@ -363,3 +363,35 @@ macro_rules! both_backends {
     };
 }
 pub(crate) use both_backends;
+
+/// The status, code and message of an API refusal (a panic for any other error).
+pub(crate) fn refusal(
+    e: &ninetrix_client::ClientError,
+) -> (u16, ninetrix_client::ErrorCode, String) {
+    match e {
+        ninetrix_client::ClientError::Api {
+            status,
+            code,
+            message,
+            ..
+        } => (*status, code.clone(), message.clone()),
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+/// A number the database answers `sql` with.
+pub(crate) async fn count(api: &TestApi, sql: &str) -> i64 {
+    if api.db.url.starts_with("sqlite:") {
+        let mut c = sqlx::SqliteConnection::connect(&api.db.url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    } else {
+        let mut c = sqlx::PgConnection::connect(&api.db.url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    }
+}

@@ -39,7 +39,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::view::PoolView;
 use crate::commands::invoke::shell_quote;
-use crate::commands::reset::{Conversation, ConversationArgs, Located, agentfile_path, of_labels};
+use crate::commands::reset::{
+    Conversation, ConversationArgs, Located, agentfile_path, located_thread,
+};
 use crate::pool::local_api::Api;
 use crate::ui::replay as render;
 
@@ -632,21 +634,7 @@ pub(crate) async fn locate_thread(c: &ConversationArgs) -> anyhow::Result<Locate
         return c.locate().await;
     };
     let api = thread_api(&c.file, c.pool.as_deref()).await?;
-    let labels = match api.thread(thread).await? {
-        Some(t) => t.labels,
-        None => anyhow::bail!(
-            "thread {thread} does not exist in the checkpoint API at {}; `ninetrix sessions` \
-             lists a pool's threads",
-            api.url
-        ),
-    };
-    let (pool, target) = of_labels(thread, &labels, &c.agent, c.pool.as_deref())?;
-    Ok(Located {
-        api,
-        pool,
-        target,
-        thread,
-    })
+    located_thread(api, thread, &c.agent, c.pool.as_deref()).await
 }
 
 /// Reads an instructions file (its text replaces the agent's instructions).

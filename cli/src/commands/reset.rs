@@ -90,21 +90,7 @@ impl ConversationArgs {
             });
         };
         let api = PoolView::thread_api(&self.file, self.pool.as_deref()).await?;
-        let labels = match api.thread(thread).await? {
-            Some(t) => t.labels,
-            None => anyhow::bail!(
-                "thread {thread} does not exist in the checkpoint API at {}; `ninetrix sessions` \
-                 lists a pool's threads",
-                api.url
-            ),
-        };
-        let (pool, target) = of_labels(thread, &labels, &self.agent, self.pool.as_deref())?;
-        Ok(Located {
-            api,
-            pool,
-            target,
-            thread,
-        })
+        located_thread(api, thread, &self.agent, self.pool.as_deref()).await
     }
 
     /// Finds the conversation: the pool, its agentfile, the replica or session the arguments
@@ -284,9 +270,34 @@ pub(crate) fn target(
     }
 }
 
+/// The conversation of thread `thread` in `api`: its pool and whose it is, from its labels
+/// (refused when it is not `agent`'s, or not `pool`'s when one is named; see [`of_labels`]).
+pub(crate) async fn located_thread(
+    api: Api,
+    thread: ThreadId,
+    agent: &str,
+    pool: Option<&str>,
+) -> anyhow::Result<Located> {
+    let labels = match api.thread(thread).await? {
+        Some(t) => t.labels,
+        None => anyhow::bail!(
+            "thread {thread} does not exist in the checkpoint API at {}; `ninetrix sessions` \
+             lists a pool's threads",
+            api.url
+        ),
+    };
+    let (pool, target) = of_labels(thread, &labels, agent, pool)?;
+    Ok(Located {
+        api,
+        pool,
+        target,
+        thread,
+    })
+}
+
 /// Whose thread `thread` is, from its labels: its pool and whether a replica's or a session's.
 /// Refused when it is not `agent`'s, or not of the pool named (`pool`).
-pub(crate) fn of_labels(
+fn of_labels(
     thread: ThreadId,
     labels: &ThreadLabels,
     agent: &str,

@@ -149,6 +149,25 @@ pub struct CheckpointState {
 }
 
 impl CheckpointState {
+    /// The state of a thread that starts idle at the end of turn `turn_seq` with `history_len`
+    /// messages, its inbox untouched: the first version of a fork or a replay (its next turn is
+    /// `turn_seq + 1`; its runner restores `workspace` before it).
+    pub fn idle_at(
+        turn_seq: u64,
+        history_len: u64,
+        context: Option<crate::context::ContextUse>,
+        workspace: Option<crate::snapshots::SnapshotRef>,
+    ) -> Self {
+        Self {
+            turn_seq,
+            turn_start_history_len: history_len,
+            status: ThreadStatus::Idle,
+            context,
+            workspace,
+            ..Self::default()
+        }
+    }
+
     /// Marks inbox message `seq` taken: the cursor moves over every taken seq that follows it
     /// without a gap; a seq past a gap (an urgent message taken before those queued ahead of
     /// it) is kept in `inbox_taken` until the gap is filled.

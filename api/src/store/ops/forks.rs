@@ -10,7 +10,7 @@
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     CheckpointState, Control, ErrorCode, ForkOrigin, ForkRequest, ForkResponse, GoneBack,
-    RewindQueued, RewindRequest, ThreadStatus, TurnEnd, Usage, undone_note,
+    RewindQueued, RewindRequest, TurnEnd, undone_note,
 };
 use ninetrix_proto::events::{ForkCreated, Forked, TraceEvent};
 use ninetrix_proto::message::{Message, Role};
@@ -109,20 +109,7 @@ pub(crate) async fn fork<C: Conn>(
         .collect();
     let end = turn.state(c).await?;
     let history_len = to_u64(turn.history_len) + append.len() as u64;
-    let state = CheckpointState {
-        turn_seq: end.turn_seq,
-        turn_start_history_len: history_len,
-        status: ThreadStatus::Idle,
-        inbox_cursor: 0,
-        usage: Usage::default(),
-        handoff: None,
-        attempt: None,
-        context: end.context,
-        inbox_taken: Vec::new(),
-        turn_message: None,
-        next_message: None,
-        workspace: snapshot.clone(),
-    };
+    let state = CheckpointState::idle_at(end.turn_seq, history_len, end.context, snapshot.clone());
     let row = live_thread(c, id, true).await?;
     let write = VersionWrite {
         epoch: 0,

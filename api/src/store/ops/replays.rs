@@ -12,7 +12,7 @@
 use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{
     Approval, ApprovalKind, CheckpointState, ErrorCode, PersonDecision, RecordedTurn,
-    ReplayCreated, ReplayOrigin, ReplayRequest, ThreadStatus, TurnEnd, Usage,
+    ReplayCreated, ReplayOrigin, ReplayRequest, TurnEnd, Usage,
 };
 use ninetrix_proto::events::{Decoded, ReplayStarted, TraceEvent};
 use ninetrix_proto::message::{Message, Role};
@@ -230,20 +230,7 @@ async fn fill_replay<C: Conn>(
         None => None,
     };
     let base_turn = base.map_or(0, |b| to_u64(b.turn_seq));
-    let state = CheckpointState {
-        turn_seq: base_turn,
-        turn_start_history_len: to_u64(base_len),
-        status: ThreadStatus::Idle,
-        inbox_cursor: 0,
-        usage: Usage::default(),
-        handoff: None,
-        attempt: None,
-        context,
-        inbox_taken: Vec::new(),
-        turn_message: None,
-        next_message: None,
-        workspace: snapshot.clone(),
-    };
+    let state = CheckpointState::idle_at(base_turn, to_u64(base_len), context, snapshot.clone());
     let row = live_thread(c, id, true).await?;
     let write = VersionWrite {
         epoch: 0,
