@@ -483,24 +483,11 @@ pub fn compare_turn(recorded: &RecordedTurn, replayed: Option<&RecordedTurn>) ->
     };
     let calls = compare_calls(&recorded.calls, &replayed.calls);
     let answer_identical = recorded.answer == replayed.answer;
-    let first_call = calls
+    let divergence = calls
         .iter()
         .enumerate()
-        .find(|(_, c)| c.verdict != CallMatch::Same);
-    let divergence = match first_call {
-        Some((k, c)) => Some(match c.verdict {
-            CallMatch::Different => format!("call {}: `{}` with other arguments", k + 1, c.tool),
-            CallMatch::New => format!(
-                "call {}: `{}`, which the recording does not have",
-                k + 1,
-                c.tool
-            ),
-            CallMatch::Missing => format!("the recorded `{}` call was not made", c.tool),
-            CallMatch::Same => unreachable!("filtered out"),
-        }),
-        None if !answer_identical => Some("the final answer".into()),
-        None => None,
-    };
+        .find_map(|(k, c)| call_divergence(k, c))
+        .or_else(|| (!answer_identical).then(|| "the final answer".to_string()));
     TurnComparison {
         turn: recorded.turn_seq,
         replay_turn: Some(replayed.turn_seq),
@@ -518,6 +505,20 @@ pub fn compare_turn(recorded: &RecordedTurn, replayed: Option<&RecordedTurn>) ->
         divergent: divergence.is_some(),
         divergence,
         calls,
+    }
+}
+
+/// How row `k` (from 0) of a turn's call comparison differs, in words (`None`: it is the same).
+fn call_divergence(k: usize, c: &CallPair) -> Option<String> {
+    match c.verdict {
+        CallMatch::Same => None,
+        CallMatch::Different => Some(format!("call {}: `{}` with other arguments", k + 1, c.tool)),
+        CallMatch::New => Some(format!(
+            "call {}: `{}`, which the recording does not have",
+            k + 1,
+            c.tool
+        )),
+        CallMatch::Missing => Some(format!("the recorded `{}` call was not made", c.tool)),
     }
 }
 
