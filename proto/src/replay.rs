@@ -456,10 +456,7 @@ pub fn preview(text: &str, max: usize) -> String {
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect();
-    match flat.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &flat[..i]),
-        None => flat,
-    }
+    crate::text::preview(&flat, max)
 }
 
 /// `recorded` beside its replay `replayed` (`None`: not replayed).

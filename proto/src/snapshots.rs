@@ -79,7 +79,7 @@ impl TryFrom<String> for ObjectId {
         } else {
             Err(format!(
                 "`{}` is not an object ID (64 lowercase hex characters, a SHA-256)",
-                preview(&s, 80)
+                crate::text::preview(&s, 80)
             ))
         }
     }
@@ -252,10 +252,10 @@ pub fn check_path(path: &str) -> Result<(), PathError> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..");
     if bad {
-        return Err(PathError::NotRelative(preview(path, 200)));
+        return Err(PathError::NotRelative(crate::text::preview(path, 200)));
     }
     if path == RESERVED_DIR || path.starts_with(&format!("{RESERVED_DIR}/")) {
-        return Err(PathError::Reserved(preview(path, 200)));
+        return Err(PathError::Reserved(crate::text::preview(path, 200)));
     }
     Ok(())
 }
@@ -453,14 +453,6 @@ pub fn diff<E>(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// At most `n` characters of `s`, with `…` when cut.
-fn preview(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! bidirectional controls that reorder a line (U+061C, U+200E–U+200F, U+202A–U+202E,
 //! U+2066–U+2069: "Trojan Source"), and the line and paragraph separators (U+2028, U+2029) would
 //! let a name garble or forge what `ninetrix ps`, a log line or the console shows next to it.
+//! Also the one rule for cutting text to show it: [`preview`].
 
 /// Whether `c` may not appear in a name (see the module).
 pub fn is_unsafe_char(c: char) -> bool {
@@ -28,9 +29,24 @@ pub fn first_unsafe(text: &str) -> Option<char> {
 pub const SAFE_TEXT_PATTERN: &str =
     "^[^\\u0000-\\u001F\\u007F-\\u009F\\u061C\\u200E\\u200F\\u2028-\\u202E\\u2066-\\u2069]+$";
 
+/// At most `max` characters of `text`, with `…` when cut (on a character boundary).
+pub fn preview(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preview_cuts_on_a_character_and_says_so() {
+        assert_eq!(preview("héllo", 2), "hé…");
+        assert_eq!(preview("héllo", 5), "héllo");
+        assert_eq!(preview("", 0), "");
+    }
 
     #[test]
     fn text_that_reorders_recolours_or_breaks_a_line_is_unsafe() {

@@ -503,11 +503,7 @@ fn event(event: TraceEvent) -> Effect {
 
 /// A short preview of a text for events and logs.
 pub fn preview(text: &str, max: usize) -> String {
-    let mut out: String = text.chars().take(max).collect();
-    if text.chars().count() > max {
-        out.push('…');
-    }
-    out
+    ninetrix_proto::text::preview(text, max)
 }
 
 /// What the next unanswered call of the current response is.
