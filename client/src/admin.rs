@@ -426,6 +426,7 @@ impl Client {
             Some(&AgentReplicas {
                 replicas,
                 collaborators: collaborators.to_vec(),
+                card: None,
             }),
             Limit::Default,
         )

@@ -7,6 +7,7 @@
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
+mod a2a;
 mod approvals;
 mod commits;
 mod errors;
@@ -24,6 +25,7 @@ mod threads;
 mod tokens;
 mod triggers;
 
+pub use a2a::*;
 pub use approvals::*;
 pub use commits::*;
 pub use errors::*;

@@ -55,6 +55,9 @@ pub struct AgentReplicas {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<AgentName>, max_items = 64))]
     pub collaborators: Vec<String>,
+    /// What its A2A agent card says (from the agentfile); no card is served when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<super::AgentCardInfo>,
 }
 
 /// The thread of one replica of a pool's agent, as the API keeps it (`POST
