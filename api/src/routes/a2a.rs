@@ -102,8 +102,8 @@ mod doc {
                 "required": ["jsonrpc"],
                 "properties": {
                     "jsonrpc": {"type": "string"},
-                    "id": {},
-                    "result": {},
+                    "id": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+                    "result": {"type": "object"},
                     "error": {"type": "object", "required": ["code", "message"]}
                 }
             }))
