@@ -649,7 +649,7 @@ pub(crate) fn check_card(info: &AgentCardInfo) -> Result<(), String> {
                 ));
             }
             for (j, item) in list.iter().enumerate() {
-                text(format!("card.skills[{i}].{field}[{j}]"), item, 1, max)?;
+                text(format!("card.skills[{i}].{field}[{j}]"), item, 0, max)?;
             }
         }
     }

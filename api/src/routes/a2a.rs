@@ -116,6 +116,27 @@ mod doc {
         }
     }
 
+    /// A 400 of the A2A endpoint: a JSON-RPC error (`-32700`, `-32600`), or the API's own
+    /// error for a malformed path.
+    pub(crate) struct A2aBadRequest;
+
+    impl utoipa::PartialSchema for A2aBadRequest {
+        fn schema() -> RefOr<Schema> {
+            schema(serde_json::json!({
+                "anyOf": [
+                    {"$ref": "#/components/schemas/A2aRpcResponse"},
+                    {"$ref": "#/components/schemas/ErrorBody"}
+                ]
+            }))
+        }
+    }
+
+    impl utoipa::ToSchema for A2aBadRequest {
+        fn name() -> Cow<'static, str> {
+            Cow::Borrowed("A2aBadRequest")
+        }
+    }
+
     /// An A2A agent card.
     pub(crate) struct A2aAgentCard;
 
@@ -350,7 +371,7 @@ struct Call {
     request_body = doc::A2aRpcRequest,
     responses((status = 200, description = "the JSON-RPC response (a result or an A2A error); for the streaming methods an event stream of JSON-RPC responses",
             content((doc::A2aRpcResponse = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "`-32700` (not JSON) or `-32600` (not a JSON-RPC 2.0 request) as a JSON-RPC error; or `invalid_path` (a malformed pool or agent name)", content((doc::A2aRpcResponse = "application/json"))),
+        (status = 400, body = doc::A2aBadRequest, description = "`-32700` (not JSON) or `-32600` (not a JSON-RPC 2.0 request) as a JSON-RPC error; or the API's `invalid_path` (a malformed pool or agent name)"),
         (status = 404, body = doc::A2aRpcResponse, description = "no A2A agent of that name in the pool (a JSON-RPC error, `-32600`)"),
         (status = 401, body = doc::A2aRpcResponse, description = "no valid bearer token (a JSON-RPC error, `-32600`)"),
         (status = 403, body = doc::A2aRpcResponse, description = "a token that may not call this pool's agents: another pool's A2A token, a runner, agent or approver token (a JSON-RPC error, `-32600`)")),
