@@ -33,6 +33,8 @@ pub enum Need {
     OpenapiValidator,
     /// The official MCP Python SDK and two reference servers (PyPI).
     Mcp,
+    /// The official A2A Python SDK (PyPI), for the A2A server's interop test.
+    A2aSdk,
     /// Chromium (Debian), for the web console's browser test.
     Chromium,
     /// docker-compose (Debian), for docker/compose.yaml.
@@ -47,11 +49,12 @@ pub enum Need {
 
 impl Need {
     /// Every need, in the order the summary lists them.
-    pub const ALL: [Need; 9] = [
+    pub const ALL: [Need; 10] = [
         Need::Postgres,
         Need::Schemathesis,
         Need::OpenapiValidator,
         Need::Mcp,
+        Need::A2aSdk,
         Need::Chromium,
         Need::DockerCompose,
         Need::KubernetesValidate,
@@ -66,6 +69,7 @@ impl Need {
             Need::Schemathesis => "SCHEMATHESIS",
             Need::OpenapiValidator => "OPENAPI_VALIDATOR",
             Need::Mcp => "MCP",
+            Need::A2aSdk => "A2A_SDK",
             Need::Chromium => "CHROMIUM",
             Need::DockerCompose => "DOCKER_COMPOSE",
             Need::KubernetesValidate => "KUBERNETES_VALIDATE",
@@ -86,6 +90,7 @@ impl Need {
             Need::Schemathesis => "schemathesis",
             Need::OpenapiValidator => "openapi-spec-validator",
             Need::Mcp => "the MCP Python SDK and reference servers",
+            Need::A2aSdk => "the A2A Python SDK",
             Need::Chromium => "Chromium",
             Need::DockerCompose => "docker-compose",
             Need::KubernetesValidate => "kubernetes-validate",
@@ -105,6 +110,7 @@ impl Need {
             Need::Mcp => {
                 "pip install mcp==2.3.0 mcp-server-time==2026.10.19 mcp-server-git==2026.10.19"
             }
+            Need::A2aSdk => "pip install \"a2a-sdk[http-server]==1.3.0\"",
             Need::Chromium => "apt-get install chromium",
             Need::DockerCompose => "apt-get install docker-compose",
             Need::KubernetesValidate => "pip install kubernetes-validate==1.37.0",
@@ -140,6 +146,7 @@ impl Need {
                     .ok_or_else(|| format!("`{program} --version` does not run"))
             }
             Need::OpenapiValidator => python_imports(&["openapi_spec_validator"]),
+            Need::A2aSdk => python_imports(&["a2a.client", "httpx"]),
             Need::Mcp => {
                 let python = python_imports(&["mcp", "mcp_server_time", "mcp_server_git"])?;
                 for server in ["mcp-server-time", "mcp-server-git"] {

@@ -1057,3 +1057,76 @@ both_backends!(
     cancel_stops_a_running_task_and_refuses_the_others,
     pushes_are_signed_once_per_state_and_survive_a_restart,
 );
+
+/// The official A2A Python SDK's client against the API: it resolves the card, sends a message,
+/// reads the task and lists the agent's tasks — through its own JSON-RPC transport, so the wire
+/// is what a real client sends and expects. Skipped without the SDK (a failure with
+/// `NINETRIX_REQUIRE_A2A_SDK=1`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_python_client_resolves_sends_gets_and_lists() {
+    let Some(python) = ninetrix_testkit::require(ninetrix_testkit::Need::A2aSdk) else {
+        return;
+    };
+    let api = TestApi::start(Backend::Sqlite).await.unwrap();
+    let token = served(&api).await;
+    let base = format!("{}/a2a/{POOL}/{AGENT}", api.url);
+    let output = tokio::process::Command::new(&python)
+        .args(["-c", PYTHON_CLIENT, &base])
+        .env("A2A_TOKEN", &token)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("python starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "the Python client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], format!("card The clerk {base}"));
+    let sent: Vec<&str> = lines[1].split(' ').collect();
+    assert_eq!(
+        (sent[0], sent[2]),
+        ("sent", "TASK_STATE_SUBMITTED"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines[2],
+        format!("got {} TASK_STATE_SUBMITTED py-ctx", sent[1])
+    );
+    assert_eq!(lines[3], "listed 1 1");
+    // The task is ours: filed in the context's session under the SDK's messageId.
+    let task = get(&api, &token, sent[1]).await;
+    assert_eq!(task["history"][0]["parts"][0]["text"], "hello from python");
+    api.stop().await;
+}
+
+/// The Python client's script: argv[1] is the agent's base URL, `A2A_TOKEN` its token.
+const PYTHON_CLIENT: &str = r#"
+import asyncio, os, sys
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.types.a2a_pb2 import (GetTaskRequest, ListTasksRequest, Message, Part, Role,
+    SendMessageRequest, TaskState)
+
+async def main(base):
+    headers = {"Authorization": "Bearer " + os.environ["A2A_TOKEN"]}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        card = await A2ACardResolver(http, base).get_agent_card()
+        print("card", card.name, card.supported_interfaces[0].url)
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True)).create(card)
+        message = Message(message_id="py-1", context_id="py-ctx", role=Role.ROLE_USER,
+                          parts=[Part(text="hello from python")])
+        task = None
+        async for event in client.send_message(SendMessageRequest(message=message)):
+            task = event.task
+        print("sent", task.id, TaskState.Name(task.status.state))
+        got = await client.get_task(GetTaskRequest(id=task.id))
+        print("got", got.id, TaskState.Name(got.status.state), got.context_id)
+        listed = await client.list_tasks(ListTasksRequest())
+        print("listed", len(listed.tasks), listed.total_size)
+
+asyncio.run(main(sys.argv[1]))
+"#;
