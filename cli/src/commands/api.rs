@@ -74,7 +74,7 @@ pub struct ApiArgs {
     pub model_lease_ttl: u64,
     /// What callers outside reach this API by (e.g. `https://agents.example.com`): the base of
     /// the URLs A2A agent cards give. Without it, `http://` and the request's `Host`.
-    #[arg(long, env = "NINETRIX_PUBLIC_URL", value_name = "URL", value_parser = public_url)]
+    #[arg(long, env = "NINETRIX_PUBLIC_URL", hide_env_values = true, value_name = "URL", value_parser = public_url)]
     pub public_url: Option<String>,
 }
 
