@@ -37,7 +37,7 @@ use crate::extract::{ApiJson, ApiPath};
 use crate::faults::crash;
 use crate::routes::wait::{Look, long_poll};
 use crate::state::App;
-use crate::store::{A2aTask, Answered, Decided, NewTask, TaskFilter};
+use crate::store::{A2aTask, Answered, Decided, NewTask, TaskAnswer, TaskFilter};
 
 /// The longest a blocking `SendMessage` waits for its task to settle (the server's `--max-wait`
 /// may cap it lower).
@@ -652,27 +652,32 @@ async fn answer(call: &Call, task_id: &str, message: Message) -> Result<A2aTask,
         ));
     };
     let decision = a2a_rules::decision(asked, &message)?;
+    let answer = TaskAnswer {
+        pool: call.pool.clone(),
+        agent: call.agent.clone(),
+        task_id: task_id.to_string(),
+        message,
+        approval: asked.id,
+        decision,
+        by: call.by.clone(),
+    };
     let answered = call
         .app
         .store
-        .a2a_answer(
-            call.pool.clone(),
-            call.agent.clone(),
-            task_id.to_string(),
-            message,
-            asked.id,
-            decision,
-            call.by.clone(),
-        )
+        .a2a_answer(answer)
         .await
         .map_err(|e| failed(e.into()))?;
-    match answered {
-        Answered::Repeated | Answered::Decided(_, Decided::Repeated(_)) => {}
-        Answered::Decided(thread, Decided::Recorded(approval)) => {
+    let decided = match answered {
+        Answered::Repeated => return find(call, task_id).await,
+        Answered::Decided(thread, decided) => (thread, *decided),
+    };
+    match decided {
+        (_, Decided::Repeated(_)) => {}
+        (thread, Decided::Recorded(approval)) => {
             tracing::info!(task_id, approval_id = %approval.id, by = %call.by, "a2a answer recorded");
             call.app.hub.notify(thread);
         }
-        Answered::Decided(_, Decided::Conflict(a) | Decided::Expired(a)) => {
+        (_, Decided::Conflict(a) | Decided::Expired(a)) => {
             return Err(RpcError::new(
                 error_code::UNSUPPORTED_OPERATION,
                 format!(

@@ -38,7 +38,9 @@ use ninetrix_proto::{ApprovalId, LeaseId, ThreadId};
 pub use ops::Decided;
 pub use ops::LeaseOutcome;
 pub use ops::Purge;
-pub use ops::{A2aTask, Answered, NewTask, PushResult, PushTarget, TaskFilter, TaskPage};
+pub use ops::{
+    A2aTask, Answered, NewTask, PushResult, PushTarget, TaskAnswer, TaskFilter, TaskPage,
+};
 pub use ops::{MemoryFilter, MemorySpace};
 pub use ops::{SessionOf, Wake};
 pub use postgres::PostgresStore;
@@ -557,16 +559,8 @@ store_ops! {
 
     /// Records an answer to a task waiting for input: the approvals' decision and the message's
     /// row, once per `messageId` (see `ops::a2a_answer`).
-    write fn a2a_answer(
-        pool: String,
-        agent: String,
-        task_id: String,
-        message: a2a::Message,
-        approval: ApprovalId,
-        decision: DecisionRequest,
-        by: String
-    ) -> Answered
-        = |c| a2a_answer(c, &pool, &agent, &task_id, &message, approval, &decision, &by, now_ms());
+    write fn a2a_answer(answer: TaskAnswer) -> Answered
+        = |c| a2a_answer(c, &answer, now_ms());
 
     /// One page of an agent's A2A tasks, newest first.
     read fn a2a_list(pool: String, agent: String, filter: TaskFilter) -> TaskPage

@@ -133,8 +133,6 @@ async fn card_urls(api: &Api, pool: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
     use super::*;
     use crate::cli::{Cli, Command};
 

@@ -126,8 +126,28 @@ pub enum Answered {
     /// The `messageId` was taken before: nothing was done again.
     Repeated,
     /// The decision, as the approvals' store op made it (the message's row is stored unless
-    /// the decision was refused).
-    Decided(ThreadId, Decided),
+    /// the decision was refused), and the request's thread.
+    Decided(ThreadId, Box<Decided>),
+}
+
+/// An answer to a task waiting for input: the message, and the decision it makes on the
+/// request the task waits on.
+#[derive(Clone, Debug)]
+pub struct TaskAnswer {
+    /// The pool.
+    pub pool: String,
+    /// The agent.
+    pub agent: String,
+    /// The task.
+    pub task_id: String,
+    /// The message as received.
+    pub message: Message,
+    /// The request it answers.
+    pub approval: ApprovalId,
+    /// What it decides.
+    pub decision: DecisionRequest,
+    /// Who answers (`a2a:<token name>`).
+    pub by: String,
 }
 
 /// Which tasks a listing returns.
@@ -369,34 +389,28 @@ pub(crate) async fn a2a_send<C: Conn>(
     Ok((task, wake, true))
 }
 
-/// Records `message` as the answer to request `approval` of task `task_id` (which waits for
-/// it), decided through the approvals' own op by `by`, with the message's row in the same
+/// Records the answer's message to its task (which waits for the answer's request), decided
+/// through the approvals' own op by `by`, with the message's row in the same
 /// transaction — unless its `messageId` was taken before (then nothing is done) or the decision
 /// was refused (another decision stands, or the request expired: no row, so a corrected answer
 /// may follow under the same ID).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn a2a_answer<C: Conn>(
     c: &mut C,
-    pool: &str,
-    agent: &str,
-    task_id: &str,
-    message: &Message,
-    approval: ApprovalId,
-    decision: &DecisionRequest,
-    by: &str,
+    a: &TaskAnswer,
     now: i64,
 ) -> StoreResult<Answered> {
-    if task_of_message(c, pool, agent, &message.message_id)
+    let (pool, agent) = (a.pool.as_str(), a.agent.as_str());
+    if task_of_message(c, pool, agent, &a.message.message_id)
         .await?
         .is_some()
     {
         return Ok(Answered::Repeated);
     }
-    let (thread, decided) = decide(c, approval, decision, by, Some(pool), now).await?;
+    let (thread, decided) = decide(c, a.approval, &a.decision, &a.by, Some(pool), now).await?;
     if matches!(decided, Decided::Recorded(_) | Decided::Repeated(_)) {
-        insert_message(c, pool, agent, task_id, message, now).await?;
+        insert_message(c, pool, agent, &a.task_id, &a.message, now).await?;
     }
-    Ok(Answered::Decided(thread, decided))
+    Ok(Answered::Decided(thread, Box::new(decided)))
 }
 
 /// One page of the agent's tasks, newest first (see [`TaskFilter`]). A state filter reads the

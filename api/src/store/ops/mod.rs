@@ -58,7 +58,9 @@ mod triggers;
 mod turn_control;
 mod turns;
 
-pub use a2a::{A2aTask, Answered, NewTask, PushResult, PushTarget, TaskFilter, TaskPage};
+pub use a2a::{
+    A2aTask, Answered, NewTask, PushResult, PushTarget, TaskAnswer, TaskFilter, TaskPage,
+};
 pub(crate) use a2a::{
     a2a_answer, a2a_card, a2a_delete_push, a2a_list, a2a_push_configs, a2a_push_due,
     a2a_push_record, a2a_put_push, a2a_send, a2a_task,
