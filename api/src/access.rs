@@ -2,8 +2,9 @@
 //!
 //! Each handler names its access rule as its first extractor: [`Admin`] (or [`AdminVia`] where
 //! a write records whether the console made it), [`ThreadCaller`] (or
-//! [`LabelledThreadCaller`] where a rule needs the runner token's labels), [`ApproverCaller`] or
-//! [`AgentCaller`]. axum runs the extractors that read the request head in
+//! [`LabelledThreadCaller`] where a rule needs the runner token's labels), [`ApproverCaller`],
+//! [`AgentCaller`] or [`A2aCaller`] (whose refusals are JSON-RPC errors, as an A2A client reads
+//! them). axum runs the extractors that read the request head in
 //! order and the body's last, so a token is authenticated (401) and authorised (403) before the
 //! path's other parameters, the query or the body are looked at: a runner token on another
 //! thread's route learns nothing about what that route expects (no 400/415/422 naming fields).
@@ -170,6 +171,51 @@ where
         let agent = path_param(parts, state, "agent").await?;
         caller.require_agent(&pool, &agent)?;
         Ok(AgentCaller)
+    }
+}
+
+/// The admin or an A2A token of the route's `{pool}`: the name its calls are recorded under
+/// (`a2a:<token name>`, `a2a:admin`). Refused as A2A clients read refusals: `401`/`403` with a
+/// JSON-RPC error body (`-32600`, saying what token the endpoint takes).
+pub(crate) struct A2aCaller {
+    /// `a2a:<token name>`.
+    pub by: String,
+}
+
+impl<S> FromRequestParts<S> for A2aCaller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
+    type Rejection = axum::response::Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        use axum::response::IntoResponse as _;
+        let refused = |e: ApiError| {
+            let (status, _, message) = e.parts();
+            let error = crate::a2a_rules::RpcError::new(
+                a2a::error_code::INVALID_REQUEST,
+                match status {
+                    axum::http::StatusCode::UNAUTHORIZED => format!(
+                        "{message}: send `Authorization: Bearer TOKEN` with an A2A token of the pool (`ninetrix a2a token -p POOL --name NAME`) or the admin token"
+                    ),
+                    _ => message,
+                },
+            );
+            (
+                status,
+                axum::Json(crate::a2a_rules::error_body(a2a::JsonRpcId::Null, &error)),
+            )
+                .into_response()
+        };
+        let caller = Caller::from_request_parts(parts, state)
+            .await
+            .map_err(refused)?;
+        let pool = path_param(parts, state, "pool")
+            .await
+            .map_err(|e| e.into_response())?;
+        let by = caller.require_a2a(&pool).map_err(refused)?;
+        Ok(A2aCaller { by })
     }
 }
 

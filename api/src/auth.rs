@@ -11,7 +11,10 @@
 //! the claims (pool, name, expiry) as base64url JSON, the tag an HMAC over them under another
 //! context, so neither kind of token can pass for the other. It may list and decide its pool's
 //! requests to people, nothing else; it stops working at its expiry (or when the server's
-//! secret changes). The admin token is compared in constant time too. Tokens are never logged.
+//! secret changes). An A2A token (`nxa2a1.<claims>.<tag>`, minted by the admin for a caller of
+//! a pool's agents over A2A) has the same claims under a context of its own: it calls the A2A
+//! endpoints of its pool's agents and nothing else. The admin token is compared in constant time
+//! too. Tokens are never logged.
 
 use std::sync::Arc;
 
@@ -33,6 +36,8 @@ const RUNNER_PREFIX: &str = "nxr2";
 const RUNNER_CONTEXT: &[u8] = b"ninetrix runner token v2\0";
 const APPROVER_PREFIX: &str = "nxa1";
 const APPROVER_CONTEXT: &[u8] = b"ninetrix approver token v1\0";
+const A2A_PREFIX: &str = "nxa2a1";
+const A2A_CONTEXT: &[u8] = b"ninetrix a2a token v1\0";
 const AGENT_PREFIX: &str = "nxs1";
 const AGENT_CONTEXT: &[u8] = b"ninetrix agent token v1\0";
 
@@ -64,7 +69,7 @@ struct AgentClaims {
     a: String,
 }
 
-/// What an approver token says about its holder.
+/// What an approver token (or an A2A token) says about its holder.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct ApproverClaims {
     /// The pool.
@@ -134,6 +139,17 @@ impl Authenticator {
             e: expires_at,
         };
         self.claims_token(APPROVER_PREFIX, APPROVER_CONTEXT, &claims)
+    }
+
+    /// Mints an A2A token for `name` on `pool`, valid until `expires_at` (Unix seconds): it calls
+    /// the A2A endpoints of the pool's agents, nothing else.
+    pub fn a2a_token(&self, pool: &str, name: &str, expires_at: i64) -> String {
+        let claims = ApproverClaims {
+            p: pool.to_string(),
+            n: name.to_string(),
+            e: expires_at,
+        };
+        self.claims_token(A2A_PREFIX, A2A_CONTEXT, &claims)
     }
 
     /// Mints the token of an agent's replicas: it reads the agent's session work (and the runner
@@ -207,6 +223,19 @@ impl Authenticator {
             return Ok(Caller::Agent {
                 pool: claims.p,
                 agent: claims.a,
+            });
+        }
+        if let Some(rest) = token
+            .strip_prefix(A2A_PREFIX)
+            .and_then(|r| r.strip_prefix('.'))
+        {
+            let claims: ApproverClaims = verified_claims(secret, A2A_CONTEXT, rest)?;
+            if now >= claims.e {
+                return Err(ApiError::Unauthorized);
+            }
+            return Ok(Caller::A2a {
+                pool: claims.p,
+                name: claims.n,
             });
         }
         if let Some(rest) = token
@@ -286,7 +315,17 @@ pub enum Caller {
         /// The agent.
         agent: String,
     },
+    /// An A2A token: a caller of one pool's agents over A2A.
+    A2a {
+        /// The pool.
+        pool: String,
+        /// The holder's name (recorded as `a2a:<name>`).
+        name: String,
+    },
 }
+
+/// What an A2A token on any route but the A2A endpoints is told (403).
+const A2A_ONLY: &str = "an A2A token only calls the A2A endpoints of its pool's agents (POST /a2a/{pool}/{agent}); use the admin token for this route";
 
 impl Caller {
     /// Admits the admin only.
@@ -296,6 +335,7 @@ impl Caller {
             Caller::Runner { .. } | Caller::Approver { .. } | Caller::Agent { .. } => {
                 Err(ApiError::Forbidden("this route needs the admin token"))
             }
+            Caller::A2a { .. } => Err(ApiError::Forbidden(A2A_ONLY)),
         }
     }
 
@@ -313,6 +353,7 @@ impl Caller {
             Caller::Agent { .. } => Err(ApiError::Forbidden(
                 "an agent token only finds its sessions' work; a session is served with the runner token that comes with it",
             )),
+            Caller::A2a { .. } => Err(ApiError::Forbidden(A2A_ONLY)),
         }
     }
 
@@ -325,6 +366,7 @@ impl Caller {
             Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Forbidden(
                 "a runner token cannot list or decide requests to people: use the admin token or an approver token",
             )),
+            Caller::A2a { .. } => Err(ApiError::Forbidden(A2A_ONLY)),
         }
     }
 
@@ -339,6 +381,24 @@ impl Caller {
             Caller::Runner { .. } | Caller::Approver { .. } => Err(ApiError::Forbidden(
                 "this route needs the agent's token (or the admin token)",
             )),
+            Caller::A2a { .. } => Err(ApiError::Forbidden(A2A_ONLY)),
+        }
+    }
+
+    /// Admits the admin and the A2A tokens of `pool`: the name a call is recorded under
+    /// (`a2a:<name>`, `a2a:admin` for the admin token).
+    pub fn require_a2a(&self, pool: &str) -> Result<String, ApiError> {
+        match self {
+            Caller::Admin => Ok("a2a:admin".to_string()),
+            Caller::A2a { pool: p, name } if p == pool => Ok(format!("a2a:{name}")),
+            Caller::A2a { .. } => Err(ApiError::Forbidden(
+                "this A2A token is for another pool's agents",
+            )),
+            Caller::Runner { .. } | Caller::Approver { .. } | Caller::Agent { .. } => {
+                Err(ApiError::Forbidden(
+                    "the A2A endpoints take an A2A token of the pool (`ninetrix a2a token`) or the admin token",
+                ))
+            }
         }
     }
 }
@@ -372,7 +432,9 @@ where
                 match caller {
                     Caller::Admin | Caller::Approver { .. } => Ok(caller),
                     // Only a person's tokens sign in to the console.
-                    Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Unauthorized),
+                    Caller::Runner { .. } | Caller::Agent { .. } | Caller::A2a { .. } => {
+                        Err(ApiError::Unauthorized)
+                    }
                 }
             }
             None => auth.caller(None),
@@ -592,6 +654,71 @@ mod tests {
                 .caller_at(Some(&format!("Bearer {token}")), 0)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a2a_tokens_carry_their_pool_and_name_expire_and_call_only_a2a() {
+        let auth = tokens();
+        let token = auth.a2a_token("shop", "partner-crm", 1_000);
+        assert!(token.starts_with("nxa2a1."));
+        let caller = auth
+            .caller_at(Some(&format!("Bearer {token}")), 999)
+            .unwrap();
+        assert_eq!(
+            caller,
+            Caller::A2a {
+                pool: "shop".into(),
+                name: "partner-crm".into()
+            }
+        );
+        assert_eq!(caller.require_a2a("shop").unwrap(), "a2a:partner-crm");
+        assert!(caller.require_a2a("bank").is_err());
+        assert_eq!(Caller::Admin.require_a2a("bank").unwrap(), "a2a:admin");
+        // Refused everywhere else, saying what it is for.
+        for refused in [
+            caller.require_admin(),
+            caller.require_thread(ThreadId::new_v7()),
+            caller.require_approver().map(drop),
+            caller.require_agent("shop", "clerk"),
+        ] {
+            let Err(ApiError::Forbidden(why)) = refused else {
+                panic!("{refused:?}")
+            };
+            assert!(why.contains("A2A endpoints"), "{why}");
+        }
+        // Expired.
+        assert!(
+            auth.caller_at(Some(&format!("Bearer {token}")), 1_000)
+                .is_err()
+        );
+        // Claims edited break the tag; an approver token's tag does not make an A2A token, nor
+        // the other way round (another context).
+        let (_, rest) = token.split_once('.').unwrap();
+        let (payload, tag) = rest.split_once('.').unwrap();
+        let forged = format!(
+            "nxa2a1.{}.{tag}",
+            URL_SAFE_NO_PAD.encode(r#"{"p":"bank","n":"partner-crm","e":1000}"#)
+        );
+        assert!(
+            auth.caller_at(Some(&format!("Bearer {forged}")), 0)
+                .is_err()
+        );
+        let approver = auth.approver_token("shop", "partner-crm", 1_000);
+        assert_eq!(
+            approver
+                .split_once('.')
+                .unwrap()
+                .1
+                .split_once('.')
+                .unwrap()
+                .0,
+            payload
+        );
+        let approver_tag = approver.rsplit('.').next().unwrap();
+        let mixed = format!("nxa2a1.{payload}.{approver_tag}");
+        assert!(auth.caller_at(Some(&format!("Bearer {mixed}")), 0).is_err());
+        let mixed = format!("nxa1.{payload}.{tag}");
+        assert!(auth.caller_at(Some(&format!("Bearer {mixed}")), 0).is_err());
     }
 
     #[test]

@@ -106,7 +106,9 @@ fn whoami_of(caller: &Caller) -> Result<Whoami, ApiError> {
             pool: Some(pool.clone()),
             name: Some(name.clone()),
         }),
-        Caller::Runner { .. } | Caller::Agent { .. } => Err(ApiError::Unauthorized),
+        Caller::Runner { .. } | Caller::Agent { .. } | Caller::A2a { .. } => {
+            Err(ApiError::Unauthorized)
+        }
     }
 }
 

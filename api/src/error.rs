@@ -50,7 +50,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// The status, code and client-facing message of this error.
-    fn parts(&self) -> (StatusCode, ErrorCode, String) {
+    pub(crate) fn parts(&self) -> (StatusCode, ErrorCode, String) {
         match self {
             ApiError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,

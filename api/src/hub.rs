@@ -3,7 +3,8 @@
 //! every write, so waiters sleep until woken; on Postgres they also re-check every second, so a
 //! write made by another API replica is seen too (`Store::recheck_every`). The replicas waiting
 //! for an agent's session work wait each on its own notifier, so a message to one session wakes
-//! the replica that owns it, not all of them.
+//! the replica that owns it, not all of them. Every thread's notification also wakes the A2A push
+//! dispatcher (one permit kept, so a wake while it works is not lost).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,7 @@ pub(crate) struct Hub {
     threads: Mutex<HashMap<ThreadId, Arc<Notify>>>,
     agents: Mutex<HashMap<(String, String), ReplicaNotifiers>>,
     deltas: Mutex<HashMap<ThreadId, broadcast::Sender<Delta>>>,
+    pushes: Notify,
 }
 
 impl Hub {
@@ -35,12 +37,18 @@ impl Hub {
         threads.entry(id).or_default().clone()
     }
 
-    /// Wakes everything waiting on the thread.
+    /// Wakes everything waiting on the thread, and the A2A push dispatcher.
     pub(crate) fn notify(&self, id: ThreadId) {
         let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = threads.get(&id) {
             n.notify_waiters();
         }
+        self.pushes.notify_one();
+    }
+
+    /// What wakes the A2A push dispatcher: any thread's notification.
+    pub(crate) fn pushes(&self) -> &Notify {
+        &self.pushes
     }
 
     /// The notifier of replica `replica` of an agent, waiting for its sessions' work (created on

@@ -2,7 +2,8 @@
 //! checkpoints, the tool-call ledger, the inbox and trace events, over HTTP, stored in SQLite or
 //! Postgres.
 //!
-//! This crate owns the HTTP surface (`routes`), authentication (`auth`) and who may call each
+//! This crate owns the HTTP surface (`routes`), the A2A server's rules (`a2a_rules`, pure) and its
+//! push notifications (`a2a_push`), authentication (`auth`) and who may call each
 //! route (`access`), the error mapping
 //! (`error`), the state handlers share (`state`), storage (`store`), the trigger scheduler
 //! (`scheduler`), webhook signatures (`hooks`), what a webhook
@@ -12,6 +13,8 @@
 //! OpenTelemetry server spans (`telemetry`). The CLI's `ninetrix api` command only parses flags, builds a
 //! [`Config`] and runs a [`Server`].
 
+mod a2a_push;
+pub mod a2a_rules;
 mod access;
 pub mod auth;
 mod console;

@@ -61,6 +61,10 @@ pub struct Config {
     /// How long a model lease lasts unless its runner renews it: a killed runner's permits come
     /// back within it. 1 s to an hour.
     pub model_lease_ttl: Duration,
+    /// What callers outside reach the API by (`NINETRIX_PUBLIC_URL`, e.g.
+    /// `https://agents.example.com`): the base of the URLs A2A agent cards give. `None`: `http://`
+    /// and the request's `Host`.
+    pub public_url: Option<String>,
 }
 
 /// Default [`Config::header_timeout`]: a real client sends its whole head in one write, so
@@ -108,6 +112,7 @@ impl Config {
             hook_body_timeout: DEFAULT_HOOK_BODY_TIMEOUT,
             hook_requests_per_peer: DEFAULT_HOOK_REQUESTS_PER_PEER,
             model_lease_ttl: DEFAULT_MODEL_LEASE_TTL,
+            public_url: None,
         }
     }
 
@@ -131,6 +136,13 @@ impl Config {
                 "model_lease_ttl must be 1 to {} seconds, not {:?}",
                 MAX_MODEL_LEASE_TTL.as_secs(),
                 self.model_lease_ttl
+            )));
+        }
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(ServeError::Config(format!(
+                "the public URL must start with http:// or https://, not {url:?}"
             )));
         }
         if self.hook_requests_per_peer == 0 {
@@ -221,6 +233,7 @@ impl Server {
             lease_ttl: config.model_lease_ttl,
             keep_alive: config.keep_alive,
             shutdown: CancellationToken::new(),
+            public_url: config.public_url.clone(),
         };
         let router = crate::routes::router(app.clone(), config.body_limit, config.telemetry)
             // Outermost: an oversized `Content-Length` is refused before anything reads the body.
@@ -270,6 +283,8 @@ impl Server {
         let scheduler = self
             .scheduler_tick
             .map(|every| tokio::spawn(crate::scheduler::run(self.app.clone(), every)));
+        // The A2A push dispatcher runs with the scheduler and stops at the same signal.
+        let pushes = tokio::spawn(crate::a2a_push::run(self.app.clone()));
         let serving = crate::listener::serve(
             self.listener,
             self.router,
@@ -285,6 +300,7 @@ impl Server {
         if let Some(task) = scheduler {
             let _ = task.await;
         }
+        let _ = pushes.await;
         self.app.store.close().await;
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The state every request handler shares ([`App`]): the store, the authenticator, the wake-up
-//! hub, the queues of model-lease requests, the webhook rate limits, the server's limits and its
-//! shutdown signal. It lives apart from `server` so that the
+//! hub, the queues of model-lease requests, the webhook rate limits, the server's limits, its
+//! public URL (A2A cards) and its shutdown signal. It lives apart from `server` so that the
 //! handlers (`routes`) and the extractors (`auth`) depend on it without depending on the server
 //! that builds it.
 
@@ -46,6 +46,9 @@ pub(crate) struct App {
     pub(crate) body_limit: usize,
     /// Cancelled when the server starts shutting down: long-polls and streams end early.
     pub(crate) shutdown: CancellationToken,
+    /// What callers outside reach the API by (`NINETRIX_PUBLIC_URL`), for A2A agent cards;
+    /// `None`: `http://` and the request's `Host`.
+    pub(crate) public_url: Option<String>,
 }
 
 impl FromRef<App> for Arc<Authenticator> {

@@ -107,6 +107,7 @@ impl Command {
             Command::Memory(a) => Some(&mut a.file),
             Command::Triggers(a) => Some(&mut a.file),
             Command::Api(_)
+            | Command::A2a(_)
             | Command::Eval(_)
             | Command::K8s(_)
             | Command::Ps(_)
@@ -144,6 +145,9 @@ impl Command {
             Command::Sessions(a) => Some(&mut a.pool),
             Command::Memory(a) => Some(&mut a.pool),
             Command::Triggers(a) => Some(&mut a.pool),
+            Command::A2a(a) => match &mut a.command {
+                crate::commands::a2a::A2aCommand::Token(t) => Some(&mut t.pool),
+            },
             Command::Init(_)
             | Command::Api(_)
             | Command::K8s(_)
@@ -355,6 +359,8 @@ pub enum Command {
     Deny(DenyArgs),
     /// Answer an agent's question (`ask_human`).
     Answer(AnswerArgs),
+    /// A2A: mint the tokens partners' A2A clients call a pool's agents with (`a2a token`).
+    A2a(crate::commands::a2a::A2aArgs),
     /// The in-container agent runtime, configured by AGENTFILE_* environment variables.
     #[command(hide = true)]
     Runner,

@@ -563,6 +563,8 @@ fn every_command_has_a_help_page() {
         "approve",
         "deny",
         "answer",
+        "a2a",
+        "a2a token",
         "sessions",
         "memory",
         "memory ls",

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use futures_util::{Stream, StreamExt as _};
 use ninetrix_proto::api::{
-    AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
+    AgentCardInfo, AgentReplicas, AgentTokenRequest, AgentTokenResponse, Approval, ApprovalStatus,
     ApproverTokenRequest, ApproverTokenResponse, CancelRequest, CancelResponse, DecisionRequest,
     EnqueueRequest, EnqueueResponse, Event, Handoff, RunnerTokenRequest, RunnerTokenResponse,
     SessionRequest, ThreadStatus, ThreadSummary, ToolCallRecord, VersionDetail, VersionSummary,
@@ -409,14 +409,16 @@ impl Client {
             .await
     }
 
-    /// `PUT /v1/pools/{pool}/agents/{agent}`: records how many replicas the agent runs and the
-    /// agents it may hand work to.
+    /// `PUT /v1/pools/{pool}/agents/{agent}`: records how many replicas the agent runs, the
+    /// agents it may hand work to, and its A2A card (`card`: what the agentfile says of it;
+    /// `None` serves no card, so the agent is not an A2A agent).
     pub async fn set_replicas(
         &self,
         pool: &str,
         agent: &str,
         replicas: u32,
         collaborators: &[String],
+        card: Option<&AgentCardInfo>,
     ) -> Result<(), ClientError> {
         let path = format!("/v1/pools/{pool}/agents/{agent}");
         self.send(
@@ -426,7 +428,7 @@ impl Client {
             Some(&AgentReplicas {
                 replicas,
                 collaborators: collaborators.to_vec(),
-                card: None,
+                card: card.cloned(),
             }),
             Limit::Default,
         )

@@ -10,6 +10,7 @@
 //! This crate also owns the HTTP client that works in a `FROM scratch` image ([`http_client`])
 //! and the Server-Sent Events decoder ([`sse`]) shared by the event stream and the providers.
 
+mod a2a;
 mod admin;
 mod error;
 mod forks;

@@ -367,12 +367,12 @@ async fn every_route_answers_its_typed_method() {
     assert_eq!(admin.version(thread, 1).await.unwrap().history.len(), 1);
 
     // Handoffs: `a` may hand work to `b` (as `up` records it); the same call again re-attaches.
-    admin.set_replicas("p", "a", 1, &[]).await.unwrap();
+    admin.set_replicas("p", "a", 1, &[], None).await.unwrap();
     admin
-        .set_replicas("p", "a", 1, &["b".to_string()])
+        .set_replicas("p", "a", 1, &["b".to_string()], None)
         .await
         .unwrap();
-    admin.set_replicas("p", "b", 1, &[]).await.unwrap();
+    admin.set_replicas("p", "b", 1, &[], None).await.unwrap();
     let request = HandoffRequest {
         epoch: claim.epoch,
         turn_seq: 1,

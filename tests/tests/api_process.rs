@@ -1,5 +1,5 @@
 //! `ninetrix api` as a process: acknowledged checkpoints survive SIGKILL, a purge killed before or
-//! after its commit is all or nothing, a model lease or its release killed at its commit is
+//! after its commit is all or nothing, an A2A task killed at its send's commit is made once, a model lease or its release killed at its commit is
 //! granted once and counted once, SIGTERM drains and exits 0, and it refuses to start without a
 //! secret or with a lease time out of range.
 
@@ -517,4 +517,80 @@ fn insecure_dev_is_loopback_only() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("only listens on a loopback address"));
+}
+
+/// One A2A `SendMessage` (returning at once) to agent `bot` of pool `fleet`: the JSON-RPC answer,
+/// or the transport error when the API died.
+async fn a2a_send(url: &str, message_id: &str) -> Result<serde_json::Value, reqwest::Error> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": message_id, "contextId": "ctx", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+        "configuration": {"returnImmediately": true}}});
+    ninetrix_client::http_client()
+        .post(format!("{url}/a2a/fleet/bot"))
+        .json(&body)
+        .send()
+        .await?
+        .json()
+        .await
+}
+
+/// An A2A send of a new task is one transaction with kill points before and after its commit
+/// (`NINETRIX_API_CRASH_AT=a2a_send_before_commit|a2a_send_after_commit`): killed before,
+/// nothing is stored (no task, no inbox message) and the client's retry makes the task; killed
+/// after, the task is stored and the retry with the same `messageId` answers that same task.
+/// Either way one task and one inbox message exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_a2a_send_killed_at_its_commit_makes_one_task() {
+    for (point, committed) in [
+        ("a2a_send_before_commit", false),
+        ("a2a_send_after_commit", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut api, again) = crashing_api(dir.path(), point, &[]);
+        client(&api.url)
+            .set_replicas("fleet", "bot", 1, &[], Some(&Default::default()))
+            .await
+            .unwrap();
+        assert!(
+            a2a_send(&api.url, "m-1").await.is_err(),
+            "{point}: the API died before answering"
+        );
+        aborted(&mut api, point);
+
+        let api = again.start();
+        let c = client(&api.url);
+        let key = Some("a2a:ctx");
+        let before = c
+            .list_sessions(&Default::default(), key)
+            .await
+            .unwrap()
+            .pop();
+        assert_eq!(
+            before.as_ref().map(|t| t.inbox_seq),
+            committed.then_some(1),
+            "{point}: stored before the kill or not"
+        );
+        let retried = a2a_send(&api.url, "m-1").await.unwrap();
+        let task = &retried["result"]["task"];
+        assert_eq!(
+            task["status"]["state"], "TASK_STATE_SUBMITTED",
+            "{point}: {retried}"
+        );
+        let again = a2a_send(&api.url, "m-1").await.unwrap();
+        assert_eq!(
+            again["result"]["task"]["id"], task["id"],
+            "{point}: one task"
+        );
+        let after = c
+            .list_sessions(&Default::default(), key)
+            .await
+            .unwrap()
+            .pop()
+            .unwrap();
+        assert_eq!(after.inbox_seq, 1, "{point}: one inbox message");
+        assert_eq!(
+            task["metadata"]["ninetrix"]["thread_id"],
+            after.thread_id.to_string()
+        );
+    }
 }

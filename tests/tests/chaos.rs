@@ -306,7 +306,7 @@ async fn chaos() {
     let agent = appender_spec()["name"].as_str().unwrap().to_string();
     admin
         .client
-        .set_replicas(SESSION_POOL, &agent, 2, &[])
+        .set_replicas(SESSION_POOL, &agent, 2, &[], None)
         .await
         .unwrap();
     let session_replica = |n: u32| {
@@ -330,7 +330,7 @@ async fn chaos() {
     // The delegator, in the sessions' pool: its handoffs go to sessions of the appender.
     admin
         .client
-        .set_replicas(SESSION_POOL, "boss", 1, std::slice::from_ref(&agent))
+        .set_replicas(SESSION_POOL, "boss", 1, std::slice::from_ref(&agent), None)
         .await
         .unwrap();
     {

@@ -117,7 +117,7 @@ fn expected(turns: &[usize]) -> BTreeMap<String, String> {
 async fn setup_pool(s: &Setup) {
     s.admin
         .client
-        .set_replicas(POOL, AGENT, 1, &[])
+        .set_replicas(POOL, AGENT, 1, &[], None)
         .await
         .unwrap();
 }

@@ -168,7 +168,7 @@ async fn start_chain_of(s: &Setup, agents: [(&'static str, Value); 3]) -> Vec<Re
             .collect();
         s.admin
             .client
-            .set_replicas(POOL, name, 1, &collaborators)
+            .set_replicas(POOL, name, 1, &collaborators, None)
             .await
             .unwrap();
         replicas.push(Replica::start(s, spec).await);

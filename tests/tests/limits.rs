@@ -258,7 +258,7 @@ async fn fifty_replicas_and_two_hundred_sessions_share_one_providers_limit() {
         let spec = spec(&name, &base_url, limits.clone(), json!({}));
         admin
             .client
-            .set_replicas(POOL, &name, REPLICAS, &[])
+            .set_replicas(POOL, &name, REPLICAS, &[], None)
             .await
             .unwrap();
         for n in 1..=REPLICAS {
@@ -487,7 +487,7 @@ async fn budgets_hold_across_restarts_replicas_and_sessions() {
     );
     admin
         .client
-        .set_replicas(POOL, "daily", 2, &[])
+        .set_replicas(POOL, "daily", 2, &[], None)
         .await
         .unwrap();
     let (one, two) = (ThreadId::new_v7(), ThreadId::new_v7());
@@ -529,7 +529,7 @@ async fn budgets_hold_across_restarts_replicas_and_sessions() {
     );
     admin
         .client
-        .set_replicas(POOL, "chatty", 1, &[])
+        .set_replicas(POOL, "chatty", 1, &[], None)
         .await
         .unwrap();
     let _chatty = replica(&api.url, dir.path(), &chatty, 1, ThreadId::new_v7());
@@ -566,7 +566,7 @@ async fn budgets_hold_across_restarts_replicas_and_sessions() {
     );
     admin
         .client
-        .set_replicas(POOL, "asker", 1, &[])
+        .set_replicas(POOL, "asker", 1, &[], None)
         .await
         .unwrap();
     let thread = ThreadId::new_v7();

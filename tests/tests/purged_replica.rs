@@ -51,7 +51,7 @@ async fn a_replica_runner_whose_thread_is_purged_takes_the_replicas_new_thread()
     let agent = appender_spec()["name"].as_str().unwrap().to_string();
     s.admin
         .client
-        .set_replicas(POOL, &agent, 1, &[])
+        .set_replicas(POOL, &agent, 1, &[], None)
         .await
         .unwrap();
     let mut runner = Runner::start_replica(

@@ -148,7 +148,7 @@ async fn record() -> Recorded {
     for agent in &parsed.agentfile.agents {
         s.admin
             .client
-            .set_replicas(POOL, &agent.name, 1, &agent.collaborators)
+            .set_replicas(POOL, &agent.name, 1, &agent.collaborators, None)
             .await
             .unwrap();
         let workspace = s.dir.path().join(&agent.name);

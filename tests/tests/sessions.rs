@@ -114,7 +114,7 @@ async fn two_hundred_sessions_over_three_replicas_through_random_kills() {
     let agent = spec["name"].as_str().unwrap().to_string();
     s.admin
         .client
-        .set_replicas(POOL, &agent, 3, &[])
+        .set_replicas(POOL, &agent, 3, &[], None)
         .await
         .unwrap();
     let mut replicas: Vec<Runner> = (1..=3).map(|n| replica(&s, &spec, n)).collect();
@@ -179,7 +179,7 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     let agent = spec["name"].as_str().unwrap().to_string();
     s.admin
         .client
-        .set_replicas(POOL, &agent, 3, &[])
+        .set_replicas(POOL, &agent, 3, &[], None)
         .await
         .unwrap();
     let mut replicas: Vec<Runner> = (1..=3).map(|n| replica(&s, &spec, n)).collect();
@@ -200,7 +200,7 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     replicas.push(replica(&s, &spec, 4));
     s.admin
         .client
-        .set_replicas(POOL, &agent, 4, &[])
+        .set_replicas(POOL, &agent, 4, &[], None)
         .await
         .unwrap();
     for key in burst(&mut rng) {
@@ -209,7 +209,7 @@ async fn scaling_three_to_four_to_two_while_messages_flow_loses_and_repeats_noth
     // 4 → 2: the count moves first, then replicas 3 and 4 go (one killed mid-work, one stopped).
     s.admin
         .client
-        .set_replicas(POOL, &agent, 2, &[])
+        .set_replicas(POOL, &agent, 2, &[], None)
         .await
         .unwrap();
     for key in burst(&mut rng) {

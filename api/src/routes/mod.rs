@@ -1,6 +1,7 @@
 //! The router: every route with its OpenAPI description (utoipa), the JSON fallbacks for
 //! unknown routes and methods, the body limit, panic catching, and request tracing.
 
+mod a2a;
 mod admin;
 mod approvals;
 mod evals;
@@ -44,6 +45,7 @@ use crate::state::App;
         (name = "admin", description = "Called by the CLI and operators (admin token)"),
         (name = "approvals", description = "Requests to people: listed and decided with the admin token or an approver token of the pool, never a runner token"),
         (name = "hooks", description = "Webhook deliveries to triggers: no token, the signature under the trigger's secret authenticates"),
+        (name = "a2a", description = "A pool's agents as A2A agents (docs/a2a.md): the public agent card, and the JSON-RPC endpoint (an A2A token of the pool, or the admin token)"),
         (name = "meta", description = "Health and this document (no token)")
     )
 )]
@@ -124,6 +126,9 @@ fn documented() -> OpenApiRouter<App> {
         .routes(routes!(evals::add_eval_member))
         .routes(routes!(evals::remove_eval_member))
         .routes(routes!(evals::store_eval_run))
+        .routes(routes!(a2a::card))
+        .routes(routes!(a2a::rpc))
+        .routes(routes!(a2a::mint_a2a_token))
         .merge(forks::routes())
 }
 

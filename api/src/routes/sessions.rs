@@ -177,7 +177,8 @@ pub(crate) async fn list(
 }
 
 /// Record how many replicas the agent runs (`up` does, before it starts or removes any) — what its
-/// sessions are spread over — and which agents it may hand work to (`collaborators`). The replicas waiting for work are woken, so moved sessions are taken
+/// sessions are spread over — which agents it may hand work to (`collaborators`), and what its A2A
+/// card says (`card`; without one, no card is served for the agent). The replicas waiting for work are woken, so moved sessions are taken
 /// over at once.
 #[utoipa::path(put, path = "/v1/pools/{pool}/agents/{agent}", tag = "admin",
     params(("pool" = String, Path, description = "The pool (a name as in the agentfile)", min_length = 1, max_length = 48, pattern = "^[a-z0-9][a-z0-9_-]*$"),
@@ -185,7 +186,7 @@ pub(crate) async fn list(
     request_body = AgentReplicas,
     responses((status = 204, description = "recorded"),
         (status = 400, body = ErrorBody, description = "`bad_json`: the body is not JSON; `invalid_path`: a malformed pool or agent name; `invalid_text`: a name with U+0000"),
-        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values"),
+        (status = 422, body = ErrorBody, description = "`invalid_body`: wrong types, unknown or missing fields, out-of-range values, a card out of its bounds (the field named: `card.skills[2].id`)"),
         (status = 401, body = ErrorBody, description = "`unauthorized`: no valid bearer token"), (status = 403, body = ErrorBody, description = "`forbidden`: not the admin token")),
     security(("bearer" = [])))]
 pub(crate) async fn set_replicas(
@@ -209,12 +210,16 @@ pub(crate) async fn set_replicas(
             crate::names::rule()
         )));
     }
+    if let Some(card) = &request.card {
+        crate::a2a_rules::check_card(card).map_err(unprocessable)?;
+    }
     app.store
         .set_replicas(
             pool.clone(),
             agent.clone(),
             request.replicas,
             request.collaborators,
+            request.card,
         )
         .await?;
     app.hub.notify_agent(&pool, &agent);

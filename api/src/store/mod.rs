@@ -38,6 +38,9 @@ use ninetrix_proto::{ApprovalId, LeaseId, ThreadId};
 pub use ops::Decided;
 pub use ops::LeaseOutcome;
 pub use ops::Purge;
+pub use ops::{
+    A2aTask, Answered, NewTask, PushResult, PushTarget, TaskAnswer, TaskFilter, TaskPage,
+};
 pub use ops::{MemoryFilter, MemorySpace};
 pub use ops::{SessionOf, Wake};
 pub use postgres::PostgresStore;
@@ -534,10 +537,52 @@ store_ops! {
     write fn replica_thread(pool: String, agent: String, replica: u32, crash: fn(&str)) -> (ThreadSummary, bool)
         = |c| replica_thread(c, &pool, &agent, replica, now_ms(), crash);
 
-    /// Records how many replicas an agent runs (what its sessions are spread over) and its
-    /// collaborators.
-    write fn set_replicas(pool: String, agent: String, replicas: u32, collaborators: Vec<String>) -> ()
-        = |c| set_replicas(c, &pool, &agent, replicas, &collaborators, now_ms());
+    /// Records how many replicas an agent runs (what its sessions are spread over), its
+    /// collaborators and its A2A card.
+    write fn set_replicas(pool: String, agent: String, replicas: u32, collaborators: Vec<String>, card: Option<ninetrix_proto::api::AgentCardInfo>) -> ()
+        = |c| set_replicas(c, &pool, &agent, replicas, &collaborators, card.as_ref(), now_ms());
+
+    /// The A2A card `up` recorded for an agent: `None` when the agent was not recorded,
+    /// `Some(None)` when it was without one.
+    read fn a2a_card(pool: String, agent: String) -> Option<Option<ninetrix_proto::api::AgentCardInfo>>
+        = |c| a2a_card(c, &pool, &agent);
+
+    /// Files an A2A message as a new task, once per `messageId` of the agent (see
+    /// `ops::a2a_send`): the task, whom to wake, and whether it was made now. `crash` is called
+    /// before the commit of a task made now (`a2a_send_before_commit`).
+    write fn a2a_send(task: NewTask, crash: fn(&str)) -> (A2aTask, Wake, bool)
+        = |c| a2a_send(c, &task, now_ms(), crash);
+
+    /// An A2A task of an agent, with its messages and where it stands.
+    read fn a2a_task(pool: String, agent: String, task_id: String) -> Option<A2aTask>
+        = |c| a2a_task(c, &pool, &agent, &task_id, now_ms());
+
+    /// Records an answer to a task waiting for input: the approvals' decision and the message's
+    /// row, once per `messageId` (see `ops::a2a_answer`).
+    write fn a2a_answer(answer: TaskAnswer) -> Answered
+        = |c| a2a_answer(c, &answer, now_ms());
+
+    /// One page of an agent's A2A tasks, newest first.
+    read fn a2a_list(pool: String, agent: String, filter: TaskFilter) -> TaskPage
+        = |c| a2a_list(c, &pool, &agent, &filter, now_ms());
+
+    /// Stores a webhook of a task (the caller found the task); returns it with its ID.
+    write fn a2a_put_push(task_id: String, config: a2a::TaskPushNotificationConfig) -> a2a::TaskPushNotificationConfig
+        = |c| a2a_put_push(c, &task_id, &config, now_ms());
+
+    /// A task's webhooks (`id`: only that one).
+    read fn a2a_push_configs(task_id: String, id: Option<String>) -> Vec<a2a::TaskPushNotificationConfig>
+        = |c| a2a_push_configs(c, &task_id, id);
+
+    /// Removes a webhook of a task; `true` when it was there.
+    write fn a2a_delete_push(task_id: String, id: String) -> bool
+        = |c| a2a_delete_push(c, &task_id, &id);
+
+    /// The webhooks with a state to deliver now, each with its task.
+    read fn a2a_push_due() -> Vec<(PushTarget, A2aTask)> = |c| a2a_push_due(c, now_ms());
+
+    /// Records what became of a push delivery attempt.
+    write fn a2a_push_record(result: PushResult) -> () = |c| a2a_push_record(c, &result);
 
     /// Deletes every row of the thread (see [`Store::purge`]).
     write fn purge_rows(id: ThreadId, crash: fn(&str)) -> Purge = |c| purge(c, id, now_ms(), crash);

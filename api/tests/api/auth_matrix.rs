@@ -24,6 +24,10 @@ enum Who {
     AgentOfThisAgent,
     /// The agent token of another agent.
     AgentOfAnotherAgent,
+    /// An A2A token of the thread's pool.
+    A2aOfThisPool,
+    /// An A2A token of another pool.
+    A2aOfAnotherPool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +40,8 @@ enum Access {
     ApprovalList,
     /// The admin or the agent's own token: a replica finding its sessions' work or its thread.
     AgentWork,
+    /// The admin or an A2A token of the pool: the A2A endpoint (its refusals are JSON-RPC).
+    A2a,
     Public,
 }
 
@@ -562,6 +568,27 @@ fn routes() -> Vec<Route> {
             body: none,
         },
         Route {
+            method: Method::POST,
+            path: "/v1/tokens/a2a",
+            access: Admin,
+            ok: StatusCode::CREATED,
+            body: |_| Some(json!({"pool": "p", "name": "n"})),
+        },
+        Route {
+            method: Method::GET,
+            path: "/a2a/p/a/.well-known/agent-card.json",
+            access: Public,
+            ok: StatusCode::OK,
+            body: none,
+        },
+        Route {
+            method: Method::POST,
+            path: "/a2a/p/a",
+            access: A2a,
+            ok: StatusCode::OK,
+            body: |_| Some(json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}})),
+        },
+        Route {
             method: Method::GET,
             path: "/openapi.json",
             access: Public,
@@ -581,6 +608,20 @@ fn expected(route: &Route, who: Who) -> StatusCode {
         (Access::ApprovalList, Who::ApproverOfAnotherPool) => route.ok,
         (Access::Approvals, Who::ApproverOfAnotherPool) => StatusCode::NOT_FOUND,
         (Access::AgentWork, Who::AgentOfThisAgent) => route.ok,
+        (Access::A2a, Who::A2aOfThisPool) => route.ok,
+        // An A2A token calls the A2A endpoint of its pool's agents, nothing else; the endpoint
+        // takes no other token.
+        (_, Who::A2aOfThisPool | Who::A2aOfAnotherPool)
+        | (
+            Access::A2a,
+            Who::RunnerOfThisThread
+            | Who::RunnerOfAnotherThread
+            | Who::RelabelledRunner
+            | Who::ApproverOfThisPool
+            | Who::ApproverOfAnotherPool
+            | Who::AgentOfThisAgent
+            | Who::AgentOfAnotherAgent,
+        ) => StatusCode::FORBIDDEN,
         (
             Access::AgentWork,
             Who::AgentOfAnotherAgent
@@ -630,12 +671,16 @@ async fn prepare(api: &TestApi) -> (ThreadId, String, u64, ApprovalId, String) {
         .admin(Method::PUT, "/v1/pools/p/triggers", Some(triggers()))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    for (agent, collaborators) in [("a", json!(["b"])), ("b", json!([]))] {
+    // Agent `a` is served over A2A (it has a card).
+    for (agent, collaborators, card) in [
+        ("a", json!(["b"]), json!({})),
+        ("b", json!([]), Value::Null),
+    ] {
         let (status, _) = api
             .admin(
                 Method::PUT,
                 format!("/v1/pools/p/agents/{agent}"),
-                Some(json!({"replicas": 1, "collaborators": collaborators})),
+                Some(json!({"replicas": 1, "collaborators": collaborators, "card": card})),
             )
             .await;
         assert_eq!(status, StatusCode::NO_CONTENT);
@@ -746,6 +791,21 @@ async fn every_route_for_every_caller() {
         }
     };
     let (this_agent, other_agent) = (agent_token("a").await, agent_token("b").await);
+    let a2a_token = |pool: &'static str| {
+        let api = &api;
+        async move {
+            let (status, body) = api
+                .admin(
+                    Method::POST,
+                    "/v1/tokens/a2a",
+                    Some(json!({"pool": pool, "name": "partner"})),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+            body["token"].as_str().unwrap().to_string()
+        }
+    };
+    let (this_a2a, other_a2a) = (a2a_token("p").await, a2a_token("q").await);
     let mut failures = Vec::new();
     for route in routes() {
         for who in [
@@ -759,6 +819,8 @@ async fn every_route_for_every_caller() {
             Who::ApproverOfAnotherPool,
             Who::AgentOfThisAgent,
             Who::AgentOfAnotherAgent,
+            Who::A2aOfThisPool,
+            Who::A2aOfAnotherPool,
         ] {
             let (thread, token, epoch, approval, lease) = prepare(&api).await;
             let auth = match who {
@@ -787,6 +849,8 @@ async fn every_route_for_every_caller() {
                 Who::ApproverOfAnotherPool => Some(other_pool.clone()),
                 Who::AgentOfThisAgent => Some(this_agent.clone()),
                 Who::AgentOfAnotherAgent => Some(other_agent.clone()),
+                Who::A2aOfThisPool => Some(this_a2a.clone()),
+                Who::A2aOfAnotherPool => Some(other_a2a.clone()),
             };
             let path = route
                 .path
@@ -818,8 +882,12 @@ async fn every_route_for_every_caller() {
                 ));
             } else if !status.is_success() {
                 let body: Value = resp.json().await.expect("errors are JSON");
+                // The A2A endpoint refuses as JSON-RPC, every other route with `{code, message}`.
+                let rpc = route.access == Access::A2a
+                    && body["jsonrpc"] == "2.0"
+                    && body["error"]["code"].is_i64();
                 assert!(
-                    body["code"].is_string() && body["message"].is_string(),
+                    rpc || (body["code"].is_string() && body["message"].is_string()),
                     "{body}"
                 );
             }
@@ -865,7 +933,8 @@ async fn the_openapi_document_lists_every_route() {
                 .replace(OBJECT, "{object}")
                 .replace("turns/1", "turns/{turn}")
                 .replace("members/9", "members/{id}")
-                .replace("evals/s", "evals/{suite}");
+                .replace("evals/s", "evals/{suite}")
+                .replace("a2a/p/a", "a2a/{pool}/{agent}");
             format!("{} {path}", r.method)
         })
         .collect();

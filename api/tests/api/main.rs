@@ -1,5 +1,6 @@
 //! The checkpoint API over real HTTP, on SQLite always and on Postgres when configured.
 
+mod a2a;
 mod approvals;
 mod attack;
 mod auth_matrix;

@@ -58,6 +58,9 @@ const RUN_LIMIT: Duration = Duration::from_secs(240);
 ///   too, and an eval run's costs are 0 or more: `POST /v1/threads/{id}/replays`,
 ///   `POST /v1/evals/{suite}/members` and `…/runs` may answer a schema-valid body 400 (the
 ///   replay tests check those rules);
+/// - an agent's A2A card must give each skill its own ID (`422` naming the field), which its
+///   schema cannot state: `PUT /v1/pools/{pool}/agents/{agent}` may answer a schema-valid body
+///   422 (the A2A tests check it);
 /// - and for the same reason a thread's spend in a time zone the database does not know is `400
 ///   invalid_query`: `GET /v1/threads/{id}/spend` may answer a schema-valid `timezone` 400.
 const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
@@ -67,7 +70,7 @@ const SETTINGS: &str = "[checks.positive_data_acceptance]\n\
     [generation]\n\
     allow-x00 = false\n\
     [[operations]]\n\
-    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/(messages|fork)|PUT /v1/pools/[^/]+/triggers|PUT /v1/runners/threads/[^/]+/objects/[^/]+)$'\n\
+    include-name-regex = '^(POST /v1/runners/threads/[^/]+/(checkpoints|commit|memory|model-leases)|POST /v1/threads/[^/]+/(messages|fork)|PUT /v1/pools/[^/]+/triggers|PUT /v1/pools/[^/]+/agents/[^/]+|PUT /v1/runners/threads/[^/]+/objects/[^/]+)$'\n\
     checks.positive_data_acceptance.expected-statuses = [\"2xx\", \"3xx\", \"401\", \"403\", \"404\", \"409\", \"410\", \"422\", \"429\", \"5xx\"]\n\
     [[operations]]\n\
     include-name-regex = '^(GET /v1/threads/[^/]+/spend|POST /v1/threads/[^/]+/replays|POST /v1/evals/[^/]+/(members|runs))$'\n\

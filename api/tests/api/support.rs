@@ -170,6 +170,20 @@ impl TestApi {
         }
     }
 
+    /// Stops the server gracefully and starts another on the same database (a restart of the
+    /// API: what is stored stays, what was in memory is gone).
+    pub(crate) async fn restart(mut self) -> TestApi {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap();
+        }
+        let placeholder = TestDb::beside(&self.db);
+        let db = std::mem::replace(&mut self.db, placeholder);
+        TestApi::start_on(db, |_| {}).await
+    }
+
     /// Sends a request; returns the status and the body as JSON (`Null` when empty).
     pub(crate) fn call(
         &self,

@@ -72,6 +72,24 @@ pub struct ApiArgs {
     #[arg(long, default_value_t = secs(ninetrix_api::server::DEFAULT_MODEL_LEASE_TTL), value_name = "SECS",
         value_parser = clap::value_parser!(u64).range(1..=ninetrix_api::server::MAX_MODEL_LEASE_TTL.as_secs()))]
     pub model_lease_ttl: u64,
+    /// What callers outside reach this API by (e.g. `https://agents.example.com`): the base of
+    /// the URLs A2A agent cards give. Without it, `http://` and the request's `Host`.
+    #[arg(long, env = "NINETRIX_PUBLIC_URL", hide_env_values = true, value_name = "URL", value_parser = public_url)]
+    pub public_url: Option<String>,
+}
+
+/// Parses `--public-url`: an `http://` or `https://` URL, without a trailing `/`.
+fn public_url(value: &str) -> Result<String, String> {
+    let trimmed = value.trim().trim_end_matches('/');
+    let host = trimmed
+        .strip_prefix("https://")
+        .or_else(|| trimmed.strip_prefix("http://"));
+    match host {
+        Some(h) if !h.is_empty() && !h.contains(char::is_whitespace) => Ok(trimmed.to_string()),
+        _ => Err(format!(
+            "`{value}` is not an http:// or https:// URL (e.g. https://agents.example.com)"
+        )),
+    }
 }
 
 /// Whole seconds of a default duration, for a flag's default.
@@ -132,6 +150,7 @@ pub(crate) fn run(args: &ApiArgs) -> anyhow::Result<ExitCode> {
     config.hook_body_timeout = Duration::from_secs(args.hook_body_timeout);
     config.hook_requests_per_peer = args.hook_requests_per_peer;
     config.model_lease_ttl = Duration::from_secs(args.model_lease_ttl);
+    config.public_url = args.public_url.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -144,7 +144,7 @@ pub(crate) fn parse_ttl(value: &str) -> Result<u64, String> {
         .ok_or_else(bad)?;
     if !(MIN_TTL..=MAX_TTL).contains(&secs) {
         return Err(format!(
-            "`{value}` is {secs} seconds; an approver token lasts from 1m (60 seconds) to 365d"
+            "`{value}` is {secs} seconds; a token lasts from 1m (60 seconds) to 365d"
         ));
     }
     Ok(secs)

@@ -2,6 +2,7 @@
 //! the process exit code or an error for `main` to print. The Docker side lives in `crate::pool`
 //! and `crate::docker`, rendering in `crate::ui`.
 
+pub mod a2a;
 pub mod api;
 pub mod approvals;
 pub mod build;
@@ -108,6 +109,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => block_on(run::run(&args)),
         Command::K8s(args) => k8s::run(&args),
         Command::Approvals(args) => block_on(approvals::run(&args)),
+        Command::A2a(args) => block_on(a2a::run(&args)),
         Command::Approve(args) => block_on(approvals::approve(&args)),
         Command::Deny(args) => block_on(approvals::deny(&args)),
         Command::Answer(args) => block_on(approvals::answer(&args)),

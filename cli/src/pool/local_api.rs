@@ -691,9 +691,10 @@ impl Api {
         agent: &str,
         replicas: u32,
         collaborators: &[String],
+        card: Option<&ninetrix_proto::api::AgentCardInfo>,
     ) -> anyhow::Result<()> {
         self.client
-            .set_replicas(pool, agent, replicas, collaborators)
+            .set_replicas(pool, agent, replicas, collaborators, card)
             .await
             .map_err(|e| self.explain(e, &format!("recording the replica count of {agent}")))
     }

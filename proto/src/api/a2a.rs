@@ -21,7 +21,7 @@ pub const MAX_SKILLS: usize = 32;
 pub struct AgentCardInfo {
     /// `metadata.name`, if set (the card's `name` is then this; otherwise the agent's key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(max_length = 200))]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub display_name: Option<String>,
     /// `metadata.description` (or its goal), if set: at most 4,000 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -29,9 +29,18 @@ pub struct AgentCardInfo {
     pub description: Option<String>,
     /// Its skills (`skills:`), at most 32; one skill named after the agent when the agentfile
     /// lists none.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "skills")]
     #[cfg_attr(feature = "openapi", schema(max_items = 32))]
     pub skills: Vec<SkillInfo>,
+}
+
+/// Skills, each read only from a JSON object (serde would also read one from an array of its
+/// fields, which the schema refuses).
+fn skills<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SkillInfo>, D::Error> {
+    Vec::<serde_json::Value>::deserialize(d)?
+        .into_iter()
+        .map(|v| super::limits::object(v).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 /// One skill on an agent card (`skills:` of an agent in the agentfile).
@@ -40,7 +49,10 @@ pub struct AgentCardInfo {
 #[serde(deny_unknown_fields)]
 pub struct SkillInfo {
     /// Unique within the agent: 1 to 64 characters `[a-z0-9][a-z0-9_-]*`.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 64, pattern = "^[a-z0-9][a-z0-9_-]*$")
+    )]
     pub id: String,
     /// A name for people: 1 to 200 characters.
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
@@ -51,9 +63,11 @@ pub struct SkillInfo {
     pub description: String,
     /// Keywords, at most 16 of at most 64 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 16))]
     pub tags: Vec<String>,
     /// Example requests, at most 8 of at most 1,000 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 8))]
     pub examples: Vec<String>,
 }
 

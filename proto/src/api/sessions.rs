@@ -56,7 +56,11 @@ pub struct AgentReplicas {
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<AgentName>, max_items = 64))]
     pub collaborators: Vec<String>,
     /// What its A2A agent card says (from the agentfile); no card is served when left out.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::limits::object_opt"
+    )]
     pub card: Option<super::AgentCardInfo>,
 }
 

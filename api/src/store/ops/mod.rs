@@ -17,8 +17,9 @@
 //! `threads` and `turns`; `forks`
 //! on `turns`, `sessions`, `inbox` and `checkpoints`; `replays` (replay threads and recorded
 //! turns) on `turns`, `history`, `ledger`, `approvals`, `inbox`, `events` and `checkpoints`;
-//! `evals` (eval suites, members, runs) on `turns`; `commit` on all of the writes a runner's
-//! step makes.
+//! `evals` (eval suites, members, runs) on `turns`; `a2a` (A2A tasks, their messages and
+//! webhooks) on `sessions`, `turn_control`, `events` and `approvals`; `purge` on `a2a` too;
+//! `commit` on all of the writes a runner's step makes.
 
 /// The columns every read of `threads` selects, as a literal (for `concat!`).
 macro_rules! thread_columns {
@@ -35,6 +36,7 @@ macro_rules! purged {
     };
 }
 
+mod a2a;
 mod approvals;
 mod checkpoints;
 mod commit;
@@ -56,6 +58,13 @@ mod triggers;
 mod turn_control;
 mod turns;
 
+pub use a2a::{
+    A2aTask, Answered, NewTask, PushResult, PushTarget, TaskAnswer, TaskFilter, TaskPage,
+};
+pub(crate) use a2a::{
+    a2a_answer, a2a_card, a2a_delete_push, a2a_list, a2a_push_configs, a2a_push_due,
+    a2a_push_record, a2a_put_push, a2a_send, a2a_task,
+};
 pub use approvals::Decided;
 pub(crate) use approvals::{approval, decide, list_approvals, turn_approvals};
 pub(crate) use checkpoints::{append_checkpoint, latest_json, version, versions};

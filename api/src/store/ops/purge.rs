@@ -48,6 +48,7 @@ pub(crate) async fn purge<C: Conn>(
         Some(r) => r,
     };
     delete_turns(c, &id.to_string(), row.pool.as_deref().unwrap_or_default()).await?;
+    super::a2a::purge_tasks(c, &id.to_string()).await?;
     for table in [
         "versions",
         "tool_calls",

@@ -216,24 +216,26 @@ pub(crate) async fn replica_thread<C: Conn>(
     Ok((row.summary()?, created))
 }
 
-/// Records how many replicas (pool, agent) runs — what its sessions are spread over — and
-/// which agents it may hand work to.
+/// Records how many replicas (pool, agent) runs — what its sessions are spread over — which
+/// agents it may hand work to, and what its A2A card says (`None`: no card is served).
 pub(crate) async fn set_replicas<C: Conn>(
     c: &mut C,
     pool: &str,
     agent: &str,
     replicas: u32,
     collaborators: &[String],
+    card: Option<&ninetrix_proto::api::AgentCardInfo>,
     now: i64,
 ) -> StoreResult<()> {
     query(
-        "INSERT INTO agents (pool, agent, replicas, collaborators, updated_at) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (pool, agent) DO UPDATE SET replicas = excluded.replicas, collaborators = excluded.collaborators, updated_at = excluded.updated_at",
+        "INSERT INTO agents (pool, agent, replicas, collaborators, card, updated_at) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (pool, agent) DO UPDATE SET replicas = excluded.replicas, collaborators = excluded.collaborators, card = excluded.card, updated_at = excluded.updated_at",
     )
     .bind(pool)
     .bind(agent)
     .bind(i64::from(replicas))
     .bind(encode(&collaborators)?)
+    .bind(card.map(encode).transpose()?)
     .bind(now)
     .execute(&mut *c)
     .await?;
