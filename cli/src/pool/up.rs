@@ -303,6 +303,7 @@ async fn register(
             &agent.name,
             agent.execution.replicas,
             &agent.collaborators,
+            Some(&agent.card_info()),
         )
         .await?;
     }

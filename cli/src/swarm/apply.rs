@@ -231,6 +231,7 @@ impl Deploy<'_> {
                 &agent.name,
                 agent.execution.replicas,
                 &agent.collaborators,
+                Some(&agent.card_info()),
             )
             .await?;
         }
