@@ -693,8 +693,10 @@ impl Api {
         collaborators: &[String],
         card: Option<&ninetrix_proto::api::AgentCardInfo>,
     ) -> anyhow::Result<()> {
+        // Shim until the client's `set_replicas` takes the card (its own branch): not sent yet.
+        let _ = card;
         self.client
-            .set_replicas(pool, agent, replicas, collaborators, card)
+            .set_replicas(pool, agent, replicas, collaborators)
             .await
             .map_err(|e| self.explain(e, &format!("recording the replica count of {agent}")))
     }
