@@ -129,6 +129,9 @@ diagnostic_kinds! {
     BatchCollaborator = "batch_collaborator",
     /// `transfer_timeout` on an agent without collaborators (a warning).
     TransferTimeoutUnused = "transfer_timeout_unused",
+    /// A host the agent must reach (a remote A2A collaborator's card) that its restricted
+    /// `network.egress` does not allow.
+    EgressNotAllowed = "egress_not_allowed",
     /// Two triggers of the pool with one name.
     DuplicateTrigger = "duplicate_trigger",
     /// Two webhook triggers of the pool with one `path`.

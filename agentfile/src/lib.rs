@@ -32,9 +32,10 @@ use std::path::{Path, PathBuf};
 
 pub use diagnostic::{Diagnostic, DiagnosticKind, Report, Severity};
 pub use schema::{
-    AgentSpec, Agentfile, ApprovalAction, BudgetPolicy, Effect, Execution, FallbackModel,
-    Governance, HandoffTarget, HumanApproval, Jobs, Metadata, ModelLimits, OnBudgetExceeded,
-    Provider, Resources, ResumeMode, Runtime, ScriptStep, ScriptedToolCall, ToolSpec,
+    A2aRemote, AgentCardInfo, AgentSpec, Agentfile, ApprovalAction, BudgetPolicy, Effect,
+    Execution, FallbackModel, Governance, HandoffTarget, HumanApproval, Jobs, Metadata,
+    ModelLimits, OnBudgetExceeded, Provider, Resources, ResumeMode, Runtime, ScriptStep,
+    ScriptedToolCall, SkillInfo, ToolSpec,
 };
 
 /// A valid agentfile and its warnings.

@@ -84,6 +84,13 @@ pub fn allow_list(agent: &AgentSpec, also: &[(&str, &str)]) -> Vec<Allowed> {
 /// The rule allowing exactly `url`'s host and port (the scheme's port when it names none);
 /// `None` for a URL without an http(s) scheme or host.
 pub fn url_rule(url: &str) -> Option<EgressRule> {
+    let (host, port) = url_host_port(url)?;
+    EgressRule::parse(&format!("{host}:{port}")).ok()
+}
+
+/// The host (an IPv6 address in brackets) and port an http(s) `url` connects to: the port it
+/// names, else its scheme's. `None` for a URL without an http(s) scheme or host.
+pub fn url_host_port(url: &str) -> Option<(String, u16)> {
     let (scheme, rest) = url.split_once("://")?;
     let default_port = match scheme.to_ascii_lowercase().as_str() {
         "https" => 443,
@@ -92,20 +99,25 @@ pub fn url_rule(url: &str) -> Option<EgressRule> {
     };
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit('@').next()?;
-    if authority.is_empty() {
-        return None;
-    }
-    let has_port = if authority.starts_with('[') {
-        authority.contains("]:")
+    let split = if authority.starts_with('[') {
+        authority.find("]:").map(|i| i + 1)
     } else {
-        authority.contains(':')
+        authority.rfind(':')
     };
-    let text = if has_port {
-        authority.to_string()
-    } else {
-        format!("{authority}:{default_port}")
+    let (host, port) = match split {
+        Some(i) => (&authority[..i], authority[i + 1..].parse().ok()?),
+        None => (authority, default_port),
     };
-    EgressRule::parse(&text).ok()
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
+/// Whether `network` lets an agent reach `url`'s host and port (its `network.egress`
+/// allows it); always when its egress is not restricted.
+pub fn egress_allows(network: &Network, url: &str) -> bool {
+    let Some(rules) = &network.egress else {
+        return true;
+    };
+    url_host_port(url).is_some_and(|(host, port)| crate::egress::allows(rules, &host, port))
 }
 
 #[cfg(test)]
@@ -137,6 +149,16 @@ mod tests {
         );
         assert_eq!(rule("http://[::1]:4318/v1").as_deref(), Some("[::1]:4318"));
         assert_eq!(rule("scripted"), None);
+        assert_eq!(
+            url_host_port("https://crm.example.com/a2a/.well-known/agent-card.json"),
+            Some(("crm.example.com".into(), 443))
+        );
+        assert_eq!(
+            url_host_port("http://[::1]:8080/x"),
+            Some(("[::1]".into(), 8080))
+        );
+        assert_eq!(url_host_port("http://h:notaport/"), None);
+        assert_eq!(url_host_port("https:///x"), None);
         assert_eq!(rule("ftp://x"), None);
     }
 

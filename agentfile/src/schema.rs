@@ -17,7 +17,9 @@ use super::mcp::{McpServer, McpSource, Verify};
 use super::names;
 pub use super::providers::Provider;
 pub use super::tools::Effect;
-pub use ninetrix_proto::api::{BudgetPolicy, ModelLimits, OnBudgetExceeded};
+pub use ninetrix_proto::api::{
+    AgentCardInfo, BudgetPolicy, ModelLimits, OnBudgetExceeded, SkillInfo,
+};
 
 /// A validated agentfile.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -87,6 +89,9 @@ pub struct AgentSpec {
     /// each is also one of its `tools` (`ask_<agent>`, see [`ToolSpec::handoff`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collaborators: Vec<String>,
+    /// What its A2A card lists it can do (`skills:`), in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<SkillInfo>,
     /// How its containers are confined (`security:`, over the hardened defaults).
     #[serde(default)]
     pub security: Security,
@@ -94,6 +99,11 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "is_open")]
     pub network: Network,
 }
+
+/// Most characters of a card's display name (the API's limit).
+const CARD_NAME_CHARS: usize = 200;
+/// Most characters of a card's description (the API's limit).
+const CARD_TEXT_CHARS: usize = 4000;
 
 fn is_open(n: &Network) -> bool {
     !n.restricted()
@@ -145,6 +155,47 @@ impl AgentSpec {
             jobs.max_concurrent,
             super::units::format_duration(jobs.default_timeout_secs),
         ))
+    }
+
+    /// Its remote A2A collaborators, in the order listed: each one's name (its tool is
+    /// `ask_<name>`) and where it is.
+    pub fn a2a_collaborators(&self) -> impl Iterator<Item = (&str, &A2aRemote)> {
+        self.tools.iter().filter_map(|t| {
+            let target = t.handoff.as_ref()?;
+            Some((target.agent.as_str(), target.a2a.as_ref()?))
+        })
+    }
+
+    /// What its A2A card says (`up` records it with its replicas): its display name
+    /// (`metadata.name`), description (`metadata.description`, else its goal) and skills — its
+    /// `skills:`, or one named after the agent. Texts are cut to what the API takes.
+    pub fn card_info(&self) -> AgentCardInfo {
+        let m = &self.metadata;
+        let text = |t: &Option<String>, max: usize| {
+            t.as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(|t| ninetrix_proto::text::preview(t, max))
+        };
+        let display_name = text(&m.name, CARD_NAME_CHARS - 1);
+        let description = text(&m.description, CARD_TEXT_CHARS - 1)
+            .or_else(|| text(&m.goal, CARD_TEXT_CHARS - 1));
+        let skills = if self.skills.is_empty() {
+            vec![SkillInfo {
+                id: self.name.clone(),
+                name: display_name.clone().unwrap_or_else(|| self.name.clone()),
+                description: description.clone().unwrap_or_default(),
+                tags: Vec::new(),
+                examples: Vec::new(),
+            }]
+        } else {
+            self.skills.clone()
+        };
+        AgentCardInfo {
+            display_name,
+            description,
+            skills,
+        }
     }
 
     /// How its workspace is snapshotted, in words (`ninetrix validate`), for a durable agent:
@@ -389,11 +440,29 @@ pub struct ToolSpec {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffTarget {
-    /// The agent (in the same pool).
+    /// The collaborator's name: an agent of the same pool, or (with `a2a`) the name the
+    /// agentfile gives a remote A2A agent.
     pub agent: String,
-    /// What the model is told about it (its description, role and goal), if the agentfile says.
+    /// What the model is told about it (its description, role and goal, or a remote's
+    /// `about`), if the agentfile says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub about: Option<String>,
+    /// For a remote A2A agent (`collaborators: [{name, a2a, …}]`): where its card is, and the
+    /// secret its calls carry. `None`: an agent of the same pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aRemote>,
+}
+
+/// A remote A2A agent a collaborator entry names (docs/a2a.md, "Calling remote A2A agents").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aRemote {
+    /// The URL of its agent card (`a2a:`): an absolute `http://` or `https://` URL.
+    pub card: String,
+    /// The secret (by name; also in the agent's `secrets`) whose value is sent as
+    /// `Authorization: Bearer`, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 impl ToolSpec {
@@ -423,10 +492,21 @@ impl ToolSpec {
             handoff: Some(HandoffTarget {
                 agent: agent.to_string(),
                 about,
+                a2a: None,
             }),
             scope: None,
             secrets: Vec::new(),
         }
+    }
+
+    /// The `ask_<name>` tool that sends a task to the remote A2A agent `remote` (effect
+    /// `write`, pinned, like a handoff to an agent of the pool).
+    pub fn a2a(name: &str, about: Option<String>, remote: A2aRemote) -> Self {
+        let mut tool = Self::handoff(name, about);
+        if let Some(target) = &mut tool.handoff {
+            target.a2a = Some(remote);
+        }
+        tool
     }
 
     /// Whether this entry gives the tool the model knows as `name`.

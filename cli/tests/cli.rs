@@ -114,7 +114,7 @@ fn validate_lists_each_agents_collaborators() {
     let ws = Workspace::new();
     ws.write(
         "agentfile.yaml",
-        "name: p\nagents:\n  lead:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    collaborators: [researcher, writer]\n    transfer_timeout: 5m\n    governance:\n      human_approval: { actions: [ask_writer] }\n  researcher:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    metadata: { description: Finds sources. }\n    collaborators: [lead]\n    execution: { max_delegation_depth: 2 }\n  writer:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n",
+        "name: p\nagents:\n  lead:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    collaborators:\n      - researcher\n      - writer\n      - { name: crm, a2a: \"https://crm.example.com/a2a/.well-known/agent-card.json\", secret: CRM_A2A_TOKEN }\n    transfer_timeout: 5m\n    governance:\n      human_approval: { actions: [ask_writer] }\n  researcher:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n    metadata: { description: Finds sources. }\n    collaborators: [lead]\n    execution: { max_delegation_depth: 2 }\n  writer:\n    runtime: { provider: scripted, script: [{ text: hi }] }\n",
     );
     let out = ws
         .ninetrix()
@@ -128,7 +128,7 @@ fn validate_lists_each_agents_collaborators() {
     let stdout = text(&out.stdout);
     assert!(
         stdout.contains(
-            "  lead        researcher (ask_researcher), writer (ask_writer) · transfer_timeout 5m · max_delegation_depth 4\n"
+            "  lead        researcher (ask_researcher), writer (ask_writer), crm (ask_crm) → A2A https://crm.example.com/a2a/.well-known/agent-card.json (secret CRM_A2A_TOKEN) · transfer_timeout 5m · max_delegation_depth 4\n"
         ),
         "{stdout}"
     );
@@ -154,6 +154,23 @@ fn validate_lists_each_agents_collaborators() {
             "effect_pinned": true,
             "handoff": { "agent": "researcher", "about": "Finds sources." }
         })
+    );
+    assert_eq!(
+        lead["tools"][2]["handoff"],
+        serde_json::json!({
+            "agent": "crm",
+            "a2a": {
+                "card": "https://crm.example.com/a2a/.well-known/agent-card.json",
+                "secret": "CRM_A2A_TOKEN"
+            }
+        }),
+        "the JSON says where each remote collaborator is"
+    );
+    assert!(
+        lead["secrets"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("CRM_A2A_TOKEN"))
     );
     assert_eq!(lead["execution"]["transfer_timeout_secs"], 300);
     assert_eq!(v["agents"][1]["execution"]["max_delegation_depth"], 2);

@@ -366,19 +366,26 @@ pub struct ApprovalNotified {
     pub retry_in_ms: Option<u64>,
 }
 
-/// `handoff_sent`.
+/// `handoff_sent`: a task handed to a collaborator of the pool, or sent to a remote A2A agent
+/// (`a2a` set, no session or thread).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandoffSent {
-    /// The handoff (`handoff:<ledger key>`).
+    /// The handoff (`handoff:<ledger key>`; for a remote A2A agent the message's ID,
+    /// `ninetrix-<ledger key>`).
     pub delivery_key: String,
     /// The tool called (`ask_<agent>`).
     pub tool: String,
     /// The collaborator.
     pub agent: String,
-    /// Its session for this task.
+    /// Its session for this task (empty for a remote A2A agent).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub session: String,
-    /// That session's thread (`ninetrix trace --thread ID`).
-    pub thread_id: ThreadId,
+    /// That session's thread (`ninetrix trace --thread ID`); `None` for a remote A2A agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<ThreadId>,
+    /// For a remote A2A agent: its card and the task it made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aTask>,
     /// The start of the task.
     pub task: String,
     /// Handoffs in the chain with this one (1: straight from a turn that was not delegated).
@@ -395,8 +402,13 @@ pub struct HandoffSettled {
     pub delivery_key: String,
     /// The collaborator.
     pub agent: String,
-    /// Its session's thread.
-    pub thread_id: ThreadId,
+    /// Its session's thread; `None` for a remote A2A agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<ThreadId>,
+    /// For a remote A2A agent: its card and the task (in the state it ended in, or was last
+    /// seen in when the wait ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<A2aTask>,
     /// `replied`, `failed` or `timed_out`.
     pub status: HandoffStatus,
     /// The start of the reply (or of why it failed).
@@ -408,6 +420,19 @@ pub struct HandoffSettled {
     /// How long this runner waited.
     #[serde(default)]
     pub waited_ms: u64,
+}
+
+/// A task of a remote A2A agent, as the handoff events name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct A2aTask {
+    /// The URL of the agent's card.
+    pub card: String,
+    /// The task's ID, once the agent answered with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// Its A2A state (`TASK_STATE_COMPLETED`, …), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// `handoff_refused`.

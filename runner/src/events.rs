@@ -505,19 +505,29 @@ fn log(event: &TraceEvent) {
                 .map(|ms| format!("; retrying in {ms} ms"))
                 .unwrap_or_else(|| "; giving up".into())
         ),
-        TraceEvent::HandoffSent(h) => tracing::info!(
-            "{} task to `{}` (session {}, thread {}, depth {}); waiting for its reply: {}",
-            if h.reattached {
-                "re-attached to the"
-            } else {
-                "handed a"
-            },
-            h.agent,
-            h.session,
-            h.thread_id,
-            h.depth,
-            h.task
-        ),
+        TraceEvent::HandoffSent(h) => match (&h.a2a, h.thread_id) {
+            (Some(a2a), _) => tracing::info!(
+                "sent a task to the remote A2A agent `{}` ({}, task {}, depth {}); following it: {}",
+                h.agent,
+                a2a.card,
+                a2a.task_id.as_deref().unwrap_or("?"),
+                h.depth,
+                h.task
+            ),
+            (None, thread) => tracing::info!(
+                "{} task to `{}` (session {}, thread {}, depth {}); waiting for its reply: {}",
+                if h.reattached {
+                    "re-attached to the"
+                } else {
+                    "handed a"
+                },
+                h.agent,
+                h.session,
+                thread.map(|t| t.to_string()).unwrap_or_default(),
+                h.depth,
+                h.task
+            ),
+        },
         TraceEvent::HandoffSettled(h) if h.status == HandoffStatus::Replied => tracing::info!(
             "`{}` replied after {} ms (spent ${:.4}): {}",
             h.agent,

@@ -21,6 +21,10 @@ pub struct Entry {
     pub result: Option<String>,
     /// The epoch that recorded the intent.
     pub intent_epoch: u64,
+    /// When the intent was stored, as the API recorded it (`None` for this runner's own, not
+    /// loaded from the API): a call to a remote A2A agent waits `transfer_timeout` from then,
+    /// through restarts.
+    pub intent_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Entry {
@@ -30,6 +34,7 @@ impl Entry {
             status: ToolCallStatus::Intent,
             result: None,
             intent_epoch: epoch,
+            intent_at: None,
         }
     }
 
@@ -53,6 +58,7 @@ impl From<&ToolCallRecord> for Entry {
             status: r.status,
             result: r.result.clone(),
             intent_epoch: r.intent_epoch,
+            intent_at: Some(r.created_at),
         }
     }
 }
@@ -149,6 +155,7 @@ mod tests {
             status,
             result: (status != ToolCallStatus::Intent).then(|| "recorded".to_string()),
             intent_epoch,
+            intent_at: None,
         }
     }
 

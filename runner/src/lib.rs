@@ -8,6 +8,7 @@
 //! against a `checkpoints` store (the API over HTTP, or memory for a batch job without one);
 //! `process` runs the driver on the runner's own thread and, beside it, the `sessions` it serves.
 
+pub mod a2a;
 pub mod backoff;
 pub mod checkpoints;
 pub mod config;

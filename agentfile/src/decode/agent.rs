@@ -165,15 +165,21 @@ impl Cx {
             collaborators,
             transfer_timeout,
             triggers: _,
+            skills,
             security,
             network,
         } = own;
         // The `ask_<agent>` tools join the agent's tools before anything checks calls against
         // them (the script, `human_approval.actions`).
-        let (handoffs, handoffs_ok) = self.handoffs(&key.name, &collaborators, roster);
+        let (handoffs, handoffs_ok) =
+            self.handoffs(&key.name, &collaborators, roster, network.as_ref());
         ok &= handoffs_ok;
-        let collaborator_names: Vec<String> =
-            handoffs.iter().map(|h| h.agent().to_string()).collect();
+        // `collaborators` is the agents of the pool (what `up` records); remote ones are tools.
+        let collaborator_names: Vec<String> = handoffs
+            .iter()
+            .filter(|h| h.local())
+            .map(|h| h.agent().to_string())
+            .collect();
         if let Some(tools) = &mut tools {
             ok &= self.attach_handoffs(tools, handoffs);
         }
@@ -220,8 +226,12 @@ impl Cx {
             }
         }
         let tools = tools?;
-        // The secrets given to `shell` by name: `up` mounts them for the agent.
-        for name in tools.iter().flat_map(|t| &t.secrets) {
+        // The secrets given to `shell` by name, and those remote collaborators' calls carry:
+        // `up` mounts them for the agent.
+        let a2a_secrets = tools
+            .iter()
+            .filter_map(|t| t.handoff.as_ref()?.a2a.as_ref()?.secret.as_ref());
+        for name in tools.iter().flat_map(|t| &t.secrets).chain(a2a_secrets) {
             if !secret_names.contains(name) {
                 secret_names.push(name.clone());
             }
@@ -285,6 +295,7 @@ impl Cx {
             secrets: secret_names,
             mcp_servers,
             collaborators: collaborator_names,
+            skills: skills?,
             security: security?,
             network: network?,
         })
@@ -424,6 +435,8 @@ pub(super) struct AgentIn {
     transfer_timeout: Option<Option<(u64, Loc)>>,
     /// `triggers:` (checked against the other agents once all are read).
     triggers: TriggersIn,
+    /// `skills:` (what its A2A card lists).
+    skills: Option<Vec<crate::schema::SkillInfo>>,
     /// `security:`, over the hardened defaults.
     security: Option<crate::security::Security>,
     /// `network:`.
@@ -445,6 +458,7 @@ impl AgentIn {
             collaborators: CollaboratorsIn::none(at, path),
             transfer_timeout: Some(None),
             triggers: TriggersIn::default(),
+            skills: Some(Vec::new()),
             security: Some(crate::security::Security::default()),
             network: Some(crate::security::Network::default()),
         }
@@ -492,6 +506,10 @@ pub(super) const AGENT: Section<AgentIn> = Section {
                 .map(|secs| Some((secs, f.key.loc)));
             Some(())
         }),
+        ("skills", |cx, a, f| {
+            a.skills = cx.skills(f.value, &f.path);
+            Some(())
+        }),
         ("security", |cx, a, f| {
             a.security = cx.security(f.value, &f.path);
             Some(())
@@ -509,7 +527,6 @@ pub(super) const AGENT: Section<AgentIn> = Section {
     ],
     unsupported: &[
         "routing",
-        "skills",
         "volumes",
         "packages",
         "output_type",

@@ -151,7 +151,7 @@ pub(super) const HUMAN_APPROVAL: Section<ApprovalIn> = Section {
         }),
         ("notify_url", |cx, a, f| {
             let url = cx.string(f.value, &f.path)?;
-            match check_notify_url(&url) {
+            match check_http_url(&url) {
                 UrlCheck::Ok => {}
                 UrlCheck::Credentials => {
                     cx.report(&f.path, f.value.loc, Problem::ApprovalUrlCredentials);
@@ -382,9 +382,9 @@ impl Cx {
     }
 }
 
-/// What [`check_notify_url`] found.
+/// What [`check_http_url`] found.
 #[derive(Debug, PartialEq)]
-enum UrlCheck {
+pub(super) enum UrlCheck {
     Ok,
     /// `user:password@` (or `token@`) before the host.
     Credentials,
@@ -392,10 +392,10 @@ enum UrlCheck {
     Invalid,
 }
 
-/// A strict check of a notification URL: scheme `http` or `https`, a non-empty host (a name,
+/// A strict check of a URL ninetrix connects to (a notification's, a remote A2A agent's card): scheme `http` or `https`, a non-empty host (a name,
 /// an IPv4 address or a bracketed IPv6 address), an optional port from 1 to 65535, no
 /// credentials, no spaces or control characters.
-fn check_notify_url(url: &str) -> UrlCheck {
+pub(super) fn check_http_url(url: &str) -> UrlCheck {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, url),
@@ -468,7 +468,7 @@ mod tests {
             "http://[::1]:8080/x",
             "https://host.docker.internal/hook#frag",
         ] {
-            assert_eq!(check_notify_url(ok), UrlCheck::Ok, "{ok}");
+            assert_eq!(check_http_url(ok), UrlCheck::Ok, "{ok}");
         }
         for creds in [
             "https://user:pass@hooks.example.com/x",
@@ -476,7 +476,7 @@ mod tests {
             "user:pass@hooks.example.com",
             "ftp://user:pass@example.com",
         ] {
-            assert_eq!(check_notify_url(creds), UrlCheck::Credentials, "{creds}");
+            assert_eq!(check_http_url(creds), UrlCheck::Credentials, "{creds}");
         }
         for bad in [
             "hooks.example.com/x",
@@ -495,11 +495,11 @@ mod tests {
             "https://-example.com",
             "mailto:ops@example.com",
         ] {
-            assert_ne!(check_notify_url(bad), UrlCheck::Ok, "{bad}");
+            assert_ne!(check_http_url(bad), UrlCheck::Ok, "{bad}");
         }
         // The path may hold an `@`: only the part before the host is checked for credentials.
         assert_eq!(
-            check_notify_url("https://example.com/users/@ops"),
+            check_http_url("https://example.com/users/@ops"),
             UrlCheck::Ok
         );
     }

@@ -1,18 +1,21 @@
-//! `collaborators` and `transfer_timeout`: the agents of the same agentfile an agent may hand
-//! work to (each becomes one of its tools, `ask_<agent>`), and how long such a call waits for
-//! the reply.
+//! `collaborators` and `transfer_timeout`: who an agent may hand work to — the agents of the
+//! same agentfile (by name) and remote A2A agents (`{name, a2a, …}`, read by `a2a`) — each
+//! becoming one of its tools, `ask_<name>`, and how long such a call waits for the reply.
 //!
 //! A collaborator is checked against every agent of the file (its name, whether it is durable,
 //! its metadata), wherever that agent is declared, so decoding happens in two steps:
 //! 1. [`Cx::collaborators_in`] reads the list while the agent's keys are dispatched: types,
-//!    `human`, names too long for a tool, repeats.
+//!    `human`, names too long for a tool, repeats, a remote entry's keys.
 //! 2. [`Cx::handoffs`] checks each entry against the [`Roster`] of the file's agents once every
-//!    agent is read (the agent itself, unknown names, batch jobs on either side) and makes the
-//!    `ask_<agent>` tools; [`Cx::attach_handoffs`] adds them to the agent's tools, before the
+//!    agent is read (the agent itself, unknown names, batch jobs on either side; a remote one
+//!    named like an agent, or whose card the agent's network does not reach) and makes the
+//!    `ask_<name>` tools; [`Cx::attach_handoffs`] adds them to the agent's tools, before the
 //!    script and `human_approval.actions` are checked against those.
 
+use super::a2a::{A2aProblem, RemoteIn};
 use super::problem::CollaboratorGap;
 use super::*;
+use crate::security::Network;
 use ninetrix_proto::handoffs;
 
 /// The longest `about` a handoff tool gets, in characters (longer descriptions are cut).
@@ -57,6 +60,8 @@ struct CollaboratorIn {
     name: String,
     loc: Loc,
     path: String,
+    /// A remote A2A agent's entry (`None`: an agent of the file, by name).
+    remote: Option<RemoteIn>,
 }
 
 /// What an agent's collaborators need to know of every agent of the file.
@@ -106,6 +111,11 @@ impl Handoff {
             .as_ref()
             .map_or("", |target| target.agent.as_str())
     }
+
+    /// Whether the collaborator is an agent of the pool (not a remote A2A agent).
+    pub(super) fn local(&self) -> bool {
+        self.tool.handoff.as_ref().is_some_and(|t| t.a2a.is_none())
+    }
 }
 
 /// A one-line description of an agent for the models of its callers: its `description`, else
@@ -151,19 +161,42 @@ impl Cx {
             valid: true,
         };
         let Kind::Seq(items) = &node.kind else {
-            self.type_error(path, node, "a list of agent names");
+            self.type_error(
+                path,
+                node,
+                "a list of agent names and remote agents (`{ name, a2a }`)",
+            );
             c.valid = false;
             return c;
         };
         c.listed = !items.is_empty();
         for (i, item) in items.iter().enumerate() {
             let p = format!("{path}[{i}]");
-            let Some(name) = self.string(item, &p) else {
-                c.valid = false;
-                continue;
+            let (name, loc, remote) = match &item.kind {
+                Kind::Map(_) => match self.remote_collaborator(item, &p) {
+                    Some(r) => {
+                        let (name, at) = r.name.clone().unwrap_or_default();
+                        (name, at, Some(r))
+                    }
+                    None => {
+                        c.valid = false;
+                        continue;
+                    }
+                },
+                _ => match self.string(item, &p) {
+                    Some(name) => (name, item.loc, None),
+                    None => {
+                        c.valid = false;
+                        continue;
+                    }
+                },
             };
             let len = name.chars().count();
-            let problem = if handoffs::tool_name(&name) == tools::ASK_HUMAN {
+            let problem = if remote.is_some() && !names::is_valid_name(&name) {
+                self.invalid_name(&join(&p, "name"), loc, &name, "collaborator name");
+                c.valid = false;
+                continue;
+            } else if handoffs::tool_name(&name) == tools::ASK_HUMAN {
                 Some(Problem::InvalidCollaborator {
                     name: &name,
                     why: CollaboratorGap::AskHuman,
@@ -179,28 +212,32 @@ impl Cx {
                 None
             };
             if let Some(problem) = problem {
-                self.report(&p, item.loc, problem);
+                self.report(&p, loc, problem);
                 c.valid = false;
                 continue;
             }
             c.entries.push(CollaboratorIn {
                 name,
-                loc: item.loc,
+                loc,
                 path: p,
+                remote,
             });
         }
         c
     }
 
     /// Step 2: agent `agent`'s collaborators, checked against the file's agents: each must be
-    /// another agent, and both it and `agent` durable. Returns the handoffs of the entries
-    /// that name another agent (also those refused for durability, so the agent's tools do not
-    /// get a second, misleading error about them), and whether every entry passed.
+    /// another agent, and both it and `agent` durable; a remote one must not be named like an
+    /// agent, and its card must be within the agent's `network` (when it is valid). Returns the
+    /// handoffs of the entries that name another agent (also those refused for durability, so
+    /// the agent's tools do not get a second, misleading error about them) or a remote one, and
+    /// whether every entry passed.
     pub(super) fn handoffs(
         &mut self,
         agent: &str,
         c: &CollaboratorsIn,
         roster: &Roster,
+        network: Option<&Network>,
     ) -> (Vec<Handoff>, bool) {
         let mut ok = c.valid;
         if c.listed && roster.get(agent).and_then(|m| m.durable) == Some(false) {
@@ -214,6 +251,13 @@ impl Cx {
         let mut out = Vec::new();
         for entry in &c.entries {
             let name = entry.name.as_str();
+            if let Some(remote) = &entry.remote {
+                match self.remote_handoff(entry, remote, roster, network) {
+                    Some(h) => out.push(h),
+                    None => ok = false,
+                }
+                continue;
+            }
             if name == agent {
                 let problem = Problem::InvalidCollaborator {
                     name,
@@ -255,6 +299,36 @@ impl Cx {
             });
         }
         (out, ok)
+    }
+
+    /// The `ask_<name>` tool of remote collaborator `entry`, unless it is named like an agent
+    /// of the file or its card is outside the agent's `network` (reported).
+    fn remote_handoff(
+        &mut self,
+        entry: &CollaboratorIn,
+        remote: &RemoteIn,
+        roster: &Roster,
+        network: Option<&Network>,
+    ) -> Option<Handoff> {
+        let name = entry.name.as_str();
+        let name_path = join(&entry.path, "name");
+        if roster.get(name).is_some() {
+            let problem = Problem::A2a(A2aProblem::NameIsAgent(name));
+            self.report(&name_path, entry.loc, problem);
+            return None;
+        }
+        let target = remote.remote()?;
+        if let (Some(network), Some((_, at))) = (network, &remote.card) {
+            let place = (join(&entry.path, "a2a"), *at);
+            if !self.card_reachable(network, name, &target.card, (&place.0, place.1)) {
+                return None;
+            }
+        }
+        Some(Handoff {
+            tool: ToolSpec::a2a(name, remote.about.clone(), target),
+            loc: entry.loc,
+            path: name_path,
+        })
     }
 
     /// Appends the handoffs' tools to the agent's `tools`, in order. A tool the agent already
@@ -334,6 +408,7 @@ mod tests {
             Some(HandoffTarget {
                 agent: "researcher".into(),
                 about: Some("Finds sources.".into()),
+                a2a: None,
             })
         );
         assert_eq!(
@@ -540,13 +615,14 @@ mod tests {
             &lead("collaborators: writer"),
             "wrong_type",
             (4, 20),
-            "`collaborators` must be a list of agent names, found the string \"writer\"",
+            "`collaborators` must be a list of agent names and remote agents (`{ name, a2a }`), \
+             found the string \"writer\"",
         );
         assert_error(
-            &lead("collaborators: [{ name: writer }]"),
+            &lead("collaborators: [[writer]]"),
             "wrong_type",
             (4, 21),
-            "`collaborators[0]` must be a string, found a mapping",
+            "`collaborators[0]` must be a string, found a list",
         );
     }
 
@@ -568,10 +644,11 @@ mod tests {
                     len: 1,
                 },
                 path: "agents.a.collaborators[0]".into(),
+                remote: None,
             }],
             valid: true,
         };
-        let (list, ok) = cx.handoffs("a", &c, &roster);
+        let (list, ok) = cx.handoffs("a", &c, &roster, None);
         assert!(ok && cx.diags.is_empty());
         let mut tools = vec![ToolSpec {
             name: "ask_b".into(),

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod a2a;
 mod agent;
 mod approval;
 mod collaborators;
@@ -128,6 +129,8 @@ static SECTIONS: &[&dyn SectionKeys] = &[
     &mcp::MCP_SERVER,
     &mcp::VERIFY,
     &triggers::TRIGGER,
+    &a2a::REMOTE,
+    &a2a::SKILL,
 ];
 
 /// Where keys that are misplaced usually belong.
@@ -177,6 +180,7 @@ const KEY_HOMES: &[(&str, &str)] = &[
     ("secrets", "the agent"),
     ("collaborators", "the agent"),
     ("transfer_timeout", "the agent"),
+    ("skills", "the agent"),
     ("cron", "triggers"),
     ("every", "triggers"),
     ("timezone", "triggers"),
@@ -687,6 +691,14 @@ mod tests {
                 "triggers:\n  - KEY: VALUE\nagents:\n  a: {}\n",
                 "triggers[0]",
             ),
+            "a remote collaborator" => (
+                "agents:\n  a:\n    collaborators:\n      - KEY: VALUE\n",
+                "agents.a.collaborators[0]",
+            ),
+            "a skill" => (
+                "agents:\n  a:\n    skills:\n      - KEY: VALUE\n",
+                "agents.a.skills[0]",
+            ),
             _ => return None,
         })
     }
@@ -740,6 +752,7 @@ mod tests {
     fn every_declared_section_is_listed_in_sections() {
         let sources = [
             include_str!("mod.rs"),
+            include_str!("a2a.rs"),
             include_str!("agent.rs"),
             include_str!("approval.rs"),
             include_str!("collaborators.rs"),

@@ -135,6 +135,9 @@ pub(super) enum Problem<'a> {
     Security(super::security::SecurityProblem<'a>),
     /// A problem with `runtime.jobs` or the job tools (its own module says how they read).
     Jobs(super::jobs::JobsProblem<'a>),
+    /// A problem with a remote A2A collaborator or `skills:` (its own module says how they
+    /// read).
+    A2a(super::a2a::A2aProblem<'a>),
     /// `secrets:` on a tool entry other than `shell` (the entry's name as written).
     SecretsNotShell(&'a str),
     /// `cpu` not positive (or absurdly large).
@@ -500,6 +503,7 @@ impl Problem<'_> {
             Problem::Context(c) => c.kind(),
             Problem::Security(p) => p.kind(),
             Problem::Jobs(p) => p.kind(),
+            Problem::A2a(p) => p.kind(),
             Problem::SecretsNotShell(_) => K::InvalidValue,
             Problem::NotAMapping(_) => K::NotAMapping,
             Problem::NoAgentsKey
@@ -654,6 +658,9 @@ impl Problem<'_> {
 
     /// Whether the offending span may be a secret, so snippets must mask it.
     pub(super) fn redact(&self) -> bool {
+        if let Problem::A2a(p) = self {
+            return p.redact();
+        }
         matches!(
             self,
             Problem::SecretInEnv { .. }
@@ -671,6 +678,7 @@ impl Problem<'_> {
             Problem::Context(c) => c.message(),
             Problem::Security(p) => p.message(),
             Problem::Jobs(p) => p.message(),
+            Problem::A2a(p) => p.message(),
             Problem::SecretsNotShell(name) => format!(
                 "`secrets` on tool `{name}`: only `shell` starts processes that can be given secrets"
             ),
@@ -1102,6 +1110,7 @@ impl Problem<'_> {
             Problem::Context(c) => c.help(),
             Problem::Security(p) => p.help(),
             Problem::Jobs(p) => p.help(),
+            Problem::A2a(p) => p.help(),
             Problem::SecretsNotShell(_) => "remove `secrets` from this entry; give secrets to \
                 an MCP server in its `mcp_servers` entry (`secrets:`), or to `shell` with \
                 `{ name: shell, secrets: [NAME] }`"

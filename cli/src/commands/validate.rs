@@ -179,7 +179,7 @@ fn summary(args: &ValidateArgs, parsed: &Parsed, style: Style) -> String {
     let callers: Vec<&AgentSpec> = af
         .agents
         .iter()
-        .filter(|a| !a.collaborators.is_empty())
+        .filter(|a| !a.collaborators.is_empty() || a.a2a_collaborators().next().is_some())
         .collect();
     let width = callers.iter().map(|a| a.name.len()).max().unwrap_or(0);
     let delegating: Vec<String> = callers
@@ -549,21 +549,29 @@ fn approval_summary(h: &HumanApproval) -> String {
     parts.join(" · ")
 }
 
-/// One agent's collaborators in words: `researcher (ask_researcher), writer (ask_writer) ·
-/// transfer_timeout 5m · max_delegation_depth 4`.
+/// One agent's collaborators in words, the pool's agents then the remote A2A ones:
+/// `researcher (ask_researcher), crm (ask_crm) → A2A https://crm.example.com/agent-card.json
+/// (secret CRM_A2A_TOKEN) · transfer_timeout 5m · max_delegation_depth 4`.
 fn collaborators_summary(a: &AgentSpec) -> String {
-    let who: Vec<String> = a
+    let tool_of = |name: &str| {
+        a.tools
+            .iter()
+            .find(|t| t.handoff.as_ref().is_some_and(|h| h.agent == name))
+            .map_or_else(|| format!("ask_{name}"), |t| t.name.clone())
+    };
+    let local = a
         .collaborators
         .iter()
-        .map(|name| {
-            let tool = a
-                .tools
-                .iter()
-                .find(|t| t.handoff.as_ref().is_some_and(|h| &h.agent == name))
-                .map_or_else(|| format!("ask_{name}"), |t| t.name.clone());
-            format!("{name} ({tool})")
-        })
-        .collect();
+        .map(|name| format!("{name} ({})", tool_of(name)));
+    let remote = a.a2a_collaborators().map(|(name, remote)| {
+        let secret = remote
+            .secret
+            .as_ref()
+            .map(|s| format!(" (secret {s})"))
+            .unwrap_or_default();
+        format!("{name} ({}) → A2A {}{secret}", tool_of(name), remote.card)
+    });
+    let who: Vec<String> = local.chain(remote).collect();
     format!(
         "{} · transfer_timeout {} · max_delegation_depth {}",
         who.join(", "),

@@ -683,8 +683,8 @@ impl Api {
             .map_err(|e| self.explain(e, &format!("listing the sessions of pool {pool}")))
     }
 
-    /// Records how many replicas a durable agent runs — what its sessions are spread over — and
-    /// the agents it may hand work to.
+    /// Records how many replicas a durable agent runs — what its sessions are spread over —,
+    /// the agents it may hand work to, and what its A2A card says (`card`).
     pub(crate) async fn set_replicas(
         &self,
         pool: &str,

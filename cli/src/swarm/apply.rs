@@ -231,8 +231,7 @@ impl Deploy<'_> {
                 &agent.name,
                 agent.execution.replicas,
                 &agent.collaborators,
-                // The agent's A2A card: not recorded yet (issue 43 wires the agentfile's card).
-                None,
+                Some(&agent.card_info()),
             )
             .await?;
         }

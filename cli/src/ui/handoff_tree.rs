@@ -26,21 +26,22 @@ const INDENT: &str = "  │   ";
 
 /// The label of a collaborator's block in the tree: `┌ researcher · session … · thread ID`.
 fn label(s: Style, h: &HandoffSent) -> String {
+    let thread = h.thread_id.map(|t| t.to_string()).unwrap_or_default();
     format!(
-        "┌ {} · session {} · thread {}",
+        "┌ {} · session {} · thread {thread}",
         s.bold(&h.agent),
         short_session(&h.session),
-        h.thread_id
     )
 }
 
 /// Each thread's events as read: `Err` says why a thread could not be read.
 pub(crate) type Threads = HashMap<ThreadId, Result<Vec<Event>, String>>;
 
-/// The collaborator threads that a thread's `handoff_sent` events name, in order.
-fn handed_to(events: &[Event]) -> impl Iterator<Item = HandoffSent> + '_ {
+/// The handoffs to the pool's collaborators that a thread's `handoff_sent` events name, in
+/// order, with their threads (a task sent to a remote A2A agent has no thread here to follow).
+fn handed_to(events: &[Event]) -> impl Iterator<Item = (ThreadId, HandoffSent)> + '_ {
     events.iter().filter_map(|e| match e.decode() {
-        Decoded::Known(TraceEvent::HandoffSent(h)) => Some(h),
+        Decoded::Known(TraceEvent::HandoffSent(h)) => Some((h.thread_id?, h)),
         _ => None,
     })
 }
@@ -59,7 +60,7 @@ where
 {
     let mut threads = Threads::new();
     let mut queue: VecDeque<(ThreadId, usize)> =
-        handed_to(&root_events).map(|h| (h.thread_id, 1)).collect();
+        handed_to(&root_events).map(|(t, _)| (t, 1)).collect();
     threads.insert(root, Ok(root_events));
     while let Some((thread, depth)) = queue.pop_front() {
         if depth > MAX_FOLLOW_DEPTH || threads.contains_key(&thread) {
@@ -67,7 +68,7 @@ where
         }
         let events = fetch(thread).await.map_err(|e| format!("{e:#}"));
         if let Ok(events) = &events {
-            queue.extend(handed_to(events).map(|h| (h.thread_id, depth + 1)));
+            queue.extend(handed_to(events).map(|(t, _)| (t, depth + 1)));
         }
         threads.insert(thread, events);
     }
@@ -137,7 +138,9 @@ fn walk_thread(
         let Decoded::Known(TraceEvent::HandoffSent(sent)) = event.decode() else {
             continue;
         };
-        let child = sent.thread_id;
+        let Some(child) = sent.thread_id else {
+            continue;
+        };
         let why = if depth + 1 > MAX_FOLLOW_DEPTH {
             format!("thread {child} not followed: deeper than {MAX_FOLLOW_DEPTH} handoffs")
         } else if !seen.insert(child) {

@@ -52,8 +52,20 @@ pub(crate) fn dollars(usd: f64) -> String {
 }
 
 /// `→ asked researcher (session handoff:…; thread ID) · TASK`, or `→ re-attached to …` for a
-/// restarted caller that found its task already filed.
+/// restarted caller that found its task already filed; `→ asked crm (A2A task ID at CARD) ·
+/// TASK` for a remote A2A agent.
 pub(crate) fn sent(s: Style, h: &HandoffSent, width: usize) -> String {
+    if let Some(a2a) = &h.a2a {
+        return format!(
+            "{} asked {} (A2A task {} at {}) · {}",
+            s.bold("→"),
+            h.agent,
+            a2a.task_id.as_deref().unwrap_or("?"),
+            a2a.card,
+            one_line(&h.task, width)
+        );
+    }
+    let thread = h.thread_id.map(|t| t.to_string()).unwrap_or_default();
     format!(
         "{} {} {} (session {}; thread {}) · {}",
         s.bold("→"),
@@ -64,7 +76,7 @@ pub(crate) fn sent(s: Style, h: &HandoffSent, width: usize) -> String {
         },
         h.agent,
         short_session(&h.session),
-        h.thread_id,
+        thread,
         one_line(&h.task, width)
     )
 }
@@ -76,6 +88,18 @@ pub(crate) fn settled(s: Style, h: &HandoffSettled, width: usize) -> String {
         String::new()
     } else {
         format!(": {}", one_line(&h.reply, width))
+    };
+    // A remote A2A agent's task, and the state it ended in.
+    let reply = match &h.a2a {
+        Some(a2a) => format!(
+            " [A2A task {}{}]{reply}",
+            a2a.task_id.as_deref().unwrap_or("?"),
+            a2a.state
+                .as_deref()
+                .map(|st| format!(", {}", st.trim_start_matches("TASK_STATE_")))
+                .unwrap_or_default()
+        ),
+        None => reply,
     };
     let after = waited(h.waited_ms);
     match h.status {
@@ -180,6 +204,48 @@ mod tests {
         for (ms, want) in cases {
             assert_eq!(waited(ms), want, "{ms} ms");
         }
+    }
+
+    #[test]
+    fn a_remote_a2a_agent_s_task_is_shown_by_its_card_and_id() {
+        let s = Style { color: false };
+        let a2a = ninetrix_proto::events::A2aTask {
+            card: "https://crm.example.com/card.json".into(),
+            task_id: Some("t-1".into()),
+            state: None,
+        };
+        let sent = HandoffSent {
+            delivery_key: "ninetrix-k".into(),
+            tool: "ask_crm".into(),
+            agent: "crm".into(),
+            session: String::new(),
+            thread_id: None,
+            a2a: Some(a2a.clone()),
+            task: "find\nAda".into(),
+            depth: 1,
+            reattached: false,
+        };
+        assert_eq!(
+            super::sent(s, &sent, 80),
+            "→ asked crm (A2A task t-1 at https://crm.example.com/card.json) · find ⏎ Ada"
+        );
+        let settled = HandoffSettled {
+            delivery_key: "ninetrix-k".into(),
+            agent: "crm".into(),
+            thread_id: None,
+            a2a: Some(ninetrix_proto::events::A2aTask {
+                state: Some("TASK_STATE_FAILED".into()),
+                ..a2a
+            }),
+            status: HandoffStatus::Failed,
+            reply: "no such customer".into(),
+            cost_usd: 0.0,
+            waited_ms: 1200,
+        };
+        assert_eq!(
+            super::settled(s, &settled, 80),
+            "✗ crm failed after 1.2s ($0.0000) [A2A task t-1, FAILED]: no such customer"
+        );
     }
 
     #[test]

@@ -186,6 +186,7 @@ pub(super) async fn run_with<C: Checkpoints>(
         controls: None,
         read_ahead: Vec::new(),
         jobs: job_broker(&config, &http_for_jobs),
+        a2a: crate::a2a::Client::new(http_for_jobs.clone()),
         snapshots: crate::snapshots::Snapshotter::new(
             &config.workspace,
             super::snapshots::excluded(&config),

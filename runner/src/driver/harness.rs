@@ -568,6 +568,7 @@ impl Driver {
     }
 }
 
+mod a2a;
 mod replay;
 mod snapshots;
 

@@ -32,6 +32,7 @@ use crate::notify::Notifier;
 use crate::telemetry::Observed;
 use crate::tools::{self, ToolContext};
 
+mod a2a;
 mod boot;
 mod commit;
 mod controls;
@@ -177,6 +178,8 @@ struct Runner<C: Checkpoints> {
     read_ahead: Vec<ninetrix_proto::api::InboxMessage>,
     /// The thread's background jobs, when the backend runs a job broker for the agent.
     jobs: Option<jobs::Jobs>,
+    /// The client of remote A2A collaborators (their cards cached for the runner's life).
+    a2a: crate::a2a::Client,
     /// The thread's workspace as snapshots see it (with the hashes this runner knows).
     snapshots: crate::snapshots::Snapshotter,
     /// The files a rewind staged, applied once its commit is stored.

@@ -95,17 +95,49 @@ impl<C: Checkpoints> Runner<C> {
         Ok(Input::Approvals(approvals))
     }
 
-    /// Hands each call's task to its collaborator through the API (a call that already did —
-    /// before a restart — gets the handoff it made: it re-attaches) and waits, at no CPU cost,
-    /// until every one has its answer: the reply, the collaborator's failure, or the end of the
-    /// wait. All the calls' handoffs are filed before the wait, so the collaborators work at
-    /// the same time.
+    /// Hands each call's task to its collaborator and waits until every one has its answer:
+    /// the pool's collaborators through the API ([`Self::hand_over`]), remote A2A agents
+    /// directly (`driver/a2a.rs`), all at the same time, with the health saying whom it waits
+    /// for.
     pub(super) async fn delegate(
         &mut self,
         turn_seq: u64,
         calls: Vec<Delegation>,
     ) -> Result<Input, Stop> {
         let before = self.health.activity();
+        self.health.set(Activity::Delegating {
+            agents: calls.iter().map(|d| d.agent.clone()).collect(),
+        });
+        let (remote, local): (Vec<Delegation>, Vec<Delegation>) =
+            calls.into_iter().partition(|d| d.remote.is_some());
+        let asker = super::a2a::Remote {
+            client: self.a2a.clone(),
+            events: self.events.clone(),
+            secrets: self.config.secrets.clone(),
+            workspace: self.config.workspace.clone(),
+            shutdown: self.shutdown.clone(),
+        };
+        let (remote_answers, local_answers) =
+            tokio::join!(asker.ask_all(&remote), self.hand_over(turn_seq, local));
+        self.health.set(before);
+        let (mut answers, cancelled) = local_answers?;
+        answers.extend(remote_answers?);
+        if cancelled && let Some(stop) = self.stop_behind().await {
+            return Ok(stop);
+        }
+        Ok(Input::Delegated(answers))
+    }
+
+    /// Hands each call's task to its collaborator of the pool through the API (a call that
+    /// already did — before a restart — gets the handoff it made: it re-attaches) and waits, at
+    /// no CPU cost, until every one has its answer: the reply, the collaborator's failure, or
+    /// the end of the wait. All the calls' handoffs are filed before the wait, so the
+    /// collaborators work at the same time. Also says whether one of them was cancelled.
+    async fn hand_over(
+        &mut self,
+        turn_seq: u64,
+        calls: Vec<Delegation>,
+    ) -> Result<(Vec<Delegated>, bool), Stop> {
         let started = Instant::now();
         let mut answers: Vec<Delegated> = Vec::new();
         let mut waiting: Vec<(Delegation, String)> = Vec::new();
@@ -133,7 +165,8 @@ impl<C: Checkpoints> Runner<C> {
                         tool: d.call.name.clone(),
                         agent: h.agent.clone(),
                         session: h.session.clone(),
-                        thread_id: h.target_thread_id,
+                        thread_id: Some(h.target_thread_id),
+                        a2a: None,
                         task: crate::engine::preview(&d.task, 200),
                         depth: d.chain.len() as u32,
                         reattached: h.epoch != self.epoch,
@@ -163,9 +196,6 @@ impl<C: Checkpoints> Runner<C> {
             }
         }
         if !waiting.is_empty() {
-            self.health.set(Activity::Delegating {
-                agents: waiting.iter().map(|(d, _)| d.agent.clone()).collect(),
-            });
             self.events.flush(Duration::from_secs(2)).await;
         }
         let mut settled = 0;
@@ -195,7 +225,8 @@ impl<C: Checkpoints> Runner<C> {
                     .emit(TraceEvent::HandoffSettled(ev::HandoffSettled {
                         delivery_key: key,
                         agent: h.agent.clone(),
-                        thread_id: h.target_thread_id,
+                        thread_id: Some(h.target_thread_id),
+                        a2a: None,
                         status: h.status,
                         reply: self.result_preview(&answer.0),
                         cost_usd: h.cost_usd,
@@ -210,11 +241,7 @@ impl<C: Checkpoints> Runner<C> {
             }
             waiting = still;
         }
-        self.health.set(before);
-        if cancelled && let Some(stop) = self.stop_behind().await {
-            return Ok(stop);
-        }
-        Ok(Input::Delegated(answers))
+        Ok((answers, cancelled))
     }
 
     /// Sends the notification of a pending request once per runner life (a restarted runner

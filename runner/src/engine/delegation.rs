@@ -6,7 +6,9 @@ use ninetrix_proto::api::{CommitOutcome, ThreadStatus, ToolCallStatus};
 use ninetrix_proto::events::HandoffRefused;
 use ninetrix_proto::handoffs;
 
-use super::{Delegated, Delegation, Effect, Engine, NextCall, PlannedCall, intent_of};
+use super::{
+    Delegated, Delegation, Effect, Engine, HandoffTarget, NextCall, PlannedCall, intent_of,
+};
 use crate::ledger::{Decision, Entry};
 
 impl Engine {
@@ -34,13 +36,15 @@ impl Engine {
         })
     }
 
-    /// The delegation of `call` to `agent`, or — when it must not be made — the error result it
-    /// gets instead (and the event saying why, for the depth limit).
+    /// The delegation of `call` to collaborator `target`, or — when it must not be made — the
+    /// error result it gets instead (and the event saying why, for the depth limit). A remote
+    /// A2A agent counts as one more handoff in the chain, like an agent of the pool.
     pub(super) fn delegation(
         &self,
         call: &PlannedCall,
-        agent: &str,
+        target: &HandoffTarget,
     ) -> Result<Delegation, (String, Option<Box<HandoffRefused>>)> {
+        let agent = target.agent.as_str();
         let chain = self.chain();
         if let Err(why) = handoffs::check_depth(&chain, agent, self.cfg.max_delegation_depth) {
             let mut would = chain.clone();
@@ -75,6 +79,8 @@ impl Engine {
         Ok(Delegation {
             call: call.clone(),
             agent: agent.to_string(),
+            remote: target.a2a.clone(),
+            since: self.ledger.get(&call.key).and_then(|e| e.intent_at),
             task,
             context: text("context"),
             chain,
@@ -100,10 +106,10 @@ impl Engine {
             {
                 continue;
             }
-            let Some(agent) = self.handoff_target(&call.name).map(|t| t.agent.clone()) else {
+            let Some(target) = self.handoff_target(&call.name).cloned() else {
                 continue;
             };
-            if let Ok(d) = self.delegation(&call, &agent) {
+            if let Ok(d) = self.delegation(&call, &target) {
                 batch.push(d);
             }
         }

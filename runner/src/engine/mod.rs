@@ -310,13 +310,18 @@ pub struct PlannedCall {
 }
 
 /// A call to a collaborator to hand over: the driver files it through the API (once per call)
-/// and waits for the reply.
+/// and waits for the reply — or, for a remote A2A agent, sends it the task and follows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delegation {
     /// The call (`ask_<agent>`), its ledger key and decision.
     pub call: PlannedCall,
     /// The collaborator.
     pub agent: String,
+    /// For a remote A2A agent: where it is (`None`: an agent of the pool).
+    pub remote: Option<ninetrix_agentfile::A2aRemote>,
+    /// When the call's intent was stored, if an earlier runner stored it (`None`: it is this
+    /// runner's own, stored just now): the wait for a remote agent runs from it.
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
     /// The task.
     pub task: String,
     /// Its context, if the model gave one.

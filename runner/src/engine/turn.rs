@@ -387,11 +387,9 @@ impl Engine {
                             ));
                             continue;
                         }
-                        let agent = self
-                            .handoff_target(&call.name)
-                            .map(|t| t.agent.clone())
-                            .unwrap_or_default();
-                        if let Err((content, refused)) = self.delegation(&call, &agent) {
+                        let target = self.handoff_target(&call.name).cloned();
+                        let refused = target.map(|t| self.delegation(&call, &t));
+                        if let Some(Err((content, refused))) = refused {
                             self.history
                                 .push(history::tool_result(&call.call_id, content, true));
                             out.extend(refused.map(|r| event(TraceEvent::HandoffRefused(*r))));

@@ -399,10 +399,23 @@ impl Spans {
         record.attributes.extend([
             ("gen_ai.agent.name", Attr::from(h.agent.as_str())),
             ("ninetrix.handoff.status", h.status.as_str().into()),
-            ("ninetrix.handoff.thread_id", h.thread_id.to_string().into()),
             ("ninetrix.handoff.wait_ms", h.waited_ms.into()),
             ("ninetrix.usage.cost_usd", h.cost_usd.into()),
         ]);
+        if let Some(thread) = h.thread_id {
+            let thread = ("ninetrix.handoff.thread_id", thread.to_string().into());
+            record.attributes.push(thread);
+        }
+        if let Some(a2a) = &h.a2a {
+            record
+                .attributes
+                .push(("ninetrix.a2a.card", a2a.card.as_str().into()));
+            if let Some(task) = &a2a.task_id {
+                record
+                    .attributes
+                    .push(("ninetrix.a2a.task_id", task.as_str().into()));
+            }
+        }
         if h.status != ninetrix_proto::api::HandoffStatus::Replied {
             record.status = Status::Error(format!("handoff {}", h.status.as_str()));
         }
@@ -947,7 +960,8 @@ mod tests {
             TraceEvent::HandoffSettled(ev::HandoffSettled {
                 delivery_key: "handoff:k".into(),
                 agent: "researcher".into(),
-                thread_id: collaborator,
+                thread_id: Some(collaborator),
+                a2a: None,
                 status: HandoffStatus::Replied,
                 reply: "secret reply".into(),
                 cost_usd: 0.25,

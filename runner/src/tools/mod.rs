@@ -106,12 +106,19 @@ fn handoff_definition(name: &str, target: &HandoffTarget) -> ToolDef {
         .as_deref()
         .map(|a| format!(" About `{}`: {a}", target.agent))
         .unwrap_or_default();
-    ToolDef {
-        name: name.to_string(),
-        description: format!(
+    let description = match &target.a2a {
+        Some(_) => format!(
+            "Send a task to `{}`, a remote agent (over A2A), and wait for its answer, which is the result. It sees only the task and the context you give.{about}",
+            target.agent
+        ),
+        None => format!(
             "Hand a task to the agent `{}` and wait for its reply, which is the result. It works in a conversation of its own and sees only the task and the context you give.{about}",
             target.agent
         ),
+    };
+    ToolDef {
+        name: name.to_string(),
+        description,
         parameters: json!({"type": "object", "properties": {
             "task": {"type": "string", "description": "What to do, complete enough to do without other context."},
             "context": {"type": "string", "description": "Facts, constraints or earlier results the task needs."}
