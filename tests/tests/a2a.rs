@@ -603,7 +603,7 @@ async fn a_runner_asks_a_remote_sdk_agent_once_through_a_crash() {
     let done = p.s.admin.wait_turn(thread, seq, TURN).await;
     assert_eq!(done.reply, "Done: echo: spell cat");
     let stats = remote.stats().await;
-    let counts: Vec<u64> = stats["tasks_per_message"]
+    let counts: Vec<u64> = stats["by_message_id"]
         .as_object()
         .unwrap()
         .values()
