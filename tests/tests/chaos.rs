@@ -59,6 +59,13 @@
 //! workspace untouched); that the source's turns 1..=4 are as they were before the replay began;
 //! and, where those turns have the appender's plain shape, that none diverged.
 //!
+//! A2A tasks too (issue 43): a caller sends the appender A2A messages over the JSON-RPC endpoint
+//! into three contexts (sessions the session replicas serve), and sends earlier ones again with
+//! the same `messageId` now and then and after every send the dead API did not answer
+//! (`support::chaos_a2a`). The checks add that every answer to a `messageId` named one task,
+//! every task completed, answered by exactly one turn, and each context holds one inbox message
+//! per `messageId`.
+//!
 //! The session replicas start as Swarm tasks do, with their replica number only: each (re)start
 //! asks the API for the replica's thread, through the API's kills too; the checks add that each
 //! replica has exactly one thread.
@@ -80,6 +87,7 @@ use ninetrix_proto::api::{
 };
 use ninetrix_proto::events::TraceEvent;
 use ninetrix_proto::{Role, ThreadId};
+use support::chaos_a2a::A2aTasks;
 use support::chaos_replay::{self, Replaying};
 use support::mcp::{McpTestServer, mcp_appender_spec};
 use support::{Admin, Runner, appender_spec, lines};
@@ -380,6 +388,8 @@ async fn chaos() {
     let triggers = Triggers::register(&url).await;
     // `ninetrix replay` of a conversation's first turns, run (and re-run) through the faults.
     let mut replaying = Replaying::new(dir.path(), &url, SESSION_POOL, &agent, seed);
+    // A2A messages to the appender's pool, some sent again with the same messageId.
+    let mut a2a = A2aTasks::new(&url, SESSION_POOL, &agent);
     let mut deliveries: Vec<String> = Vec::new();
     let mut session_kills = 0usize;
     // Doomed threads: each gets a runner and a message, and is purged while it works —
@@ -429,6 +439,7 @@ async fn chaos() {
         // The replay: started once a conversation has ended its turns, run again after a
         // failure (the API was down), SIGKILLed now and then.
         replaying.step(&admin, &conversations).await;
+        a2a.step(&mut rng).await;
         // A webhook delivery, sometimes a redelivery (the same id).
         if !deliveries.is_empty() && rng.next(5) == 0 {
             let old = deliveries[rng.next(deliveries.len() as u64) as usize].clone();
@@ -583,6 +594,7 @@ async fn chaos() {
     }
     check_conversations(&admin, &conversations, seed).await;
     let replayed = replaying.check(&admin, &conversations, seed).await;
+    let a2a_tasks = a2a.check(&admin, seed).await;
     let (rewinds, rewinds_failed) = rewinding.check(&admin, dir.path(), seed).await;
     // The session replicas found their threads by replica number through every kill (theirs and
     // the API's, some in the middle of the first ask): one thread per replica, no orphan.
@@ -641,7 +653,7 @@ async fn chaos() {
         compactions += check(&admin, slot, seed, &mut totals).await;
     }
     eprintln!(
-        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions, {purged} threads purged mid-turn, {rewinds} rewinds done ({rewinds_failed} failed, {} refused), {replayed}; all invariants hold",
+        "chaos: seed {seed}: {faults} faults ({} runner kills, {} API kills, {} fencings, {} stale copies fenced, {mcp_restarts} MCP server kills) in {:.1?}; {} messages, {} repairs, {} writes completed, {} outcomes unknown, {decisions} approval decisions, {} handoffs, {session_kills} session replica kills over {} conversations, {fires} scheduled fires, {} webhook deliveries, {compactions} compactions, {purged} threads purged mid-turn, {rewinds} rewinds done ({rewinds_failed} failed, {} refused), {replayed}, {a2a_tasks}; all invariants hold",
         counts[0],
         counts[1],
         counts[2],

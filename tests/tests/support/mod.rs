@@ -1,10 +1,11 @@
 //! Shared pieces of the end-to-end tests: the agent spec, a runner child process, the API's admin
 //! calls, a gate — a proxy between runner and API that can hold one chosen request so the test
 //! can kill the runner at an exact step — and pools on real Docker ([`docker`]); the chaos
-//! suite's replay runs ([`chaos_replay`]).
+//! suite's replay runs ([`chaos_replay`]) and A2A caller ([`chaos_a2a`]).
 
 #![allow(dead_code)]
 
+pub(crate) mod chaos_a2a;
 pub(crate) mod chaos_replay;
 pub(crate) mod docker;
 pub(crate) mod mcp;
