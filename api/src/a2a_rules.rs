@@ -204,6 +204,24 @@ impl Phase {
     pub(crate) fn settled(&self) -> bool {
         matches!(self, Phase::Ended { .. } | Phase::InputRequired { .. })
     }
+
+    /// The phases a stream reports going from `self` (what it last saw) to `now`: `now` when the
+    /// state changed, preceded by `WORKING` when the task was last seen `SUBMITTED` and its turn
+    /// has since started and already stopped or ended — a fast turn still worked, and a client
+    /// that waits for `WORKING` sees it. Nothing when the state is the same.
+    pub(crate) fn path_to(&self, now: &Phase) -> Vec<Phase> {
+        if now.state() == self.state() {
+            return Vec::new();
+        }
+        let mut path = Vec::new();
+        if let (Phase::Submitted, Some(turn)) = (self, now.turn())
+            && !matches!(now, Phase::Working { .. })
+        {
+            path.push(Phase::Working { turn });
+        }
+        path.push(now.clone());
+        path
+    }
 }
 
 /// Reads the phase of the task of inbox seq `seq` from its thread's events after the message was
@@ -753,6 +771,26 @@ mod tests {
     };
 
     use super::*;
+
+    #[test]
+    fn a_stream_reports_working_for_a_turn_that_started_and_ended_between_two_looks() {
+        let done = Phase::Ended {
+            turn: 3,
+            ended: Ended::Completed("hi".into()),
+        };
+        assert_eq!(
+            Phase::Submitted.path_to(&done),
+            [Phase::Working { turn: 3 }, done.clone()]
+        );
+        // Seen working already: only the end.
+        assert_eq!(Phase::Working { turn: 3 }.path_to(&done), [done.clone()]);
+        // No change, nothing; a turn just started, just WORKING.
+        assert!(done.path_to(&done).is_empty());
+        assert_eq!(
+            Phase::Submitted.path_to(&Phase::Working { turn: 3 }),
+            [Phase::Working { turn: 3 }]
+        );
+    }
 
     fn at(secs: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_800_000_000 + secs, 0).unwrap()

@@ -898,16 +898,20 @@ fn reply_update(task: &A2aTask, text: String, append: bool, last_chunk: bool) ->
 /// Queues what changed since the task was last seen (`f.task`) as it is `now`; `true` when the
 /// stream ends.
 fn changes(f: &mut Following, now: A2aTask) -> bool {
-    if now.phase.state() != f.task.phase.state() {
+    for phase in f.task.phase.path_to(&now.phase) {
         if let Phase::Ended {
             ended: a2a_rules::Ended::Completed(reply),
             ..
-        } = &now.phase
+        } = &phase
         {
             f.out
                 .push_back(reply_update(&now, reply.clone(), false, true));
         }
-        f.out.push_back(status_update(&now));
+        let passed = A2aTask {
+            phase,
+            ..now.clone()
+        };
+        f.out.push_back(status_update(&passed));
     }
     let ends = now.phase.settled();
     f.task = now;

@@ -79,7 +79,10 @@ impl A2aTasks {
         });
         match self.call("SendMessage", params).await {
             Some(result) => {
-                let task = result["task"]["id"].as_str().unwrap_or_default().to_string();
+                let task = result["task"]["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 self.answers.entry(id.to_string()).or_default().push(task);
             }
             None => self.unanswered += 1,
@@ -147,10 +150,7 @@ impl A2aTasks {
         for c in 0..CONTEXTS {
             let context = format!("chaos-a2a-{c}");
             let listed = self
-                .call(
-                    "ListTasks",
-                    json!({"contextId": context, "pageSize": 100}),
-                )
+                .call("ListTasks", json!({"contextId": context, "pageSize": 100}))
                 .await
                 .expect("ListTasks answers");
             let mine = self.sent.iter().filter(|(_, ctx)| *ctx == context).count();
@@ -172,7 +172,10 @@ impl A2aTasks {
         let deadline = Instant::now() + SETTLE;
         loop {
             if let Some(t) = self.call("GetTask", json!({"id": task})).await {
-                let state = t["status"]["state"].as_str().unwrap_or_default().to_string();
+                let state = t["status"]["state"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 if state == "TASK_STATE_COMPLETED" {
                     return t;
                 }
