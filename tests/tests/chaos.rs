@@ -312,9 +312,14 @@ async fn chaos() {
     let mut mcp_restarts = 0usize;
     // Sessions: two replicas of the appender serve 12 conversations beside their own threads.
     let agent = appender_spec()["name"].as_str().unwrap().to_string();
+    // With a card: the appender is an A2A agent too (`support::chaos_a2a`).
+    let card = ninetrix_proto::api::AgentCardInfo {
+        description: Some("appends a line per message".into()),
+        ..Default::default()
+    };
     admin
         .client
-        .set_replicas(SESSION_POOL, &agent, 2, &[], None)
+        .set_replicas(SESSION_POOL, &agent, 2, &[], Some(&card))
         .await
         .unwrap();
     let session_replica = |n: u32| {

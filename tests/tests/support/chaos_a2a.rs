@@ -121,7 +121,7 @@ impl A2aTasks {
             threads
                 .entry(thread)
                 .or_default()
-                .push(n["seq"].as_u64().unwrap());
+                .push(n["seq"].as_u64().unwrap_or_default());
         }
         assert_eq!(
             self.answers.len(),
