@@ -783,7 +783,10 @@ mod tests {
             [Phase::Working { turn: 3 }, done.clone()]
         );
         // Seen working already: only the end.
-        assert_eq!(Phase::Working { turn: 3 }.path_to(&done), [done.clone()]);
+        assert_eq!(
+            Phase::Working { turn: 3 }.path_to(&done),
+            std::slice::from_ref(&done)
+        );
         // No change, nothing; a turn just started, just WORKING.
         assert!(done.path_to(&done).is_empty());
         assert_eq!(

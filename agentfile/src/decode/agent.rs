@@ -191,7 +191,7 @@ impl Cx {
         }
         let jobs_at = runtime.as_ref().and_then(RuntimeIn::jobs_at);
         let runtime = runtime.and_then(|r| self.runtime(r, &path, tools.as_deref()));
-        let (mut runtime, runtime_max_turns) = match runtime {
+        let (runtime, runtime_max_turns) = match runtime {
             Some(r) => (Some(r.0), r.1),
             None => (None, None),
         };
@@ -213,29 +213,9 @@ impl Cx {
                 }
             }
         }
-        let mut secret_names: Vec<String> = secrets?.into_iter().map(|(n, _)| n).collect();
-        // The keys of the model and its fallbacks: `up` mounts them.
-        if let Some(r) = &mut runtime {
-            let keys = std::iter::once(&r.api_key_secret)
-                .chain(r.fallback.iter().map(|f| &f.api_key_secret))
-                .flatten();
-            for key_secret in keys {
-                if !secret_names.contains(key_secret) {
-                    secret_names.push(key_secret.clone());
-                }
-            }
-        }
         let tools = tools?;
-        // The secrets given to `shell` by name, and those remote collaborators' calls carry:
-        // `up` mounts them for the agent.
-        let a2a_secrets = tools
-            .iter()
-            .filter_map(|t| t.handoff.as_ref()?.a2a.as_ref()?.secret.as_ref());
-        for name in tools.iter().flat_map(|t| &t.secrets).chain(a2a_secrets) {
-            if !secret_names.contains(name) {
-                secret_names.push(name.clone());
-            }
-        }
+        let declared = secrets?.into_iter().map(|(n, _)| n).collect();
+        let mut secret_names = mounted_secrets(declared, runtime.as_ref(), &tools);
         let mut shell_reported = false;
         if runtime.as_ref().is_some_and(|r| r.image.is_none())
             && let Some(i) = tools
@@ -415,6 +395,31 @@ pub(super) const TOP: Section<TopIn> = Section {
     ],
     unsupported: &["volumes", "environments", "mcp_gateway", "persistence"],
 };
+/// The secrets `up` mounts for an agent, each once, in this order: those it lists
+/// (`secrets:`), its model's and fallbacks' API keys, those its `shell` entries give their
+/// processes, and the bearer secrets of its remote A2A collaborators.
+fn mounted_secrets(
+    declared: Vec<String>,
+    runtime: Option<&crate::schema::Runtime>,
+    tools: &[crate::schema::ToolSpec],
+) -> Vec<String> {
+    let model_keys = runtime.into_iter().flat_map(|r| {
+        std::iter::once(&r.api_key_secret)
+            .chain(r.fallback.iter().map(|f| &f.api_key_secret))
+            .flatten()
+    });
+    let tool_secrets = tools.iter().flat_map(|t| &t.secrets);
+    let a2a_secrets = tools
+        .iter()
+        .filter_map(|t| t.handoff.as_ref()?.a2a.as_ref()?.secret.as_ref());
+    let mut names = declared;
+    for name in model_keys.chain(tool_secrets).chain(a2a_secrets) {
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    names
+}
 
 /// One agent as written. Each part is `None` when it is invalid (its errors are reported), so
 /// only the checks that depend on it are skipped.
