@@ -693,10 +693,11 @@ pub(crate) fn page_after(token: &str) -> Result<String, RpcError> {
         })
 }
 
-/// A `pageSize` as a number of tasks: 1 to 100, 50 when left out (0 too, as A2A says).
+/// A `pageSize` as a number of tasks: 1 to 100, 50 when left out. An explicit 0 is refused, as
+/// the official SDK's server and the A2A TCK do.
 pub(crate) fn page_size(asked: Option<i32>) -> Result<u32, RpcError> {
     match asked {
-        None | Some(0) => Ok(DEFAULT_PAGE_SIZE),
+        None => Ok(DEFAULT_PAGE_SIZE),
         Some(n) if (1..=MAX_PAGE_SIZE as i32).contains(&n) => Ok(n as u32),
         Some(n) => Err(RpcError::invalid_params(format!(
             "pageSize must be 1 to {MAX_PAGE_SIZE}, not {n}"
@@ -1218,6 +1219,7 @@ mod tests {
         assert_eq!(page_size(None).unwrap(), 50);
         assert_eq!(page_size(Some(100)).unwrap(), 100);
         assert!(page_size(Some(101)).is_err() && page_size(Some(-1)).is_err());
+        assert!(page_size(Some(0)).is_err(), "0 is not a page size");
     }
 
     #[test]
