@@ -24,7 +24,7 @@ use ninetrix_proto::ThreadId;
 use ninetrix_proto::api::{A2aTokenRequest, ApprovalStatus};
 use ninetrix_proto::events::{Decoded, TraceEvent};
 use serde_json::{Value, json};
-use support::openai::{chunk, end, stream_response};
+use support::openai::{chunk, end, stream_response, tool_call_response};
 use support::{Runner, Setup, setup};
 
 const POOL: &str = "front";
@@ -52,19 +52,7 @@ fn answer(body: &str) -> axum::response::Response {
     let messages = request["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     let content = last["content"].as_str().unwrap_or_default();
-    let call = |name: &str, args: Value| {
-        let call = json!({"tool_calls": [{"index": 0, "id": format!("call_{}", messages.len()),
-            "type": "function", "function": {"name": name, "arguments": args.to_string()}}]});
-        stream_response(
-            [
-                chunk(json!({"role": "assistant", "content": null}), None),
-                chunk(call, None),
-                chunk(json!({}), Some("tool_calls")),
-                end(50, 10),
-            ]
-            .concat(),
-        )
-    };
+    let call = |name: &str, args: Value| tool_call_response(messages.len(), name, &args);
     if last["role"] == "user" {
         if let Some(secs) = content.strip_prefix("sleep: ") {
             return call(

@@ -21,7 +21,7 @@ use ninetrix_proto::api::{
 };
 use ninetrix_proto::events::{StoppedBy, TraceEvent, TurnCompleted};
 use serde_json::{Value, json};
-use support::openai::{chunk, end, hanging_stream, stream_response};
+use support::openai::{chunk, end, hanging_stream, stream_response, tool_call_response};
 use support::{Gate, Hold, Runner, Setup, setup};
 
 /// What the stand-in saw.
@@ -72,19 +72,7 @@ fn answer(seen: Arc<Seen>, body: &str) -> axum::response::Response {
     let messages = request["messages"].as_array().unwrap();
     let last = messages.last().unwrap();
     let content = last["content"].as_str().unwrap_or_default();
-    let call = |name: &str, args: Value| {
-        let call = json!({"tool_calls": [{"index": 0, "id": format!("call_{}", messages.len()),
-            "type": "function", "function": {"name": name, "arguments": args.to_string()}}]});
-        stream_response(
-            [
-                chunk(json!({"role": "assistant", "content": null}), None),
-                chunk(call, None),
-                chunk(json!({}), Some("tool_calls")),
-                end(50, 10),
-            ]
-            .concat(),
-        )
-    };
+    let call = |name: &str, args: Value| tool_call_response(messages.len(), name, &args);
     if last["role"] == "user" {
         if let Some(secs) = content.strip_prefix("sleep: ") {
             let secs: f64 = secs.trim().parse().unwrap();

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use ninetrix_proto::api::{A2aTokenRequest, A2aTokenResponse, CancelRequest, ErrorBody, ErrorCode};
+use ninetrix_proto::api::{A2aTokenRequest, A2aTokenResponse, CancelRequest, ErrorBody};
 use ninetrix_proto::deltas::Delta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -44,8 +44,6 @@ use crate::store::{A2aTask, Answered, Decided, NewTask, TaskAnswer, TaskFilter};
 const SEND_WAIT: Duration = Duration::from_secs(60);
 /// The longest `CancelTask` waits for the task to read `CANCELED`.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
-/// How long an A2A token lasts when the request does not say.
-const DEFAULT_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 /// Most characters of a cancel's `by` (the cancel route's bound).
 const MAX_CANCEL_BY: usize = 64;
 
@@ -223,20 +221,8 @@ pub(crate) async fn mint_a2a_token(
     State(app): State<App>,
     ApiJson(request): ApiJson<A2aTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<A2aTokenResponse>), ApiError> {
-    let invalid = |message: String| ApiError::Rejected {
-        status: StatusCode::UNPROCESSABLE_ENTITY,
-        code: ErrorCode::InvalidBody,
-        message,
-    };
-    crate::names::check("pool", &request.pool).map_err(invalid)?;
-    crate::names::check_person("name", &request.name, 200).map_err(invalid)?;
-    let ttl = request.ttl_secs.unwrap_or(DEFAULT_TOKEN_TTL_SECS);
-    if !(60..=365 * 24 * 3600).contains(&ttl) {
-        return Err(invalid(format!(
-            "ttl_secs {ttl} is out of range: 60 to 31536000"
-        )));
-    }
-    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl as i64);
+    let expires_at =
+        super::approvals::pool_token_expiry(&request.pool, &request.name, request.ttl_secs)?;
     let token = app
         .auth
         .a2a_token(&request.pool, &request.name, expires_at.timestamp());

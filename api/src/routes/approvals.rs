@@ -26,7 +26,33 @@ use crate::store::{ApprovalFilter, Decided};
 /// Most requests one listing returns.
 const MAX_APPROVALS_PAGE: u32 = 1000;
 /// How long an approver token lasts when the request does not say.
-const DEFAULT_APPROVER_TTL_SECS: u64 = 30 * 24 * 3600;
+/// How long a token minted for a person or a caller of a pool (approver, A2A) lasts when the
+/// request does not say: 30 days.
+const DEFAULT_POOL_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
+
+/// The checks of a request for a pool-scoped token (approver or A2A: a pool name, a holder's name,
+/// a TTL of 60 s to a year, 30 days when left out) and when the token expires; `422
+/// invalid_body` naming the field otherwise.
+pub(super) fn pool_token_expiry(
+    pool: &str,
+    name: &str,
+    ttl_secs: Option<u64>,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    let invalid = |message: String| ApiError::Rejected {
+        status: StatusCode::UNPROCESSABLE_ENTITY,
+        code: ErrorCode::InvalidBody,
+        message,
+    };
+    crate::names::check("pool", pool).map_err(invalid)?;
+    crate::names::check_person("name", name, 200).map_err(invalid)?;
+    let ttl = ttl_secs.unwrap_or(DEFAULT_POOL_TOKEN_TTL_SECS);
+    if !(60..=365 * 24 * 3600).contains(&ttl) {
+        return Err(invalid(format!(
+            "ttl_secs {ttl} is out of range: 60 to 31536000"
+        )));
+    }
+    Ok(chrono::Utc::now() + chrono::Duration::seconds(ttl as i64))
+}
 
 /// The statuses the listing filters by: its documentation only (the handler reads the text, so an
 /// unknown one gets a 400 that lists these).
@@ -242,20 +268,7 @@ pub(crate) async fn mint_approver_token(
     State(app): State<App>,
     ApiJson(request): ApiJson<ApproverTokenRequest>,
 ) -> Result<(StatusCode, axum::Json<ApproverTokenResponse>), ApiError> {
-    let invalid = |message: String| ApiError::Rejected {
-        status: StatusCode::UNPROCESSABLE_ENTITY,
-        code: ErrorCode::InvalidBody,
-        message,
-    };
-    crate::names::check("pool", &request.pool).map_err(invalid)?;
-    crate::names::check_person("name", &request.name, 200).map_err(invalid)?;
-    let ttl = request.ttl_secs.unwrap_or(DEFAULT_APPROVER_TTL_SECS);
-    if !(60..=365 * 24 * 3600).contains(&ttl) {
-        return Err(invalid(format!(
-            "ttl_secs {ttl} is out of range: 60 to 31536000"
-        )));
-    }
-    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(ttl as i64);
+    let expires_at = pool_token_expiry(&request.pool, &request.name, request.ttl_secs)?;
     let token = app
         .auth
         .approver_token(&request.pool, &request.name, expires_at.timestamp());

@@ -28,6 +28,22 @@ pub(crate) fn answer_stream(text: &str) -> String {
     .concat()
 }
 
+/// A streamed answer that calls tool `name` with `args` (its call ID `call_<n>`), finishing with
+/// `tool_calls`.
+pub(crate) fn tool_call_response(n: usize, name: &str, args: &Value) -> axum::response::Response {
+    let call = json!({"tool_calls": [{"index": 0, "id": format!("call_{n}"),
+        "type": "function", "function": {"name": name, "arguments": args.to_string()}}]});
+    stream_response(
+        [
+            chunk(json!({"role": "assistant", "content": null}), None),
+            chunk(call, None),
+            chunk(json!({}), Some("tool_calls")),
+            end(50, 10),
+        ]
+        .concat(),
+    )
+}
+
 /// An HTTP response: a stream with status 200.
 pub(crate) fn stream_response(body: String) -> axum::response::Response {
     axum::response::Response::builder()
