@@ -645,7 +645,10 @@ pub(crate) async fn a2a_push_due<C: Conn>(
 
 /// Records what became of a delivery attempt (see [`PushResult`]).
 pub(crate) async fn a2a_push_record<C: Conn>(c: &mut C, r: &PushResult) -> StoreResult<()> {
+    // A final state delivered (or given up on) is the webhook's last: it is never due again, so
+    // finished tasks' webhooks never fill a round and keep newer ones waiting.
     let (last, attempts, next) = match r.retry {
+        None if final_state_name(&r.state) => (Some(r.state.as_str()), 0, i64::MAX),
         None => (Some(r.state.as_str()), 0, 0),
         Some((n, at)) => (None, i64::from(n), at),
     };
