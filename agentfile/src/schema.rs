@@ -100,10 +100,7 @@ pub struct AgentSpec {
     pub network: Network,
 }
 
-/// Most characters of a card's display name (the API's limit).
-const CARD_NAME_CHARS: usize = 200;
-/// Most characters of a card's description (the API's limit).
-const CARD_TEXT_CHARS: usize = 4000;
+use ninetrix_proto::api::{CARD_NAME_CHARS, CARD_TEXT_CHARS};
 
 fn is_open(n: &Network) -> bool {
     !n.restricted()

@@ -14,7 +14,10 @@ use a2a::{
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, TimeDelta, Utc};
-use ninetrix_proto::api::{AgentCardInfo, ApprovalKind, DecisionRequest, Event, Verdict};
+use ninetrix_proto::api::{
+    AgentCardInfo, ApprovalKind, CARD_NAME_CHARS, CARD_TEXT_CHARS, DecisionRequest, Event,
+    SKILL_EXAMPLES, SKILL_TAGS, Verdict,
+};
 use ninetrix_proto::events::{Decoded, StoppedBy, TraceEvent};
 use ninetrix_proto::{ApprovalId, ThreadId};
 use serde_json::{Value, json};
@@ -599,16 +602,6 @@ pub(crate) fn card(pool: &str, agent: &str, info: &AgentCardInfo, base: &str) ->
     }
 }
 
-/// Whether a skill ID is `[a-z0-9][a-z0-9_-]*`, 1 to 64 characters.
-fn skill_id_ok(id: &str) -> bool {
-    let mut chars = id.chars();
-    id.len() <= 64
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-}
-
 /// Checks what `up` records for an agent's card (the limits of `AgentCardInfo`'s docs): the
 /// first field out of bounds, named (`card.skills[2].id`), with the rule.
 pub(crate) fn check_card(info: &AgentCardInfo) -> Result<(), String> {
@@ -623,10 +616,10 @@ pub(crate) fn check_card(info: &AgentCardInfo) -> Result<(), String> {
         }
     };
     if let Some(name) = &info.display_name {
-        text("card.display_name".into(), name, 1, 200)?;
+        text("card.display_name".into(), name, 1, CARD_NAME_CHARS)?;
     }
     if let Some(description) = &info.description {
-        text("card.description".into(), description, 0, 4000)?;
+        text("card.description".into(), description, 0, CARD_TEXT_CHARS)?;
     }
     if info.skills.len() > ninetrix_proto::api::MAX_SKILLS {
         return Err(format!(
@@ -637,7 +630,7 @@ pub(crate) fn check_card(info: &AgentCardInfo) -> Result<(), String> {
     }
     let mut ids = HashSet::new();
     for (i, s) in info.skills.iter().enumerate() {
-        if !skill_id_ok(&s.id) {
+        if !ninetrix_proto::api::is_skill_id(&s.id) {
             return Err(format!(
                 "card.skills[{i}].id {:?} is not a skill ID: 1 to 64 of [a-z0-9_-], starting with a letter or digit",
                 crate::names::shown(&s.id)
@@ -649,16 +642,21 @@ pub(crate) fn check_card(info: &AgentCardInfo) -> Result<(), String> {
                 s.id
             ));
         }
-        text(format!("card.skills[{i}].name"), &s.name, 1, 200)?;
+        text(
+            format!("card.skills[{i}].name"),
+            &s.name,
+            1,
+            CARD_NAME_CHARS,
+        )?;
         text(
             format!("card.skills[{i}].description"),
             &s.description,
             0,
-            4000,
+            CARD_TEXT_CHARS,
         )?;
         for (field, list, most, max) in [
-            ("tags", &s.tags, 16, 64),
-            ("examples", &s.examples, 8, 1000),
+            ("tags", &s.tags, SKILL_TAGS.0, SKILL_TAGS.1),
+            ("examples", &s.examples, SKILL_EXAMPLES.0, SKILL_EXAMPLES.1),
         ] {
             if list.len() > most {
                 return Err(format!(

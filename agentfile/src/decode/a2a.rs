@@ -6,18 +6,10 @@
 use super::*;
 use crate::schema::{A2aRemote, SkillInfo};
 use crate::security::Network;
-use ninetrix_proto::api::MAX_SKILLS;
-
-/// Most characters of a skill's `id`.
-const SKILL_ID_CHARS: usize = 64;
-/// Most characters of a skill's `name`.
-const SKILL_NAME_CHARS: usize = 200;
-/// Most characters of a skill's `description`.
-const SKILL_TEXT_CHARS: usize = 4000;
-/// Most `tags` of a skill, and most characters of each.
-const SKILL_TAGS: (usize, usize) = (16, 64);
-/// Most `examples` of a skill, and most characters of each.
-const SKILL_EXAMPLES: (usize, usize) = (8, 1000);
+use ninetrix_proto::api::{
+    CARD_NAME_CHARS, CARD_TEXT_CHARS, MAX_SKILLS, SKILL_EXAMPLES, SKILL_ID_CHARS, SKILL_TAGS,
+    is_skill_id,
+};
 
 /// A problem with a remote collaborator or `skills:`.
 #[derive(Debug)]
@@ -227,11 +219,11 @@ pub(super) const SKILL: Section<SkillIn> = Section {
             Some(())
         }),
         ("name", |cx, s, f| {
-            s.name = Some(cx.skill_text(&f, SKILL_NAME_CHARS, false)?);
+            s.name = Some(cx.skill_text(&f, CARD_NAME_CHARS, false)?);
             Some(())
         }),
         ("description", |cx, s, f| {
-            s.skill.description = cx.skill_text(&f, SKILL_TEXT_CHARS, true)?;
+            s.skill.description = cx.skill_text(&f, CARD_TEXT_CHARS, true)?;
             Some(())
         }),
         ("tags", |cx, s, f| {
@@ -245,14 +237,6 @@ pub(super) const SKILL: Section<SkillIn> = Section {
     ],
     unsupported: &[],
 };
-
-/// Whether `id` is a skill id: `[a-z0-9][a-z0-9_-]*`, at most [`SKILL_ID_CHARS`] characters.
-fn is_skill_id(id: &str) -> bool {
-    let mut chars = id.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-        && id.len() <= SKILL_ID_CHARS
-}
 
 impl Cx {
     /// A remote collaborator entry (a mapping at `path`); `None` when it has errors (reported).

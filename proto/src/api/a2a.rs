@@ -11,6 +11,27 @@ use super::int;
 
 /// Most skills one agent card lists.
 pub const MAX_SKILLS: usize = 32;
+/// Most characters of a display name: the card's, a skill's.
+pub const CARD_NAME_CHARS: usize = 200;
+/// Most characters of a description: the card's, a skill's.
+pub const CARD_TEXT_CHARS: usize = 4000;
+/// Most characters of a skill's ID.
+pub const SKILL_ID_CHARS: usize = 64;
+/// Most tags of a skill, and most characters of each.
+pub const SKILL_TAGS: (usize, usize) = (16, 64);
+/// Most example requests of a skill, and most characters of each.
+pub const SKILL_EXAMPLES: (usize, usize) = (8, 1000);
+
+/// Whether `id` is a skill ID: `[a-z0-9][a-z0-9_-]*`, 1 to [`SKILL_ID_CHARS`] characters. The
+/// agentfile's check and the API's are this one.
+pub fn is_skill_id(id: &str) -> bool {
+    let mut chars = id.chars();
+    id.len() <= SKILL_ID_CHARS
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
 
 /// What an agent's A2A card says about it, from the agentfile: its display name, description and
 /// skills. `up` records it with the agent's replicas; the API serves the card only for agents
