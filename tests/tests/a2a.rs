@@ -258,6 +258,24 @@ impl Pool {
         }
     }
 
+    /// Sends `desk` a two-second task with `message_id` (not waiting for it) and waits until it
+    /// reads `WORKING`: its ID.
+    fn working(&self, message_id: &str) -> String {
+        let url = self.agent_url("desk");
+        let args = [
+            "send",
+            &url,
+            "sleep: 2",
+            "--message-id",
+            message_id,
+            "--return-immediately",
+        ];
+        let sent = self.sdk_one(&args);
+        let id = sent["task"]["id"].as_str().unwrap().to_string();
+        self.wait_state("desk", &id, "TASK_STATE_WORKING");
+        id
+    }
+
     /// Stops the API (SIGKILL) and starts it again on the same address and database.
     fn restart_api(&mut self, env: &[(&str, &str)]) {
         let listen = self.s.api.url.trim_start_matches("http://").to_string();
@@ -511,16 +529,7 @@ async fn tasks_survive_sigkill_of_the_runner_and_of_the_api() {
     let url = p.agent_url("desk");
 
     // The runner dies while the task runs; restarted, it finishes the turn, once.
-    let sent = p.sdk_one(&[
-        "send",
-        &url,
-        "sleep: 2",
-        "--message-id",
-        "k-1",
-        "--return-immediately",
-    ]);
-    let id = sent["task"]["id"].as_str().unwrap().to_string();
-    p.wait_state("desk", &id, "TASK_STATE_WORKING");
+    let id = p.working("k-1");
     p.runner("desk").kill();
     p.start_runner("desk", &[]);
     let done = p.wait_state("desk", &id, "TASK_STATE_COMPLETED");
@@ -557,16 +566,7 @@ async fn tasks_survive_sigkill_of_the_runner_and_of_the_api() {
     );
 
     // The API dies while a task runs; restarted, the client follows the task to its end.
-    let sent = p.sdk_one(&[
-        "send",
-        &url,
-        "sleep: 2",
-        "--message-id",
-        "k-2",
-        "--return-immediately",
-    ]);
-    let id = sent["task"]["id"].as_str().unwrap().to_string();
-    p.wait_state("desk", &id, "TASK_STATE_WORKING");
+    let id = p.working("k-2");
     p.restart_api(&[]);
     let done = p.wait_state("desk", &id, "TASK_STATE_COMPLETED");
     let (thread, seq) = located(&done);
